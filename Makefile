@@ -1,0 +1,22 @@
+# The two commands of the README. Each creates .venv and installs axjax[dev] on first use.
+VENV ?= .venv
+PY := $(VENV)/bin/python
+
+.PHONY: mnist test lint install
+
+$(VENV)/.installed: pyproject.toml
+	python3 -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+	$(PY) -m pip install -q -e ".[dev]"
+	touch $@
+
+install: $(VENV)/.installed
+
+mnist: $(VENV)/.installed   ## train the paper's 784-300-100-10 MLP on MNIST
+	$(PY) examples/mnist/train.py $(ARGS)
+
+lint: $(VENV)/.installed
+	$(PY) -m ruff check .
+
+test: lint   ## ruff, then the whole test suite (ops, typing under mypy+pyright, graph, nn, train)
+	$(PY) -m pytest -q $(ARGS)

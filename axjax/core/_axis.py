@@ -1,0 +1,79 @@
+"""Axis labels: nominal classes that name what an axis of a tensor means.
+
+An axis label is a class, never an instance::
+
+    from typing import final
+    import axjax as ax
+
+    @final
+    class Batch(ax.Axis): ...
+
+The runtime identity of an axis is its class and its printed name is the class name.
+Sizes are not part of the label: each tensor binds a size to each of its axes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+__all__ = ["Axis", "axis_name", "axes_names", "check_axis_label", "check_unique_axes"]
+
+
+class Axis:
+    """Base class of every axis label. Subclass it once per axis; never instantiate.
+
+    Decorate labels with ``@typing.final``: mypy treats tensor axes covariantly, so a
+    sub-axis could pass where its parent is expected (the ``axjax.mypy`` plugin insists).
+
+    Example:
+        >>> from typing import final
+        >>> import axjax as ax
+        >>> @final
+        ... class Pixel(ax.Axis): ...
+        >>> Pixel.__name__
+        'Pixel'
+    """
+
+    def __new__(cls, *args: object, **kwargs: object) -> Axis:
+        raise TypeError(
+            f"axis label {cls.__name__} is a type, not a value: write `{cls.__name__}`, "
+            f"not `{cls.__name__}()`"
+        )
+
+
+def axis_name(axis: object) -> str:
+    """The printed name of an axis label (its class name)."""
+    return getattr(axis, "__name__", repr(axis))
+
+
+def axes_names(axes: Iterable[object]) -> str:
+    """``(A, B)`` -> ``"A, B"``."""
+    return ", ".join(axis_name(a) for a in axes)
+
+
+def check_axis_label(axis: Any, where: str) -> type[Axis]:
+    """Raise a clear ``TypeError`` unless ``axis`` is a subclass of :class:`Axis`."""
+    if isinstance(axis, type) and issubclass(axis, Axis) and axis is not Axis:
+        return axis
+    if axis is Axis:
+        raise TypeError(f"{where}: `Axis` itself is not an axis label; subclass it")
+    if isinstance(axis, Axis):  # pragma: no cover - Axis cannot be instantiated
+        raise TypeError(f"{where}: pass the axis class, not an instance")
+    raise TypeError(
+        f"{where}: {axis!r} is not an axis label; axis labels are subclasses of ax.Axis "
+        "(`@final class Batch(ax.Axis): ...`)"
+    )
+
+
+def check_unique_axes(axes: tuple[type[Axis], ...], where: str) -> None:
+    """Raise :class:`AxisError` if an axis occurs twice."""
+    if len(set(axes)) != len(axes):
+        from ._errors import AxisError
+
+        seen: set[type[Axis]] = set()
+        dup = next(a for a in axes if a in seen or seen.add(a))  # type: ignore[func-returns-value]
+        raise AxisError(
+            f"{where}: axis {axis_name(dup)} occurs twice in ({axes_names(axes)}); "
+            "a tensor never has the same axis twice (rename one of them)"
+        )

@@ -1,0 +1,136 @@
+"""Dtype markers: the first type parameter of ``Tensor[D, *Axes]``.
+
+Each marker is a class naming one JAX dtype. ``Tensor[F32, Batch]`` holds float32 data;
+``t.dtype`` returns the marker class and ``t.array.dtype`` the numpy dtype.
+"""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar, final
+
+import jax.numpy as jnp
+import numpy as np
+
+__all__ = [
+    "DType",
+    "F16",
+    "BF16",
+    "F32",
+    "F64",
+    "I8",
+    "I32",
+    "I64",
+    "U8",
+    "U32",
+    "Bool",
+    "dtype_marker",
+    "is_floating",
+    "to_numpy_dtype",
+]
+
+
+class DType:
+    """Base class of dtype markers; never instantiated."""
+
+    numpy: ClassVar[np.dtype[Any]]
+
+    def __new__(cls, *args: object, **kwargs: object) -> DType:
+        raise TypeError(f"dtype marker {cls.__name__} is a type, not a value")
+
+
+@final
+class F16(DType):
+    """float16."""
+
+    numpy = np.dtype(jnp.float16)
+
+
+@final
+class BF16(DType):
+    """bfloat16."""
+
+    numpy = np.dtype(jnp.bfloat16)
+
+
+@final
+class F32(DType):
+    """float32."""
+
+    numpy = np.dtype(jnp.float32)
+
+
+@final
+class F64(DType):
+    """float64 (needs ``jax.config.update("jax_enable_x64", True)``)."""
+
+    numpy = np.dtype(jnp.float64)
+
+
+@final
+class I8(DType):
+    """int8."""
+
+    numpy = np.dtype(jnp.int8)
+
+
+@final
+class I32(DType):
+    """int32."""
+
+    numpy = np.dtype(jnp.int32)
+
+
+@final
+class I64(DType):
+    """int64 (needs ``jax_enable_x64``)."""
+
+    numpy = np.dtype(jnp.int64)
+
+
+@final
+class U8(DType):
+    """uint8."""
+
+    numpy = np.dtype(jnp.uint8)
+
+
+@final
+class U32(DType):
+    """uint32."""
+
+    numpy = np.dtype(jnp.uint32)
+
+
+@final
+class Bool(DType):
+    """bool."""
+
+    numpy = np.dtype(jnp.bool_)
+
+
+_MARKERS: dict[np.dtype[Any], type[DType]] = {
+    m.numpy: m for m in (F16, BF16, F32, F64, I8, I32, I64, U8, U32, Bool)
+}
+
+
+def dtype_marker(dtype: Any) -> type[DType]:
+    """The marker class of a numpy/JAX dtype (``float32`` -> ``F32``)."""
+    if isinstance(dtype, type) and issubclass(dtype, DType):
+        return dtype
+    try:
+        return _MARKERS[np.dtype(dtype)]
+    except (KeyError, TypeError):
+        known = ", ".join(m.__name__ for m in _MARKERS.values())
+        raise TypeError(f"dtype {dtype!r} has no axjax marker (known: {known})") from None
+
+
+def to_numpy_dtype(dtype: Any) -> np.dtype[Any]:
+    """The numpy dtype of a marker class or anything ``np.dtype`` accepts."""
+    if isinstance(dtype, type) and issubclass(dtype, DType):
+        return dtype.numpy
+    return np.dtype(dtype)
+
+
+def is_floating(dtype: type[DType]) -> bool:
+    """Whether values of this dtype can carry gradients."""
+    return bool(jnp.issubdtype(dtype.numpy, jnp.inexact))

@@ -1,0 +1,479 @@
+"""Elementwise primitives: unary math, binary arithmetic on identical axes, comparisons.
+
+Binary ops accept only identical axes in identical order, equal sizes and the same dtype;
+a Python number or a rank-0 tensor mixes with anything. There is no implicit
+broadcasting: use :func:`axjax.broadcast`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any, TypeVar, TypeVarTuple
+
+import jax
+import jax.numpy as jnp
+
+from ._dtype import Bool, DType, dtype_marker, is_floating, to_numpy_dtype
+from ._op import Op, require_floating, result_dtype, same_sizes
+from ._tensor import Tensor, TensorType
+
+D = TypeVar("D", bound=DType)
+D2 = TypeVar("D2", bound=DType)
+Axes = TypeVarTuple("Axes")
+
+Array = Any
+UnaryRule = Callable[[Array, Array, Array], Array]
+
+
+# ============================================================================ unary
+class UnaryOp(Op):
+    """Base of elementwise unary primitives: the result has the operand's type."""
+
+    floating_only = True
+
+    def infer(self, x: Any) -> TensorType:
+        if self.floating_only:
+            require_floating(self, (x,))
+        return TensorType(x.dtype, x.axes, x.shape)
+
+    @staticmethod
+    def fn(x: Array) -> Array:
+        raise NotImplementedError
+
+    @staticmethod
+    def grad(dy: Array, y: Array, x: Array) -> Array:
+        raise NotImplementedError
+
+    def forward(self, x: Tensor[Any, *tuple[Any, ...]]) -> Array:
+        return self.fn(x._array)
+
+    def backward(self, dy: Any, y: Any, x: Any) -> tuple[Array]:
+        return (self.grad(dy._array, y._array, x._array),)
+
+
+def _unary(name: str, fn: Callable[[Array], Array], grad: UnaryRule, *, floating_only: bool = True,
+           doc: str = "") -> type[UnaryOp]:
+    cls = type(
+        name,
+        (UnaryOp,),
+        {
+            "fn": staticmethod(fn),
+            "grad": staticmethod(grad),
+            "floating_only": floating_only,
+            "__doc__": doc or f"Elementwise {name.lower()}.",
+            "__module__": __name__,
+        },
+    )
+    return cls
+
+
+def _gelu_grad(dy: Array, y: Array, x: Array) -> Array:
+    # derivative of the tanh approximation used by jax.nn.gelu (approximate=True)
+    c = jnp.sqrt(2.0 / jnp.pi).astype(x.dtype)
+    inner = c * (x + 0.044715 * x**3)
+    t = jnp.tanh(inner)
+    dinner = c * (1.0 + 3 * 0.044715 * x**2)
+    return dy * (0.5 * (1.0 + t) + 0.5 * x * (1.0 - t**2) * dinner)
+
+
+Negative = _unary("Negative", jnp.negative, lambda dy, y, x: -dy, floating_only=False,
+                  doc="-x; backward -dy.")
+Abs = _unary("Abs", jnp.abs, lambda dy, y, x: dy * jnp.sign(x), floating_only=False,
+             doc="|x|; backward dy·sign(x).")
+Exp = _unary("Exp", jnp.exp, lambda dy, y, x: dy * y, doc="e^x; backward dy·y.")
+Log = _unary("Log", jnp.log, lambda dy, y, x: dy / x, doc="ln x; backward dy/x.")
+Log1p = _unary("Log1p", jnp.log1p, lambda dy, y, x: dy / (1 + x), doc="ln(1+x).")
+Expm1 = _unary("Expm1", jnp.expm1, lambda dy, y, x: dy * (y + 1), doc="e^x − 1.")
+Sqrt = _unary("Sqrt", jnp.sqrt, lambda dy, y, x: dy / (2 * y), doc="√x; backward dy/(2y).")
+Rsqrt = _unary("Rsqrt", jax.lax.rsqrt, lambda dy, y, x: -0.5 * dy * y / x, doc="1/√x.")
+Square = _unary("Square", jnp.square, lambda dy, y, x: 2 * x * dy, floating_only=False,
+                doc="x²; backward 2x·dy.")
+Reciprocal = _unary("Reciprocal", jnp.reciprocal, lambda dy, y, x: -dy * y * y, doc="1/x.")
+Tanh = _unary("Tanh", jnp.tanh, lambda dy, y, x: dy * (1 - y * y), doc="tanh; dy·(1−y²).")
+Sigmoid = _unary("Sigmoid", jax.nn.sigmoid, lambda dy, y, x: dy * y * (1 - y),
+                 doc="σ(x); backward dy·y·(1−y) (the paper's example).")
+Relu = _unary("Relu", jax.nn.relu, lambda dy, y, x: jnp.where(x > 0, dy, 0),
+              floating_only=False, doc="max(x, 0); backward dy·[x>0].")
+Gelu = _unary("Gelu", jax.nn.gelu, _gelu_grad, doc="GELU (tanh approximation).")
+Softplus = _unary("Softplus", jax.nn.softplus, lambda dy, y, x: dy * jax.nn.sigmoid(x),
+                  doc="ln(1+eˣ); backward dy·σ(x).")
+Sin = _unary("Sin", jnp.sin, lambda dy, y, x: dy * jnp.cos(x), doc="sin; dy·cos x.")
+Cos = _unary("Cos", jnp.cos, lambda dy, y, x: -dy * jnp.sin(x), doc="cos; −dy·sin x.")
+Silu = _unary("Silu", jax.nn.silu,
+              lambda dy, y, x: dy * (jax.nn.sigmoid(x) * (1 + x * (1 - jax.nn.sigmoid(x)))),
+              doc="x·σ(x).")
+Erf = _unary("Erf", jax.scipy.special.erf,
+             lambda dy, y, x: dy * (2 / jnp.sqrt(jnp.pi)).astype(x.dtype) * jnp.exp(-x * x),
+             doc="the error function.")
+
+
+def negative(x: Tensor[D, *Axes]) -> Tensor[D, *Axes]:
+    """``-x``, elementwise."""
+    return _NEG(x)  # type: ignore[no-any-return]
+
+
+def abs(x: Tensor[D, *Axes]) -> Tensor[D, *Axes]:  # noqa: A001
+    """``|x|``, elementwise."""
+    return _ABS(x)  # type: ignore[no-any-return]
+
+
+def exp(x: Tensor[D, *Axes]) -> Tensor[D, *Axes]:
+    """``e**x``, elementwise. Backward ``dy * y``."""
+    return _EXP(x)  # type: ignore[no-any-return]
+
+
+def log(x: Tensor[D, *Axes]) -> Tensor[D, *Axes]:
+    """Natural logarithm, elementwise."""
+    return _LOG(x)  # type: ignore[no-any-return]
+
+
+def log1p(x: Tensor[D, *Axes]) -> Tensor[D, *Axes]:
+    """``log(1 + x)``, accurate near 0."""
+    return _LOG1P(x)  # type: ignore[no-any-return]
+
+
+def expm1(x: Tensor[D, *Axes]) -> Tensor[D, *Axes]:
+    """``exp(x) - 1``, accurate near 0."""
+    return _EXPM1(x)  # type: ignore[no-any-return]
+
+
+def sqrt(x: Tensor[D, *Axes]) -> Tensor[D, *Axes]:
+    """Square root, elementwise."""
+    return _SQRT(x)  # type: ignore[no-any-return]
+
+
+def rsqrt(x: Tensor[D, *Axes]) -> Tensor[D, *Axes]:
+    """``1 / sqrt(x)``, elementwise."""
+    return _RSQRT(x)  # type: ignore[no-any-return]
+
+
+def square(x: Tensor[D, *Axes]) -> Tensor[D, *Axes]:
+    """``x * x``, elementwise."""
+    return _SQUARE(x)  # type: ignore[no-any-return]
+
+
+def reciprocal(x: Tensor[D, *Axes]) -> Tensor[D, *Axes]:
+    """``1 / x``, elementwise."""
+    return _RECIPROCAL(x)  # type: ignore[no-any-return]
+
+
+def tanh(x: Tensor[D, *Axes]) -> Tensor[D, *Axes]:
+    """Hyperbolic tangent. Backward ``dy * (1 - y**2)``."""
+    return _TANH(x)  # type: ignore[no-any-return]
+
+
+def sigmoid(x: Tensor[D, *Axes]) -> Tensor[D, *Axes]:
+    """Logistic sigmoid. Backward ``dy * y * (1 - y)``.
+
+    Example:
+        >>> ax.sigmoid(ax.zeros((2,), Batch))
+        Tensor[F32, Batch=2]([0.5, 0.5])
+    """
+    return _SIGMOID(x)  # type: ignore[no-any-return]
+
+
+def relu(x: Tensor[D, *Axes]) -> Tensor[D, *Axes]:
+    """``max(x, 0)``. Backward ``dy * (x > 0)``."""
+    return _RELU(x)  # type: ignore[no-any-return]
+
+
+def gelu(x: Tensor[D, *Axes]) -> Tensor[D, *Axes]:
+    """GELU, tanh approximation (as ``jax.nn.gelu``)."""
+    return _GELU(x)  # type: ignore[no-any-return]
+
+
+def silu(x: Tensor[D, *Axes]) -> Tensor[D, *Axes]:
+    """SiLU / swish: ``x * sigmoid(x)``."""
+    return _SILU(x)  # type: ignore[no-any-return]
+
+
+def softplus(x: Tensor[D, *Axes]) -> Tensor[D, *Axes]:
+    """``log(1 + exp(x))``, computed stably."""
+    return _SOFTPLUS(x)  # type: ignore[no-any-return]
+
+
+def sin(x: Tensor[D, *Axes]) -> Tensor[D, *Axes]:
+    """Sine, elementwise."""
+    return _SIN(x)  # type: ignore[no-any-return]
+
+
+def cos(x: Tensor[D, *Axes]) -> Tensor[D, *Axes]:
+    """Cosine, elementwise."""
+    return _COS(x)  # type: ignore[no-any-return]
+
+
+def erf(x: Tensor[D, *Axes]) -> Tensor[D, *Axes]:
+    """The error function, elementwise."""
+    return _ERF(x)  # type: ignore[no-any-return]
+
+
+_NEG, _ABS, _EXP, _LOG, _LOG1P, _EXPM1 = Negative(), Abs(), Exp(), Log(), Log1p(), Expm1()
+_SQRT, _RSQRT, _SQUARE, _RECIPROCAL = Sqrt(), Rsqrt(), Square(), Reciprocal()
+_TANH, _SIGMOID, _RELU, _GELU, _SILU = Tanh(), Sigmoid(), Relu(), Gelu(), Silu()
+_SOFTPLUS, _SIN, _COS, _ERF = Softplus(), Sin(), Cos(), Erf()
+
+
+# ============================================================================ binary
+def _scalar_like(value: Any, other: Any, op: Op) -> Tensor[Any]:
+    """A Python number as a rank-0 tensor of ``other``'s dtype."""
+    if isinstance(value, Tensor) or getattr(type(value), "_is_symbolic", False):
+        return value  # type: ignore[no-any-return]
+    if not isinstance(value, int | float | bool):
+        raise TypeError(
+            f"{op.name}: operands must be Tensors or Python numbers, got {type(value).__name__} "
+            "(wrap arrays with ax.tensor(array, *axes))"
+        )
+    dtype = other.dtype
+    if isinstance(value, float) and not isinstance(value, bool) and not is_floating(dtype):
+        if not float(value).is_integer():
+            raise op.fail(
+                (other,), f"the float {value} cannot mix with {dtype.__name__} values "
+                "(convert the tensor with astype(ax.F32))"
+            )
+    return Tensor._wrap(jnp.asarray(value, dtype=to_numpy_dtype(dtype)), ())  # type: ignore[no-any-return]
+
+
+def _binary_type(op: Op, a: Any, b: Any, *, out_dtype: type[DType] | None = None) -> TensorType:
+    dtype = result_dtype(op, (a, b))
+    if a.axes != b.axes and a.axes and b.axes:
+        if set(a.axes) == set(b.axes) and len(a.axes) == len(b.axes):
+            why = "same axes in a different order (transpose one operand first)"
+        else:
+            why = (
+                "axes differ (elementwise ops need identical axes: use ax.broadcast, "
+                "ax.transpose or ax.rename to line them up)"
+            )
+        raise op.fail((a, b), why)
+    same_sizes(op, (a, b))
+    full, other = (a, b) if a.axes or not b.axes else (b, a)
+    shape = full.shape
+    if other.axes:  # fill sizes a graph leaves open from the other operand
+        shape = tuple(m if n is None else n for n, m in zip(full.shape, other.shape, strict=True))
+    return TensorType(out_dtype or dtype, full.axes, shape)
+
+
+def _unbroadcast(g: Array, x: Array) -> Array:
+    """Sum a full-shape cotangent down to a rank-0 operand."""
+    return jnp.sum(g) if x.ndim == 0 and g.ndim else g
+
+
+class BinaryOp(Op):
+    """Base of elementwise binary primitives on identical axes."""
+
+    def infer(self, a: Any, b: Any) -> TensorType:
+        return _binary_type(self, a, b)
+
+    @staticmethod
+    def fn(a: Array, b: Array) -> Array:
+        raise NotImplementedError
+
+    @staticmethod
+    def grads(dy: Array, y: Array, a: Array, b: Array) -> tuple[Array, Array]:
+        raise NotImplementedError
+
+    def forward(self, a: Any, b: Any) -> Array:
+        return self.fn(a._array, b._array)
+
+    def backward(self, dy: Any, y: Any, a: Any, b: Any) -> tuple[Array, Array]:
+        ga, gb = self.grads(dy._array, y._array, a._array, b._array)
+        return _unbroadcast(ga, a._array), _unbroadcast(gb, b._array)
+
+
+def _binary(name: str, fn: Callable[[Array, Array], Array],
+            grads: Callable[[Array, Array, Array, Array], tuple[Array, Array]], doc: str
+            ) -> type[BinaryOp]:
+    return type(name, (BinaryOp,), {"fn": staticmethod(fn), "grads": staticmethod(grads),
+                                    "__doc__": doc, "__module__": __name__})
+
+
+def _pow_grads(dy: Array, y: Array, a: Array, b: Array) -> tuple[Array, Array]:
+    da = dy * jnp.where(b == 0, 0, b * a ** jnp.where(b == 0, 1, b - 1))
+    db = dy * y * jnp.log(jnp.where(a == 0, 1, a))
+    return da, db
+
+
+def _chooser(first_wins: Callable[[Array, Array], Array]) -> Callable[..., tuple[Array, Array]]:
+    def grads(dy: Array, y: Array, a: Array, b: Array) -> tuple[Array, Array]:
+        wa = jnp.where(a == b, 0.5, jnp.where(first_wins(a, b), 1.0, 0.0)).astype(dy.dtype)
+        return dy * wa, dy * (1 - wa)
+
+    return grads
+
+
+Add = _binary("Add", jnp.add, lambda dy, y, a, b: (dy, dy), "a + b; backward (dy, dy).")
+Subtract = _binary("Subtract", jnp.subtract, lambda dy, y, a, b: (dy, -dy), "a − b.")
+Multiply = _binary("Multiply", jnp.multiply, lambda dy, y, a, b: (dy * b, dy * a),
+                   "a · b; backward (dy·b, dy·a).")
+Divide = _binary("Divide", jnp.divide, lambda dy, y, a, b: (dy / b, -dy * y / b),
+                 "a / b; backward (dy/b, −dy·y/b).")
+Power = _binary("Power", jnp.power, _pow_grads, "a ** b.")
+Maximum = _binary("Maximum", jnp.maximum, _chooser(jnp.greater), "max(a, b); ties split.")
+Minimum = _binary("Minimum", jnp.minimum, _chooser(jnp.less), "min(a, b); ties split.")
+
+
+class Compare(BinaryOp):
+    """Base of comparisons: Bool result, no gradient."""
+
+    def infer(self, a: Any, b: Any) -> TensorType:
+        return _binary_type(self, a, b, out_dtype=Bool)
+
+    def backward(self, dy: Any, y: Any, a: Any, b: Any) -> tuple[None, None]:
+        return None, None
+
+
+def _compare(name: str, fn: Callable[[Array, Array], Array]) -> type[Compare]:
+    return type(name, (Compare,), {"fn": staticmethod(fn), "__doc__": f"{name}; Bool result.",
+                                   "__module__": __name__})
+
+
+Equal = _compare("Equal", jnp.equal)
+NotEqual = _compare("NotEqual", jnp.not_equal)
+Less = _compare("Less", jnp.less)
+LessEqual = _compare("LessEqual", jnp.less_equal)
+Greater = _compare("Greater", jnp.greater)
+GreaterEqual = _compare("GreaterEqual", jnp.greater_equal)
+
+_BINARY: dict[str, Op] = {
+    c.__name__: c() for c in (Add, Subtract, Multiply, Divide, Power, Maximum, Minimum, Equal,
+                              NotEqual, Less, LessEqual, Greater, GreaterEqual)
+}
+
+
+def _apply_binary(name: str, a: Any, b: Any) -> Any:
+    op = _BINARY[name]
+    if not isinstance(a, Tensor) and not getattr(type(a), "_is_symbolic", False):
+        a = _scalar_like(a, b, op)
+    elif not isinstance(b, Tensor) and not getattr(type(b), "_is_symbolic", False):
+        b = _scalar_like(b, a, op)
+    return op(a, b)
+
+
+def add(a: Tensor[D, *Axes] | float, b: Tensor[D, *Axes] | float) -> Tensor[D, *Axes]:
+    """``a + b`` on identical axes (a number or rank-0 tensor mixes with anything)."""
+    return _apply_binary("Add", a, b)  # type: ignore[no-any-return]
+
+
+def subtract(a: Tensor[D, *Axes] | float, b: Tensor[D, *Axes] | float) -> Tensor[D, *Axes]:
+    """``a - b`` on identical axes."""
+    return _apply_binary("Subtract", a, b)  # type: ignore[no-any-return]
+
+
+def multiply(a: Tensor[D, *Axes] | float, b: Tensor[D, *Axes] | float) -> Tensor[D, *Axes]:
+    """``a * b`` on identical axes."""
+    return _apply_binary("Multiply", a, b)  # type: ignore[no-any-return]
+
+
+def divide(a: Tensor[D, *Axes] | float, b: Tensor[D, *Axes] | float) -> Tensor[D, *Axes]:
+    """``a / b`` on identical axes."""
+    return _apply_binary("Divide", a, b)  # type: ignore[no-any-return]
+
+
+def power(a: Tensor[D, *Axes] | float, b: Tensor[D, *Axes] | float) -> Tensor[D, *Axes]:
+    """``a ** b`` on identical axes."""
+    return _apply_binary("Power", a, b)  # type: ignore[no-any-return]
+
+
+def maximum(a: Tensor[D, *Axes] | float, b: Tensor[D, *Axes] | float) -> Tensor[D, *Axes]:
+    """Elementwise maximum on identical axes (ties share the gradient)."""
+    return _apply_binary("Maximum", a, b)  # type: ignore[no-any-return]
+
+
+def minimum(a: Tensor[D, *Axes] | float, b: Tensor[D, *Axes] | float) -> Tensor[D, *Axes]:
+    """Elementwise minimum on identical axes (ties share the gradient)."""
+    return _apply_binary("Minimum", a, b)  # type: ignore[no-any-return]
+
+
+def equal(a: Tensor[D, *Axes] | float, b: Tensor[D, *Axes] | float) -> Tensor[Bool, *Axes]:
+    """``a == b`` elementwise (Bool)."""
+    return _apply_binary("Equal", a, b)  # type: ignore[no-any-return]
+
+
+def not_equal(a: Tensor[D, *Axes] | float, b: Tensor[D, *Axes] | float) -> Tensor[Bool, *Axes]:
+    """``a != b`` elementwise (Bool)."""
+    return _apply_binary("NotEqual", a, b)  # type: ignore[no-any-return]
+
+
+def less(a: Tensor[D, *Axes] | float, b: Tensor[D, *Axes] | float) -> Tensor[Bool, *Axes]:
+    """``a < b`` elementwise (Bool)."""
+    return _apply_binary("Less", a, b)  # type: ignore[no-any-return]
+
+
+def less_equal(a: Tensor[D, *Axes] | float, b: Tensor[D, *Axes] | float) -> Tensor[Bool, *Axes]:
+    """``a <= b`` elementwise (Bool)."""
+    return _apply_binary("LessEqual", a, b)  # type: ignore[no-any-return]
+
+
+def greater(a: Tensor[D, *Axes] | float, b: Tensor[D, *Axes] | float) -> Tensor[Bool, *Axes]:
+    """``a > b`` elementwise (Bool)."""
+    return _apply_binary("Greater", a, b)  # type: ignore[no-any-return]
+
+
+def greater_equal(a: Tensor[D, *Axes] | float, b: Tensor[D, *Axes] | float
+                  ) -> Tensor[Bool, *Axes]:
+    """``a >= b`` elementwise (Bool)."""
+    return _apply_binary("GreaterEqual", a, b)  # type: ignore[no-any-return]
+
+
+# ============================================================================ where, astype
+class Where(Op):
+    """``where(cond, a, b)``: ``cond`` is Bool; all three share axes (rank-0 mixes)."""
+
+    def infer(self, cond: Any, a: Any, b: Any) -> TensorType:
+        if cond.dtype is not Bool:
+            raise self.fail((cond, a, b), f"the condition must be Bool, got {cond.dtype.__name__}")
+        t = _binary_type(self, a, b)
+        if cond.axes and cond.axes != t.axes:
+            raise self.fail((cond, a, b), "the condition's axes differ from the values' axes "
+                            "(transpose or broadcast the condition first)")
+        same_sizes(self, (cond, a, b))
+        return t
+
+    def forward(self, cond: Any, a: Any, b: Any) -> Array:
+        return jnp.where(cond._array, a._array, b._array)
+
+    def backward(self, dy: Any, y: Any, cond: Any, a: Any, b: Any) -> tuple[Any, ...]:
+        c, g = cond._array, dy._array
+        zero = jnp.zeros((), g.dtype)
+        return None, _unbroadcast(jnp.where(c, g, zero), a._array), _unbroadcast(
+            jnp.where(c, zero, g), b._array)
+
+
+_WHERE = Where()
+
+
+def where(cond: Tensor[Bool, *Axes], a: Tensor[D, *Axes] | float,
+          b: Tensor[D, *Axes] | float) -> Tensor[D, *Axes]:
+    """Pick ``a`` where ``cond`` holds, else ``b`` (identical axes)."""
+    like = a if isinstance(a, Tensor) or getattr(type(a), "_is_symbolic", False) else b
+    if not isinstance(like, Tensor) and not getattr(type(like), "_is_symbolic", False):
+        raise TypeError("where: at least one of a, b must be a Tensor")
+    return _WHERE(cond, _scalar_like(a, like, _WHERE), _scalar_like(b, like, _WHERE))  # type: ignore[no-any-return]
+
+
+class AsType(Op):
+    """Convert the dtype; the cotangent is converted back (none for integer operands)."""
+
+    def __init__(self, dtype: type[DType]) -> None:
+        self.dtype = dtype_marker(dtype)
+
+    def describe(self) -> str:
+        return f"AsType({self.dtype.__name__})"
+
+    def infer(self, x: Any) -> TensorType:
+        return TensorType(self.dtype, x.axes, x.shape)
+
+    def forward(self, x: Any) -> Array:
+        return x._array.astype(self.dtype.numpy)
+
+    def backward(self, dy: Any, y: Any, x: Any) -> tuple[Any]:
+        if not is_floating(dtype_marker(x._array.dtype)) or not is_floating(self.dtype):
+            return (None,)
+        return (dy._array.astype(x._array.dtype),)
+
+
+def astype(x: Tensor[Any, *Axes], dtype: type[D2]) -> Tensor[D2, *Axes]:
+    """Convert to another dtype marker: ``ax.astype(t, ax.BF16)``."""
+    if x.dtype is dtype:
+        return x  # type: ignore[return-value]
+    return AsType(dtype)(x)  # type: ignore[no-any-return]
+

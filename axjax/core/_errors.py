@@ -1,0 +1,63 @@
+"""``AxisError`` and the wording every axis message shares with the mypy plugin.
+
+Every message has the form::
+
+    Cannot apply <Op> to <operand>[ and <operand>...]: <what is wrong> (<how to fix it>)
+
+where each operand is written ``Tensor[F32, Batch=128, Pixel=784]``. The ``axjax.mypy``
+plugin reports the same sentence with the sizes left out.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any, Protocol
+
+from ._axis import Axis, axis_name
+
+__all__ = ["AxisError", "HasType", "describe", "fail"]
+
+
+class AxisError(TypeError):
+    """Axes, sizes or dtypes of an op's operands do not line up.
+
+    Raised in Python while an op is applied (eagerly, while ``jax.jit`` traces, or while a
+    graph is built), never from compiled code. The message names the op, shows each
+    operand with its axes and sizes, says what is wrong and how to fix it.
+
+    Example:
+        >>> import axjax as ax
+        >>> try:
+        ...     ax.zeros((2, 3), A, B) + ax.zeros((3, 2), B, A)
+        ... except ax.AxisError as e:
+        ...     print(e)  # doctest: +SKIP
+        Cannot apply Add to Tensor[F32, A=2, B=3] and Tensor[F32, B=3, A=2]: same axes in a different order (transpose one operand first)
+    """
+
+    __module__ = "axjax"
+
+
+class HasType(Protocol):
+    """Anything with a dtype marker, axes and a shape (a Tensor, a graph node, a type)."""
+
+    @property
+    def dtype(self) -> Any: ...
+    @property
+    def axes(self) -> tuple[type[Axis], ...]: ...
+    @property
+    def shape(self) -> tuple[int | None, ...]: ...
+
+
+def describe(t: HasType) -> str:
+    """``Tensor[F32, Batch=128, Pixel=784]`` (``?`` for a size not yet known)."""
+    parts = [getattr(t.dtype, "__name__", str(t.dtype))]
+    parts += [
+        f"{axis_name(a)}={'?' if n is None else n}" for a, n in zip(t.axes, t.shape, strict=True)
+    ]
+    return "Tensor[" + ", ".join(parts) + "]"
+
+
+def fail(op: str, operands: Sequence[HasType], why: str) -> AxisError:
+    """Build the standard message (``raise fail("Add", (x, y), "axes differ")``)."""
+    shown = " and ".join(describe(t) for t in operands)
+    return AxisError(f"Cannot apply {op} to {shown}: {why}")

@@ -1,0 +1,251 @@
+"""``Op``: a primitive with a type rule, a forward and its own backward, as in the paper.
+
+Applying an op:
+
+1. runs the type rule :meth:`Op.infer` on the operands' types (raises :class:`AxisError`
+   in Python, at trace time);
+2. if any operand is symbolic (a graph ``Input``/``Param``/``Apply``), builds a graph node;
+3. otherwise computes :meth:`Op.forward`. When JAX is differentiating (any operand is a JAX
+   tracer) the forward is wrapped in a ``jax.custom_vjp`` whose bwd is :meth:`Op.backward`,
+   so reverse mode uses axjax's own derivative. With concrete operands nothing can be
+   differentiated and the forward runs directly (no wrapper: cheap eager dispatch).
+
+``with ax.jax_autodiff():`` (or ``ax.config.autodiff = "jax"``) lowers every op to its
+plain forward instead, so JAX differentiates it (``jax.jvp``, ``jax.hessian``).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+from collections.abc import Callable, Iterator, Sequence
+from typing import Any, Literal
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from ._axis import Axis
+from ._dtype import DType, dtype_marker, is_floating
+from ._errors import AxisError
+from ._tensor import Tensor, TensorType
+
+__all__ = ["Op", "config", "jax_autodiff", "register_symbolic_handler", "apply"]
+
+
+class _Config(threading.local):
+    """Process-wide switches (thread-local so tests can flip them safely)."""
+
+    def __init__(self) -> None:
+        self.autodiff: Literal["axjax", "jax"] = "axjax"
+
+
+config = _Config()
+
+
+@contextlib.contextmanager
+def jax_autodiff() -> Iterator[None]:
+    """Lower ops to plain JAX autodiff instead of their own backward.
+
+    ``jax.custom_vjp`` has no forward mode; use this around ``jax.jvp``,
+    ``jax.jacfwd`` or ``jax.hessian``. Values and gradients are identical.
+
+    Example:
+        >>> with ax.jax_autodiff():
+        ...     h = jax.hessian(lambda a: ax.sum(ax.tanh(ax.tensor(a, X)), X).array)(x)
+    """
+    old = config.autodiff
+    config.autodiff = "jax"
+    try:
+        yield
+    finally:
+        config.autodiff = old
+
+
+class Op:
+    """A primitive op: type rule, forward and backward.
+
+    Subclass it to add an op. Static parameters (an axis, a size) are attributes set in
+    ``__init__``; operands are the Tensors the op is called with.
+
+    - :meth:`infer` ``(*xs) -> TensorType``: the type rule. Receives the operands (Tensors
+      or graph nodes: use only ``.dtype``, ``.axes``, ``.shape``); raises ``AxisError``
+      (build it with :meth:`fail`) or returns the result's type.
+    - :meth:`forward` ``(*xs) -> jax.Array``: computes the result from operand Tensors.
+    - :meth:`backward` ``(dy, y, *xs) -> tuple``: the paper's signature. ``dy`` and ``y``
+      are Tensors with the result's axes; returns one cotangent per operand, each an
+      array or Tensor in that operand's axis order, or ``None`` for "no gradient".
+
+    Example:
+        >>> class Swish(ax.Op):
+        ...     def infer(self, x):
+        ...         return x.type
+        ...     def forward(self, x):
+        ...         return x.array * jax.nn.sigmoid(x.array)
+        ...     def backward(self, dy, y, x):
+        ...         s = jax.nn.sigmoid(x.array)
+        ...         return (dy.array * (s + y.array * (1 - s)),)
+        >>> Swish()(t)  # a Tensor with t's axes
+    """
+
+    #: name used in messages and graph listings (defaults to the class name)
+    name: str = ""
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        if not cls.__dict__.get("name"):
+            cls.name = cls.__name__
+
+    # -- to override ------------------------------------------------------------
+    def infer(self, *xs: Any) -> TensorType:
+        """The type rule: operand types in, result type out (or ``AxisError``)."""
+        raise NotImplementedError(f"{type(self).__name__} must define infer()")
+
+    def forward(self, *xs: Any) -> Any:
+        """Compute the result array from the operand Tensors."""
+        raise NotImplementedError(f"{type(self).__name__} must define forward()")
+
+    def backward(self, dy: Any, y: Any, *xs: Any) -> Sequence[Any]:
+        """Cotangents of the operands given the result's cotangent ``dy``."""
+        raise NotImplementedError(f"{type(self).__name__} must define backward()")
+
+    # -- helpers for subclasses -------------------------------------------------
+    def describe(self) -> str:
+        """How the op is named in messages (``Sum(Batch)``); override to add parameters."""
+        return self.name
+
+    def fail(self, operands: Sequence[Any], why: str) -> AxisError:
+        """An ``AxisError`` in the shared wording, naming this op and its operands."""
+        from ._errors import fail
+
+        return fail(self.describe(), operands, why)
+
+    def params(self) -> dict[str, Any]:
+        """Static parameters shown in graph listings (default: public attributes)."""
+        return {k: v for k, v in vars(self).items() if not k.startswith("_")}
+
+    def __repr__(self) -> str:
+        return self.describe()
+
+    # -- application ------------------------------------------------------------
+    def __call__(self, *xs: Any) -> Any:
+        return apply(self, xs)
+
+
+_symbolic_handler: Callable[[Op, tuple[Any, ...], TensorType], Any] | None = None
+
+
+def register_symbolic_handler(handler: Callable[[Op, tuple[Any, ...], TensorType], Any]) -> None:
+    """Install the function that builds a graph node when an operand is symbolic."""
+    global _symbolic_handler
+    _symbolic_handler = handler
+
+
+def apply(op: Op, xs: Sequence[Any]) -> Any:
+    """Apply ``op`` to operand Tensors (or graph nodes): check, then compute or record."""
+    out_type = op.infer(*xs)
+    for x in xs:
+        if type(x)._is_symbolic:
+            assert _symbolic_handler is not None, "axjax graph module not loaded"
+            return _symbolic_handler(op, tuple(xs), out_type)
+    arrays = [x._array for x in xs]
+    if config.autodiff == "jax" or not any(isinstance(a, jax.core.Tracer) for a in arrays):
+        y = op.forward(*xs)
+    else:
+        y = _custom_vjp_call(op, xs, out_type)
+    y = getattr(y, "_array", y)
+    return Tensor._wrap(y, out_type.axes)
+
+
+def _custom_vjp_call(op: Op, xs: Sequence[Tensor[Any, *tuple[Any, ...]]], out: TensorType) -> Any:
+    in_axes = [x._axes for x in xs]
+
+    def fwd_arrays(*arrays: Any) -> Any:
+        y = op.forward(*[Tensor._wrap(a, ax_) for a, ax_ in zip(arrays, in_axes, strict=True)])
+        return getattr(y, "_array", y)
+
+    def fwd(*arrays: Any) -> tuple[Any, Any]:
+        y = fwd_arrays(*arrays)
+        return y, (y, arrays)
+
+    def bwd(res: Any, dy: Any) -> tuple[Any, ...]:
+        y, arrays = res
+        wrapped = [Tensor._wrap(a, ax_) for a, ax_ in zip(arrays, in_axes, strict=True)]
+        grads = op.backward(Tensor._wrap(dy, out.axes), Tensor._wrap(y, out.axes), *wrapped)
+        return _check_cotangents(op, grads, wrapped)
+
+    f = jax.custom_vjp(fwd_arrays)
+    f.defvjp(fwd, bwd)
+    return f(*[x._array for x in xs])
+
+
+def _check_cotangents(op: Op, grads: Sequence[Any], xs: Sequence[Any]) -> tuple[Any, ...]:
+    grads = tuple(grads)
+    if len(grads) != len(xs):
+        raise TypeError(
+            f"{op.describe()}.backward returned {len(grads)} cotangents for {len(xs)} operands"
+        )
+    out = []
+    for i, (g, x) in enumerate(zip(grads, xs, strict=True)):
+        arr = x._array
+        floating = jnp.issubdtype(arr.dtype, jnp.inexact)
+        if g is None or not floating:
+            out.append(jnp.zeros(arr.shape, arr.dtype) if floating else _float0(arr))
+            continue
+        if isinstance(g, Tensor):
+            if g._axes != x._axes:
+                raise AxisError(
+                    f"{op.describe()}.backward: cotangent {i} has axes {g._axes} but "
+                    f"operand {i} has {x._axes} (transpose it to the operand's order)"
+                )
+            g = g._array
+        if tuple(g.shape) != tuple(arr.shape):
+            raise TypeError(
+                f"{op.describe()}.backward: cotangent {i} has shape {tuple(g.shape)}, "
+                f"operand {i} has shape {tuple(arr.shape)}"
+            )
+        out.append(g.astype(arr.dtype) if g.dtype != arr.dtype else g)
+    return tuple(out)
+
+
+def _float0(arr: Any) -> Any:
+    return np.zeros(arr.shape, dtype=jax.dtypes.float0)
+
+
+# ----------------------------------------------------------------------------- utilities
+def same_sizes(op: Op, xs: Sequence[Any]) -> None:
+    """Check that equal axes have equal sizes across operands (``None`` = unknown)."""
+    seen: dict[type[Axis], int] = {}
+    for x in xs:
+        for a, n in zip(x.axes, x.shape, strict=True):
+            if n is None:
+                continue
+            m = seen.setdefault(a, n)
+            if m != n:
+                raise op.fail(
+                    xs,
+                    f"axis {a.__name__} has size {m} in one operand and {n} in another "
+                    "(equal axes must have equal sizes)",
+                )
+
+
+def result_dtype(op: Op, xs: Sequence[Any]) -> type[DType]:
+    """The common dtype of the operands, or an ``AxisError`` if they differ."""
+    dtypes = {x.dtype for x in xs}
+    if len(dtypes) > 1:
+        names = " and ".join(sorted(d.__name__ for d in dtypes))
+        raise op.fail(xs, f"dtypes {names} differ (convert one operand with astype)")
+    return next(iter(dtypes))
+
+
+def require_floating(op: Op, xs: Sequence[Any]) -> None:
+    for x in xs:
+        if not is_floating(x.dtype):
+            raise op.fail(
+                xs, f"{op.name} needs floating-point values, got {x.dtype.__name__} "
+                "(convert with astype(ax.F32))"
+            )
+
+
+def marker_of(array: Any) -> type[DType]:
+    return dtype_marker(array.dtype)

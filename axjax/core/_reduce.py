@@ -1,0 +1,239 @@
+"""Reductions over named axes, and numerically stable softmax / log_softmax.
+
+``ax.sum(t, Batch)`` sums axis ``Batch`` wherever it is; ``ax.sum(t, (H, W))`` sums both.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any, TypeVar, TypeVarTuple
+
+import jax
+import jax.numpy as jnp
+
+from ._axis import Axis, axes_names, axis_name, check_axis_label
+from ._dtype import DType, I32
+from ._op import Op, require_floating
+from ._tensor import Tensor, TensorType
+
+D = TypeVar("D", bound=DType)
+Axes = TypeVarTuple("Axes")
+Array = Any
+AxisArg = type[Axis] | tuple[type[Axis], ...]
+
+AnyTensor = Tensor[Any, *tuple[Any, ...]]
+
+
+def _as_axes(over: AxisArg, where: str) -> tuple[type[Axis], ...]:
+    axes = over if isinstance(over, tuple) else (over,)
+    if not axes:
+        raise TypeError(f"{where}: name at least one axis")
+    return tuple(check_axis_label(a, where) for a in axes)
+
+
+class AxisOp(Op):
+    """Base of ops parameterised by one or more axes of their operand."""
+
+    def __init__(self, over: AxisArg) -> None:
+        self.over = _as_axes(over, type(self).__name__)
+        if len(set(self.over)) != len(self.over):
+            raise TypeError(f"{type(self).__name__}: axis named twice in ({axes_names(self.over)})")
+
+    def describe(self) -> str:
+        return f"{self.name}({axes_names(self.over)})"
+
+    def check_present(self, x: Any) -> None:
+        for a in self.over:
+            if a not in x.axes:
+                raise self.fail((x,), f"{axis_name(a)} is not an axis of the tensor")
+
+    def positions(self, x: Any) -> tuple[int, ...]:
+        return tuple(x.axes.index(a) for a in self.over)
+
+
+class Reduction(AxisOp):
+    """Base of reductions: the named axes are removed."""
+
+    floating_only = False
+
+    def infer(self, x: Any) -> TensorType:
+        self.check_present(x)
+        if self.floating_only:
+            require_floating(self, (x,))
+        keep = [i for i, a in enumerate(x.axes) if a not in self.over]
+        return TensorType(x.dtype, tuple(x.axes[i] for i in keep), tuple(x.shape[i] for i in keep))
+
+    def expand(self, g: Array, x: Any) -> Array:
+        """Re-insert the reduced axes (size 1) so ``g`` broadcasts against ``x``."""
+        return jnp.expand_dims(g, self.positions(x))
+
+
+class Sum(Reduction):
+    """Sum over axes; backward broadcasts ``dy`` back."""
+
+    def forward(self, x: Any) -> Array:
+        return jnp.sum(x._array, axis=self.positions(x))
+
+    def backward(self, dy: Any, y: Any, x: Any) -> tuple[Array]:
+        return (jnp.broadcast_to(self.expand(dy._array, x), x._array.shape),)
+
+
+class Mean(Reduction):
+    """Mean over axes; backward ``dy / n`` broadcast back."""
+
+    floating_only = True
+
+    def forward(self, x: Any) -> Array:
+        return jnp.mean(x._array, axis=self.positions(x))
+
+    def backward(self, dy: Any, y: Any, x: Any) -> tuple[Array]:
+        n = math.prod(x._array.shape[i] for i in self.positions(x))
+        return (jnp.broadcast_to(self.expand(dy._array, x) / n, x._array.shape),)
+
+
+class _Chooser(Reduction):
+    def backward(self, dy: Any, y: Any, x: Any) -> tuple[Array]:
+        mask = (x._array == self.expand(y._array, x)).astype(dy._array.dtype)
+        count = jnp.sum(mask, axis=self.positions(x), keepdims=True)
+        return (self.expand(dy._array, x) * mask / count,)
+
+
+class Max(_Chooser):
+    """Maximum over axes; ties share the gradient equally."""
+
+    def forward(self, x: Any) -> Array:
+        return jnp.max(x._array, axis=self.positions(x))
+
+
+class Min(_Chooser):
+    """Minimum over axes; ties share the gradient equally."""
+
+    def forward(self, x: Any) -> Array:
+        return jnp.min(x._array, axis=self.positions(x))
+
+
+class LogSumExp(Reduction):
+    """``log(sum(exp(x)))`` over axes, stable; backward ``dy * exp(x - y)``."""
+
+    floating_only = True
+
+    def forward(self, x: Any) -> Array:
+        return jax.nn.logsumexp(x._array, axis=self.positions(x))
+
+    def backward(self, dy: Any, y: Any, x: Any) -> tuple[Array]:
+        return (self.expand(dy._array, x) * jnp.exp(x._array - self.expand(y._array, x)),)
+
+
+class Var(Reduction):
+    """Population variance over axes; backward ``dy * 2 (x - mean) / n``."""
+
+    floating_only = True
+
+    def forward(self, x: Any) -> Array:
+        return jnp.var(x._array, axis=self.positions(x))
+
+    def backward(self, dy: Any, y: Any, x: Any) -> tuple[Array]:
+        pos = self.positions(x)
+        n = math.prod(x._array.shape[i] for i in pos)
+        centred = x._array - jnp.mean(x._array, axis=pos, keepdims=True)
+        return (self.expand(dy._array, x) * (2.0 / n) * centred,)
+
+
+class ArgMax(AxisOp):
+    """Index of the maximum along one axis (I32, no gradient)."""
+
+    def infer(self, x: Any) -> TensorType:
+        if len(self.over) != 1:
+            raise self.fail((x,), "argmax takes exactly one axis")
+        self.check_present(x)
+        keep = [i for i, a in enumerate(x.axes) if a not in self.over]
+        return TensorType(I32, tuple(x.axes[i] for i in keep), tuple(x.shape[i] for i in keep))
+
+    def forward(self, x: Any) -> Array:
+        return jnp.argmax(x._array, axis=self.positions(x)[0]).astype(jnp.int32)
+
+    def backward(self, dy: Any, y: Any, x: Any) -> tuple[None]:
+        return (None,)
+
+
+class _Normalise(AxisOp):
+    def infer(self, x: Any) -> TensorType:
+        self.check_present(x)
+        require_floating(self, (x,))
+        return TensorType(x.dtype, x.axes, x.shape)
+
+
+class Softmax(_Normalise):
+    """``exp(x) / sum(exp(x))`` along axes; backward ``y * (dy - sum(dy * y))``."""
+
+    def forward(self, x: Any) -> Array:
+        return jax.nn.softmax(x._array, axis=self.positions(x))
+
+    def backward(self, dy: Any, y: Any, x: Any) -> tuple[Array]:
+        g, p = dy._array, y._array
+        return (p * (g - jnp.sum(g * p, axis=self.positions(x), keepdims=True)),)
+
+
+class LogSoftmax(_Normalise):
+    """``x - logsumexp(x)`` along axes; backward ``dy - exp(y) * sum(dy)``."""
+
+    def forward(self, x: Any) -> Array:
+        return jax.nn.log_softmax(x._array, axis=self.positions(x))
+
+    def backward(self, dy: Any, y: Any, x: Any) -> tuple[Array]:
+        g = dy._array
+        return (g - jnp.exp(y._array) * jnp.sum(g, axis=self.positions(x), keepdims=True),)
+
+
+def sum(x: Tensor[D, *tuple[Any, ...]], over: AxisArg) -> Tensor[D, *tuple[Any, ...]]:  # noqa: A001
+    """Sum over the named axis (or tuple of axes), which is removed.
+
+    Example:
+        >>> ax.sum(ax.ones((2, 3), Batch, Pixel), Pixel)
+        Tensor[F32, Batch=2]([3., 3.])
+    """
+    return Sum(over)(x)  # type: ignore[no-any-return]
+
+
+def mean(x: Tensor[D, *tuple[Any, ...]], over: AxisArg) -> Tensor[D, *tuple[Any, ...]]:
+    """Mean over the named axis (or axes), which is removed."""
+    return Mean(over)(x)  # type: ignore[no-any-return]
+
+
+def max(x: Tensor[D, *tuple[Any, ...]], over: AxisArg) -> Tensor[D, *tuple[Any, ...]]:  # noqa: A001
+    """Maximum over the named axis (or axes), which is removed."""
+    return Max(over)(x)  # type: ignore[no-any-return]
+
+
+def min(x: Tensor[D, *tuple[Any, ...]], over: AxisArg) -> Tensor[D, *tuple[Any, ...]]:  # noqa: A001
+    """Minimum over the named axis (or axes), which is removed."""
+    return Min(over)(x)  # type: ignore[no-any-return]
+
+
+def logsumexp(x: Tensor[D, *tuple[Any, ...]], over: AxisArg) -> Tensor[D, *tuple[Any, ...]]:
+    """``log(sum(exp(x)))`` over the named axis (or axes), computed stably."""
+    return LogSumExp(over)(x)  # type: ignore[no-any-return]
+
+
+def var(x: Tensor[D, *tuple[Any, ...]], over: AxisArg) -> Tensor[D, *tuple[Any, ...]]:
+    """Population variance over the named axis (or axes)."""
+    return Var(over)(x)  # type: ignore[no-any-return]
+
+
+def argmax(x: Tensor[Any, *tuple[Any, ...]], over: type[Axis]) -> Tensor[I32, *tuple[Any, ...]]:
+    """Index (I32) of the largest value along ``over``, which is removed."""
+    return ArgMax(over)(x)  # type: ignore[no-any-return]
+
+
+def softmax(x: Tensor[D, *Axes], over: AxisArg) -> Tensor[D, *Axes]:
+    """Softmax along the named axis (or axes), stable; axes unchanged.
+
+    Example:
+        >>> p = ax.softmax(logits, Class)   # sums to 1 along Class
+    """
+    return Softmax(over)(x)  # type: ignore[no-any-return]
+
+
+def log_softmax(x: Tensor[D, *Axes], over: AxisArg) -> Tensor[D, *Axes]:
+    """``x - logsumexp(x, over)`` along the named axis (or axes), stable."""
+    return LogSoftmax(over)(x)  # type: ignore[no-any-return]

@@ -1,0 +1,174 @@
+"""Selecting along a named axis: index, slice, take (gather), one_hot."""
+
+from __future__ import annotations
+
+from typing import Any, TypeVar
+
+import jax
+import jax.numpy as jnp
+
+from ._axis import Axis, axis_name, check_axis_label
+from ._dtype import F32, DType, dtype_marker
+from ._op import Op
+from ._tensor import Tensor, TensorType
+
+D = TypeVar("D", bound=DType)
+Array = Any
+AnyOf = Tensor[D, *tuple[Any, ...]]
+
+
+def _require(op: Op, x: Any, axis: type[Axis]) -> int:
+    if axis not in x.axes:
+        raise op.fail((x,), f"{axis_name(axis)} is not an axis of the tensor")
+    return int(x.axes.index(axis))
+
+
+class Index(Op):
+    """Pick entry ``i`` along axis ``X`` (which is removed). ``i`` may be traced.
+
+    Backward scatters ``dy`` into zeros at ``i``.
+    """
+
+    def __init__(self, axis: type[Axis], i: Any) -> None:
+        self.axis, self.i = check_axis_label(axis, "Index"), i
+
+    def describe(self) -> str:
+        i = self.i if isinstance(self.i, int) else "i"
+        return f"Index({axis_name(self.axis)}, {i})"
+
+    def infer(self, x: Any) -> TensorType:
+        p = _require(self, x, self.axis)
+        n = x.shape[p]
+        if isinstance(self.i, int) and n is not None and not -n <= self.i < n:
+            raise self.fail((x,), f"index {self.i} out of range for {axis_name(self.axis)} of "
+                            f"size {n}")
+        return TensorType(x.dtype, x.axes[:p] + x.axes[p + 1:], x.shape[:p] + x.shape[p + 1:])
+
+    def _i(self, x: Any) -> Any:
+        n = x._array.shape[x.axes.index(self.axis)]
+        return self.i % n if isinstance(self.i, int) else self.i
+
+    def forward(self, x: Any) -> Array:
+        p = x.axes.index(self.axis)
+        return jax.lax.dynamic_index_in_dim(x._array, self._i(x), p, keepdims=False)
+
+    def backward(self, dy: Any, y: Any, x: Any) -> tuple[Array]:
+        p = x.axes.index(self.axis)
+        zeros = jnp.zeros(x._array.shape, dy._array.dtype)
+        g = jnp.expand_dims(dy._array, p)
+        return (jax.lax.dynamic_update_slice_in_dim(zeros, g, self._i(x), p),)
+
+
+def index(x: AnyOf[D], axis: type[Axis], i: int | Any) -> AnyOf[D]:
+    """Entry ``i`` along ``axis``; the axis is removed: ``ax.index(seq, Time, 0)``."""
+    return Index(axis, i)(x)  # type: ignore[no-any-return]
+
+
+class Slice(Op):
+    """Entries ``start:stop:step`` along axis ``X`` (static bounds); backward pads."""
+
+    def __init__(self, axis: type[Axis], start: int | None, stop: int | None, step: int = 1
+                 ) -> None:
+        self.axis = check_axis_label(axis, "Slice")
+        self.start, self.stop, self.step = start, stop, step
+
+    def describe(self) -> str:
+        s = lambda v: "" if v is None else str(v)  # noqa: E731
+        step = "" if self.step == 1 else f":{self.step}"
+        return f"Slice({axis_name(self.axis)}, {s(self.start)}:{s(self.stop)}{step})"
+
+    def infer(self, x: Any) -> TensorType:
+        p = _require(self, x, self.axis)
+        n = x.shape[p]
+        if self.step <= 0:
+            raise self.fail((x,), "slice step must be positive")
+        size = None if n is None else len(range(*slice(self.start, self.stop, self.step).indices(n)))
+        return TensorType(x.dtype, x.axes, x.shape[:p] + (size,) + x.shape[p + 1:])
+
+    def _key(self, x: Any) -> tuple[slice, ...]:
+        p = x.axes.index(self.axis)
+        return (slice(None),) * p + (slice(self.start, self.stop, self.step),)
+
+    def forward(self, x: Any) -> Array:
+        return x._array[self._key(x)]
+
+    def backward(self, dy: Any, y: Any, x: Any) -> tuple[Array]:
+        return (jnp.zeros(x._array.shape, dy._array.dtype).at[self._key(x)].set(dy._array),)
+
+
+def slice_(x: AnyOf[D], axis: type[Axis], start: int | None = None, stop: int | None = None,
+           step: int = 1) -> AnyOf[D]:
+    """Entries ``start:stop:step`` along ``axis`` (kept, with its new size)."""
+    return Slice(axis, start, stop, step)(x)  # type: ignore[no-any-return]
+
+
+class Take(Op):
+    """Gather along axis ``X`` by an integer index tensor, whose axes replace ``X``.
+
+    ``take(table[Vocab, Embed], Vocab, ids[Batch, Time]) -> [Batch, Time, Embed]``.
+    Backward scatter-adds ``dy`` into the rows that were read.
+    """
+
+    def __init__(self, axis: type[Axis]) -> None:
+        self.axis = check_axis_label(axis, "Take")
+
+    def describe(self) -> str:
+        return f"Take({axis_name(self.axis)})"
+
+    def infer(self, x: Any, idx: Any) -> TensorType:
+        p = _require(self, x, self.axis)
+        if not jnp.issubdtype(idx.dtype.numpy, jnp.integer):
+            raise self.fail((x, idx), f"indices must be integers, got {idx.dtype.__name__}")
+        clash = [a for a in idx.axes if a in x.axes and a is not self.axis]
+        if clash or self.axis in idx.axes:
+            a = (clash or [self.axis])[0]
+            raise self.fail((x, idx), f"axis {axis_name(a)} would occur twice in the result "
+                            "(rename it in the indices)")
+        return TensorType(x.dtype, x.axes[:p] + idx.axes + x.axes[p + 1:],
+                          x.shape[:p] + idx.shape + x.shape[p + 1:])
+
+    def forward(self, x: Any, idx: Any) -> Array:
+        return jnp.take(x._array, idx._array, axis=x.axes.index(self.axis), mode="clip")
+
+    def backward(self, dy: Any, y: Any, x: Any, idx: Any) -> tuple[Array, None]:
+        p, k = x.axes.index(self.axis), idx._array.ndim
+        g = jnp.moveaxis(dy._array, tuple(range(p, p + k)), tuple(range(k)))
+        zeros = jnp.zeros((x._array.shape[p],) + tuple(
+            n for i, n in enumerate(x._array.shape) if i != p), dy._array.dtype)
+        n = x._array.shape[p]
+        table = zeros.at[jnp.clip(idx._array, 0, n - 1)].add(g)
+        return jnp.moveaxis(table, 0, p), None
+
+
+def take(x: AnyOf[D], axis: type[Axis], indices: Tensor[Any, *tuple[Any, ...]]) -> AnyOf[D]:
+    """Gather entries along ``axis`` by integer ``indices``; their axes replace ``axis``."""
+    return Take(axis)(x, indices)  # type: ignore[no-any-return]
+
+
+class OneHot(Op):
+    """Integer labels -> one-hot vectors along a new last axis ``X`` of size ``n``."""
+
+    def __init__(self, axis: type[Axis], n: int, dtype: type[DType] = F32) -> None:
+        self.axis, self.n, self.dtype = check_axis_label(axis, "OneHot"), int(n), dtype_marker(dtype)
+
+    def describe(self) -> str:
+        return f"OneHot({axis_name(self.axis)}, {self.n})"
+
+    def infer(self, idx: Any) -> TensorType:
+        if not jnp.issubdtype(idx.dtype.numpy, jnp.integer):
+            raise self.fail((idx,), f"labels must be integers, got {idx.dtype.__name__}")
+        if self.axis in idx.axes:
+            raise self.fail((idx,), f"axis {axis_name(self.axis)} already present")
+        return TensorType(self.dtype, idx.axes + (self.axis,), idx.shape + (self.n,))
+
+    def forward(self, idx: Any) -> Array:
+        return jax.nn.one_hot(idx._array, self.n, dtype=self.dtype.numpy)
+
+    def backward(self, dy: Any, y: Any, idx: Any) -> tuple[None]:
+        return (None,)
+
+
+def one_hot(labels: Tensor[Any, *tuple[Any, ...]], axis: type[Axis], n: int,
+            dtype: type[D] = F32) -> AnyOf[D]:  # type: ignore[assignment]
+    """One-hot encode integer ``labels`` along a new last axis ``axis`` of size ``n``."""
+    return OneHot(axis, n, dtype)(labels)  # type: ignore[no-any-return]

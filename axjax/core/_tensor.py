@@ -1,0 +1,306 @@
+"""``Tensor[D, *Axes]``: a JAX array whose axes are named by :class:`Axis` classes.
+
+At run time a Tensor is a registered JAX pytree whose only leaf is the array; the axes are
+static aux data. It therefore passes through ``jax.jit``, ``jax.grad``, ``jax.lax.scan``,
+``eqx.filter_jit`` and optax untouched, and ``jax.jit`` caches on the axes.
+"""
+
+from __future__ import annotations
+
+import html
+from typing import TYPE_CHECKING, Any, ClassVar, Generic, TypeVar, TypeVarTuple
+
+import jax
+import numpy as np
+
+from ._axis import Axis, axes_names, axis_name, check_axis_label, check_unique_axes
+from ._dtype import DType, dtype_marker
+from ._errors import AxisError, describe
+
+__all__ = ["Tensor", "TensorType", "Scalar", "Vector", "Matrix", "AnyTensor"]
+
+D = TypeVar("D", bound=DType)
+D2 = TypeVar("D2", bound=DType)
+Axes = TypeVarTuple("Axes")
+Bs = TypeVarTuple("Bs")
+I = TypeVar("I")  # noqa: E741
+J = TypeVar("J")
+K = TypeVar("K")
+A = TypeVar("A")
+B = TypeVar("B")
+
+
+class TensorType:
+    """The static description of a tensor: dtype marker, axes and sizes.
+
+    An op's type rule (:meth:`axjax.Op.infer`) maps the operands' types to this. A size
+    may be ``None`` in a graph whose sizes are not known until compile.
+    """
+
+    __slots__ = ("dtype", "axes", "shape")
+
+    def __init__(
+        self, dtype: type[DType], axes: tuple[type[Axis], ...], shape: tuple[int | None, ...]
+    ) -> None:
+        self.dtype = dtype
+        self.axes = axes
+        self.shape = shape
+
+    @property
+    def sizes(self) -> dict[type[Axis], int | None]:
+        return dict(zip(self.axes, self.shape, strict=True))
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, TensorType) and (self.dtype, self.axes, self.shape) == (
+            other.dtype,
+            other.axes,
+            other.shape,
+        )
+
+    def __hash__(self) -> int:
+        return hash((self.dtype, self.axes, self.shape))
+
+    def __repr__(self) -> str:
+        return describe(self)
+
+
+class Tensor(Generic[D, *Axes]):
+    """A JAX array with named axes: ``Tensor[F32, Batch, Pixel]``.
+
+    Build one with :func:`axjax.tensor`, :func:`axjax.zeros` and friends. ``t.array`` is
+    the ``jax.Array``; ``t.axes`` the tuple of axis classes; ``t.dtype`` the dtype marker;
+    ``t.sizes`` maps each axis to its size.
+
+    Elementwise operators accept only identical axes in identical order and the same dtype
+    (Python numbers and rank-0 tensors mix with anything); ``@`` is batched matmul.
+
+    Example:
+        >>> import jax.numpy as jnp
+        >>> x = ax.tensor(jnp.ones((2, 3)), Batch, Pixel, dtype=ax.F32)
+        >>> x
+        Tensor[F32, Batch=2, Pixel=3](mean=1, std=0, min=1, max=1)
+    """
+
+    __slots__ = ("_array", "_axes")
+    _is_symbolic: ClassVar[bool] = False
+
+    _array: jax.Array
+    _axes: tuple[type[Axis], ...]
+
+    def __init__(self, array: Any, axes: tuple[type[Axis], ...]) -> None:
+        axes = tuple(check_axis_label(a, "Tensor") for a in axes)
+        check_unique_axes(axes, "Tensor")
+        ndim = getattr(array, "ndim", None)
+        if ndim is None:
+            raise TypeError(f"Tensor wraps an array, got {type(array).__name__}")
+        if ndim != len(axes):
+            raise AxisError(
+                f"Cannot name the axes of an array of shape {tuple(array.shape)} "
+                f"({ndim} dimensions) with {len(axes)} axes ({axes_names(axes)}): "
+                "give exactly one axis label per dimension"
+            )
+        dtype_marker(array.dtype)
+        self._array = array
+        self._axes = axes
+
+    @classmethod
+    def _wrap(cls, array: Any, axes: tuple[type[Axis], ...]) -> Any:
+        """Trusted constructor: no checks (ops have checked already)."""
+        t = object.__new__(Tensor)
+        t._array = array
+        t._axes = axes
+        return t
+
+    # ------------------------------------------------------------------ properties
+    @property
+    def array(self) -> jax.Array:
+        """The underlying ``jax.Array`` (axes in the order of :attr:`axes`)."""
+        return self._array
+
+    @property
+    def axes(self) -> tuple[type[Axis], ...]:
+        """The axis labels, in storage order."""
+        return self._axes
+
+    @property
+    def dtype(self) -> type[D]:
+        """The dtype marker class (``ax.F32``, ...)."""
+        return dtype_marker(self._array.dtype)  # type: ignore[return-value]
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        """The sizes in storage order (prefer :attr:`sizes`, which is by name)."""
+        return tuple(self._array.shape)
+
+    @property
+    def sizes(self) -> dict[type[Axis], int]:
+        """``{axis: size}`` in storage order."""
+        return dict(zip(self._axes, self._array.shape, strict=True))
+
+    @property
+    def ndim(self) -> int:
+        return len(self._axes)
+
+    @property
+    def type(self) -> TensorType:
+        """This tensor's :class:`TensorType` (dtype, axes, sizes)."""
+        return TensorType(self.dtype, self._axes, self.shape)
+
+    def size(self, axis: type[Axis]) -> int:
+        """The size of one axis: ``t.size(Batch)``."""
+        try:
+            return int(self._array.shape[self._axes.index(axis)])
+        except ValueError:
+            raise AxisError(
+                f"Cannot read the size of axis {axis_name(axis)} of {describe(self)}: "
+                f"{axis_name(axis)} is not an axis of the tensor"
+            ) from None
+
+    def item(self) -> Any:
+        """The Python value of a one-element tensor."""
+        return self._array.item()
+
+    def __float__(self) -> float:
+        return float(self._array)
+
+    def __int__(self) -> int:
+        return int(self._array)
+
+    def __bool__(self) -> bool:
+        return bool(self._array)
+
+    def __array__(self, dtype: Any = None, copy: bool | None = None) -> np.ndarray[Any, Any]:
+        out = np.asarray(self._array, dtype=dtype)
+        return out.copy() if copy else out
+
+    def astype(self, dtype: type[D2]) -> Tensor[D2, *Axes]:
+        """Convert the values to another dtype (``t.astype(ax.BF16)``)."""
+        return _ops.astype(self, dtype)
+
+    # ------------------------------------------------------------------ operators
+    def __add__(self, other: Tensor[D, *Axes] | Tensor[D] | float) -> Tensor[D, *Axes]:
+        return _ops.add(self, other)  # type: ignore[arg-type]
+
+    def __radd__(self, other: float) -> Tensor[D, *Axes]:
+        return _ops.add(other, self)  # type: ignore[arg-type]
+
+    def __sub__(self, other: Tensor[D, *Axes] | Tensor[D] | float) -> Tensor[D, *Axes]:
+        return _ops.subtract(self, other)  # type: ignore[arg-type]
+
+    def __rsub__(self, other: float) -> Tensor[D, *Axes]:
+        return _ops.subtract(other, self)  # type: ignore[arg-type]
+
+    def __mul__(self, other: Tensor[D, *Axes] | Tensor[D] | float) -> Tensor[D, *Axes]:
+        return _ops.multiply(self, other)  # type: ignore[arg-type]
+
+    def __rmul__(self, other: float) -> Tensor[D, *Axes]:
+        return _ops.multiply(other, self)  # type: ignore[arg-type]
+
+    def __truediv__(self, other: Tensor[D, *Axes] | Tensor[D] | float) -> Tensor[D, *Axes]:
+        return _ops.divide(self, other)  # type: ignore[arg-type]
+
+    def __rtruediv__(self, other: float) -> Tensor[D, *Axes]:
+        return _ops.divide(other, self)  # type: ignore[arg-type]
+
+    def __pow__(self, other: Tensor[D, *Axes] | Tensor[D] | float) -> Tensor[D, *Axes]:
+        return _ops.power(self, other)  # type: ignore[arg-type]
+
+    def __neg__(self) -> Tensor[D, *Axes]:
+        return _ops.negative(self)
+
+    def __abs__(self) -> Tensor[D, *Axes]:
+        return _ops.abs(self)
+
+    def __lt__(self, other: Tensor[D, *Axes] | Tensor[D] | float) -> Tensor[Any, *Axes]:
+        return _ops.less(self, other)  # type: ignore[arg-type]
+
+    def __le__(self, other: Tensor[D, *Axes] | Tensor[D] | float) -> Tensor[Any, *Axes]:
+        return _ops.less_equal(self, other)  # type: ignore[arg-type]
+
+    def __gt__(self, other: Tensor[D, *Axes] | Tensor[D] | float) -> Tensor[Any, *Axes]:
+        return _ops.greater(self, other)  # type: ignore[arg-type]
+
+    def __ge__(self, other: Tensor[D, *Axes] | Tensor[D] | float) -> Tensor[Any, *Axes]:
+        return _ops.greater_equal(self, other)  # type: ignore[arg-type]
+
+    def __matmul__(
+        self: Tensor[D, *Bs, I, J], other: Tensor[D, *Bs, J, K]
+    ) -> Tensor[D, *Bs, I, K]:
+        return _contract.matmul(self, other)
+
+    # ------------------------------------------------------------------ display
+    def __repr__(self) -> str:
+        return describe(self) + f"({_summary(self._array)})"
+
+    def _repr_html_(self) -> str:
+        rows = "".join(
+            f"<tr><td><b>{html.escape(axis_name(a))}</b></td><td>{n}</td></tr>"
+            for a, n in zip(self._axes, self._array.shape, strict=True)
+        )
+        preview = ""
+        if not isinstance(self._array, jax.core.Tracer):
+            arr = np.asarray(self._array)
+            if arr.ndim <= 2:
+                clipped = arr[tuple(slice(0, 8) for _ in range(arr.ndim))]
+                preview = (
+                    "<pre style='margin:4px 0'>"
+                    + html.escape(np.array2string(clipped, precision=4, threshold=64))
+                    + "</pre>"
+                )
+        return (
+            "<div class='axjax-tensor'>"
+            f"<code>{html.escape(describe(self))}</code>"
+            "<table><tr><th>axis</th><th>size</th></tr>"
+            f"{rows}</table>{preview}"
+            f"<small>{html.escape(_summary(self._array))}</small></div>"
+        )
+
+
+def _summary(array: Any) -> str:
+    if isinstance(array, jax.core.Tracer):
+        return "traced"
+    arr = np.asarray(array)
+    if arr.size <= 6:
+        return np.array2string(arr, precision=4, separator=", ")
+    if arr.dtype == np.bool_:
+        return f"true={int(arr.sum())}/{arr.size}"
+    if np.issubdtype(arr.dtype, np.integer):
+        return f"min={arr.min()}, max={arr.max()}"
+    a = arr.astype(np.float64)
+    return f"mean={a.mean():.4g}, std={a.std():.4g}, min={a.min():.4g}, max={a.max():.4g}"
+
+
+def _flatten_with_keys(t: Tensor[Any, *tuple[Any, ...]]) -> Any:
+    return ((jax.tree_util.GetAttrKey("array"), t._array),), t._axes
+
+
+def _flatten(t: Tensor[Any, *tuple[Any, ...]]) -> Any:
+    return (t._array,), t._axes
+
+
+def _unflatten(axes: tuple[type[Axis], ...], leaves: Any) -> Tensor[Any, *tuple[Any, ...]]:
+    t = object.__new__(Tensor)
+    t._array = leaves[0]
+    t._axes = axes
+    return t
+
+
+jax.tree_util.register_pytree_with_keys(Tensor, _flatten_with_keys, _unflatten, _flatten)
+
+#: Any tensor, of any dtype and rank (the gradual form; assignable both ways).
+AnyTensor = Tensor[Any, *tuple[Any, ...]]
+
+if TYPE_CHECKING:
+    from ._dtype import F32
+
+    Scalar = Tensor[F32]
+    Vector = Tensor[F32, A]
+    Matrix = Tensor[F32, A, B]
+else:
+    from ._dtype import F32
+
+    Scalar = Tensor[F32]
+    Vector = Tensor[F32, A]
+    Matrix = Tensor[F32, A, B]
+
+from . import _contract, _elementwise as _ops  # noqa: E402
