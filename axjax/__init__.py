@@ -15,3 +15,5 @@ Example:
 from .core import *  # noqa: F403
 
 __version__ = "0.1.0"
+
+from . import nn as nn, train as train  # noqa: E402

@@ -1,0 +1,1 @@
+"""axjax.train: losses, metrics, the optax training loop, checkpoints and data."""
