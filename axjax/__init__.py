@@ -16,4 +16,5 @@ from .core import *  # noqa: F403
 
 __version__ = "0.1.0"
 
-from . import nn as nn, train as train  # noqa: E402
+from . import nn as nn  # noqa: E402
+from . import train as train

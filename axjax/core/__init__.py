@@ -3,96 +3,250 @@
 from ._axis import Axis as Axis
 from ._construct import (
     arange as arange,
+)
+from ._construct import (
     full as full,
+)
+from ._construct import (
     normal as normal,
+)
+from ._construct import (
     ones as ones,
+)
+from ._construct import (
     randint as randint,
+)
+from ._construct import (
     tensor as tensor,
+)
+from ._construct import (
     uniform as uniform,
+)
+from ._construct import (
     zeros as zeros,
 )
-from ._contract import Contract as Contract, MatMul as MatMul, contract as contract, matmul as matmul
+from ._contract import Contract as Contract
+from ._contract import MatMul as MatMul
+from ._contract import contract as contract
+from ._contract import matmul as matmul
 from ._dtype import (
     BF16 as BF16,
+)
+from ._dtype import (
     F16 as F16,
+)
+from ._dtype import (
     F32 as F32,
+)
+from ._dtype import (
     F64 as F64,
+)
+from ._dtype import (
     I8 as I8,
+)
+from ._dtype import (
     I32 as I32,
+)
+from ._dtype import (
     I64 as I64,
+)
+from ._dtype import (
     U8 as U8,
+)
+from ._dtype import (
     U32 as U32,
+)
+from ._dtype import (
     Bool as Bool,
+)
+from ._dtype import (
     DType as DType,
 )
 from ._elementwise import (
     abs as abs,
+)
+from ._elementwise import (
     add as add,
+)
+from ._elementwise import (
     astype as astype,
+)
+from ._elementwise import (
     cos as cos,
+)
+from ._elementwise import (
     divide as divide,
+)
+from ._elementwise import (
     equal as equal,
+)
+from ._elementwise import (
     erf as erf,
+)
+from ._elementwise import (
     exp as exp,
+)
+from ._elementwise import (
     expm1 as expm1,
+)
+from ._elementwise import (
     gelu as gelu,
+)
+from ._elementwise import (
     greater as greater,
+)
+from ._elementwise import (
     greater_equal as greater_equal,
+)
+from ._elementwise import (
     less as less,
+)
+from ._elementwise import (
     less_equal as less_equal,
+)
+from ._elementwise import (
     log as log,
+)
+from ._elementwise import (
     log1p as log1p,
+)
+from ._elementwise import (
     maximum as maximum,
+)
+from ._elementwise import (
     minimum as minimum,
+)
+from ._elementwise import (
     multiply as multiply,
+)
+from ._elementwise import (
     negative as negative,
+)
+from ._elementwise import (
     not_equal as not_equal,
+)
+from ._elementwise import (
     power as power,
+)
+from ._elementwise import (
     reciprocal as reciprocal,
+)
+from ._elementwise import (
     relu as relu,
+)
+from ._elementwise import (
     rsqrt as rsqrt,
+)
+from ._elementwise import (
     sigmoid as sigmoid,
+)
+from ._elementwise import (
     silu as silu,
+)
+from ._elementwise import (
     sin as sin,
+)
+from ._elementwise import (
     softplus as softplus,
+)
+from ._elementwise import (
     sqrt as sqrt,
+)
+from ._elementwise import (
     square as square,
+)
+from ._elementwise import (
     subtract as subtract,
+)
+from ._elementwise import (
     tanh as tanh,
+)
+from ._elementwise import (
     where as where,
 )
 from ._errors import AxisError as AxisError
-from ._op import Op as Op, config as config, jax_autodiff as jax_autodiff
+from ._op import Op as Op
+from ._op import config as config
+from ._op import jax_autodiff as jax_autodiff
 from ._reduce import (
     argmax as argmax,
+)
+from ._reduce import (
     log_softmax as log_softmax,
+)
+from ._reduce import (
     logsumexp as logsumexp,
+)
+from ._reduce import (
     max as max,
+)
+from ._reduce import (
     mean as mean,
+)
+from ._reduce import (
     min as min,
+)
+from ._reduce import (
     softmax as softmax,
+)
+from ._reduce import (
     sum as sum,
+)
+from ._reduce import (
     var as var,
 )
-from ._select import index as index, one_hot as one_hot, slice_ as slice, take as take
+from ._select import index as index
+from ._select import one_hot as one_hot
+from ._select import slice as slice
+from ._select import take as take
 from ._shape import (
     broadcast as broadcast,
+)
+from ._shape import (
     concat as concat,
+)
+from ._shape import (
     expand_dims as expand_dims,
+)
+from ._shape import (
     flatten as flatten,
+)
+from ._shape import (
     rename as rename,
+)
+from ._shape import (
     squeeze as squeeze,
+)
+from ._shape import (
     stack as stack,
+)
+from ._shape import (
     tile as tile,
+)
+from ._shape import (
     transpose as transpose,
+)
+from ._shape import (
     unflatten as unflatten,
 )
 from ._tensor import (
     AnyTensor as AnyTensor,
+)
+from ._tensor import (
     Matrix as Matrix,
+)
+from ._tensor import (
     Scalar as Scalar,
+)
+from ._tensor import (
     Tensor as Tensor,
+)
+from ._tensor import (
     TensorType as TensorType,
+)
+from ._tensor import (
     Vector as Vector,
 )
-from ._transforms import grad as grad, value_and_grad as value_and_grad, vmap as vmap
+from ._transforms import grad as grad
+from ._transforms import value_and_grad as value_and_grad
+from ._transforms import vmap as vmap

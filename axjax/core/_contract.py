@@ -103,7 +103,8 @@ class Contract(Op):
         dtype = result_dtype(self, (a, b))
         same_sizes(self, (a, b))
         _, out = self._plan(a, b)
-        sizes = {**dict(zip(b.axes, b.shape, strict=True)), **dict(zip(a.axes, a.shape, strict=True))}
+        sizes = dict(zip(b.axes, b.shape, strict=True))
+        sizes.update(zip(a.axes, a.shape, strict=True))
         return TensorType(dtype, out, tuple(sizes[x] for x in out))
 
     def _subscripts(self, a: Any, b: Any) -> tuple[str, str, str]:

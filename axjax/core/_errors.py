@@ -31,7 +31,8 @@ class AxisError(TypeError):
         ...     ax.zeros((2, 3), A, B) + ax.zeros((3, 2), B, A)
         ... except ax.AxisError as e:
         ...     print(e)  # doctest: +SKIP
-        Cannot apply Add to Tensor[F32, A=2, B=3] and Tensor[F32, B=3, A=2]: same axes in a different order (transpose one operand first)
+        Cannot apply Add to Tensor[F32, A=2, B=3] and Tensor[F32, B=3, A=2]: same axes in a
+        different order (transpose one operand first)
     """
 
     __module__ = "axjax"

@@ -12,7 +12,7 @@ import jax
 import jax.numpy as jnp
 
 from ._axis import Axis, axes_names, axis_name, check_axis_label
-from ._dtype import DType, I32
+from ._dtype import I32, DType
 from ._op import Op, require_floating
 from ._tensor import Tensor, TensorType
 

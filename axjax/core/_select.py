@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import builtins
 from typing import Any, TypeVar
 
 import jax
@@ -82,12 +83,13 @@ class Slice(Op):
         n = x.shape[p]
         if self.step <= 0:
             raise self.fail((x,), "slice step must be positive")
-        size = None if n is None else len(range(*slice(self.start, self.stop, self.step).indices(n)))
+        bounds = builtins.slice(self.start, self.stop, self.step)
+        size = None if n is None else len(range(*bounds.indices(n)))
         return TensorType(x.dtype, x.axes, x.shape[:p] + (size,) + x.shape[p + 1:])
 
     def _key(self, x: Any) -> tuple[slice, ...]:
         p = x.axes.index(self.axis)
-        return (slice(None),) * p + (slice(self.start, self.stop, self.step),)
+        return (builtins.slice(None),) * p + (builtins.slice(self.start, self.stop, self.step),)
 
     def forward(self, x: Any) -> Array:
         return x._array[self._key(x)]
@@ -96,10 +98,13 @@ class Slice(Op):
         return (jnp.zeros(x._array.shape, dy._array.dtype).at[self._key(x)].set(dy._array),)
 
 
-def slice_(x: AnyOf[D], axis: type[Axis], start: int | None = None, stop: int | None = None,
+def slice(x: AnyOf[D], axis: type[Axis], start: int | None = None, stop: int | None = None,
            step: int = 1) -> AnyOf[D]:
     """Entries ``start:stop:step`` along ``axis`` (kept, with its new size)."""
     return Slice(axis, start, stop, step)(x)  # type: ignore[no-any-return]
+
+
+slice_ = slice
 
 
 class Take(Op):
@@ -149,7 +154,8 @@ class OneHot(Op):
     """Integer labels -> one-hot vectors along a new last axis ``X`` of size ``n``."""
 
     def __init__(self, axis: type[Axis], n: int, dtype: type[DType] = F32) -> None:
-        self.axis, self.n, self.dtype = check_axis_label(axis, "OneHot"), int(n), dtype_marker(dtype)
+        self.axis, self.n = check_axis_label(axis, "OneHot"), int(n)
+        self.dtype = dtype_marker(dtype)
 
     def describe(self) -> str:
         return f"OneHot({axis_name(self.axis)}, {self.n})"

@@ -8,13 +8,13 @@ static aux data. It therefore passes through ``jax.jit``, ``jax.grad``, ``jax.la
 from __future__ import annotations
 
 import html
-from typing import TYPE_CHECKING, Any, ClassVar, Generic, TypeVar, TypeVarTuple
+from typing import Any, ClassVar, Generic, TypeVar, TypeVarTuple
 
 import jax
 import numpy as np
 
 from ._axis import Axis, axes_names, axis_name, check_axis_label, check_unique_axes
-from ._dtype import DType, dtype_marker
+from ._dtype import F32, DType, dtype_marker
 from ._errors import AxisError, describe
 
 __all__ = ["Tensor", "TensorType", "Scalar", "Vector", "Matrix", "AnyTensor"]
@@ -290,17 +290,10 @@ jax.tree_util.register_pytree_with_keys(Tensor, _flatten_with_keys, _unflatten, 
 #: Any tensor, of any dtype and rank (the gradual form; assignable both ways).
 AnyTensor = Tensor[Any, *tuple[Any, ...]]
 
-if TYPE_CHECKING:
-    from ._dtype import F32
+#: ``Tensor[F32]``, ``Tensor[F32, A]``, ``Tensor[F32, A, B]``: the paper's aliases.
+Scalar = Tensor[F32]
+Vector = Tensor[F32, A]
+Matrix = Tensor[F32, A, B]
 
-    Scalar = Tensor[F32]
-    Vector = Tensor[F32, A]
-    Matrix = Tensor[F32, A, B]
-else:
-    from ._dtype import F32
-
-    Scalar = Tensor[F32]
-    Vector = Tensor[F32, A]
-    Matrix = Tensor[F32, A, B]
-
-from . import _contract, _elementwise as _ops  # noqa: E402
+from . import _contract  # noqa: E402
+from . import _elementwise as _ops  # noqa: E402

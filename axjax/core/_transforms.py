@@ -127,7 +127,9 @@ def vmap(fun: F, over: type[Axis], at: int = 0) -> F:
                 if isinstance(leaf, Tensor) and over in leaf.axes:
                     raise AxisError(f"vmap over {axis_name(over)}: a result already has axis "
                                     f"{axis_name(over)}")
-            out_axes.append([leaf.axes if isinstance(leaf, Tensor) else None for leaf in out_leaves])
+            out_axes.append(
+                [leaf.axes if isinstance(leaf, Tensor) else None for leaf in out_leaves]
+            )
             return [leaf.array if isinstance(leaf, Tensor) else leaf for leaf in out_leaves]
 
         arrays = [leaf.array if isinstance(leaf, Tensor) else leaf for leaf in leaves]
