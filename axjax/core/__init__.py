@@ -1,34 +1,14 @@
 """axjax core: axes, dtypes, Tensor, Op and its lowering, the primitive ops."""
 
 from ._axis import Axis as Axis
-from ._construct import (
-    arange as arange,
-)
-from ._construct import (
-    full as full,
-)
-from ._construct import (
-    normal as normal,
-)
-from ._construct import (
-    ones as ones,
-)
-from ._construct import (
-    randint as randint,
-)
-from ._construct import (
-    tensor as tensor,
-)
-from ._construct import (
-    uniform as uniform,
-)
-from ._construct import (
-    zeros as zeros,
-)
+from ._compile import CompiledGraph as CompiledGraph
+from ._compile import compile as compile
 from ._contract import Contract as Contract
 from ._contract import MatMul as MatMul
 from ._contract import contract as contract
 from ._contract import matmul as matmul
+from ._conv import Conv as Conv
+from ._conv import conv as conv
 from ._dtype import (
     BF16 as BF16,
 )
@@ -165,70 +145,64 @@ from ._elementwise import (
     where as where,
 )
 from ._errors import AxisError as AxisError
+from ._gen_construct import arange as arange
+from ._gen_construct import full as full
+from ._gen_construct import normal as normal
+from ._gen_construct import ones as ones
+from ._gen_construct import randint as randint
+from ._gen_construct import tensor as tensor
+from ._gen_construct import uniform as uniform
+from ._gen_construct import zeros as zeros
+from ._gen_reduce import argmax as argmax
+from ._gen_reduce import log_softmax as log_softmax
+from ._gen_reduce import logsumexp as logsumexp
+from ._gen_reduce import max as max
+from ._gen_reduce import mean as mean
+from ._gen_reduce import min as min
+from ._gen_reduce import softmax as softmax
+from ._gen_reduce import sum as sum
+from ._gen_reduce import var as var
+from ._gen_shape import broadcast as broadcast
+from ._gen_shape import expand_dims as expand_dims
+from ._gen_shape import index as index
+from ._gen_shape import one_hot as one_hot
+from ._gen_shape import rename as rename
+from ._gen_shape import squeeze as squeeze
+from ._gen_shape import stack as stack
+from ._gen_shape import transpose as transpose
+from ._graph import Graph as Graph
+from ._graph_grad import GraphGrad as GraphGrad
+from ._graph_grad import GraphStep as GraphStep
+from ._graph_grad import compile_step as compile_step
+from ._graph_grad import graph_grad as graph_grad
+from ._nodes import Apply as Apply
+from ._nodes import Const as Const
+from ._nodes import Input as Input
+from ._nodes import Node as Node
+from ._nodes import Param as Param
 from ._op import Op as Op
 from ._op import config as config
 from ._op import jax_autodiff as jax_autodiff
-from ._reduce import (
-    argmax as argmax,
-)
-from ._reduce import (
-    log_softmax as log_softmax,
-)
-from ._reduce import (
-    logsumexp as logsumexp,
-)
-from ._reduce import (
-    max as max,
-)
-from ._reduce import (
-    mean as mean,
-)
-from ._reduce import (
-    min as min,
-)
-from ._reduce import (
-    softmax as softmax,
-)
-from ._reduce import (
-    sum as sum,
-)
-from ._reduce import (
-    var as var,
-)
-from ._select import index as index
-from ._select import one_hot as one_hot
+from ._params import as_params as as_params
+from ._params import as_values as as_values
+from ._pool import Pool as Pool
+from ._pool import avg_pool as avg_pool
+from ._pool import max_pool as max_pool
 from ._select import slice as slice
 from ._select import take as take
 from ._shape import (
-    broadcast as broadcast,
-)
-from ._shape import (
     concat as concat,
-)
-from ._shape import (
-    expand_dims as expand_dims,
 )
 from ._shape import (
     flatten as flatten,
 )
 from ._shape import (
-    rename as rename,
-)
-from ._shape import (
-    squeeze as squeeze,
-)
-from ._shape import (
-    stack as stack,
-)
-from ._shape import (
     tile as tile,
-)
-from ._shape import (
-    transpose as transpose,
 )
 from ._shape import (
     unflatten as unflatten,
 )
+from ._sharding import partition_spec as partition_spec
 from ._tensor import (
     AnyTensor as AnyTensor,
 )

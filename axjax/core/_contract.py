@@ -11,6 +11,7 @@ from __future__ import annotations
 import string
 from typing import Any, TypeVar, TypeVarTuple
 
+import jax
 import jax.numpy as jnp
 
 from ._axis import Axis, axes_names, axis_name, check_axis_label
@@ -29,7 +30,7 @@ Array = Any
 class MatMul(Op):
     """``Tensor[D, *B, I, J] @ Tensor[D, *B, J, K] -> Tensor[D, *B, I, K]``.
 
-    Backward: ``da = dy @ bᵀ``, ``db = aᵀ @ dy`` (transposes of the last two axes).
+    Backward: ``da = dy @ bᵀ``, ``db = aᵀ @ dy`` (each one ``dot_general``, no transpose).
     """
 
     def infer(self, a: Any, b: Any) -> TensorType:
@@ -54,9 +55,12 @@ class MatMul(Op):
         return jnp.matmul(a._array, b._array)
 
     def backward(self, dy: Any, y: Any, a: Any, b: Any) -> tuple[Array, Array]:
-        g = dy._array
-        return (jnp.matmul(g, jnp.swapaxes(b._array, -1, -2)),
-                jnp.matmul(jnp.swapaxes(a._array, -1, -2), g))
+        # one dot_general each, contracting the right dimensions directly: no transposes
+        g, n = dy._array, dy._array.ndim
+        batch = (tuple(range(n - 2)),) * 2
+        da = jax.lax.dot_general(g, b._array, (((n - 1,), (n - 1,)), batch))
+        db = jax.lax.dot_general(a._array, g, (((n - 2,), (n - 2,)), batch))
+        return da, db
 
 
 _MATMUL = MatMul()
@@ -81,6 +85,9 @@ class Contract(Op):
         else:
             axes = over if isinstance(over, tuple) else (over,)
             self.over = tuple(check_axis_label(a, "Contract") for a in axes)
+            if len(set(self.over)) != len(self.over) or not self.over:
+                raise TypeError(f"Contract: name each summed axis once, got "
+                                f"over=({axes_names(self.over)})")
 
     def describe(self) -> str:
         return "Contract" if self.over is None else f"Contract(over={axes_names(self.over)})"

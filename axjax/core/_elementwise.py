@@ -12,9 +12,17 @@ from typing import Any, TypeVar, TypeVarTuple
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 
 from ._dtype import Bool, DType, dtype_marker, is_floating, to_numpy_dtype
-from ._op import Op, require_floating, result_dtype, same_sizes
+from ._op import (
+    Op,
+    not_a_tensor,
+    require_floating,
+    require_numbers,
+    result_dtype,
+    same_sizes,
+)
 from ._tensor import Tensor, TensorType
 
 D = TypeVar("D", bound=DType)
@@ -34,6 +42,8 @@ class UnaryOp(Op):
     def infer(self, x: Any) -> TensorType:
         if self.floating_only:
             require_floating(self, (x,))
+        else:
+            require_numbers(self, (x,))
         return TensorType(x.dtype, x.axes, x.shape)
 
     @staticmethod
@@ -92,7 +102,7 @@ Reciprocal = _unary("Reciprocal", jnp.reciprocal, lambda dy, y, x: -dy * y * y, 
 Tanh = _unary("Tanh", jnp.tanh, lambda dy, y, x: dy * (1 - y * y), doc="tanh; dy·(1−y²).")
 Sigmoid = _unary("Sigmoid", jax.nn.sigmoid, lambda dy, y, x: dy * y * (1 - y),
                  doc="σ(x); backward dy·y·(1−y) (the paper's example).")
-Relu = _unary("Relu", jax.nn.relu, lambda dy, y, x: jnp.where(x > 0, dy, 0),
+Relu = _unary("Relu", jax.nn.relu, lambda dy, y, x: jnp.where(x > 0, dy, jnp.zeros((), dy.dtype)),
               floating_only=False, doc="max(x, 0); backward dy·[x>0].")
 Gelu = _unary("Gelu", jax.nn.gelu, _gelu_grad, doc="GELU (tanh approximation).")
 Softplus = _unary("Softplus", jax.nn.softplus, lambda dy, y, x: dy * jax.nn.sigmoid(x),
@@ -219,10 +229,7 @@ def _scalar_like(value: Any, other: Any, op: Op) -> Tensor[Any]:
     if isinstance(value, Tensor) or getattr(type(value), "_is_symbolic", False):
         return value  # type: ignore[no-any-return]
     if not isinstance(value, int | float | bool):
-        raise TypeError(
-            f"{op.name}: operands must be Tensors or Python numbers, got {type(value).__name__} "
-            "(wrap arrays with ax.tensor(array, *axes))"
-        )
+        raise not_a_tensor(op, value, numbers_ok=True)
     dtype = other.dtype
     if isinstance(value, float) and not isinstance(value, bool) and not is_floating(dtype):
         if not float(value).is_integer():
@@ -230,7 +237,34 @@ def _scalar_like(value: Any, other: Any, op: Op) -> Tensor[Any]:
                 (other,), f"the float {value} cannot mix with {dtype.__name__} values "
                 "(convert the tensor with astype(ax.F32))"
             )
-    return Tensor._wrap(jnp.asarray(value, dtype=to_numpy_dtype(dtype)), ())  # type: ignore[no-any-return]
+    if dtype is Bool and not isinstance(value, bool):
+        raise op.fail((other,), f"the number {value} cannot mix with Bool values (use True "
+                      "or False, or convert the tensor with astype(ax.I32))")
+    try:
+        arr = _scalar_array(value, to_numpy_dtype(dtype), isinstance(other._array, jax.core.Tracer))
+    except OverflowError:
+        raise op.fail((other,), f"the number {value} does not fit in {dtype.__name__} "
+                      "(convert the tensor to a wider dtype with astype)") from None
+    return Tensor._wrap(arr, ())  # type: ignore[no-any-return]
+
+
+#: Device scalars for eager ``t * 0.5``: ``jnp.asarray`` of a number costs about four
+#: times the op itself. Keyed by repr so ``-0.0`` and ``nan`` stay distinct; bounded.
+_SCALARS: dict[tuple[str, Any], Array] = {}
+
+
+def _scalar_array(value: Any, dtype: Any, traced: bool) -> Array:
+    """A rank-0 array for a Python number: a numpy constant while tracing (a literal in the
+    jaxpr, never a tracer kept across traces), a cached device array when eager."""
+    if traced:
+        return np.asarray(value, dtype=dtype)
+    key = (repr(value), dtype)
+    arr = _SCALARS.get(key)
+    if arr is None:
+        arr = jnp.asarray(np.asarray(value, dtype=dtype))
+        if len(_SCALARS) < 4096:
+            _SCALARS[key] = arr
+    return arr
 
 
 def _binary_type(op: Op, a: Any, b: Any, *, out_dtype: type[DType] | None = None) -> TensorType:
@@ -260,8 +294,16 @@ def _unbroadcast(g: Array, x: Array) -> Array:
 class BinaryOp(Op):
     """Base of elementwise binary primitives on identical axes."""
 
+    #: "floating", "numbers" (any dtype but Bool) or "any": the operand dtypes accepted
+    accepts = "numbers"
+
     def infer(self, a: Any, b: Any) -> TensorType:
-        return _binary_type(self, a, b)
+        t = _binary_type(self, a, b)
+        if self.accepts == "floating":
+            require_floating(self, (a, b))
+        elif self.accepts == "numbers":
+            require_numbers(self, (a, b))
+        return t
 
     @staticmethod
     def fn(a: Array, b: Array) -> Array:
@@ -280,10 +322,10 @@ class BinaryOp(Op):
 
 
 def _binary(name: str, fn: Callable[[Array, Array], Array],
-            grads: Callable[[Array, Array, Array, Array], tuple[Array, Array]], doc: str
-            ) -> type[BinaryOp]:
+            grads: Callable[[Array, Array, Array, Array], tuple[Array, Array]], doc: str,
+            accepts: str = "numbers") -> type[BinaryOp]:
     return type(name, (BinaryOp,), {"fn": staticmethod(fn), "grads": staticmethod(grads),
-                                    "__doc__": doc, "__module__": __name__})
+                                    "accepts": accepts, "__doc__": doc, "__module__": __name__})
 
 
 def _pow_grads(dy: Array, y: Array, a: Array, b: Array) -> tuple[Array, Array]:
@@ -305,10 +347,12 @@ Subtract = _binary("Subtract", jnp.subtract, lambda dy, y, a, b: (dy, -dy), "a �
 Multiply = _binary("Multiply", jnp.multiply, lambda dy, y, a, b: (dy * b, dy * a),
                    "a · b; backward (dy·b, dy·a).")
 Divide = _binary("Divide", jnp.divide, lambda dy, y, a, b: (dy / b, -dy * y / b),
-                 "a / b; backward (dy/b, −dy·y/b).")
+                 "a / b; backward (dy/b, −dy·y/b).", accepts="floating")
 Power = _binary("Power", jnp.power, _pow_grads, "a ** b.")
-Maximum = _binary("Maximum", jnp.maximum, _chooser(jnp.greater), "max(a, b); ties split.")
-Minimum = _binary("Minimum", jnp.minimum, _chooser(jnp.less), "min(a, b); ties split.")
+Maximum = _binary("Maximum", jnp.maximum, _chooser(jnp.greater), "max(a, b); ties split.",
+                  accepts="any")
+Minimum = _binary("Minimum", jnp.minimum, _chooser(jnp.less), "min(a, b); ties split.",
+                  accepts="any")
 
 
 class Compare(BinaryOp):
@@ -422,6 +466,8 @@ class Where(Op):
         if cond.dtype is not Bool:
             raise self.fail((cond, a, b), f"the condition must be Bool, got {cond.dtype.__name__}")
         t = _binary_type(self, a, b)
+        if cond.axes and not t.axes:  # rank-0 values spread over the condition's axes
+            return TensorType(t.dtype, cond.axes, cond.shape)
         if cond.axes and cond.axes != t.axes:
             raise self.fail((cond, a, b), "the condition's axes differ from the values' axes "
                             "(transpose or broadcast the condition first)")

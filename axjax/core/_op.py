@@ -26,7 +26,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from ._axis import Axis
-from ._dtype import DType, dtype_marker, is_floating
+from ._dtype import Bool, DType, dtype_marker, is_floating
 from ._errors import AxisError
 from ._tensor import Tensor, TensorType
 
@@ -141,20 +141,66 @@ def register_symbolic_handler(handler: Callable[[Op, tuple[Any, ...], TensorType
     _symbolic_handler = handler
 
 
+#: Type-rule results keyed by (op class, op attributes, operand axes/shapes/dtypes). A type
+#: rule depends on nothing else, so eager dispatch and re-tracing skip it after the first
+#: call (the hot path: see BENCHMARKS.md). Errors are never cached; bounded in size.
+_INFER_CACHE: dict[Any, TensorType] = {}
+_INFER_CACHE_MAX = 1 << 16
+_Tracer = jax.core.Tracer
+
+
+def _cached_infer(op: Op, xs: Sequence[Any]) -> TensorType | None:
+    """``op.infer(*xs)``, memoised when every operand is a Tensor; ``None`` if not cacheable."""
+    sig = []
+    for x in xs:
+        if type(x) is not Tensor:
+            return None
+        a = x._array
+        sig.append((x._axes, a.shape, a.dtype))
+    try:
+        key = (type(op), tuple(op.__dict__.items()), tuple(sig))
+        out = _INFER_CACHE.get(key)
+    except (TypeError, AttributeError):  # an unhashable parameter (a traced index), __slots__
+        return None
+    if out is None:
+        out = op.infer(*xs)
+        if len(_INFER_CACHE) < _INFER_CACHE_MAX:
+            _INFER_CACHE[key] = out
+    return out
+
+
 def apply(op: Op, xs: Sequence[Any]) -> Any:
     """Apply ``op`` to operand Tensors (or graph nodes): check, then compute or record."""
-    out_type = op.infer(*xs)
-    for x in xs:
-        if type(x)._is_symbolic:
-            assert _symbolic_handler is not None, "axjax graph module not loaded"
-            return _symbolic_handler(op, tuple(xs), out_type)
-    arrays = [x._array for x in xs]
-    if config.autodiff == "jax" or not any(isinstance(a, jax.core.Tracer) for a in arrays):
-        y = op.forward(*xs)
-    else:
-        y = _custom_vjp_call(op, xs, out_type)
-    y = getattr(y, "_array", y)
-    return Tensor._wrap(y, out_type.axes)
+    out_type = _cached_infer(op, xs)
+    if out_type is None:
+        for x in xs:
+            if not isinstance(x, Tensor) and not getattr(type(x), "_is_symbolic", False):
+                raise not_a_tensor(op, x)
+        out_type = op.infer(*xs)
+        for x in xs:
+            if type(x)._is_symbolic:
+                assert _symbolic_handler is not None, "axjax graph module not loaded"
+                return _symbolic_handler(op, tuple(xs), out_type)
+    traced = False
+    if config.autodiff != "jax":
+        for x in xs:
+            if isinstance(x._array, _Tracer):
+                traced = True
+                break
+    y = _custom_vjp_call(op, xs, out_type) if traced else op.forward(*xs)
+    return Tensor._wrap(getattr(y, "_array", y), out_type.axes)
+
+
+def not_a_tensor(op: Op, x: Any, numbers_ok: bool = False) -> TypeError:
+    """The ``TypeError`` for an operand that is neither a Tensor nor a graph node."""
+    shape = getattr(x, "shape", None)
+    what = "jax.Array" if isinstance(x, jax.Array) else type(x).__name__
+    what += "" if shape is None else f" of shape {tuple(shape)}"
+    kinds = "Tensors or Python numbers" if numbers_ok else "Tensors"
+    return TypeError(
+        f"Cannot apply {op.describe()} to {what}: operands must be {kinds} "
+        "(wrap arrays with ax.tensor(array, *axes))"
+    )
 
 
 def _custom_vjp_call(op: Op, xs: Sequence[Tensor[Any, *tuple[Any, ...]]], out: TensorType) -> Any:
@@ -244,6 +290,16 @@ def require_floating(op: Op, xs: Sequence[Any]) -> None:
             raise op.fail(
                 xs, f"{op.name} needs floating-point values, got {x.dtype.__name__} "
                 "(convert with astype(ax.F32))"
+            )
+
+
+def require_numbers(op: Op, xs: Sequence[Any]) -> None:
+    """Raise unless every operand holds numbers (any dtype but Bool)."""
+    for x in xs:
+        if x.dtype is Bool:
+            raise op.fail(
+                xs, f"{op.name} needs numbers, got Bool (convert with astype(ax.I32) or "
+                "astype(ax.F32))"
             )
 
 

@@ -12,7 +12,7 @@ import jax
 import jax.numpy as jnp
 
 from ._axis import Axis, axes_names, axis_name, check_axis_label
-from ._dtype import I32, DType
+from ._dtype import I32, Bool, DType
 from ._op import Op, require_floating
 from ._tensor import Tensor, TensorType
 
@@ -67,15 +67,27 @@ class Reduction(AxisOp):
         """Re-insert the reduced axes (size 1) so ``g`` broadcasts against ``x``."""
         return jnp.expand_dims(g, self.positions(x))
 
+    def spread(self, g: Array, x: Any) -> Array:
+        """Broadcast ``g`` (the result's axes) back to ``x``'s shape: one primitive."""
+        pos = self.positions(x)
+        keep = tuple(i for i in range(x._array.ndim) if i not in pos)
+        return jax.lax.broadcast_in_dim(g, x._array.shape, keep)
+
 
 class Sum(Reduction):
-    """Sum over axes; backward broadcasts ``dy`` back."""
+    """Sum over axes, in the operand's dtype; backward broadcasts ``dy`` back."""
+
+    def infer(self, x: Any) -> TensorType:
+        if x.dtype is Bool:
+            raise self.fail((x,), "cannot sum Bool values (count them with "
+                            "ax.sum(t.astype(ax.I32), ...))")
+        return super().infer(x)
 
     def forward(self, x: Any) -> Array:
-        return jnp.sum(x._array, axis=self.positions(x))
+        return jnp.sum(x._array, axis=self.positions(x), dtype=x._array.dtype)
 
     def backward(self, dy: Any, y: Any, x: Any) -> tuple[Array]:
-        return (jnp.broadcast_to(self.expand(dy._array, x), x._array.shape),)
+        return (self.spread(dy._array, x),)
 
 
 class Mean(Reduction):
@@ -88,7 +100,7 @@ class Mean(Reduction):
 
     def backward(self, dy: Any, y: Any, x: Any) -> tuple[Array]:
         n = math.prod(x._array.shape[i] for i in self.positions(x))
-        return (jnp.broadcast_to(self.expand(dy._array, x) / n, x._array.shape),)
+        return (self.spread(dy._array / n, x),)
 
 
 class _Chooser(Reduction):

@@ -10,6 +10,7 @@ import jax.numpy as jnp
 
 from ._axis import Axis, axis_name, check_axis_label
 from ._dtype import F32, DType, dtype_marker
+from ._errors import describe
 from ._op import Op
 from ._tensor import Tensor, TensorType
 
@@ -61,7 +62,16 @@ class Index(Op):
 
 
 def index(x: AnyOf[D], axis: type[Axis], i: int | Any) -> AnyOf[D]:
-    """Entry ``i`` along ``axis``; the axis is removed: ``ax.index(seq, Time, 0)``."""
+    """Entry ``i`` along ``axis``; the axis is removed: ``ax.index(seq, Time, 0)``.
+
+    ``i`` is a Python int (checked against the size), or a traced integer / rank-0 integer
+    Tensor (clamped into range, as ``jax.lax.dynamic_index_in_dim`` does).
+    """
+    if isinstance(i, Tensor):
+        if i.axes or not jnp.issubdtype(i.array.dtype, jnp.integer):
+            raise TypeError(f"index: the position must be an int or a rank-0 integer Tensor, "
+                            f"got {describe(i)} (gather many positions with ax.take)")
+        i = i.array
     return Index(axis, i)(x)  # type: ignore[no-any-return]
 
 

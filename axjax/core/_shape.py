@@ -9,6 +9,7 @@ import math
 from collections.abc import Sequence
 from typing import Any, TypeVar, TypeVarTuple
 
+import jax
 import jax.numpy as jnp
 
 from ._axis import Axis, axes_names, axis_name, check_axis_label, check_unique_axes
@@ -196,8 +197,8 @@ class Broadcast(Op):
     def forward(self, x: Any) -> Array:
         order = [a for a in self.axes if a in x.axes]
         arr = _transpose(x._array, _perm(x.axes, order))
-        new = tuple(i for i, a in enumerate(self.axes) if a not in x.axes)
-        return jnp.broadcast_to(jnp.expand_dims(arr, new), self.shape)
+        kept = tuple(i for i, a in enumerate(self.axes) if a in x.axes)
+        return jax.lax.broadcast_in_dim(arr, self.shape, kept)
 
     def backward(self, dy: Any, y: Any, x: Any) -> tuple[Array]:
         new = tuple(i for i, a in enumerate(self.axes) if a not in x.axes)
@@ -225,7 +226,25 @@ def broadcast(x: AnyOf[D], to: Any, sizes: dict[type[Axis], int] | None = None) 
         return Broadcast(to, tuple(have[a] for a in to))(x)  # type: ignore[no-any-return]
     if x.axes == to.axes:
         return x
+    if getattr(type(to), "_is_symbolic", False) and None in tuple(to.shape):
+        return BroadcastLike()(x, to)  # type: ignore[no-any-return]
     return Broadcast(tuple(to.axes), tuple(to.shape))(x)  # type: ignore[no-any-return]
+
+
+class BroadcastLike(Op):
+    """Broadcast the first operand to the axes and sizes of the second, which gets no
+    gradient. ``broadcast(t, node)`` uses it when the graph node's sizes are known only
+    when the graph runs (an ``ax.Input`` with an open batch size).
+    """
+
+    def infer(self, x: Any, like: Any) -> TensorType:
+        return Broadcast(like.axes, like.shape).infer(x)
+
+    def forward(self, x: Any, like: Any) -> Array:
+        return Broadcast(like.axes, like._array.shape).forward(x)
+
+    def backward(self, dy: Any, y: Any, x: Any, like: Any) -> tuple[Array, None]:
+        return Broadcast(like.axes, like._array.shape).backward(dy, y, x)[0], None
 
 
 class Tile(Op):
@@ -429,7 +448,9 @@ class Unflatten(Op):
         for a in self.axes:
             if a is not self.axis:
                 _present(self, x, a)
-        check_unique_axes(self.axes, self.describe())
+        if len(set(self.axes)) != len(self.axes):
+            raise self.fail((x,), f"an axis occurs twice in ({axes_names(self.axes)}) (a tensor "
+                            "never has the same axis twice; name each new axis once)")
         n = x.shape[i]
         if n is not None and math.prod(self.sizes) != n:
             raise self.fail((x,), f"sizes {self.sizes} multiply to {math.prod(self.sizes)}, but "

@@ -7,6 +7,7 @@ static aux data. It therefore passes through ``jax.jit``, ``jax.grad``, ``jax.la
 
 from __future__ import annotations
 
+import builtins  # `type` is also a property of Tensor: annotations say builtins.type
 import html
 from typing import Any, ClassVar, Generic, TypeVar, TypeVarTuple
 
@@ -14,7 +15,7 @@ import jax
 import numpy as np
 
 from ._axis import Axis, axes_names, axis_name, check_axis_label, check_unique_axes
-from ._dtype import F32, DType, dtype_marker
+from ._dtype import F32, Bool, DType, dtype_marker
 from ._errors import AxisError, describe
 
 __all__ = ["Tensor", "TensorType", "Scalar", "Vector", "Matrix", "AnyTensor"]
@@ -146,7 +147,7 @@ class Tensor(Generic[D, *Axes]):
         """This tensor's :class:`TensorType` (dtype, axes, sizes)."""
         return TensorType(self.dtype, self._axes, self.shape)
 
-    def size(self, axis: type[Axis]) -> int:
+    def size(self, axis: builtins.type[Axis]) -> int:
         """The size of one axis: ``t.size(Batch)``."""
         try:
             return int(self._array.shape[self._axes.index(axis)])
@@ -173,33 +174,35 @@ class Tensor(Generic[D, *Axes]):
         out = np.asarray(self._array, dtype=dtype)
         return out.copy() if copy else out
 
-    def astype(self, dtype: type[D2]) -> Tensor[D2, *Axes]:
+    def astype(self, dtype: builtins.type[D2]) -> Tensor[D2, *Axes]:
         """Convert the values to another dtype (``t.astype(ax.BF16)``)."""
         return _ops.astype(self, dtype)
 
     # ------------------------------------------------------------------ operators
+    # Identical axes and dtype, or a number / rank-0 ``Tensor[D]`` on either side (design
+    # section 1.4); the reflected forms serve ``2 * t`` and ``scalar_tensor * t``.
     def __add__(self, other: Tensor[D, *Axes] | Tensor[D] | float) -> Tensor[D, *Axes]:
         return _ops.add(self, other)  # type: ignore[arg-type]
 
-    def __radd__(self, other: float) -> Tensor[D, *Axes]:
+    def __radd__(self, other: Tensor[D] | float) -> Tensor[D, *Axes]:
         return _ops.add(other, self)  # type: ignore[arg-type]
 
     def __sub__(self, other: Tensor[D, *Axes] | Tensor[D] | float) -> Tensor[D, *Axes]:
         return _ops.subtract(self, other)  # type: ignore[arg-type]
 
-    def __rsub__(self, other: float) -> Tensor[D, *Axes]:
+    def __rsub__(self, other: Tensor[D] | float) -> Tensor[D, *Axes]:
         return _ops.subtract(other, self)  # type: ignore[arg-type]
 
     def __mul__(self, other: Tensor[D, *Axes] | Tensor[D] | float) -> Tensor[D, *Axes]:
         return _ops.multiply(self, other)  # type: ignore[arg-type]
 
-    def __rmul__(self, other: float) -> Tensor[D, *Axes]:
+    def __rmul__(self, other: Tensor[D] | float) -> Tensor[D, *Axes]:
         return _ops.multiply(other, self)  # type: ignore[arg-type]
 
     def __truediv__(self, other: Tensor[D, *Axes] | Tensor[D] | float) -> Tensor[D, *Axes]:
         return _ops.divide(self, other)  # type: ignore[arg-type]
 
-    def __rtruediv__(self, other: float) -> Tensor[D, *Axes]:
+    def __rtruediv__(self, other: Tensor[D] | float) -> Tensor[D, *Axes]:
         return _ops.divide(other, self)  # type: ignore[arg-type]
 
     def __pow__(self, other: Tensor[D, *Axes] | Tensor[D] | float) -> Tensor[D, *Axes]:
@@ -211,16 +214,24 @@ class Tensor(Generic[D, *Axes]):
     def __abs__(self) -> Tensor[D, *Axes]:
         return _ops.abs(self)
 
-    def __lt__(self, other: Tensor[D, *Axes] | Tensor[D] | float) -> Tensor[Any, *Axes]:
+    def __lt__(  # type: ignore[misc]  # reflected form differs only for rank 0
+        self, other: Tensor[D, *Axes] | Tensor[D] | float
+    ) -> Tensor[Bool, *Axes]:
         return _ops.less(self, other)  # type: ignore[arg-type]
 
-    def __le__(self, other: Tensor[D, *Axes] | Tensor[D] | float) -> Tensor[Any, *Axes]:
+    def __le__(  # type: ignore[misc]  # reflected form differs only for rank 0
+        self, other: Tensor[D, *Axes] | Tensor[D] | float
+    ) -> Tensor[Bool, *Axes]:
         return _ops.less_equal(self, other)  # type: ignore[arg-type]
 
-    def __gt__(self, other: Tensor[D, *Axes] | Tensor[D] | float) -> Tensor[Any, *Axes]:
+    def __gt__(  # type: ignore[misc]  # reflected form differs only for rank 0
+        self, other: Tensor[D, *Axes] | Tensor[D] | float
+    ) -> Tensor[Bool, *Axes]:
         return _ops.greater(self, other)  # type: ignore[arg-type]
 
-    def __ge__(self, other: Tensor[D, *Axes] | Tensor[D] | float) -> Tensor[Any, *Axes]:
+    def __ge__(  # type: ignore[misc]  # reflected form differs only for rank 0
+        self, other: Tensor[D, *Axes] | Tensor[D] | float
+    ) -> Tensor[Bool, *Axes]:
         return _ops.greater_equal(self, other)  # type: ignore[arg-type]
 
     def __matmul__(

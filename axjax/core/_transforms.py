@@ -21,7 +21,7 @@ def _scalar(out: Any, where: str) -> Any:
     if isinstance(out, Tensor):
         if out.axes:
             raise AxisError(
-                f"{where}: the function must return a scalar, got {describe(out)} "
+                f"Cannot apply {where} to {describe(out)}: the function must return a scalar "
                 "(reduce the remaining axes with ax.sum or ax.mean)"
             )
         return out.array
@@ -29,22 +29,41 @@ def _scalar(out: Any, where: str) -> Any:
 
 
 def value_and_grad(fun: Callable[..., Any], argnums: int | Sequence[int] = 0,
-                   has_aux: bool = False) -> Callable[..., Any]:
+                   has_aux: bool = False, *, wrt: Any = None, inputs: Any = None
+                   ) -> Callable[..., Any]:
     """``jax.value_and_grad`` for functions returning a scalar ``Tensor`` (or array).
 
     Gradients have the structure of the arguments: a Tensor's gradient is a Tensor with
-    the same axes; an Equinox model's gradient is a model.
+    the same axes; an Equinox model's gradient is a model. Given a graph node (a scalar
+    loss) instead of a function, returns a jitted function of ``inputs`` that gives the
+    loss and the gradients of the Params in ``wrt`` (see ``axjax.graph_grad``).
 
     Example:
         >>> loss, g = ax.value_and_grad(loss_fn)(model, x, y)
+        >>> loss, (gw, gb) = ax.value_and_grad(loss_node, wrt=[w, b], inputs=[x, y])(xs, ys)
     """
+    if getattr(type(fun), "_is_symbolic", False):
+        from ._graph_grad import graph_grad
 
+        return graph_grad(fun, wrt, inputs, with_value=True)  # type: ignore[arg-type]
+    _no_graph_args(wrt, inputs, "value_and_grad")
+    return _value_and_grad(fun, argnums, has_aux, "value_and_grad")
+
+
+def _no_graph_args(wrt: Any, inputs: Any, name: str) -> None:
+    if wrt is not None or inputs is not None:
+        raise TypeError(f"{name}: wrt= and inputs= are for graph losses (ax.{name}(loss_node, "
+                        "wrt=[...], inputs=[...])); a function is differentiated by argnums=")
+
+
+def _value_and_grad(fun: Callable[..., Any], argnums: int | Sequence[int], has_aux: bool,
+                    name: str) -> Callable[..., Any]:
     def scalar_fun(*args: Any, **kwargs: Any) -> Any:
         out = fun(*args, **kwargs)
         if has_aux:
             value, aux = out
-            return _scalar(value, "value_and_grad"), aux
-        return _scalar(out, "value_and_grad")
+            return _scalar(value, name), aux
+        return _scalar(out, name)
 
     inner = jax.value_and_grad(scalar_fun, argnums=argnums, has_aux=has_aux)
 
@@ -63,9 +82,23 @@ def _split(out: Any, has_aux: bool) -> tuple[list[Any], Any]:
 
 
 def grad(fun: Callable[..., Any], argnums: int | Sequence[int] = 0,
-         has_aux: bool = False) -> Callable[..., Any]:
-    """``jax.grad`` for functions returning a scalar ``Tensor`` (or array)."""
-    vg = value_and_grad(fun, argnums=argnums, has_aux=has_aux)
+         has_aux: bool = False, *, wrt: Any = None, inputs: Any = None) -> Callable[..., Any]:
+    """``jax.grad`` for functions returning a scalar ``Tensor`` (or array).
+
+    Given a graph node (a scalar loss) instead of a function, returns a jitted function of
+    ``inputs`` giving the gradients of the Params in ``wrt``, computed by each op's own
+    backward (see ``axjax.graph_grad``).
+
+    Example:
+        >>> g = ax.grad(loss_fn)(model, x, y)
+        >>> gw, gb = ax.grad(loss_node, wrt=[w, b], inputs=[x, y])(xs, ys)
+    """
+    if getattr(type(fun), "_is_symbolic", False):
+        from ._graph_grad import graph_grad
+
+        return graph_grad(fun, wrt, inputs)  # type: ignore[arg-type]
+    _no_graph_args(wrt, inputs, "grad")
+    vg = _value_and_grad(fun, argnums, has_aux, "grad")
 
     @functools.wraps(fun)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
@@ -101,14 +134,16 @@ def vmap(fun: F, over: type[Axis], at: int = 0) -> F:
                 if size is not None and n != size:
                     raise AxisError(
                         f"Cannot apply vmap over {axis_name(over)}: the arguments give it "
-                        f"sizes {size} and {n} (equal axes must have equal sizes)"
+                        f"sizes {size} and {n} (equal axes must have equal sizes; slice or "
+                        "pad one argument)"
                     )
                 size = n
             else:
                 in_axes.append(None)
         if size is None:
             raise AxisError(f"Cannot apply vmap over {axis_name(over)}: no argument has axis "
-                            f"{axis_name(over)}")
+                            f"{axis_name(over)} (add it with ax.expand_dims or map over "
+                            "another axis)")
         inner_axes = [
             tuple(a for a in leaf.axes if a is not over) if isinstance(leaf, Tensor) else None
             for leaf in leaves
@@ -125,8 +160,10 @@ def vmap(fun: F, over: type[Axis], at: int = 0) -> F:
             out_axes.append(out_def)
             for leaf in out_leaves:
                 if isinstance(leaf, Tensor) and over in leaf.axes:
-                    raise AxisError(f"vmap over {axis_name(over)}: a result already has axis "
-                                    f"{axis_name(over)}")
+                    raise AxisError(
+                        f"Cannot apply vmap over {axis_name(over)} to {describe(leaf)}: a "
+                        f"result already has axis {axis_name(over)} (rename it, or return it "
+                        "without the mapped axis)")
             out_axes.append(
                 [leaf.axes if isinstance(leaf, Tensor) else None for leaf in out_leaves]
             )

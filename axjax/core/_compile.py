@@ -1,0 +1,238 @@
+"""Lowering a graph to one ``jax.jit`` function; gradients and an optax step over a graph.
+
+The graph is walked once, in topological order, into the same op calls eager code makes
+(:func:`axjax.core._op.apply` on concrete Tensors), inside one ``jax.jit``. So every op's
+type rule re-runs with the real sizes at trace time, and every op's own ``backward`` is
+what differentiation uses. Param and Const values are arguments of the jitted function,
+not baked-in constants: new values never retrace; new input sizes compile once each.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from ._errors import AxisError, describe
+from ._graph import Graph, Outputs
+from ._nodes import Apply, Const, Input, Node, Param, check_value, mismatch
+from ._op import Op, apply
+from ._tensor import Tensor
+
+__all__ = ["compile", "CompiledGraph"]
+
+AnyTensor = Tensor[Any, *tuple[Any, ...]]
+AnyParam = Param[Any, *tuple[Any, ...]]
+AnyInput = Input[Any, *tuple[Any, ...]]
+
+
+class Program:
+    """A graph ready to run: leaf sources, one step per Apply node, output slots."""
+
+    def __init__(self, outputs: Outputs, inputs: Any, where: str) -> None:
+        self.where = where
+        self.graph = graph = Graph(outputs)
+        self.inputs: tuple[AnyInput, ...] = _check_inputs(graph, inputs, where)
+        self.params: tuple[AnyParam, ...] = graph.params
+        self.param_index: dict[AnyParam, int] = {p: i for i, p in enumerate(self.params)}
+        self.const_values = tuple(c.value for c in graph.consts)
+        slot = {id(n): k for k, n in enumerate(graph.nodes)}
+        input_index = {id(x): i for i, x in enumerate(self.inputs)}
+        const_index = {id(c): i for i, c in enumerate(graph.consts)}
+        self.leaves: list[tuple[int, int, int]] = []  # (slot, 0 param / 1 const / 2 input, i)
+        self.steps: list[tuple[int, Op, tuple[int, ...], Apply[Any, *tuple[Any, ...]]]] = []
+        for k, n in enumerate(graph.nodes):
+            if isinstance(n, Param):
+                self.leaves.append((k, 0, self.param_index[n]))
+            elif isinstance(n, Const):
+                self.leaves.append((k, 1, const_index[id(n)]))
+            elif isinstance(n, Input):
+                self.leaves.append((k, 2, input_index[id(n)]))
+            elif isinstance(n, Apply):
+                self.steps.append((k, n.op, tuple(slot[id(a)] for a in n.args), n))
+        self.out_slots = tuple(slot[id(o)] for o in graph.outputs)
+
+    def run(self, params: Sequence[AnyTensor], consts: Sequence[AnyTensor],
+            inputs: Sequence[AnyTensor]) -> tuple[AnyTensor, ...]:
+        """Evaluate the graph on concrete (or traced) Tensors: one op call per Apply node."""
+        env: list[Any] = [None] * len(self.graph.nodes)
+        sources = (params, consts, inputs)
+        for k, src, i in self.leaves:
+            env[k] = sources[src][i]
+        for k, op, arg_slots, node in self.steps:
+            try:
+                env[k] = apply(op, [env[j] for j in arg_slots])
+            except Exception as e:
+                names = self.graph.names
+                e.add_note(f"while running graph node {names[node]} = {op.describe()}"
+                           f"({', '.join(names[a] for a in node.args)}), built at {node.site}")
+                raise
+        return tuple(env[s] for s in self.out_slots)
+
+    # ------------------------------------------------------------------ call arguments
+    def bind(self, args: Sequence[Any], kwargs: Mapping[str, Any]) -> tuple[AnyTensor, ...]:
+        """Match call arguments to the inputs (by position, or by name) and check them."""
+        names = [x.name or f"input{i}" for i, x in enumerate(self.inputs)]
+        listing = ", ".join(names)
+        if len(args) > len(names):
+            raise TypeError(f"{self.where} takes {len(names)} input{'s' * (len(names) != 1)} "
+                            f"({listing}) but {len(args)} were given")
+        given: dict[int, Any] = dict(enumerate(args))
+        for key, value in kwargs.items():
+            if key not in names:
+                raise TypeError(f"{self.where} got an unknown input {key!r} (inputs: {listing})")
+            i = names.index(key)
+            if i in given:
+                raise TypeError(f"{self.where} got input {key!r} twice")
+            given[i] = value
+        missing = [names[i] for i in range(len(names)) if i not in given]
+        if missing:
+            raise TypeError(f"{self.where} is missing input{'s' * (len(missing) > 1)} "
+                            f"{', '.join(missing)} (inputs: {listing})")
+        return tuple(self._tensor(x, names[i], given[i]) for i, x in enumerate(self.inputs))
+
+    def _tensor(self, x: AnyInput, name: str, value: Any) -> AnyTensor:
+        head = f"Cannot call {self.where}: input {name} is {describe(x.type)}"
+        if isinstance(value, Node):
+            raise TypeError(f"{head}, got the graph node {value!r} (pass a value)")
+        if not isinstance(value, Tensor):
+            value = _from_array(x, value, head)
+        why = mismatch(x.type, value)
+        if why:
+            raise AxisError(f"{head}, got {describe(value)}: {why}")
+        return value
+
+    def values(self, override: Any) -> tuple[AnyTensor, ...]:
+        """Param values: the Params' own, replaced by those in ``override`` (see ``params=``)."""
+        vals = [p.value for p in self.params]
+        if override is None:
+            return tuple(vals)
+        if isinstance(override, Mapping) and any(isinstance(k, Param) for k in override):
+            pairs = list(override.items())
+        else:
+            leaves = jax.tree_util.tree_leaves(override, is_leaf=lambda t: isinstance(t, Param))
+            pairs = [(p, p.value) for p in leaves if isinstance(p, Param)]
+            if not pairs:
+                raise TypeError(f"{self.where}: params= holds no Params (give {{param: value}}"
+                                ", Params with new values, or a model holding Params)")
+        for p, v in pairs:
+            if not isinstance(p, Param):
+                raise TypeError(f"{self.where}: params= maps Params to values, got key {p!r}")
+            i = self.param_index.get(p)
+            if i is not None:
+                check_value(p, v, self.where)
+                vals[i] = v
+        return tuple(vals)
+
+
+def _from_array(x: AnyInput, value: Any, head: str) -> AnyTensor:
+    """An array (or nested lists) in the input's axis order, converted to its dtype."""
+    arr = value if isinstance(value, jax.Array) else np.asarray(value)
+    want = x.dtype.numpy
+    ok = {"f": "fiub", "c": "fiubc", "i": "iub", "u": "iub", "b": "b"}.get(want.kind, "")
+    if arr.dtype.kind not in ok:
+        raise AxisError(f"{head}, got an array of dtype {arr.dtype}: it cannot become "
+                        f"{x.dtype.__name__} without losing values (convert it first)")
+    if arr.ndim != len(x.axes):
+        raise AxisError(f"{head}, got an array of shape {tuple(arr.shape)}: {arr.ndim} "
+                        f"dimension{'s' * (arr.ndim != 1)} for {len(x.axes)} axes (give one "
+                        "dimension per axis, in the input's axis order)")
+    return Tensor._wrap(jnp.asarray(arr, dtype=want), x.axes)  # type: ignore[no-any-return]
+
+
+def _check_inputs(graph: Graph, inputs: Any, where: str) -> tuple[AnyInput, ...]:
+    if inputs is None:
+        if len(graph.inputs) > 1:
+            names = ", ".join(graph.names[x] for x in graph.inputs)
+            raise TypeError(f"{where}: the graph has inputs {names}; pass inputs=[...] to fix "
+                            "the order of the arguments")
+        return graph.inputs
+    listed = (inputs,) if isinstance(inputs, Node) else tuple(inputs)
+    for x in listed:
+        if not isinstance(x, Input):
+            raise TypeError(f"{where}: inputs= lists ax.Input nodes, got {x!r}"
+                            + (" (Params and Consts carry their own values)"
+                               if isinstance(x, Node) else ""))
+    if len({id(x) for x in listed}) != len(listed):
+        raise TypeError(f"{where}: an Input is listed twice in inputs=")
+    used = {id(x) for x in graph.inputs}
+    for x in listed:
+        if id(x) not in used:
+            raise TypeError(f"{where}: {x!r} is listed in inputs= but the outputs do not use "
+                            "it (remove it)")
+    listed_ids = {id(x) for x in listed}
+    for x in graph.inputs:
+        if id(x) not in listed_ids:
+            shown = ", ".join(graph.names[i] for i in listed) or "nothing"
+            raise TypeError(f"{where}: the outputs depend on {graph.names[x]} ({x!r}), which is "
+                            f"not in inputs= (it lists {shown}; add it)")
+    return listed
+
+
+def restructure(structure: Any, outs: Sequence[Any]) -> Any:
+    """Give results the shape the outputs were given in (one node, a list, a dict)."""
+    if structure is None:
+        return outs[0]
+    if isinstance(structure, tuple):
+        return dict(zip(structure, outs, strict=True))
+    return tuple(outs)
+
+
+class CompiledGraph:
+    """A graph lowered to one ``jax.jit`` function of its inputs (see :func:`compile`).
+
+    Call it with one value per input, by position or by the Inputs' names: Tensors with
+    the Input's axes, dtype and known sizes, or arrays in the Input's axis order.
+    ``params=`` gives Param values other than their own: ``{param: tensor}``, Params with
+    new values (``step.params``), or any pytree holding Params (an Equinox module).
+
+    Attributes:
+        graph: the :class:`Graph`; inputs: the Inputs in argument order; trace_count: how
+            many times JAX traced it (once per distinct input sizes).
+    """
+
+    def __init__(self, outputs: Outputs, inputs: Any = None) -> None:
+        self._program = Program(outputs, inputs, "the compiled graph")
+        self.graph: Graph = self._program.graph
+        self.inputs = self._program.inputs
+        self.trace_count = 0
+        self._jit = jax.jit(self._run)
+
+    def _run(self, params: Any, consts: Any, inputs: Any) -> tuple[AnyTensor, ...]:
+        self.trace_count += 1
+        return self._program.run(params, consts, inputs)
+
+    @property
+    def params(self) -> tuple[AnyParam, ...]:
+        """The graph's Params (with the values they were built with)."""
+        return self._program.params
+
+    def __call__(self, *args: Any, params: Any = None, **kwargs: Any) -> Any:
+        p = self._program
+        outs = self._jit(p.values(params), p.const_values, p.bind(args, kwargs))
+        return restructure(self.graph.structure, outs)
+
+    def __repr__(self) -> str:
+        names = ", ".join(self.graph.names[x] for x in self.inputs)
+        return f"<CompiledGraph({names}) of {self.graph.summary()}>"
+
+
+def compile(outputs: Outputs, inputs: Sequence[AnyInput] | AnyInput | None = None
+            ) -> CompiledGraph:
+    """Lower a graph to one jitted function of its inputs that returns Tensors.
+
+    Args:
+        outputs: a node, a list of nodes (the call returns a tuple) or a dict of nodes (the
+            call returns a dict).
+        inputs: the Inputs, in argument order; every Input the outputs use, each once. May
+            be left out when the graph has at most one Input.
+
+    Example:
+        >>> predict = ax.compile(y, inputs=[x])
+        >>> predict(images)                      # Tensor[F32, Batch=64, Class=10]
+        >>> predict(x=images, params=step.params)
+    """
+    return CompiledGraph(outputs, inputs)

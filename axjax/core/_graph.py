@@ -1,0 +1,207 @@
+"""``Graph``: the nodes that outputs depend on, in topological order, for inspection.
+
+``print(graph)`` lists one node per line (name, op, inputs, type); ``graph.inputs``,
+``graph.params``, ``len(graph)``; in Jupyter the graph renders as an SVG drawing, and
+``graph.save("g.svg")`` (or ``.png``, ``.dot``, ``.txt``) writes it to a file.
+
+Example:
+    >>> g = ax.Graph({"loss": loss})
+    >>> print(g)
+    >>> g.save("xor.svg")
+"""
+
+from __future__ import annotations
+
+import html
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from ._errors import describe
+from ._nodes import Apply, Const, Input, Node, Param
+from ._tensor import Tensor
+
+__all__ = ["Graph"]
+
+AnyNode = Node[Any, *tuple[Any, ...]]
+Outputs = AnyNode | Sequence[AnyNode] | Mapping[str, AnyNode]
+
+
+class Graph:
+    """The computation graph that ``outputs`` depend on, walked once in topological order.
+
+    Args:
+        outputs: a node, a sequence of nodes, or a dict ``{name: node}`` (the names label
+            the outputs in listings and drawings).
+
+    Attributes:
+        nodes: every node, operands before the nodes that use them.
+        outputs: the output nodes, in the order given.
+        inputs / params / consts: the leaves of each kind, in topological order.
+
+    Example:
+        >>> g = ax.Graph(y)
+        >>> len(g), g.inputs, g.params
+    """
+
+    def __init__(self, outputs: Outputs) -> None:
+        self.structure, self.outputs = _flatten_outputs(outputs, "Graph")
+        self.nodes: tuple[AnyNode, ...] = _toposort(self.outputs)
+        self.inputs: tuple[Input[Any, *tuple[Any, ...]], ...] = tuple(
+            n for n in self.nodes if isinstance(n, Input))
+        self.params: tuple[Param[Any, *tuple[Any, ...]], ...] = tuple(
+            dict.fromkeys(n for n in self.nodes if isinstance(n, Param)))
+        self.consts: tuple[Const[Any, *tuple[Any, ...]], ...] = tuple(
+            n for n in self.nodes if isinstance(n, Const))
+        self.names: dict[AnyNode, str] = _names(self.nodes, self.structure, self.outputs)
+
+    def __len__(self) -> int:
+        return len(self.nodes)
+
+    @property
+    def node_count(self) -> int:
+        """The number of nodes (``len(graph)``)."""
+        return len(self.nodes)
+
+    def __contains__(self, node: object) -> bool:
+        return node in self.names
+
+    def uses(self, node: AnyNode) -> list[AnyNode]:
+        """The nodes that take ``node`` as an operand."""
+        return [n for n in self.nodes if isinstance(n, Apply) and any(a is node for a in n.args)]
+
+    # ------------------------------------------------------------------ listing
+    def rows(self) -> list[tuple[str, str, str, str]]:
+        """One ``(name, op, inputs, type)`` row per node, in topological order."""
+        out = []
+        for n in self.nodes:
+            op = n.op.describe() if isinstance(n, Apply) else n.kind
+            args = ", ".join(self.names[a] for a in n.args) if isinstance(n, Apply) else ""
+            out.append((self.names[n], op, args, describe(n.type)))
+        return out
+
+    def summary(self) -> str:
+        """``Graph: 2 inputs, 4 params, 0 consts, 13 nodes; outputs: loss``."""
+        outs = ", ".join(self.names[o] for o in self.outputs)
+        return (f"Graph: {_count(len(self.inputs), 'input')}, {_count(len(self.params), 'param')}"
+                f", {_count(len(self.consts), 'const')}, {_count(len(self.nodes), 'node')}; "
+                f"outputs: {outs}")
+
+    def __str__(self) -> str:
+        rows = [("name", "op", "inputs", "type"), *self.rows()]
+        widths = [max(len(r[i]) for r in rows) for i in range(3)]
+        lines = [self.summary()]
+        for r in rows:
+            cells = [c.ljust(w) for c, w in zip(r[:3], widths, strict=True)]
+            lines.append(("  " + "  ".join(cells) + "  " + r[3]).rstrip())
+        return "\n".join(lines)
+
+    def __repr__(self) -> str:
+        return f"<{self.summary()}>"
+
+    # ------------------------------------------------------------------ drawing
+    def to_dot(self) -> str:
+        """The graph in Graphviz DOT text."""
+        from ._render import to_dot
+
+        return to_dot(self)
+
+    def to_svg(self, engine: str = "builtin") -> str:
+        """An SVG drawing: ``engine="builtin"`` (pure Python, layered), ``"dot"`` (needs the
+        Graphviz ``dot`` program) or ``"auto"`` (``dot`` when installed)."""
+        from ._render import to_svg
+
+        return to_svg(self, engine)
+
+    def save(self, path: str | Path, engine: str = "auto") -> Path:
+        """Write the graph to ``path``; the suffix picks the format.
+
+        ``.svg`` (drawing), ``.png`` (through ``dot`` when installed, else matplotlib),
+        ``.dot`` / ``.gv`` (Graphviz text), ``.txt`` (the listing).
+
+        Example:
+            >>> ax.Graph(loss).save("loss.svg")
+        """
+        from ._render import save
+
+        return save(self, Path(path), engine)
+
+    def _repr_html_(self) -> str:
+        listing = html.escape(str(self))
+        return (f"<div class='axjax-graph'>{self.to_svg()}<details><summary>"
+                f"{html.escape(self.summary())}</summary><pre>{listing}</pre></details></div>")
+
+
+def _count(n: int, what: str) -> str:
+    return f"{n} {what}{'' if n == 1 else 's'}"
+
+
+def _flatten_outputs(outputs: Any, where: str) -> tuple[Any, tuple[AnyNode, ...]]:
+    """``(structure, nodes)``: structure is ``None`` (one node), ``len`` or the dict keys."""
+    if isinstance(outputs, Mapping):
+        structure: Any = tuple(outputs.keys())
+        for k in structure:
+            if not isinstance(k, str):
+                raise TypeError(f"{where}: output names must be strings, got {k!r}")
+        items = tuple(outputs.values())
+    elif isinstance(outputs, Tensor):
+        structure, items = None, (outputs,)
+    elif isinstance(outputs, Sequence) and not isinstance(outputs, str):
+        structure, items = len(outputs), tuple(outputs)
+    else:
+        raise TypeError(f"{where}: outputs are a graph node, a list of nodes or a dict of "
+                        f"nodes, got {type(outputs).__name__}")
+    if not items:
+        raise TypeError(f"{where}: give at least one output node")
+    for o in items:
+        if not isinstance(o, Node):
+            got = describe(o) if isinstance(o, Tensor) else type(o).__name__
+            raise TypeError(
+                f"{where}: outputs must be graph nodes, got {got} (an eager value: build "
+                "outputs from ax.Input / ax.Param nodes so the ops are recorded)")
+    return structure, items
+
+
+def _toposort(outputs: Sequence[AnyNode]) -> tuple[AnyNode, ...]:
+    """Operands before users, each node once (iterative DFS: linear, no recursion limit)."""
+    order: list[AnyNode] = []
+    seen: set[int] = set()
+    for out in outputs:
+        if id(out) in seen:
+            continue
+        stack: list[tuple[AnyNode, int]] = [(out, 0)]
+        seen.add(id(out))
+        while stack:
+            node, i = stack[-1]
+            args = node.args if isinstance(node, Apply) else ()
+            if i < len(args):
+                stack[-1] = (node, i + 1)
+                arg = args[i]
+                if id(arg) not in seen:
+                    seen.add(id(arg))
+                    stack.append((arg, 0))
+            else:
+                stack.pop()
+                order.append(node)
+    return tuple(order)
+
+
+def _names(nodes: Sequence[AnyNode], structure: Any,
+           outputs: Sequence[AnyNode]) -> dict[AnyNode, str]:
+    """Unique display names: given names, output names, then ``%k`` by position."""
+    wanted: dict[int, str] = {}
+    if isinstance(structure, tuple):
+        for key, node in zip(structure, outputs, strict=True):
+            wanted.setdefault(id(node), key)
+    names: dict[AnyNode, str] = {}
+    taken: set[str] = set()
+    for k, n in enumerate(nodes):
+        base = n.name or wanted.get(id(n))
+        if base is None:
+            base = f"%{k}" if isinstance(n, Apply) else f"{n.kind.lower()}{k}"
+        name, i = base, 2
+        while name in taken:
+            name, i = f"{base}_{i}", i + 1
+        taken.add(name)
+        names[n] = name
+    return names

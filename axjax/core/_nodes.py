@@ -1,0 +1,387 @@
+"""Graph nodes, the paper's GADT: ``Input``, ``Param``, ``Const`` and ``Apply``.
+
+A node is a symbolic ``Tensor[D, *Axes]``: it has a dtype, axes and sizes (a size may be
+``None`` until the graph is compiled) but no array. Applying any op to a node runs the op's
+type rule at once (so an axis mistake fails on the line that builds the graph) and returns
+an :class:`Apply` node. Nodes are immutable and hashed by identity.
+
+Example:
+    >>> x = ax.Input(ax.F32, Batch, In, sizes={In: 2}, name="x")
+    >>> w = ax.Param(ax.normal(key, (2, 3), In, Hidden), name="w")
+    >>> h = ax.sigmoid(x @ w)      # Apply node, Tensor[F32, Batch=?, Hidden=3]
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+import sys
+from collections.abc import Mapping, Sequence
+from typing import Any, ClassVar, NoReturn, TypeVar, TypeVarTuple
+
+import jax
+
+from . import _tensor  # noqa: F401  (first: _tensor must load before _op)
+from ._axis import Axis, axis_name, check_axis_label, check_unique_axes
+from ._dtype import DType, dtype_marker
+from ._errors import AxisError, describe
+from ._op import Op, register_symbolic_handler
+from ._tensor import Tensor, TensorType
+
+__all__ = ["Node", "Input", "Param", "Const", "Apply"]
+
+D = TypeVar("D", bound=DType)
+Axes = TypeVarTuple("Axes")
+
+_serial = itertools.count()
+_PACKAGE_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
+
+
+class Node(Tensor[D, *Axes]):
+    """Base of graph nodes: a symbolic ``Tensor`` with a type but no value.
+
+    ``.dtype``, ``.axes``, ``.shape`` and ``.sizes`` work as on a Tensor (open sizes are
+    ``None``); ``.array`` and conversions to numbers raise, since there is no value until
+    the graph is compiled with :func:`axjax.compile`.
+    """
+
+    __slots__ = ("_type", "_name", "_serial")
+    _is_symbolic: ClassVar[bool] = True
+    #: the node kind shown in listings ("Input", "Param", "Const", "Apply")
+    kind: ClassVar[str] = "Node"
+
+    _type: TensorType
+    _name: str | None
+    _serial: int
+
+    def _init(self, type_: TensorType, name: str | None, serial: int | None = None) -> None:
+        if name is not None and not isinstance(name, str):
+            raise TypeError(f"{type(self).__name__}: name must be a string, got {name!r}")
+        object.__setattr__(self, "_type", type_)
+        object.__setattr__(self, "_axes", type_.axes)
+        object.__setattr__(self, "_array", None)  # no value (core code may probe it)
+        object.__setattr__(self, "_name", name)
+        object.__setattr__(self, "_serial", next(_serial) if serial is None else serial)
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        raise AttributeError(f"graph nodes are immutable (cannot set {name})")
+
+    # ------------------------------------------------------------------ type
+    @property
+    def name(self) -> str | None:
+        """The name given at construction (``None`` if none)."""
+        return self._name
+
+    @property
+    def type(self) -> TensorType:
+        return self._type
+
+    @property
+    def dtype(self) -> type[D]:
+        return self._type.dtype  # type: ignore[return-value]
+
+    @property
+    def axes(self) -> tuple[type[Axis], ...]:
+        return self._type.axes
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        """Sizes in axis order; an open size is ``None``."""
+        return self._type.shape  # type: ignore[return-value]
+
+    @property
+    def sizes(self) -> dict[type[Axis], int]:
+        return self._type.sizes  # type: ignore[return-value]
+
+    @property
+    def ndim(self) -> int:
+        return len(self._type.axes)
+
+    def size(self, axis: type[Axis]) -> int:
+        """The size of ``axis``; an ``AxisError`` if it is open until compile."""
+        if axis not in self.axes:
+            raise AxisError(f"Cannot read the size of axis {axis_name(axis)} of "
+                            f"{describe(self)}: {axis_name(axis)} is not an axis of the node")
+        n = self._type.shape[self.axes.index(axis)]
+        if n is None:
+            raise AxisError(
+                f"Cannot read the size of axis {axis_name(axis)} of {describe(self)}: it is "
+                "not known until the graph is called (give it with ax.Input(..., sizes=...), "
+                "or broadcast against a node: ax.broadcast(t, node))"
+            )
+        return n
+
+    # ------------------------------------------------------------------ no value
+    def _no_value(self, what: str) -> NoReturn:
+        hint = (" (its value is .value)" if isinstance(self, Param | Const) else "")
+        raise TypeError(
+            f"{self._label()} is a symbolic graph node{hint}: {what} has no value until the "
+            "graph is compiled and called (ax.compile(outputs, inputs=[...]))"
+        )
+
+    @property
+    def array(self) -> jax.Array:
+        self._no_value(".array")
+
+    def __array__(self, dtype: Any = None, copy: bool | None = None) -> Any:
+        self._no_value("np.asarray(node)")
+
+    def __bool__(self) -> bool:
+        self._no_value("bool(node)")
+
+    def __float__(self) -> float:
+        self._no_value("float(node)")
+
+    def __int__(self) -> int:
+        self._no_value("int(node)")
+
+    def item(self) -> Any:
+        self._no_value("node.item()")
+
+    # ------------------------------------------------------------------ display
+    def _label(self) -> str:
+        return f"{self.kind} {self._name}" if self._name else self.kind
+
+    def __repr__(self) -> str:
+        return f"{self._label()}: {describe(self._type)}"
+
+    def _repr_html_(self) -> str:
+        from ._graph import Graph
+
+        return Graph(self)._repr_html_()
+
+
+class Input(Node[D, *Axes]):
+    """A graph input: a symbolic ``Tensor[D, *Axes]`` whose value is given at each call.
+
+    Args:
+        dtype: the dtype marker (``ax.F32``).
+        *axes: the axis labels, in order.
+        sizes: known sizes, as ``{Axis: n}`` or one ``int | None`` per axis; the others stay
+            open until the compiled graph is called (each call binds them).
+        name: shown in listings; also the keyword the compiled function accepts.
+
+    Example:
+        >>> x = ax.Input(ax.F32, Batch, Pixel, sizes={Pixel: 784}, name="x")
+        >>> x
+        Input x: Tensor[F32, Batch=?, Pixel=784]
+    """
+
+    __slots__ = ()
+    kind = "Input"
+
+    def __init__(self, dtype: type[D], *axes: type[Axis],
+                 sizes: Mapping[type[Axis], int | None] | Sequence[int | None] | None = None,
+                 name: str | None = None) -> None:
+        if isinstance(dtype, type) and issubclass(dtype, Axis):
+            raise TypeError(f"Input: the first argument is the dtype marker, got axis "
+                            f"{axis_name(dtype)} (write ax.Input(ax.F32, {axis_name(dtype)}, ...))")
+        marker = dtype_marker(dtype)
+        labels = tuple(check_axis_label(a, "Input") for a in axes)
+        check_unique_axes(labels, "Input")
+        self._init(TensorType(marker, labels, _sizes(labels, sizes)), name)
+
+
+def _sizes(axes: tuple[type[Axis], ...],
+           sizes: Mapping[type[Axis], int | None] | Sequence[int | None] | None
+           ) -> tuple[int | None, ...]:
+    if sizes is None:
+        return (None,) * len(axes)
+    if isinstance(sizes, Mapping):
+        for a in sizes:
+            if a not in axes:
+                raise AxisError(f"Input: sizes names axis {axis_name(a)}, which is not one of "
+                                f"its axes ({', '.join(axis_name(b) for b in axes)})")
+        shape = tuple(sizes.get(a) for a in axes)
+    else:
+        shape = tuple(sizes)
+        if len(shape) != len(axes):
+            raise TypeError(f"Input: {len(shape)} sizes for {len(axes)} axes (give one int or "
+                            "None per axis, or a dict {Axis: size})")
+    for n in shape:
+        if n is not None and (not isinstance(n, int) or isinstance(n, bool) or n < 0):
+            raise TypeError(f"Input: sizes must be non-negative ints or None, got {n!r}")
+    return shape
+
+
+class _ParamId:
+    """The identity of a Param, shared by every copy JAX or optax makes of it."""
+
+    __slots__ = ("name", "type", "serial")
+
+    def __init__(self, name: str | None, type_: TensorType) -> None:
+        self.name, self.type, self.serial = name, type_, next(_serial)
+
+
+class Param(Node[D, *Axes]):
+    """A trainable graph leaf holding a value: ``ax.Param(tensor, name="w")``.
+
+    It is a pytree whose one leaf is the value's array, so a tuple of Params (or an
+    Equinox module holding them) goes through ``jax.grad`` and optax; every copy made that
+    way is the same parameter with a new value (it compares equal and hashes alike). Pass
+    updated Params to a compiled graph with ``params=``.
+
+    Example:
+        >>> w = ax.Param(ax.zeros((2, 3), In, Hidden), name="w")
+        >>> w.value.sizes
+        {<class 'In'>: 2, <class 'Hidden'>: 3}
+    """
+
+    __slots__ = ("_id", "_value")
+    kind = "Param"
+
+    _id: _ParamId
+    _value: Tensor[D, *Axes]
+
+    def __init__(self, value: Tensor[D, *Axes], name: str | None = None) -> None:
+        if isinstance(value, Node) or not isinstance(value, Tensor):
+            raise TypeError(f"Param holds a Tensor value (ax.Param(ax.zeros((2, 3), A, B))), "
+                            f"got {value!r}")
+        pid = _ParamId(name, value.type)
+        self._init(pid.type, name, pid.serial)
+        object.__setattr__(self, "_id", pid)
+        object.__setattr__(self, "_value", value)
+
+    @classmethod
+    def _rebuild(cls, pid: _ParamId, value: Any) -> Param[Any, *tuple[Any, ...]]:
+        p = object.__new__(cls)
+        Node._init(p, pid.type, pid.name, pid.serial)
+        object.__setattr__(p, "_id", pid)
+        object.__setattr__(p, "_value", value)
+        return p
+
+    @property
+    def value(self) -> Tensor[D, *Axes]:
+        """The value this Param holds (a concrete Tensor)."""
+        return self._value
+
+    def replace(self, value: Tensor[D, *Axes]) -> Param[D, *Axes]:
+        """The same parameter with a new value (checked against its axes, sizes, dtype)."""
+        check_value(self, value, "Param.replace")
+        return self._rebuild(self._id, value)  # type: ignore[return-value]
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Param) and other._id is self._id
+
+    def __hash__(self) -> int:
+        return id(self._id)
+
+
+def check_value(node: Node[Any, *tuple[Any, ...]], value: Any, where: str) -> None:
+    """Raise unless ``value`` is a Tensor with the node's dtype, axes and known sizes."""
+    if not isinstance(value, Tensor) or isinstance(value, Node):
+        raise TypeError(f"{where}: the value of {node._label()} must be a Tensor, "
+                        f"got {type(value).__name__}")
+    why = mismatch(node.type, value)
+    if why:
+        raise AxisError(f"{where}: {node._label()} is {describe(node.type)}, got "
+                        f"{describe(value)}: {why}")
+
+
+def mismatch(want: TensorType, got: Any) -> str:
+    """Why a concrete Tensor does not fit a node's type ('' when it fits)."""
+    if got.axes != want.axes:
+        if set(got.axes) == set(want.axes) and len(got.axes) == len(want.axes):
+            return "same axes in a different order (transpose it first)"
+        return "the axes differ"
+    if got.dtype is not want.dtype:
+        return (f"dtype {got.dtype.__name__} differs (convert it with "
+                f"astype(ax.{want.dtype.__name__}))")
+    for a, n, m in zip(want.axes, want.shape, got.shape, strict=True):
+        if n is not None and n != m:
+            return f"axis {axis_name(a)} has size {m}, expected {n}"
+    return ""
+
+
+def _flatten_param(p: Param[Any, *tuple[Any, ...]]) -> Any:
+    return ((jax.tree_util.GetAttrKey("value"), p._value),), p._id
+
+
+jax.tree_util.register_pytree_with_keys(
+    Param,
+    _flatten_param,
+    lambda pid, children: Param._rebuild(pid, children[0]),
+    lambda p: ((p._value,), p._id),
+)
+
+
+class Const(Node[D, *Axes]):
+    """A constant graph leaf: its value is fixed and gets no gradient.
+
+    Eager Tensors mixed into a symbolic op become Consts automatically.
+
+    Example:
+        >>> half = ax.Const(ax.full((), value=0.5))
+    """
+
+    __slots__ = ("_value",)
+    kind = "Const"
+
+    _value: Tensor[D, *Axes]
+
+    def __init__(self, value: Tensor[D, *Axes], name: str | None = None) -> None:
+        if isinstance(value, Node) or not isinstance(value, Tensor):
+            raise TypeError(f"Const holds a Tensor value, got {value!r}")
+        self._init(value.type, name)
+        object.__setattr__(self, "_value", value)
+
+    @property
+    def value(self) -> Tensor[D, *Axes]:
+        """The constant value (a concrete Tensor)."""
+        return self._value
+
+
+class Apply(Node[D, *Axes]):
+    """An op applied to nodes; built by calling any op with a symbolic argument.
+
+    ``.op`` is the :class:`axjax.Op` (with its static parameters), ``.args`` the operand
+    nodes and ``.site`` the ``file:line`` that built it (shown in errors at call time).
+    """
+
+    __slots__ = ("_op", "_args", "_site")
+    kind = "Apply"
+
+    _op: Op
+    _args: tuple[Node[Any, *tuple[Any, ...]], ...]
+    _site: str
+
+    def __init__(self, op: Op, args: tuple[Node[Any, *tuple[Any, ...]], ...],
+                 type_: TensorType, name: str | None = None) -> None:
+        self._init(type_, name)
+        object.__setattr__(self, "_op", op)
+        object.__setattr__(self, "_args", tuple(args))
+        object.__setattr__(self, "_site", _user_site())
+
+    @property
+    def op(self) -> Op:
+        return self._op
+
+    @property
+    def args(self) -> tuple[Node[Any, *tuple[Any, ...]], ...]:
+        return self._args
+
+    @property
+    def site(self) -> str:
+        return self._site
+
+    def __repr__(self) -> str:
+        return f"Apply {self._op.describe()}: {describe(self._type)}"
+
+
+def _user_site() -> str:
+    """``file:line`` of the innermost caller outside the axjax package."""
+    frame = sys._getframe(2)
+    while frame is not None and frame.f_code.co_filename.startswith(_PACKAGE_DIR):
+        frame = frame.f_back  # type: ignore[assignment]
+    if frame is None:
+        return "?"
+    return f"{os.path.basename(frame.f_code.co_filename)}:{frame.f_lineno}"
+
+
+def _record(op: Op, xs: tuple[Any, ...], out: TensorType) -> Apply[Any, *tuple[Any, ...]]:
+    """The symbolic handler: eager Tensors become Consts, the result an Apply node."""
+    args = tuple(x if isinstance(x, Node) else Const(x) for x in xs)
+    return Apply(op, args, out)
+
+
+register_symbolic_handler(_record)

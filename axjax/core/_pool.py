@@ -1,0 +1,119 @@
+"""``max_pool`` and ``avg_pool``: windowed reductions over named spatial axes.
+
+Windows slide over the named axes only; every other axis (batch, channels) is left alone,
+in any position, so no layout change is ever needed. Lowered to one
+``lax.reduce_window``; the backward is the op's own method, built from ``jax.vjp`` of that
+forward (``select_and_scatter_add`` for max, a padded window sum for mean).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import Any, Literal, TypeVar
+
+import jax
+import jax.numpy as jnp
+from jax import lax
+
+from ._axis import Axis, axes_names, axis_name, check_axis_label
+from ._conv import Padding, _padding, _per_axis, resolve_padding, window_out
+from ._dtype import DType
+from ._op import Op, require_floating
+from ._tensor import Tensor, TensorType
+
+__all__ = ["Pool", "max_pool", "avg_pool"]
+
+D = TypeVar("D", bound=DType)
+Array = Any
+AnyOf = Tensor[D, *tuple[Any, ...]]
+
+
+class Pool(Op):
+    """Max or mean over windows of the named ``spatial`` axes.
+
+    The mean divides by the full window size, padding included (as Equinox and Flax do).
+    """
+
+    def __init__(self, kind: Literal["max", "avg"], spatial: tuple[type[Axis], ...],
+                 window: int | Sequence[int], stride: int | Sequence[int] | None = None,
+                 padding: Padding = "VALID") -> None:
+        if kind not in ("max", "avg"):
+            raise ValueError(f"Pool: kind must be 'max' or 'avg', got {kind!r}")
+        self.kind = kind
+        self.spatial = tuple(check_axis_label(a, "Pool") for a in spatial)
+        n = len(self.spatial)
+        if n == 0 or len(set(self.spatial)) != n:
+            raise ValueError(f"Pool: spatial must name distinct axes, got ({axes_names(spatial)})")
+        self.window = _per_axis(window, n, "window")
+        self.stride = self.window if stride is None else _per_axis(stride, n, "stride")
+        self.padding = _padding(padding, n)
+
+    def describe(self) -> str:
+        name = "MaxPool" if self.kind == "max" else "AvgPool"
+        return f"{name}({axes_names(self.spatial)}, window={self.window})"
+
+    def infer(self, x: Any) -> TensorType:
+        require_floating(self, (x,))
+        for a in self.spatial:
+            if a not in x.axes:
+                raise self.fail((x,), f"{axis_name(a)} is not an axis of the tensor")
+        sizes = dict(zip(x.axes, x.shape, strict=True))
+        pads = resolve_padding(self.padding, [sizes[a] for a in self.spatial], self.window,
+                               self.stride)
+        out = dict(sizes)
+        for a, k, s, p in zip(self.spatial, self.window, self.stride, pads, strict=True):
+            m = window_out(sizes[a], k, s, p)
+            if m is not None and m < 1:
+                raise self.fail((x,), f"the window ({k}) is larger than the padded "
+                                f"{axis_name(a)} axis (size {sizes[a]})")
+            out[a] = m
+        return TensorType(x.dtype, x.axes, tuple(out[a] for a in x.axes))
+
+    def run(self, xa: Array, axes: tuple[type[Axis], ...]) -> Array:
+        """The pooling on a raw array laid out as ``axes``."""
+        pos = {a: i for i, a in enumerate(axes)}
+        pads = resolve_padding(self.padding, [xa.shape[pos[a]] for a in self.spatial],
+                               self.window, self.stride)
+        dims, strides = [1] * xa.ndim, [1] * xa.ndim
+        padding: list[tuple[int, int]] = [(0, 0)] * xa.ndim
+        for a, k, s, p in zip(self.spatial, self.window, self.stride, pads, strict=True):
+            dims[pos[a]], strides[pos[a]], padding[pos[a]] = k, s, p  # type: ignore[assignment]
+        if self.kind == "max":
+            init = jnp.array(-jnp.inf, xa.dtype)
+            return lax.reduce_window(xa, init, lax.max, dims, strides, padding)
+        total = lax.reduce_window(xa, jnp.array(0, xa.dtype), lax.add, dims, strides, padding)
+        return total / jnp.array(math.prod(self.window), xa.dtype)
+
+    def forward(self, x: Any) -> Array:
+        return self.run(x._array, x.axes)
+
+    def backward(self, dy: Any, y: Any, x: Any) -> tuple[Array]:
+        _, vjp = jax.vjp(lambda xa: self.run(xa, x.axes), x._array)
+        return vjp(dy._array)  # type: ignore[no-any-return]
+
+
+def _spatial(spatial: type[Axis] | tuple[type[Axis], ...]) -> tuple[type[Axis], ...]:
+    return spatial if isinstance(spatial, tuple) else (spatial,)
+
+
+def max_pool(x: AnyOf[D], spatial: type[Axis] | tuple[type[Axis], ...],
+             window: int | Sequence[int], stride: int | Sequence[int] | None = None,
+             padding: Padding = "VALID") -> AnyOf[D]:
+    """Maximum over windows of the named axes (stride defaults to the window).
+
+    Example:
+        >>> ax.max_pool(feature_maps, (Height, Width), window=2)   # 28x28 -> 14x14
+    """
+    return Pool("max", _spatial(spatial), window, stride, padding)(x)  # type: ignore[no-any-return]
+
+
+def avg_pool(x: AnyOf[D], spatial: type[Axis] | tuple[type[Axis], ...],
+             window: int | Sequence[int], stride: int | Sequence[int] | None = None,
+             padding: Padding = "VALID") -> AnyOf[D]:
+    """Mean over windows of the named axes (padding counts as zeros in the mean).
+
+    Example:
+        >>> ax.avg_pool(feature_maps, (Height, Width), window=2)
+    """
+    return Pool("avg", _spatial(spatial), window, stride, padding)(x)  # type: ignore[no-any-return]

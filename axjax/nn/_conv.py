@@ -1,0 +1,152 @@
+"""Convolution layers over named spatial and channel axes (the paper's §6.2).
+
+``Conv2D((Height, Width), Chan, Feature, ...)`` reads ``Height, Width, Chan`` and writes
+``Feature`` in place of ``Chan``; the input's axes may come in any order and every other
+axis is a batch axis. The kernel is ``Tensor[F32, Feature, Chan, Height, Width]`` (the
+``OIHW`` layout of PyTorch and Equinox), the bias ``Tensor[F32, Feature]``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import equinox as eqx
+import jax
+
+from ..core import F32, Axis, AxisError, DType, Tensor, broadcast, conv
+from ..core._axis import axes_names, axis_name
+from ..core._conv import Padding, _per_axis
+from ..core._errors import fail
+from . import _init
+from ._util import AxisArg, as_axes, distinct, forbid, require
+
+__all__ = ["Conv", "Conv1D", "Conv2D", "Conv3D"]
+
+AnyTensor = Tensor[Any, *tuple[Any, ...]]
+
+
+class Conv(eqx.Module):
+    """N-d convolution over the named ``spatial`` axes, from ``in_axis`` to ``out_axis``.
+
+    Args:
+        spatial: the axes the kernel slides over (one for Conv1D, two for Conv2D, ...).
+        in_axis, out_axis: the input and output channel axes (different labels).
+        in_size, out_size: the numbers of input and output channels.
+        kernel_size: an int, or one int per spatial axis.
+        stride, dilation: an int, or one per spatial axis.
+        padding: ``"VALID"`` (default), ``"SAME"``, an int, or ``(lo, hi)`` per axis.
+        groups: split the channels into groups (``groups = in_size`` is depthwise).
+        use_bias: add a bias over ``out_axis``.
+        weight_init, bias_init: initialisers (Glorot uniform over ``fan_in = (In, *spatial)``
+            and ``fan_out = (Out, *spatial)``; zeros).
+        dtype, key: parameter dtype; PRNG key (keyword only).
+
+    Example:
+        >>> conv = ax.nn.Conv((Height, Width), Chan, Feature, 1, 32, 3, padding="SAME",
+        ...                   key=jax.random.key(0))
+        >>> conv(images)   # [Batch, Height, Width, Chan] -> [Batch, Height, Width, Feature]
+    """
+
+    weight: AnyTensor
+    bias: AnyTensor | None
+    spatial: tuple[type[Axis], ...] = eqx.field(static=True)
+    in_axis: type[Axis] = eqx.field(static=True)
+    out_axis: type[Axis] = eqx.field(static=True)
+    stride: tuple[int, ...] = eqx.field(static=True)
+    padding: Any = eqx.field(static=True)
+    dilation: tuple[int, ...] = eqx.field(static=True)
+    groups: int = eqx.field(static=True)
+
+    def __init__(self, spatial: AxisArg, in_axis: type[Axis], out_axis: type[Axis],
+                 in_size: int, out_size: int, kernel_size: int | Sequence[int], *,
+                 stride: int | Sequence[int] = 1, padding: Padding = "VALID",
+                 dilation: int | Sequence[int] = 1, groups: int = 1, use_bias: bool = True,
+                 weight_init: _init.Initializer | None = None,
+                 bias_init: _init.Initializer | None = None,
+                 dtype: type[DType] = F32, key: jax.Array) -> None:
+        self.spatial = as_axes(spatial, type(self).__name__)
+        in_axis, out_axis = as_axes((in_axis, out_axis), type(self).__name__)
+        distinct(type(self).__name__, (*self.spatial, in_axis, out_axis))
+        if in_size % groups or out_size % groups:
+            raise ValueError(f"{type(self).__name__}: {in_size} input and {out_size} output "
+                             f"channels must both divide into {groups} groups")
+        self.in_axis, self.out_axis = in_axis, out_axis
+        n = len(self.spatial)
+        kernel = _per_axis(kernel_size, n, "kernel_size")
+        self.stride = _per_axis(stride, n, "stride")
+        self.dilation = _per_axis(dilation, n, "dilation")
+        self.padding = padding if isinstance(padding, str | int) else tuple(
+            p if isinstance(p, int) else tuple(p) for p in padding)  # type: ignore[union-attr]
+        self.groups = int(groups)
+        wkey, bkey = jax.random.split(key)
+        sizes = {out_axis: out_size, in_axis: in_size // groups,
+                 **dict(zip(self.spatial, kernel, strict=True))}
+        self.weight = (weight_init or _init.glorot_uniform())(
+            wkey, sizes, fan_in=(in_axis, *self.spatial), fan_out=(out_axis, *self.spatial),
+            dtype=dtype)
+        self.bias = (bias_init or _init.zeros())(
+            bkey, {out_axis: out_size}, fan_in=(), fan_out=out_axis, dtype=dtype
+        ) if use_bias else None
+
+    def _name(self) -> str:
+        return (f"{type(self).__name__}(({axes_names(self.spatial)}), "
+                f"{axis_name(self.in_axis)} -> {axis_name(self.out_axis)})")
+
+    def __call__(self, x: AnyTensor, *, key: jax.Array | None = None) -> AnyTensor:
+        """Convolve ``x``; ``key`` is ignored."""
+        name = self._name()
+        require(name, (x,), x, self.in_axis, self.weight.size(self.in_axis) * self.groups)
+        for a in self.spatial:
+            require(name, (x,), x, a, None)
+        forbid(name, (x,), x, (self.out_axis,))
+        try:
+            y = conv(x, self.weight, self.spatial, self.stride, self.padding, self.dilation,
+                     self.groups)
+        except AxisError as e:  # re-word size errors with the layer's name
+            why = str(e).split(": ", 1)[-1]
+            raise fail(name, (x,), why) from None
+        if self.bias is not None:
+            y = y + broadcast(self.bias, y)
+        return y
+
+
+class Conv1D(Conv):
+    """:class:`Conv` over one spatial axis (``Time``, say).
+
+    Example:
+        >>> ax.nn.Conv1D(Time, Chan, Feature, 8, 16, 5, key=key)(signal)
+    """
+
+    def __init__(self, spatial: type[Axis], in_axis: type[Axis], out_axis: type[Axis],
+                 in_size: int, out_size: int, kernel_size: int, **kwargs: Any) -> None:
+        if isinstance(spatial, tuple):
+            raise TypeError("Conv1D: give one spatial axis (use Conv for several)")
+        super().__init__(spatial, in_axis, out_axis, in_size, out_size, kernel_size, **kwargs)
+
+
+class Conv2D(Conv):
+    """:class:`Conv` over two spatial axes, ``(Height, Width)`` say (the paper's Conv2D).
+
+    Example:
+        >>> ax.nn.Conv2D((Height, Width), Chan, Feature, 1, 32, 3, key=key)(images)
+    """
+
+    def __init__(self, spatial: tuple[type[Axis], type[Axis]], in_axis: type[Axis],
+                 out_axis: type[Axis], in_size: int, out_size: int,
+                 kernel_size: int | tuple[int, int], **kwargs: Any) -> None:
+        if not isinstance(spatial, tuple) or len(spatial) != 2:
+            raise TypeError(f"Conv2D: spatial must be two axes such as (Height, Width), got "
+                            f"{spatial!r}")
+        super().__init__(spatial, in_axis, out_axis, in_size, out_size, kernel_size, **kwargs)
+
+
+class Conv3D(Conv):
+    """:class:`Conv` over three spatial axes, ``(Depth, Height, Width)`` say."""
+
+    def __init__(self, spatial: tuple[type[Axis], type[Axis], type[Axis]], in_axis: type[Axis],
+                 out_axis: type[Axis], in_size: int, out_size: int,
+                 kernel_size: int | tuple[int, int, int], **kwargs: Any) -> None:
+        if not isinstance(spatial, tuple) or len(spatial) != 3:
+            raise TypeError(f"Conv3D: spatial must be three axes, got {spatial!r}")
+        super().__init__(spatial, in_axis, out_axis, in_size, out_size, kernel_size, **kwargs)

@@ -1,0 +1,176 @@
+"""Affine and Linear maps between named axes, and the MLP built from them.
+
+``Affine(In, Out)`` is the paper's layer: a weight over ``[Out, In]`` and a bias over
+``[Out]``; it maps ``Tensor[D, *B, In]`` to ``Tensor[D, *B, Out]`` for any leading axes
+``*B``. The product is one ``dot_general`` (``ax.contract`` over ``In``) and the bias one
+broadcast and add: the primitives of hand-written ``x @ W.T + b``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import Any, Generic, TypeVar, TypeVarTuple
+
+import equinox as eqx
+import jax
+
+from ..core import F32, Axis, DType, Tensor, broadcast, contract, relu
+from ..core._axis import axis_name, check_axis_label
+from . import _init
+from ._util import distinct, forbid, require, split
+
+__all__ = ["Affine", "Linear", "MLP"]
+
+In = TypeVar("In", bound=Axis)
+Out = TypeVar("Out", bound=Axis)
+D = TypeVar("D", bound=DType)
+B = TypeVarTuple("B")
+Activation = Callable[[Any], Any]
+
+
+def _dense(name: str, x: Any, weight: Any, bias: Any, in_axis: type[Axis],
+           out_axis: type[Axis]) -> Any:
+    n_in = dict(zip(weight.axes, weight.shape, strict=True))[in_axis]
+    require(name, (x,), x, in_axis, n_in)
+    forbid(name, (x,), x, (out_axis,))
+    y = contract(x, weight, over=in_axis)
+    if bias is not None:
+        y = y + broadcast(bias, y)
+    return y
+
+
+def _describe(kind: str, in_axis: type[Axis], out_axis: type[Axis], n_in: int,
+              n_out: int) -> str:
+    return f"{kind}({axis_name(in_axis)}={n_in} -> {axis_name(out_axis)}={n_out})"
+
+
+class Affine(eqx.Module, Generic[In, Out]):
+    """``y = W x + b`` from axis ``In`` to axis ``Out``: the paper's Affine layer.
+
+    ``weight`` is ``Tensor[F32, Out, In]``, ``bias`` is ``Tensor[F32, Out]``. The call
+    maps ``Tensor[D, *B, In] -> Tensor[D, *B, Out]``: ``In`` may sit anywhere in the input,
+    the other axes keep their order and ``Out`` comes last.
+
+    Args:
+        in_axis, out_axis: the axis read and the axis produced (different labels).
+        in_size, out_size: their sizes.
+        weight_init: initialiser of the weight (Glorot uniform by default).
+        bias_init: initialiser of the bias (zeros by default).
+        dtype: dtype of the parameters.
+        key: PRNG key for the initialisers (keyword only).
+
+    Example:
+        >>> layer = ax.nn.Affine(Pixel, Hidden, 784, 300, key=jax.random.key(0))
+        >>> layer(images)            # Tensor[F32, Batch, Pixel] -> Tensor[F32, Batch, Hidden]
+    """
+
+    weight: Tensor[F32, Out, In]
+    bias: Tensor[F32, Out]
+    in_axis: type[In] = eqx.field(static=True)
+    out_axis: type[Out] = eqx.field(static=True)
+
+    def __init__(self, in_axis: type[In], out_axis: type[Out], in_size: int, out_size: int, *,
+                 weight_init: _init.Initializer | None = None,
+                 bias_init: _init.Initializer | None = None,
+                 dtype: type[DType] = F32, key: jax.Array) -> None:
+        self.in_axis = check_axis_label(in_axis, "Affine")
+        self.out_axis = check_axis_label(out_axis, "Affine")
+        distinct("Affine", (self.in_axis, self.out_axis))
+        wkey, bkey = jax.random.split(key)
+        w_init = weight_init or _init.glorot_uniform()
+        self.weight = w_init(wkey, {out_axis: out_size, in_axis: in_size},
+                             fan_in=in_axis, fan_out=out_axis, dtype=dtype)
+        self.bias = (bias_init or _init.zeros())(bkey, {out_axis: out_size},
+                                                 fan_in=(), fan_out=out_axis,
+                                                 dtype=dtype)
+
+    def __call__(self, x: Tensor[D, *B, In], *, key: jax.Array | None = None
+                 ) -> Tensor[D, *B, Out]:
+        """Apply the layer; ``key`` is ignored (accepted for a uniform signature)."""
+        return _dense(self._name(), x, self.weight, self.bias, self.in_axis,
+                      self.out_axis)
+
+    def _name(self) -> str:
+        n_out, n_in = self.weight.shape
+        return _describe("Affine", self.in_axis, self.out_axis, n_in, n_out)
+
+
+class Linear(eqx.Module, Generic[In, Out]):
+    """``y = W x`` from axis ``In`` to axis ``Out``: :class:`Affine` without the bias.
+
+    Example:
+        >>> proj = ax.nn.Linear(Embed, Hidden, 64, 128, key=jax.random.key(0))
+        >>> proj(tokens)             # Tensor[F32, Batch, Time, Embed] -> [Batch, Time, Hidden]
+    """
+
+    weight: Tensor[F32, Out, In]
+    in_axis: type[In] = eqx.field(static=True)
+    out_axis: type[Out] = eqx.field(static=True)
+
+    def __init__(self, in_axis: type[In], out_axis: type[Out], in_size: int, out_size: int, *,
+                 weight_init: _init.Initializer | None = None, dtype: type[DType] = F32,
+                 key: jax.Array) -> None:
+        self.in_axis = check_axis_label(in_axis, "Linear")
+        self.out_axis = check_axis_label(out_axis, "Linear")
+        distinct("Linear", (self.in_axis, self.out_axis))
+        w_init = weight_init or _init.glorot_uniform()
+        self.weight = w_init(key, {out_axis: out_size, in_axis: in_size},
+                             fan_in=in_axis, fan_out=out_axis, dtype=dtype)
+
+    def __call__(self, x: Tensor[D, *B, In], *, key: jax.Array | None = None
+                 ) -> Tensor[D, *B, Out]:
+        """Apply the map; ``key`` is ignored."""
+        n_out, n_in = self.weight.shape
+        name = _describe("Linear", self.in_axis, self.out_axis, n_in, n_out)
+        return _dense(name, x, self.weight, None, self.in_axis,
+                      self.out_axis)
+
+
+class MLP(eqx.Module, Generic[In, Out]):
+    """A stack of :class:`Affine` layers with an activation between them.
+
+    Every layer needs its own output axis (a weight never has an axis twice), so the hidden
+    layers are given as ``{axis: size}`` in order. The paper's 784-300-100-10 network:
+
+    Example:
+        >>> mlp = ax.nn.MLP(Pixel, Class, 784, 10, hidden={Hidden1: 300, Hidden2: 100},
+        ...                 activation=ax.relu, key=jax.random.key(0))
+        >>> mlp(images)              # Tensor[F32, Batch, Pixel] -> Tensor[F32, Batch, Class]
+
+    Args:
+        in_axis, out_axis, in_size, out_size: as for :class:`Affine`.
+        hidden: the hidden axes and their sizes, first layer first (may be empty).
+        activation: applied after every hidden layer (``ax.relu`` by default).
+        final_activation: applied to the output (identity by default).
+        weight_init, bias_init, dtype, key: as for :class:`Affine`.
+    """
+
+    layers: tuple[Affine[Any, Any], ...]
+    activation: Activation = eqx.field(static=True)
+    final_activation: Activation | None = eqx.field(static=True)
+
+    def __init__(self, in_axis: type[In], out_axis: type[Out], in_size: int, out_size: int, *,
+                 hidden: Mapping[type[Axis], int] | None = None,
+                 activation: Activation = relu, final_activation: Activation | None = None,
+                 weight_init: _init.Initializer | None = None,
+                 bias_init: _init.Initializer | None = None,
+                 dtype: type[DType] = F32, key: jax.Array) -> None:
+        axes: list[Any] = [in_axis, *(hidden or {}), out_axis]
+        sizes = [in_size, *(hidden or {}).values(), out_size]
+        distinct("MLP", axes)
+        keys = split(key, len(axes) - 1)
+        self.layers = tuple(
+            Affine(a, b, n, m, weight_init=weight_init, bias_init=bias_init, dtype=dtype,
+                   key=k)
+            for a, b, n, m, k in zip(axes, axes[1:], sizes, sizes[1:], keys, strict=False)
+        )
+        self.activation = activation
+        self.final_activation = final_activation
+
+    def __call__(self, x: Tensor[D, *B, In], *, key: jax.Array | None = None
+                 ) -> Tensor[D, *B, Out]:
+        """Apply the layers; ``key`` is ignored."""
+        for layer in self.layers[:-1]:
+            x = self.activation(layer(x))
+        y = self.layers[-1](x)
+        return self.final_activation(y) if self.final_activation is not None else y

@@ -1,0 +1,224 @@
+"""Recurrent units (paper §6.3): a unit maps ``(state, input) -> state``.
+
+``RNNCell`` (Elman), ``GRUCell`` and ``LSTMCell`` read an input ``[*B, In]`` and a state
+``[*B, Hidden]`` (for the LSTM a pair ``(h, c)``) and return the next state. Run them along
+a sequence with :func:`axjax.fold` / :func:`axjax.scan` or the :class:`Recurrent` layer.
+
+The gates of a GRU or LSTM are an axis, :class:`Gate`, so all gates come from one product
+(``W_ih: Tensor[F32, Gate, Hidden, In]``), as fast as the usual ``[4H, In]`` matrix. A
+weight cannot have the same axis twice, so the recurrent weight reads the previous state
+through the axis :class:`Prev` (``W_hh: Tensor[F32, Gate, Hidden, Prev]``): the state is
+relabelled ``Hidden -> Prev`` (free) before the product. An input whose axis is ``Hidden``
+itself (the second layer of a stack) is read the same way.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from typing import Any
+
+import equinox as eqx
+import jax
+
+from ..core import F32, Axis, DType, Tensor, broadcast, contract, index, rename, sigmoid, tanh
+from ..core import zeros as zeros_tensor
+from ..core._axis import axes_names, axis_name, check_axis_label
+from ..core._errors import fail
+from . import _init
+from ._util import forbid, require
+
+__all__ = ["Gate", "Prev", "RNNCell", "GRUCell", "LSTMCell"]
+
+AnyTensor = Tensor[Any, *tuple[Any, ...]]
+
+
+class Gate(Axis):
+    """The gate axis of a GRU (3: reset, update, new) or LSTM (4: input, forget, cell, output)."""
+
+
+class Prev(Axis):
+    """The axis a recurrent weight reads the previous state (or a ``Hidden`` input) through."""
+
+
+class _Cell(eqx.Module):
+    """Shared parts of the cells: weights over ``[(Gate,) Hidden, In|Prev]`` and projections."""
+
+    weight_ih: AnyTensor
+    weight_hh: AnyTensor
+    bias: AnyTensor | None
+    in_axis: type[Axis] = eqx.field(static=True)
+    hidden_axis: type[Axis] = eqx.field(static=True)
+
+    def _setup(self, in_axis: type[Axis], hidden_axis: type[Axis], in_size: int,
+               hidden_size: int, gates: int, use_bias: bool, init: _init.Initializer | None,
+               dtype: type[DType], key: jax.Array) -> None:
+        self.in_axis = check_axis_label(in_axis, type(self).__name__)
+        self.hidden_axis = check_axis_label(hidden_axis, type(self).__name__)
+        for a in (in_axis, hidden_axis):
+            if a in (Gate, Prev):
+                raise ValueError(f"{type(self).__name__}: {axis_name(a)} is reserved for the "
+                                 "cell's weights; label the input and hidden axes otherwise")
+        init = init or _init.uniform(math.sqrt(1.0 / hidden_size))
+        read = Prev if in_axis is hidden_axis else in_axis
+        out: dict[type[Axis], int] = {Gate: gates} if gates else {}
+        out[hidden_axis] = hidden_size
+        kih, khh, kb = jax.random.split(key, 3)
+        fan_out = tuple(out)
+        self.weight_ih = init(kih, {**out, read: in_size}, fan_in=read, fan_out=fan_out,
+                              dtype=dtype)
+        self.weight_hh = init(khh, {**out, Prev: hidden_size}, fan_in=Prev, fan_out=fan_out,
+                              dtype=dtype)
+        self.bias = init(kb, out, fan_in=(), fan_out=fan_out, dtype=dtype) if use_bias else None
+
+    @property
+    def hidden_size(self) -> int:
+        """The size of the hidden axis."""
+        return self.weight_hh.size(self.hidden_axis)
+
+    def _name(self) -> str:
+        return (f"{type(self).__name__}({axis_name(self.in_axis)} -> "
+                f"{axis_name(self.hidden_axis)}={self.hidden_size})")
+
+    def _gates(self, h: AnyTensor, x: AnyTensor, bias: bool = True) -> tuple[AnyTensor,
+                                                                              AnyTensor]:
+        """``(W_ih x (+ b), W_hh h)``, both in the state's axis order plus ``(Gate,) Hidden``."""
+        name, hid = self._name(), self.hidden_axis
+        require(name, (h, x), h, hid, self.hidden_size, "state")
+        n_in = self.weight_ih.size(Prev if self.in_axis is hid else self.in_axis)
+        require(name, (h, x), x, self.in_axis, n_in, "input")
+        batch_h = [a for a in h.axes if a is not hid]
+        batch_x = [a for a in x.axes if a is not self.in_axis]
+        if set(batch_h) != set(batch_x):
+            raise fail(name, (h, x), f"the state's batch axes ({axes_names(batch_h)}) differ "
+                       f"from the input's ({axes_names(batch_x)}) (the state must have one "
+                       "entry per sequence: build it with cell.init_state)")
+        forbid(name, (h, x), x, (Gate, Prev))
+        if self.in_axis is hid:
+            x = rename(x, hid, Prev)
+        xg = contract(x, self.weight_ih, over=Prev if self.in_axis is hid else self.in_axis)
+        hg = contract(rename(h, hid, Prev), self.weight_hh, over=Prev)
+        if xg.axes != hg.axes:
+            xg = _transpose_like(xg, hg)
+        if bias and self.bias is not None:
+            xg = xg + broadcast(self.bias, xg)
+        return xg, hg
+
+    def init_state(self, batch: Mapping[type[Axis], int] | None = None) -> Any:
+        """The zero state for the given batch axes: ``cell.init_state({Batch: 32})``."""
+        sizes = dict(batch or {})
+        return zeros_tensor((*sizes.values(), self.hidden_size), *sizes, self.hidden_axis,
+                            dtype=self.weight_hh.dtype)
+
+    def output(self, state: Any) -> AnyTensor:
+        """The part of the state a layer emits at each step (the state itself here)."""
+        return state  # type: ignore[no-any-return]
+
+
+def _transpose_like(t: AnyTensor, like: AnyTensor) -> AnyTensor:
+    from ..core import transpose
+
+    return transpose(t, *like.axes)
+
+
+class RNNCell(_Cell):
+    """Elman unit: ``h' = tanh(W_ih x + W_hh h + b)``.
+
+    Example:
+        >>> cell = ax.nn.RNNCell(In, Hidden, 8, 16, key=jax.random.key(0))
+        >>> h = cell(cell.init_state({Batch: 4}), x)   # x [Batch, In] -> h [Batch, Hidden]
+    """
+
+    def __init__(self, in_axis: type[Axis], hidden_axis: type[Axis], in_size: int,
+                 hidden_size: int, *, use_bias: bool = True,
+                 weight_init: _init.Initializer | None = None, dtype: type[DType] = F32,
+                 key: jax.Array) -> None:
+        self._setup(in_axis, hidden_axis, in_size, hidden_size, 0, use_bias, weight_init,
+                    dtype, key)
+
+    def __call__(self, state: AnyTensor, x: AnyTensor, *, key: jax.Array | None = None
+                 ) -> AnyTensor:
+        """One step: the next state from ``state [*B, Hidden]`` and ``x [*B, In]``."""
+        xg, hg = self._gates(state, x)
+        return tanh(xg + hg)
+
+
+class GRUCell(_Cell):
+    """Gated recurrent unit (Cho et al. 2014), with Equinox's/PyTorch's equations.
+
+    ``weight_ih: [Gate=3, Hidden, In]``, ``weight_hh: [Gate=3, Hidden, Prev]``, ``bias:
+    [Gate=3, Hidden]``, ``bias_n: [Hidden]`` (the new-gate bias inside the reset product).
+
+    Example:
+        >>> cell = ax.nn.GRUCell(In, Hidden, 8, 16, key=jax.random.key(0))
+        >>> h = cell(cell.init_state({Batch: 4}), x)
+    """
+
+    bias_n: AnyTensor | None
+
+    def __init__(self, in_axis: type[Axis], hidden_axis: type[Axis], in_size: int,
+                 hidden_size: int, *, use_bias: bool = True,
+                 weight_init: _init.Initializer | None = None, dtype: type[DType] = F32,
+                 key: jax.Array) -> None:
+        key, kn = jax.random.split(key)
+        self._setup(in_axis, hidden_axis, in_size, hidden_size, 3, use_bias, weight_init,
+                    dtype, key)
+        init = weight_init or _init.uniform(math.sqrt(1.0 / hidden_size))
+        self.bias_n = init(kn, {hidden_axis: hidden_size}, fan_in=(), fan_out=hidden_axis,
+                           dtype=dtype) if use_bias else None
+
+    def __call__(self, state: AnyTensor, x: AnyTensor, *, key: jax.Array | None = None
+                 ) -> AnyTensor:
+        """One step: the next state from ``state [*B, Hidden]`` and ``x [*B, In]``."""
+        xg, hg = self._gates(state, x)
+        reset = sigmoid(index(xg, Gate, 0) + index(hg, Gate, 0))
+        update = sigmoid(index(xg, Gate, 1) + index(hg, Gate, 1))
+        hn = index(hg, Gate, 2)
+        if self.bias_n is not None:
+            hn = hn + broadcast(self.bias_n, hn)
+        new = tanh(index(xg, Gate, 2) + reset * hn)
+        return new + update * (state - new)
+
+
+class LSTMCell(_Cell):
+    """Long short-term memory unit; the state is the pair ``(h, c)``.
+
+    ``weight_ih: [Gate=4, Hidden, In]`` with gates in the order input, forget, cell,
+    output (Equinox's and PyTorch's), ``weight_hh: [Gate=4, Hidden, Prev]``,
+    ``bias: [Gate=4, Hidden]``.
+
+    Example:
+        >>> cell = ax.nn.LSTMCell(In, Hidden, 8, 16, key=jax.random.key(0))
+        >>> h, c = cell(cell.init_state({Batch: 4}), x)
+    """
+
+    def __init__(self, in_axis: type[Axis], hidden_axis: type[Axis], in_size: int,
+                 hidden_size: int, *, use_bias: bool = True,
+                 weight_init: _init.Initializer | None = None, dtype: type[DType] = F32,
+                 key: jax.Array) -> None:
+        self._setup(in_axis, hidden_axis, in_size, hidden_size, 4, use_bias, weight_init,
+                    dtype, key)
+
+    def __call__(self, state: tuple[AnyTensor, AnyTensor], x: AnyTensor, *,
+                 key: jax.Array | None = None) -> tuple[AnyTensor, AnyTensor]:
+        """One step: ``(h, c)`` and ``x [*B, In]`` -> the next ``(h, c)``."""
+        if not isinstance(state, tuple) or len(state) != 2:
+            raise TypeError(f"{self._name()}: the state is a pair (h, c); build it with "
+                            "cell.init_state")
+        h, c = state
+        xg, hg = self._gates(h, x)
+        z = xg + hg
+        i, f = sigmoid(index(z, Gate, 0)), sigmoid(index(z, Gate, 1))
+        g, o = tanh(index(z, Gate, 2)), sigmoid(index(z, Gate, 3))
+        c = f * c + i * g
+        return o * tanh(c), c
+
+    def init_state(self, batch: Mapping[type[Axis], int] | None = None
+                   ) -> tuple[AnyTensor, AnyTensor]:
+        """``(h, c)`` of zeros: ``cell.init_state({Batch: 32})``."""
+        h = super().init_state(batch)
+        return h, h
+
+    def output(self, state: Any) -> AnyTensor:
+        """``h`` of the pair ``(h, c)``."""
+        return state[0]  # type: ignore[no-any-return]

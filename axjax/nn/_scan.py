@@ -1,0 +1,156 @@
+"""``fold`` and ``scan`` over a named axis: the paper's foldLeft and scanLeft (§6.3).
+
+A *unit* maps ``(state, input) -> state``; ``fold(unit, over=Time)(init, xs)`` runs it
+along axis ``Time`` of ``xs`` and returns the last state, ``scan`` returns every state,
+stacked along ``Time``. Either lowers to one ``jax.lax.scan``: the unit is traced once,
+whatever the length. States and inputs are Tensors or pytrees of Tensors (an LSTM state
+is a pair); inside the unit ``xs`` has lost its ``Time`` axis.
+
+A Bool ``mask`` over ``[*Batch, Time]`` handles sequences of different lengths: where it is
+false the state is carried unchanged, so a right-padded batch ends on each sequence's
+last real step (and a reverse fold starts there).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+import jax
+import jax.numpy as jnp
+
+from ..core import Axis, AxisError, Tensor, broadcast, where
+from ..core._axis import axes_names, axis_name, check_axis_label
+from ..core._errors import describe
+
+__all__ = ["fold", "scan"]
+
+S = TypeVar("S")
+AnyTensor = Tensor[Any, *tuple[Any, ...]]
+
+
+def _is_tensor(x: Any) -> bool:
+    return isinstance(x, Tensor)
+
+
+def _leading(t: AnyTensor, over: type[Axis], where_: str) -> tuple[Any, tuple[type[Axis], ...]]:
+    """The array with ``over`` moved to the front (no copy when it is already there)."""
+    if not isinstance(t, Tensor):
+        raise TypeError(f"{where_}: every leaf of xs must be a Tensor, got {type(t).__name__}")
+    if over not in t.axes:
+        raise AxisError(f"Cannot {where_} over {axis_name(over)}: {describe(t)} has no axis "
+                        f"{axis_name(over)} (every input must have it)")
+    i = t.axes.index(over)
+    arr = t.array if i == 0 else jnp.moveaxis(t.array, i, 0)
+    return arr, t.axes[:i] + t.axes[i + 1:]
+
+
+def _run(unit: Callable[[Any, Any], Any], over: type[Axis], init: Any, xs: Any,
+         mask: AnyTensor | None, reverse: bool, keep: bool, at: int, where_: str) -> Any:
+    over = check_axis_label(over, where_)
+    x_leaves, x_def = jax.tree_util.tree_flatten(xs, is_leaf=_is_tensor)
+    if not x_leaves:
+        raise TypeError(f"{where_}: xs has no Tensors to run over")
+    moved = [_leading(t, over, where_) for t in x_leaves]
+    n = {int(a.shape[0]) for a, _ in moved}
+    if len(n) > 1:
+        raise AxisError(f"Cannot {where_} over {axis_name(over)}: the inputs give it sizes "
+                        f"{sorted(n)} (equal axes must have equal sizes)")
+    s_leaves, s_def = jax.tree_util.tree_flatten(init, is_leaf=_is_tensor)
+    for t in s_leaves:
+        if not isinstance(t, Tensor):
+            raise TypeError(f"{where_}: every leaf of the state must be a Tensor, got "
+                            f"{type(t).__name__}")
+        if over in t.axes:
+            raise AxisError(f"Cannot {where_} over {axis_name(over)}: the initial state "
+                            f"{describe(t)} has axis {axis_name(over)}")
+    s_axes = [t.axes for t in s_leaves]
+    m_arr, m_axes = (None, ()) if mask is None else _leading(mask, over, where_)
+
+    def body(carry: list[Any], sliced: tuple[list[Any], Any]) -> tuple[list[Any], Any]:
+        x_arrays, m = sliced
+        state = s_def.unflatten([Tensor._wrap(a, ax_) for a, ax_ in zip(carry, s_axes,
+                                                                         strict=True)])
+        x_t = x_def.unflatten([Tensor._wrap(a, ax_) for a, (_, ax_) in zip(x_arrays, moved,
+                                                                           strict=True)])
+        new = unit(state, x_t)
+        new_leaves, new_def = jax.tree_util.tree_flatten(new, is_leaf=_is_tensor)
+        if new_def != s_def or any(not isinstance(t, Tensor) or t.axes != a
+                                   for t, a in zip(new_leaves, s_axes, strict=True)):
+            got = ", ".join(describe(t) if isinstance(t, Tensor) else type(t).__name__
+                            for t in new_leaves)
+            want = ", ".join(f"[{axes_names(a)}]" for a in s_axes)
+            raise AxisError(f"Cannot {where_} over {axis_name(over)}: the unit returned "
+                            f"({got}) but the state has axes ({want}); a unit must return "
+                            "a state like the one it is given (transpose it back)")
+        if m is not None:
+            m_t = Tensor._wrap(m, m_axes)
+            new_leaves = [_keep(m_t, t_new, t_old, where_) for t_new, t_old in
+                          zip(new_leaves, jax.tree_util.tree_leaves(state, is_leaf=_is_tensor),
+                              strict=True)]
+        out = [t.array for t in new_leaves]
+        return out, (out if keep else None)
+
+    carry0 = [t.array for t in s_leaves]
+    final, ys = jax.lax.scan(body, carry0, ([a for a, _ in moved], m_arr), reverse=reverse)
+    if not keep:
+        return s_def.unflatten([Tensor._wrap(a, ax_) for a, ax_ in zip(final, s_axes,
+                                                                        strict=True)])
+    out = []
+    for arr, axes in zip(ys, s_axes, strict=True):
+        k = at if at >= 0 else len(axes) + 1 + at
+        if not 0 <= k <= len(axes):
+            raise ValueError(f"{where_}: at={at} is out of range for a state of rank "
+                             f"{len(axes)}")
+        out.append(Tensor._wrap(arr if k == 0 else jnp.moveaxis(arr, 0, k),
+                                axes[:k] + (over,) + axes[k:]))
+    return s_def.unflatten(out)
+
+
+def _keep(m: AnyTensor, new: AnyTensor, old: AnyTensor, where_: str) -> AnyTensor:
+    extra = [a for a in m.axes if a not in new.axes]
+    if extra:
+        raise AxisError(f"Cannot {where_} with mask {describe(m)}: the state {describe(new)} "
+                        f"has no axis {axis_name(extra[0])} (the mask may only have the "
+                        "state's batch axes and the scanned axis)")
+    return where(broadcast(m, new), new, old)  # type: ignore[no-any-return]
+
+
+def fold(unit: Callable[[S, Any], S], over: type[Axis], *, reverse: bool = False
+         ) -> Callable[..., S]:
+    """The paper's foldLeft: run ``unit(state, x_t)`` along axis ``over``; return the last state.
+
+    ``fold(unit, over=Time)(init, xs, mask=None)``: ``xs`` is a Tensor (or pytree of
+    Tensors) with axis ``Time`` anywhere; ``mask`` is an optional Bool Tensor over
+    ``[*Batch, Time]`` (false = padding: the state is carried unchanged). ``reverse=True``
+    runs from the last step to the first. One ``jax.lax.scan``.
+
+    Example:
+        >>> cell = ax.nn.GRUCell(Pixel, Hidden, 28, 128, key=key)
+        >>> h = ax.fold(cell, over=Row)(cell.init_state({Batch: 32}), images)
+        >>> # images [Batch, Row, Pixel] -> h [Batch, Hidden]
+    """
+
+    def folded(init: S, xs: Any, *, mask: AnyTensor | None = None) -> S:
+        return _run(unit, over, init, xs, mask, reverse, False, 0, "fold")  # type: ignore[no-any-return]
+
+    return folded
+
+
+def scan(unit: Callable[[S, Any], S], over: type[Axis], *, reverse: bool = False,
+         at: int = 0) -> Callable[..., S]:
+    """The paper's scanLeft: every state of :func:`fold`, stacked along ``over``.
+
+    Returns the states after each step (not the initial one), with axis ``over`` inserted
+    at position ``at`` of each state Tensor (0 by default: no data movement). With
+    ``reverse=True`` entry ``t`` is still the state after consuming step ``t``.
+
+    Example:
+        >>> hs = ax.scan(cell, over=Time)(cell.init_state({Batch: 32}), xs)
+        >>> # xs [Batch, Time, In] -> hs [Time, Batch, Hidden]
+    """
+
+    def scanned(init: S, xs: Any, *, mask: AnyTensor | None = None) -> S:
+        return _run(unit, over, init, xs, mask, reverse, True, at, "scan")  # type: ignore[no-any-return]
+
+    return scanned

@@ -1,0 +1,63 @@
+"""Small helpers shared by the layers: messages, axis arguments, key splitting."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import jax
+
+from ..core import Axis, AxisError
+from ..core._axis import axes_names, axis_name, check_axis_label
+from ..core._errors import fail
+
+AxisArg = type[Axis] | tuple[type[Axis], ...]
+
+
+def as_axes(arg: AxisArg, where: str) -> tuple[type[Axis], ...]:
+    """One axis or a tuple of axes -> a checked tuple."""
+    axes = arg if isinstance(arg, tuple) else (arg,)
+    if not axes:
+        raise TypeError(f"{where}: name at least one axis")
+    return tuple(check_axis_label(a, where) for a in axes)
+
+
+def size_of(x: Any, axis: type[Axis]) -> int | None:
+    """The size of ``axis`` in a Tensor or graph node (``None`` when not yet known)."""
+    return dict(zip(x.axes, x.shape, strict=True)).get(axis)
+
+
+def require(layer: str, xs: Sequence[Any], x: Any, axis: type[Axis], size: int | None,
+            what: str = "input") -> None:
+    """``AxisError`` unless ``x`` has ``axis`` (of ``size``, when both are known)."""
+    if axis not in x.axes:
+        raise fail(layer, xs, f"{axis_name(axis)} is not an axis of the {what} (the layer "
+                   f"reads {axis_name(axis)}; rename or transpose the {what} first)")
+    n = size_of(x, axis)
+    if size is not None and n is not None and n != size:
+        raise fail(layer, xs, f"axis {axis_name(axis)} of the {what} has size {n}, the layer "
+                   f"expects {size}")
+
+
+def forbid(layer: str, xs: Sequence[Any], x: Any, axes: Sequence[type[Axis]],
+           what: str = "input") -> None:
+    """``AxisError`` if ``x`` already has one of ``axes`` (the layer would add it twice)."""
+    clash = [a for a in axes if a in x.axes]
+    if clash:
+        raise fail(layer, xs, f"the {what} already has axis {axis_name(clash[0])}, which the "
+                   f"layer produces (rename it first; a tensor never has an axis twice)")
+
+
+def distinct(where: str, axes: Sequence[type[Axis]]) -> None:
+    """``AxisError`` if a layer is configured with the same axis twice."""
+    if len(set(axes)) != len(axes):
+        raise AxisError(f"{where}: the axes ({axes_names(axes)}) must all differ (a weight "
+                        "cannot have the same axis twice; use a distinct label such as "
+                        "Hidden2 for the second one)")
+
+
+def split(key: jax.Array | None, n: int) -> list[jax.Array | None]:
+    """``n`` keys from ``key`` (or ``n`` Nones)."""
+    if key is None:
+        return [None] * n
+    return list(jax.random.split(key, n))

@@ -1,0 +1,257 @@
+"""Checkpoints: any pytree of Tensors and arrays in one ``.npz`` file with a JSON manifest.
+
+A checkpoint is a zip holding ``manifest.json`` and one ``leaf_<i>.npy`` per array leaf
+(``np.load`` reads it as an ``.npz``). The manifest records the step, your metadata, the
+tree structure, and for each leaf its path, kind, dtype, shape and, for a ``Tensor``, its
+axis names. Nothing is pickled. PRNG keys are stored as key data plus their impl name.
+
+Writing is atomic: a temporary file in the same folder, ``fsync``, ``os.replace``, then an
+``fsync`` of the folder. A crash at any moment leaves either the old set of checkpoints or
+the new one, never a half-written file under a checkpoint's name. Restoring checks every
+leaf against a template (``like``), so a model with other axes or sizes fails clearly.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import zipfile
+from pathlib import Path
+from typing import Any
+
+import jax
+import numpy as np
+
+from ..core import Tensor
+from ..core._axis import axis_name
+from ..core._errors import describe
+
+__all__ = [
+    "CheckpointError",
+    "CheckpointMismatchError",
+    "load_checkpoint",
+    "read_manifest",
+    "save_checkpoint",
+]
+
+FORMAT = "axjax-checkpoint"
+VERSION = 1
+_SCALARS = (bool, int, float, str, type(None))
+
+
+class CheckpointError(RuntimeError):
+    """A checkpoint is missing, truncated, corrupt, or does not fit the model given.
+
+    Example:
+        >>> ax.train.load_checkpoint("ckpt/ckpt-000000100.npz", like=state)  # doctest: +SKIP
+        CheckpointError: ckpt/ckpt-000000100.npz is truncated or not a checkpoint ...
+    """
+
+    __module__ = "axjax.train"
+
+
+class CheckpointMismatchError(CheckpointError):
+    """The checkpoint is intact but was written from a model of another layout or axes."""
+
+    __module__ = "axjax.train"
+
+
+def _is_leaf(x: Any) -> bool:
+    return isinstance(x, Tensor)
+
+
+def _is_key(x: Any) -> bool:
+    return isinstance(x, jax.Array) and jax.dtypes.issubdtype(x.dtype, jax.dtypes.prng_key)
+
+
+def _show(entry: dict[str, Any]) -> str:
+    if entry["kind"] == "tensor":
+        parts = [entry["dtype"]] + [f"{a}={n}" for a, n in
+                                    zip(entry["axes"], entry["shape"], strict=True)]
+        return "Tensor[" + ", ".join(parts) + "]"
+    if entry["kind"] in ("array", "key"):
+        return f"{entry['kind']} {entry['dtype']}{list(entry['shape'])}"
+    return f"{entry['kind']} {entry.get('type', '')}".strip()
+
+
+def _describe_leaf(x: Any) -> dict[str, Any]:
+    """The manifest entry of a leaf (without its path)."""
+    if isinstance(x, Tensor):
+        return {"kind": "tensor", "dtype": np.dtype(x.array.dtype).name,
+                "axes": [axis_name(a) for a in x.axes], "shape": list(x.shape)}
+    if _is_key(x):
+        data = jax.random.key_data(x)
+        return {"kind": "key", "dtype": np.dtype(data.dtype).name, "shape": list(x.shape),
+                "impl": str(jax.random.key_impl(x))}
+    if isinstance(x, (jax.Array, np.ndarray, np.generic)):
+        return {"kind": "array", "dtype": np.dtype(x.dtype).name, "shape": list(np.shape(x))}
+    if isinstance(x, _SCALARS):
+        return {"kind": "value", "type": type(x).__name__}
+    return {"kind": "static", "type": type(x).__name__}
+
+
+def _payload(x: Any) -> Any:
+    if isinstance(x, Tensor):
+        return x.array
+    if _is_key(x):
+        return jax.random.key_data(x)
+    return x
+
+
+def save_checkpoint(path: str | os.PathLike[str], tree: Any, *, step: int = 0,
+                    metadata: dict[str, Any] | None = None) -> Path:
+    """Write ``tree`` (models, optimizer states, keys, ...) to ``path`` atomically.
+
+    Array and Tensor leaves are stored with their dtype, shape and axes; Python scalars go
+    into the manifest; other leaves (functions, static config) come back from ``like``.
+    ``metadata`` must be JSON-serialisable.
+
+    Example:
+        >>> ax.train.save_checkpoint("run/ckpt.npz", {"model": model, "opt": opt_state},
+        ...                          step=1000, metadata={"epoch": 2})
+    """
+    path = Path(path)
+    flat, treedef = jax.tree_util.tree_flatten_with_path(tree, is_leaf=_is_leaf)
+    entries, arrays = [], []
+    for keypath, leaf in flat:
+        entry = {"path": jax.tree_util.keystr(keypath), **_describe_leaf(leaf)}
+        if entry["kind"] in ("tensor", "array", "key"):
+            entry["file"] = f"leaf_{len(arrays):05d}.npy"
+            arrays.append(_payload(leaf))
+        elif entry["kind"] == "value":
+            entry["value"] = leaf
+        entries.append(entry)
+    manifest = {"format": FORMAT, "version": VERSION, "step": int(step),
+                "metadata": metadata or {}, "treedef": str(treedef), "leaves": entries}
+    text = json.dumps(manifest, indent=1)
+    host = jax.device_get(arrays)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
+    try:
+        with open(tmp, "wb") as f:
+            with zipfile.ZipFile(f, "w", zipfile.ZIP_STORED, allowZip64=True) as zf:
+                for entry, arr in zip((e for e in entries if "file" in e), host, strict=True):
+                    with zf.open(entry["file"], "w", force_zip64=True) as member:
+                        np.lib.format.write_array(member, np.asarray(arr), allow_pickle=False)
+                zf.writestr("manifest.json", text)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+    _fsync_dir(path.parent)
+    return path
+
+
+def _fsync_dir(folder: Path) -> None:
+    try:
+        fd = os.open(folder, os.O_RDONLY)
+    except OSError:  # pragma: no cover - platforms without directory fds
+        return
+    try:
+        os.fsync(fd)
+    except OSError:  # pragma: no cover
+        pass
+    finally:
+        os.close(fd)
+
+
+def _open(path: Path) -> tuple[zipfile.ZipFile, dict[str, Any]]:
+    if not path.is_file():
+        raise CheckpointError(f"{path} does not exist")
+    try:
+        zf = zipfile.ZipFile(path)
+        manifest = json.loads(zf.read("manifest.json"))
+    except (zipfile.BadZipFile, KeyError, json.JSONDecodeError, OSError, EOFError) as e:
+        raise CheckpointError(
+            f"{path} is truncated or not a checkpoint ({e}); it cannot be loaded. Load an "
+            "earlier checkpoint (Checkpoints.restore skips damaged ones)."
+        ) from None
+    if manifest.get("format") != FORMAT:
+        zf.close()
+        raise CheckpointError(f"{path} is a zip file but not an axjax checkpoint")
+    if manifest.get("version", 0) > VERSION:
+        zf.close()
+        raise CheckpointError(f"{path} was written by a newer axjax (format version "
+                              f"{manifest['version']}); upgrade axjax to read it")
+    return zf, manifest
+
+
+def read_manifest(path: str | os.PathLike[str]) -> dict[str, Any]:
+    """The JSON manifest of a checkpoint: ``step``, ``metadata``, ``leaves``, ``treedef``."""
+    zf, manifest = _open(Path(path))
+    zf.close()
+    return manifest
+
+
+def _read_array(zf: zipfile.ZipFile, path: Path, entry: dict[str, Any]) -> np.ndarray:
+    try:
+        with zf.open(entry["file"]) as member:
+            arr = np.lib.format.read_array(io.BytesIO(member.read()), allow_pickle=False)
+    except (zipfile.BadZipFile, KeyError, ValueError, OSError, EOFError) as e:
+        raise CheckpointError(f"{path} is corrupt: cannot read {entry['path']} ({e}); load an "
+                              "earlier checkpoint") from None
+    want = np.dtype(entry["dtype"]) if entry["dtype"] != "bfloat16" else jax.numpy.bfloat16
+    if arr.dtype != want:
+        arr = arr.view(want)
+    if list(arr.shape) != list(entry["shape"]) and entry["kind"] != "key":
+        raise CheckpointError(f"{path} is corrupt: {entry['path']} has shape {arr.shape}, the "
+                              f"manifest says {tuple(entry['shape'])}")
+    return arr
+
+
+def load_checkpoint(path: str | os.PathLike[str], like: Any) -> tuple[Any, dict[str, Any]]:
+    """Read a checkpoint into the structure of ``like`` (a template with the same layout).
+
+    Every stored leaf must match the template's leaf at the same path: kind, dtype,
+    shape and, for Tensors, axis names. Returns ``(tree, manifest)``; ``manifest["step"]``
+    and ``manifest["metadata"]`` hold what :func:`save_checkpoint` was given.
+
+    Raises:
+        CheckpointError: missing, truncated or corrupt file, or a leaf that does not fit.
+
+    Example:
+        >>> state, manifest = ax.train.load_checkpoint("run/ckpt.npz", like=fresh_state)
+    """
+    path = Path(path)
+    zf, manifest = _open(path)
+    with zf:
+        flat, treedef = jax.tree_util.tree_flatten_with_path(like, is_leaf=_is_leaf)
+        stored = manifest["leaves"]
+        if len(stored) != len(flat):
+            raise CheckpointMismatchError(
+                f"{path} does not fit: it stores {len(stored)} leaves, the template has "
+                f"{len(flat)} (a different model or optimizer?)"
+            )
+        leaves = []
+        for (keypath, leaf), entry in zip(flat, stored, strict=True):
+            where = jax.tree_util.keystr(keypath)
+            mine = {"path": where, **_describe_leaf(leaf)}
+            if entry["path"] != where or entry["kind"] != mine["kind"]:
+                raise CheckpointMismatchError(
+                    f"{path} does not fit: it stores {entry['path']} as {_show(entry)}, the "
+                    f"template has {where} as {_show(mine)} (a different model or optimizer?)")
+            if entry["kind"] in ("tensor", "array", "key"):
+                fields = ("axes", "shape", "dtype") if entry["kind"] == "tensor" else (
+                    "shape", "dtype")
+                bad = [f for f in fields if entry.get(f) != mine.get(f)]
+                if bad:
+                    got = describe(leaf) if isinstance(leaf, Tensor) else _show(mine)
+                    raise CheckpointMismatchError(
+                        f"{path} does not fit at {where}: the checkpoint has {_show(entry)}, the "
+                        f"template has {got} ({' and '.join(bad)} differ; restore into a model "
+                        "built with the same axes and sizes)")
+                arr = _read_array(zf, path, entry)
+                if entry["kind"] == "tensor":
+                    leaves.append(Tensor(jax.numpy.asarray(arr), leaf.axes))
+                elif entry["kind"] == "key":
+                    leaves.append(jax.random.wrap_key_data(arr, impl=entry["impl"]))
+                else:
+                    leaves.append(jax.numpy.asarray(arr) if isinstance(leaf, jax.Array) else arr)
+            elif entry["kind"] == "value":
+                leaves.append(entry["value"])
+            else:
+                leaves.append(leaf)
+    return jax.tree_util.tree_unflatten(treedef, leaves), manifest

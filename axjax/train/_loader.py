@@ -1,0 +1,170 @@
+"""Batches of named Tensors: the data set lives on the device, shuffled per epoch by a key.
+
+The images and labels are copied to the device once. Each epoch's order is a permutation
+drawn from ``fold_in(key, epoch)``, so an epoch's batches depend only on the key and the
+epoch number: a run resumed at (epoch, batch) sees exactly the batches it would have seen.
+Each batch is gathered and converted by one small jitted function (no host round trip).
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+from collections.abc import Iterator, Sequence
+from typing import Any, Protocol
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from ..core import Axis, Tensor
+from ..core._axis import axes_names, check_axis_label, check_unique_axes
+from ._axes import Batch, Pixel
+from ._datasets import Dataset
+
+__all__ = ["BatchSource", "Loader", "as_source"]
+
+Pair = tuple[Tensor[Any, *tuple[Any, ...]], Tensor[Any, *tuple[Any, ...]]]
+
+
+class BatchSource(Protocol):
+    """What the training loop iterates: ``len()`` batches per epoch, in a fixed order."""
+
+    def __len__(self) -> int: ...
+
+    def epoch(self, epoch: int, start: int = 0) -> Iterator[Any]: ...
+
+
+@functools.partial(jax.jit, static_argnames=("size", "shape", "scale", "mean", "std"))
+def _gather(images: jax.Array, labels: jax.Array, order: jax.Array, start: jax.Array, *,
+            size: int, shape: tuple[int, ...], scale: float, mean: float, std: float
+            ) -> tuple[jax.Array, jax.Array]:
+    idx = jax.lax.dynamic_slice_in_dim(order, start, size)
+    x = jnp.take(images, idx, axis=0).astype(jnp.float32)
+    x = (x * scale - mean) / std
+    return x.reshape((size, *shape)), jnp.take(labels, idx, axis=0)
+
+
+class Loader:
+    """Mini-batches ``(images, labels)`` of a :class:`Dataset` as named Tensors.
+
+    Args:
+        dataset: images ``[N, ...]`` and labels ``[N]`` (e.g. :func:`axjax.train.mnist`).
+        batch_size: examples per batch; the last batch of an epoch is smaller unless
+            ``drop_last``.
+        axes: labels for the image batch, batch axis first. ``(Batch, Pixel)`` flattens
+            each image; ``(Batch, Height, Width)`` keeps its shape (one label per dimension).
+        key: PRNG key for shuffling (a new permutation each epoch); ``None``: file order.
+        drop_last: skip the last partial batch.
+        normalize: ``(mean, std)`` applied after integer images are scaled to ``[0, 1]``.
+
+    Yields ``(Tensor[F32, Batch, ...], Tensor[I32, Batch])``.
+
+    Example:
+        >>> loader = ax.train.Loader(ax.train.mnist("train"), 128, key=jax.random.key(0))
+        >>> x, y = next(iter(loader))
+        >>> x, y
+        (Tensor[F32, Batch=128, Pixel=784](...), Tensor[I32, Batch=128](...))
+    """
+
+    def __init__(
+        self,
+        dataset: Dataset,
+        batch_size: int,
+        *,
+        axes: Sequence[type[Axis]] = (Batch, Pixel),
+        key: jax.Array | None = None,
+        drop_last: bool = False,
+        normalize: tuple[float, float] | None = None,
+    ) -> None:
+        if int(batch_size) < 1:
+            raise ValueError(f"Loader: batch_size must be at least 1, got {batch_size}")
+        self.axes = tuple(check_axis_label(a, "Loader") for a in axes)
+        check_unique_axes(self.axes, "Loader")
+        n = len(dataset)
+        if n == 0:
+            raise ValueError(f"Loader: {dataset.name or 'the dataset'} is empty")
+        self.batch_size = min(int(batch_size), n) if not drop_last else int(batch_size)
+        if drop_last and self.batch_size > n:
+            raise ValueError(f"Loader: batch_size {batch_size} is larger than the dataset "
+                             f"({n} examples) and drop_last=True leaves no batch")
+        self.shape = self._shape(tuple(dataset.images.shape[1:]))
+        self.dataset = dataset
+        self.key = key
+        self.drop_last = drop_last
+        integer = np.issubdtype(dataset.images.dtype, np.integer)
+        self._scale = 1.0 / 255.0 if integer else 1.0
+        self._mean, self._std = normalize or (0.0, 1.0)
+        self._images = jnp.asarray(dataset.images)
+        self._labels = jnp.asarray(np.asarray(dataset.labels, dtype=np.int32))
+        self._orders: dict[int, jax.Array] = {}
+
+    def _shape(self, inner: tuple[int, ...]) -> tuple[int, ...]:
+        rest = len(self.axes) - 1
+        if rest == len(inner):
+            return inner
+        if rest == 1:
+            return (math.prod(inner),)
+        raise ValueError(
+            f"Loader: axes ({axes_names(self.axes)}) name {rest} example dimensions, but the "
+            f"examples have shape {inner}: give one label per dimension after the batch "
+            "axis, or a single label to flatten them"
+        )
+
+    def __len__(self) -> int:
+        n = len(self.dataset)
+        return n // self.batch_size if self.drop_last else -(-n // self.batch_size)
+
+    def order(self, epoch: int) -> jax.Array:
+        """The example order of ``epoch`` (a permutation from ``fold_in(key, epoch)``)."""
+        if epoch not in self._orders:
+            n = len(self.dataset)
+            if self.key is None:
+                self._orders[epoch] = jnp.arange(n, dtype=jnp.int32)
+            else:
+                k = jax.random.fold_in(self.key, epoch)
+                self._orders[epoch] = jax.random.permutation(k, n).astype(jnp.int32)
+            if len(self._orders) > 2:
+                del self._orders[min(self._orders)]
+        return self._orders[epoch]
+
+    def epoch(self, epoch: int = 0, start: int = 0) -> Iterator[Pair]:
+        """The batches of ``epoch``, beginning with batch number ``start``."""
+        order = self.order(epoch)
+        n, b = len(self.dataset), self.batch_size
+        for i in range(start, len(self)):
+            size = min(b, n - i * b)
+            x, y = _gather(self._images, self._labels, order, jnp.int32(i * b), size=size,
+                           shape=self.shape, scale=self._scale, mean=self._mean, std=self._std)
+            yield Tensor(x, self.axes), Tensor(y, (self.axes[0],))
+
+    def __iter__(self) -> Iterator[Pair]:
+        return self.epoch(0)
+
+
+class _Batches:
+    """A fixed list of batches, the same every epoch (e.g. XOR's one full batch)."""
+
+    def __init__(self, batches: Sequence[Any]) -> None:
+        self.batches = list(batches)
+        if not self.batches:
+            raise ValueError("training data: the list of batches is empty")
+
+    def __len__(self) -> int:
+        return len(self.batches)
+
+    def epoch(self, epoch: int, start: int = 0) -> Iterator[Any]:
+        return iter(self.batches[start:])
+
+
+def as_source(data: Any) -> BatchSource:
+    """A :class:`Loader` (anything with ``epoch`` and ``len``) as is; a list of batches
+    wrapped so that each epoch yields the same batches."""
+    if hasattr(data, "epoch") and hasattr(data, "__len__"):
+        return data  # type: ignore[no-any-return]
+    if isinstance(data, Sequence):
+        return _Batches(data)
+    raise TypeError(
+        f"training data must be an axjax.train.Loader (or have epoch() and len()) or a list "
+        f"of batches, got {type(data).__name__}"
+    )

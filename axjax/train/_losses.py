@@ -1,0 +1,173 @@
+"""Losses over named axes: softmax cross-entropy, binary cross-entropy, mean squared error.
+
+Each loss keeps the axes it does not consume, like optax's losses keep the batch; reduce
+them explicitly (``ax.mean(loss, Batch)``). The two cross-entropies are ``ax.Op``s with their
+own backward (``softmax - one_hot`` and ``sigmoid - target``): stable and one fused step.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any, TypeVar
+
+import jax
+import jax.numpy as jnp
+
+from ..core import Axis, DType, Op, Tensor, TensorType
+from ..core import mean as _mean
+from ..core._axis import axes_names, axis_name, check_axis_label
+from ..core._dtype import is_floating
+from ..core._errors import fail
+from ._axes import Class
+
+__all__ = [
+    "BinaryCrossEntropy",
+    "SoftmaxCrossEntropy",
+    "binary_cross_entropy",
+    "mean_squared_error",
+    "softmax_cross_entropy",
+]
+
+D = TypeVar("D", bound=DType)
+Array = Any
+AnyOf = Tensor[D, *tuple[Any, ...]]
+
+
+def _integer(t: Any) -> bool:
+    return bool(jnp.issubdtype(t.dtype.numpy, jnp.integer))
+
+
+class SoftmaxCrossEntropy(Op):
+    """``logsumexp(logits) - logits[label]`` along a class axis; backward ``softmax - onehot``.
+
+    Operands: ``logits[..., Class, ...]`` (floating) and integer ``labels`` with the
+    logits' other axes in the same order. The result has the labels' axes.
+    """
+
+    def __init__(self, axis: type[Axis] = Class) -> None:
+        self.axis = check_axis_label(axis, "SoftmaxCrossEntropy")
+
+    def describe(self) -> str:
+        return f"SoftmaxCrossEntropy({axis_name(self.axis)})"
+
+    def infer(self, logits: Any, labels: Any) -> TensorType:
+        ops = (logits, labels)
+        if self.axis not in logits.axes:
+            raise self.fail(ops, f"the logits have no axis {axis_name(self.axis)} (name the "
+                            "class axis with axis=...)")
+        if not is_floating(logits.dtype):
+            raise self.fail(ops, f"logits must be floating-point, got {logits.dtype.__name__}")
+        if not _integer(labels):
+            raise self.fail(ops, f"labels must be integer class indices, got "
+                            f"{labels.dtype.__name__} (for probabilities use "
+                            "-ax.sum(p * ax.log_softmax(logits, Class), Class))")
+        p = logits.axes.index(self.axis)
+        rest, sizes = logits.axes[:p] + logits.axes[p + 1:], logits.shape[:p] + logits.shape[p + 1:]
+        if tuple(labels.axes) != rest:
+            hint = ("same axes in a different order: transpose the labels"
+                    if set(labels.axes) == set(rest) else
+                    f"the labels need the logits' axes without {axis_name(self.axis)}: "
+                    f"({axes_names(rest)})")
+            raise self.fail(ops, f"labels have axes ({axes_names(labels.axes)}); {hint}")
+        for a, n, m in zip(rest, sizes, labels.shape, strict=True):
+            if n is not None and m is not None and n != m:
+                raise self.fail(ops, f"axis {axis_name(a)} has size {n} in the logits and "
+                                f"{m} in the labels")
+        return TensorType(logits.dtype, rest, sizes)
+
+    def forward(self, logits: Any, labels: Any) -> Array:
+        p = logits.axes.index(self.axis)
+        x = logits._array
+        picked = jnp.take_along_axis(x, jnp.expand_dims(labels._array, p), axis=p)
+        return jax.nn.logsumexp(x, axis=p) - jnp.squeeze(picked, p)
+
+    def backward(self, dy: Any, y: Any, logits: Any, labels: Any) -> tuple[Array, None]:
+        p = logits.axes.index(self.axis)
+        x = logits._array
+        onehot = jax.nn.one_hot(labels._array, x.shape[p], dtype=x.dtype, axis=p)
+        return jnp.expand_dims(dy._array, p) * (jax.nn.softmax(x, axis=p) - onehot), None
+
+
+def softmax_cross_entropy(
+    logits: Tensor[D, *tuple[Any, ...]],
+    labels: Tensor[Any, *tuple[Any, ...]],
+    axis: type[Axis] = Class,
+) -> Tensor[D, *tuple[Any, ...]]:
+    """Cross-entropy of integer ``labels`` under ``softmax(logits)`` along ``axis``.
+
+    Args:
+        logits: unnormalised scores, e.g. ``Tensor[F32, Batch, Class]``.
+        labels: integer class indices with the logits' other axes, e.g. ``Tensor[I32, Batch]``.
+        axis: the class axis, which the loss sums out.
+
+    Returns:
+        The per-example loss with the labels' axes; average it with ``ax.mean(loss, Batch)``.
+
+    Example:
+        >>> loss = ax.mean(ax.train.softmax_cross_entropy(model(x), y, Class), Batch)
+    """
+    return SoftmaxCrossEntropy(axis)(logits, labels)  # type: ignore[no-any-return]
+
+
+class BinaryCrossEntropy(Op):
+    """``-t log σ(x) - (1-t) log(1-σ(x))`` from logits, computed stably.
+
+    Backward: ``dy (σ(x) - t)`` for the logits and ``-dy x`` for the targets.
+    """
+
+    def infer(self, logits: Any, targets: Any) -> TensorType:
+        ops = (logits, targets)
+        if not is_floating(logits.dtype) or targets.dtype is not logits.dtype:
+            raise self.fail(ops, "logits and targets must have the same floating-point dtype "
+                            "(convert the targets with astype)")
+        if tuple(logits.axes) != tuple(targets.axes):
+            hint = ("same axes in a different order: transpose one operand first"
+                    if set(logits.axes) == set(targets.axes) else "give both the same axes")
+            raise self.fail(ops, f"logits and targets have different axes ({hint})")
+        if tuple(logits.shape) != tuple(targets.shape):
+            raise self.fail(ops, "logits and targets have different sizes")
+        return TensorType(logits.dtype, logits.axes, logits.shape)
+
+    def forward(self, logits: Any, targets: Any) -> Array:
+        x, t = logits._array, targets._array
+        return jnp.maximum(x, 0) - x * t + jnp.log1p(jnp.exp(-jnp.abs(x)))
+
+    def backward(self, dy: Any, y: Any, logits: Any, targets: Any) -> tuple[Array, Array]:
+        x, t, g = logits._array, targets._array, dy._array
+        return g * (jax.nn.sigmoid(x) - t), -g * x
+
+
+def binary_cross_entropy(logits: Tensor[D, *tuple[Any, ...]],
+                         targets: Tensor[D, *tuple[Any, ...]]) -> Tensor[D, *tuple[Any, ...]]:
+    """Elementwise binary cross-entropy of ``targets`` in [0, 1] under ``sigmoid(logits)``.
+
+    Takes logits, not probabilities (stable for large ``|logits|``); both have the same axes.
+
+    Example:
+        >>> loss = ax.mean(ax.train.binary_cross_entropy(scores, targets), (Batch, Out))
+    """
+    return BinaryCrossEntropy()(logits, targets)  # type: ignore[no-any-return]
+
+
+def mean_squared_error(
+    predictions: Tensor[D, *tuple[Any, ...]],
+    targets: Tensor[D, *tuple[Any, ...]],
+    over: type[Axis] | Sequence[type[Axis]] | None = None,
+) -> Tensor[D, *tuple[Any, ...]]:
+    """``mean((predictions - targets)**2)`` over the axes ``over`` (default: all of them).
+
+    Example:
+        >>> ax.train.mean_squared_error(pred, target)               # a scalar
+        >>> ax.train.mean_squared_error(pred, target, over=Out)     # per example
+    """
+    if tuple(predictions.axes) != tuple(targets.axes):
+        same = set(predictions.axes) == set(targets.axes)
+        raise fail("mean_squared_error", (predictions, targets),
+                   "predictions and targets have different axes ("
+                   + ("same axes in a different order: transpose one operand first)"
+                      if same else "give both the same axes)"))
+    diff = predictions - targets
+    axes = tuple(predictions.axes) if over is None else (
+        (over,) if isinstance(over, type) else tuple(over))
+    sq = diff * diff
+    return _mean(sq, axes) if axes else sq

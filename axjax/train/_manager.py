@@ -1,0 +1,132 @@
+"""``Checkpoints``: a folder of numbered checkpoints, the last ``keep`` of them kept."""
+
+from __future__ import annotations
+
+import os
+import re
+import warnings
+from pathlib import Path
+from typing import Any, NamedTuple
+
+from ._checkpoint import (
+    CheckpointError,
+    CheckpointMismatchError,
+    load_checkpoint,
+    save_checkpoint,
+)
+
+__all__ = ["Checkpoints", "Restored"]
+
+_NAME = re.compile(r"^ckpt-(\d+)\.npz$")
+_TMP = re.compile(r"^\.ckpt-\d+\.npz\.tmp-(\d+)$")
+
+
+class Restored(NamedTuple):
+    """What :meth:`Checkpoints.restore` returns."""
+
+    tree: Any
+    step: int
+    metadata: dict[str, Any]
+    path: Path
+
+
+class Checkpoints:
+    """Numbered checkpoints ``ckpt-<step>.npz`` in ``directory``; the newest ``keep`` stay.
+
+    Args:
+        directory: the folder (created when needed).
+        keep: how many checkpoints to keep; older ones are deleted after each save.
+        every: save every this many steps inside :func:`axjax.train.fit` (``None``: at the
+            end of each epoch only).
+
+    Example:
+        >>> ckpts = ax.train.Checkpoints("runs/mnist/ckpt", keep=3)
+        >>> ckpts.save(100, {"model": model, "opt": opt_state})
+        >>> restored = ckpts.restore(like={"model": model, "opt": opt_state})
+        >>> restored.step
+        100
+    """
+
+    def __init__(self, directory: str | os.PathLike[str], keep: int = 3,
+                 every: int | None = None) -> None:
+        if keep < 1:
+            raise ValueError(f"Checkpoints: keep must be at least 1, got {keep}")
+        if every is not None and every < 1:
+            raise ValueError(f"Checkpoints: every must be a positive number of steps, got {every}")
+        self.directory = Path(directory)
+        self.keep = keep
+        self.every = every
+
+    def __repr__(self) -> str:
+        return f"Checkpoints({str(self.directory)!r}, keep={self.keep}, every={self.every})"
+
+    def path(self, step: int) -> Path:
+        """The file name of the checkpoint of ``step``."""
+        return self.directory / f"ckpt-{int(step):09d}.npz"
+
+    def steps(self) -> list[int]:
+        """The steps that have a checkpoint file, oldest first."""
+        if not self.directory.is_dir():
+            return []
+        found = (_NAME.match(p.name) for p in self.directory.iterdir())
+        return sorted(int(m.group(1)) for m in found if m)
+
+    def latest(self) -> int | None:
+        """The newest step with a checkpoint file, or ``None``."""
+        steps = self.steps()
+        return steps[-1] if steps else None
+
+    def save(self, step: int, tree: Any, metadata: dict[str, Any] | None = None) -> Path:
+        """Write ``tree`` as the checkpoint of ``step`` (atomically), then prune old ones."""
+        path = save_checkpoint(self.path(step), tree, step=step, metadata=metadata)
+        for old in self.steps()[: -self.keep]:
+            self.path(old).unlink(missing_ok=True)
+        self._remove_stale_temporaries()
+        return path
+
+    def restore(self, like: Any, step: int | None = None) -> Restored:
+        """Load a checkpoint into the structure of ``like``.
+
+        With ``step`` that checkpoint is loaded (a damaged one raises
+        :class:`CheckpointError`). Without it the newest loadable one is: a damaged newer
+        file is skipped with a warning naming it and why.
+
+        Raises:
+            CheckpointError: nothing to restore, or the checkpoint does not fit ``like``.
+        """
+        if step is not None:
+            tree, manifest = load_checkpoint(self.path(step), like)
+            return Restored(tree, manifest["step"], manifest["metadata"], self.path(step))
+        steps = self.steps()
+        if not steps:
+            raise CheckpointError(f"no checkpoint in {self.directory} to restore")
+        for s in reversed(steps):
+            try:
+                tree, manifest = load_checkpoint(self.path(s), like)
+            except CheckpointMismatchError:
+                raise
+            except CheckpointError as e:
+                warnings.warn(f"skipping a damaged checkpoint: {e}", stacklevel=2)
+                continue
+            return Restored(tree, manifest["step"], manifest["metadata"], self.path(s))
+        raise CheckpointError(f"every checkpoint in {self.directory} is damaged "
+                              f"(steps {', '.join(map(str, steps))})")
+
+    def _remove_stale_temporaries(self) -> None:
+        """Delete temporary files left by writers that were killed mid-write."""
+        for p in self.directory.iterdir():
+            m = _TMP.match(p.name)
+            if m and not _alive(int(m.group(1))):
+                p.unlink(missing_ok=True)
+
+
+def _alive(pid: int) -> bool:
+    if pid == os.getpid():
+        return True
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # pragma: no cover - someone else's process
+        return True
+    return True

@@ -1,0 +1,175 @@
+"""The jitted training and evaluation steps, and the NaN/Inf guard they carry.
+
+One training step is one ``jax.jit`` region: loss, gradient, optax update. The model is
+split once with ``eqx.partition`` into arrays (traced) and the rest (closed over), so
+calling the step is a plain ``jax.jit`` dispatch: it returns at once (asynchronous
+dispatch) and the host never waits for the device, except when the loop logs.
+
+The guard: each step also updates a small :class:`Monitor` on the device — running sums of
+the loss and metrics, and the first step whose loss or gradient norm was NaN or infinite.
+From that step on the parameters and optimizer state stop changing, so when the loop next
+looks (at a log point) it can stop with the step, the value, and the last finite model.
+"""
+
+from __future__ import annotations
+
+import inspect
+import math
+from collections.abc import Callable
+from typing import Any
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import optax
+
+from ..core import AxisError, Tensor
+from ..core._errors import describe
+
+__all__ = ["Monitor", "TrainingDiverged", "call_loss", "make_eval_step", "make_train_step"]
+
+LossFn = Callable[..., Any]
+
+
+class TrainingDiverged(FloatingPointError):
+    """The loss or the gradient became NaN or infinite.
+
+    Attributes:
+        step: the update that produced it (1 is the first update).
+        loss: the loss at that step; ``grad_norm``: the global gradient norm.
+        model, opt_state: the last finite ones (from before that step).
+    """
+
+    __module__ = "axjax.train"
+
+    def __init__(self, step: int, loss: float, grad_norm: float, model: Any = None,
+                 opt_state: Any = None) -> None:
+        self.step, self.loss, self.grad_norm = step, loss, grad_norm
+        self.model, self.opt_state = model, opt_state
+        what = f"the loss is {loss}" if not math.isfinite(loss) else (
+            f"the gradient norm is {grad_norm} (loss {loss})")
+        super().__init__(
+            f"training stopped at step {step}: {what}. The model and optimizer state from "
+            "before that step are kept (error.model, error.opt_state). Lower the learning "
+            "rate, clip gradients (optax.clip_by_global_norm), or look for NaN in the data."
+        )
+
+
+class Monitor(eqx.Module):
+    """Device-side running sums of the loss and metrics, plus the first non-finite step."""
+
+    sums: dict[str, jax.Array]
+    count: jax.Array
+    bad_step: jax.Array
+    bad_loss: jax.Array
+    bad_grad_norm: jax.Array
+
+    @staticmethod
+    def zero(names: tuple[str, ...]) -> Monitor:
+        z = jnp.zeros((), jnp.float32)
+        return Monitor({n: z for n in names}, z, jnp.asarray(-1, jnp.int32), z, z)
+
+    def reset(self) -> Monitor:
+        """Clear the sums; keep the guard."""
+        z = jnp.zeros((), jnp.float32)
+        return Monitor({n: z for n in self.sums}, z, self.bad_step, self.bad_loss,
+                       self.bad_grad_norm)
+
+    def read(self) -> tuple[dict[str, float], tuple[int, float, float] | None]:
+        """The means since the last reset, and ``(step, loss, grad_norm)`` of the first
+        non-finite step or ``None``: one host sync."""
+        sums, count, step, loss, gnorm = jax.device_get(
+            (self.sums, self.count, self.bad_step, self.bad_loss, self.bad_grad_norm))
+        means = {k: float(v / count) for k, v in sums.items()} if count else {}
+        return means, (None if step < 0 else (int(step), float(loss), float(gnorm)))
+
+
+def _array(x: Any, what: str) -> jax.Array:
+    if isinstance(x, Tensor):
+        if x.axes:
+            raise AxisError(f"the {what} must be a scalar, got {describe(x)} (reduce the "
+                            "remaining axes with ax.mean or ax.sum)")
+        return x.array
+    arr = jnp.asarray(x)
+    if arr.ndim:
+        raise TypeError(f"the {what} must be a scalar, got an array of shape {arr.shape}")
+    return arr
+
+
+def takes_key(loss_fn: LossFn) -> bool:
+    """Whether ``loss_fn`` has a ``key`` parameter (it then gets a fresh key per step)."""
+    try:
+        return "key" in inspect.signature(loss_fn).parameters
+    except (TypeError, ValueError):  # pragma: no cover - builtins without a signature
+        return False
+
+
+def call_loss(loss_fn: LossFn, model: Any, batch: Any, key: Any, with_key: bool
+              ) -> tuple[jax.Array, dict[str, jax.Array]]:
+    """Call ``loss_fn(model, *batch[, key=key])``; return the scalar loss and metrics."""
+    args = batch if isinstance(batch, tuple) else (batch,)
+    out = loss_fn(model, *args, key=key) if with_key else loss_fn(model, *args)
+    loss, metrics = out if isinstance(out, tuple) else (out, {})
+    if not isinstance(metrics, dict):
+        raise TypeError("loss_fn must return a loss or (loss, dict of metrics), got a "
+                        f"{type(metrics).__name__} beside the loss")
+    return _array(loss, "loss"), {k: _array(v, f"metric {k!r}") for k, v in metrics.items()}
+
+
+def _keep_if(ok: jax.Array, new: Any, old: Any) -> Any:
+    return jax.tree.map(lambda a, b: jnp.where(ok, a, b), new, old)
+
+
+def make_train_step(loss_fn: LossFn, optimizer: optax.GradientTransformation, static: Any,
+                    *, donate: bool = False) -> Callable[..., Any]:
+    """The jitted step ``(params, opt_state, monitor, batch, key, step) -> (params,
+    opt_state, monitor)`` for a model split as ``eqx.partition(model, eqx.is_array)``."""
+    with_key = takes_key(loss_fn)
+
+    def loss_of(params: Any, batch: Any, key: Any) -> tuple[jax.Array, dict[str, jax.Array]]:
+        return call_loss(loss_fn, eqx.combine(params, static), batch, key, with_key)
+
+    def step(params: Any, opt_state: Any, mon: Monitor, batch: Any, key: jax.Array,
+             step_no: jax.Array) -> tuple[Any, Any, Monitor]:
+        k = jax.random.fold_in(key, step_no) if with_key else None
+        (loss, metrics), grads = jax.value_and_grad(loss_of, has_aux=True)(params, batch, k)
+        updates, new_opt = optimizer.update(grads, opt_state, params)
+        new_params = optax.apply_updates(params, updates)
+        gnorm = optax.global_norm(grads)
+        finite = jnp.isfinite(loss) & jnp.isfinite(gnorm)
+        ok = finite & (mon.bad_step < 0)
+        first_bad = (~finite) & (mon.bad_step < 0)
+        sums = {"loss": mon.sums["loss"] + jnp.where(ok, loss, 0.0)}
+        sums |= {n: mon.sums[n] + jnp.where(ok, v, 0.0) for n, v in metrics.items()}
+        mon = Monitor(
+            sums,
+            mon.count + ok.astype(jnp.float32),
+            jnp.where(first_bad, (step_no + 1).astype(jnp.int32), mon.bad_step),
+            jnp.where(first_bad, loss.astype(jnp.float32), mon.bad_loss),
+            jnp.where(first_bad, gnorm.astype(jnp.float32), mon.bad_grad_norm),
+        )
+        return _keep_if(ok, new_params, params), _keep_if(ok, new_opt, opt_state), mon
+
+    return jax.jit(step, donate_argnums=(0, 1, 2) if donate else ())
+
+
+def make_eval_step(loss_fn: LossFn, static: Any) -> Callable[..., Any]:
+    """The jitted ``(params, sums, batch) -> sums`` adding batch-size-weighted metrics."""
+    with_key = takes_key(loss_fn)
+
+    def step(params: Any, sums: dict[str, jax.Array], batch: Any) -> dict[str, jax.Array]:
+        loss, metrics = call_loss(loss_fn, eqx.combine(params, static), batch, None, with_key)
+        n = jnp.asarray(jax.tree.leaves(batch)[0].shape[0], jnp.float32)
+        out = {"loss": sums["loss"] + n * loss, "count": sums["count"] + n}
+        return out | {k: sums[k] + n * v for k, v in metrics.items()}
+
+    return jax.jit(step)
+
+
+def metric_names(loss_fn: LossFn, model: Any, batch: Any) -> tuple[str, ...]:
+    """``("loss", *metrics)``, found by tracing ``loss_fn`` abstractly (no computation)."""
+    with_key = takes_key(loss_fn)
+    key = jax.random.key(0) if with_key else None
+    _, metrics = eqx.filter_eval_shape(
+        lambda m, b: call_loss(loss_fn, m, b, key, with_key), model, batch)
+    return ("loss", *metrics)

@@ -1,0 +1,301 @@
+"""The op-test helper: one primitive, checked four ways on random inputs.
+
+An :class:`OpCase` describes a primitive by its operands (canonical axes and a value
+domain), an axjax function of Tensors and a plain ``jax.numpy`` oracle written for the
+canonical axis order. :func:`check_op` draws sizes (1-5), a storage order (permutation)
+for each operand and values, then checks
+
+a. the forward against the oracle (the result is compared by axis name, whatever its
+   order), and that the result's dtype marker is the documented one;
+b. the op's own backward (``jax.grad`` through the ``custom_vjp``) against ``jax.grad`` of
+   the oracle;
+c. that backward against finite differences (``jax.test_util.check_grads``, reverse mode,
+   in float64);
+d. that under ``ax.jax_autodiff()`` values and gradients agree, and ``jax.jvp`` and
+   ``jax.hessian`` work and agree with the oracle's.
+
+Integer and Bool results are compared exactly and must have a zero gradient.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import string
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from jax.test_util import check_grads
+
+import axjax as ax
+from axjax.core import _op
+
+Array = Any
+
+
+def _labels() -> tuple[type[ax.Axis], ...]:
+    made = []
+    for name in ("A", "B", "C", "D", "E"):
+        made.append(type(name, (ax.Axis,), {"__module__": __name__}))
+    return tuple(made)
+
+
+#: axis labels shared by the op tests (sizes are drawn per example)
+A, B, C, D, E = _labels()
+ALL_AXES = (A, B, C, D, E)
+
+
+@dataclass(frozen=True)
+class Arg:
+    """One operand: canonical axes, how values are drawn, and how its order may vary.
+
+    ``kind``: ``normal``, ``positive`` (0.5-2), ``nonzero`` (|x| in 0.5-2), ``spaced``
+    (all ``spaced`` values of a case distinct and away from 0: for max, relu, abs),
+    ``unit`` (in -0.9..0.9), ``int`` (0..high-1), ``index`` (0..size of ``high`` axis - 1),
+    ``bool``. ``order``: ``free`` (own random permutation), ``shared`` (one permutation
+    for all shared operands), ``fixed`` (canonical order).
+    """
+
+    axes: tuple[type[ax.Axis], ...]
+    kind: str = "normal"
+    order: str = "free"
+    high: Any = 5
+
+    @property
+    def floating(self) -> bool:
+        return self.kind not in ("int", "index", "bool")
+
+
+@dataclass(frozen=True)
+class OpCase:
+    """A primitive under test (``op`` is the ``Op`` subclass name it must apply)."""
+
+    op: str
+    fn: Callable[..., Any]
+    oracle: Callable[..., Array]
+    args: tuple[Arg, ...]
+    out: tuple[type[ax.Axis], ...]
+    out_dtype: type[ax.DType] | None = None  # default: the first operand's dtype
+    sizes: dict[type[ax.Axis], int] = field(default_factory=dict)
+    hessian: bool = True
+    rtol: float = 1e-5
+    fd_tol: float | None = None  # finite-difference tolerance (None: check_grads' default)
+    id: str = ""
+
+    @property
+    def name(self) -> str:
+        return self.id or self.op
+
+
+# ----------------------------------------------------------------------------- drawing
+@dataclass
+class Drawn:
+    sizes: dict[type[ax.Axis], int]
+    perms: list[tuple[int, ...]]
+    values: list[np.ndarray]  # canonical order, float64 / int32 / bool
+
+
+def draw_inputs(case: OpCase, data: st.DataObject) -> Drawn:
+    sizes = {a: data.draw(st.integers(1, 5), label=a.__name__) for a in ALL_AXES}
+    sizes.update(case.sizes)
+    shared: tuple[int, ...] | None = None
+    perms = []
+    for arg in case.args:
+        n = len(arg.axes)
+        if arg.order == "fixed" or n < 2:
+            perm = tuple(range(n))
+        elif arg.order == "shared":
+            if shared is None:
+                shared = tuple(data.draw(st.permutations(range(n)), label="shared order"))
+            perm = shared
+        else:
+            perm = tuple(data.draw(st.permutations(range(n)), label="order"))
+        perms.append(perm)
+    rng = np.random.default_rng(data.draw(st.integers(0, 2**32 - 1), label="seed"))
+    shapes = [tuple(sizes[a] for a in arg.axes) for arg in case.args]
+    spaced_total = sum(int(np.prod(s)) for s, arg in zip(shapes, case.args) if arg.kind == "spaced")
+    pool = iter((rng.permutation(spaced_total) - spaced_total / 2 + 0.5) * (3.0 / max(spaced_total, 1)))
+    values = []
+    for shape, arg in zip(shapes, case.args):
+        values.append(_values(rng, arg, shape, sizes, pool))
+    return Drawn(sizes, perms, values)
+
+
+def _values(rng: np.random.Generator, arg: Arg, shape: tuple[int, ...],
+            sizes: dict[type[ax.Axis], int], pool: Iterator[float]) -> np.ndarray:
+    if arg.kind == "normal":
+        return rng.normal(size=shape)
+    if arg.kind == "positive":
+        return rng.uniform(0.5, 2.0, size=shape)
+    if arg.kind == "nonzero":
+        return rng.uniform(0.5, 2.0, size=shape) * rng.choice([-1.0, 1.0], size=shape)
+    if arg.kind == "unit":
+        return rng.uniform(-0.9, 0.9, size=shape)
+    if arg.kind == "spaced":
+        return np.array([next(pool) for _ in range(int(np.prod(shape)))]).reshape(shape)
+    if arg.kind == "int":
+        return rng.integers(0, arg.high, size=shape).astype(np.int32)
+    if arg.kind == "index":
+        return rng.integers(0, sizes[arg.high], size=shape).astype(np.int32)
+    if arg.kind == "bool":
+        return rng.random(size=shape) < 0.5
+    raise ValueError(arg.kind)
+
+
+# ----------------------------------------------------------------------------- plumbing
+@contextlib.contextmanager
+def record_ops() -> Iterator[list[str]]:
+    """Collect the class names of the ops applied inside the block."""
+    seen: list[str] = []
+    original = _op.apply
+
+    def recording(op: ax.Op, xs: Sequence[Any]) -> Any:
+        seen.append(type(op).__name__)
+        return original(op, xs)
+
+    _op.apply = recording
+    try:
+        yield seen
+    finally:
+        _op.apply = original
+
+
+def _stored(case: OpCase, drawn: Drawn, float_dtype: Any) -> list[np.ndarray]:
+    """Operand arrays in storage order (each transposed by its drawn permutation)."""
+    out = []
+    for arg, perm, v in zip(case.args, drawn.perms, drawn.values):
+        v = np.transpose(v, perm)
+        out.append(v.astype(float_dtype) if arg.floating else v)
+    return out
+
+
+def _axes(case: OpCase, drawn: Drawn) -> list[tuple[type[ax.Axis], ...]]:
+    return [tuple(arg.axes[i] for i in perm) for arg, perm in zip(case.args, drawn.perms)]
+
+
+def _canonical(case: OpCase, out: ax.Tensor[Any, *tuple[Any, ...]]) -> Array:
+    assert isinstance(out, ax.Tensor), f"{case.name} returned {type(out).__name__}"
+    assert sorted(a.__name__ for a in out.axes) == sorted(a.__name__ for a in case.out), (
+        f"{case.name}: result axes {out.axes}, expected a permutation of {case.out}")
+    return jnp.transpose(out.array, [out.axes.index(a) for a in case.out])
+
+
+def make_functions(case: OpCase, drawn: Drawn) -> tuple[Callable[..., Array],
+                                                        Callable[..., Array]]:
+    """``(axjax_fn, oracle_fn)`` on storage-order arrays, both returning canonical order."""
+    axes = _axes(case, drawn)
+
+    def ax_fn(*arrays: Array) -> Array:
+        return _canonical(case, case.fn(*[ax.tensor(a, *x) for a, x in zip(arrays, axes)]))
+
+    def oracle_fn(*arrays: Array) -> Array:
+        canon = [jnp.transpose(a, np.argsort(p)) for a, p in zip(arrays, drawn.perms)]
+        return case.oracle(*canon)
+
+    return ax_fn, oracle_fn
+
+
+def _float_argnums(case: OpCase) -> tuple[int, ...]:
+    return tuple(i for i, arg in enumerate(case.args) if arg.floating)
+
+
+def _loss(f: Callable[..., Array], args: list[Array], nums: tuple[int, ...],
+          cot: Array) -> Callable[..., Array]:
+    """A scalar function of the float operands: ``sum(f(...) * cot)``."""
+
+    def loss(*floats: Array) -> Array:
+        full = list(args)
+        for i, v in zip(nums, floats):
+            full[i] = v
+        y = f(*full)
+        return jnp.sum(y.astype(cot.dtype) * cot)
+
+    return loss
+
+
+def _close(got: Array, want: Array, rtol: float, what: str) -> None:
+    got, want = np.asarray(got), np.asarray(want)
+    assert got.shape == want.shape, f"{what}: shape {got.shape} != {want.shape}"
+    if got.dtype.kind in "biu" or want.dtype.kind in "biu":
+        np.testing.assert_array_equal(got, want, err_msg=what)
+    else:
+        np.testing.assert_allclose(got, want, rtol=rtol, atol=rtol, err_msg=what)
+
+
+# ----------------------------------------------------------------------------- the check
+def check_op_once(case: OpCase, drawn: Drawn) -> None:
+    """Run checks (a)-(d) on one drawn input."""
+    args = _stored(case, drawn, np.float32)
+    ax_fn, oracle_fn = make_functions(case, drawn)
+
+    # (a) forward, the op actually applied, the result's dtype marker
+    tensors = [ax.tensor(a, *x) for a, x in zip(args, _axes(case, drawn))]
+    with record_ops() as seen:
+        out = case.fn(*tensors)
+    assert case.op in seen, f"{case.name}: applied {seen}, not {case.op}"
+    want_dtype = case.out_dtype or tensors[0].dtype
+    assert out.dtype is want_dtype, f"{case.name}: dtype {out.dtype.__name__}"
+    expected = oracle_fn(*args)
+    _close(_canonical(case, out), expected, case.rtol, f"{case.name} forward")
+
+    nums = _float_argnums(case)
+    if not nums:
+        return
+    cot = jnp.asarray(np.random.default_rng(1).normal(size=np.shape(expected)), jnp.float32)
+    ax_loss = _loss(ax_fn, args, nums, cot)
+    oracle_loss = _loss(oracle_fn, args, nums, cot)
+    floats = [args[i] for i in nums]
+    argnums = tuple(range(len(nums)))
+
+    # (b) the op's own backward against jax.grad of the oracle (zero for Bool/int results)
+    g_ax = jax.grad(ax_loss, argnums)(*floats)
+    if jnp.issubdtype(out.array.dtype, jnp.inexact):
+        g_oracle = jax.grad(oracle_loss, argnums)(*floats)
+    else:
+        g_oracle = tuple(jnp.zeros_like(f) for f in floats)
+    for i, (g, h) in enumerate(zip(g_ax, g_oracle)):
+        _close(g, h, 1e-4, f"{case.name} backward of operand {nums[i]}")
+
+    # (d) plain JAX autodiff: identical values, same gradients, jvp and hessian work
+    with ax.jax_autodiff():
+        _close(ax_fn(*args), _canonical(case, out), 0.0, f"{case.name} jax_autodiff forward")
+        for i, (g, h) in enumerate(zip(jax.grad(ax_loss, argnums)(*floats), g_ax)):
+            _close(g, h, 1e-5, f"{case.name} jax_autodiff gradient {nums[i]}")
+        tangents = tuple(jnp.ones_like(f) for f in floats)
+        _, t_ax = jax.jvp(ax_loss, tuple(floats), tangents)
+        _, t_or = jax.jvp(oracle_loss, tuple(floats), tangents)
+        _close(t_ax, t_or, 1e-4, f"{case.name} jvp")
+        if case.hessian and jnp.issubdtype(out.array.dtype, jnp.inexact):
+            h_ax = jax.hessian(ax_loss)(*floats)
+            h_or = jax.hessian(oracle_loss)(*floats)
+            _close(h_ax, h_or, 1e-3, f"{case.name} hessian")
+
+    # (c) finite differences in float64 through the op's own backward
+    if jnp.issubdtype(out.array.dtype, jnp.inexact):
+        with jax.enable_x64(True):
+            args64 = _stored(case, drawn, np.float64)
+            ax64, _ = make_functions(case, drawn)
+            f64 = _loss(ax64, args64, nums, jnp.asarray(cot, jnp.float64))
+            check_grads(f64, [args64[i] for i in nums], order=1, modes=["rev"],
+                        atol=case.fd_tol, rtol=case.fd_tol)
+
+
+def check_op(case: OpCase, max_examples: int = 6) -> None:
+    """Check ``case`` on ``max_examples`` random draws (sizes, orders, values)."""
+
+    @settings(max_examples=max_examples, deadline=None, derandomize=True, database=None)
+    @given(st.data())
+    def run(data: st.DataObject) -> None:
+        check_op_once(case, draw_inputs(case, data))
+
+    run()
+
+
+def letters(axes: Sequence[type[ax.Axis]]) -> str:
+    """Einsum letters for canonical axes (``A`` -> ``a``), for oracles."""
+    return "".join(string.ascii_lowercase[ALL_AXES.index(a)] for a in axes)
