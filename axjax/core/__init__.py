@@ -46,19 +46,10 @@ from ._elementwise import (
     abs as abs,
 )
 from ._elementwise import (
-    add as add,
-)
-from ._elementwise import (
     astype as astype,
 )
 from ._elementwise import (
     cos as cos,
-)
-from ._elementwise import (
-    divide as divide,
-)
-from ._elementwise import (
-    equal as equal,
 )
 from ._elementwise import (
     erf as erf,
@@ -73,40 +64,13 @@ from ._elementwise import (
     gelu as gelu,
 )
 from ._elementwise import (
-    greater as greater,
-)
-from ._elementwise import (
-    greater_equal as greater_equal,
-)
-from ._elementwise import (
-    less as less,
-)
-from ._elementwise import (
-    less_equal as less_equal,
-)
-from ._elementwise import (
     log as log,
 )
 from ._elementwise import (
     log1p as log1p,
 )
 from ._elementwise import (
-    maximum as maximum,
-)
-from ._elementwise import (
-    minimum as minimum,
-)
-from ._elementwise import (
-    multiply as multiply,
-)
-from ._elementwise import (
     negative as negative,
-)
-from ._elementwise import (
-    not_equal as not_equal,
-)
-from ._elementwise import (
-    power as power,
 )
 from ._elementwise import (
     reciprocal as reciprocal,
@@ -136,9 +100,6 @@ from ._elementwise import (
     square as square,
 )
 from ._elementwise import (
-    subtract as subtract,
-)
-from ._elementwise import (
     tanh as tanh,
 )
 from ._elementwise import (
@@ -153,6 +114,19 @@ from ._gen_construct import randint as randint
 from ._gen_construct import tensor as tensor
 from ._gen_construct import uniform as uniform
 from ._gen_construct import zeros as zeros
+from ._gen_elementwise import add as add
+from ._gen_elementwise import divide as divide
+from ._gen_elementwise import equal as equal
+from ._gen_elementwise import greater as greater
+from ._gen_elementwise import greater_equal as greater_equal
+from ._gen_elementwise import less as less
+from ._gen_elementwise import less_equal as less_equal
+from ._gen_elementwise import maximum as maximum
+from ._gen_elementwise import minimum as minimum
+from ._gen_elementwise import multiply as multiply
+from ._gen_elementwise import not_equal as not_equal
+from ._gen_elementwise import power as power
+from ._gen_elementwise import subtract as subtract
 from ._gen_reduce import argmax as argmax
 from ._gen_reduce import log_softmax as log_softmax
 from ._gen_reduce import logsumexp as logsumexp

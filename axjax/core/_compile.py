@@ -10,7 +10,7 @@ not baked-in constants: new values never retrace; new input sizes compile once e
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, cast
 
 import jax
 import jax.numpy as jnp
@@ -19,7 +19,7 @@ import numpy as np
 from ._errors import AxisError, describe
 from ._graph import Graph, Outputs
 from ._nodes import Apply, Const, Input, Node, Param, check_value, mismatch
-from ._op import Op, apply
+from ._op import Op, apply, config
 from ._tensor import Tensor
 
 __all__ = ["compile", "CompiledGraph"]
@@ -169,7 +169,7 @@ def _check_inputs(graph: Graph, inputs: Any, where: str) -> tuple[AnyInput, ...]
             shown = ", ".join(graph.names[i] for i in listed) or "nothing"
             raise TypeError(f"{where}: the outputs depend on {graph.names[x]} ({x!r}), which is "
                             f"not in inputs= (it lists {shown}; add it)")
-    return listed
+    return cast(tuple[AnyInput, ...], listed)
 
 
 def restructure(structure: Any, outs: Sequence[Any]) -> Any:
@@ -199,9 +199,10 @@ class CompiledGraph:
         self.graph: Graph = self._program.graph
         self.inputs = self._program.inputs
         self.trace_count = 0
-        self._jit = jax.jit(self._run)
+        self._jit = jax.jit(self._run, static_argnums=0)  # 0: the autodiff mode
 
-    def _run(self, params: Any, consts: Any, inputs: Any) -> tuple[AnyTensor, ...]:
+    def _run(self, mode: str, params: Any, consts: Any, inputs: Any
+             ) -> tuple[AnyTensor, ...]:
         self.trace_count += 1
         return self._program.run(params, consts, inputs)
 
@@ -212,7 +213,7 @@ class CompiledGraph:
 
     def __call__(self, *args: Any, params: Any = None, **kwargs: Any) -> Any:
         p = self._program
-        outs = self._jit(p.values(params), p.const_values, p.bind(args, kwargs))
+        outs = self._jit(config.autodiff, p.values(params), p.const_values, p.bind(args, kwargs))
         return restructure(self.graph.structure, outs)
 
     def __repr__(self) -> str:
@@ -220,7 +221,7 @@ class CompiledGraph:
         return f"<CompiledGraph({names}) of {self.graph.summary()}>"
 
 
-def compile(outputs: Outputs, inputs: Sequence[AnyInput] | AnyInput | None = None
+def compile(outputs: Outputs, inputs: Sequence[AnyTensor] | AnyTensor | None = None
             ) -> CompiledGraph:
     """Lower a graph to one jitted function of its inputs that returns Tensors.
 

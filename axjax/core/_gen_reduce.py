@@ -24,7 +24,7 @@ if TYPE_CHECKING:
     from typing_extensions import TypeVar
 
     from ._axis import Axis
-    from ._dtype import F32, I32, DType
+    from ._dtype import F32, I32, Bool, DType
     from ._tensor import Tensor
 
     Shape = int | Sequence[int]

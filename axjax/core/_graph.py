@@ -15,7 +15,7 @@ from __future__ import annotations
 import html
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from ._errors import describe
 from ._nodes import Apply, Const, Input, Node, Param
@@ -24,7 +24,9 @@ from ._tensor import Tensor
 __all__ = ["Graph"]
 
 AnyNode = Node[Any, *tuple[Any, ...]]
-Outputs = AnyNode | Sequence[AnyNode] | Mapping[str, AnyNode]
+AnyTensor = Tensor[Any, *tuple[Any, ...]]
+#: what ``Graph`` and ``compile`` take: nodes (statically typed as Tensors) in a structure
+Outputs = AnyTensor | Sequence[AnyTensor] | Mapping[str, AnyTensor]
 
 
 class Graph:
@@ -159,7 +161,7 @@ def _flatten_outputs(outputs: Any, where: str) -> tuple[Any, tuple[AnyNode, ...]
             raise TypeError(
                 f"{where}: outputs must be graph nodes, got {got} (an eager value: build "
                 "outputs from ax.Input / ax.Param nodes so the ops are recorded)")
-    return structure, items
+    return structure, cast(tuple[AnyNode, ...], items)
 
 
 def _toposort(outputs: Sequence[AnyNode]) -> tuple[AnyNode, ...]:

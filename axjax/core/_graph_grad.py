@@ -16,7 +16,7 @@ Example:
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, cast
 
 import jax
 import optax
@@ -25,17 +25,15 @@ from ._compile import AnyParam, AnyTensor, Program
 from ._dtype import is_floating
 from ._errors import AxisError, describe
 from ._nodes import Node, Param
+from ._op import config
 from ._tensor import Tensor
 
 __all__ = ["GraphGrad", "GraphStep", "graph_grad", "compile_step"]
 
-AnyNode = Node[Any, *tuple[Any, ...]]
-
-
 class _LossProgram:
     """A scalar loss, the Params to differentiate, and the loss as a function of them."""
 
-    def __init__(self, loss: AnyNode, wrt: Any, inputs: Any, where: str) -> None:
+    def __init__(self, loss: AnyTensor, wrt: Any, inputs: Any, where: str) -> None:
         if not isinstance(loss, Node):
             raise TypeError(f"{where}: the loss must be a graph node, got {type(loss).__name__}")
         if loss.axes or not is_floating(loss.dtype):
@@ -74,7 +72,7 @@ class GraphGrad:
     for a list ``wrt``), preceded by the loss when built by ``ax.value_and_grad``.
     """
 
-    def __init__(self, loss: AnyNode, wrt: Any = None, inputs: Any = None,
+    def __init__(self, loss: AnyTensor, wrt: Any = None, inputs: Any = None,
                  with_value: bool = False) -> None:
         where = "ax.value_and_grad" if with_value else "ax.grad"
         self._lp = _LossProgram(loss, wrt, inputs, where)
@@ -82,9 +80,9 @@ class GraphGrad:
         self.graph = self._lp.program.graph
         self.wrt = self._lp.wrt
         self.trace_count = 0
-        self._jit = jax.jit(self._value_and_grad)
+        self._jit = jax.jit(self._value_and_grad, static_argnums=0)  # 0: the autodiff mode
 
-    def _value_and_grad(self, train: Any, values: Any, inputs: Any) -> Any:
+    def _value_and_grad(self, mode: str, train: Any, values: Any, inputs: Any) -> Any:
         self.trace_count += 1
         return jax.value_and_grad(self._lp.loss)(train, values, inputs)
 
@@ -92,12 +90,12 @@ class GraphGrad:
         p = self._lp.program
         values = p.values(params)
         train = tuple(values[i] for i in self._lp.index)
-        value, grads = self._jit(train, values, p.bind(args, kwargs))
+        value, grads = self._jit(config.autodiff, train, values, p.bind(args, kwargs))
         g = grads[0] if self._lp.single else grads
         return (Tensor._wrap(value, ()), g) if self.with_value else g
 
 
-def graph_grad(loss: AnyNode, wrt: Any = None, inputs: Any = None,
+def graph_grad(loss: AnyTensor, wrt: Any = None, inputs: Any = None,
                with_value: bool = False) -> GraphGrad:
     """Gradients of a scalar graph ``loss`` with respect to Params (``ax.grad`` on a node).
 
@@ -124,7 +122,7 @@ class GraphStep:
             times JAX traced the step (once per distinct input sizes).
     """
 
-    def __init__(self, loss: AnyNode, optimizer: optax.GradientTransformation,
+    def __init__(self, loss: AnyTensor, optimizer: optax.GradientTransformation,
                  inputs: Any = None, wrt: Any = None) -> None:
         if not (hasattr(optimizer, "init") and hasattr(optimizer, "update")):
             raise TypeError("compile_step: optimizer must be an optax.GradientTransformation "
@@ -134,14 +132,14 @@ class GraphStep:
         self.graph = self._lp.program.graph
         self.wrt = self._lp.wrt
         self._values = self._lp.program.values(None)
-        self.opt_state = optimizer.init(self._train())
+        self.opt_state = optimizer.init(cast(Any, self._train()))  # a pytree of Tensors
         self.trace_count = 0
-        self._jit = jax.jit(self._step)
+        self._jit = jax.jit(self._step, static_argnums=0)  # 0: the autodiff mode
 
     def _train(self) -> tuple[AnyTensor, ...]:
         return tuple(self._values[i] for i in self._lp.index)
 
-    def _step(self, train: Any, values: Any, opt_state: Any, inputs: Any) -> Any:
+    def _step(self, mode: str, train: Any, values: Any, opt_state: Any, inputs: Any) -> Any:
         self.trace_count += 1
         value, grads = jax.value_and_grad(self._lp.loss)(train, values, inputs)
         updates, opt_state = self.optimizer.update(grads, opt_state, train)
@@ -150,8 +148,8 @@ class GraphStep:
     def __call__(self, *args: Any, **kwargs: Any) -> Tensor[Any]:
         """Run one update on these inputs; returns the loss before the update."""
         inputs = self._lp.program.bind(args, kwargs)
-        train, self.opt_state, value = self._jit(self._train(), self._values, self.opt_state,
-                                                 inputs)
+        train, self.opt_state, value = self._jit(config.autodiff, self._train(), self._values,
+                                                 self.opt_state, inputs)
         values = list(self._values)
         for i, v in zip(self._lp.index, train, strict=True):
             values[i] = v
@@ -164,7 +162,7 @@ class GraphStep:
         return tuple(p._rebuild(p._id, v) for p, v in
                      zip(self._lp.program.params, self._values, strict=True))
 
-    def value(self, param: AnyParam) -> AnyTensor:
+    def value(self, param: AnyTensor) -> AnyTensor:
         """The current value of ``param`` (a Param of the loss graph)."""
         i = self._lp.program.param_index.get(param) if isinstance(param, Param) else None
         if i is None:
@@ -172,7 +170,7 @@ class GraphStep:
         return self._values[i]
 
 
-def compile_step(loss: AnyNode, optimizer: optax.GradientTransformation, inputs: Any = None,
+def compile_step(loss: AnyTensor, optimizer: optax.GradientTransformation, inputs: Any = None,
                  wrt: Any = None) -> GraphStep:
     """A jitted training step: gradients of ``loss`` by each op's backward, then ``optimizer``.
 

@@ -14,6 +14,7 @@ from typing import Any, Literal, TypeVar
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 from jax import lax
 
 from ._axis import Axis, axes_names, axis_name, check_axis_label
@@ -79,10 +80,12 @@ class Pool(Op):
         padding: list[tuple[int, int]] = [(0, 0)] * xa.ndim
         for a, k, s, p in zip(self.spatial, self.window, self.stride, pads, strict=True):
             dims[pos[a]], strides[pos[a]], padding[pos[a]] = k, s, p  # type: ignore[assignment]
+        # numpy inits: a jnp array made inside jax.jit is a tracer, and lax.reduce_window
+        # then cannot see the monoid (max/-inf, add/0) and builds a non-differentiable window
         if self.kind == "max":
-            init = jnp.array(-jnp.inf, xa.dtype)
+            init = np.array(-np.inf, xa.dtype)
             return lax.reduce_window(xa, init, lax.max, dims, strides, padding)
-        total = lax.reduce_window(xa, jnp.array(0, xa.dtype), lax.add, dims, strides, padding)
+        total = lax.reduce_window(xa, np.array(0, xa.dtype), lax.add, dims, strides, padding)
         return total / jnp.array(math.prod(self.window), xa.dtype)
 
     def forward(self, x: Any) -> Array:

@@ -58,9 +58,9 @@ def layout(graph: Graph) -> tuple[list[Box], list[tuple[int, int]], float, float
              for a in n.args]
     users: list[list[int]] = [[] for _ in nodes]
     parents: list[list[int]] = [[] for _ in nodes]
-    for a, b in edges:
-        users[a].append(b)
-        parents[b].append(a)
+    for src, dst in edges:
+        users[src].append(dst)
+        parents[dst].append(src)
     depth = [0] * len(nodes)
     for k, n in enumerate(nodes):
         if isinstance(n, Apply):

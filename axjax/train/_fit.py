@@ -73,10 +73,14 @@ def evaluate(model: Any, loss_fn: Callable[..., Any], data: Any,
              _step: Callable[..., Any] | None = None) -> dict[str, float]:
     """Mean loss and metrics of ``loss_fn`` over all batches of ``data`` (weighted by size).
 
+    The model is put in inference mode first (``eqx.nn.inference_mode``: dropout off), and
+    a ``loss_fn`` with a ``key`` parameter gets ``key=None``.
+
     Example:
         >>> ax.train.evaluate(model, loss_fn, test_loader)
         {'loss': 0.071, 'accuracy': 0.978}
     """
+    model = eqx.nn.inference_mode(model)
     params, static = eqx.partition(model, eqx.is_array)
     step = _step or make_eval_step(loss_fn, static)
     sums = None
@@ -88,8 +92,7 @@ def evaluate(model: Any, loss_fn: Callable[..., Any], data: Any,
     if sums is None:
         return {}
     host = jax.device_get(sums)
-    n = host.pop("count")
-    return {k: float(v / n) for k, v in host.items()}
+    return {k: float(host[k] / host["count"]) for k in names}
 
 
 def _position(epoch: int, batch: int, per_epoch: int) -> tuple[int, int]:
@@ -164,7 +167,8 @@ def fit(
     if donate:  # the caller's arrays must survive the donation of the step's inputs
         params, opt_state = jax.tree.map(jnp.copy, (params, opt_state))
     train_step = make_train_step(loss_fn, optimizer, static, donate=donate)
-    eval_step = make_eval_step(loss_fn, static) if eval_data is not None else None
+    eval_static = eqx.partition(eqx.nn.inference_mode(model), eqx.is_array)[1]
+    eval_step = make_eval_step(loss_fn, eval_static) if eval_data is not None else None
     log = MetricsLog(logdir, resume_at=step) if logdir is not None else None
     history: list[dict[str, Any]] = log.rows if log is not None else []
     best = None
@@ -179,10 +183,12 @@ def fit(
         else:
             log.append(row)
 
+    last: dict[str, float] = {}
+
     def flush_train(epoch_float: float) -> dict[str, float]:
-        nonlocal mon
+        nonlocal mon, last
         if mon is None:
-            return {}
+            return last
         means, bad = mon.read()
         if bad is not None:
             if bar is not None:
@@ -196,7 +202,8 @@ def fit(
             if bar is not None:
                 bar.set_postfix({k: f"{v:.4g}" for k, v in means.items()}, refresh=False)
         mon = mon.reset()
-        return means
+        last = means or last
+        return last
 
     def save(epoch: int, batch: int) -> None:
         if checkpoints is None:

@@ -124,8 +124,8 @@ class Loader:
             else:
                 k = jax.random.fold_in(self.key, epoch)
                 self._orders[epoch] = jax.random.permutation(k, n).astype(jnp.int32)
-            if len(self._orders) > 2:
-                del self._orders[min(self._orders)]
+            for old in [e for e in self._orders if e != epoch][:-1]:
+                del self._orders[old]  # keep this epoch's order and one other
         return self._orders[epoch]
 
     def epoch(self, epoch: int = 0, start: int = 0) -> Iterator[Pair]:

@@ -63,24 +63,25 @@ class Monitor(eqx.Module):
     bad_step: jax.Array
     bad_loss: jax.Array
     bad_grad_norm: jax.Array
+    names: tuple[str, ...] = eqx.field(static=True)  # "loss" first, then the metrics
 
     @staticmethod
     def zero(names: tuple[str, ...]) -> Monitor:
         z = jnp.zeros((), jnp.float32)
-        return Monitor({n: z for n in names}, z, jnp.asarray(-1, jnp.int32), z, z)
+        return Monitor({n: z for n in names}, z, jnp.asarray(-1, jnp.int32), z, z, names)
 
     def reset(self) -> Monitor:
         """Clear the sums; keep the guard."""
         z = jnp.zeros((), jnp.float32)
-        return Monitor({n: z for n in self.sums}, z, self.bad_step, self.bad_loss,
-                       self.bad_grad_norm)
+        return Monitor({n: z for n in self.names}, z, self.bad_step, self.bad_loss,
+                       self.bad_grad_norm, self.names)
 
     def read(self) -> tuple[dict[str, float], tuple[int, float, float] | None]:
         """The means since the last reset, and ``(step, loss, grad_norm)`` of the first
         non-finite step or ``None``: one host sync."""
         sums, count, step, loss, gnorm = jax.device_get(
             (self.sums, self.count, self.bad_step, self.bad_loss, self.bad_grad_norm))
-        means = {k: float(v / count) for k, v in sums.items()} if count else {}
+        means = {k: float(sums[k] / count) for k in self.names} if count else {}
         return means, (None if step < 0 else (int(step), float(loss), float(gnorm)))
 
 
@@ -135,7 +136,7 @@ def make_train_step(loss_fn: LossFn, optimizer: optax.GradientTransformation, st
         (loss, metrics), grads = jax.value_and_grad(loss_of, has_aux=True)(params, batch, k)
         updates, new_opt = optimizer.update(grads, opt_state, params)
         new_params = optax.apply_updates(params, updates)
-        gnorm = optax.global_norm(grads)
+        gnorm = optax.tree.norm(grads)
         finite = jnp.isfinite(loss) & jnp.isfinite(gnorm)
         ok = finite & (mon.bad_step < 0)
         first_bad = (~finite) & (mon.bad_step < 0)
@@ -147,6 +148,7 @@ def make_train_step(loss_fn: LossFn, optimizer: optax.GradientTransformation, st
             jnp.where(first_bad, (step_no + 1).astype(jnp.int32), mon.bad_step),
             jnp.where(first_bad, loss.astype(jnp.float32), mon.bad_loss),
             jnp.where(first_bad, gnorm.astype(jnp.float32), mon.bad_grad_norm),
+            mon.names,
         )
         return _keep_if(ok, new_params, params), _keep_if(ok, new_opt, opt_state), mon
 

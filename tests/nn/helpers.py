@@ -67,10 +67,10 @@ class Vocab(ax.Axis): ...
 class Extra(ax.Axis): ...
 
 
-def arr(t: AnyT, *axes: type[ax.Axis]) -> np.ndarray:
-    """The values of ``t`` with its axes in the order ``axes`` (a numpy array)."""
+def arr(t: AnyT, *axes: type[ax.Axis]) -> jax.Array:
+    """The values of ``t`` with its axes in the order ``axes``."""
     assert set(t.axes) == set(axes) and len(t.axes) == len(axes), (t.axes, axes)
-    return np.asarray(jnp.transpose(t.array, [t.axes.index(a) for a in axes]))
+    return jnp.transpose(t.array, [t.axes.index(a) for a in axes])
 
 
 def close(got: Any, want: Any, tol: float = 1e-5, what: str = "") -> None:
@@ -100,3 +100,9 @@ def grad_pair(ax_loss: Callable[..., Any], oracle_loss: Callable[..., Any],
     g1 = jax.grad(lambda *a: ax_loss(*a), nums)(*args)
     g2 = jax.grad(oracle_loss, nums)(*args)
     tree_close(g1, g2, tol)
+
+
+def rand(shape: tuple[int, ...], *axes: type[ax.Axis], seed: int = 0) -> AnyT:
+    """A float32 Tensor of standard normal values (numpy draws: nothing to compile)."""
+    values = np.random.default_rng(seed).normal(size=shape).astype(np.float32)
+    return ax.tensor(values, *axes)

@@ -37,7 +37,8 @@ def test_real_mnist_headers_and_label_counts():
 def test_not_idx(tmp_path):
     path = tmp_path / "notes.txt"
     path.write_text("hello world")
-    with pytest.raises(DataError, match=r"notes.txt is not an IDX file: it starts with 68 65 6c 6c"):
+    with pytest.raises(DataError, match=r"notes.txt is not an IDX file: it starts with "
+                       r"68 65 6c 6c"):
         read_idx(path)
 
 

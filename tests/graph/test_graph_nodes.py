@@ -104,7 +104,7 @@ def test_applying_ops_builds_apply_nodes_with_checked_types() -> None:
     assert c.axes == (Batch, Hidden) and c.op.describe() == "Contract(over=In)"
     s = ax.concat([ax.exp(x), x, x], In)          # three operands
     assert isinstance(s, ax.Apply) and len(s.args) == 3 and s.shape == (None, 9)
-    assert s.site == f"test_nodes.py:{sys._getframe().f_lineno - 2}"
+    assert s.site == f"test_graph_nodes.py:{sys._getframe().f_lineno - 2}"
 
 
 def test_wrong_axes_fail_on_the_line_that_builds_the_graph() -> None:
@@ -116,7 +116,7 @@ def test_wrong_axes_fail_on_the_line_that_builds_the_graph() -> None:
     assert str(info.value) == (
         "Cannot apply MatMul to Tensor[F32, Batch=?, In=3] and Tensor[F32, Hidden=4, In=3]: "
         "inner axes In and Hidden differ (rename one, or use ax.contract)")
-    assert [(e.path.name, e.lineno + 1) for e in info.traceback][0] == ("test_nodes.py", line)
+    assert [(e.path.name, e.lineno + 1) for e in info.traceback][0] == ("test_graph_nodes.py", line)
     with pytest.raises(ax.AxisError, match="same axes in a different order"):
         ax.Input(ax.F32, Batch, In) + ax.Input(ax.F32, In, Batch)
     with pytest.raises(ax.AxisError, match="axis In has size 3 in one operand and 5"):

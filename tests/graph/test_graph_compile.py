@@ -172,7 +172,7 @@ def test_sizes_that_disagree_at_the_call_fail_with_the_node_and_its_line() -> No
     f = ax.compile(s, inputs=[a, c])
     with pytest.raises(ax.AxisError, match="axis Batch has size 2 in one operand and 3") as info:
         f(jnp.ones(2), jnp.ones(3))
-    assert any("while running graph node %2 = Add(a, c), built at test_compile.py:" in note
+    assert any("while running graph node %2 = Add(a, c), built at test_graph_compile.py:" in note
                for note in getattr(info.value, "__notes__", []))
 
 

@@ -37,12 +37,16 @@ def _forward(x: Any, y: Any, w1: Any, b1: Any, w2: Any) -> Any:
     return -ax.mean(ax.sum(ax.log_softmax(logits, Class) * y, Class), Batch)
 
 
+_eager_loss = jax.jit(lambda xs, ys, vs: _forward(xs, ys, *vs))
+
+
 def _setup() -> tuple[list[ax.Tensor], ax.Tensor, ax.Tensor]:
-    k = jax.random.split(jax.random.key(3), 5)
-    values = [ax.normal(k[0], (4, 6), In, Hidden), ax.normal(k[1], (6,), Hidden),
-              ax.normal(k[2], (6, 3), Hidden, Class)]
-    xs = ax.normal(k[3], (5, 4), Batch, In)
-    ys = ax.one_hot(ax.randint(k[4], (5,), Batch, minval=0, maxval=3), Class, 3)
+    rng = np.random.default_rng(3)
+    f32 = lambda *shape: rng.normal(size=shape).astype(np.float32)  # noqa: E731
+    values = [ax.tensor(f32(4, 6), In, Hidden), ax.tensor(f32(6), Hidden),
+              ax.tensor(f32(6, 3), Hidden, Class)]
+    xs = ax.tensor(f32(5, 4), Batch, In)
+    ys = ax.tensor(np.eye(3, dtype=np.float32)[rng.integers(0, 3, size=5)], Batch, Class)
     return values, xs, ys
 
 
@@ -53,13 +57,13 @@ def test_graph_gradients_equal_jax_grad_of_the_eager_model() -> None:
     y = ax.Input(ax.F32, Batch, Class, name="y")
     loss = _forward(x, y, *params)
     grads = ax.grad(loss, wrt=params, inputs=[x, y])(xs, ys)
-    eager = jax.grad(lambda vs: _forward(xs, ys, *vs).array)(values)
+    eager = jax.jit(jax.grad(lambda vs: _forward(xs, ys, *vs).array))(values)
     assert isinstance(grads, tuple) and len(grads) == 3
     for g, e, p in zip(grads, eager, params, strict=True):
         assert isinstance(g, ax.Tensor) and g.axes == p.axes
         np.testing.assert_allclose(g.array, e.array, rtol=1e-5, atol=1e-6)
     value, g1 = ax.value_and_grad(loss, wrt=params[0], inputs=[x, y])(xs, ys)
-    np.testing.assert_allclose(float(value), float(_forward(xs, ys, *values)), rtol=1e-6)
+    np.testing.assert_allclose(float(value), float(_eager_loss(xs, ys, values)), rtol=1e-6)
     np.testing.assert_allclose(g1.array, eager[0].array, rtol=1e-5, atol=1e-6)
     all_grads = ax.grad(loss, inputs=[x, y])(x=xs, y=ys)            # wrt: every Param
     assert len(all_grads) == 3
@@ -91,12 +95,15 @@ def test_the_graph_uses_a_user_ops_own_backward() -> None:
     loss = ax.sum(ax.sum(SignSTE()(x * ax.broadcast(w, x)), In), Batch)
     xs = jnp.array([[1.0, -2.0, 3.0], [0.5, 0.5, -1.0]])
     SignSTE.calls = 0
-    g = ax.grad(loss, wrt=w, inputs=[x])(xs)
+    grad = ax.grad(loss, wrt=w, inputs=[x])
+    g = grad(xs)
     assert SignSTE.calls >= 1
     np.testing.assert_allclose(g.array, xs.sum(axis=0))    # straight through: d/dw = Σ x
-    with ax.jax_autodiff():
-        g0 = ax.grad(loss, wrt=w, inputs=[x])(xs)
+    with ax.jax_autodiff():                                 # the switch retraces once
+        g0 = grad(xs)
     np.testing.assert_array_equal(g0.array, np.zeros(3))    # true derivative of sign
+    np.testing.assert_allclose(grad(xs).array, xs.sum(axis=0))
+    assert grad.trace_count == 2
 
 
 def test_grad_errors() -> None:
@@ -133,9 +140,9 @@ def test_training_step_updates_params_and_reads_them_back() -> None:
     y = ax.Input(ax.F32, Batch, Class, name="y")
     loss = _forward(x, y, *params)
     step = ax.compile_step(loss, optax.sgd(0.1), inputs=[x, y], wrt=params[:2])
-    eager_grads = jax.grad(lambda vs: _forward(xs, ys, *vs).array)(values)
+    eager_grads = jax.jit(jax.grad(lambda vs: _forward(xs, ys, *vs).array))(values)
     first = step(xs, ys)
-    np.testing.assert_allclose(float(first), float(_forward(xs, ys, *values)), rtol=1e-6)
+    np.testing.assert_allclose(float(first), float(_eager_loss(xs, ys, values)), rtol=1e-6)
     np.testing.assert_allclose(step.value(params[0]).array,
                                values[0].array - 0.1 * eager_grads[0].array, rtol=1e-5, atol=1e-6)
     np.testing.assert_array_equal(step.value(params[2]).array, values[2].array)  # not in wrt
@@ -144,7 +151,7 @@ def test_training_step_updates_params_and_reads_them_back() -> None:
     new = step.params
     assert [p == q for p, q in zip(new, params, strict=True)] == [True] * 3
     value_now = ax.compile(loss, inputs=[x, y])(xs, ys, params=new)
-    np.testing.assert_allclose(float(value_now), float(_forward(xs, ys, *ax.as_values(new))),
+    np.testing.assert_allclose(float(value_now), float(_eager_loss(xs, ys, ax.as_values(new))),
                                rtol=1e-6)
     assert params[0].value is values[0]                      # the original Param is unchanged
     with pytest.raises(TypeError, match="is not a Param of the loss graph"):

@@ -1,0 +1,83 @@
+"""Constructors at any rank: ``ax.zeros((2, 3), A, B)`` is a ``Tensor[F32, A, B]``.
+
+They compute, so they are not run symbolically: the labels and the shape are checked with
+the same helpers the constructors use, and the dtype comes from ``dtype=`` or the default.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from mypy.errorcodes import ErrorCode
+from mypy.plugin import FunctionContext
+from mypy.types import AnyType, NoneType, Type, TypeOfAny, TypeType, get_proper_type
+
+from ..core import _construct
+from ..core._axis import check_axis_label, check_unique_axes
+from ._evaluate import CannotEvaluate, Env, Joined, message
+from ._types import TT, class_of
+
+#: the formal that holds the axes, per constructor
+_AXES = {"arange": "axis"}
+
+
+def _formal(ctx: FunctionContext, name: str) -> int | None:
+    try:
+        return ctx.callee_arg_names.index(name)
+    except ValueError:
+        return None
+
+
+def constructor_type(short: str, ctx: FunctionContext, env: Env, default: str,
+                     marker: Callable[[str], Type | None], code: ErrorCode) -> TT | None:
+    """The result type of a constructor call, reporting bad labels; ``None``: gradual."""
+    i = _formal(ctx, _AXES.get(short, "axes"))
+    if i is None:
+        return None
+    statics: list[Type] = []
+    for t in ctx.arg_types[i]:
+        axis = class_of(t)
+        if axis is None or isinstance(get_proper_type(axis), AnyType):
+            return None
+        statics.append(axis)
+    try:
+        labels = tuple(env.klass(a) for a in statics)
+        checked = tuple(check_axis_label(a, "Tensor") for a in labels)
+        check_unique_axes(checked, "Tensor")
+        _check_shape(short, ctx, env, checked)
+    except (CannotEvaluate, Joined):
+        return None
+    except TypeError as e:
+        ctx.api.fail(message(e), ctx.context, code=code)
+        return None
+    return TT(_dtype(ctx, default, marker), statics)
+
+
+def _check_shape(short: str, ctx: FunctionContext, env: Env, axes: tuple[type, ...]) -> None:
+    """``zeros((2, 3), A)``: the run-time check of the number of sizes, if they are literal."""
+    j = _formal(ctx, "shape")
+    check = getattr(_construct, "_shape", None)
+    if j is None or not ctx.arg_types[j] or check is None:
+        return
+    try:
+        shape = env.value(ctx.args[j][0], ctx.arg_types[j][0])
+    except CannotEvaluate:
+        return
+    if env.placeholders:
+        return
+    check(shape, axes, short)
+
+
+def _dtype(ctx: FunctionContext, default: str, marker: Callable[[str], Type | None]) -> Type:
+    j = _formal(ctx, "dtype")
+    if j is not None and ctx.arg_types[j]:
+        p = get_proper_type(ctx.arg_types[j][0])
+        if isinstance(p, NoneType):
+            return AnyType(TypeOfAny.special_form)
+        given = class_of(p)
+        if given is not None:
+            return given
+        if isinstance(p, TypeType):
+            return p.item
+        return AnyType(TypeOfAny.special_form)
+    return marker(default) or AnyType(TypeOfAny.special_form)

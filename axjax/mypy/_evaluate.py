@@ -1,0 +1,293 @@
+"""Evaluate an op call at type-check time by running axjax's own type rules symbolically.
+
+The static types of the arguments become run-time stand-ins: each axis (a class, a type
+variable, ``*Ts``) a fresh ``Axis`` subclass of the same name, each Tensor operand an
+``ax.Input`` with those axes and open sizes, numbers and literals their values. The public
+function is then called for real, so the graph machinery runs the op's ``infer`` and either
+returns an ``Apply`` node, whose axes map back to static types, or raises the very
+``AxisError`` a run would raise. Static and run-time messages therefore agree by
+construction (sizes print as ``?``, which is dropped).
+"""
+
+from __future__ import annotations
+
+import itertools
+import re
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+from mypy.nodes import (
+    DictExpr,
+    Expression,
+    FloatExpr,
+    IntExpr,
+    ListExpr,
+    MemberExpr,
+    NameExpr,
+    TupleExpr,
+    TypeInfo,
+    UnaryExpr,
+)
+from mypy.types import (
+    AnyType,
+    CallableType,
+    Instance,
+    LiteralType,
+    NoneType,
+    TupleType,
+    Type,
+    TypeOfAny,
+    TypeType,
+    TypeVarTupleType,
+    TypeVarType,
+    UnpackType,
+    get_proper_type,
+)
+
+from ..core import _dtype
+from ..core._axis import Axis
+from ..core._dtype import DType
+from ..core._errors import AxisError
+from ..core._nodes import Input, Node
+from ..core._tensor import Tensor
+from ._types import AXIS, DTYPE, TT, fullname, tensor_of
+
+_SIZES = re.compile(r"=\?(?=[,\]])")
+_fresh = itertools.count()
+
+
+class CannotEvaluate(Exception):
+    """The arguments are not known well enough: the call gets the gradual type."""
+
+
+class Joined(Exception):
+    """An operand's axis or dtype was widened to a base class by a join."""
+
+    def __init__(self, tt: TT) -> None:
+        super().__init__()
+        self.tt = tt
+
+
+class Named(int):
+    """A non-literal int: behaves as 1 and prints as its source expression (``i``)."""
+
+    text: str
+
+    def __new__(cls, text: str) -> Named:
+        out = super().__new__(cls, 1)
+        out.text = text
+        return out
+
+    def __repr__(self) -> str:
+        return self.text
+
+    __str__ = __repr__
+
+    def __format__(self, spec: str) -> str:
+        return self.text
+
+
+class Opaque:
+    """A value the type rules only carry along (a traced index, a key)."""
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+
+    def __repr__(self) -> str:
+        return self.text
+
+
+@dataclass
+class Env:
+    """Stand-ins made for one call, and what they stand for."""
+
+    tensor_info: TypeInfo
+    type_of: Callable[[Expression], Type]  # the exact type of a list element
+    marker: Callable[[str], Type | None]  # F32 -> the static type of the dtype marker
+    flavour: str = "float"  # numpy kind given to dtype type variables
+    reverse: dict[object, Type] = field(default_factory=dict)
+    cache: dict[object, type[Any]] = field(default_factory=dict)
+    uncertain: bool = False  # an Any axis or dtype was seen
+    variadic: bool = False  # a *Ts was seen
+    dtype_vars: bool = False  # a dtype type variable was seen
+    placeholders: bool = False  # a value was not known (Named / Opaque)
+
+    # --------------------------------------------------------------- stand-ins
+    def axis(self, t: Type) -> type[Axis]:
+        """The stand-in class of one static axis."""
+        p = get_proper_type(t)
+        if isinstance(t, UnpackType):
+            self.variadic = True
+            key: object = ("*", str(t.type))
+            label = "*" + _label(t.type)
+        elif isinstance(p, Instance):
+            if p.type.fullname in (AXIS, DTYPE, "builtins.object"):
+                raise Joined(TT(t, None))
+            key, label = ("class", p.type.fullname), p.type.name
+        elif isinstance(p, TypeVarType):
+            key, label = ("var", p.fullname, p.id.raw_id), p.name
+        else:  # Any, or something odd: a fresh axis that matches nothing else
+            self.uncertain = True
+            key, label = ("any", next(_fresh)), "Any"
+        cls = self.cache.get(key)
+        if cls is None:
+            cls = type(label, (Axis,), {"__module__": "axjax.mypy"})
+            self.cache[key] = cls
+            self.reverse[cls] = t
+        return cls
+
+    def dtype(self, t: Type) -> type[DType]:
+        """A real dtype marker, or a stand-in marker for a type variable / ``Any``."""
+        p = get_proper_type(t)
+        if isinstance(p, Instance):
+            if p.type.fullname == DTYPE:
+                raise Joined(TT(t, None))
+            real = getattr(_dtype, p.type.name, None)
+            if not (isinstance(real, type) and issubclass(real, DType)) or real is DType:
+                raise CannotEvaluate
+            self.reverse[real] = t
+            return real
+        if isinstance(p, TypeVarType):
+            self.dtype_vars = True
+            key: object = ("dvar", p.fullname, p.id.raw_id)
+            label = p.name
+        else:
+            self.uncertain = True
+            key, label = ("dany",), "Any"
+        cls = self.cache.get(key)
+        if cls is None:
+            kind = np.dtype(np.float32 if self.flavour == "float" else np.int32)
+            cls = type(label, (DType,), {"__module__": "axjax.mypy", "numpy": kind})
+            self.cache[key] = cls
+            self.reverse[cls] = t
+        return cls
+
+    def fake(self, tt: TT) -> Input[Any, *tuple[Any, ...]]:
+        """An ``ax.Input`` with the operand's dtype and axes, sizes open."""
+        if tt.axes is None:
+            raise CannotEvaluate
+        axes = [self.axis(a) for a in tt.axes]
+        try:
+            return Input(self.dtype(tt.dtype), *axes)
+        except (AxisError, TypeError):
+            raise CannotEvaluate from None
+
+    # --------------------------------------------------------------- values
+    def value(self, expr: Expression | None, typ: Type) -> object:
+        """The run-time value standing for an argument of static type ``typ``."""
+        p = get_proper_type(typ)
+        tt = tensor_of(p, self.tensor_info)
+        if tt is not None:
+            if isinstance(p, AnyType):
+                raise CannotEvaluate
+            return self.fake(tt)
+        if isinstance(p, CallableType) and p.is_type_obj():
+            return self.klass(Instance(p.type_object(), []))
+        if isinstance(p, TypeType):
+            return self.klass(p.item)
+        if isinstance(p, TupleType):
+            exprs = (expr.items if isinstance(expr, TupleExpr) and len(expr.items) == len(p.items)
+                     else [None] * len(p.items))
+            return tuple(self.value(e, t) for e, t in zip(exprs, p.items, strict=True))
+        if isinstance(p, NoneType):
+            return None
+        if isinstance(p, LiteralType):
+            return p.value
+        if isinstance(p, Instance):
+            return self.instance_value(expr, p)
+        raise CannotEvaluate
+
+    def klass(self, t: Type) -> object:
+        """A class passed as a value: an axis label, a dtype marker, or something else."""
+        p = get_proper_type(t)
+        if isinstance(p, Instance):
+            if p.type.fullname == AXIS:
+                return Axis
+            if p.type.has_base(AXIS):
+                return self.axis(p)
+            if p.type.has_base(DTYPE):
+                return self.dtype(p)
+            return type(p.type.name, (), {"__module__": "builtins"})  # prints as <class 'int'>
+        if isinstance(p, TypeVarType):
+            bound = get_proper_type(p.upper_bound)
+            if isinstance(bound, Instance) and bound.type.has_base(DTYPE):
+                return self.dtype(p)
+            return self.axis(p)
+        raise CannotEvaluate
+
+    def instance_value(self, expr: Expression | None, p: Instance) -> object:
+        if p.last_known_value is not None:
+            return p.last_known_value.value
+        full = p.type.fullname
+        if full in ("builtins.int", "builtins.float", "builtins.bool"):
+            literal = _literal(expr)
+            if literal is not None:
+                return literal
+            self.placeholders = True
+            return {"builtins.int": Named(_text(expr)), "builtins.float": 1.0,
+                    "builtins.bool": True}[full]
+        if full in ("builtins.list", "builtins.tuple") or p.type.has_base("typing.Sequence"):
+            elem = p.args[0] if p.args else AnyType(TypeOfAny.special_form)
+            if isinstance(expr, ListExpr | TupleExpr):
+                return [self.value(e, self._element(e, elem)) for e in expr.items]
+            return [self.value(None, elem)]
+        if isinstance(expr, DictExpr) and len(p.args) == 2:
+            return {self.value(k, self._element(k, p.args[0]) if k else p.args[0]):
+                    self.value(v, self._element(v, p.args[1])) for k, v in expr.items}
+        if full == "builtins.str":
+            raise CannotEvaluate
+        self.placeholders = True
+        return Opaque(_text(expr))
+
+    def _element(self, e: Expression, fallback: Type) -> Type:
+        """The exact type of a list element written as a name (no join), else ``fallback``."""
+        if isinstance(e, NameExpr | MemberExpr):
+            return self.type_of(e)
+        return fallback
+
+    # --------------------------------------------------------------- results
+    def result(self, out: object) -> TT:
+        """The static type of the run-time result (an ``Apply`` node, or an operand)."""
+        if not isinstance(out, Node):
+            raise CannotEvaluate
+        node: Tensor[Any, *tuple[Any, ...]] = out
+        dtype = self.reverse.get(node.dtype) or self.marker(node.dtype.__name__)
+        try:
+            axes = [self.reverse[a] for a in node.axes]
+        except KeyError:
+            raise CannotEvaluate from None
+        if dtype is None:
+            raise CannotEvaluate
+        return TT(dtype, axes)
+
+
+def _literal(expr: Expression | None) -> int | float | None:
+    if isinstance(expr, IntExpr | FloatExpr):
+        return expr.value
+    if isinstance(expr, UnaryExpr) and expr.op == "-":
+        inner = _literal(expr.expr)
+        return None if inner is None else -inner
+    return None
+
+
+def _text(expr: Expression | None) -> str:
+    if isinstance(expr, NameExpr):
+        return expr.name
+    if isinstance(expr, MemberExpr):
+        return f"{_text(expr.expr)}.{expr.name}"
+    return "?"
+
+
+def _label(t: Type) -> str:
+    p = get_proper_type(t)
+    return p.name if isinstance(p, TypeVarTupleType) else str(p)
+
+
+def message(error: Exception) -> str:
+    """The run-time message as the static checker shows it (open sizes ``=?`` dropped)."""
+    return _SIZES.sub("", str(error))
+
+
+__all__ = ["CannotEvaluate", "Env", "Joined", "Named", "Opaque", "message", "fullname"]

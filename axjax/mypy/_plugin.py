@@ -1,0 +1,287 @@
+"""The mypy plugin: exact result types and axjax's own messages for every op call.
+
+For each op it owns, the plugin
+
+1. replaces the declared signature (often a set of position overloads, see
+   ``tools/gen_overloads.py``) by the implementation's, with every Tensor or axis parameter
+   widened to ``object``, so mypy never reports "No overload variant" or "Cannot infer
+   value of type parameter" for it (``object``, not ``Any``: an ``Any`` formal would become
+   the type context of a nested call and erase its axes);
+2. computes the result type by running the op's own type rule on symbolic stand-ins
+   (:mod:`._evaluate`) and reports a failing rule at the call site, in the run-time words,
+   under the error code ``axjax-axes``.
+
+When the axes are not known well enough (``Any``, an unknown rank, ``*Ts`` in generic code
+where a rule cannot tell) the call gets the gradual ``Tensor[Any, *tuple[Any, ...]]`` and
+no error: the plugin never rejects a call that could succeed at run time.
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+import traceback
+from collections.abc import Callable
+
+from mypy.errorcodes import ErrorCode
+from mypy.nodes import (
+    ARG_STAR,
+    ARG_STAR2,
+    Decorator,
+    FuncDef,
+    OverloadedFuncDef,
+    SymbolNode,
+    TypeInfo,
+)
+from mypy.plugin import (
+    AnalyzeTypeContext,
+    ClassDefContext,
+    FunctionContext,
+    FunctionSigContext,
+    MethodContext,
+    MethodSigContext,
+    Plugin,
+)
+from mypy.types import (
+    AnyType,
+    CallableType,
+    Instance,
+    Type,
+    TypeOfAny,
+    UnpackType,
+)
+
+from ._evaluate import CannotEvaluate, Env, Joined, Named, message
+from ._labels import analyzing, check_annotation, check_label_class
+from ._signature import widen
+from ._types import AXIS, CORE, TENSOR, TT, describe, make_tensor, tensor_of
+
+AXES_ERROR = ErrorCode("axjax-axes", "Axes or dtypes of an axjax op do not line up", "axjax")
+JOIN_ERROR = ErrorCode("axjax-joined-axis", "An axis was widened to a base class", "axjax")
+
+UNARY = frozenset({"negative", "abs", "exp", "log", "log1p", "expm1", "sqrt", "rsqrt", "square",
+                   "reciprocal", "tanh", "sigmoid", "relu", "gelu", "silu", "softplus", "sin",
+                   "cos", "erf"})
+BINARY = frozenset({"add", "subtract", "multiply", "divide", "power", "maximum", "minimum",
+                    "equal", "not_equal", "less", "less_equal", "greater", "greater_equal",
+                    "where"})
+AXIS_OPS = frozenset({"sum", "mean", "max", "min", "logsumexp", "var", "argmax", "softmax",
+                      "log_softmax", "contract", "expand_dims", "squeeze", "transpose",
+                      "rename", "broadcast", "tile", "concat", "stack", "flatten", "unflatten",
+                      "index", "slice_", "take", "one_hot", "conv", "max_pool", "avg_pool"})
+#: rules that compare operands position by position: a *Ts stand-in is exact there, so
+#: their errors stand in generic code too
+STRUCTURAL = UNARY | BINARY | {"matmul"}
+#: a literal index decides where the new axis goes
+POSITIONAL = frozenset({"expand_dims", "stack"})
+CONSTRUCTORS = {"tensor": "Any", "zeros": "F32", "ones": "F32", "full": "F32", "normal": "F32",
+                "uniform": "F32", "randint": "I32", "arange": "I32"}
+METHODS = frozenset({"__add__", "__radd__", "__sub__", "__rsub__", "__mul__", "__rmul__",
+                     "__truediv__", "__rtruediv__", "__pow__", "__lt__", "__le__", "__gt__",
+                     "__ge__", "__matmul__"})
+INPUT = f"{CORE}._nodes.Input"
+NODES = frozenset({TENSOR, INPUT, *(f"{CORE}._nodes.{n}" for n in ("Node", "Param", "Const",
+                                                                   "Apply"))})
+DEBUG = bool(os.environ.get("AXJAX_MYPY_DEBUG"))
+
+
+def _short(fullname: str) -> str | None:
+    """``axjax.core._gen_reduce.sum`` -> ``sum`` for the ops the plugin owns."""
+    if not fullname.startswith(CORE + "."):
+        return None
+    short = fullname.rsplit(".", 1)[1]
+    return short if short in UNARY | BINARY | AXIS_OPS | {"matmul"} | CONSTRUCTORS.keys() else None
+
+
+class AxjaxPlugin(Plugin):
+    """Registered by ``plugins = axjax.mypy`` (see docs/typing.md)."""
+
+    # ------------------------------------------------------------------ registration
+    def get_function_signature_hook(
+        self, fullname: str
+    ) -> Callable[[FunctionSigContext], CallableType] | None:
+        if _short(fullname) or fullname == INPUT:
+            return lambda ctx: self._widened(fullname, ctx.default_signature)
+        return None
+
+    def get_function_hook(self, fullname: str) -> Callable[[FunctionContext], Type] | None:
+        short = _short(fullname)
+        if short in CONSTRUCTORS:
+            return lambda ctx: self._constructor(short, ctx)
+        if short is not None or fullname == INPUT:
+            return lambda ctx: self._function(fullname, short or "Input", ctx)
+        return None
+
+    def get_method_signature_hook(
+        self, fullname: str
+    ) -> Callable[[MethodSigContext], CallableType] | None:
+        if fullname.startswith(TENSOR + ".") and fullname.rsplit(".", 1)[-1] in METHODS:
+            return lambda ctx: widen(ctx.default_signature, self._object(), self._gradual())
+        return None
+
+    def get_method_hook(self, fullname: str) -> Callable[[MethodContext], Type] | None:
+        method = fullname.rsplit(".", 1)[-1]
+        if fullname.startswith(TENSOR + ".") and method in METHODS:
+            return lambda ctx: self._method(method, ctx)
+        return None
+
+    def get_type_analyze_hook(self, fullname: str) -> Callable[[AnalyzeTypeContext], Type] | None:
+        return check_annotation if fullname in NODES and not analyzing() else None
+
+    def get_base_class_hook(self, fullname: str) -> Callable[[ClassDefContext], None] | None:
+        return check_label_class if fullname == AXIS else None
+
+    # ------------------------------------------------------------------ lookups
+    def _info(self, fullname: str) -> TypeInfo:
+        sym = self.lookup_fully_qualified(fullname)
+        assert sym is not None and isinstance(sym.node, TypeInfo), fullname
+        return sym.node
+
+    def _tuple_info(self) -> TypeInfo:
+        return self._info("builtins.tuple")
+
+    def _object(self) -> Instance:
+        return Instance(self._info("builtins.object"), [])
+
+    def _marker(self, name: str) -> Type | None:
+        sym = self.lookup_fully_qualified(f"{CORE}._dtype.{name}")
+        return Instance(sym.node, []) if sym and isinstance(sym.node, TypeInfo) else None
+
+    def _widened(self, fullname: str, default: CallableType) -> CallableType:
+        """The implementation's signature with Tensor/axis parameters widened to object."""
+        sym = self.lookup_fully_qualified(fullname)
+        node: SymbolNode | None = sym.node if sym else None
+        drop_self = False
+        if isinstance(node, TypeInfo):  # a class: its __init__, without self
+            init = node.names.get("__init__")
+            node, drop_self = (init.node if init else None), True
+        if isinstance(node, OverloadedFuncDef):
+            node = node.impl
+        if isinstance(node, Decorator):
+            node = node.func
+        impl = node.type if isinstance(node, FuncDef) else None
+        if not isinstance(impl, CallableType):
+            impl = default
+        elif drop_self:
+            impl = impl.copy_modified(arg_types=impl.arg_types[1:], arg_kinds=impl.arg_kinds[1:],
+                                      arg_names=impl.arg_names[1:])
+        ret = self._gradual(self._info(INPUT) if fullname == INPUT else None)
+        return widen(impl.copy_modified(fallback=default.fallback), self._object(), ret)
+
+    def _gradual(self, info: TypeInfo | None = None) -> Instance:
+        return make_tensor(info or self._info(TENSOR), TT(AnyType(TypeOfAny.special_form), None),
+                           self._tuple_info())
+
+    def _env(self, ctx: FunctionContext | MethodContext, flavour: str) -> Env:
+        return Env(self._info(TENSOR), ctx.api.get_expression_type, self._marker, flavour)
+
+    # ------------------------------------------------------------------ hooks
+    def _function(self, fullname: str, short: str, ctx: FunctionContext) -> Type:
+        module, name = fullname.rsplit(".", 1)
+        fn = getattr(importlib.import_module(module), name)
+
+        def run(env: Env) -> object:
+            pos: list[object] = []
+            kw: dict[str, object] = {}
+            for i in range(len(ctx.callee_arg_names)):
+                for expr, typ, kind, key in zip(ctx.args[i], ctx.arg_types[i], ctx.arg_kinds[i],
+                                                ctx.arg_names[i], strict=True):
+                    if kind in (ARG_STAR, ARG_STAR2):
+                        raise CannotEvaluate
+                    value = env.value(expr, typ)
+                    if key is None:
+                        pos.append(value)
+                    else:
+                        kw[key] = value
+            if short == "Input":
+                kw.pop("name", None)
+            if short in POSITIONAL and any(isinstance(v, Named) for v in [*pos, *kw.values()]):
+                raise CannotEvaluate  # a computed index: where the axis goes is unknown
+            out = fn(*pos, **kw)
+            if short in POSITIONAL and env.variadic and not _exact(ctx, pos, kw, self):
+                raise CannotEvaluate
+            return out
+
+        info = self._info(INPUT) if short == "Input" else None
+        return self._evaluate(ctx, short, run, info)
+
+    def _method(self, method: str, ctx: MethodContext) -> Type:
+        def run(env: Env) -> object:
+            this = env.value(None, ctx.type)
+            args = [env.value(e, t) for e, t in zip(ctx.args[0], ctx.arg_types[0], strict=True)]
+            return getattr(this, method)(*args)
+
+        return self._evaluate(ctx, "matmul" if method == "__matmul__" else "add", run)
+
+    def _evaluate(self, ctx: FunctionContext | MethodContext, op: str,
+                  run: Callable[[Env], object], info: TypeInfo | None = None) -> Type:
+        env = self._env(ctx, "float")
+        try:
+            tt = env.result(run(env))
+        except CannotEvaluate:
+            return self._gradual(info)
+        except Joined as j:
+            ctx.api.fail(f"{describe(j.tt)} is an axis or dtype widened to its base class, as a "
+                         "join of different tensors makes it (a list literal, a conditional); "
+                         "annotate the variable with its exact Tensor[...] type", ctx.context,
+                         code=JOIN_ERROR)
+            return self._gradual(info)
+        except Exception as e:  # noqa: BLE001 - the op's own error, or a rule we cannot run
+            if DEBUG:
+                traceback.print_exc()
+            if self._reportable(env, op, e) and not self._passes_for_ints(ctx, env, run):
+                ctx.api.fail(message(e), ctx.context, code=AXES_ERROR)
+            return self._gradual(info)
+        return make_tensor(info or self._info(TENSOR), tt, self._tuple_info())
+
+    @staticmethod
+    def _reportable(env: Env, op: str, e: Exception) -> bool:
+        if not isinstance(e, TypeError) or "symbolic graph node" in str(e):
+            return False
+        if env.uncertain or (env.variadic and op not in STRUCTURAL):
+            return False
+        return not (env.placeholders and type(e) is TypeError)
+
+    def _passes_for_ints(self, ctx: FunctionContext | MethodContext, env: Env,
+                         run: Callable[[Env], object]) -> bool:
+        """A dtype type variable may be an integer type: is the error only for floats?"""
+        if not env.dtype_vars:
+            return False
+        try:
+            run(self._env(ctx, "int"))
+        except Exception:  # noqa: BLE001
+            return False
+        return True
+
+    def _constructor(self, short: str, ctx: FunctionContext) -> Type:
+        from ._constructors import constructor_type
+
+        tt = constructor_type(short, ctx, self._env(ctx, "float"), CONSTRUCTORS[short],
+                              self._marker, AXES_ERROR)
+        if tt is None:
+            return self._gradual()
+        return make_tensor(self._info(TENSOR), tt, self._tuple_info())
+
+
+def _exact(ctx: FunctionContext, pos: list[object], kw: dict[str, object],
+           plugin: AxjaxPlugin) -> bool:
+    """With ``*Ts`` in the operand, a literal index is exact only outside the variadic part."""
+    at = kw.get("at", pos[2] if len(pos) > 2 else 0)
+    operand = ctx.arg_types[0][0] if ctx.arg_types and ctx.arg_types[0] else None
+    tt = tensor_of(operand, plugin._info(TENSOR)) if operand is not None else None
+    if tt is None:  # stack: a sequence of tensors
+        p = operand
+        args = getattr(p, "args", None)
+        tt = tensor_of(args[0], plugin._info(TENSOR)) if args else None
+    if tt is None or tt.axes is None or not isinstance(at, int):
+        return False
+    k = next(i for i, a in enumerate(tt.axes) if isinstance(a, UnpackType))
+    return 0 <= at <= k or (at < 0 and -at - 1 <= len(tt.axes) - 1 - k)
+
+
+def plugin(version: str) -> type[Plugin]:
+    """mypy's entry point (``plugins = axjax.mypy``)."""
+    return AxjaxPlugin
+
+
+__all__ = ["AXES_ERROR", "JOIN_ERROR", "AxjaxPlugin", "plugin"]

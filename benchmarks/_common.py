@@ -1,0 +1,191 @@
+"""The protocol every benchmark shares: data, runners, training steps, timing, statistics.
+
+A *runner* is one model in one framework, ready to train: its state (parameters and
+optimizer state), a ``step(state, x, y) -> (state, loss)`` that does not wait for the
+device, ``put`` (host numpy batch -> the framework's input types, as a real data loop
+does), and ``sync`` (wait for the device). Every runner of a model starts from the same
+numpy weights and sees the same batches, so their losses agree (checked in the report).
+"""
+
+from __future__ import annotations
+
+import gzip
+import os
+import resource
+import statistics
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import jax
+import numpy as np
+import optax
+
+__all__ = [
+    "BATCH",
+    "LR",
+    "Data",
+    "Runner",
+    "jit_train_step",
+    "load_mnist",
+    "peak_rss_mib",
+    "rss_mib",
+    "summary",
+    "uniform",
+]
+
+BATCH = 128
+LR = 1e-3
+ROOT = Path(__file__).resolve().parent.parent
+
+
+@dataclass
+class Data:
+    """Training images ``[N, 28, 28]`` in ``[0, 1]`` (float32), labels ``[N]`` (int32)."""
+
+    images: np.ndarray
+    labels: np.ndarray
+    source: str
+
+    def batches(self, seed: int, count: int) -> list[np.ndarray]:
+        """``count`` index arrays of ``BATCH`` examples from a seeded shuffle (as an epoch)."""
+        rng = np.random.default_rng(seed)
+        out: list[np.ndarray] = []
+        while len(out) < count:
+            perm = rng.permutation(len(self.labels))
+            n = len(perm) // BATCH
+            out += [perm[i * BATCH:(i + 1) * BATCH] for i in range(n)]
+        return out[:count]
+
+
+def _read_idx(path: Path) -> np.ndarray:
+    from axjax.train import read_idx
+
+    return read_idx(path)
+
+
+def load_mnist(data_dir: str | os.PathLike[str] | None = None) -> Data:
+    """The real MNIST training set, or (only when the files are absent) seeded noise.
+
+    ``data_dir`` defaults to ``$AXJAX_TEST_DATA/mnist`` or ``../shared/data/mnist`` beside
+    the repository; the report says which was used.
+    """
+    if data_dir is None:
+        env = os.environ.get("AXJAX_TEST_DATA")
+        base = Path(env) if env else ROOT.parent / "shared" / "data"
+        data_dir = base / "mnist"
+    d = Path(data_dir)
+    images, labels = d / "train-images-idx3-ubyte.gz", d / "train-labels-idx1-ubyte.gz"
+    if images.exists() and labels.exists():
+        x = _read_idx(images).astype(np.float32) / 255.0
+        y = _read_idx(labels).astype(np.int32)
+        return Data(x.reshape(-1, 28, 28), y, f"MNIST train ({d})")
+    rng = np.random.default_rng(0)
+    n = 4 * BATCH
+    return Data(rng.random((n, 28, 28), dtype=np.float32),
+                rng.integers(0, 10, n).astype(np.int32),
+                f"synthetic noise ({d} not found)")
+
+
+def uniform(rng: np.random.Generator, shape: tuple[int, ...], fan_in: int) -> np.ndarray:
+    """``U(-1/sqrt(fan_in), 1/sqrt(fan_in))`` float32 (the PyTorch/Equinox default)."""
+    bound = 1.0 / np.sqrt(fan_in)
+    return rng.uniform(-bound, bound, size=shape).astype(np.float32)
+
+
+@dataclass
+class Runner:
+    """One model in one framework, ready to train (see the module docstring)."""
+
+    state: Any
+    step: Callable[[Any, Any, Any], tuple[Any, Any]]
+    put: Callable[[np.ndarray, np.ndarray], tuple[Any, Any]]
+    sync: Callable[[Any], Any] = jax.block_until_ready
+    #: how many times the step was traced (``None`` where the framework does not trace)
+    traces: Callable[[], int] | None = None
+    #: the compiled step's text, for the structural checks (JAX-family runners only)
+    lowered: Callable[[Any, Any], Any] | None = None
+    notes: list[str] = field(default_factory=list)
+
+
+def jit_train_step(loss_fn: Callable[[Any, Any, Any], Any], params: Any,
+                   put: Callable[[np.ndarray, np.ndarray], tuple[Any, Any]],
+                   optimizer: optax.GradientTransformation | None = None) -> Runner:
+    """The hand-written training step: loss, gradient and optax update in one ``jax.jit``.
+
+    ``loss_fn(params, x, y)`` returns a scalar array. Used by raw JAX and by axjax modules
+    (an Equinox module whose leaves are Tensors is a pytree of arrays like any other).
+    """
+    opt = optimizer or optax.adam(LR)
+    count = [0]
+
+    def step(params: Any, opt_state: Any, x: Any, y: Any) -> tuple[Any, Any, Any]:
+        count[0] += 1
+        loss, grads = jax.value_and_grad(loss_fn)(params, x, y)
+        updates, opt_state = opt.update(grads, opt_state, params)
+        return optax.apply_updates(params, updates), opt_state, loss
+
+    jitted = jax.jit(step)
+
+    def run(state: Any, x: Any, y: Any) -> tuple[Any, Any]:
+        p, s, loss = jitted(state[0], state[1], x, y)
+        return (p, s), loss
+
+    def lowered(x: Any, y: Any) -> Any:
+        return jitted.lower(params, opt.init(params), x, y)
+
+    return Runner((params, opt.init(params)), run, put, traces=lambda: count[0],
+                  lowered=lowered)
+
+
+# ----------------------------------------------------------------------------- timing
+def timed(fn: Callable[[], Any]) -> tuple[Any, float]:
+    """``(fn(), seconds)``."""
+    t0 = time.perf_counter()
+    out = fn()
+    return out, time.perf_counter() - t0
+
+
+def window(runner: Runner, state: Any, n: int, batch: Callable[[int], tuple[Any, Any]]
+           ) -> tuple[Any, float]:
+    """Run ``n`` steps on ``batch(i)``, wait for the device; ``(state, steps per second)``."""
+    t0 = time.perf_counter()
+    loss = None
+    for i in range(n):
+        x, y = batch(i)
+        state, loss = runner.step(state, x, y)
+    runner.sync((state, loss))
+    return state, n / (time.perf_counter() - t0)
+
+
+def summary(values: Sequence[float]) -> dict[str, float]:
+    """``{"median", "min", "max"}`` of the values (rounded for the report)."""
+    v = list(values)
+    return {"median": _round(statistics.median(v)), "min": _round(min(v)),
+            "max": _round(max(v))}
+
+
+def _round(x: float) -> float:
+    return float(f"{x:.4g}")
+
+
+def rss_mib() -> float:
+    """The current resident set size of this process, in MiB (Linux)."""
+    try:
+        with open("/proc/self/statm") as f:
+            pages = int(f.read().split()[1])
+        return pages * os.sysconf("SC_PAGE_SIZE") / 2**20
+    except OSError:  # pragma: no cover - not Linux
+        return float("nan")
+
+
+def peak_rss_mib() -> float:
+    """The peak resident set size of this process so far, in MiB (Linux: KiB units)."""
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
+
+
+def gunzip_size(path: Path) -> int:  # pragma: no cover - diagnostics only
+    with gzip.open(path) as f:
+        return len(f.read())

@@ -1,0 +1,31 @@
+"""The benchmark models, each written once per framework (see ``_mlp.py`` for the pattern).
+
+Every model module has ``NAME``, ``TITLE``, ``init(seed) -> {name: numpy array}`` and one
+``build_<framework>(params) -> Runner`` per framework it supports.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+from types import ModuleType
+
+from . import _cnn, _lstm, _mlp
+
+__all__ = ["FRAMEWORKS", "MODELS", "available", "builder"]
+
+#: every framework, the reference first
+FRAMEWORKS = ("jax", "axjax", "graph", "equinox", "haliax", "torch")
+
+MODELS: dict[str, ModuleType] = {m.NAME: m for m in (_mlp, _cnn, _lstm)}
+
+
+def available(framework: str) -> bool:
+    """Whether the framework can be imported here (Haliax and PyTorch are optional)."""
+    if framework in ("haliax", "torch"):
+        return importlib.util.find_spec(framework) is not None
+    return True
+
+
+def builder(model: ModuleType, framework: str) -> object | None:
+    """The model's ``build_<framework>``, or ``None`` if it has none."""
+    return getattr(model, f"build_{framework}", None)

@@ -1,0 +1,104 @@
+"""Training steps written the way each framework's users write them.
+
+- raw JAX and axjax modules: :func:`benchmarks._common.jit_train_step` (one ``jax.jit``);
+- the axjax graph: the model's Tensors become ``ax.Param``s, the batch ``ax.Input``s, and
+  ``ax.compile_step`` lowers loss, gradient and update to one jitted function;
+- Equinox and Haliax: ``eqx.filter_jit`` and ``eqx.filter_value_and_grad``;
+- PyTorch: eager ``loss.backward()`` and ``torch.optim.Adam``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optax
+
+import axjax as ax
+
+from .._common import LR, Runner
+
+__all__ = ["eqx_runner", "graph_runner", "put_jax", "torch_runner"]
+
+Put = Callable[[np.ndarray, np.ndarray], tuple[Any, Any]]
+
+
+def put_jax(x: np.ndarray, y: np.ndarray) -> tuple[Any, Any]:
+    """Host batch -> device arrays (a copy each, as in a real data loop)."""
+    return jnp.asarray(x), jnp.asarray(y)
+
+
+def eqx_runner(model: Any, loss_fn: Callable[[Any, Any, Any], Any], put: Put) -> Runner:
+    """``eqx.filter_jit`` around ``eqx.filter_value_and_grad`` and an optax update."""
+    opt = optax.adam(LR)
+    count = [0]
+
+    @eqx.filter_jit
+    def step(model: Any, opt_state: Any, x: Any, y: Any) -> tuple[Any, Any, Any]:
+        count[0] += 1
+        loss, grads = eqx.filter_value_and_grad(loss_fn)(model, x, y)
+        updates, opt_state = opt.update(grads, opt_state, eqx.filter(model, eqx.is_array))
+        return eqx.apply_updates(model, updates), opt_state, loss
+
+    def run(state: Any, x: Any, y: Any) -> tuple[Any, Any]:
+        m, s, loss = step(state[0], state[1], x, y)
+        return (m, s), loss
+
+    return Runner((model, opt.init(eqx.filter(model, eqx.is_array))), run, put,
+                  traces=lambda: count[0])
+
+
+def _to_params(model: Any) -> Any:
+    is_tensor = lambda t: isinstance(t, ax.Tensor)  # noqa: E731
+    return jax.tree.map(lambda t: ax.Param(t) if is_tensor(t) else t, model, is_leaf=is_tensor)
+
+
+def graph_runner(model: Any, loss_of: Callable[[Any], Any], inputs: Sequence[Any],
+                 put: Put) -> Runner:
+    """The graph path: Params for the weights, ``ax.compile_step`` for the update.
+
+    ``loss_of(model)`` builds the loss node from a model whose weights are Params (the
+    symbolic Inputs are closed over); the step object keeps the values and optimizer state.
+    """
+    loss = loss_of(_to_params(model))
+    graph_step = ax.compile_step(loss, optax.adam(LR), inputs=list(inputs))
+
+    def run(state: Any, x: Any, y: Any) -> tuple[Any, Any]:
+        return state, state(x, y)
+
+    def sync(out: Any) -> Any:
+        state, last = out
+        return jax.block_until_ready((last, state._values))
+
+    def lowered(x: Any, y: Any) -> Any:
+        gs = graph_step
+        return gs._jit.lower(gs._train(), gs._values, gs.opt_state,
+                             gs._lp.program.bind((x, y), {}))
+
+    return Runner(graph_step, run, put, sync=sync, traces=lambda: graph_step.trace_count,
+                  lowered=lowered)
+
+
+def torch_runner(model: Any, prep: Put, lr: float) -> Runner:
+    """Eager PyTorch: ``cross_entropy``, ``backward``, ``Adam.step`` (synchronous on CPU)."""
+    import torch
+    import torch.nn.functional as F
+
+    opt = torch.optim.Adam(model.parameters(), lr=lr)
+
+    def step(state: Any, x: Any, y: Any) -> tuple[Any, Any]:
+        opt.zero_grad(set_to_none=True)
+        loss = F.cross_entropy(model(x), y)
+        loss.backward()
+        opt.step()
+        return state, loss.detach()
+
+    def put(x: np.ndarray, y: np.ndarray) -> tuple[Any, Any]:
+        x, y = prep(x, y)
+        return torch.from_numpy(np.ascontiguousarray(x)), torch.from_numpy(y.astype(np.int64))
+
+    return Runner(model, step, put, sync=lambda out: None)

@@ -1,0 +1,160 @@
+"""An LSTM over the 28 rows of an MNIST image (28 features each, hidden 64), then a dense
+layer from the last hidden state to the 10 classes; softmax cross-entropy, Adam 1e-3.
+
+Weights as PyTorch and Equinox lay them out: ``weight_ih [4H, In]``, ``weight_hh [4H, H]``,
+one bias ``[4H]``, gates in the order input, forget, cell, output. Every framework runs
+one ``lax.scan`` (PyTorch: its fused ``nn.LSTM``) whose step computes both products.
+"""
+
+from __future__ import annotations
+
+from typing import Any, final
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optax
+
+import axjax as ax
+from axjax.train import Batch, Class
+
+from .._common import LR, Runner, jit_train_step, uniform
+from ._frameworks import eqx_runner, put_jax, torch_runner
+
+NAME = "lstm"
+TITLE = "LSTM 28x28 rows, hidden 64"
+HIDDEN = 64
+
+
+@final
+class Time(ax.Axis):
+    """The image rows, read one per step (28)."""
+
+
+@final
+class Feat(ax.Axis):
+    """The pixels of a row (28)."""
+
+
+@final
+class Hidden(ax.Axis):
+    """The LSTM state (64)."""
+
+
+def init(seed: int) -> dict[str, np.ndarray]:
+    rng = np.random.default_rng(seed)
+    h = HIDDEN
+    return {"wih": uniform(rng, (4 * h, 28), h), "whh": uniform(rng, (4 * h, h), h),
+            "bias": uniform(rng, (4 * h,), h),
+            "w": uniform(rng, (10, h), h), "b": uniform(rng, (10,), h)}
+
+
+# ----------------------------------------------------------------------------- raw JAX
+def raw_loss(p: Any, x: Any, y: Any) -> Any:
+    def cell(carry: Any, xt: Any) -> tuple[Any, None]:
+        h, c = carry
+        z = xt @ p["wih"] + h @ p["whh"] + p["bias"]
+        i, f, g, o = jnp.split(z, 4, axis=-1)
+        c = jax.nn.sigmoid(f) * c + jax.nn.sigmoid(i) * jnp.tanh(g)
+        return (jax.nn.sigmoid(o) * jnp.tanh(c), c), None
+
+    zero = jnp.zeros((x.shape[0], HIDDEN), x.dtype)
+    (h, _), _ = jax.lax.scan(cell, (zero, zero), jnp.swapaxes(x, 0, 1))
+    logits = h @ p["w"] + p["b"]
+    return optax.softmax_cross_entropy_with_integer_labels(logits, y).mean()
+
+
+def build_jax(p: dict[str, np.ndarray]) -> Runner:
+    params = {k: jnp.asarray(v.T if v.ndim == 2 else v) for k, v in p.items()}
+    return jit_train_step(raw_loss, params, put_jax)
+
+
+# ----------------------------------------------------------------------------- axjax
+class AxLSTM(eqx.Module):
+    cell: ax.nn.LSTMCell
+    dense: ax.nn.Affine[Hidden, Class]
+
+    def __init__(self, p: dict[str, np.ndarray]) -> None:
+        k1, k2 = jax.random.split(jax.random.key(0))
+        gate, prev = ax.nn.Gate, ax.nn.Prev
+        cell = ax.nn.LSTMCell(Feat, Hidden, 28, HIDDEN, key=k1)
+        self.cell = eqx.tree_at(
+            lambda c: (c.weight_ih, c.weight_hh, c.bias), cell,
+            (ax.tensor(p["wih"].reshape(4, HIDDEN, 28), gate, Hidden, Feat),
+             ax.tensor(p["whh"].reshape(4, HIDDEN, HIDDEN), gate, Hidden, prev),
+             ax.tensor(p["bias"].reshape(4, HIDDEN), gate, Hidden)))
+        dense = ax.nn.Affine(Hidden, Class, HIDDEN, 10, key=k2)
+        self.dense = eqx.tree_at(lambda d: (d.weight, d.bias), dense,
+                                 (ax.tensor(p["w"], Class, Hidden), ax.tensor(p["b"], Class)))
+
+    def __call__(self, x: Any) -> Any:
+        state = self.cell.init_state({Batch: x.size(Batch)})
+        h, _ = ax.nn.fold(self.cell, Time)(state, x)
+        return self.dense(h)
+
+
+def axjax_loss(model: Any, x: Any, y: Any) -> Any:
+    return ax.mean(ax.train.softmax_cross_entropy(model(x), y, Class), Batch)
+
+
+def put_axjax(x: np.ndarray, y: np.ndarray) -> tuple[Any, Any]:
+    return ax.tensor(x, Batch, Time, Feat), ax.tensor(y, Batch)
+
+
+def build_axjax(p: dict[str, np.ndarray]) -> Runner:
+    return jit_train_step(lambda m, x, y: axjax_loss(m, x, y).array, AxLSTM(p), put_axjax)
+
+
+# ----------------------------------------------------------------------------- Equinox
+class EqxLSTM(eqx.Module):
+    cell: eqx.nn.LSTMCell
+    dense: eqx.nn.Linear
+
+    def __init__(self, p: dict[str, np.ndarray]) -> None:
+        k1, k2 = jax.random.split(jax.random.key(0))
+        a = jnp.asarray
+        self.cell = eqx.tree_at(lambda c: (c.weight_ih, c.weight_hh, c.bias),
+                                eqx.nn.LSTMCell(28, HIDDEN, key=k1),
+                                (a(p["wih"]), a(p["whh"]), a(p["bias"])))
+        self.dense = eqx.tree_at(lambda d: (d.weight, d.bias), eqx.nn.Linear(HIDDEN, 10, key=k2),
+                                 (a(p["w"]), a(p["b"])))
+
+    def __call__(self, xs: Any) -> Any:
+        zero = jnp.zeros(HIDDEN, xs.dtype)
+        (h, _), _ = jax.lax.scan(lambda s, xt: (self.cell(xt, s), None), (zero, zero), xs)
+        return self.dense(h)
+
+
+def eqx_loss(model: Any, x: Any, y: Any) -> Any:
+    return optax.softmax_cross_entropy_with_integer_labels(jax.vmap(model)(x), y).mean()
+
+
+def build_equinox(p: dict[str, np.ndarray]) -> Runner:
+    return eqx_runner(EqxLSTM(p), eqx_loss, put_jax)
+
+
+# ----------------------------------------------------------------------------- PyTorch
+def build_torch(p: dict[str, np.ndarray]) -> Runner:
+    import torch
+
+    class TorchLSTM(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.lstm = torch.nn.LSTM(28, HIDDEN, batch_first=True)
+            self.dense = torch.nn.Linear(HIDDEN, 10)
+
+        def forward(self, x: Any) -> Any:
+            out, _ = self.lstm(x)
+            return self.dense(out[:, -1])
+
+    model = TorchLSTM()
+    t = torch.from_numpy
+    with torch.no_grad():
+        model.lstm.weight_ih_l0.copy_(t(p["wih"]))
+        model.lstm.weight_hh_l0.copy_(t(p["whh"]))
+        model.lstm.bias_ih_l0.copy_(t(p["bias"]))
+        model.lstm.bias_hh_l0.zero_()
+        model.dense.weight.copy_(t(p["w"]))
+        model.dense.bias.copy_(t(p["b"]))
+    return torch_runner(model, lambda x, y: (x, y), LR)
