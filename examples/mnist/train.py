@@ -1,0 +1,163 @@
+"""MNIST / Fashion-MNIST with the paper's 784-300-100-10 MLP, or a small CNN.
+
+Run ``make mnist`` (or ``python examples/mnist/train.py``): the MLP, 10 epochs, MNIST.
+Other runs::
+
+    python examples/mnist/train.py --model cnn --epochs 3
+    python examples/mnist/train.py --dataset fashion --epochs 5
+    python examples/mnist/train.py --checkpoint-dir runs/ckpt --resume   # continue a run
+
+Data: ``--data-dir``; else ``../shared/data/<name>`` beside the repository when it exists;
+else ``$AXJAX_DATA``, the cache ``~/.cache/axjax``, then a checksum-verified download.
+Prints the test accuracy and the time, and writes ``<logdir>/curves.png``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+from pathlib import Path
+from typing import Any, final
+
+import equinox as eqx
+import jax
+import optax
+
+import axjax as ax
+from axjax.train import Batch, Class, Height, Pixel, Width
+
+ROOT = Path(__file__).resolve().parents[2]
+SHARED_DATA = ROOT.parent / "shared" / "data"
+DATASETS = {"mnist": ax.train.MNIST, "fashion": ax.train.FASHION_MNIST}
+
+
+@final
+class Hidden1(ax.Axis): ...
+
+
+@final
+class Hidden2(ax.Axis): ...
+
+
+@final
+class Chan(ax.Axis):
+    """Image channels (1: grey levels)."""
+
+
+@final
+class Feature1(ax.Axis): ...
+
+
+@final
+class Feature2(ax.Axis): ...
+
+
+@final
+class Flat(ax.Axis):
+    """Height x Width x Feature2 flattened for the dense layers."""
+
+
+@final
+class Hidden(ax.Axis): ...
+
+
+def mlp(key: jax.Array) -> ax.nn.MLP[Pixel, Class]:
+    """The paper's 784-300-100-10 network with ReLU (LeCun et al. list 3.05 % error)."""
+    return ax.nn.MLP(Pixel, Class, 784, 10, hidden={Hidden1: 300, Hidden2: 100},
+                     activation=ax.relu, key=key)
+
+
+class CNN(eqx.Module):
+    """conv 3x3 (32) - max-pool 2 - conv 3x3 (64) - max-pool 2 - dense 128 - dense 10."""
+
+    conv1: ax.nn.Conv2D
+    conv2: ax.nn.Conv2D
+    pool: ax.nn.MaxPool2D
+    fc1: ax.nn.Affine[Flat, Hidden]
+    fc2: ax.nn.Affine[Hidden, Class]
+
+    def __init__(self, key: jax.Array) -> None:
+        k1, k2, k3, k4 = jax.random.split(key, 4)
+        self.conv1 = ax.nn.Conv2D((Height, Width), Chan, Feature1, 1, 32, 3, key=k1)
+        self.conv2 = ax.nn.Conv2D((Height, Width), Feature1, Feature2, 32, 64, 3, key=k2)
+        self.pool = ax.nn.MaxPool2D((Height, Width), 2)
+        self.fc1 = ax.nn.Affine(Flat, Hidden, 5 * 5 * 64, 128, key=k3)
+        self.fc2 = ax.nn.Affine(Hidden, Class, 128, 10, key=k4)
+
+    def __call__(self, x: ax.Tensor[ax.F32, Batch, Height, Width]
+                 ) -> ax.Tensor[ax.F32, Batch, Class]:
+        h = ax.expand_dims(x, Chan, at=3)                    # [Batch, Height, Width, Chan]
+        h = self.pool(ax.relu(self.conv1(h)))                # 28 -> 26 -> 13
+        h = self.pool(ax.relu(self.conv2(h)))                # 13 -> 11 -> 5
+        h = ax.flatten(h, (Height, Width, Feature2), Flat)   # [Batch, Flat=1600]
+        return self.fc2(ax.relu(self.fc1(h)))
+
+
+def classify(model: Any, x: Any, y: Any) -> tuple[Any, dict[str, Any]]:
+    """Mean softmax cross-entropy over the batch; accuracy as a metric."""
+    logits = model(x)
+    loss = ax.mean(ax.train.softmax_cross_entropy(logits, y, Class), Batch)
+    return loss, {"accuracy": ax.train.accuracy(logits, y, Class)}
+
+
+def data_dir(arg: str | None, dataset: str) -> Path | None:
+    """``--data-dir``, else the shared data folder beside the repository if present."""
+    if arg:
+        return Path(arg)
+    shared = SHARED_DATA / DATASETS[dataset].name
+    return shared if shared.is_dir() else None
+
+
+def parse(argv: list[str] | None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(description="Train an MLP or CNN on MNIST or Fashion-MNIST.")
+    p.add_argument("--model", choices=("mlp", "cnn"), default="mlp")
+    p.add_argument("--dataset", choices=tuple(DATASETS), default="mnist")
+    p.add_argument("--epochs", type=int, default=10)
+    p.add_argument("--batch-size", type=int, default=128)
+    p.add_argument("--lr", type=float, default=1e-3, help="peak learning rate (cosine decay)")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--data-dir", default=None)
+    p.add_argument("--logdir", default=None, help="default: runs/<dataset>-<model>")
+    p.add_argument("--checkpoint-dir", default=None, help="save a checkpoint every epoch")
+    p.add_argument("--resume", action="store_true", help="continue from --checkpoint-dir")
+    p.add_argument("--limit", type=int, default=None, help="use the first N training images")
+    p.add_argument("--no-progress", action="store_true")
+    return p.parse_args(argv)
+
+
+def main(argv: list[str] | None = None) -> dict[str, Any]:
+    args = parse(argv)
+    if args.resume and not args.checkpoint_dir:
+        raise SystemExit("--resume needs --checkpoint-dir (where the run's checkpoints are)")
+    spec, folder = DATASETS[args.dataset], data_dir(args.data_dir, args.dataset)
+    train = ax.train.load_dataset(spec, "train", data_dir=folder)
+    test = ax.train.load_dataset(spec, "test", data_dir=folder)
+    if args.limit:
+        train = train.subset(0, args.limit)
+    axes = (Batch, Pixel) if args.model == "mlp" else (Batch, Height, Width)
+    key = jax.random.key(args.seed)
+    init_key, data_key, run_key = jax.random.split(key, 3)
+    train_loader = ax.train.Loader(train, args.batch_size, axes=axes, key=data_key)
+    test_loader = ax.train.Loader(test, 1000, axes=axes)
+    model = mlp(init_key) if args.model == "mlp" else CNN(init_key)
+    schedule = optax.cosine_decay_schedule(args.lr, args.epochs * len(train_loader))
+    logdir = Path(args.logdir or ROOT / "runs" / f"{args.dataset}-{args.model}")
+    ckpts = ax.train.Checkpoints(args.checkpoint_dir, keep=2) if args.checkpoint_dir else None
+    print(f"{args.model} on {spec.title}: {len(train)} training / {len(test)} test images, "
+          f"{args.epochs} epochs of {len(train_loader)} steps, on {jax.default_backend()}")
+    start = time.perf_counter()
+    result = ax.train.fit(model, optax.adam(schedule), classify, train_loader,
+                          epochs=args.epochs, key=run_key, eval_data=test_loader,
+                          log_every=100, logdir=logdir, checkpoints=ckpts, resume=args.resume,
+                          progress=not args.no_progress)
+    seconds = time.perf_counter() - start
+    final = [r for r in result.history if "eval_accuracy" in r][-1]
+    print(f"test accuracy {final['eval_accuracy']:.2%} (error {1 - final['eval_accuracy']:.2%}) "
+          f"after {result.step} steps; {seconds:.1f} s in this run; "
+          f"curves: {logdir / 'curves.png'}")
+    return {"accuracy": final["eval_accuracy"], "seconds": seconds, "steps": result.step,
+            "logdir": logdir, "model": result.model}
+
+
+if __name__ == "__main__":
+    main()
