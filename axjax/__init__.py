@@ -18,3 +18,5 @@ __version__ = "0.1.0"
 
 from . import nn as nn  # noqa: E402
 from . import train as train
+from .nn import fold as fold  # the paper's foldLeft/scanLeft over a named axis
+from .nn import scan as scan

@@ -9,7 +9,6 @@ numpy weights and sees the same batches, so their losses agree (checked in the r
 
 from __future__ import annotations
 
-import gzip
 import os
 import resource
 import statistics
@@ -192,8 +191,3 @@ def rss_mib() -> float:
 def peak_rss_mib() -> float:
     """The peak resident set size of this process so far, in MiB (Linux: KiB units)."""
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
-
-
-def gunzip_size(path: Path) -> int:  # pragma: no cover - diagnostics only
-    with gzip.open(path) as f:
-        return len(f.read())

@@ -50,6 +50,11 @@ class AxisOp(Op):
     def positions(self, x: Any) -> tuple[int, ...]:
         return tuple(x.axes.index(a) for a in self.over)
 
+    def axis(self, x: Any) -> int | tuple[int, ...]:
+        """``positions`` as ``jax.numpy`` takes them fastest: an int for a single axis
+        (a tuple costs about 8 µs more per eager ``jnp.sum``; the lowering is the same)."""
+        return x.axes.index(self.over[0]) if len(self.over) == 1 else self.positions(x)
+
 
 class Reduction(AxisOp):
     """Base of reductions: the named axes are removed."""
@@ -84,7 +89,9 @@ class Sum(Reduction):
         return super().infer(x)
 
     def forward(self, x: Any) -> Array:
-        return jnp.sum(x._array, axis=self.positions(x), dtype=x._array.dtype)
+        a = x._array  # dtype= only where jnp.sum would widen (small ints); it costs ~20 µs
+        dtype = None if jnp.issubdtype(a.dtype, jnp.inexact) else a.dtype
+        return jnp.sum(a, axis=self.axis(x), dtype=dtype)
 
     def backward(self, dy: Any, y: Any, x: Any) -> tuple[Array]:
         return (self.spread(dy._array, x),)
@@ -96,7 +103,7 @@ class Mean(Reduction):
     floating_only = True
 
     def forward(self, x: Any) -> Array:
-        return jnp.mean(x._array, axis=self.positions(x))
+        return jnp.mean(x._array, axis=self.axis(x))
 
     def backward(self, dy: Any, y: Any, x: Any) -> tuple[Array]:
         n = math.prod(x._array.shape[i] for i in self.positions(x))
@@ -114,14 +121,14 @@ class Max(_Chooser):
     """Maximum over axes; ties share the gradient equally."""
 
     def forward(self, x: Any) -> Array:
-        return jnp.max(x._array, axis=self.positions(x))
+        return jnp.max(x._array, axis=self.axis(x))
 
 
 class Min(_Chooser):
     """Minimum over axes; ties share the gradient equally."""
 
     def forward(self, x: Any) -> Array:
-        return jnp.min(x._array, axis=self.positions(x))
+        return jnp.min(x._array, axis=self.axis(x))
 
 
 class LogSumExp(Reduction):
@@ -130,7 +137,7 @@ class LogSumExp(Reduction):
     floating_only = True
 
     def forward(self, x: Any) -> Array:
-        return jax.nn.logsumexp(x._array, axis=self.positions(x))
+        return jax.nn.logsumexp(x._array, axis=self.axis(x))
 
     def backward(self, dy: Any, y: Any, x: Any) -> tuple[Array]:
         return (self.expand(dy._array, x) * jnp.exp(x._array - self.expand(y._array, x)),)
@@ -179,7 +186,7 @@ class Softmax(_Normalise):
     """``exp(x) / sum(exp(x))`` along axes; backward ``y * (dy - sum(dy * y))``."""
 
     def forward(self, x: Any) -> Array:
-        return jax.nn.softmax(x._array, axis=self.positions(x))
+        return jax.nn.softmax(x._array, axis=self.axis(x))
 
     def backward(self, dy: Any, y: Any, x: Any) -> tuple[Array]:
         g, p = dy._array, y._array
@@ -190,7 +197,7 @@ class LogSoftmax(_Normalise):
     """``x - logsumexp(x)`` along axes; backward ``dy - exp(y) * sum(dy)``."""
 
     def forward(self, x: Any) -> Array:
-        return jax.nn.log_softmax(x._array, axis=self.positions(x))
+        return jax.nn.log_softmax(x._array, axis=self.axis(x))
 
     def backward(self, dy: Any, y: Any, x: Any) -> tuple[Array]:
         g = dy._array

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import builtins
-from typing import Any, TypeVar
+from typing import Any, TypeVar, TypeVarTuple
 
 import jax
 import jax.numpy as jnp
@@ -17,6 +17,7 @@ from ._tensor import Tensor, TensorType
 D = TypeVar("D", bound=DType)
 Array = Any
 AnyOf = Tensor[D, *tuple[Any, ...]]
+Axes = TypeVarTuple("Axes")
 
 
 def _require(op: Op, x: Any, axis: type[Axis]) -> int:
@@ -97,7 +98,7 @@ class Slice(Op):
         size = None if n is None else len(range(*bounds.indices(n)))
         return TensorType(x.dtype, x.axes, x.shape[:p] + (size,) + x.shape[p + 1:])
 
-    def _key(self, x: Any) -> tuple[slice, ...]:
+    def _key(self, x: Any) -> tuple[builtins.slice, ...]:
         p = x.axes.index(self.axis)
         return (builtins.slice(None),) * p + (builtins.slice(self.start, self.stop, self.step),)
 
@@ -108,8 +109,8 @@ class Slice(Op):
         return (jnp.zeros(x._array.shape, dy._array.dtype).at[self._key(x)].set(dy._array),)
 
 
-def slice(x: AnyOf[D], axis: type[Axis], start: int | None = None, stop: int | None = None,
-           step: int = 1) -> AnyOf[D]:
+def slice(x: Tensor[D, *Axes], axis: type[Axis], start: int | None = None,
+          stop: int | None = None, step: int = 1) -> Tensor[D, *Axes]:
     """Entries ``start:stop:step`` along ``axis`` (kept, with its new size)."""
     return Slice(axis, start, stop, step)(x)  # type: ignore[no-any-return]
 

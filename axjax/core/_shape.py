@@ -274,7 +274,7 @@ class Tile(Op):
         return (jnp.sum(g, axis=i),)
 
 
-def tile(x: AnyOf[D], axis: type[Axis], n: int) -> AnyOf[D]:
+def tile(x: Tensor[D, *Axes], axis: type[Axis], n: int) -> Tensor[D, *Axes]:
     """Repeat ``x`` ``n`` times along ``axis`` (its size becomes ``n`` times larger)."""
     return Tile(axis, n)(x)  # type: ignore[no-any-return]
 
@@ -318,7 +318,7 @@ class Concat(Op):
         return tuple(jnp.split(dy._array, bounds, axis=i))
 
 
-def concat(xs: Sequence[AnyOf[D]], axis: type[Axis]) -> AnyOf[D]:
+def concat(xs: Sequence[Tensor[D, *Axes]], axis: type[Axis]) -> Tensor[D, *Axes]:
     """Join tensors with identical axes along ``axis``."""
     return Concat(axis)(*xs)  # type: ignore[no-any-return]
 

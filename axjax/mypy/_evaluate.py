@@ -32,7 +32,7 @@ from mypy.nodes import (
 )
 from mypy.types import (
     AnyType,
-    CallableType,
+    FunctionLike,
     Instance,
     LiteralType,
     NoneType,
@@ -52,7 +52,7 @@ from ..core._dtype import DType
 from ..core._errors import AxisError
 from ..core._nodes import Input, Node
 from ..core._tensor import Tensor
-from ._types import AXIS, DTYPE, TT, fullname, tensor_of
+from ._types import AXIS, DTYPE, TT, WIDENED, describe, fullname, tensor_of
 
 _SIZES = re.compile(r"=\?(?=[,\]])")
 _fresh = itertools.count()
@@ -63,11 +63,12 @@ class CannotEvaluate(Exception):
 
 
 class Joined(Exception):
-    """An operand's axis or dtype was widened to a base class by a join."""
+    """An operand's axis or dtype was widened to a base class by a join (or the operand to
+    ``object``): ``what`` shows the widened type."""
 
-    def __init__(self, tt: TT) -> None:
-        super().__init__()
-        self.tt = tt
+    def __init__(self, what: str) -> None:
+        super().__init__(what)
+        self.what = what
 
 
 class Named(int):
@@ -104,7 +105,7 @@ class Env:
     """Stand-ins made for one call, and what they stand for."""
 
     tensor_info: TypeInfo
-    type_of: Callable[[Expression], Type]  # the exact type of a list element
+    type_of: Callable[[Expression], Type | None]  # the inferred type of a list element
     marker: Callable[[str], Type | None]  # F32 -> the static type of the dtype marker
     flavour: str = "float"  # numpy kind given to dtype type variables
     reverse: dict[object, Type] = field(default_factory=dict)
@@ -123,8 +124,6 @@ class Env:
             key: object = ("*", str(t.type))
             label = "*" + _label(t.type)
         elif isinstance(p, Instance):
-            if p.type.fullname in (AXIS, DTYPE, "builtins.object"):
-                raise Joined(TT(t, None))
             key, label = ("class", p.type.fullname), p.type.name
         elif isinstance(p, TypeVarType):
             key, label = ("var", p.fullname, p.id.raw_id), p.name
@@ -142,8 +141,6 @@ class Env:
         """A real dtype marker, or a stand-in marker for a type variable / ``Any``."""
         p = get_proper_type(t)
         if isinstance(p, Instance):
-            if p.type.fullname == DTYPE:
-                raise Joined(TT(t, None))
             real = getattr(_dtype, p.type.name, None)
             if not (isinstance(real, type) and issubclass(real, DType)) or real is DType:
                 raise CannotEvaluate
@@ -168,6 +165,8 @@ class Env:
         """An ``ax.Input`` with the operand's dtype and axes, sizes open."""
         if tt.axes is None:
             raise CannotEvaluate
+        if fullname(tt.dtype) == DTYPE or any(fullname(a) in WIDENED for a in tt.axes):
+            raise Joined(describe(tt))
         axes = [self.axis(a) for a in tt.axes]
         try:
             return Input(self.dtype(tt.dtype), *axes)
@@ -183,7 +182,7 @@ class Env:
             if isinstance(p, AnyType):
                 raise CannotEvaluate
             return self.fake(tt)
-        if isinstance(p, CallableType) and p.is_type_obj():
+        if isinstance(p, FunctionLike) and p.is_type_obj():
             return self.klass(Instance(p.type_object(), []))
         if isinstance(p, TypeType):
             return self.klass(p.item)
@@ -238,14 +237,14 @@ class Env:
                     self.value(v, self._element(v, p.args[1])) for k, v in expr.items}
         if full == "builtins.str":
             raise CannotEvaluate
+        if full == "builtins.object":  # the join of tensors of different ranks or dtypes
+            raise Joined("object")
         self.placeholders = True
         return Opaque(_text(expr))
 
     def _element(self, e: Expression, fallback: Type) -> Type:
-        """The exact type of a list element written as a name (no join), else ``fallback``."""
-        if isinstance(e, NameExpr | MemberExpr):
-            return self.type_of(e)
-        return fallback
+        """The exact type of a list element (not the join of all elements) if mypy has it."""
+        return self.type_of(e) or fallback
 
     # --------------------------------------------------------------- results
     def result(self, out: object) -> TT:

@@ -18,21 +18,26 @@ no error: the plugin never rejects a call that could succeed at run time.
 
 from __future__ import annotations
 
+import functools
+import hashlib
 import importlib
 import os
 import traceback
 from collections.abc import Callable
+from pathlib import Path
 
 from mypy.errorcodes import ErrorCode
 from mypy.nodes import (
     ARG_STAR,
     ARG_STAR2,
     Decorator,
+    Expression,
     FuncDef,
     OverloadedFuncDef,
     SymbolNode,
     TypeInfo,
 )
+from mypy.options import Options
 from mypy.plugin import (
     AnalyzeTypeContext,
     ClassDefContext,
@@ -41,6 +46,7 @@ from mypy.plugin import (
     MethodContext,
     MethodSigContext,
     Plugin,
+    ReportConfigContext,
 )
 from mypy.types import (
     AnyType,
@@ -54,7 +60,7 @@ from mypy.types import (
 from ._evaluate import CannotEvaluate, Env, Joined, Named, message
 from ._labels import analyzing, check_annotation, check_label_class
 from ._signature import widen
-from ._types import AXIS, CORE, TENSOR, TT, describe, make_tensor, tensor_of
+from ._types import AXIS, CORE, TENSOR, TT, make_tensor, tensor_of
 
 AXES_ERROR = ErrorCode("axjax-axes", "Axes or dtypes of an axjax op do not line up", "axjax")
 JOIN_ERROR = ErrorCode("axjax-joined-axis", "An axis was widened to a base class", "axjax")
@@ -68,12 +74,15 @@ BINARY = frozenset({"add", "subtract", "multiply", "divide", "power", "maximum",
 AXIS_OPS = frozenset({"sum", "mean", "max", "min", "logsumexp", "var", "argmax", "softmax",
                       "log_softmax", "contract", "expand_dims", "squeeze", "transpose",
                       "rename", "broadcast", "tile", "concat", "stack", "flatten", "unflatten",
-                      "index", "slice_", "take", "one_hot", "conv", "max_pool", "avg_pool"})
+                      "index", "slice", "slice_", "take", "one_hot", "conv", "max_pool",
+                      "avg_pool"})
 #: rules that compare operands position by position: a *Ts stand-in is exact there, so
 #: their errors stand in generic code too
 STRUCTURAL = UNARY | BINARY | {"matmul"}
 #: a literal index decides where the new axis goes
 POSITIONAL = frozenset({"expand_dims", "stack"})
+#: set algebra on axes: a *Ts might hold any axis, so the result is not known
+SET_ALGEBRA = frozenset({"contract"})
 CONSTRUCTORS = {"tensor": "Any", "zeros": "F32", "ones": "F32", "full": "F32", "normal": "F32",
                 "uniform": "F32", "randint": "I32", "arange": "I32"}
 METHODS = frozenset({"__add__", "__radd__", "__sub__", "__rsub__", "__mul__", "__rmul__",
@@ -96,6 +105,27 @@ def _short(fullname: str) -> str | None:
 class AxjaxPlugin(Plugin):
     """Registered by ``plugins = axjax.mypy`` (see docs/typing.md)."""
 
+    def __init__(self, options: Options) -> None:
+        super().__init__(options)
+        self._tensor_classes: dict[str, bool] = {}
+
+    def _is_tensor_method(self, fullname: str) -> bool:
+        """``Tensor.__add__``, ``Input.__matmul__``, ...: an operator of a Tensor class."""
+        cls, _, method = fullname.rpartition(".")
+        if method not in METHODS:
+            return False
+        known = self._tensor_classes.get(cls)
+        if known is None:
+            sym = self.lookup_fully_qualified(cls) if cls else None
+            node = sym.node if sym else None
+            known = isinstance(node, TypeInfo) and node.has_base(TENSOR)
+            self._tensor_classes[cls] = known
+        return known
+
+    def report_config_data(self, ctx: ReportConfigContext) -> str:
+        """Re-check cached modules whenever the type rules or this plugin change."""
+        return _fingerprint()
+
     # ------------------------------------------------------------------ registration
     def get_function_signature_hook(
         self, fullname: str
@@ -115,13 +145,13 @@ class AxjaxPlugin(Plugin):
     def get_method_signature_hook(
         self, fullname: str
     ) -> Callable[[MethodSigContext], CallableType] | None:
-        if fullname.startswith(TENSOR + ".") and fullname.rsplit(".", 1)[-1] in METHODS:
+        if self._is_tensor_method(fullname):
             return lambda ctx: widen(ctx.default_signature, self._object(), self._gradual())
         return None
 
     def get_method_hook(self, fullname: str) -> Callable[[MethodContext], Type] | None:
-        method = fullname.rsplit(".", 1)[-1]
-        if fullname.startswith(TENSOR + ".") and method in METHODS:
+        if self._is_tensor_method(fullname):
+            method = fullname.rsplit(".", 1)[-1]
             return lambda ctx: self._method(method, ctx)
         return None
 
@@ -173,7 +203,14 @@ class AxjaxPlugin(Plugin):
                            self._tuple_info())
 
     def _env(self, ctx: FunctionContext | MethodContext, flavour: str) -> Env:
-        return Env(self._info(TENSOR), ctx.api.get_expression_type, self._marker, flavour)
+        api = ctx.api
+        # the type mypy already inferred for a list element (no second evaluation)
+        lookup = getattr(api, "lookup_type_or_none", None)
+
+        def type_of(e: Expression) -> Type | None:
+            return lookup(e) if lookup is not None else None
+
+        return Env(self._info(TENSOR), type_of, self._marker, flavour)
 
     # ------------------------------------------------------------------ hooks
     def _function(self, fullname: str, short: str, ctx: FunctionContext) -> Type:
@@ -198,6 +235,8 @@ class AxjaxPlugin(Plugin):
             if short in POSITIONAL and any(isinstance(v, Named) for v in [*pos, *kw.values()]):
                 raise CannotEvaluate  # a computed index: where the axis goes is unknown
             out = fn(*pos, **kw)
+            if short in SET_ALGEBRA and env.variadic:
+                raise CannotEvaluate
             if short in POSITIONAL and env.variadic and not _exact(ctx, pos, kw, self):
                 raise CannotEvaluate
             return out
@@ -221,9 +260,9 @@ class AxjaxPlugin(Plugin):
         except CannotEvaluate:
             return self._gradual(info)
         except Joined as j:
-            ctx.api.fail(f"{describe(j.tt)} is an axis or dtype widened to its base class, as a "
-                         "join of different tensors makes it (a list literal, a conditional); "
-                         "annotate the variable with its exact Tensor[...] type", ctx.context,
+            ctx.api.fail(f"{j.what} is an operand widened to a base class, as a join of "
+                         "different tensors makes it (a list literal, a conditional); annotate "
+                         "the variable with its exact Tensor[...] type", ctx.context,
                          code=JOIN_ERROR)
             return self._gradual(info)
         except Exception as e:  # noqa: BLE001 - the op's own error, or a rule we cannot run
@@ -261,6 +300,16 @@ class AxjaxPlugin(Plugin):
         if tt is None:
             return self._gradual()
         return make_tensor(self._info(TENSOR), tt, self._tuple_info())
+
+
+@functools.cache
+def _fingerprint() -> str:
+    """A hash of the plugin and of the core modules whose type rules it runs."""
+    digest = hashlib.sha256()
+    package = Path(__file__).resolve().parent.parent
+    for path in sorted([*package.glob("mypy/*.py"), *package.glob("core/*.py")]):
+        digest.update(path.read_bytes())
+    return digest.hexdigest()[:16]
 
 
 def _exact(ctx: FunctionContext, pos: list[object], kw: dict[str, object],

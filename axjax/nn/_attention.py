@@ -128,7 +128,8 @@ class MultiheadAttention(eqx.Module):
         head_axis, head_dim_axis: labels of the heads and per-head features.
         causal: mask out keys after the query (self-attention).
         use_bias: add biases to the projections.
-        dropout_p: dropout on the attention weights (needs ``key`` when training).
+        dropout_p: dropout on the attention weights (needs ``key`` when training; its
+            ``inference`` flag is a bool leaf, so differentiate with ``eqx.filter_grad``).
         dtype, key: parameter dtype; PRNG key (keyword only).
 
     Example:
@@ -143,7 +144,7 @@ class MultiheadAttention(eqx.Module):
     value_proj: AnyTensor
     output_proj: AnyTensor
     biases: tuple[AnyTensor, AnyTensor, AnyTensor, AnyTensor] | None
-    dropout: Dropout
+    dropout: Dropout | None
     embed_axis: type[Axis] = eqx.field(static=True)
     query_pos: type[Axis] = eqx.field(static=True)
     key_pos: type[Axis] = eqx.field(static=True)
@@ -183,7 +184,7 @@ class MultiheadAttention(eqx.Module):
             zeros(k1, heads, dtype=dtype), zeros(k1, heads, dtype=dtype),  # type: ignore[arg-type]
             zeros(k1, heads, dtype=dtype), zeros(k1, {embed_axis: embed_size}, dtype=dtype),
         ) if use_bias else None
-        self.dropout = Dropout(dropout_p)
+        self.dropout = Dropout(dropout_p) if dropout_p > 0 else None
         self.causal = causal
 
     def _project(self, x: AnyTensor, w: AnyTensor, i: int) -> AnyTensor:
@@ -217,9 +218,9 @@ class MultiheadAttention(eqx.Module):
                                  key_.size(self.key_pos))
             mask = causal if mask is None else _and(mask, causal)
         drop = None
-        off = self.dropout.inference if inference is None else inference
-        if self.dropout.p > 0.0 and not off:
-            drop = lambda w: self.dropout(w, key=key, inference=False)  # noqa: E731
+        if self.dropout is not None:
+            dropout = self.dropout
+            drop = lambda w: dropout(w, key=key, inference=inference)  # noqa: E731
         out = _attention(q, k, v, self.head_dim_axis, self.key_pos, mask, drop)
         y = contract(out, self.output_proj, over=(self.head_axis, self.head_dim_axis))
         return y + broadcast(self.biases[3], y) if self.biases is not None else y

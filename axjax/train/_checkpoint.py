@@ -62,7 +62,7 @@ def _is_leaf(x: Any) -> bool:
 
 
 def _is_key(x: Any) -> bool:
-    return isinstance(x, jax.Array) and jax.dtypes.issubdtype(x.dtype, jax.dtypes.prng_key)
+    return isinstance(x, jax.Array) and jax.numpy.issubdtype(x.dtype, jax.dtypes.prng_key)
 
 
 def _show(entry: dict[str, Any]) -> str:
@@ -113,7 +113,8 @@ def save_checkpoint(path: str | os.PathLike[str], tree: Any, *, step: int = 0,
     """
     path = Path(path)
     flat, treedef = jax.tree_util.tree_flatten_with_path(tree, is_leaf=_is_leaf)
-    entries, arrays = [], []
+    entries: list[dict[str, Any]] = []
+    arrays: list[Any] = []
     for keypath, leaf in flat:
         entry = {"path": jax.tree_util.keystr(keypath), **_describe_leaf(leaf)}
         if entry["kind"] in ("tensor", "array", "key"):
@@ -225,7 +226,7 @@ def load_checkpoint(path: str | os.PathLike[str], like: Any) -> tuple[Any, dict[
                 f"{path} does not fit: it stores {len(stored)} leaves, the template has "
                 f"{len(flat)} (a different model or optimizer?)"
             )
-        leaves = []
+        leaves: list[Any] = []
         for (keypath, leaf), entry in zip(flat, stored, strict=True):
             where = jax.tree_util.keystr(keypath)
             mine = {"path": where, **_describe_leaf(leaf)}
@@ -247,7 +248,7 @@ def load_checkpoint(path: str | os.PathLike[str], like: Any) -> tuple[Any, dict[
                 if entry["kind"] == "tensor":
                     leaves.append(Tensor(jax.numpy.asarray(arr), leaf.axes))
                 elif entry["kind"] == "key":
-                    leaves.append(jax.random.wrap_key_data(arr, impl=entry["impl"]))
+                    leaves.append(jax.random.wrap_key_data(jax.numpy.asarray(arr), impl=entry["impl"]))
                 else:
                     leaves.append(jax.numpy.asarray(arr) if isinstance(leaf, jax.Array) else arr)
             elif entry["kind"] == "value":

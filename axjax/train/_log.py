@@ -91,7 +91,8 @@ def plot_history(history: Sequence[Row] | str | os.PathLike[str],
     from matplotlib.figure import Figure  # no pyplot: no global backend state
 
     rows = read_jsonl(history) if isinstance(history, (str, os.PathLike)) else list(history)
-    keys = sorted({k for r in rows for k in r if k not in ("step", "epoch", "time")})
+    keys = sorted({k for r in rows for k in r if k not in ("step", "epoch", "time")},
+                  key=lambda k: (not k.startswith("train"), k))
     losses = [k for k in keys if "loss" in k]
     others = [k for k in keys if "loss" not in k]
     panels = [p for p in (losses, others) if p]

@@ -75,9 +75,21 @@ def graph_runner(model: Any, loss_of: Callable[[Any], Any], inputs: Sequence[Any
         return jax.block_until_ready((last, state._values))
 
     def lowered(x: Any, y: Any) -> Any:
-        gs = graph_step
-        return gs._jit.lower(gs._train(), gs._values, gs.opt_state,
-                             gs._lp.program.bind((x, y), {}))
+        # the step's own jitted function, lowered with the arguments one call passes it
+        # (recorded by running one step: the graph API has no public lowering)
+        real, seen = graph_step._jit, []
+
+        def record(*args: Any, **kwargs: Any) -> Any:
+            seen.append((args, kwargs))
+            return real(*args, **kwargs)
+
+        graph_step._jit = record
+        try:
+            graph_step(x, y)
+        finally:
+            graph_step._jit = real
+        args, kwargs = seen[0]
+        return real.lower(*args, **kwargs)
 
     return Runner(graph_step, run, put, sync=sync, traces=lambda: graph_step.trace_count,
                   lowered=lowered)

@@ -80,17 +80,19 @@ class CNN(eqx.Module):
         k1, k2, k3, k4 = jax.random.split(key, 4)
         self.conv1 = ax.nn.Conv2D((Height, Width), Chan, Feature1, 1, 32, 3, key=k1)
         self.conv2 = ax.nn.Conv2D((Height, Width), Feature1, Feature2, 32, 64, 3, key=k2)
-        self.pool = ax.nn.MaxPool2D((Height, Width), 2)
+        self.pool = ax.nn.MaxPool2D((Height, Width), window=2, stride=2, padding="VALID")
         self.fc1 = ax.nn.Affine(Flat, Hidden, 5 * 5 * 64, 128, key=k3)
         self.fc2 = ax.nn.Affine(Hidden, Class, 128, 10, key=k4)
 
     def __call__(self, x: ax.Tensor[ax.F32, Batch, Height, Width]
                  ) -> ax.Tensor[ax.F32, Batch, Class]:
-        h = ax.expand_dims(x, Chan, at=3)                    # [Batch, Height, Width, Chan]
-        h = self.pool(ax.relu(self.conv1(h)))                # 28 -> 26 -> 13
-        h = self.pool(ax.relu(self.conv2(h)))                # 13 -> 11 -> 5
-        h = ax.flatten(h, (Height, Width, Feature2), Flat)   # [Batch, Flat=1600]
-        return self.fc2(ax.relu(self.fc1(h)))
+        x1: ax.Tensor[ax.F32, Batch, Height, Width, Chan] = ax.expand_dims(x, Chan, at=3)
+        h1: ax.Tensor[ax.F32, Batch, Height, Width, Feature1] = self.pool(
+            ax.relu(self.conv1(x1)))                                       # 28 -> 26 -> 13
+        h2: ax.Tensor[ax.F32, Batch, Height, Width, Feature2] = self.pool(
+            ax.relu(self.conv2(h1)))                                       # 13 -> 11 -> 5
+        flat = ax.flatten(h2, (Height, Width, Feature2), Flat)             # [Batch, Flat=1600]
+        return self.fc2(ax.relu(self.fc1(flat)))
 
 
 def classify(model: Any, x: Any, y: Any) -> tuple[Any, dict[str, Any]]:
@@ -121,6 +123,7 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--checkpoint-dir", default=None, help="save a checkpoint every epoch")
     p.add_argument("--resume", action="store_true", help="continue from --checkpoint-dir")
     p.add_argument("--limit", type=int, default=None, help="use the first N training images")
+    p.add_argument("--test-limit", type=int, default=None, help="use the first N test images")
     p.add_argument("--no-progress", action="store_true")
     return p.parse_args(argv)
 
@@ -134,6 +137,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     test = ax.train.load_dataset(spec, "test", data_dir=folder)
     if args.limit:
         train = train.subset(0, args.limit)
+    if args.test_limit:
+        test = test.subset(0, args.test_limit)
     axes = (Batch, Pixel) if args.model == "mlp" else (Batch, Height, Width)
     key = jax.random.key(args.seed)
     init_key, data_key, run_key = jax.random.split(key, 3)

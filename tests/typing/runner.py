@@ -6,12 +6,16 @@ separated by ``;``)::
     reveal_type(a @ b)  # want: Tensor[F32, A, C]      revealed type (implies no error)
     y = a + b           # want-error: same axes in a different order
     z = ax.sum(x, A)    # ok                           no error on this line
+    v = ax.sum(x, D)    # miss: ...                    wrong, and this checker cannot tell
+    u = f(x)            # limit: ...                   right, but this checker rejects it
     w = ...             # show                         record what each checker says
 
 ``want-error: text`` needs an error on the line; under mypy with the plugin its message must
-also contain ``text``. A directive may name its checkers: ``[mypy]`` (mypy alone),
-``[plugin]`` (mypy with ``axjax.mypy``), ``[pyright]``, or several (``[mypy,pyright]``);
-checkers a line does not name get no verdict there. An error on an unmarked line is a
+also contain ``text``. ``miss`` (no error wanted) and ``limit`` (an error wanted) mark the
+documented limits of a checker, counted apart so that they stay visible. A directive may
+name its checkers: ``[mypy]`` (mypy alone), ``[plugin]`` (mypy with ``axjax.mypy``),
+``[pyright]``, or several (``[mypy,pyright]``); checkers a line does not name get no verdict
+there. An error on an unmarked line is a
 failure of that checker. Run ``python -m tests.typing.runner`` for the full table.
 """
 
@@ -33,7 +37,9 @@ HERE = Path(__file__).resolve().parent
 CASES = HERE / "cases"
 BIN = Path(sys.executable).parent
 CHECKERS = ("mypy", "plugin", "pyright")
-DIRECTIVE = re.compile(r"^(want-error|want|ok|show)(?:\[([a-z,]+)\])?\s*(?::\s*(.*))?$")
+KINDS = r"(?:want-error|want|ok|miss|limit|show)"
+DIRECTIVE = re.compile(rf"^({KINDS})(?:\[([a-z,]+)\])?\s*(?::\s*(.*))?$")
+SEPARATOR = re.compile(rf";\s*(?={KINDS}\b)")  # messages may contain ';' themselves
 
 
 @dataclass
@@ -102,7 +108,7 @@ def parse(path: Path) -> list[Marked]:
         if not sep or raw.lstrip().startswith("#"):
             continue
         directives = []
-        for part in comment.split(";"):
+        for part in SEPARATOR.split(comment):
             m = DIRECTIVE.match(part.strip())
             if not m:
                 directives = []
@@ -136,6 +142,8 @@ def _mypy(args: list[str], config: str, cache: str) -> Run:
     rx = re.compile(r"^(.*?):(\d+):(?:\d+:)? (error|note|warning): (.*?)(?:  \[([a-z0-9-]+)\])?$")
     diags = [Diag(str(Path(m.group(1))), int(m.group(2)), m.group(3), m.group(4), m.group(5) or "")
              for m in map(rx.match, p.stdout.splitlines()) if m]
+    if p.returncode not in (0, 1):  # 2: mypy could not run (a configuration problem, a crash)
+        diags.append(Diag("?", 0, "error", "mypy did not run: " + (p.stdout + p.stderr)[-2000:]))
     return Run(diags, seconds, p.stdout + p.stderr)
 
 
@@ -215,7 +223,7 @@ def judge(m: Marked, checker: str, diags: list[Diag]) -> tuple[str, str]:
     if all(d.kind == "show" for d in dirs):
         shown = ([f"reveals {revs[-1]}"] if revs else []) + ([f"error: {text}"] if errs else [])
         return "INFO", "; ".join(shown) or "no error"
-    allows_error = any(d.kind == "want-error" for d in dirs)
+    allows_error = any(d.kind in ("want-error", "limit") for d in dirs)
     status, details = "PASS", []
     for d in dirs:
         if d.kind == "want":
@@ -234,12 +242,19 @@ def judge(m: Marked, checker: str, diags: list[Diag]) -> tuple[str, str]:
                 details.append(f"wrong message: {text}")
             else:
                 details.append(f"error: {text}")
-        elif d.kind == "ok":
+        elif d.kind in ("ok", "miss"):
             if errs:
                 status = "FAIL"
-                details.append(f"false positive: {text}")
+                details.append(f"false positive: {text}" if d.kind == "ok"
+                               else f"now caught (update the line): {text}")
             else:
-                details.append("no error")
+                details.append("no error" if d.kind == "ok" else "known miss")
+        elif d.kind == "limit":
+            if errs:
+                details.append(f"known false error: {text}")
+            else:
+                status = "FAIL"
+                details.append("no longer rejected (update the line)")
     return status, "; ".join(details)
 
 
@@ -261,14 +276,17 @@ def outcomes(runs: dict[str, Run]) -> dict[str, Outcome]:
 
 
 def summary(runs: dict[str, Run], results: dict[str, Outcome]) -> str:
-    rows = ["| checker | lines as expected / judged | shown only | unexpected errors | wall s |",
-            "|---|---|---|---|---|"]
+    rows = ["| checker | lines as expected / judged | known misses | known false errors | "
+            "shown only | errors on unmarked lines | wall s |", "|---|---|---|---|---|---|---|"]
     for c in CHECKERS:
         o = results[c]
         ok = sum(1 for _, s, _ in o.judged if s == "PASS")
+        kinds = [{d.kind for d in m.directives if c in d.checkers} for m, _, _ in o.judged]
+        misses = sum(1 for k in kinds if "miss" in k)
+        limits = sum(1 for k in kinds if "limit" in k)
         info = len(o.rows) - len(o.judged)
-        rows.append(f"| {c} | {ok} / {len(o.judged)} | {info} | {len(o.unexpected)} | "
-                    f"{runs[c].seconds:.1f} |")
+        rows.append(f"| {c} | {ok} / {len(o.judged)} | {misses} | {limits} | {info} | "
+                    f"{len(o.unexpected)} | {runs[c].seconds:.1f} |")
     return "\n".join(rows)
 
 

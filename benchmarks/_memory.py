@@ -1,0 +1,71 @@
+"""Peak memory of a training run, each model and framework in a process of its own.
+
+Resident memory only grows within a process, so interleaving cannot separate frameworks:
+each (model, framework) pair runs in a fresh child process that imports the same modules,
+keeps two batches, notes its resident set, builds the runner, runs ``steps`` steps and
+reports its peak. The difference (``delta``) is what the model, its compilation and its
+training cost; the absolute peak is reported beside it.
+"""
+
+from __future__ import annotations
+
+import gc
+import json
+import subprocess
+import sys
+from collections.abc import Sequence
+from typing import Any
+
+from ._common import ROOT, load_mnist, peak_rss_mib, rss_mib
+from .models import MODELS, builder
+
+__all__ = ["bench_memory", "child"]
+
+
+def child(model_name: str, framework: str, steps: int) -> dict[str, Any]:
+    """Run in the child process: the measurement itself."""
+    model = MODELS[model_name]
+    build = builder(model, framework)
+    if build is None:
+        raise SystemExit(f"no {framework} version of {model_name}")
+    data = load_mnist()
+    idx = data.batches(seed=1, count=2)
+    host = [(data.images[i].copy(), data.labels[i].copy()) for i in idx]
+    params = model.init(0)
+    del data
+    gc.collect()
+    before = rss_mib()
+    runner = build(params)  # type: ignore[operator]
+    state, loss = runner.state, None
+    for k in range(steps):
+        state, loss = runner.step(state, *runner.put(*host[k % 2]))
+    runner.sync((state, loss))
+    peak = peak_rss_mib()
+    return {"rss_before_mib": round(before, 1), "peak_rss_mib": round(peak, 1),
+            "delta_mib": round(peak - before, 1)}
+
+
+def bench_memory(models: Sequence[str], frameworks: Sequence[str], steps: int = 20,
+                 log: Any = print) -> dict[str, dict[str, Any]]:
+    """``{model: {framework: {rss_before_mib, peak_rss_mib, delta_mib} or {skipped}}}``."""
+    out: dict[str, dict[str, Any]] = {}
+    for m in models:
+        out[m] = {}
+        for fw in frameworks:
+            if builder(MODELS[m], fw) is None:
+                continue
+            cmd = [sys.executable, "-m", "benchmarks", "--memory-child", m, fw,
+                   "--steps", str(steps)]
+            proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, check=False)
+            lines = proc.stdout.strip().splitlines()
+            if proc.returncode or not lines:
+                why = (proc.stderr.strip().splitlines() or ["no output"])[-1]
+                out[m][fw] = {"skipped": why[:300]}
+            else:
+                out[m][fw] = json.loads(lines[-1])
+            log(f"  memory {m}/{fw}: {out[m][fw]}")
+        ref = out[m].get("jax", {}).get("delta_mib")
+        for entry in out[m].values():
+            if ref and "delta_mib" in entry:
+                entry["delta_ratio"] = round(entry["delta_mib"] / ref, 3)
+    return out

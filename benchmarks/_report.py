@@ -1,0 +1,112 @@
+"""The report: the machine and versions, the tables, and the targets met or missed."""
+
+from __future__ import annotations
+
+import importlib.metadata
+import os
+import platform
+from typing import Any
+
+__all__ = ["TARGETS", "environment", "markdown", "targets"]
+
+#: the targets of issue 7 (ratios against hand-written JAX; dispatch against jax.numpy)
+TARGETS = {"steps_per_s": 0.97, "first_step": 1.25, "dispatch": 1.5, "memory": 1.1}
+AXJAX = ("axjax", "graph")
+
+
+def environment() -> dict[str, Any]:
+    """CPU, cores, Python and the versions of every framework that is installed."""
+    cpu = platform.processor() or platform.machine()
+    try:
+        with open("/proc/cpuinfo") as f:
+            cpu = next(ln.split(":", 1)[1].strip() for ln in f if ln.startswith("model name"))
+    except (OSError, StopIteration):
+        pass
+    versions = {}
+    for pkg in ("jax", "jaxlib", "equinox", "optax", "numpy", "haliax", "torch"):
+        try:
+            versions[pkg] = importlib.metadata.version(pkg)
+        except importlib.metadata.PackageNotFoundError:
+            versions[pkg] = None
+    import jax
+
+    return {"cpu": cpu, "cores": os.cpu_count(), "python": platform.python_version(),
+            "platform": platform.platform(), "devices": [str(d) for d in jax.devices()],
+            "versions": versions}
+
+
+def _s(x: dict[str, float] | None, fmt: str = "{:.0f}") -> str:
+    if not x:
+        return "–"
+    return f"{fmt.format(x['median'])} [{fmt.format(x['min'])}–{fmt.format(x['max'])}]"
+
+
+def markdown(results: dict[str, Any]) -> str:
+    """The tables of ``results`` (as written by ``python -m benchmarks --json``)."""
+    lines = []
+    env = results.get("environment", {})
+    if env:
+        vers = ", ".join(f"{k} {v}" for k, v in env["versions"].items() if v)
+        lines += [f"Machine: {env['cpu']}, {env['cores']} cores, {env['devices']}; "
+                  f"Python {env['python']}; {vers}.", ""]
+    lines += [f"Data: {results.get('data', '?')}. Config: {results.get('config', {})}.", ""]
+    memory = results.get("memory", {})
+    for name, model in results.get("models", {}).items():
+        lines += [f"### {model['title']} (batch 128, {model.get('steps_per_window')} steps "
+                  "per window)", "",
+                  "| framework | fixed steps/s | ÷ JAX | loop steps/s | ÷ JAX | first step s "
+                  "| ÷ JAX | peak RSS Δ MiB | ÷ JAX | traces | loss Δ |",
+                  "|---|---|---|---|---|---|---|---|---|---|---|"]
+        for fw, r in model["frameworks"].items():
+            if "skipped" in r:
+                lines.append(f"| {fw} | skipped: {r['skipped']} |||||||||| ")
+                continue
+            mem = memory.get(name, {}).get(fw, {})
+            lines.append(
+                f"| {fw} | {_s(r['fixed_steps_per_s'])} | {_s(r.get('fixed_ratio'), '{:.2f}')} "
+                f"| {_s(r['loop_steps_per_s'])} | {_s(r.get('loop_ratio'), '{:.2f}')} "
+                f"| {_s(r['first_step_s'], '{:.2f}')} | {r.get('first_step_ratio', '–')} "
+                f"| {mem.get('delta_mib', '–')} | {mem.get('delta_ratio', '–')} "
+                f"| {r['traces']} | {r.get('loss_diff', 0):.1e} |")
+        lines.append("")
+    dispatch = results.get("dispatch")
+    if dispatch:
+        lines += ["### Eager dispatch, µs per call (median [min–max] over rounds)", "",
+                  "| op | jax.numpy | axjax | axjax ÷ jnp |", "|---|---|---|---|"]
+        for op, r in dispatch.items():
+            lines.append(f"| {op} | {_s(r['jnp_us'], '{:.1f}')} | {_s(r['axjax_us'], '{:.1f}')} "
+                         f"| {_s(r['ratio'], '{:.2f}')} |")
+        lines.append("")
+    lines += ["### Targets", ""] + [f"- {t}" for t in targets(results)]
+    return "\n".join(lines)
+
+
+def targets(results: dict[str, Any]) -> list[str]:
+    """One line per target and axjax path: ``met`` or ``MISSED`` with the median figure."""
+    out = []
+    memory = results.get("memory", {})
+    for name, model in results.get("models", {}).items():
+        for fw in AXJAX:
+            r = model["frameworks"].get(fw)
+            if not r or "skipped" in r:
+                continue
+            for kind in ("fixed", "loop"):
+                v = r.get(f"{kind}_ratio", {}).get("median")
+                if v is not None:
+                    out.append(_line(f"{name}/{fw} {kind} steps/s ÷ JAX", v, ">=",
+                                     TARGETS["steps_per_s"]))
+            v = r.get("first_step_ratio")
+            if v is not None:
+                out.append(_line(f"{name}/{fw} first step ÷ JAX", v, "<=", TARGETS["first_step"]))
+            v = memory.get(name, {}).get(fw, {}).get("delta_ratio")
+            if v is not None:
+                out.append(_line(f"{name}/{fw} peak memory Δ ÷ JAX", v, "<=", TARGETS["memory"]))
+    for op, r in results.get("dispatch", {}).items():
+        out.append(_line(f"dispatch {op} ÷ jnp", r["ratio"]["median"], "<=",
+                         TARGETS["dispatch"]))
+    return out
+
+
+def _line(what: str, value: float, cmp: str, target: float) -> str:
+    ok = value >= target if cmp == ">=" else value <= target
+    return f"{what}: {value:.3g} ({'met' if ok else 'MISSED'}, target {cmp} {target})"

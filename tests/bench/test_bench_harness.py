@@ -1,0 +1,89 @@
+"""The benchmark harness in quick mode: it runs, and its report has the promised structure.
+
+Nothing here looks at a time: only that every figure is there, that every framework
+trained the same model from the same weights on the same batches (equal losses), and
+that the report and the targets are written.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from typing import Any
+
+import pytest
+
+from benchmarks.__main__ import _parser, main, run
+from benchmarks._dispatch import OPS, bench_dispatch
+from benchmarks._memory import bench_memory
+from benchmarks._report import markdown, targets
+from benchmarks.models import FRAMEWORKS, MODELS, available
+
+SUMMARY = {"median", "min", "max"}
+
+
+@pytest.fixture(scope="module")
+def results() -> dict[str, Any]:
+    args = _parser().parse_args(["--quick", "--models", "mlp", "--frameworks",
+                                 "jax,axjax,graph,equinox", "--no-memory", "--no-dispatch"])
+    return run(args, log=lambda s: None)
+
+
+def test_every_framework_has_every_figure(results: dict[str, Any]) -> None:
+    model = results["models"]["mlp"]
+    assert set(model["frameworks"]) == {"jax", "axjax", "graph", "equinox"}
+    for fw, r in model["frameworks"].items():
+        assert "skipped" not in r, f"{fw}: {r.get('skipped')}"
+        for key in ("fixed_steps_per_s", "loop_steps_per_s", "fixed_ratio", "loop_ratio",
+                    "first_step_s"):
+            assert SUMMARY <= set(r[key]), (fw, key)
+            assert all(math.isfinite(v) and v > 0 for v in (r[key][k] for k in SUMMARY))
+        assert r["traces"] == 1, f"{fw} traced {r['traces']} times"
+        assert len(r["losses"]) == 3
+
+
+def test_same_weights_same_batches_same_losses(results: dict[str, Any]) -> None:
+    runs = results["models"]["mlp"]["frameworks"]
+    for fw, r in runs.items():
+        assert r["loss_diff"] < 1e-5, f"{fw}: losses {r['losses']} vs {runs['jax']['losses']}"
+    assert 2.0 < runs["jax"]["losses"][0] < 2.6  # about log(10): an untrained classifier
+
+
+def test_report_and_targets(results: dict[str, Any]) -> None:
+    text = markdown(results)
+    assert "### MLP 784-300-100-10" in text and "| axjax |" in text and "| graph |" in text
+    lines = targets(results)
+    assert any(ln.startswith("mlp/axjax fixed steps/s") for ln in lines)
+    assert any(ln.startswith("mlp/graph first step") for ln in lines)
+    assert all(("met" in ln) or ("MISSED" in ln) for ln in lines)
+    assert json.loads(json.dumps(results)) == results  # the results file round-trips
+
+
+def test_dispatch_rows() -> None:
+    ops = {k: OPS[k] for k in ("add", "sum over an axis")}
+    out = bench_dispatch(rounds=2, calls=3, warmup=1, ops=ops)
+    assert set(out) == {"add", "sum over an axis"}
+    for r in out.values():
+        assert SUMMARY <= set(r["ratio"]) and r["jnp_us"]["median"] > 0
+
+
+def test_memory_child_reports_a_peak() -> None:
+    out = bench_memory(["mlp"], ["jax"], steps=2, log=lambda s: None)
+    entry = out["mlp"]["jax"]
+    assert "skipped" not in entry, entry
+    assert entry["peak_rss_mib"] >= entry["rss_before_mib"] > 50
+    assert entry["delta_ratio"] == 1.0
+
+
+def test_unknown_names_are_refused(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit, match="unknown model resnet"):
+        main(["--quick", "--models", "resnet"])
+    with pytest.raises(SystemExit, match="unknown framework tf"):
+        main(["--quick", "--frameworks", "jax,tf"])
+
+
+def test_registry() -> None:
+    assert list(MODELS) == ["mlp", "cnn", "lstm", "attention"]
+    assert FRAMEWORKS[0] == "jax" and available("jax") and available("axjax")
+    for model in MODELS.values():
+        assert hasattr(model, "build_jax") and hasattr(model, "build_axjax")
