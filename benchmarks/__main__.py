@@ -73,6 +73,7 @@ def run(args: argparse.Namespace, log: Any = None) -> dict[str, Any]:
     log(f"data: {data.source}; frameworks: {', '.join(frameworks)}"
         + (f" (not installed: {', '.join(missing)})" if missing else ""))
     t0 = time.perf_counter()
+    _harness.warm_up()
     for name in models:
         log(f"{name}:")
         results["models"][name] = _harness.bench_model(MODELS[name], frameworks, data, cfg, log)

@@ -29,7 +29,7 @@ import numpy as np
 from ._common import Data, Runner, summary, timed, window
 from .models import builder
 
-__all__ = ["Config", "bench_model"]
+__all__ = ["Config", "bench_model", "warm_up"]
 
 
 @dataclass
@@ -68,6 +68,33 @@ def _first_step(build: Callable[[dict[str, np.ndarray]], Runner], params: dict[s
 
     (state, loss), first_s = timed(first)
     return runner, state, build_s, first_s, loss
+
+
+def warm_up() -> None:
+    """Pay the process's one-time costs (XLA client, first LLVM compile, optax and axjax
+    imports) before any first step is timed, so that no framework pays them for the others."""
+    import jax.numpy as jnp
+    import optax
+
+    import axjax as ax
+
+    opt = optax.adam(1e-3)
+    w = jnp.ones((8, 4))
+
+    @jax.jit
+    def step(w: Any, s: Any, x: Any) -> Any:
+        g = jax.grad(lambda w: jnp.sum(jax.nn.relu(x @ w)))(w)
+        u, s = opt.update(g, s, w)
+        return optax.apply_updates(w, u), s
+
+    jax.block_until_ready(step(w, opt.init(w), jnp.ones((2, 8))))
+
+    class A(ax.Axis): ...
+
+    class B(ax.Axis): ...
+
+    t = ax.tensor(w, A, B)
+    jax.block_until_ready(jax.jit(lambda t: ax.sum(ax.relu(t), B))(t).array)
 
 
 def bench_model(model: ModuleType, frameworks: Sequence[str], data: Data, cfg: Config,

@@ -30,7 +30,8 @@ from ._dtype import DType
 from ._op import Op, require_floating, result_dtype
 from ._tensor import Tensor, TensorType
 
-__all__ = ["Conv", "conv", "Padding", "resolve_padding", "window_out"]
+__all__ = ["Conv", "conv", "Padding", "per_axis", "normalize_padding", "resolve_padding",
+           "window_out"]
 
 D = TypeVar("D", bound=DType)
 Array = Any
@@ -39,21 +40,21 @@ AnyOf = Tensor[D, *tuple[Any, ...]]
 Padding = str | int | Sequence[int] | Sequence[tuple[int, int]]
 
 
-def _per_axis(value: int | Sequence[int], n: int, what: str) -> tuple[int, ...]:
+def per_axis(value: int | Sequence[int], n: int, what: str) -> tuple[int, ...]:
     vals = (value,) * n if isinstance(value, int) else tuple(int(v) for v in value)
     if len(vals) != n or any(v < 1 for v in vals):
         raise ValueError(f"{what} must be a positive int or {n} positive ints, got {value!r}")
     return vals
 
 
-def _padding(padding: Padding, n: int) -> str | tuple[tuple[int, int], ...]:
+def normalize_padding(padding: Padding, n: int) -> str | tuple[tuple[int, int], ...]:
     if isinstance(padding, str):
         if padding.upper() not in ("SAME", "VALID"):
             raise ValueError(f"padding must be 'SAME', 'VALID' or explicit, got {padding!r}")
         return padding.upper()
     if isinstance(padding, int):
         return ((padding, padding),) * n
-    pads = tuple(padding)
+    pads: list[Any] = list(padding)
     if len(pads) != n:
         raise ValueError(f"padding needs one entry per spatial axis ({n}), got {padding!r}")
     return tuple((p, p) if isinstance(p, int) else (int(p[0]), int(p[1])) for p in pads)
@@ -94,9 +95,9 @@ class Conv(Op):
         n = len(self.spatial)
         if n == 0 or len(set(self.spatial)) != n:
             raise ValueError(f"Conv: spatial must name distinct axes, got ({axes_names(spatial)})")
-        self.stride = _per_axis(stride, n, "stride")
-        self.dilation = _per_axis(dilation, n, "dilation")
-        self.padding = _padding(padding, n)
+        self.stride = per_axis(stride, n, "stride")
+        self.dilation = per_axis(dilation, n, "dilation")
+        self.padding = normalize_padding(padding, n)
         self.groups = int(groups)
 
     def describe(self) -> str:
@@ -135,7 +136,7 @@ class Conv(Op):
         sizes = {a: xs[a] for a in self.spatial}
         eff = [(ws[a] - 1) * d + 1 for a, d in zip(self.spatial, self.dilation, strict=True)]
         pads = resolve_padding(self.padding, list(sizes.values()), eff, self.stride)
-        out = {}
+        out: dict[type[Axis], int | None] = {}
         for a, k, s, p in zip(self.spatial, eff, self.stride, pads, strict=True):
             m = window_out(sizes[a], k, s, p)
             if m is not None and m < 1:
@@ -186,8 +187,12 @@ class Conv(Op):
         return self.run(x._array, w._array, x.axes, w.axes)
 
     def backward(self, dy: Any, y: Any, x: Any, w: Any) -> tuple[Array, Array]:
-        _, vjp = jax.vjp(lambda xa, wa: self.run(xa, wa, x.axes, w.axes), x._array, w._array)
-        return vjp(dy._array)  # type: ignore[no-any-return]
+        def run(xa: Array, wa: Array) -> Array:
+            return self.run(xa, wa, x.axes, w.axes)
+
+        _, vjp = jax.vjp(run, x._array, w._array)
+        grads: tuple[Array, Array] = vjp(dy._array)
+        return grads
 
 
 def conv(x: AnyOf[D], kernel: AnyOf[D], spatial: type[Axis] | tuple[type[Axis], ...],

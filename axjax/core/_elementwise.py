@@ -492,7 +492,8 @@ def where(cond: Tensor[Bool, *Axes], a: Tensor[D, *Axes] | float,
     """Pick ``a`` where ``cond`` holds, else ``b`` (identical axes)."""
     like = a if isinstance(a, Tensor) or getattr(type(a), "_is_symbolic", False) else b
     if not isinstance(like, Tensor) and not getattr(type(like), "_is_symbolic", False):
-        raise TypeError("where: at least one of a, b must be a Tensor")
+        raise TypeError("where: at least one of a, b must be a Tensor (wrap a number with "
+                        "ax.full(shape, *axes, value=...))")
     return _WHERE(cond, _scalar_like(a, like, _WHERE), _scalar_like(b, like, _WHERE))  # type: ignore[no-any-return]
 
 

@@ -25,7 +25,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from ._axis import Axis
+from ._axis import Axis, axes_names
 from ._dtype import Bool, DType, dtype_marker, is_floating
 from ._errors import AxisError
 from ._tensor import Tensor, TensorType
@@ -241,8 +241,9 @@ def _check_cotangents(op: Op, grads: Sequence[Any], xs: Sequence[Any]) -> tuple[
         if isinstance(g, Tensor):
             if g._axes != x._axes:
                 raise AxisError(
-                    f"{op.describe()}.backward: cotangent {i} has axes {g._axes} but "
-                    f"operand {i} has {x._axes} (transpose it to the operand's order)"
+                    f"{op.describe()}.backward: cotangent {i} has axes ({axes_names(g._axes)}) "
+                    f"but operand {i} has ({axes_names(x._axes)}) (transpose it to the "
+                    "operand's order)"
                 )
             g = g._array
         if tuple(g.shape) != tuple(arr.shape):

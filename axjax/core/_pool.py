@@ -18,7 +18,7 @@ import numpy as np
 from jax import lax
 
 from ._axis import Axis, axes_names, axis_name, check_axis_label
-from ._conv import Padding, _padding, _per_axis, resolve_padding, window_out
+from ._conv import Padding, normalize_padding, per_axis, resolve_padding, window_out
 from ._dtype import DType
 from ._op import Op, require_floating
 from ._tensor import Tensor, TensorType
@@ -46,9 +46,9 @@ class Pool(Op):
         n = len(self.spatial)
         if n == 0 or len(set(self.spatial)) != n:
             raise ValueError(f"Pool: spatial must name distinct axes, got ({axes_names(spatial)})")
-        self.window = _per_axis(window, n, "window")
-        self.stride = self.window if stride is None else _per_axis(stride, n, "stride")
-        self.padding = _padding(padding, n)
+        self.window = per_axis(window, n, "window")
+        self.stride = self.window if stride is None else per_axis(stride, n, "stride")
+        self.padding = normalize_padding(padding, n)
 
     def describe(self) -> str:
         name = "MaxPool" if self.kind == "max" else "AvgPool"
@@ -92,8 +92,12 @@ class Pool(Op):
         return self.run(x._array, x.axes)
 
     def backward(self, dy: Any, y: Any, x: Any) -> tuple[Array]:
-        _, vjp = jax.vjp(lambda xa: self.run(xa, x.axes), x._array)
-        return vjp(dy._array)  # type: ignore[no-any-return]
+        def run(xa: Array) -> Array:
+            return self.run(xa, x.axes)
+
+        _, vjp = jax.vjp(run, x._array)
+        grads: tuple[Array] = vjp(dy._array)
+        return grads
 
 
 def _spatial(spatial: type[Axis] | tuple[type[Axis], ...]) -> tuple[type[Axis], ...]:

@@ -45,7 +45,8 @@ class AxisOp(Op):
     def check_present(self, x: Any) -> None:
         for a in self.over:
             if a not in x.axes:
-                raise self.fail((x,), f"{axis_name(a)} is not an axis of the tensor")
+                raise self.fail((x,), f"{axis_name(a)} is not an axis of the tensor "
+                                f"(name one of {axes_names(x.axes)})")
 
     def positions(self, x: Any) -> tuple[int, ...]:
         return tuple(x.axes.index(a) for a in self.over)

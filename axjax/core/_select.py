@@ -8,7 +8,7 @@ from typing import Any, TypeVar, TypeVarTuple
 import jax
 import jax.numpy as jnp
 
-from ._axis import Axis, axis_name, check_axis_label
+from ._axis import Axis, axes_names, axis_name, check_axis_label
 from ._dtype import F32, DType, dtype_marker
 from ._errors import describe
 from ._op import Op
@@ -22,7 +22,8 @@ Axes = TypeVarTuple("Axes")
 
 def _require(op: Op, x: Any, axis: type[Axis]) -> int:
     if axis not in x.axes:
-        raise op.fail((x,), f"{axis_name(axis)} is not an axis of the tensor")
+        raise op.fail((x,), f"{axis_name(axis)} is not an axis of the tensor "
+                      f"(name one of {axes_names(x.axes)})")
     return int(x.axes.index(axis))
 
 
@@ -44,7 +45,7 @@ class Index(Op):
         n = x.shape[p]
         if isinstance(self.i, int) and n is not None and not -n <= self.i < n:
             raise self.fail((x,), f"index {self.i} out of range for {axis_name(self.axis)} of "
-                            f"size {n}")
+                            f"size {n} (use -{n} to {n - 1})")
         return TensorType(x.dtype, x.axes[:p] + x.axes[p + 1:], x.shape[:p] + x.shape[p + 1:])
 
     def _i(self, x: Any) -> Any:

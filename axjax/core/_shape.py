@@ -25,7 +25,8 @@ AnyOf = Tensor[D, *tuple[Any, ...]]
 
 def _missing(op: Op, x: Any, axis: type[Axis]) -> None:
     if axis not in x.axes:
-        raise op.fail((x,), f"{axis_name(axis)} is not an axis of the tensor")
+        raise op.fail((x,), f"{axis_name(axis)} is not an axis of the tensor "
+                      f"(name one of {axes_names(x.axes)})")
 
 
 def _present(op: Op, x: Any, axis: type[Axis]) -> None:
@@ -60,7 +61,8 @@ class ExpandDims(Op):
     def infer(self, x: Any) -> TensorType:
         r = len(x.axes)
         if not -r - 1 <= self.at <= r:
-            raise self.fail((x,), f"index {self.at} out of range for rank {r}")
+            raise self.fail((x,), f"index {self.at} out of range for rank {r} (use {-r - 1} "
+                            f"to {r})")
         _present(self, x, self.axis)
         i = self._index(x)
         return TensorType(x.dtype, x.axes[:i] + (self.axis,) + x.axes[i:],
@@ -121,7 +123,7 @@ class Transpose(Op):
         if len(self.axes) != len(x.axes) or set(self.axes) != set(x.axes) or len(
                 set(self.axes)) != len(self.axes):
             raise self.fail((x,), f"({axes_names(self.axes)}) is not a permutation of the "
-                            "tensor's axes")
+                            f"tensor's axes (name each of {axes_names(x.axes)} once)")
         sizes = dict(zip(x.axes, x.shape, strict=True))
         return TensorType(x.dtype, self.axes, tuple(sizes[a] for a in self.axes))
 
@@ -347,7 +349,8 @@ class Stack(Op):
         _present(self, first, self.axis)
         r = len(first.axes)
         if not -r - 1 <= self.at <= r:
-            raise self.fail(xs[:1], f"index {self.at} out of range for rank {r}")
+            raise self.fail(xs[:1], f"index {self.at} out of range for rank {r} (use {-r - 1} "
+                            f"to {r})")
         i = self.at if self.at >= 0 else r + 1 + self.at
         return TensorType(dtype, first.axes[:i] + (self.axis,) + first.axes[i:],
                           first.shape[:i] + (len(xs),) + first.shape[i:])

@@ -154,7 +154,8 @@ class Tensor(Generic[D, *Axes]):
         except ValueError:
             raise AxisError(
                 f"Cannot read the size of axis {axis_name(axis)} of {describe(self)}: "
-                f"{axis_name(axis)} is not an axis of the tensor"
+                f"{axis_name(axis)} is not an axis of the tensor (name one of "
+                f"{axes_names(self._axes)})"
             ) from None
 
     def item(self) -> Any:
@@ -207,6 +208,9 @@ class Tensor(Generic[D, *Axes]):
 
     def __pow__(self, other: Tensor[D, *Axes] | Tensor[D] | float) -> Tensor[D, *Axes]:
         return _ops.power(self, other)  # type: ignore[arg-type]
+
+    def __rpow__(self, other: Tensor[D] | float) -> Tensor[D, *Axes]:
+        return _ops.power(other, self)  # type: ignore[arg-type]
 
     def __neg__(self) -> Tensor[D, *Axes]:
         return _ops.negative(self)

@@ -55,12 +55,24 @@ from mypy.types import (
     Type,
     TypeOfAny,
     UnpackType,
+    get_proper_type,
 )
 
 from ._evaluate import CannotEvaluate, Env, Joined, Named, message
 from ._labels import analyzing, check_annotation, check_label_class
 from ._signature import widen
-from ._types import AXIS, CORE, TENSOR, TT, make_tensor, tensor_of
+from ._types import (
+    AXIS,
+    CORE,
+    TENSOR,
+    TT,
+    describe,
+    duplicate,
+    make_tensor,
+    name,
+    names,
+    tensor_of,
+)
 
 AXES_ERROR = ErrorCode("axjax-axes", "Axes or dtypes of an axjax op do not line up", "axjax")
 JOIN_ERROR = ErrorCode("axjax-joined-axis", "An axis was widened to a base class", "axjax")
@@ -92,6 +104,9 @@ INPUT = f"{CORE}._nodes.Input"
 NODES = frozenset({TENSOR, INPUT, *(f"{CORE}._nodes.{n}" for n in ("Node", "Param", "Const",
                                                                    "Apply"))})
 DEBUG = bool(os.environ.get("AXJAX_MYPY_DEBUG"))
+#: calls into these packages return no axjax tensors: no hook for them
+FOREIGN = ("builtins.", "typing.", "jax.", "jaxlib.", "numpy.", "equinox.", "optax.", "mypy.",
+           "collections.", "functools.", "itertools.", "os.", "re.", "matplotlib.", "tqdm.")
 
 
 def _short(fullname: str) -> str | None:
@@ -122,9 +137,11 @@ class AxjaxPlugin(Plugin):
             self._tensor_classes[cls] = known
         return known
 
-    def report_config_data(self, ctx: ReportConfigContext) -> str:
-        """Re-check cached modules whenever the type rules or this plugin change."""
-        return _fingerprint()
+    def report_config_data(self, ctx: ReportConfigContext) -> str | None:
+        """Re-check cached modules whenever the type rules or this plugin change (the
+        installed third-party packages do not depend on them)."""
+        installed = "site-packages" in ctx.path or "typeshed" in ctx.path
+        return None if installed and not ctx.id.startswith("axjax") else _fingerprint()
 
     # ------------------------------------------------------------------ registration
     def get_function_signature_hook(
@@ -140,7 +157,7 @@ class AxjaxPlugin(Plugin):
             return lambda ctx: self._constructor(short, ctx)
         if short is not None or fullname == INPUT:
             return lambda ctx: self._function(fullname, short or "Input", ctx)
-        return None
+        return None if fullname.startswith(FOREIGN) else _no_repeated_axis
 
     def get_method_signature_hook(
         self, fullname: str
@@ -153,7 +170,7 @@ class AxjaxPlugin(Plugin):
         if self._is_tensor_method(fullname):
             method = fullname.rsplit(".", 1)[-1]
             return lambda ctx: self._method(method, ctx)
-        return None
+        return None if fullname.startswith(FOREIGN) else _no_repeated_axis
 
     def get_type_analyze_hook(self, fullname: str) -> Callable[[AnalyzeTypeContext], Type] | None:
         return check_annotation if fullname in NODES and not analyzing() else None
@@ -300,6 +317,20 @@ class AxjaxPlugin(Plugin):
         if tt is None:
             return self._gradual()
         return make_tensor(self._info(TENSOR), tt, self._tuple_info())
+
+
+def _no_repeated_axis(ctx: FunctionContext | MethodContext) -> Type:
+    """A generic user function whose result would name one axis twice (``I`` and ``L`` both
+    bound to ``A``) cannot return: no tensor has an axis twice."""
+    ret = get_proper_type(ctx.default_return_type)
+    if isinstance(ret, Instance) and ret.type.has_base(TENSOR) and ret.args:
+        twice = duplicate(list(ret.args[1:]))
+        if twice is not None:
+            axes = list(ret.args[1:])
+            ctx.api.fail(f"The call returns {describe(TT(ret.args[0], axes))}: axis "
+                         f"{name(twice)} occurs twice in ({names(axes)}); a tensor never has the "
+                         "same axis twice (rename one of them)", ctx.context, code=AXES_ERROR)
+    return ctx.default_return_type
 
 
 @functools.cache

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from typing import Any
+from typing import Any, final
 
 import equinox as eqx
 import jax
@@ -34,7 +34,7 @@ from ..core._axis import axes_names, axis_name, check_axis_label
 from ..core._errors import fail
 from . import _init
 from ._dropout import Dropout
-from ._util import distinct, require, split
+from ._util import distinct, require
 
 __all__ = ["Head", "HeadDim", "KeyPos", "MultiheadAttention", "dot_product_attention",
            "causal_mask"]
@@ -42,14 +42,17 @@ __all__ = ["Head", "HeadDim", "KeyPos", "MultiheadAttention", "dot_product_atten
 AnyTensor = Tensor[Any, *tuple[Any, ...]]
 
 
+@final
 class Head(Axis):
     """The attention-head axis (default label of :class:`MultiheadAttention`)."""
 
 
+@final
 class HeadDim(Axis):
     """The per-head feature axis (default label of :class:`MultiheadAttention`)."""
 
 
+@final
 class KeyPos(Axis):
     """Key/value positions in self-attention (the query positions, renamed)."""
 
@@ -62,9 +65,11 @@ def causal_mask(query_pos: type[Axis], key_pos: type[Axis], n_query: int, n_key:
         >>> ax.nn.causal_mask(Time, KeyPos, 3, 3).array
         Array([[ True, False, False], [ True,  True, False], [ True,  True,  True]])
     """
-    q = broadcast(arange(query_pos, n_query), (query_pos, key_pos), {key_pos: n_key})
-    k = broadcast(arange(key_pos, n_key), (query_pos, key_pos), {query_pos: n_query})
-    return greater_equal(q, k)  # type: ignore[return-value]
+    qp: Any = query_pos  # labels held in variables (typed Any for the axjax.mypy plugin)
+    kp: Any = key_pos
+    q: AnyTensor = broadcast(arange(qp, n_query), (qp, kp), {kp: n_key})
+    k: AnyTensor = broadcast(arange(kp, n_key), (qp, kp), {qp: n_query})
+    return greater_equal(q, k)
 
 
 def dot_product_attention(query: AnyTensor, key: AnyTensor, value: AnyTensor, *,
@@ -105,7 +110,7 @@ def _attention(q: AnyTensor, k: AnyTensor, v: AnyTensor, over: type[Axis],
             raise fail("Attention mask", (scores, mask), f"the mask has axis "
                        f"{axis_name(extra[0])}, which the scores lack (they have "
                        f"{axes_names(scores.axes)})")
-        low = float(jnp.finfo(scores.dtype.numpy).min)  # type: ignore[attr-defined]
+        low = float(jnp.finfo(scores.dtype.numpy).min)  # type: ignore[attr-defined,no-untyped-call]
         scores = where(broadcast(mask, scores), scores, low)
     weights = softmax(scores, key_pos)
     if drop is not None:
@@ -172,7 +177,7 @@ class MultiheadAttention(eqx.Module):
             head_size = embed_size // num_heads
         init = weight_init or _init.glorot_uniform()
         heads = {head_axis: num_heads, head_dim_axis: head_size}
-        k1, k2, k3, k4 = split(key, 4)
+        k1, k2, k3, k4 = jax.random.split(key, 4)
         self.query_proj, self.key_proj, self.value_proj = (
             init(k, {**heads, embed_axis: embed_size}, fan_in=embed_axis,
                  fan_out=(head_axis, head_dim_axis), dtype=dtype) for k in (k1, k2, k3))
@@ -181,7 +186,7 @@ class MultiheadAttention(eqx.Module):
                                 dtype=dtype)
         zeros = _init.zeros()
         self.biases = (
-            zeros(k1, heads, dtype=dtype), zeros(k1, heads, dtype=dtype),  # type: ignore[arg-type]
+            zeros(k1, heads, dtype=dtype), zeros(k1, heads, dtype=dtype),
             zeros(k1, heads, dtype=dtype), zeros(k1, {embed_axis: embed_size}, dtype=dtype),
         ) if use_bias else None
         self.dropout = Dropout(dropout_p) if dropout_p > 0 else None
@@ -204,23 +209,26 @@ class MultiheadAttention(eqx.Module):
         e = self.query_proj.size(self.embed_axis)
         require(name, (query,), query, self.embed_axis, e, "query")
         require(name, (query,), query, self.query_pos, None, "query")
-        if key_ is None:
-            key_ = rename(query, self.query_pos, self.key_pos)
-        value = key_ if value is None else value
-        for what, t in (("key", key_), ("value", value)):
-            require(name, (query, key_, value), t, self.embed_axis, e, what)
-            require(name, (query, key_, value), t, self.key_pos, None, what)
+        keys = rename(query, self.query_pos, self.key_pos) if key_ is None else key_
+        values = keys if value is None else value
+        for what, t in (("key", keys), ("value", values)):
+            require(name, (query, keys, values), t, self.embed_axis, e, what)
+            require(name, (query, keys, values), t, self.key_pos, None, what)
         q = self._project(query, self.query_proj, 0)
-        k = self._project(key_, self.key_proj, 1)
-        v = self._project(value, self.value_proj, 2)
+        k = self._project(keys, self.key_proj, 1)
+        v = self._project(values, self.value_proj, 2)
         if self.causal:
             causal = causal_mask(self.query_pos, self.key_pos, query.size(self.query_pos),
-                                 key_.size(self.key_pos))
+                                 keys.size(self.key_pos))
             mask = causal if mask is None else _and(mask, causal)
-        drop = None
+        drop: Callable[[AnyTensor], AnyTensor] | None = None
         if self.dropout is not None:
             dropout = self.dropout
-            drop = lambda w: dropout(w, key=key, inference=inference)  # noqa: E731
+
+            def dropped(w: AnyTensor) -> AnyTensor:
+                return dropout(w, key=key, inference=inference)
+
+            drop = dropped
         out = _attention(q, k, v, self.head_dim_axis, self.key_pos, mask, drop)
         y = contract(out, self.output_proj, over=(self.head_axis, self.head_dim_axis))
         return y + broadcast(self.biases[3], y) if self.biases is not None else y
@@ -230,5 +238,5 @@ def _and(a: AnyTensor, b: AnyTensor) -> AnyTensor:
     axes = tuple(dict.fromkeys((*a.axes, *b.axes)))
     sizes = {**a.sizes, **b.sizes}
     ab, bb = broadcast(a, axes, sizes), broadcast(b, axes, sizes)
-    return where(ab, bb, False)  # type: ignore[arg-type]
+    return where(ab, bb, False)
 

@@ -16,7 +16,7 @@ import jax
 
 from ..core import F32, Axis, AxisError, DType, Tensor, broadcast, conv
 from ..core._axis import axes_names, axis_name
-from ..core._conv import Padding, _per_axis
+from ..core._conv import Padding, per_axis
 from ..core._errors import fail
 from . import _init
 from ._util import AxisArg, as_axes, distinct, forbid, require
@@ -73,11 +73,11 @@ class Conv(eqx.Module):
                              f"channels must both divide into {groups} groups")
         self.in_axis, self.out_axis = in_axis, out_axis
         n = len(self.spatial)
-        kernel = _per_axis(kernel_size, n, "kernel_size")
-        self.stride = _per_axis(stride, n, "stride")
-        self.dilation = _per_axis(dilation, n, "dilation")
+        kernel = per_axis(kernel_size, n, "kernel_size")
+        self.stride = per_axis(stride, n, "stride")
+        self.dilation = per_axis(dilation, n, "dilation")
         self.padding = padding if isinstance(padding, str | int) else tuple(
-            p if isinstance(p, int) else tuple(p) for p in padding)  # type: ignore[union-attr]
+            p if isinstance(p, int) else tuple(p) for p in padding)
         self.groups = int(groups)
         wkey, bkey = jax.random.split(key)
         sizes = {out_axis: out_size, in_axis: in_size // groups,
@@ -135,7 +135,7 @@ class Conv2D(Conv):
     def __init__(self, spatial: tuple[type[Axis], type[Axis]], in_axis: type[Axis],
                  out_axis: type[Axis], in_size: int, out_size: int,
                  kernel_size: int | tuple[int, int], **kwargs: Any) -> None:
-        if not isinstance(spatial, tuple) or len(spatial) != 2:
+        if type(spatial) is not tuple or len(spatial) != 2:
             raise TypeError(f"Conv2D: spatial must be two axes such as (Height, Width), got "
                             f"{spatial!r}")
         super().__init__(spatial, in_axis, out_axis, in_size, out_size, kernel_size, **kwargs)
@@ -147,6 +147,6 @@ class Conv3D(Conv):
     def __init__(self, spatial: tuple[type[Axis], type[Axis], type[Axis]], in_axis: type[Axis],
                  out_axis: type[Axis], in_size: int, out_size: int,
                  kernel_size: int | tuple[int, int, int], **kwargs: Any) -> None:
-        if not isinstance(spatial, tuple) or len(spatial) != 3:
+        if type(spatial) is not tuple or len(spatial) != 3:
             raise TypeError(f"Conv3D: spatial must be three axes, got {spatial!r}")
         super().__init__(spatial, in_axis, out_axis, in_size, out_size, kernel_size, **kwargs)

@@ -2,17 +2,19 @@
 
 from __future__ import annotations
 
-from typing import TypeVar, TypeVarTuple
+from typing import Any, TypeVar, TypeVarTuple, cast
 
 import equinox as eqx
 import jax
 
 from ..core import DType, Tensor, where
+from ._util import is_symbolic
 
 __all__ = ["Dropout"]
 
 D = TypeVar("D", bound=DType)
 Axes = TypeVarTuple("Axes")
+AnyTensor = Tensor[Any, *tuple[Any, ...]]
 
 
 class Dropout(eqx.Module):
@@ -41,19 +43,20 @@ class Dropout(eqx.Module):
                  inference: bool | None = None) -> Tensor[D, *Axes]:
         """Apply dropout to ``x`` (any axes)."""
         off = self.inference if inference is None else inference
-        if isinstance(off, jax.core.Tracer):
+        if type(off) is not bool:
             raise TypeError("Dropout: the inference flag is a traced value; jit the model "
                             "with eqx.filter_jit or partition it with eqx.partition so that "
                             "boolean flags stay static")
         if off or self.p == 0.0:
             return x
-        if type(x)._is_symbolic:
+        if is_symbolic(x):
             raise TypeError("Dropout: a graph input has no values to drop yet; build graphs "
                             "with inference=True (or apply dropout to concrete Tensors)")
         if key is None:
             raise ValueError("Dropout: training mode needs a PRNG key (call it with key=...), "
                              "or pass inference=True")
-        if self.p == 1.0:
-            return x * 0.0
-        keep = Tensor(jax.random.bernoulli(key, 1.0 - self.p, x.shape), x.axes)
-        return where(keep, x / (1.0 - self.p), 0.0)  # type: ignore[arg-type]
+        t: AnyTensor = cast(Any, x)
+        keep: AnyTensor = Tensor(jax.random.bernoulli(key, 1.0 - self.p, t.shape), t.axes)
+        scale = 0.0 if self.p == 1.0 else 1.0 / (1.0 - self.p)
+        out: Any = where(keep, t * scale, 0.0)
+        return cast(Tensor[D, *Axes], out)

@@ -59,8 +59,8 @@ class Embedding(eqx.Module, Generic[V, E]):
         n, d = self.weight.shape
         name = (f"Embedding({axis_name(self.vocab_axis)}={n} -> "
                 f"{axis_name(self.embed_axis)}={d})")
-        if not jnp.issubdtype(ids.dtype.numpy, jnp.integer):  # type: ignore[attr-defined]
+        if not jnp.issubdtype(ids.dtype.numpy, jnp.integer):
             raise fail(name, (ids,), f"ids must be integers, got {ids.dtype.__name__} "
                        "(convert with astype(ax.I32))")
         forbid(name, (ids,), ids, (self.vocab_axis, self.embed_axis), what="ids")
-        return take(self.weight, self.vocab_axis, ids)  # type: ignore[return-value]
+        return take(self.weight, self.vocab_axis, ids)

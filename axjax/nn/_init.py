@@ -193,7 +193,8 @@ def orthogonal(gain: float = 1.0) -> Initializer:
         rows, cols = max(n_out, n_in), min(n_out, n_in)
         a = jax.random.normal(key, (n_rest, rows, cols), jnp.float32)
         q, r = jnp.linalg.qr(a)
-        q = q * jnp.sign(jnp.diagonal(r, axis1=-2, axis2=-1))[:, None, :]
+        diag: jax.Array = jnp.diagonal(r, axis1=-2, axis2=-1)
+        q = q * jnp.sign(diag)[:, None, :]
         mat = q if n_out >= n_in else jnp.swapaxes(q, -1, -2)  # [rest, fan_out, fan_in]
         order = rest + outs + ins
         arr = (gain * mat).reshape(tuple(sizes[a] for a in order))

@@ -17,7 +17,7 @@ import jax
 from ..core import F32, Axis, DType, Tensor, broadcast, contract, relu
 from ..core._axis import axis_name, check_axis_label
 from . import _init
-from ._util import distinct, forbid, require, split
+from ._util import distinct, forbid, require
 
 __all__ = ["Affine", "Linear", "MLP"]
 
@@ -73,8 +73,9 @@ class Affine(eqx.Module, Generic[In, Out]):
                  weight_init: _init.Initializer | None = None,
                  bias_init: _init.Initializer | None = None,
                  dtype: type[DType] = F32, key: jax.Array) -> None:
-        self.in_axis = check_axis_label(in_axis, "Affine")
-        self.out_axis = check_axis_label(out_axis, "Affine")
+        check_axis_label(in_axis, "Affine")
+        check_axis_label(out_axis, "Affine")
+        self.in_axis, self.out_axis = in_axis, out_axis
         distinct("Affine", (self.in_axis, self.out_axis))
         wkey, bkey = jax.random.split(key)
         w_init = weight_init or _init.glorot_uniform()
@@ -87,8 +88,9 @@ class Affine(eqx.Module, Generic[In, Out]):
     def __call__(self, x: Tensor[D, *B, In], *, key: jax.Array | None = None
                  ) -> Tensor[D, *B, Out]:
         """Apply the layer; ``key`` is ignored (accepted for a uniform signature)."""
-        return _dense(self._name(), x, self.weight, self.bias, self.in_axis,
-                      self.out_axis)
+        y: Tensor[D, *B, Out] = _dense(self._name(), x, self.weight, self.bias, self.in_axis,
+                                       self.out_axis)
+        return y
 
     def _name(self) -> str:
         n_out, n_in = self.weight.shape
@@ -110,8 +112,9 @@ class Linear(eqx.Module, Generic[In, Out]):
     def __init__(self, in_axis: type[In], out_axis: type[Out], in_size: int, out_size: int, *,
                  weight_init: _init.Initializer | None = None, dtype: type[DType] = F32,
                  key: jax.Array) -> None:
-        self.in_axis = check_axis_label(in_axis, "Linear")
-        self.out_axis = check_axis_label(out_axis, "Linear")
+        check_axis_label(in_axis, "Linear")
+        check_axis_label(out_axis, "Linear")
+        self.in_axis, self.out_axis = in_axis, out_axis
         distinct("Linear", (self.in_axis, self.out_axis))
         w_init = weight_init or _init.glorot_uniform()
         self.weight = w_init(key, {out_axis: out_size, in_axis: in_size},
@@ -122,8 +125,9 @@ class Linear(eqx.Module, Generic[In, Out]):
         """Apply the map; ``key`` is ignored."""
         n_out, n_in = self.weight.shape
         name = _describe("Linear", self.in_axis, self.out_axis, n_in, n_out)
-        return _dense(name, x, self.weight, None, self.in_axis,
-                      self.out_axis)
+        y: Tensor[D, *B, Out] = _dense(name, x, self.weight, None, self.in_axis,
+                                       self.out_axis)
+        return y
 
 
 class MLP(eqx.Module, Generic[In, Out]):
@@ -158,7 +162,7 @@ class MLP(eqx.Module, Generic[In, Out]):
         axes: list[Any] = [in_axis, *(hidden or {}), out_axis]
         sizes = [in_size, *(hidden or {}).values(), out_size]
         distinct("MLP", axes)
-        keys = split(key, len(axes) - 1)
+        keys = list(jax.random.split(key, len(axes) - 1))
         self.layers = tuple(
             Affine(a, b, n, m, weight_init=weight_init, bias_init=bias_init, dtype=dtype,
                    key=k)

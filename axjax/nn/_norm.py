@@ -79,7 +79,7 @@ class LayerNorm(eqx.Module):
             out = out * broadcast(self.weight, x)
         if self.bias is not None:
             out = out + broadcast(self.bias, x)
-        return out  # type: ignore[no-any-return]
+        return out
 
 
 class RMSNorm(eqx.Module):
@@ -109,5 +109,5 @@ class RMSNorm(eqx.Module):
         out = x * broadcast(rsqrt(mean(x * x, self.axes) + self.eps), x)
         if self.weight is not None:
             out = out * broadcast(self.weight, x)
-        return out  # type: ignore[no-any-return]
+        return out
 

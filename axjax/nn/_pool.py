@@ -36,7 +36,7 @@ class _Pool(eqx.Module):
         self.window = window if isinstance(window, int) else tuple(window)
         self.stride = stride if stride is None or isinstance(stride, int) else tuple(stride)
         self.padding = padding if isinstance(padding, str | int) else tuple(
-            p if isinstance(p, int) else tuple(p) for p in padding)  # type: ignore[union-attr]
+            p if isinstance(p, int) else tuple(p) for p in padding)
 
 
 class MaxPool(_Pool):

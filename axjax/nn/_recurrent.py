@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, final
 
 import equinox as eqx
 import jax
@@ -28,21 +28,24 @@ from ..core._errors import fail
 from . import _init
 from ._util import forbid, require
 
-__all__ = ["Gate", "Prev", "RNNCell", "GRUCell", "LSTMCell"]
+__all__ = ["Gate", "Prev", "AbstractCell", "RNNCell", "GRUCell", "LSTMCell"]
 
 AnyTensor = Tensor[Any, *tuple[Any, ...]]
 
 
+@final
 class Gate(Axis):
     """The gate axis of a GRU (3: reset, update, new) or LSTM (4: input, forget, cell, output)."""
 
 
+@final
 class Prev(Axis):
     """The axis a recurrent weight reads the previous state (or a ``Hidden`` input) through."""
 
 
-class _Cell(eqx.Module):
-    """Shared parts of the cells: weights over ``[(Gate,) Hidden, In|Prev]`` and projections."""
+class AbstractCell(eqx.Module):
+    """Base of the cells: weights over ``[(Gate,) Hidden, In|Prev]``, the gate products,
+    ``init_state`` and ``output``. Subclasses call :meth:`_setup` and define ``__call__``."""
 
     weight_ih: AnyTensor
     weight_hh: AnyTensor
@@ -121,7 +124,7 @@ def _transpose_like(t: AnyTensor, like: AnyTensor) -> AnyTensor:
     return transpose(t, *like.axes)
 
 
-class RNNCell(_Cell):
+class RNNCell(AbstractCell):
     """Elman unit: ``h' = tanh(W_ih x + W_hh h + b)``.
 
     Example:
@@ -143,7 +146,7 @@ class RNNCell(_Cell):
         return tanh(xg + hg)
 
 
-class GRUCell(_Cell):
+class GRUCell(AbstractCell):
     """Gated recurrent unit (Cho et al. 2014), with Equinox's/PyTorch's equations.
 
     ``weight_ih: [Gate=3, Hidden, In]``, ``weight_hh: [Gate=3, Hidden, Prev]``, ``bias:
@@ -180,7 +183,7 @@ class GRUCell(_Cell):
         return new + update * (state - new)
 
 
-class LSTMCell(_Cell):
+class LSTMCell(AbstractCell):
     """Long short-term memory unit; the state is the pair ``(h, c)``.
 
     ``weight_ih: [Gate=4, Hidden, In]`` with gates in the order input, forget, cell,
@@ -202,7 +205,7 @@ class LSTMCell(_Cell):
     def __call__(self, state: tuple[AnyTensor, AnyTensor], x: AnyTensor, *,
                  key: jax.Array | None = None) -> tuple[AnyTensor, AnyTensor]:
         """One step: ``(h, c)`` and ``x [*B, In]`` -> the next ``(h, c)``."""
-        if not isinstance(state, tuple) or len(state) != 2:
+        if type(state) is not tuple or len(state) != 2:
             raise TypeError(f"{self._name()}: the state is a pair (h, c); build it with "
                             "cell.init_state")
         h, c = state

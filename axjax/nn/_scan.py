@@ -22,6 +22,7 @@ import jax.numpy as jnp
 from ..core import Axis, AxisError, Tensor, broadcast, where
 from ..core._axis import axes_names, axis_name, check_axis_label
 from ..core._errors import describe
+from ._util import flatten, is_tensor, unflatten, wrap
 
 __all__ = ["fold", "scan"]
 
@@ -29,13 +30,9 @@ S = TypeVar("S")
 AnyTensor = Tensor[Any, *tuple[Any, ...]]
 
 
-def _is_tensor(x: Any) -> bool:
-    return isinstance(x, Tensor)
-
-
-def _leading(t: AnyTensor, over: type[Axis], where_: str) -> tuple[Any, tuple[type[Axis], ...]]:
+def _leading(t: Any, over: type[Axis], where_: str) -> tuple[Any, tuple[type[Axis], ...]]:
     """The array with ``over`` moved to the front (no copy when it is already there)."""
-    if not isinstance(t, Tensor):
+    if not is_tensor(t):
         raise TypeError(f"{where_}: every leaf of xs must be a Tensor, got {type(t).__name__}")
     if over not in t.axes:
         raise AxisError(f"Cannot {where_} over {axis_name(over)}: {describe(t)} has no axis "
@@ -48,7 +45,7 @@ def _leading(t: AnyTensor, over: type[Axis], where_: str) -> tuple[Any, tuple[ty
 def _run(unit: Callable[[Any, Any], Any], over: type[Axis], init: Any, xs: Any,
          mask: AnyTensor | None, reverse: bool, keep: bool, at: int, where_: str) -> Any:
     over = check_axis_label(over, where_)
-    x_leaves, x_def = jax.tree_util.tree_flatten(xs, is_leaf=_is_tensor)
+    x_leaves, x_def = flatten(xs)
     if not x_leaves:
         raise TypeError(f"{where_}: xs has no Tensors to run over")
     moved = [_leading(t, over, where_) for t in x_leaves]
@@ -56,55 +53,52 @@ def _run(unit: Callable[[Any, Any], Any], over: type[Axis], init: Any, xs: Any,
     if len(n) > 1:
         raise AxisError(f"Cannot {where_} over {axis_name(over)}: the inputs give it sizes "
                         f"{sorted(n)} (equal axes must have equal sizes)")
-    s_leaves, s_def = jax.tree_util.tree_flatten(init, is_leaf=_is_tensor)
+    s_leaves, s_def = flatten(init)
     for t in s_leaves:
-        if not isinstance(t, Tensor):
+        if not is_tensor(t):
             raise TypeError(f"{where_}: every leaf of the state must be a Tensor, got "
                             f"{type(t).__name__}")
         if over in t.axes:
             raise AxisError(f"Cannot {where_} over {axis_name(over)}: the initial state "
                             f"{describe(t)} has axis {axis_name(over)}")
-    s_axes = [t.axes for t in s_leaves]
+    s_axes: list[tuple[type[Axis], ...]] = [t.axes for t in s_leaves]
     m_arr, m_axes = (None, ()) if mask is None else _leading(mask, over, where_)
 
     def body(carry: list[Any], sliced: tuple[list[Any], Any]) -> tuple[list[Any], Any]:
         x_arrays, m = sliced
-        state = s_def.unflatten([Tensor._wrap(a, ax_) for a, ax_ in zip(carry, s_axes,
-                                                                         strict=True)])
-        x_t = x_def.unflatten([Tensor._wrap(a, ax_) for a, (_, ax_) in zip(x_arrays, moved,
-                                                                           strict=True)])
-        new = unit(state, x_t)
-        new_leaves, new_def = jax.tree_util.tree_flatten(new, is_leaf=_is_tensor)
-        if new_def != s_def or any(not isinstance(t, Tensor) or t.axes != a
+        state = unflatten(s_def, [wrap(a, ax_) for a, ax_ in zip(carry, s_axes, strict=True)])
+        x_t = unflatten(x_def, [wrap(a, ax_) for a, (_, ax_) in zip(x_arrays, moved,
+                                                                     strict=True)])
+        new_leaves, new_def = flatten(unit(state, x_t))
+        if new_def != s_def or any(not is_tensor(t) or t.axes != a
                                    for t, a in zip(new_leaves, s_axes, strict=True)):
-            got = ", ".join(describe(t) if isinstance(t, Tensor) else type(t).__name__
+            got = ", ".join(describe(t) if is_tensor(t) else type(t).__name__
                             for t in new_leaves)
             want = ", ".join(f"[{axes_names(a)}]" for a in s_axes)
             raise AxisError(f"Cannot {where_} over {axis_name(over)}: the unit returned "
                             f"({got}) but the state has axes ({want}); a unit must return "
                             "a state like the one it is given (transpose it back)")
         if m is not None:
-            m_t = Tensor._wrap(m, m_axes)
-            new_leaves = [_keep(m_t, t_new, t_old, where_) for t_new, t_old in
-                          zip(new_leaves, jax.tree_util.tree_leaves(state, is_leaf=_is_tensor),
-                              strict=True)]
+            m_t = wrap(m, m_axes)
+            old = flatten(state)[0]
+            new_leaves = [_keep(m_t, t_new, t_old, where_)
+                          for t_new, t_old in zip(new_leaves, old, strict=True)]
         out = [t.array for t in new_leaves]
         return out, (out if keep else None)
 
     carry0 = [t.array for t in s_leaves]
     final, ys = jax.lax.scan(body, carry0, ([a for a, _ in moved], m_arr), reverse=reverse)
     if not keep:
-        return s_def.unflatten([Tensor._wrap(a, ax_) for a, ax_ in zip(final, s_axes,
-                                                                        strict=True)])
-    out = []
+        return unflatten(s_def, [wrap(a, ax_) for a, ax_ in zip(final, s_axes, strict=True)])
+    out: list[AnyTensor] = []
     for arr, axes in zip(ys, s_axes, strict=True):
         k = at if at >= 0 else len(axes) + 1 + at
         if not 0 <= k <= len(axes):
             raise ValueError(f"{where_}: at={at} is out of range for a state of rank "
                              f"{len(axes)}")
-        out.append(Tensor._wrap(arr if k == 0 else jnp.moveaxis(arr, 0, k),
-                                axes[:k] + (over,) + axes[k:]))
-    return s_def.unflatten(out)
+        out.append(wrap(arr if k == 0 else jnp.moveaxis(arr, 0, k),
+                        axes[:k] + (over,) + axes[k:]))
+    return unflatten(s_def, out)
 
 
 def _keep(m: AnyTensor, new: AnyTensor, old: AnyTensor, where_: str) -> AnyTensor:
@@ -113,7 +107,7 @@ def _keep(m: AnyTensor, new: AnyTensor, old: AnyTensor, where_: str) -> AnyTenso
         raise AxisError(f"Cannot {where_} with mask {describe(m)}: the state {describe(new)} "
                         f"has no axis {axis_name(extra[0])} (the mask may only have the "
                         "state's batch axes and the scanned axis)")
-    return where(broadcast(m, new), new, old)  # type: ignore[no-any-return]
+    return where(broadcast(m, new), new, old)
 
 
 def fold(unit: Callable[[S, Any], S], over: type[Axis], *, reverse: bool = False
@@ -132,7 +126,8 @@ def fold(unit: Callable[[S, Any], S], over: type[Axis], *, reverse: bool = False
     """
 
     def folded(init: S, xs: Any, *, mask: AnyTensor | None = None) -> S:
-        return _run(unit, over, init, xs, mask, reverse, False, 0, "fold")  # type: ignore[no-any-return]
+        out: S = _run(unit, over, init, xs, mask, reverse, False, 0, "fold")
+        return out
 
     return folded
 
@@ -151,6 +146,7 @@ def scan(unit: Callable[[S, Any], S], over: type[Axis], *, reverse: bool = False
     """
 
     def scanned(init: S, xs: Any, *, mask: AnyTensor | None = None) -> S:
-        return _run(unit, over, init, xs, mask, reverse, True, at, "scan")  # type: ignore[no-any-return]
+        out: S = _run(unit, over, init, xs, mask, reverse, True, at, "scan")
+        return out
 
     return scanned

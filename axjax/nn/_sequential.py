@@ -44,7 +44,7 @@ class Sequential(eqx.Module):
     layers: tuple[Any, ...]
 
     def __init__(self, layers: Sequence[Callable[..., Any]]) -> None:
-        wrapped = []
+        wrapped: list[Any] = []
         for layer in layers:
             if not callable(layer):
                 raise TypeError(f"Sequential: {layer!r} is not callable (give layers or "

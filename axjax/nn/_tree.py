@@ -16,7 +16,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, final
 
 import equinox as eqx
 import jax
@@ -38,13 +38,15 @@ from ..core import (
     sigmoid,
     take,
     tanh,
+    tensor,
+    transpose,
 )
 from ..core import sum as reduce_sum
 from ..core._axis import axis_name, check_axis_label
 from ..core._errors import describe
 from . import _init
-from ._recurrent import Gate, Prev, _Cell
-from ._util import require
+from ._recurrent import AbstractCell, Gate, Prev
+from ._util import flatten, is_tensor, require, unflatten, wrap
 
 __all__ = ["Tree", "TreeBatch", "Node", "Level", "Slot", "Child", "tree_fold", "tree_scan",
            "ChildSumTreeLSTMCell"]
@@ -52,18 +54,22 @@ __all__ = ["Tree", "TreeBatch", "Node", "Level", "Slot", "Child", "tree_fold", "
 AnyTensor = Tensor[Any, *tuple[Any, ...]]
 
 
+@final
 class Node(Axis):
     """The nodes of a batch of trees (default node axis of :class:`TreeBatch`)."""
 
 
+@final
 class Level(Axis):
     """The levels of a :class:`TreeBatch` (leaves first)."""
 
 
+@final
 class Slot(Axis):
     """The nodes of one level, padded: the batch axis a tree unit sees."""
 
 
+@final
 class Child(Axis):
     """The children of a node, padded: the extra axis of the children's states."""
 
@@ -142,12 +148,15 @@ class TreeBatch(eqx.Module):
                 children[li, si, :len(t.children)] = [ids[id(c)] for c in t.children]
         values = np.zeros(n_pad, np.int32)
         values[:n] = [int(t.value) for t in order]
+        roots = np.array([ids[id(t)] for t in trees], np.int32)
+        node_label: Any = node_axis  # a label held in a variable (typed Any for the plugin)
+        batch_label: Any = batch_axis
         return cls(
-            values=Tensor(jnp.asarray(values), (node_axis,)),
-            nodes=Tensor(jnp.asarray(nodes), (Level, Slot)),
-            children=Tensor(jnp.asarray(children), (Level, Slot, Child)),
-            child_mask=Tensor(jnp.asarray(children < n_pad), (Level, Slot, Child)),
-            roots=Tensor(jnp.asarray([ids[id(t)] for t in trees], jnp.int32), (batch_axis,)),
+            values=tensor(values, node_label, dtype=I32),
+            nodes=tensor(nodes, Level, Slot, dtype=I32),
+            children=tensor(children, Level, Slot, Child, dtype=I32),
+            child_mask=tensor(children < n_pad, Level, Slot, Child, dtype=Bool),
+            roots=tensor(roots, batch_label, dtype=I32),
             node_axis=node_axis,
         )
 
@@ -165,28 +174,26 @@ def _fit(limit: int | None, need: int, what: str) -> int:
     return limit
 
 
-def _run(unit: Callable[..., Any], batch: TreeBatch, xs: Any) -> Any:
+def _run(unit: Any, batch: TreeBatch, xs: Any) -> tuple[Any, list[AnyTensor]]:
     node = batch.node_axis
     n = batch.num_nodes
-    for t in jax.tree_util.tree_leaves(xs, is_leaf=lambda v: isinstance(v, Tensor)):
-        if not isinstance(t, Tensor) or node not in t.axes or t.size(node) != n:
-            shown = describe(t) if isinstance(t, Tensor) else type(t).__name__
+    for t in flatten(xs)[0]:
+        if not is_tensor(t) or node not in t.axes or t.size(node) != n:
+            shown = describe(t) if is_tensor(t) else type(t).__name__
             raise AxisError(f"Cannot apply tree_fold to {shown}: the inputs need axis "
                             f"{axis_name(node)} of size {n} (one entry per node of the batch)")
-    init = unit.init_state({node: n + 1})
-    s_leaves, s_def = jax.tree_util.tree_flatten(init, is_leaf=lambda v: isinstance(v, Tensor))
-    s_axes = [t.axes for t in s_leaves]
+    s_leaves, s_def = flatten(unit.init_state({node: n + 1}))
+    s_axes: list[tuple[type[Axis], ...]] = [t.axes for t in s_leaves]
 
     def step(buf: list[Any], level: tuple[Any, Any, Any]) -> tuple[list[Any], None]:
-        ids, ch, m = (Tensor._wrap(level[0], (Slot,)), Tensor._wrap(level[1], (Slot, Child)),
-                      Tensor._wrap(level[2], (Slot, Child)))
-        state = [Tensor._wrap(a, ax_) for a, ax_ in zip(buf, s_axes, strict=True)]
-        kids = s_def.unflatten([take(s, node, ch) for s in state])
-        x = jax.tree_util.tree_map(lambda t: take(t, node, ids), xs,
-                                   is_leaf=lambda v: isinstance(v, Tensor))
-        new = jax.tree_util.tree_leaves(unit(kids, x, mask=m),
-                                        is_leaf=lambda v: isinstance(v, Tensor))
-        out = []
+        ids, ch, m = (wrap(level[0], (Slot,)), wrap(level[1], (Slot, Child)),
+                      wrap(level[2], (Slot, Child)))
+        state = [wrap(a, ax_) for a, ax_ in zip(buf, s_axes, strict=True)]
+        kids = unflatten(s_def, [take(s, node, ch) for s in state])
+        x_leaves, x_def = flatten(xs)
+        x = unflatten(x_def, [take(t, node, ids) for t in x_leaves])
+        new = flatten(unit(kids, x, mask=m))[0]
+        out: list[Any] = []
         for old, t in zip(state, new, strict=True):
             if t.axes != tuple(Slot if a is node else a for a in old.axes):
                 raise AxisError(f"Cannot apply tree_fold: the unit returned {describe(t)}, "
@@ -199,10 +206,10 @@ def _run(unit: Callable[..., Any], batch: TreeBatch, xs: Any) -> Any:
 
     levels = (batch.nodes.array, batch.children.array, batch.child_mask.array)
     final, _ = jax.lax.scan(step, [t.array for t in s_leaves], levels)
-    return s_def, [Tensor._wrap(a, ax_) for a, ax_ in zip(final, s_axes, strict=True)]
+    return s_def, [wrap(a, ax_) for a, ax_ in zip(final, s_axes, strict=True)]
 
 
-def tree_scan(unit: Callable[..., Any], batch: TreeBatch) -> Callable[[Any], Any]:
+def tree_scan(unit: Any, batch: TreeBatch) -> Callable[[Any], Any]:
     """The state of every node: ``tree_scan(unit, batch)(xs) -> state [Node, ...]``.
 
     ``xs`` (a Tensor or pytree of Tensors) has the node axis; ``unit(children, x, mask=m)``
@@ -212,7 +219,7 @@ def tree_scan(unit: Callable[..., Any], batch: TreeBatch) -> Callable[[Any], Any
 
     def run(xs: Any) -> Any:
         s_def, final = _run(unit, batch, xs)
-        return s_def.unflatten([_drop_pad(t, batch) for t in final])
+        return unflatten(s_def, [_drop_pad(t, batch) for t in final])
 
     return run
 
@@ -220,10 +227,10 @@ def tree_scan(unit: Callable[..., Any], batch: TreeBatch) -> Callable[[Any], Any
 def _drop_pad(t: AnyTensor, batch: TreeBatch) -> AnyTensor:
     node = batch.node_axis
     p = t.axes.index(node)
-    return Tensor._wrap(jax.lax.slice_in_dim(t.array, 0, batch.num_nodes, axis=p), t.axes)
+    return wrap(jax.lax.slice_in_dim(t.array, 0, batch.num_nodes, axis=p), t.axes)
 
 
-def tree_fold(unit: Callable[..., Any], batch: TreeBatch) -> Callable[[Any], Any]:
+def tree_fold(unit: Any, batch: TreeBatch) -> Callable[[Any], Any]:
     """The catamorphism: the root state of each tree, ``[batch_axis, ...]``.
 
     Example:
@@ -233,12 +240,12 @@ def tree_fold(unit: Callable[..., Any], batch: TreeBatch) -> Callable[[Any], Any
 
     def run(xs: Any) -> Any:
         s_def, final = _run(unit, batch, xs)
-        return s_def.unflatten([take(t, batch.node_axis, batch.roots) for t in final])
+        return unflatten(s_def, [take(t, batch.node_axis, batch.roots) for t in final])
 
     return run
 
 
-class ChildSumTreeLSTMCell(_Cell):
+class ChildSumTreeLSTMCell(AbstractCell):
     """The child-sum Tree-LSTM unit (Tai, Socher and Manning, 2015).
 
     With ``h̃ = Σ_k h_k`` over the real children: ``i, o, u`` from ``x`` and ``h̃``, one
@@ -267,14 +274,12 @@ class ChildSumTreeLSTMCell(_Cell):
         require(name, (hk, x), x, self.in_axis, self.weight_ih.size(self.in_axis), "input")
         m = broadcast(mask.astype(hk.dtype), hk)
         hk, ck = hk * m, ck * m
-        h_sum = reduce_sum(hk, Child)
+        h_sum: AnyTensor = reduce_sum(hk, Child)
         xg = contract(x, self.weight_ih, over=self.in_axis)
         if self.bias is not None:
             xg = xg + broadcast(self.bias, xg)
         hg = contract(rename(h_sum, hid, Prev), self.weight_hh, over=Prev)
         if xg.axes != hg.axes:
-            from ..core import transpose
-
             xg = transpose(xg, *hg.axes)
         z = xg + hg
         i, o, u = sigmoid(index(z, Gate, 0)), sigmoid(index(z, Gate, 2)), tanh(index(z, Gate, 3))

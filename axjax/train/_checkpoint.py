@@ -248,7 +248,8 @@ def load_checkpoint(path: str | os.PathLike[str], like: Any) -> tuple[Any, dict[
                 if entry["kind"] == "tensor":
                     leaves.append(Tensor(jax.numpy.asarray(arr), leaf.axes))
                 elif entry["kind"] == "key":
-                    leaves.append(jax.random.wrap_key_data(jax.numpy.asarray(arr), impl=entry["impl"]))
+                    data = jax.numpy.asarray(arr)
+                    leaves.append(jax.random.wrap_key_data(data, impl=entry["impl"]))
                 else:
                     leaves.append(jax.numpy.asarray(arr) if isinstance(leaf, jax.Array) else arr)
             elif entry["kind"] == "value":

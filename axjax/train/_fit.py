@@ -83,7 +83,8 @@ def evaluate(model: Any, loss_fn: Callable[..., Any], data: Any,
     model = eqx.nn.inference_mode(model)
     params, static = eqx.partition(model, eqx.is_array)
     step = _step or make_eval_step(loss_fn, static)
-    sums = None
+    sums: dict[str, jax.Array] | None = None
+    names: tuple[str, ...] = ()
     for batch in as_source(data).epoch(0):
         if sums is None:
             names = metric_names(loss_fn, model, batch)

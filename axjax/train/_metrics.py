@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, cast
 
 import equinox as eqx
 import jax
@@ -43,7 +43,7 @@ def accuracy(logits: Tensor[Any, *tuple[Any, ...]], labels: Tensor[Any, *tuple[A
                    f"{axis_name(axis)}, in the same order")
     labels = labels if labels.dtype is I32 else astype(labels, I32)
     hits = astype(equal(predicted, labels), F32)
-    return _mean(hits, tuple(hits.axes)) if hits.axes else hits
+    return cast(Tensor[F32], _mean(hits, tuple(hits.axes)) if hits.axes else hits)
 
 
 class RunningMean(eqx.Module):

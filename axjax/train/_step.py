@@ -67,13 +67,13 @@ class Monitor(eqx.Module):
 
     @staticmethod
     def zero(names: tuple[str, ...]) -> Monitor:
-        z = jnp.zeros((), jnp.float32)
-        return Monitor({n: z for n in names}, z, jnp.asarray(-1, jnp.int32), z, z, names)
+        # one buffer per field: the step may donate them, and a buffer is donated only once
+        return Monitor({n: _zero() for n in names}, _zero(), jnp.asarray(-1, jnp.int32),
+                       _zero(), _zero(), names)
 
     def reset(self) -> Monitor:
         """Clear the sums; keep the guard."""
-        z = jnp.zeros((), jnp.float32)
-        return Monitor({n: z for n in self.names}, z, self.bad_step, self.bad_loss,
+        return Monitor({n: _zero() for n in self.names}, _zero(), self.bad_step, self.bad_loss,
                        self.bad_grad_norm, self.names)
 
     def read(self) -> tuple[dict[str, float], tuple[int, float, float] | None]:
@@ -83,6 +83,10 @@ class Monitor(eqx.Module):
             (self.sums, self.count, self.bad_step, self.bad_loss, self.bad_grad_norm))
         means = {k: float(sums[k] / count) for k in self.names} if count else {}
         return means, (None if step < 0 else (int(step), float(loss), float(gnorm)))
+
+
+def _zero() -> jax.Array:
+    return jnp.zeros((), jnp.float32)
 
 
 def _array(x: Any, what: str) -> jax.Array:

@@ -224,3 +224,62 @@ def build_torch(p: dict[str, np.ndarray]) -> Runner:
         model.attn.in_proj_weight.copy_(t(np.concatenate([p["wq"], p["wk"], p["wv"]])))
         model.attn.out_proj.weight.copy_(t(p["wo"]))
     return torch_runner(model, lambda x, y: (x, y), LR)
+
+
+# ----------------------------------------------------------------------------- Haliax
+def build_haliax(p: dict[str, np.ndarray]) -> Runner:
+    import haliax as hax
+    import haliax.nn as hnn
+
+    Ax = hax.Axis
+    pos, kpos, feat, embed = Ax("pos", 28), Ax("kpos", 28), Ax("feat", 28), Ax("embed", E)
+    heads, hsize, mlp, out = Ax("heads", HEADS), Ax("head_size", D), Ax("mlp", HID), Ax("out", 10)
+    a = jnp.asarray
+    ks = jax.random.split(jax.random.key(0), 4)
+
+    def lin(w: str, b: str, i: Any, o: Any, key: Any) -> Any:
+        layer = hnn.Linear.init(i, o, key=key)
+        return eqx.tree_at(lambda m: (m.weight, m.bias), layer,
+                           (hax.named(a(p[w]), (o, i)), hax.named(a(p[b]), (o,))))
+
+    class HaxBlock(eqx.Module):
+        embed: Any
+        up: Any
+        down: Any
+        head: Any
+        norm1: Any
+        norm2: Any
+        wq: Any
+        wk: Any
+        wv: Any
+        wo: Any
+
+        def __call__(self, x: Any) -> Any:
+            h = self.embed(x)                                # (batch, pos, embed)
+            z = self.norm1(h)
+            q = hax.dot(z, self.wq, axis=embed) / np.sqrt(D).astype(np.float32)
+            k = hax.dot(z, self.wk, axis=embed).rename({pos: kpos})
+            v = hax.dot(z, self.wv, axis=embed).rename({pos: kpos})
+            w = hnn.softmax(hax.dot(q, k, axis=hsize), axis=kpos)
+            o = hax.dot(w, v, axis=kpos)
+            h = h + hax.dot(o, self.wo, axis=(heads, hsize))
+            h = h + self.down(hnn.relu(self.up(self.norm2(h))))
+            return self.head(hax.mean(h, axis=pos))
+
+    proj = {k: hax.named(a(p[k].reshape(HEADS, D, E)), (heads, hsize, embed))
+            for k in ("wq", "wk", "wv")}
+    model = HaxBlock(lin("we", "be", feat, embed, ks[0]), lin("w1", "b1", embed, mlp, ks[1]),
+                     lin("w2", "b2", mlp, embed, ks[2]), lin("wc", "bc", embed, out, ks[3]),
+                     hnn.LayerNorm.init(embed), hnn.LayerNorm.init(embed), proj["wq"],
+                     proj["wk"], proj["wv"],
+                     hax.named(a(p["wo"].reshape(E, HEADS, D)), (embed, heads, hsize)))
+
+    def loss(model: Any, x: Any, y: Any) -> Any:
+        target = hnn.one_hot(y, out, dtype=jnp.float32)
+        return hnn.cross_entropy_loss(model(x), out, target, reduction=hax.mean).scalar()
+
+    def put(x: np.ndarray, y: np.ndarray) -> tuple[Any, Any]:
+        b = Ax("batch", len(x))
+        return hax.named(a(x), (b, pos, feat)), hax.named(a(y), (b,))
+
+    return eqx_runner(model, loss, put)

@@ -177,3 +177,43 @@ def build_torch(p: dict[str, np.ndarray]) -> Runner:
             model[i].weight.copy_(torch.from_numpy(p[k]))
             model[i].bias.copy_(torch.from_numpy(p[b]))
     return torch_runner(model, lambda x, y: (x[:, None], y), LR)
+
+
+# ----------------------------------------------------------------------------- Haliax
+def build_haliax(p: dict[str, np.ndarray]) -> Runner:
+    import haliax as hax
+    import haliax.nn as hnn
+
+    Ax = hax.Axis
+    h, w, c, f1, f2 = Ax("h", 28), Ax("w", 28), Ax("c", 1), Ax("f1", 8), Ax("f2", 16)
+    flat, out = Ax("flat", 256), Ax("out", 10)
+    window = (Ax("h", 2), Ax("w", 2))
+    kernel = (Ax("h", 5), Ax("w", 5))
+    a = jnp.asarray
+    k1, k2, k3 = jax.random.split(jax.random.key(0), 3)
+    conv1 = _set(hnn.Conv.init((h, w), c, f1, 5, key=k1),
+                 hax.named(a(p["k1"]), (f1, c, *kernel)), hax.named(a(p["c1"]), (f1,)))
+    conv2 = _set(hnn.Conv.init((h, w), f1, f2, 5, key=k2),
+                 hax.named(a(p["k2"]), (f2, f1, *kernel)), hax.named(a(p["c2"]), (f2,)))
+    dense = _set(hnn.Linear.init(flat, out, key=k3),
+                 hax.named(a(_dense_hwc(p["w"])), (out, flat)), hax.named(a(p["b"]), (out,)))
+
+    class HaxCNN(eqx.Module):
+        conv1: Any
+        conv2: Any
+        dense: Any
+
+        def __call__(self, x: Any) -> Any:
+            x = hnn.max_pool(window, hnn.relu(self.conv1(x)), stride=2)
+            x = hnn.max_pool(window, hnn.relu(self.conv2(x)), stride=2)
+            return self.dense(hax.flatten_axes(x, ("h", "w", "f2"), flat))
+
+    def loss(model: Any, x: Any, y: Any) -> Any:
+        target = hnn.one_hot(y, out, dtype=jnp.float32)
+        return hnn.cross_entropy_loss(model(x), out, target, reduction=hax.mean).scalar()
+
+    def put(x: np.ndarray, y: np.ndarray) -> tuple[Any, Any]:
+        b = Ax("batch", len(x))
+        return hax.named(a(x[..., None]), (b, h, w, c)), hax.named(a(y), (b,))
+
+    return eqx_runner(HaxCNN(conv1, conv2, dense), loss, put)

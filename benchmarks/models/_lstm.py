@@ -159,3 +159,56 @@ def build_torch(p: dict[str, np.ndarray]) -> Runner:
         model.dense.weight.copy_(t(p["w"]))
         model.dense.bias.copy_(t(p["b"]))
     return torch_runner(model, lambda x, y: (x, y), LR)
+
+
+# ----------------------------------------------------------------------------- Haliax
+def build_haliax(p: dict[str, np.ndarray]) -> Runner:
+    import haliax as hax
+    import haliax.nn as hnn
+
+    Ax = hax.Axis
+    time, feat, gate = Ax("time", 28), Ax("feat", 28), Ax("gate", 4)
+    hid, prev, out = Ax("hidden", HIDDEN), Ax("prev", HIDDEN), Ax("out", 10)
+    a = jnp.asarray
+    dense = hnn.Linear.init(hid, out, key=jax.random.key(0))
+    dense = eqx.tree_at(lambda d: (d.weight, d.bias), dense,
+                        (hax.named(a(p["w"]), (out, hid)), hax.named(a(p["b"]), (out,))))
+
+    class HaxLSTM(eqx.Module):
+        wih: Any
+        whh: Any
+        bias: Any
+        dense: Any
+
+        def __call__(self, x: Any) -> Any:
+            def cell(state: Any, xt: Any) -> Any:
+                h, c = state
+                z = (hax.dot(xt, self.wih, axis=feat)
+                     + hax.dot(h.rename({hid: prev}), self.whh, axis=prev) + self.bias)
+                i, f = hnn.sigmoid(z[gate, 0]), hnn.sigmoid(z[gate, 1])
+                g, o = hax.tanh(z[gate, 2]), hnn.sigmoid(z[gate, 3])
+                c = f * c + i * g
+                return o * hax.tanh(c), c
+
+            zero = hax.zeros((x.resolve_axis("batch"), hid))
+            h, _ = hax.fold(cell, time)((zero, zero), x)
+            return self.dense(h)
+
+    model = HaxLSTM(hax.named(a(p["wih"].reshape(4, HIDDEN, 28)), (gate, hid, feat)),
+                    hax.named(a(p["whh"].reshape(4, HIDDEN, HIDDEN)), (gate, hid, prev)),
+                    hax.named(a(p["bias"].reshape(4, HIDDEN)), (gate, hid)), dense)
+
+    def loss(model: Any, x: Any, y: Any) -> Any:
+        target = hnn.one_hot(y, out, dtype=jnp.float32)
+        return hnn.cross_entropy_loss(model(x), out, target, reduction=hax.mean).scalar()
+
+    def put(x: np.ndarray, y: np.ndarray) -> tuple[Any, Any]:
+        b = Ax("batch", len(x))
+        return hax.named(a(x), (b, time, feat)), hax.named(a(y), (b,))
+
+    return eqx_runner(model, loss, put)
+
+
+def build_graph(p: dict[str, np.ndarray]) -> Runner:
+    raise NotImplementedError("a graph cannot hold a recurrence yet: ax.nn.fold (one "
+                              "lax.scan) reads arrays, and the graph has no fold/scan node")

@@ -64,7 +64,7 @@ def classify(model: Any, x: Any, y: Any) -> tuple[Any, dict[str, Any]]:
 
 
 def main(argv: list[str] | None = None) -> dict[str, Any]:
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p = argparse.ArgumentParser(description="Row-by-row sequential MNIST with an LSTM.")
     p.add_argument("--epochs", type=int, default=4)
     p.add_argument("--batch-size", type=int, default=128)
     p.add_argument("--hidden", type=int, default=128)

@@ -61,7 +61,7 @@ def train(steps: int = 400, lr: float = 0.1, seed: int = 1, progress: bool = Tru
 
 
 def main(argv: list[str] | None = None) -> float:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description="XOR with the 2-2-2 network of the paper.")
     parser.add_argument("--steps", type=int, default=400)
     parser.add_argument("--lr", type=float, default=0.1)
     parser.add_argument("--seed", type=int, default=1)

@@ -234,63 +234,62 @@ def _close(got: Array, want: Array, rtol: float, what: str) -> None:
 def check_op_once(case: OpCase, drawn: Drawn) -> None:
     """Run checks (a)-(d) on one drawn input.
 
-    The derivative checks run under ``jax.jit`` (one compilation per check instead of one
-    per primitive and shape, which is what makes eager checks slow); the forward is also
-    checked eagerly, where ops run without the ``custom_vjp`` wrapper.
+    Everything but the finite differences runs inside one ``jax.jit`` (one compilation
+    instead of one per primitive and shape, which is what makes eager checks slow). The
+    ``ax.jax_autodiff()`` switch is read while tracing, so one trace holds both lowerings.
     """
     args = _stored(case, drawn, np.float32)
     ax_fn, oracle_fn = make_functions(case, drawn)
-
-    # (a) forward, eagerly: the op actually applied, the result's dtype marker and values
-    tensors = [ax.tensor(a, *x) for a, x in zip(args, _axes(case, drawn))]
-    with record_ops() as seen:
-        out = case.fn(*tensors)
-    assert case.op in seen, f"{case.name}: applied {seen}, not {case.op}"
-    want_dtype = case.out_dtype or tensors[0].dtype
-    assert out.dtype is want_dtype, f"{case.name}: dtype {out.dtype.__name__}"
-    expected = oracle_fn(*args)
-    result = _canonical(case, out)
-    _close(result, expected, case.rtol, f"{case.name} forward")
-
+    axes = _axes(case, drawn)
     nums = _float_argnums(case)
-    floating_out = bool(jnp.issubdtype(out.array.dtype, jnp.inexact))
-    if not nums:
-        _close(jax.jit(ax_fn)(*args), expected, case.rtol, f"{case.name} jitted forward")
-        return
-    cot = jnp.asarray(np.random.default_rng(1).normal(size=np.shape(expected)), jnp.float32)
+    argnums = tuple(range(len(nums)))
+    out_shape = jax.eval_shape(oracle_fn, *args)
+    floating_out = bool(jnp.issubdtype(out_shape.dtype, jnp.inexact))
+    hess = case.hessian and floating_out
+    cot = jnp.asarray(np.random.default_rng(1).normal(size=out_shape.shape), jnp.float32)
     ax_loss = _loss(ax_fn, args, nums, cot)
     oracle_loss = _loss(oracle_fn, args, nums, cot)
-    floats = [args[i] for i in nums]
-    argnums = tuple(range(len(nums)))
 
-    # (a) under jit too; (b) the op's own backward against jax.grad of the oracle;
-    # (d) plain JAX autodiff (the switch is read while tracing, so one jit holds both)
-    hess = case.hessian and floating_out
-
-    def both(*fl: Array) -> Any:
-        full = list(args)
-        for i, v in zip(nums, fl):
-            full[i] = v
-        g_or = (jax.grad(oracle_loss, argnums)(*fl) if floating_out
-                else tuple(jnp.zeros_like(f) for f in fl))
-        own = ax_fn(*full), jax.grad(ax_loss, argnums)(*fl), g_or
+    def everything(*full: Array) -> Any:
+        # (a) the forward: the op is applied, the dtype marker is the documented one
+        with record_ops() as seen:
+            out = case.fn(*[ax.tensor(a, *x) for a, x in zip(full, axes)])
+        assert case.op in seen, f"{case.name}: applied {seen}, not {case.op}"
+        want = case.out_dtype or ax.tensor(full[0], *axes[0]).dtype
+        assert out.dtype is want, f"{case.name}: dtype {out.dtype.__name__}, not {want.__name__}"
+        results: dict[str, Any] = {"y": _canonical(case, out), "oracle": oracle_fn(*full)}
+        if not nums:
+            return results
+        fl = [full[i] for i in nums]
+        # (b) the op's own backward, and the oracle's (zero for Bool / integer results)
+        results["grad"] = jax.grad(ax_loss, argnums)(*fl)
+        results["grad_oracle"] = (jax.grad(oracle_loss, argnums)(*fl) if floating_out
+                                  else tuple(jnp.zeros_like(f) for f in fl))
+        # (d) plain JAX autodiff: same values and gradients, and forward mode works
         tangents = tuple(jnp.ones_like(f) for f in fl)
         with ax.jax_autodiff():
-            plain = (ax_fn(*full), jax.grad(ax_loss, argnums)(*fl),
-                     jax.jvp(ax_loss, fl, tangents)[1], jax.jvp(oracle_loss, fl, tangents)[1],
-                     jax.hessian(ax_loss)(*fl) if hess else 0.0,
-                     jax.hessian(oracle_loss)(*fl) if hess else 0.0)
-        return own, plain
+            results["y_plain"] = ax_fn(*full)
+            results["grad_plain"] = jax.grad(ax_loss, argnums)(*fl)
+            results["jvp"] = jax.jvp(ax_loss, tuple(fl), tangents)[1]
+            if hess:
+                results["hessian"] = jax.hessian(ax_loss)(*fl)
+        results["jvp_oracle"] = jax.jvp(oracle_loss, tuple(fl), tangents)[1]
+        if hess:
+            results["hessian_oracle"] = jax.hessian(oracle_loss)(*fl)
+        return results
 
-    (y_jit, g_ax, g_oracle), (y_plain, g_plain, t_ax, t_or, h_ax, h_or) = jax.jit(both)(*floats)
-    _close(y_jit, expected, case.rtol, f"{case.name} jitted forward")
-    for i, (g, h) in enumerate(zip(g_ax, g_oracle)):
+    r = jax.jit(everything)(*args)
+    _close(r["y"], r["oracle"], case.rtol, f"{case.name} forward")
+    if not nums:
+        return
+    for i, (g, h) in enumerate(zip(r["grad"], r["grad_oracle"])):
         _close(g, h, 1e-4, f"{case.name} backward of operand {nums[i]}")
-    _close(y_plain, y_jit, 0.0, f"{case.name} jax_autodiff forward")
-    for i, (g, h) in enumerate(zip(g_plain, g_ax)):
-        _close(g, h, 1e-5, f"{case.name} jax_autodiff gradient {nums[i]}")
-    _close(t_ax, t_or, 1e-4, f"{case.name} jvp")
-    _close(h_ax, h_or, 1e-3, f"{case.name} hessian")
+    _close(r["y_plain"], r["y"], 0.0, f"{case.name} jax_autodiff forward")
+    for i, (g, h) in enumerate(zip(r["grad_plain"], r["grad"])):
+        _close(g, h, 1e-5, f"{case.name} jax_autodiff gradient of operand {nums[i]}")
+    _close(r["jvp"], r["jvp_oracle"], 1e-4, f"{case.name} jvp")
+    if hess:
+        _close(r["hessian"], r["hessian_oracle"], 1e-3, f"{case.name} hessian")
 
     # (c) finite differences in float64 through the op's own backward
     if floating_out:

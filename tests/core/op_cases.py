@@ -13,7 +13,7 @@ import jax.numpy as jnp
 
 import axjax as ax
 
-from .helpers import A, B, C, D, E, Arg, OpCase
+from .helpers import A, Arg, B, C, D, E, OpCase
 
 AnyT = ax.Tensor[Any, *tuple[Any, ...]]
 

@@ -85,6 +85,22 @@ def test_max_pool_gradient_goes_to_the_maximum() -> None:
     np.testing.assert_array_equal(np.asarray(g.array), want)
 
 
+def test_pool_gradients_under_jit_match_lax() -> None:
+    x = rand((2, 6, 5, 3), Batch, Height, Width, Chan)
+    for kind, fn in (("max", ax.max_pool), ("avg", ax.avg_pool)):
+        def ours(a: jax.Array, fn: Any = fn) -> jax.Array:
+            y = fn(ax.tensor(a, Batch, Height, Width, Chan), (Height, Width), 2, 1, "SAME")
+            return jnp.sum(jnp.sin(y.array))
+
+        def oracle(a: jax.Array, kind: str = kind) -> jax.Array:
+            init, op = (-jnp.inf, lax.max) if kind == "max" else (0.0, lax.add)
+            y = lax.reduce_window(a, init, op, (1, 2, 2, 1), (1, 1, 1, 1),
+                                  ((0, 0), (0, 1), (0, 1), (0, 0)))
+            return jnp.sum(jnp.sin(y if kind == "max" else y / 4))
+
+        close(jax.jit(jax.grad(ours))(x.array), jax.jit(jax.grad(oracle))(x.array), 1e-5)
+
+
 def test_pool_errors() -> None:
     x = ax.zeros((2, 3, 3), Batch, Height, Width)
     with pytest.raises(ax.AxisError, match=r"Cannot apply MaxPool\(Height, Time, "

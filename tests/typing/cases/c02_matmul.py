@@ -68,7 +68,8 @@ def batched_wrong(x: Tensor[F32, *Bs, I, J], y: Tensor[F32, *Bs, K, J]) -> Tenso
     return x @ y  # want-error: Cannot apply MatMul to Tensor[F32, *Bs, I, J] and Tensor[F32, *Bs, K, J]: inner axes J and K differ
 
 
-reveal_type(chain(ab, bc, ca))  # want: Tensor[F32, A, A]
+reveal_type(chain(ab, bc, cd))  # want: Tensor[F32, A, D]
+c0 = chain(ab, bc, ca)  # want-error[plugin]: The call returns Tensor[F32, A, A]: axis A occurs twice in (A, A); miss[mypy,pyright]
 c1 = chain(ab, bc, bc)  # want-error
 reveal_type(batched(nab, nbc))  # want: Tensor[F32, N, A, C]
 c2 = batched(nab, mbc)  # want-error
