@@ -14,7 +14,7 @@ import resource
 import statistics
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -107,7 +107,8 @@ class Runner:
     traces: Callable[[], int] | None = None
     #: the compiled step's text, for the structural checks (JAX-family runners only)
     lowered: Callable[[Any, Any], Any] | None = None
-    notes: list[str] = field(default_factory=list)
+    #: the float value of a step's loss output (``float`` but for the ``fit`` runner)
+    value: Callable[[Any], float] = float
 
 
 def jit_train_step(loss_fn: Callable[[Any, Any, Any], Any], params: Any,
@@ -156,15 +157,22 @@ def timed(fn: Callable[[], Any]) -> tuple[Any, float]:
 
 
 def window(runner: Runner, state: Any, n: int, batch: Callable[[int], tuple[Any, Any]]
-           ) -> tuple[Any, float]:
-    """Run ``n`` steps on ``batch(i)``, wait for the device; ``(state, steps per second)``."""
-    t0 = time.perf_counter()
+           ) -> tuple[Any, float, float]:
+    """Run ``n`` steps on ``batch(i)`` and wait for the device.
+
+    Returns ``(state, steps per second, host µs per step)``: the last is the CPU time the
+    Python thread spent per step before the final wait (dispatch, pytree flattening, the
+    batch's conversion; PyTorch also computes on this thread). CPU time, unlike wall time,
+    hardly moves when other processes load the machine.
+    """
+    t0, c0 = time.perf_counter(), time.thread_time()
     loss = None
     for i in range(n):
         x, y = batch(i)
         state, loss = runner.step(state, x, y)
+    c1 = time.thread_time()
     runner.sync((state, loss))
-    return state, n / (time.perf_counter() - t0)
+    return state, n / (time.perf_counter() - t0), (c1 - c0) / n * 1e6
 
 
 def summary(values: Sequence[float]) -> dict[str, float]:

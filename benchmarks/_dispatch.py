@@ -3,7 +3,9 @@
 Outside ``jit`` every axjax call runs its type rule (cached per operand types), the op's
 forward (the same ``jax.numpy`` call) and wraps the result; this measures what that adds.
 Each op is timed in rounds of ``calls`` calls followed by one sync, the two versions
-alternating; the ratio is taken within a round and summarised over rounds.
+alternating; the ratio is taken within a round and summarised over rounds. Beside the
+wall time, the CPU time of the calling thread (the dispatch itself: XLA computes on its
+own threads) is reported, which other load on the machine hardly disturbs.
 """
 
 from __future__ import annotations
@@ -73,13 +75,15 @@ OPS: dict[str, Pair] = {
 }
 
 
-def _time(fn: Callable[[], Any], calls: int) -> float:
-    t0 = time.perf_counter()
+def _time(fn: Callable[[], Any], calls: int) -> tuple[float, float]:
+    """``(wall µs, CPU µs of this thread)`` per call: ``calls`` calls, then one sync."""
+    t0, c0 = time.perf_counter(), time.thread_time()
     out = None
     for _ in range(calls):
         out = fn()
+    c1 = time.thread_time()
     jax.block_until_ready(out.array if isinstance(out, ax.Tensor) else out)
-    return (time.perf_counter() - t0) / calls * 1e6
+    return (time.perf_counter() - t0) / calls * 1e6, (c1 - c0) / calls * 1e6
 
 
 def bench_dispatch(rounds: int = 15, calls: int = 300, warmup: int = 100,
@@ -93,8 +97,8 @@ def bench_dispatch(rounds: int = 15, calls: int = 300, warmup: int = 100,
         np.testing.assert_allclose(np.asarray(t().array), np.asarray(j()), rtol=1e-5, atol=1e-4)
         _time(j, warmup)
         _time(t, warmup)
-        js: list[float] = []
-        ts: list[float] = []
+        js: list[tuple[float, float]] = []
+        ts: list[tuple[float, float]] = []
         for r in range(rounds):
             if r % 2:
                 ts.append(_time(t, calls))
@@ -102,6 +106,10 @@ def bench_dispatch(rounds: int = 15, calls: int = 300, warmup: int = 100,
             else:
                 js.append(_time(j, calls))
                 ts.append(_time(t, calls))
-        out[name] = {"jnp_us": summary(js), "axjax_us": summary(ts),
-                     "ratio": summary([a / b for a, b in zip(ts, js, strict=True)])}
+        out[name] = {
+            "jnp_us": summary([w for w, _ in js]), "axjax_us": summary([w for w, _ in ts]),
+            "ratio": summary([a[0] / b[0] for a, b in zip(ts, js, strict=True)]),
+            "jnp_cpu_us": summary([c for _, c in js]),
+            "axjax_cpu_us": summary([c for _, c in ts]),
+            "cpu_ratio": summary([a[1] / b[1] for a, b in zip(ts, js, strict=True)])}
     return out

@@ -116,10 +116,10 @@ def bench_model(model: ModuleType, frameworks: Sequence[str], data: Data, cfg: C
             continue
         try:
             runner, state, build_s, first_s, loss = _first_step(build, params, *host(batches[0]))
-            losses = [float(loss)]
+            losses = [runner.value(loss)]
             for i in (1, 2):
                 state, loss = runner.step(state, *runner.put(*host(batches[i])))
-                losses.append(float(loss))
+                losses.append(runner.value(loss))
         except Exception as e:  # report it and go on with the others
             res[fw] = {"skipped": f"{type(e).__name__}: {e}".splitlines()[0][:300]}
             log(f"  {model.NAME}/{fw}: skipped ({res[fw]['skipped']})")
@@ -145,25 +145,28 @@ def bench_model(model: ModuleType, frameworks: Sequence[str], data: Data, cfg: C
     fixed = {fw: runners[fw][0].put(*host(fixed_idx)) for fw in live}
     states = {fw: runners[fw][1] for fw in live}
     for fw in live:
-        states[fw], _ = window(runners[fw][0], states[fw], cfg.warmup, lambda i, f=fw: fixed[f])
+        states[fw] = window(runners[fw][0], states[fw], cfg.warmup, lambda i, f=fw: fixed[f])[0]
     calib = "jax" if "jax" in live else (live[0] if live else None)
     n = cfg.min_steps
     if calib is not None and cfg.window_s > 0:
-        states[calib], sps = window(runners[calib][0], states[calib], cfg.min_steps,
-                                    lambda i: fixed[calib])
-        n = int(min(cfg.max_steps, max(cfg.min_steps, sps * cfg.window_s)))
+        states[calib], rate, _ = window(runners[calib][0], states[calib], cfg.min_steps,
+                                        lambda i: fixed[calib])
+        n = int(min(cfg.max_steps, max(cfg.min_steps, rate * cfg.window_s)))
     out["steps_per_window"] = n
 
     # 4. interleaved rounds: fixed batch, then the real data loop
-    sps: dict[str, dict[str, list[float]]] = {fw: {"fixed": [], "loop": []} for fw in live}
+    sps: dict[str, dict[str, list[float]]] = {fw: {"fixed": [], "loop": [], "host": []}
+                                              for fw in live}
     for r in range(cfg.rounds):
         order = _rotate(live, r)
         for fw in order:
-            states[fw], v = window(runners[fw][0], states[fw], n, lambda i, f=fw: fixed[f])
+            states[fw], v, host_us = window(runners[fw][0], states[fw], n,
+                                            lambda i, f=fw: fixed[f])
             sps[fw]["fixed"].append(v)
+            sps[fw]["host"].append(host_us)
         for fw in order:
             runner = runners[fw][0]
-            states[fw], v = window(runner, states[fw], n,
+            states[fw], v, _ = window(runner, states[fw], n,
                                    lambda i, rr=runner, k=r: rr.put(*host(batches[(k * n + i)
                                                                                   % 64])))
             sps[fw]["loop"].append(v)
@@ -180,6 +183,7 @@ def bench_model(model: ModuleType, frameworks: Sequence[str], data: Data, cfg: C
             if "jax" in live:
                 ratios = [a / b for a, b in zip(sps[fw][kind], sps["jax"][kind], strict=True)]
                 entry[f"{kind}_ratio"] = summary(ratios)
+        entry["host_us_per_step"] = summary(sps[fw]["host"])
         entry["traces"] = runner.traces() if runner.traces else None
     if "jax" in live:
         jax_first = res["jax"]["first_step_s"]["median"]

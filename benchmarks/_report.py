@@ -11,7 +11,7 @@ __all__ = ["TARGETS", "environment", "markdown", "targets"]
 
 #: the targets of issue 7 (ratios against hand-written JAX; dispatch against jax.numpy)
 TARGETS = {"steps_per_s": 0.97, "first_step": 1.25, "dispatch": 1.5, "memory": 1.1}
-AXJAX = ("axjax", "graph")
+AXJAX = ("axjax", "graph", "fit")
 
 
 def environment() -> dict[str, Any]:
@@ -54,28 +54,32 @@ def markdown(results: dict[str, Any]) -> str:
     for name, model in results.get("models", {}).items():
         lines += [f"### {model['title']} (batch 128, {model.get('steps_per_window')} steps "
                   "per window)", "",
-                  "| framework | fixed steps/s | ÷ JAX | loop steps/s | ÷ JAX | first step s "
-                  "| ÷ JAX | peak RSS Δ MiB | ÷ JAX | traces | loss Δ |",
-                  "|---|---|---|---|---|---|---|---|---|---|---|"]
+                  "| framework | fixed steps/s | ÷ JAX | loop steps/s | ÷ JAX | host µs/step "
+                  "| first step s | ÷ JAX | peak RSS Δ MiB | ÷ JAX | traces | loss Δ |",
+                  "|---|---|---|---|---|---|---|---|---|---|---|---|"]
         for fw, r in model["frameworks"].items():
             if "skipped" in r:
-                lines.append(f"| {fw} | skipped: {r['skipped']} |||||||||| ")
+                lines.append(f"| {fw} | skipped: {r['skipped']} ||||||||||| ")
                 continue
             mem = memory.get(name, {}).get(fw, {})
             lines.append(
                 f"| {fw} | {_s(r['fixed_steps_per_s'])} | {_s(r.get('fixed_ratio'), '{:.2f}')} "
                 f"| {_s(r['loop_steps_per_s'])} | {_s(r.get('loop_ratio'), '{:.2f}')} "
-                f"| {_s(r['first_step_s'], '{:.2f}')} | {r.get('first_step_ratio', '–')} "
+                f"| {_s(r.get('host_us_per_step'))} | {_s(r['first_step_s'], '{:.2f}')} "
+                f"| {r.get('first_step_ratio', '–')} "
                 f"| {mem.get('delta_mib', '–')} | {mem.get('delta_ratio', '–')} "
                 f"| {r['traces']} | {r.get('loss_diff', 0):.1e} |")
         lines.append("")
     dispatch = results.get("dispatch")
     if dispatch:
         lines += ["### Eager dispatch, µs per call (median [min–max] over rounds)", "",
-                  "| op | jax.numpy | axjax | axjax ÷ jnp |", "|---|---|---|---|"]
+                  "| op | jax.numpy wall | axjax wall | ÷ jnp | jax.numpy CPU | axjax CPU "
+                  "| ÷ jnp |", "|---|---|---|---|---|---|---|"]
         for op, r in dispatch.items():
             lines.append(f"| {op} | {_s(r['jnp_us'], '{:.1f}')} | {_s(r['axjax_us'], '{:.1f}')} "
-                         f"| {_s(r['ratio'], '{:.2f}')} |")
+                         f"| {_s(r['ratio'], '{:.2f}')} | {_s(r.get('jnp_cpu_us'), '{:.1f}')} "
+                         f"| {_s(r.get('axjax_cpu_us'), '{:.1f}')} "
+                         f"| {_s(r.get('cpu_ratio'), '{:.2f}')} |")
         lines.append("")
     lines += ["### Targets", ""] + [f"- {t}" for t in targets(results)]
     return "\n".join(lines)

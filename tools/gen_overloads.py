@@ -77,6 +77,7 @@ if TYPE_CHECKING:
     DF = TypeVar("DF", bound=DType, default=F32)  # a constructor's dtype when none is given
     DI = TypeVar("DI", bound=DType, default=I32)
     DA = TypeVar("DA", bound=DType, default=Any)
+    DIn = TypeVar("DIn", bound=DType)  # Input's: not named D, which Input's class binds
     X = TypeVar("X")
     Y = TypeVar("Y")
     Ts = TypeVarTuple("Ts")
@@ -110,7 +111,7 @@ class Module:
     def impl(self, name: str, sig: str, source: str) -> None:
         doc = self.docs.get(name, "")
         prefix = 'r"""' if "\\" in doc else '"""'
-        quoted = prefix + doc + ('\n"""' if "\n" in doc else '"""') if doc else "..."
+        quoted = prefix + doc + ('\n"""' if "\n" in doc else '"""') + "\n..." if doc else "..."
         self.body += [f"    def {name}{sig}:", textwrap.indent(quoted, " " * 8), ""]
         self.exports.setdefault(source, []).append(name)
 
@@ -335,14 +336,14 @@ def input_region() -> list[str]:
     """Overloads of ``Input.__init__``: ``ax.Input(ax.F32, A, B)`` is ``Input[F32, A, B]``."""
     out = [BEGIN]
     for r in range(CTOR_RANK + 1):
-        self_type = "self: Input[" + ", ".join(["D", *tv("A", r)]) + "]"
+        self_type = "self: Input[" + ", ".join(["DIn", *tv("A", r)]) + "]"
         axes = [f"a{i}: type[A{i}]" for i in range(r)]
         out += ["    @overload", "    def __init__(",
-                *_wrap([self_type, "dtype: type[D]", *axes, "/", *INPUT_KW]),
+                *_wrap([self_type, "dtype: type[DIn]", *axes, "/", *INPUT_KW]),
                 "    ) -> None: ..."]
     big = [f"a{i}: type[Axis]" for i in range(CTOR_RANK + 1)]
     out += ["    @overload", "    def __init__(",
-            *_wrap([f"self: Input[D, {ANY}]", "dtype: type[D]", *big, "/", "*axes: type[Axis]",
+            *_wrap([f"self: Input[DIn, {ANY}]", "dtype: type[DIn]", *big, "/", "*axes: type[Axis]",
                     *INPUT_KW[1:]]),
             "    ) -> None: ...", END]
     return out

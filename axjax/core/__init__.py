@@ -1,6 +1,7 @@
 """axjax core: axes, dtypes, Tensor, Op and its lowering, the primitive ops."""
 
 from ._axis import Axis as Axis
+from ._check_axes import check_axes as check_axes
 from ._compile import CompiledGraph as CompiledGraph
 from ._compile import compile as compile
 from ._contract import Contract as Contract

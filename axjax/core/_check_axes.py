@@ -30,7 +30,8 @@ Pattern = tuple[Any, tuple[Any, ...]]  # (dtype, axes) of a Tensor[...] annotati
 def _variadic(item: object) -> object | None:
     """The inside of ``*Ts`` / ``Unpack[Ts]`` / ``*tuple[Any, ...]``; ``None`` otherwise."""
     if typing.get_origin(item) is typing.Unpack:
-        return typing.get_args(item)[0]
+        inner: object = typing.get_args(item)[0]
+        return inner
     if getattr(item, "__unpacked__", False):  # *tuple[Any, ...] is a GenericAlias
         return tuple
     return None
@@ -42,7 +43,7 @@ def _pattern(annotation: object) -> tuple[type, Pattern] | None:
     if not (isinstance(origin, type) and issubclass(origin, Tensor)):
         return None
     args = typing.get_args(annotation)
-    return origin, (args[0], tuple(args[1:])) if args else (Any, (tuple[Any, ...],))
+    return (origin, (args[0], tuple(args[1:]))) if args else None
 
 
 def _show(item: object, bound: Binding) -> str:
@@ -73,40 +74,39 @@ class _Call:
         return AxisError(f"Cannot apply {self.name} to {describe(value)}: {what} should be "
                          f"{_annotation(pattern, self.bound)}, but {why}")
 
-    def one(self, pat: object, got: Any, kind: str) -> str | None:
+    def one(self, pat: object, got: Any, where: str) -> str | None:
         """Match one dtype or axis; the reason it does not match, or ``None``."""
         if pat is Any:
             return None
         if isinstance(pat, TypeVar):
             was = self.bound.setdefault(pat, got)
             if was is not got:
-                return f"{pat.__name__} is {axis_name(was)} elsewhere in this call and " \
-                       f"{axis_name(got)} here"
+                return (f"{pat.__name__} is {axis_name(was)} elsewhere in this call and "
+                        f"{axis_name(got)} {where}")
             return None
         if pat is not got:
-            return f"its {kind} is {axis_name(got)}"
+            return f"it has {axis_name(got)} {where}"
         return None
 
-    def match(self, value: Any, what: str, cls: type, pattern: Pattern) -> None:
+    def match(self, value: Any, what: str, cls: type[Any], pattern: Pattern) -> None:
         if not isinstance(value, cls):
             raise TypeError(f"Cannot apply {self.name}: {what} should be "
                             f"{_annotation(pattern, self.bound)}, got {type(value).__name__}")
         dtype, pats = pattern
-        why = self.one(dtype, value.dtype, "dtype")
+        why = self.one(dtype, value.dtype, "as its dtype")
         if why is not None:
             raise self.fail(value, what, pattern, why + " (convert it with astype)")
         axes: tuple[Any, ...] = value.axes
         star = [i for i, p in enumerate(pats) if _variadic(p) is not None]
         fixed = len(pats) - len(star)
         if (not star and len(axes) != fixed) or len(axes) < fixed:
-            raise self.fail(value, what, pattern, f"it has {len(axes)} axes")
+            count = f"{len(axes)} axis" if len(axes) == 1 else f"{len(axes)} axes"
+            raise self.fail(value, what, pattern, f"it has {count}")
         k = star[0] if star else len(pats)
         tail = len(pats) - k - 1 if star else 0
-        pairs = list(zip(pats[:k], axes[:k], strict=True))
-        if star:
-            pairs += list(zip(pats[k + 1:], axes[len(axes) - tail:], strict=True))
-        for pat, axis in pairs:
-            why = self.one(pat, axis, "axis at that place")
+        places = list(range(k)) + list(range(len(axes) - tail, len(axes)))
+        for pat, i in zip((*pats[:k], *pats[k + 1:]), places, strict=True):
+            why = self.one(pat, axes[i], f"at axis {i}")
             if why is not None:
                 raise self.fail(value, what, pattern, why)
         inner = _variadic(pats[k]) if star else None
@@ -130,8 +130,8 @@ def check_axes(fn: F) -> F:
         ... def affine(x: Tensor[D, *B, In], w: Tensor[D, In, Out]) -> Tensor[D, *B, Out]:
         ...     return ax.contract(x, w, over=w.axes[1])
         >>> affine(images, weights_the_wrong_way_round)   # doctest: +SKIP
-        AxisError: Cannot apply affine to Tensor[F32, Out=10, In=784]: argument w should be
-        Tensor[D=F32, In=Pixel, Out], but In is Pixel elsewhere in this call and Out here
+        AxisError: Cannot apply affine to Tensor[F32, Out=10, Pixel=784]: argument w should be
+        Tensor[D=F32, In=Pixel, Out], but In is Pixel elsewhere in this call and Out at axis 0
     """
     signature = inspect.signature(fn)
     plan: list[tuple[str, type, Pattern]] | None = None

@@ -75,6 +75,10 @@ class Program:
     # ------------------------------------------------------------------ call arguments
     def bind(self, args: Sequence[Any], kwargs: Mapping[str, Any]) -> tuple[AnyTensor, ...]:
         """Match call arguments to the inputs (by position, or by name) and check them."""
+        if not kwargs and len(args) == len(self.inputs):  # the per-step fast path
+            fast = [_fits(x, v) for x, v in zip(self.inputs, args, strict=True)]
+            if all(fast):
+                return tuple(args)
         names = [x.name or f"input{i}" for i, x in enumerate(self.inputs)]
         listing = ", ".join(names)
         if len(args) > len(names):
@@ -95,6 +99,8 @@ class Program:
         return tuple(self._tensor(x, names[i], given[i]) for i, x in enumerate(self.inputs))
 
     def _tensor(self, x: AnyInput, name: str, value: Any) -> AnyTensor:
+        if _fits(x, value):
+            return value  # type: ignore[no-any-return]
         head = f"Cannot call {self.where}: input {name} is {describe(x.type)}"
         if isinstance(value, Node):
             raise TypeError(f"{head}, got the graph node {value!r} (pass a value)")
@@ -103,7 +109,8 @@ class Program:
         why = mismatch(x.type, value)
         if why:
             raise AxisError(f"{head}, got {describe(value)}: {why}")
-        return value
+        checked: AnyTensor = value
+        return checked
 
     def values(self, override: Any) -> tuple[AnyTensor, ...]:
         """Param values: the Params' own, replaced by those in ``override`` (see ``params=``)."""
@@ -126,6 +133,12 @@ class Program:
                 check_value(p, v, self.where)
                 vals[i] = v
         return tuple(vals)
+
+
+def _fits(x: AnyInput, value: Any) -> bool:
+    """Whether ``value`` is a concrete Tensor that ``x`` accepts as it is (no message built:
+    a step calls this for every input, and formatting the message costs more than the check)."""
+    return type(value) is Tensor and not mismatch(x.type, value)
 
 
 def _from_array(x: AnyInput, value: Any, head: str) -> AnyTensor:

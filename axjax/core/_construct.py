@@ -42,13 +42,13 @@ def tensor(data: Any, *axes: type[Axis], dtype: type[DType] | None = None) -> An
 
 
 def _shape(shape: Any, axes: tuple[type[Axis], ...], where: str) -> tuple[int, ...]:
-    shape = (shape,) if isinstance(shape, int) else tuple(int(n) for n in shape)
-    if len(shape) != len(axes):
+    sizes: tuple[int, ...] = (shape,) if isinstance(shape, int) else tuple(int(n) for n in shape)
+    if len(sizes) != len(axes):
         raise TypeError(
-            f"{where}: shape {shape} has {len(shape)} sizes but {len(axes)} axes were named "
+            f"{where}: shape {sizes} has {len(sizes)} sizes but {len(axes)} axes were named "
             f"({axes_names(axes)}); give one size per axis"
         )
-    return shape
+    return sizes
 
 
 def zeros(shape: Any, *axes: type[Axis], dtype: type[DType] = F32) -> AnyTensor:

@@ -128,7 +128,8 @@ def to_numpy_dtype(dtype: Any) -> np.dtype[Any]:
     """The numpy dtype of a marker class or anything ``np.dtype`` accepts."""
     if isinstance(dtype, type) and issubclass(dtype, DType):
         return dtype.numpy
-    return np.dtype(dtype)
+    out: np.dtype[Any] = np.dtype(dtype)
+    return out
 
 
 def is_floating(dtype: type[DType]) -> bool:

@@ -11,6 +11,7 @@ from collections.abc import Callable
 from typing import Any, TypeVar, TypeVarTuple
 
 import jax
+import jax.core  # jax.core.Tracer: the submodule, imported by name for type checkers
 import jax.numpy as jnp
 import numpy as np
 
@@ -226,6 +227,12 @@ _SOFTPLUS, _SIN, _COS, _ERF = Softplus(), Sin(), Cos(), Erf()
 # ============================================================================ binary
 def _scalar_like(value: Any, other: Any, op: Op) -> Tensor[Any]:
     """A Python number as a rank-0 tensor of ``other``'s dtype."""
+    eager = type(other) is Tensor and not isinstance(other._array, jax.core.Tracer)
+    if eager and type(value) in (float, int, bool):  # eager `t * 0.5`: reuse the tensor
+        key = (type(value), repr(value), other._array.dtype)
+        hit = _SCALARS.get(key)
+        if hit is not None:
+            return hit
     if isinstance(value, Tensor) or getattr(type(value), "_is_symbolic", False):
         return value  # type: ignore[no-any-return]
     if not isinstance(value, int | float | bool):
@@ -241,30 +248,22 @@ def _scalar_like(value: Any, other: Any, op: Op) -> Tensor[Any]:
         raise op.fail((other,), f"the number {value} cannot mix with Bool values (use True "
                       "or False, or convert the tensor with astype(ax.I32))")
     try:
-        arr = _scalar_array(value, to_numpy_dtype(dtype), isinstance(other._array, jax.core.Tracer))
+        arr = np.asarray(value, dtype=to_numpy_dtype(dtype))
     except OverflowError:
         raise op.fail((other,), f"the number {value} does not fit in {dtype.__name__} "
                       "(convert the tensor to a wider dtype with astype)") from None
-    return Tensor._wrap(arr, ())  # type: ignore[no-any-return]
+    if not eager:  # tracing: a numpy constant is a literal in the jaxpr (never a tracer)
+        return Tensor._wrap(arr, ())  # type: ignore[no-any-return]
+    out = Tensor._wrap(jnp.asarray(arr), ())
+    if len(_SCALARS) < 4096:
+        _SCALARS[(type(value), repr(value), other._array.dtype)] = out
+    return out  # type: ignore[no-any-return]
 
 
-#: Device scalars for eager ``t * 0.5``: ``jnp.asarray`` of a number costs about four
-#: times the op itself. Keyed by repr so ``-0.0`` and ``nan`` stay distinct; bounded.
-_SCALARS: dict[tuple[str, Any], Array] = {}
-
-
-def _scalar_array(value: Any, dtype: Any, traced: bool) -> Array:
-    """A rank-0 array for a Python number: a numpy constant while tracing (a literal in the
-    jaxpr, never a tracer kept across traces), a cached device array when eager."""
-    if traced:
-        return np.asarray(value, dtype=dtype)
-    key = (repr(value), dtype)
-    arr = _SCALARS.get(key)
-    if arr is None:
-        arr = jnp.asarray(np.asarray(value, dtype=dtype))
-        if len(_SCALARS) < 4096:
-            _SCALARS[key] = arr
-    return arr
+#: Rank-0 device tensors for eager ``t * 0.5`` by (type, repr, dtype) of the number: making
+#: one costs several times the op itself. The repr keeps ``-0.0`` and ``nan`` apart; a
+#: number only gets here after its checks passed for that dtype. Bounded.
+_SCALARS: dict[tuple[type, str, Any], Tensor[Any]] = {}
 
 
 def _binary_type(op: Op, a: Any, b: Any, *, out_dtype: type[DType] | None = None) -> TensorType:
@@ -521,6 +520,6 @@ class AsType(Op):
 def astype(x: Tensor[Any, *Axes], dtype: type[D2]) -> Tensor[D2, *Axes]:
     """Convert to another dtype marker: ``ax.astype(t, ax.BF16)``."""
     if x.dtype is dtype:
-        return x  # type: ignore[return-value]
+        return x
     return AsType(dtype)(x)  # type: ignore[no-any-return]
 

@@ -32,6 +32,7 @@ if TYPE_CHECKING:
     DF = TypeVar("DF", bound=DType, default=F32)  # a constructor's dtype when none is given
     DI = TypeVar("DI", bound=DType, default=I32)
     DA = TypeVar("DA", bound=DType, default=Any)
+    DIn = TypeVar("DIn", bound=DType)  # Input's: not named D, which Input's class binds
     X = TypeVar("X")
     Y = TypeVar("Y")
     Ts = TypeVarTuple("Ts")
@@ -79,6 +80,7 @@ if TYPE_CHECKING:
             >>> ax.sum(ax.ones((2, 3), Batch, Pixel), Pixel)
             Tensor[F32, Batch=2]([3., 3.])
         """
+        ...
 
     @overload
     def mean(x: Tensor[D, X, *Ts], over: type[X]) -> Tensor[D, *Ts]: ...
@@ -102,6 +104,7 @@ if TYPE_CHECKING:
     def mean(x: Tensor[D, *tuple[Any, ...]], over: tuple[type[Axis], ...]) -> Tensor[D, *tuple[Any, ...]]: ...
     def mean(x: Tensor[D, *tuple[Any, ...]], over: Any) -> Tensor[D, *tuple[Any, ...]]:
         """Mean over the named axis (or axes), which is removed."""
+        ...
 
     @overload
     def max(x: Tensor[D, X, *Ts], over: type[X]) -> Tensor[D, *Ts]: ...
@@ -125,6 +128,7 @@ if TYPE_CHECKING:
     def max(x: Tensor[D, *tuple[Any, ...]], over: tuple[type[Axis], ...]) -> Tensor[D, *tuple[Any, ...]]: ...
     def max(x: Tensor[D, *tuple[Any, ...]], over: Any) -> Tensor[D, *tuple[Any, ...]]:
         """Maximum over the named axis (or axes), which is removed."""
+        ...
 
     @overload
     def min(x: Tensor[D, X, *Ts], over: type[X]) -> Tensor[D, *Ts]: ...
@@ -148,6 +152,7 @@ if TYPE_CHECKING:
     def min(x: Tensor[D, *tuple[Any, ...]], over: tuple[type[Axis], ...]) -> Tensor[D, *tuple[Any, ...]]: ...
     def min(x: Tensor[D, *tuple[Any, ...]], over: Any) -> Tensor[D, *tuple[Any, ...]]:
         """Minimum over the named axis (or axes), which is removed."""
+        ...
 
     @overload
     def logsumexp(x: Tensor[D, X, *Ts], over: type[X]) -> Tensor[D, *Ts]: ...
@@ -171,6 +176,7 @@ if TYPE_CHECKING:
     def logsumexp(x: Tensor[D, *tuple[Any, ...]], over: tuple[type[Axis], ...]) -> Tensor[D, *tuple[Any, ...]]: ...
     def logsumexp(x: Tensor[D, *tuple[Any, ...]], over: Any) -> Tensor[D, *tuple[Any, ...]]:
         """``log(sum(exp(x)))`` over the named axis (or axes), computed stably."""
+        ...
 
     @overload
     def var(x: Tensor[D, X, *Ts], over: type[X]) -> Tensor[D, *Ts]: ...
@@ -194,6 +200,7 @@ if TYPE_CHECKING:
     def var(x: Tensor[D, *tuple[Any, ...]], over: tuple[type[Axis], ...]) -> Tensor[D, *tuple[Any, ...]]: ...
     def var(x: Tensor[D, *tuple[Any, ...]], over: Any) -> Tensor[D, *tuple[Any, ...]]:
         """Population variance over the named axis (or axes)."""
+        ...
 
     @overload
     def argmax(x: Tensor[Any, X, *Ts], over: type[X]) -> Tensor[I32, *Ts]: ...
@@ -215,6 +222,7 @@ if TYPE_CHECKING:
     def argmax(x: Tensor[Any, T0, T1, T2, T3, T4, T5, T6, T7, T8, *Ts], over: type[Axis]) -> Tensor[I32, *tuple[Any, ...]]: ...
     def argmax(x: Tensor[Any, *tuple[Any, ...]], over: Any) -> Tensor[I32, *tuple[Any, ...]]:
         """Index (I32) of the largest value along ``over``, which is removed."""
+        ...
 
     @overload
     def softmax(x: Tensor[D, X, *Ts], over: type[X]) -> Tensor[D, X, *Ts]: ...
@@ -242,6 +250,7 @@ if TYPE_CHECKING:
         Example:
             >>> p = ax.softmax(logits, Class)   # sums to 1 along Class
         """
+        ...
 
     @overload
     def log_softmax(x: Tensor[D, X, *Ts], over: type[X]) -> Tensor[D, X, *Ts]: ...
@@ -265,6 +274,7 @@ if TYPE_CHECKING:
     def log_softmax(x: Tensor[D, *Ts], over: tuple[type[Axis], ...]) -> Tensor[D, *Ts]: ...
     def log_softmax(x: Tensor[D, *tuple[Any, ...]], over: Any) -> Tensor[D, *tuple[Any, ...]]:
         """``x - logsumexp(x, over)`` along the named axis (or axes), stable."""
+        ...
 
 else:
     from ._reduce import sum as sum

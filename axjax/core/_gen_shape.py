@@ -32,6 +32,7 @@ if TYPE_CHECKING:
     DF = TypeVar("DF", bound=DType, default=F32)  # a constructor's dtype when none is given
     DI = TypeVar("DI", bound=DType, default=I32)
     DA = TypeVar("DA", bound=DType, default=Any)
+    DIn = TypeVar("DIn", bound=DType)  # Input's: not named D, which Input's class binds
     X = TypeVar("X")
     Y = TypeVar("Y")
     Ts = TypeVarTuple("Ts")
@@ -76,6 +77,7 @@ if TYPE_CHECKING:
     def expand_dims(x: Tensor[D, T0, T1, T2, T3, T4, *Ts], axis: type[Axis], at: int = 0) -> Tensor[D, *tuple[Any, ...]]: ...
     def expand_dims(x: Tensor[D, *tuple[Any, ...]], axis: Any, at: int = 0) -> Tensor[D, *tuple[Any, ...]]:
         """Insert a new axis of size 1 at position ``at`` (negative counts from the end)."""
+        ...
 
     @overload
     def stack(xs: Sequence[Tensor[D, *Ts]], axis: type[X], at: Literal[0] = 0) -> Tensor[D, X, *Ts]: ...
@@ -101,6 +103,7 @@ if TYPE_CHECKING:
     def stack(xs: Sequence[Tensor[D, T0, T1, T2, T3, T4, *Ts]], axis: type[Axis], at: int = 0) -> Tensor[D, *tuple[Any, ...]]: ...
     def stack(xs: Sequence[Tensor[D, *tuple[Any, ...]]], axis: Any, at: int = 0) -> Tensor[D, *tuple[Any, ...]]:
         """Stack tensors with identical axes along a new axis ``axis`` at position ``at``."""
+        ...
 
     @overload
     def squeeze(x: Tensor[D, X, *Ts], axis: type[X]) -> Tensor[D, *Ts]: ...
@@ -122,6 +125,7 @@ if TYPE_CHECKING:
     def squeeze(x: Tensor[D, T0, T1, T2, T3, T4, T5, T6, T7, T8, *Ts], axis: type[Axis]) -> Tensor[D, *tuple[Any, ...]]: ...
     def squeeze(x: Tensor[D, *tuple[Any, ...]], axis: Any) -> Tensor[D, *tuple[Any, ...]]:
         """Remove the size-1 axis ``axis``."""
+        ...
 
     @overload
     def index(x: Tensor[D, X, *Ts], axis: type[X], i: int | jax.Array | Tensor[Any]) -> Tensor[D, *Ts]: ...
@@ -147,6 +151,7 @@ if TYPE_CHECKING:
         ``i`` is a Python int (checked against the size), or a traced integer / rank-0 integer
         Tensor (clamped into range, as ``jax.lax.dynamic_index_in_dim`` does).
         """
+        ...
 
     @overload
     def rename(x: Tensor[D, X, *Ts], old: type[X], new: type[Y]) -> Tensor[D, Y, *Ts]: ...
@@ -168,6 +173,7 @@ if TYPE_CHECKING:
     def rename(x: Tensor[D, T0, T1, T2, T3, T4, T5, T6, T7, T8, *Ts], old: type[Axis], new: type[Axis]) -> Tensor[D, *tuple[Any, ...]]: ...
     def rename(x: Tensor[D, *tuple[Any, ...]], old: Any, new: Any) -> Tensor[D, *tuple[Any, ...]]:
         """Relabel one axis: ``ax.rename(t, Hidden, In)``."""
+        ...
 
     @overload
     def transpose(x: Tensor[D], /) -> Tensor[D]: ...
@@ -241,6 +247,7 @@ if TYPE_CHECKING:
     def transpose(x: Tensor[D, T0, T1, T2, T3, T4, *Ts], /, *axes: type[Axis]) -> Tensor[D, *tuple[Any, ...]]: ...
     def transpose(x: Tensor[D, *tuple[Any, ...]], *axes: Any) -> Tensor[D, *tuple[Any, ...]]:
         """Reorder the axes: ``ax.transpose(t, Width, Height)`` (a permutation of t's axes)."""
+        ...
 
     @overload
     def broadcast(x: Tensor[D, *tuple[Any, ...]], to: Tensor[Any, *Ts], sizes: Mapping[type[Axis], int] | None = None) -> Tensor[D, *Ts]: ...
@@ -268,6 +275,7 @@ if TYPE_CHECKING:
             >>> ax.broadcast(bias, like)                        # Tensor[F32, Out] -> like's axes
             >>> ax.broadcast(bias, (Batch, Out), sizes={Batch: 32})
         """
+        ...
 
     @overload
     def one_hot(labels: Tensor[Any, *Ts], axis: type[X], n: int) -> Tensor[F32, *Ts, X]: ...
@@ -275,6 +283,7 @@ if TYPE_CHECKING:
     def one_hot(labels: Tensor[Any, *Ts], axis: type[X], n: int, dtype: type[D]) -> Tensor[D, *Ts, X]: ...
     def one_hot(labels: Tensor[Any, *Ts], axis: type[X], n: int, dtype: type[DType] = F32) -> Tensor[Any, *Ts, X]:
         """One-hot encode integer ``labels`` along a new last axis ``axis`` of size ``n``."""
+        ...
 
 else:
     from ._shape import expand_dims as expand_dims

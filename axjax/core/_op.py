@@ -18,19 +18,20 @@ from __future__ import annotations
 
 import contextlib
 import threading
-from collections.abc import Callable, Iterator, Sequence
-from typing import Any, Literal
+from collections.abc import Callable, Generator, Sequence
+from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
 import jax
+import jax.core  # jax.core.Tracer: the submodule, imported by name for type checkers
 import jax.numpy as jnp
 import numpy as np
 
 from ._axis import Axis, axes_names
 from ._dtype import Bool, DType, dtype_marker, is_floating
 from ._errors import AxisError
-from ._tensor import Tensor, TensorType
+from ._tensor import Tensor, TensorType, unnamed_dims
 
-__all__ = ["Op", "config", "jax_autodiff", "register_symbolic_handler", "apply"]
+__all__ = ["Op", "config", "jax_autodiff", "register_symbolic_handler", "apply", "cached"]
 
 
 class _Config(threading.local):
@@ -44,7 +45,7 @@ config = _Config()
 
 
 @contextlib.contextmanager
-def jax_autodiff() -> Iterator[None]:
+def jax_autodiff() -> Generator[None, None, None]:
     """Lower ops to plain JAX autodiff instead of their own backward.
 
     ``jax.custom_vjp`` has no forward mode; use this around ``jax.jvp``,
@@ -97,17 +98,25 @@ class Op:
             cls.name = cls.__name__
 
     # -- to override ------------------------------------------------------------
-    def infer(self, *xs: Any) -> TensorType:
-        """The type rule: operand types in, result type out (or ``AxisError``)."""
-        raise NotImplementedError(f"{type(self).__name__} must define infer()")
+    # Each op takes its own number of operands (``infer(self, x)``, ``infer(self, a, b)``):
+    # for type checkers these are callables of any arity, so an override is not flagged.
+    if TYPE_CHECKING:
+        infer: Callable[..., TensorType]
+        forward: Callable[..., Any]
+        backward: Callable[..., Sequence[Any]]
+    else:
 
-    def forward(self, *xs: Any) -> Any:
-        """Compute the result array from the operand Tensors."""
-        raise NotImplementedError(f"{type(self).__name__} must define forward()")
+        def infer(self, *xs: Any) -> TensorType:
+            """The type rule: operand types in, result type out (or ``AxisError``)."""
+            raise NotImplementedError(f"{type(self).__name__} must define infer()")
 
-    def backward(self, dy: Any, y: Any, *xs: Any) -> Sequence[Any]:
-        """Cotangents of the operands given the result's cotangent ``dy``."""
-        raise NotImplementedError(f"{type(self).__name__} must define backward()")
+        def forward(self, *xs: Any) -> Any:
+            """Compute the result array from the operand Tensors."""
+            raise NotImplementedError(f"{type(self).__name__} must define forward()")
+
+        def backward(self, dy: Any, y: Any, *xs: Any) -> Sequence[Any]:
+            """Cotangents of the operands given the result's cotangent ``dy``."""
+            raise NotImplementedError(f"{type(self).__name__} must define backward()")
 
     # -- helpers for subclasses -------------------------------------------------
     def describe(self) -> str:
@@ -147,6 +156,7 @@ def register_symbolic_handler(handler: Callable[[Op, tuple[Any, ...], TensorType
 _INFER_CACHE: dict[Any, TensorType] = {}
 _INFER_CACHE_MAX = 1 << 16
 _Tracer = jax.core.Tracer
+OpT = TypeVar("OpT", bound="Op")
 
 
 def _cached_infer(op: Op, xs: Sequence[Any]) -> TensorType | None:
@@ -163,10 +173,33 @@ def _cached_infer(op: Op, xs: Sequence[Any]) -> TensorType | None:
     except (TypeError, AttributeError):  # an unhashable parameter (a traced index), __slots__
         return None
     if out is None:
+        for x in xs:
+            check_layout(op, x)
         out = op.infer(*xs)
         if len(_INFER_CACHE) < _INFER_CACHE_MAX:
             _INFER_CACHE[key] = out
     return out
+
+
+_OPS: dict[Any, Op] = {}
+
+
+def cached(cls: type[OpT], *params: Any) -> OpT:
+    """``cls(*params)``, made once per distinct (hashable) parameters and then reused.
+
+    Ops are immutable once built, so ``ax.sum(t, Batch)`` need not validate and build a
+    ``Sum(Batch)`` on every call. Unhashable parameters (a traced index) build a new op.
+    """
+    key = (cls, params)
+    try:
+        op = _OPS.get(key)
+    except TypeError:
+        return cls(*params)
+    if op is None:
+        op = cls(*params)
+        if len(_OPS) < _INFER_CACHE_MAX:
+            _OPS[key] = op
+    return op  # type: ignore[return-value]
 
 
 def apply(op: Op, xs: Sequence[Any]) -> Any:
@@ -176,6 +209,7 @@ def apply(op: Op, xs: Sequence[Any]) -> Any:
         for x in xs:
             if not isinstance(x, Tensor) and not getattr(type(x), "_is_symbolic", False):
                 raise not_a_tensor(op, x)
+            check_layout(op, x)
         out_type = op.infer(*xs)
         for x in xs:
             if type(x)._is_symbolic:
@@ -189,6 +223,14 @@ def apply(op: Op, xs: Sequence[Any]) -> Any:
                 break
     y = _custom_vjp_call(op, xs, out_type) if traced else op.forward(*xs)
     return Tensor._wrap(getattr(y, "_array", y), out_type.axes)
+
+
+def check_layout(op: Op, x: Any) -> None:
+    """Raise unless a concrete Tensor's array has one dimension per axis (not stacked)."""
+    if isinstance(x, Tensor) and not x._is_symbolic and unnamed_dims(x):
+        raise TypeError(f"Cannot apply {op.describe()} to {x!r} (name the leading dimensions "
+                        "with ax.tensor(t.array, Axis, *t.axes), or take them off with "
+                        "jax.vmap / jax.lax.scan first)")
 
 
 def not_a_tensor(op: Op, x: Any, numbers_ok: bool = False) -> TypeError:
@@ -282,7 +324,8 @@ def result_dtype(op: Op, xs: Sequence[Any]) -> type[DType]:
     if len(dtypes) > 1:
         names = " and ".join(sorted(d.__name__ for d in dtypes))
         raise op.fail(xs, f"dtypes {names} differ (convert one operand with astype)")
-    return next(iter(dtypes))
+    first: type[DType] = next(iter(dtypes))
+    return first
 
 
 def require_floating(op: Op, xs: Sequence[Any]) -> None:

@@ -10,10 +10,11 @@ from typing import Any, TypeVar, TypeVarTuple
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 
 from ._axis import Axis, axes_names, axis_name, check_axis_label
 from ._dtype import I32, Bool, DType
-from ._op import Op, require_floating
+from ._op import Op, cached, require_floating
 from ._tensor import Tensor, TensorType
 
 D = TypeVar("D", bound=DType)
@@ -29,6 +30,10 @@ def _as_axes(over: AxisArg, where: str) -> tuple[type[Axis], ...]:
     if not axes:
         raise TypeError(f"{where}: name at least one axis")
     return tuple(check_axis_label(a, where) for a in axes)
+
+
+_INEXACT = frozenset(np.dtype(t) for t in (jnp.float16, jnp.bfloat16, jnp.float32, jnp.float64,
+                                            jnp.complex64, jnp.complex128))
 
 
 class AxisOp(Op):
@@ -91,7 +96,7 @@ class Sum(Reduction):
 
     def forward(self, x: Any) -> Array:
         a = x._array  # dtype= only where jnp.sum would widen (small ints); it costs ~20 µs
-        dtype = None if jnp.issubdtype(a.dtype, jnp.inexact) else a.dtype
+        dtype = None if a.dtype in _INEXACT else a.dtype
         return jnp.sum(a, axis=self.axis(x), dtype=dtype)
 
     def backward(self, dy: Any, y: Any, x: Any) -> tuple[Array]:
@@ -212,37 +217,37 @@ def sum(x: Tensor[D, *tuple[Any, ...]], over: AxisArg) -> Tensor[D, *tuple[Any, 
         >>> ax.sum(ax.ones((2, 3), Batch, Pixel), Pixel)
         Tensor[F32, Batch=2]([3., 3.])
     """
-    return Sum(over)(x)  # type: ignore[no-any-return]
+    return cached(Sum, over)(x)  # type: ignore[no-any-return]
 
 
 def mean(x: Tensor[D, *tuple[Any, ...]], over: AxisArg) -> Tensor[D, *tuple[Any, ...]]:
     """Mean over the named axis (or axes), which is removed."""
-    return Mean(over)(x)  # type: ignore[no-any-return]
+    return cached(Mean, over)(x)  # type: ignore[no-any-return]
 
 
 def max(x: Tensor[D, *tuple[Any, ...]], over: AxisArg) -> Tensor[D, *tuple[Any, ...]]:  # noqa: A001
     """Maximum over the named axis (or axes), which is removed."""
-    return Max(over)(x)  # type: ignore[no-any-return]
+    return cached(Max, over)(x)  # type: ignore[no-any-return]
 
 
 def min(x: Tensor[D, *tuple[Any, ...]], over: AxisArg) -> Tensor[D, *tuple[Any, ...]]:  # noqa: A001
     """Minimum over the named axis (or axes), which is removed."""
-    return Min(over)(x)  # type: ignore[no-any-return]
+    return cached(Min, over)(x)  # type: ignore[no-any-return]
 
 
 def logsumexp(x: Tensor[D, *tuple[Any, ...]], over: AxisArg) -> Tensor[D, *tuple[Any, ...]]:
     """``log(sum(exp(x)))`` over the named axis (or axes), computed stably."""
-    return LogSumExp(over)(x)  # type: ignore[no-any-return]
+    return cached(LogSumExp, over)(x)  # type: ignore[no-any-return]
 
 
 def var(x: Tensor[D, *tuple[Any, ...]], over: AxisArg) -> Tensor[D, *tuple[Any, ...]]:
     """Population variance over the named axis (or axes)."""
-    return Var(over)(x)  # type: ignore[no-any-return]
+    return cached(Var, over)(x)  # type: ignore[no-any-return]
 
 
 def argmax(x: Tensor[Any, *tuple[Any, ...]], over: type[Axis]) -> Tensor[I32, *tuple[Any, ...]]:
     """Index (I32) of the largest value along ``over``, which is removed."""
-    return ArgMax(over)(x)  # type: ignore[no-any-return]
+    return cached(ArgMax, over)(x)  # type: ignore[no-any-return]
 
 
 def softmax(x: Tensor[D, *Axes], over: AxisArg) -> Tensor[D, *Axes]:
@@ -251,9 +256,9 @@ def softmax(x: Tensor[D, *Axes], over: AxisArg) -> Tensor[D, *Axes]:
     Example:
         >>> p = ax.softmax(logits, Class)   # sums to 1 along Class
     """
-    return Softmax(over)(x)  # type: ignore[no-any-return]
+    return cached(Softmax, over)(x)  # type: ignore[no-any-return]
 
 
 def log_softmax(x: Tensor[D, *Axes], over: AxisArg) -> Tensor[D, *Axes]:
     """``x - logsumexp(x, over)`` along the named axis (or axes), stable."""
-    return LogSoftmax(over)(x)  # type: ignore[no-any-return]
+    return cached(LogSoftmax, over)(x)  # type: ignore[no-any-return]

@@ -7,11 +7,12 @@ from typing import Any, TypeVar, TypeVarTuple
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 
 from ._axis import Axis, axes_names, axis_name, check_axis_label
 from ._dtype import F32, DType, dtype_marker
 from ._errors import describe
-from ._op import Op
+from ._op import Op, cached
 from ._tensor import Tensor, TensorType
 
 D = TypeVar("D", bound=DType)
@@ -28,39 +29,51 @@ def _require(op: Op, x: Any, axis: type[Axis]) -> int:
 
 
 class Index(Op):
-    """Pick entry ``i`` along axis ``X`` (which is removed). ``i`` may be traced.
+    """Pick entry ``i`` along axis ``X`` (which is removed); backward scatters ``dy`` back.
 
-    Backward scatters ``dy`` into zeros at ``i``.
+    A static position is a Python int (checked against the size, negative counts from the
+    end). A dynamic position is a second operand, a rank-0 integer Tensor (it may be traced;
+    it is clamped into range as ``jax.lax.dynamic_index_in_dim`` does), so that no traced
+    value is hidden in the op's parameters.
     """
 
-    def __init__(self, axis: type[Axis], i: Any) -> None:
+    def __init__(self, axis: type[Axis], i: int | None = None) -> None:
         self.axis, self.i = check_axis_label(axis, "Index"), i
 
     def describe(self) -> str:
-        i = self.i if isinstance(self.i, int) else "i"
-        return f"Index({axis_name(self.axis)}, {i})"
+        return f"Index({axis_name(self.axis)}, {'i' if self.i is None else self.i})"
 
-    def infer(self, x: Any) -> TensorType:
+    def infer(self, x: Any, *pos: Any) -> TensorType:
         p = _require(self, x, self.axis)
         n = x.shape[p]
-        if isinstance(self.i, int) and n is not None and not -n <= self.i < n:
+        if self.i is None:
+            if len(pos) != 1 or pos[0].axes or not jnp.issubdtype(pos[0].dtype.numpy,
+                                                                   jnp.integer):
+                raise self.fail((x, *pos), "the position must be one rank-0 integer tensor")
+        elif pos:
+            raise self.fail((x, *pos), "a static position takes no position operand")
+        elif n is not None and not -n <= self.i < n:
             raise self.fail((x,), f"index {self.i} out of range for {axis_name(self.axis)} of "
                             f"size {n} (use -{n} to {n - 1})")
         return TensorType(x.dtype, x.axes[:p] + x.axes[p + 1:], x.shape[:p] + x.shape[p + 1:])
 
-    def _i(self, x: Any) -> Any:
-        n = x._array.shape[x.axes.index(self.axis)]
-        return self.i % n if isinstance(self.i, int) else self.i
+    def _at(self, x: Any, pos: tuple[Any, ...]) -> Any:
+        if self.i is None:
+            return pos[0]._array
+        return self.i % x._array.shape[x.axes.index(self.axis)]
 
-    def forward(self, x: Any) -> Array:
+    def forward(self, x: Any, *pos: Any) -> Array:
         p = x.axes.index(self.axis)
-        return jax.lax.dynamic_index_in_dim(x._array, self._i(x), p, keepdims=False)
+        if self.i is None:
+            return jax.lax.dynamic_index_in_dim(x._array, self._at(x, pos), p, keepdims=False)
+        return jax.lax.index_in_dim(x._array, self._at(x, pos), p, keepdims=False)
 
-    def backward(self, dy: Any, y: Any, x: Any) -> tuple[Array]:
+    def backward(self, dy: Any, y: Any, x: Any, *pos: Any) -> tuple[Array | None, ...]:
         p = x.axes.index(self.axis)
         zeros = jnp.zeros(x._array.shape, dy._array.dtype)
         g = jnp.expand_dims(dy._array, p)
-        return (jax.lax.dynamic_update_slice_in_dim(zeros, g, self._i(x), p),)
+        dx = jax.lax.dynamic_update_slice_in_dim(zeros, g, self._at(x, pos), p)
+        return (dx,) + (None,) * len(pos)
 
 
 def index(x: AnyOf[D], axis: type[Axis], i: int | Any) -> AnyOf[D]:
@@ -69,12 +82,17 @@ def index(x: AnyOf[D], axis: type[Axis], i: int | Any) -> AnyOf[D]:
     ``i`` is a Python int (checked against the size), or a traced integer / rank-0 integer
     Tensor (clamped into range, as ``jax.lax.dynamic_index_in_dim`` does).
     """
-    if isinstance(i, Tensor):
-        if i.axes or not jnp.issubdtype(i.array.dtype, jnp.integer):
-            raise TypeError(f"index: the position must be an int or a rank-0 integer Tensor, "
-                            f"got {describe(i)} (gather many positions with ax.take)")
-        i = i.array
-    return Index(axis, i)(x)  # type: ignore[no-any-return]
+    if isinstance(i, int | np.integer) and not isinstance(i, bool):
+        return cached(Index, axis, int(i))(x)  # type: ignore[no-any-return]
+    pos = i
+    if not isinstance(i, Tensor) and getattr(i, "ndim", None) == 0:
+        pos = Tensor._wrap(i, ())
+    if not isinstance(pos, Tensor) or pos.axes or not jnp.issubdtype(pos.dtype.numpy,
+                                                                     jnp.integer):
+        got = describe(pos) if isinstance(pos, Tensor) else repr(i)
+        raise TypeError(f"index: the position must be an int or a rank-0 integer Tensor, "
+                        f"got {got} (gather many positions with ax.take)")
+    return Index(axis)(x, pos)  # type: ignore[no-any-return]
 
 
 class Slice(Op):
@@ -86,7 +104,10 @@ class Slice(Op):
         self.start, self.stop, self.step = start, stop, step
 
     def describe(self) -> str:
-        s = lambda v: "" if v is None else str(v)  # noqa: E731
+
+        def s(v: int | None) -> str:
+            return "" if v is None else str(v)
+
         step = "" if self.step == 1 else f":{self.step}"
         return f"Slice({axis_name(self.axis)}, {s(self.start)}:{s(self.stop)}{step})"
 
@@ -100,7 +121,7 @@ class Slice(Op):
         return TensorType(x.dtype, x.axes, x.shape[:p] + (size,) + x.shape[p + 1:])
 
     def _key(self, x: Any) -> tuple[builtins.slice, ...]:
-        p = x.axes.index(self.axis)
+        p: int = x.axes.index(self.axis)
         return (builtins.slice(None),) * p + (builtins.slice(self.start, self.stop, self.step),)
 
     def forward(self, x: Any) -> Array:
@@ -189,4 +210,4 @@ class OneHot(Op):
 def one_hot(labels: Tensor[Any, *tuple[Any, ...]], axis: type[Axis], n: int,
             dtype: type[D] = F32) -> AnyOf[D]:  # type: ignore[assignment]
     """One-hot encode integer ``labels`` along a new last axis ``axis`` of size ``n``."""
-    return OneHot(axis, n, dtype)(labels)  # type: ignore[no-any-return]
+    return cached(OneHot, axis, n, dtype)(labels)  # type: ignore[no-any-return]

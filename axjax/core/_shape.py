@@ -14,7 +14,7 @@ import jax.numpy as jnp
 
 from ._axis import Axis, axes_names, axis_name, check_axis_label, check_unique_axes
 from ._dtype import DType
-from ._op import Op, result_dtype
+from ._op import Op, cached, result_dtype
 from ._tensor import Tensor, TensorType
 
 D = TypeVar("D", bound=DType)
@@ -101,12 +101,12 @@ class Squeeze(Op):
 
 def expand_dims(x: AnyOf[D], axis: type[Axis], at: int = 0) -> AnyOf[D]:
     """Insert a new axis of size 1 at position ``at`` (negative counts from the end)."""
-    return ExpandDims(axis, at)(x)  # type: ignore[no-any-return]
+    return cached(ExpandDims, axis, at)(x)  # type: ignore[no-any-return]
 
 
 def squeeze(x: AnyOf[D], axis: type[Axis]) -> AnyOf[D]:
     """Remove the size-1 axis ``axis``."""
-    return Squeeze(axis)(x)  # type: ignore[no-any-return]
+    return cached(Squeeze, axis)(x)  # type: ignore[no-any-return]
 
 
 # ----------------------------------------------------------------------------- transpose/rename
@@ -138,7 +138,7 @@ def transpose(x: AnyOf[D], *axes: type[Axis]) -> AnyOf[D]:
     """Reorder the axes: ``ax.transpose(t, Width, Height)`` (a permutation of t's axes)."""
     if x.axes == axes:
         return x
-    return Transpose(axes)(x)  # type: ignore[no-any-return]
+    return cached(Transpose, axes)(x)  # type: ignore[no-any-return]
 
 
 class Rename(Op):
@@ -166,7 +166,7 @@ class Rename(Op):
 
 def rename(x: AnyOf[D], old: type[Axis], new: type[Axis]) -> AnyOf[D]:
     """Relabel one axis: ``ax.rename(t, Hidden, In)``."""
-    return Rename(old, new)(x)  # type: ignore[no-any-return]
+    return cached(Rename, old, new)(x)  # type: ignore[no-any-return]
 
 
 # ----------------------------------------------------------------------------- broadcast/tile
@@ -225,12 +225,12 @@ def broadcast(x: AnyOf[D], to: Any, sizes: dict[type[Axis], int] | None = None) 
         missing = [a for a in to if a not in have]
         if missing:
             raise TypeError(f"broadcast: give the size of {axes_names(missing)} in sizes=")
-        return Broadcast(to, tuple(have[a] for a in to))(x)  # type: ignore[no-any-return]
+        return cached(Broadcast, to, tuple(have[a] for a in to))(x)  # type: ignore[no-any-return]
     if x.axes == to.axes:
         return x
     if getattr(type(to), "_is_symbolic", False) and None in tuple(to.shape):
         return BroadcastLike()(x, to)  # type: ignore[no-any-return]
-    return Broadcast(tuple(to.axes), tuple(to.shape))(x)  # type: ignore[no-any-return]
+    return cached(Broadcast, tuple(to.axes), tuple(to.shape))(x)  # type: ignore[no-any-return]
 
 
 class BroadcastLike(Op):
@@ -308,7 +308,7 @@ class Concat(Op):
                     raise self.fail(xs, f"axis {axis_name(first.axes[j])} has sizes {m} and {n} "
                                     f"(only {axis_name(self.axis)} may differ)")
         sizes = [x.shape[i] for x in xs]
-        total = None if None in sizes else sum(sizes)  # type: ignore[arg-type]
+        total = None if None in sizes else sum(sizes)
         return TensorType(dtype, first.axes, first.shape[:i] + (total,) + first.shape[i + 1:])
 
     def forward(self, *xs: Any) -> Array:
@@ -402,7 +402,7 @@ class Flatten(Op):
         rest, at = self._layout(x)
         sizes = dict(zip(x.axes, x.shape, strict=True))
         merged = [sizes[a] for a in self.merged]
-        n = None if None in merged else math.prod(merged)  # type: ignore[arg-type]
+        n = None if None in merged else math.prod(merged)
         axes = rest[:at] + [self.into] + rest[at:]
         shape = [sizes[a] for a in rest[:at]] + [n] + [sizes[a] for a in rest[at:]]
         return TensorType(x.dtype, tuple(axes), tuple(shape))
@@ -428,7 +428,7 @@ def flatten(x: AnyOf[D], axes: tuple[type[Axis], ...], into: type[Axis]) -> AnyO
     Example:
         >>> ax.flatten(images, (Height, Width), Pixel)   # [Batch, Height, Width] -> [Batch, Pixel]
     """
-    return Flatten(axes, into)(x)  # type: ignore[no-any-return]
+    return cached(Flatten, axes, into)(x)  # type: ignore[no-any-return]
 
 
 class Unflatten(Op):

@@ -75,4 +75,4 @@ def partition_spec(t: HasType, rules: Mapping[type[Axis], MeshAxes]) -> Partitio
                 )
             owner[name] = a
         entries.append(None if not names else names[0] if len(names) == 1 else names)
-    return PartitionSpec(*entries)
+    return PartitionSpec(*entries)  # type: ignore[no-untyped-call, unused-ignore]

@@ -12,6 +12,7 @@ import html
 from typing import Any, ClassVar, Generic, TypeVar, TypeVarTuple
 
 import jax
+import jax.core  # jax.core.Tracer: the submodule, imported by name for type checkers
 import numpy as np
 
 from ._axis import Axis, axes_names, axis_name, check_axis_label, check_unique_axes
@@ -183,34 +184,34 @@ class Tensor(Generic[D, *Axes]):
     # Identical axes and dtype, or a number / rank-0 ``Tensor[D]`` on either side (design
     # section 1.4); the reflected forms serve ``2 * t`` and ``scalar_tensor * t``.
     def __add__(self, other: Tensor[D, *Axes] | Tensor[D] | float) -> Tensor[D, *Axes]:
-        return _ops.add(self, other)  # type: ignore[arg-type]
+        return _ops.add(self, other)  # type: ignore[arg-type, unused-ignore]
 
     def __radd__(self, other: Tensor[D] | float) -> Tensor[D, *Axes]:
-        return _ops.add(other, self)  # type: ignore[arg-type]
+        return _ops.add(other, self)  # type: ignore[arg-type, unused-ignore]
 
     def __sub__(self, other: Tensor[D, *Axes] | Tensor[D] | float) -> Tensor[D, *Axes]:
-        return _ops.subtract(self, other)  # type: ignore[arg-type]
+        return _ops.subtract(self, other)  # type: ignore[arg-type, unused-ignore]
 
     def __rsub__(self, other: Tensor[D] | float) -> Tensor[D, *Axes]:
-        return _ops.subtract(other, self)  # type: ignore[arg-type]
+        return _ops.subtract(other, self)  # type: ignore[arg-type, unused-ignore]
 
     def __mul__(self, other: Tensor[D, *Axes] | Tensor[D] | float) -> Tensor[D, *Axes]:
-        return _ops.multiply(self, other)  # type: ignore[arg-type]
+        return _ops.multiply(self, other)  # type: ignore[arg-type, unused-ignore]
 
     def __rmul__(self, other: Tensor[D] | float) -> Tensor[D, *Axes]:
-        return _ops.multiply(other, self)  # type: ignore[arg-type]
+        return _ops.multiply(other, self)  # type: ignore[arg-type, unused-ignore]
 
     def __truediv__(self, other: Tensor[D, *Axes] | Tensor[D] | float) -> Tensor[D, *Axes]:
-        return _ops.divide(self, other)  # type: ignore[arg-type]
+        return _ops.divide(self, other)  # type: ignore[arg-type, unused-ignore]
 
     def __rtruediv__(self, other: Tensor[D] | float) -> Tensor[D, *Axes]:
-        return _ops.divide(other, self)  # type: ignore[arg-type]
+        return _ops.divide(other, self)  # type: ignore[arg-type, unused-ignore]
 
     def __pow__(self, other: Tensor[D, *Axes] | Tensor[D] | float) -> Tensor[D, *Axes]:
-        return _ops.power(self, other)  # type: ignore[arg-type]
+        return _ops.power(self, other)  # type: ignore[arg-type, unused-ignore]
 
     def __rpow__(self, other: Tensor[D] | float) -> Tensor[D, *Axes]:
-        return _ops.power(other, self)  # type: ignore[arg-type]
+        return _ops.power(other, self)  # type: ignore[arg-type, unused-ignore]
 
     def __neg__(self) -> Tensor[D, *Axes]:
         return _ops.negative(self)
@@ -221,22 +222,22 @@ class Tensor(Generic[D, *Axes]):
     def __lt__(  # type: ignore[misc]  # reflected form differs only for rank 0
         self, other: Tensor[D, *Axes] | Tensor[D] | float
     ) -> Tensor[Bool, *Axes]:
-        return _ops.less(self, other)  # type: ignore[arg-type]
+        return _ops.less(self, other)  # type: ignore[arg-type, unused-ignore]
 
     def __le__(  # type: ignore[misc]  # reflected form differs only for rank 0
         self, other: Tensor[D, *Axes] | Tensor[D] | float
     ) -> Tensor[Bool, *Axes]:
-        return _ops.less_equal(self, other)  # type: ignore[arg-type]
+        return _ops.less_equal(self, other)  # type: ignore[arg-type, unused-ignore]
 
     def __gt__(  # type: ignore[misc]  # reflected form differs only for rank 0
         self, other: Tensor[D, *Axes] | Tensor[D] | float
     ) -> Tensor[Bool, *Axes]:
-        return _ops.greater(self, other)  # type: ignore[arg-type]
+        return _ops.greater(self, other)  # type: ignore[arg-type, unused-ignore]
 
     def __ge__(  # type: ignore[misc]  # reflected form differs only for rank 0
         self, other: Tensor[D, *Axes] | Tensor[D] | float
     ) -> Tensor[Bool, *Axes]:
-        return _ops.greater_equal(self, other)  # type: ignore[arg-type]
+        return _ops.greater_equal(self, other)  # type: ignore[arg-type, unused-ignore]
 
     def __matmul__(
         self: Tensor[D, *Bs, I, J], other: Tensor[D, *Bs, J, K]
@@ -245,9 +246,15 @@ class Tensor(Generic[D, *Axes]):
 
     # ------------------------------------------------------------------ display
     def __repr__(self) -> str:
+        problem = unnamed_dims(self)
+        if problem:
+            names = ", ".join([self.dtype.__name__, *(axis_name(a) for a in self._axes)])
+            return f"Tensor[{names}]({problem})"
         return describe(self) + f"({_summary(self._array)})"
 
     def _repr_html_(self) -> str:
+        if unnamed_dims(self):
+            return f"<code>{html.escape(repr(self))}</code>"
         rows = "".join(
             f"<tr><td><b>{html.escape(axis_name(a))}</b></td><td>{n}</td></tr>"
             for a, n in zip(self._axes, self._array.shape, strict=True)
@@ -269,6 +276,25 @@ class Tensor(Generic[D, *Axes]):
             f"{rows}</table>{preview}"
             f"<small>{html.escape(_summary(self._array))}</small></div>"
         )
+
+
+def unnamed_dims(t: Tensor[Any, *tuple[Any, ...]]) -> str:
+    """Why ``t``'s array does not have one dimension per axis, or ``""`` if it does.
+
+    Inside JAX transformations a Tensor may be a *stacked* pytree leaf: ``jax.vmap``
+    outputs, ``jax.lax.scan`` results and ``eqx.filter_vmap`` ensembles add unnamed leading
+    dimensions, which ``jax.lax.scan`` / ``jax.vmap`` over them take off again.
+    """
+    extra = getattr(t._array, "ndim", len(t._axes)) - len(t._axes)
+    if extra > 0:
+        lead = tuple(t._array.shape[:extra])
+        return (f"stacked: array of shape {tuple(t._array.shape)}, {extra} unnamed leading "
+                f"dimension{'s' if extra > 1 else ''} {lead}")
+    if extra < 0:
+        return (f"array of shape {tuple(t._array.shape)} has lost {-extra} named "
+                f"dimension{'s' if extra < -1 else ''}: a raw jax.vmap or jax.lax.scan sliced "
+                "a named axis (use ax.vmap(f, over=Axis))")
+    return ""
 
 
 def _summary(array: Any) -> str:

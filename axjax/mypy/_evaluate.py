@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import itertools
 import re
+import traceback
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -54,7 +55,9 @@ from ..core._nodes import Input, Node
 from ..core._tensor import Tensor
 from ._types import AXIS, DTYPE, TT, WIDENED, describe, fullname, tensor_of
 
-_SIZES = re.compile(r"=\?(?=[,\]])")
+_SIZES = re.compile(r"=(\?|\d+)(?=[,\]])")
+#: the size every axis gets when a rule cannot run on open sizes (a convolution's window)
+SIZE = 32
 _fresh = itertools.count()
 
 
@@ -114,6 +117,7 @@ class Env:
     variadic: bool = False  # a *Ts was seen
     dtype_vars: bool = False  # a dtype type variable was seen
     placeholders: bool = False  # a value was not known (Named / Opaque)
+    sized: bool = False  # give every axis the size SIZE instead of leaving it open
 
     # --------------------------------------------------------------- stand-ins
     def axis(self, t: Type) -> type[Axis]:
@@ -168,8 +172,9 @@ class Env:
         if fullname(tt.dtype) == DTYPE or any(fullname(a) in WIDENED for a in tt.axes):
             raise Joined(describe(tt))
         axes = [self.axis(a) for a in tt.axes]
+        sizes = [SIZE] * len(axes) if self.sized else None
         try:
-            return Input(self.dtype(tt.dtype), *axes)
+            return Input(self.dtype(tt.dtype), *axes, sizes=sizes)
         except (AxisError, TypeError):
             raise CannotEvaluate from None
 
@@ -285,8 +290,16 @@ def _label(t: Type) -> str:
 
 
 def message(error: Exception) -> str:
-    """The run-time message as the static checker shows it (open sizes ``=?`` dropped)."""
+    """The run-time message as the static checker shows it (the sizes dropped)."""
     return _SIZES.sub("", str(error))
+
+
+def deliberate(error: BaseException) -> bool:
+    """Whether a ``raise`` statement of axjax made the error (not a ``None - 1`` in a rule
+    that cannot handle open sizes)."""
+    frames = traceback.extract_tb(error.__traceback__)
+    line = (frames[-1].line or "") if frames else ""
+    return line.lstrip().startswith("raise")
 
 
 __all__ = ["CannotEvaluate", "Env", "Joined", "Named", "Opaque", "message", "fullname"]

@@ -58,7 +58,7 @@ from mypy.types import (
     get_proper_type,
 )
 
-from ._evaluate import CannotEvaluate, Env, Joined, Named, message
+from ._evaluate import CannotEvaluate, Env, Joined, Named, deliberate, message
 from ._labels import analyzing, check_annotation, check_label_class
 from ._signature import widen
 from ._types import (
@@ -219,7 +219,8 @@ class AxjaxPlugin(Plugin):
         return make_tensor(info or self._info(TENSOR), TT(AnyType(TypeOfAny.special_form), None),
                            self._tuple_info())
 
-    def _env(self, ctx: FunctionContext | MethodContext, flavour: str) -> Env:
+    def _env(self, ctx: FunctionContext | MethodContext, flavour: str, sized: bool = False
+             ) -> Env:
         api = ctx.api
         # the type mypy already inferred for a list element (no second evaluation)
         lookup = getattr(api, "lookup_type_or_none", None)
@@ -227,7 +228,7 @@ class AxjaxPlugin(Plugin):
         def type_of(e: Expression) -> Type | None:
             return lookup(e) if lookup is not None else None
 
-        return Env(self._info(TENSOR), type_of, self._marker, flavour)
+        return Env(self._info(TENSOR), type_of, self._marker, flavour, sized=sized)
 
     # ------------------------------------------------------------------ hooks
     def _function(self, fullname: str, short: str, ctx: FunctionContext) -> Type:
@@ -273,7 +274,13 @@ class AxjaxPlugin(Plugin):
                   run: Callable[[Env], object], info: TypeInfo | None = None) -> Type:
         env = self._env(ctx, "float")
         try:
-            tt = env.result(run(env))
+            try:
+                tt = env.result(run(env))
+            except Exception as e:
+                if isinstance(e, CannotEvaluate | Joined) or deliberate(e):
+                    raise
+                env = self._env(ctx, "float", sized=True)  # a rule that needs sizes
+                tt = env.result(run(env))
         except CannotEvaluate:
             return self._gradual(info)
         except Joined as j:
@@ -292,7 +299,7 @@ class AxjaxPlugin(Plugin):
 
     @staticmethod
     def _reportable(env: Env, op: str, e: Exception) -> bool:
-        if not isinstance(e, TypeError) or "symbolic graph node" in str(e):
+        if not isinstance(e, TypeError) or not deliberate(e) or "symbolic graph node" in str(e):
             return False
         if env.uncertain or (env.variadic and op not in STRUCTURAL):
             return False

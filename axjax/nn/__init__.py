@@ -1,6 +1,19 @@
 """axjax.nn: layers on named axes, as Equinox modules whose fields are Tensors."""
 
 from . import init as init
+from ._activations import elu as elu
+from ._activations import gelu as gelu
+from ._activations import identity as identity
+from ._activations import leaky_relu as leaky_relu
+from ._activations import log_sigmoid as log_sigmoid
+from ._activations import log_softmax as log_softmax
+from ._activations import relu as relu
+from ._activations import sigmoid as sigmoid
+from ._activations import silu as silu
+from ._activations import softmax as softmax
+from ._activations import softplus as softplus
+from ._activations import swish as swish
+from ._activations import tanh as tanh
 from ._attention import Head as Head
 from ._attention import HeadDim as HeadDim
 from ._attention import KeyPos as KeyPos

@@ -110,7 +110,7 @@ def _attention(q: AnyTensor, k: AnyTensor, v: AnyTensor, over: type[Axis],
             raise fail("Attention mask", (scores, mask), f"the mask has axis "
                        f"{axis_name(extra[0])}, which the scores lack (they have "
                        f"{axes_names(scores.axes)})")
-        low = float(jnp.finfo(scores.dtype.numpy).min)  # type: ignore[attr-defined,no-untyped-call]
+        low = float(jnp.finfo(scores.dtype.numpy).min)  # type: ignore[no-untyped-call]
         scores = where(broadcast(mask, scores), scores, low)
     weights = softmax(scores, key_pos)
     if drop is not None:

@@ -9,6 +9,9 @@ is a pair); inside the unit ``xs`` has lost its ``Time`` axis.
 A Bool ``mask`` over ``[*Batch, Time]`` handles sequences of different lengths: where it is
 false the state is carried unchanged, so a right-padded batch ends on each sequence's
 last real step (and a reverse fold starts there).
+
+On graph inputs (``ax.Input``) the fold is unrolled into one application of the unit per
+step, as a fold over a graph is in the paper; the length of the axis must then be known.
 """
 
 from __future__ import annotations
@@ -19,10 +22,10 @@ from typing import Any, TypeVar
 import jax
 import jax.numpy as jnp
 
-from ..core import Axis, AxisError, Tensor, broadcast, where
+from ..core import Axis, AxisError, Tensor, broadcast, index, stack, where
 from ..core._axis import axes_names, axis_name, check_axis_label
 from ..core._errors import describe
-from ._util import flatten, is_tensor, unflatten, wrap
+from ._util import flatten, is_symbolic, is_tensor, unflatten, wrap
 
 __all__ = ["fold", "scan"]
 
@@ -32,11 +35,6 @@ AnyTensor = Tensor[Any, *tuple[Any, ...]]
 
 def _leading(t: Any, over: type[Axis], where_: str) -> tuple[Any, tuple[type[Axis], ...]]:
     """The array with ``over`` moved to the front (no copy when it is already there)."""
-    if not is_tensor(t):
-        raise TypeError(f"{where_}: every leaf of xs must be a Tensor, got {type(t).__name__}")
-    if over not in t.axes:
-        raise AxisError(f"Cannot {where_} over {axis_name(over)}: {describe(t)} has no axis "
-                        f"{axis_name(over)} (every input must have it)")
     i = t.axes.index(over)
     arr = t.array if i == 0 else jnp.moveaxis(t.array, i, 0)
     return arr, t.axes[:i] + t.axes[i + 1:]
@@ -48,11 +46,17 @@ def _run(unit: Callable[[Any, Any], Any], over: type[Axis], init: Any, xs: Any,
     x_leaves, x_def = flatten(xs)
     if not x_leaves:
         raise TypeError(f"{where_}: xs has no Tensors to run over")
-    moved = [_leading(t, over, where_) for t in x_leaves]
-    n = {int(a.shape[0]) for a, _ in moved}
-    if len(n) > 1:
+    for t in [*x_leaves, *([] if mask is None else [mask])]:
+        if not is_tensor(t):
+            raise TypeError(f"{where_}: every leaf of xs must be a Tensor, got "
+                            f"{type(t).__name__}")
+        if over not in t.axes:
+            raise AxisError(f"Cannot {where_} over {axis_name(over)}: {describe(t)} has no "
+                            f"axis {axis_name(over)} (every input must have it)")
+    n = {dict(zip(t.axes, t.shape, strict=True))[over] for t in x_leaves}
+    if len(n - {None}) > 1:
         raise AxisError(f"Cannot {where_} over {axis_name(over)}: the inputs give it sizes "
-                        f"{sorted(n)} (equal axes must have equal sizes)")
+                        f"{sorted(n - {None})} (equal axes must have equal sizes)")
     s_leaves, s_def = flatten(init)
     for t in s_leaves:
         if not is_tensor(t):
@@ -62,13 +66,8 @@ def _run(unit: Callable[[Any, Any], Any], over: type[Axis], init: Any, xs: Any,
             raise AxisError(f"Cannot {where_} over {axis_name(over)}: the initial state "
                             f"{describe(t)} has axis {axis_name(over)}")
     s_axes: list[tuple[type[Axis], ...]] = [t.axes for t in s_leaves]
-    m_arr, m_axes = (None, ()) if mask is None else _leading(mask, over, where_)
 
-    def body(carry: list[Any], sliced: tuple[list[Any], Any]) -> tuple[list[Any], Any]:
-        x_arrays, m = sliced
-        state = unflatten(s_def, [wrap(a, ax_) for a, ax_ in zip(carry, s_axes, strict=True)])
-        x_t = unflatten(x_def, [wrap(a, ax_) for a, (_, ax_) in zip(x_arrays, moved,
-                                                                     strict=True)])
+    def step(state: Any, x_t: Any, m_t: AnyTensor | None) -> list[AnyTensor]:
         new_leaves, new_def = flatten(unit(state, x_t))
         if new_def != s_def or any(not is_tensor(t) or t.axes != a
                                    for t, a in zip(new_leaves, s_axes, strict=True)):
@@ -78,12 +77,30 @@ def _run(unit: Callable[[Any, Any], Any], over: type[Axis], init: Any, xs: Any,
             raise AxisError(f"Cannot {where_} over {axis_name(over)}: the unit returned "
                             f"({got}) but the state has axes ({want}); a unit must return "
                             "a state like the one it is given (transpose it back)")
-        if m is not None:
-            m_t = wrap(m, m_axes)
-            old = flatten(state)[0]
-            new_leaves = [_keep(m_t, t_new, t_old, where_)
-                          for t_new, t_old in zip(new_leaves, old, strict=True)]
-        out = [t.array for t in new_leaves]
+        if m_t is None:
+            return new_leaves
+        old = flatten(state)[0]
+        return [_keep(m_t, t_new, t_old, where_)
+                for t_new, t_old in zip(new_leaves, old, strict=True)]
+
+    if any(is_symbolic(t) for t in [*x_leaves, *s_leaves, mask]):
+        length = next(iter(n))
+        if len(n) > 1 or length is None:
+            raise AxisError(f"Cannot {where_} over {axis_name(over)} of a graph input whose "
+                            f"length is not known: a graph unrolls the {where_}, one step per "
+                            f"entry (give it with ax.Input(..., sizes={{"
+                            f"{axis_name(over)}: n}}))")
+        return _unrolled(step, over, init, x_leaves, x_def, mask, reverse, keep, at, length,
+                         s_def)
+    moved = [_leading(t, over, where_) for t in x_leaves]
+    m_arr, m_axes = (None, ()) if mask is None else _leading(mask, over, where_)
+
+    def body(carry: list[Any], sliced: tuple[list[Any], Any]) -> tuple[list[Any], Any]:
+        x_arrays, m = sliced
+        state = unflatten(s_def, [wrap(a, ax_) for a, ax_ in zip(carry, s_axes, strict=True)])
+        x_t = unflatten(x_def, [wrap(a, ax_) for a, (_, ax_) in zip(x_arrays, moved,
+                                                                     strict=True)])
+        out = [t.array for t in step(state, x_t, None if m is None else wrap(m, m_axes))]
         return out, (out if keep else None)
 
     carry0 = [t.array for t in s_leaves]
@@ -92,13 +109,35 @@ def _run(unit: Callable[[Any, Any], Any], over: type[Axis], init: Any, xs: Any,
         return unflatten(s_def, [wrap(a, ax_) for a, ax_ in zip(final, s_axes, strict=True)])
     out: list[AnyTensor] = []
     for arr, axes in zip(ys, s_axes, strict=True):
-        k = at if at >= 0 else len(axes) + 1 + at
-        if not 0 <= k <= len(axes):
-            raise ValueError(f"{where_}: at={at} is out of range for a state of rank "
-                             f"{len(axes)}")
+        k = _position(at, len(axes), where_)
         out.append(wrap(arr if k == 0 else jnp.moveaxis(arr, 0, k),
                         axes[:k] + (over,) + axes[k:]))
     return unflatten(s_def, out)
+
+
+def _position(at: int, rank: int, where_: str) -> int:
+    k = at if at >= 0 else rank + 1 + at
+    if not 0 <= k <= rank:
+        raise ValueError(f"{where_}: at={at} is out of range for a state of rank {rank}")
+    return k
+
+
+def _unrolled(step: Callable[[Any, Any, AnyTensor | None], list[AnyTensor]],
+              over: type[Axis], init: Any, x_leaves: list[Any], x_def: Any,
+              mask: AnyTensor | None, reverse: bool, keep: bool, at: int, length: int,
+              s_def: Any) -> Any:
+    """The graph form: one application of the unit per step, on ``index``-ed inputs."""
+    state, seen = init, dict[int, list[AnyTensor]]()
+    for t in range(length - 1, -1, -1) if reverse else range(length):
+        x_t = unflatten(x_def, [index(leaf, over, t) for leaf in x_leaves])
+        leaves = step(state, x_t, None if mask is None else index(mask, over, t))
+        state, seen[t] = unflatten(s_def, leaves), leaves
+    if not keep:
+        return state
+    stacked: list[AnyTensor] = [
+        stack([seen[t][i] for t in range(length)], over, at=_position(at, len(leaf.axes), "scan"))
+        for i, leaf in enumerate(seen[0])]
+    return unflatten(s_def, stacked)
 
 
 def _keep(m: AnyTensor, new: AnyTensor, old: AnyTensor, where_: str) -> AnyTensor:

@@ -29,6 +29,10 @@ AnyTensor = Tensor[Any, *tuple[Any, ...]]
 def _init_state(cell: Any, xs: AnyTensor, over: type[Axis]) -> Any:
     batch = {a: n for a, n in zip(xs.axes, xs.shape, strict=True)
              if a is not over and a is not cell.in_axis}
+    unknown = [a for a, n in batch.items() if n is None]
+    if unknown:
+        raise fail("Recurrent", (xs,), f"the size of {axis_name(unknown[0])} is not known, so "
+                   "the zero state cannot be built (pass init=, e.g. an ax.Input)")
     return cell.init_state(batch)
 
 

@@ -14,7 +14,7 @@ from . import _attention, _cnn, _lstm, _mlp
 __all__ = ["FRAMEWORKS", "MODELS", "available", "builder"]
 
 #: every framework, the reference first
-FRAMEWORKS = ("jax", "axjax", "graph", "equinox", "haliax", "torch")
+FRAMEWORKS = ("jax", "axjax", "graph", "fit", "equinox", "haliax", "torch")
 
 MODELS: dict[str, ModuleType] = {m.NAME: m for m in (_mlp, _cnn, _lstm, _attention)}
 

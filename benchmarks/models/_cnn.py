@@ -21,7 +21,7 @@ import axjax as ax
 from axjax.train import Batch, Class, Height, Width
 
 from .._common import LR, Runner, jit_train_step, uniform
-from ._frameworks import eqx_runner, graph_runner, put_jax, torch_runner
+from ._frameworks import eqx_runner, fit_runner, graph_runner, put_jax, torch_runner
 
 NAME = "cnn"
 TITLE = "CNN conv8-conv16-dense (LeNet-style)"
@@ -126,6 +126,11 @@ def put_axjax(x: np.ndarray, y: np.ndarray) -> tuple[Any, Any]:
 def build_axjax(p: dict[str, np.ndarray]) -> Runner:
     return jit_train_step(lambda m, x, y: axjax_loss(m, x, y).array, AxCNN(p), put_axjax,
                           split=True)
+
+
+def build_fit(p: dict[str, np.ndarray]) -> Runner:
+    return fit_runner(AxCNN(p), axjax_loss, put_axjax)
+
 
 
 def build_graph(p: dict[str, np.ndarray]) -> Runner:

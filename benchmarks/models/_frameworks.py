@@ -3,6 +3,8 @@
 - raw JAX and axjax modules: :func:`benchmarks._common.jit_train_step` (one ``jax.jit``);
 - the axjax graph: the model's Tensors become ``ax.Param``s, the batch ``ax.Input``s, and
   ``ax.compile_step`` lowers loss, gradient and update to one jitted function;
+- axjax's own training loop: the step ``ax.train.fit`` runs (``ax.train.make_train_step``:
+  the same update plus the NaN/Inf guard and running sums on the device);
 - Equinox and Haliax: ``eqx.filter_jit`` and ``eqx.filter_value_and_grad``;
 - PyTorch: eager ``loss.backward()`` and ``torch.optim.Adam``.
 """
@@ -22,7 +24,7 @@ import axjax as ax
 
 from .._common import LR, Runner
 
-__all__ = ["eqx_runner", "graph_runner", "put_jax", "torch_runner"]
+__all__ = ["eqx_runner", "fit_runner", "graph_runner", "put_jax", "torch_runner"]
 
 Put = Callable[[np.ndarray, np.ndarray], tuple[Any, Any]]
 
@@ -50,6 +52,37 @@ def eqx_runner(model: Any, loss_fn: Callable[[Any, Any, Any], Any], put: Put) ->
 
     return Runner((model, opt.init(eqx.filter(model, eqx.is_array))), run, put,
                   traces=lambda: count[0])
+
+
+def fit_runner(model: Any, loss_fn: Callable[[Any, Any, Any], Any], put: Put) -> Runner:
+    """The step of ``ax.train.fit``, called as ``fit`` calls it (the step number is a
+    Python int). Its loss is read from the guard's running sum."""
+    from axjax.train._step import Monitor
+
+    params, static = eqx.partition(model, eqx.is_array)
+    opt = optax.adam(LR)
+    count = [0]
+
+    def counted(model: Any, x: Any, y: Any) -> Any:
+        count[0] += 1
+        return loss_fn(model, x, y)
+
+    step = ax.train.make_train_step(counted, opt, static)
+    key = jax.random.key(0)
+    last = [0.0]
+
+    def run(state: Any, x: Any, y: Any) -> tuple[Any, Any]:
+        p, s, mon, i = state
+        p, s, mon = step(p, s, mon, (x, y), key, i)
+        return (p, s, mon, i + 1), mon
+
+    def value(mon: Any) -> float:  # this step's loss: the growth of the running sum
+        total = float(mon.sums["loss"])
+        out, last[0] = total - last[0], total
+        return out
+
+    state = (params, opt.init(params), Monitor.zero(("loss",)), 0)
+    return Runner(state, run, put, traces=lambda: count[0], value=value)
 
 
 def _to_params(model: Any) -> Any:

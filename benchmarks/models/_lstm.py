@@ -20,7 +20,7 @@ import axjax as ax
 from axjax.train import Batch, Class
 
 from .._common import LR, Runner, jit_train_step, uniform
-from ._frameworks import eqx_runner, put_jax, torch_runner
+from ._frameworks import eqx_runner, fit_runner, put_jax, torch_runner
 
 NAME = "lstm"
 TITLE = "LSTM 28x28 rows, hidden 64"
@@ -105,6 +105,11 @@ def put_axjax(x: np.ndarray, y: np.ndarray) -> tuple[Any, Any]:
 def build_axjax(p: dict[str, np.ndarray]) -> Runner:
     return jit_train_step(lambda m, x, y: axjax_loss(m, x, y).array, AxLSTM(p), put_axjax,
                           split=True)
+
+
+def build_fit(p: dict[str, np.ndarray]) -> Runner:
+    return fit_runner(AxLSTM(p), axjax_loss, put_axjax)
+
 
 
 # ----------------------------------------------------------------------------- Equinox

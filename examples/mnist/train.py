@@ -68,12 +68,17 @@ def mlp(key: jax.Array) -> ax.nn.MLP[Pixel, Class]:
 
 
 class CNN(eqx.Module):
-    """conv 3x3 (32) - max-pool 2 - conv 3x3 (64) - max-pool 2 - dense 128 - dense 10."""
+    """conv 3x3 (32) - max-pool 2 - conv 3x3 (64) - max-pool 2 - dense 128 - dropout - dense 10.
+
+    Dropout needs a key in training: ``fit`` passes one to a ``loss_fn`` with a ``key``
+    parameter, and evaluates in ``eqx.nn.inference_mode`` (dropout off).
+    """
 
     conv1: ax.nn.Conv2D
     conv2: ax.nn.Conv2D
     pool: ax.nn.MaxPool2D
     fc1: ax.nn.Affine[Flat, Hidden]
+    drop: ax.nn.Dropout
     fc2: ax.nn.Affine[Hidden, Class]
 
     def __init__(self, key: jax.Array) -> None:
@@ -82,22 +87,25 @@ class CNN(eqx.Module):
         self.conv2 = ax.nn.Conv2D((Height, Width), Feature1, Feature2, 32, 64, 3, key=k2)
         self.pool = ax.nn.MaxPool2D((Height, Width), window=2, stride=2, padding="VALID")
         self.fc1 = ax.nn.Affine(Flat, Hidden, 5 * 5 * 64, 128, key=k3)
+        self.drop = ax.nn.Dropout(0.5)
         self.fc2 = ax.nn.Affine(Hidden, Class, 128, 10, key=k4)
 
-    def __call__(self, x: ax.Tensor[ax.F32, Batch, Height, Width]
-                 ) -> ax.Tensor[ax.F32, Batch, Class]:
+    def __call__(self, x: ax.Tensor[ax.F32, Batch, Height, Width], *,
+                 key: jax.Array | None = None) -> ax.Tensor[ax.F32, Batch, Class]:
         x1: ax.Tensor[ax.F32, Batch, Height, Width, Chan] = ax.expand_dims(x, Chan, at=3)
         h1: ax.Tensor[ax.F32, Batch, Height, Width, Feature1] = self.pool(
             ax.relu(self.conv1(x1)))                                       # 28 -> 26 -> 13
         h2: ax.Tensor[ax.F32, Batch, Height, Width, Feature2] = self.pool(
             ax.relu(self.conv2(h1)))                                       # 13 -> 11 -> 5
         flat = ax.flatten(h2, (Height, Width, Feature2), Flat)             # [Batch, Flat=1600]
-        return self.fc2(ax.relu(self.fc1(flat)))
+        return self.fc2(self.drop(ax.relu(self.fc1(flat)), key=key))
 
 
-def classify(model: Any, x: Any, y: Any) -> tuple[Any, dict[str, Any]]:
-    """Mean softmax cross-entropy over the batch; accuracy as a metric."""
-    logits = model(x)
+def classify(model: Any, x: Any, y: Any, *, key: jax.Array | None = None
+             ) -> tuple[Any, dict[str, Any]]:
+    """Mean softmax cross-entropy over the batch; accuracy as a metric. ``fit`` passes a
+    fresh ``key`` each step (used by the CNN's dropout) and ``key=None`` to evaluate."""
+    logits = model(x, key=key)
     loss = ax.mean(ax.train.softmax_cross_entropy(logits, y, Class), Batch)
     return loss, {"accuracy": ax.train.accuracy(logits, y, Class)}
 

@@ -50,7 +50,7 @@ def loss_fn(model: Any, x: Any, y: Any) -> tuple[Any, dict[str, Any]]:
 
 
 def train(steps: int = 400, lr: float = 0.1, seed: int = 1, progress: bool = True
-          ) -> tuple[Any, float, float]:
+          ) -> tuple[ax.nn.MLP[In, Class], float, float]:
     """Train on the four examples (one full batch per step); return (model, accuracy, s)."""
     x, y = xor_data()
     start = time.perf_counter()

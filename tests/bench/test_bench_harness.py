@@ -25,17 +25,17 @@ SUMMARY = {"median", "min", "max"}
 @pytest.fixture(scope="module")
 def results() -> dict[str, Any]:
     args = _parser().parse_args(["--quick", "--models", "mlp", "--frameworks",
-                                 "jax,axjax,graph,equinox", "--no-memory", "--no-dispatch"])
+                                 "jax,axjax,graph,fit,equinox", "--no-memory", "--no-dispatch"])
     return run(args, log=lambda s: None)
 
 
 def test_every_framework_has_every_figure(results: dict[str, Any]) -> None:
     model = results["models"]["mlp"]
-    assert set(model["frameworks"]) == {"jax", "axjax", "graph", "equinox"}
+    assert set(model["frameworks"]) == {"jax", "axjax", "graph", "fit", "equinox"}
     for fw, r in model["frameworks"].items():
         assert "skipped" not in r, f"{fw}: {r.get('skipped')}"
         for key in ("fixed_steps_per_s", "loop_steps_per_s", "fixed_ratio", "loop_ratio",
-                    "first_step_s"):
+                    "first_step_s", "host_us_per_step"):
             assert SUMMARY <= set(r[key]), (fw, key)
             assert all(math.isfinite(v) and v > 0 for v in (r[key][k] for k in SUMMARY))
         assert r["traces"] == 1, f"{fw} traced {r['traces']} times"
@@ -55,6 +55,7 @@ def test_report_and_targets(results: dict[str, Any]) -> None:
     lines = targets(results)
     assert any(ln.startswith("mlp/axjax fixed steps/s") for ln in lines)
     assert any(ln.startswith("mlp/graph first step") for ln in lines)
+    assert any(ln.startswith("mlp/fit loop steps/s") for ln in lines)
     assert all(("met" in ln) or ("MISSED" in ln) for ln in lines)
     assert json.loads(json.dumps(results)) == results  # the results file round-trips
 
@@ -65,6 +66,7 @@ def test_dispatch_rows() -> None:
     assert set(out) == {"add", "sum over an axis"}
     for r in out.values():
         assert SUMMARY <= set(r["ratio"]) and r["jnp_us"]["median"] > 0
+        assert SUMMARY <= set(r["cpu_ratio"]) and r["axjax_cpu_us"]["median"] > 0
 
 
 def test_memory_child_reports_a_peak() -> None:

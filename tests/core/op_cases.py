@@ -10,8 +10,10 @@ from typing import Any
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 
 import axjax as ax
+from axjax.core._shape import BroadcastLike
 
 from .helpers import A, Arg, B, C, D, E, OpCase
 
@@ -213,6 +215,9 @@ SHAPE = [
     OpCase("Broadcast", lambda x: ax.broadcast(x, (D, B), sizes={D: 2}),
            lambda x: jnp.broadcast_to(x[None], (2, x.shape[0])), (Arg((B,)),), (D, B),
            id="Broadcast-sizes"),
+    OpCase("BroadcastLike", BroadcastLike(),
+           lambda x, like: jnp.broadcast_to(x[:, :, None], like.shape),
+           (Arg((A, B)), Arg((A, B, C))), (A, B, C)),
     OpCase("Tile", lambda x: ax.tile(x, B, 3), lambda x: jnp.tile(x, (1, 3)), (Arg((A, B)),),
            (A, B)),
     OpCase("Concat", lambda x, y: ax.concat([x, ax.rename(y, C, B)], B),
@@ -251,6 +256,44 @@ SELECT = [
            (Arg((A, B), "int", high=4),), (A, B, C), out_dtype=ax.F32),
 ]
 
+def _conv_oracle(spec: tuple[str, str, str], padding: str = "SAME") -> Any:
+    def oracle(x: Any, w: Any) -> Any:
+        n = len(spec[0]) - 2
+        return jax.lax.conv_general_dilated(x, w, (1,) * n, padding, dimension_numbers=spec)
+
+    return oracle
+
+
+def _pool_oracle(kind: str, dims: tuple[int, ...], window: int = 2) -> Any:
+    def oracle(x: Any) -> Any:
+        shape = tuple(window if i in dims else 1 for i in range(x.ndim))
+        if kind == "max":
+            return jax.lax.reduce_window(x, np.array(-np.inf, x.dtype), jax.lax.max, shape,
+                                         (1,) * x.ndim, "VALID")
+        total = jax.lax.reduce_window(x, np.array(0, x.dtype), jax.lax.add, shape,
+                                      (1,) * x.ndim, "VALID")
+        return total / window ** len(dims)
+
+    return oracle
+
+
+# convolution (Batch=A, Height=B, Width=E, Chan=C, Feature=D) and pooling
+WINDOWED = [
+    OpCase("Conv", lambda x, w: ax.conv(x, w, B, padding="SAME"),
+           _conv_oracle(("NWC", "OIW", "NWC")), (Arg((A, B, C)), Arg((D, C, B))), (A, B, D)),
+    OpCase("Conv", lambda x, w: ax.conv(x, w, (B, E), padding="SAME"),
+           _conv_oracle(("NHWC", "OIHW", "NHWC")), (Arg((A, B, E, C)), Arg((D, C, B, E))),
+           (A, B, E, D), id="Conv-2d", sizes={A: 2, C: 2, D: 3}),
+    OpCase("Conv", lambda x, w: ax.conv(x, w, B, padding="VALID"),
+           _conv_oracle(("NWC", "OIW", "NWC"), "VALID"), (Arg((A, B, C)), Arg((D, C, B))),
+           (A, B, D), id="Conv-valid"),
+    OpCase("Pool", lambda x: ax.max_pool(x, B, window=2, stride=1), _pool_oracle("max", (1,)),
+           (Arg((A, B, C), "spaced"),), (A, B, C), sizes={B: 4}),
+    OpCase("Pool", lambda x: ax.avg_pool(x, (A, C), window=2, stride=1),
+           _pool_oracle("avg", (0, 2)), (Arg((A, B, C)),), (A, B, C), sizes={A: 3, C: 4},
+           id="Pool-avg-2d"),
+]
+
 #: every case, in table order
 CASES = (UNARY + INTEGER_UNARY + BINARY + SCALARS + COMPARE + SELECT_VALUES + REDUCE + CONTRACT
-         + SHAPE + SELECT)
+         + SHAPE + SELECT + WINDOWED)

@@ -117,3 +117,15 @@ def test_attention_errors(key: jax.Array) -> None:
         mha(x, mask=ax.zeros((4,), Embed, dtype=ax.Bool))
     with pytest.raises(ValueError, match="embed_size 5 does not divide into 2 heads"):
         ax.nn.MultiheadAttention(Embed, 5, num_heads=2, query_pos=Time, key=key)
+
+
+def test_attention_builds_a_graph(key: jax.Array) -> None:
+    mha = ax.nn.MultiheadAttention(Embed, 8, num_heads=2, query_pos=Time, causal=True,
+                                   key=key)
+    x = ax.Input(ax.F32, Batch, Time, Embed, sizes={Embed: 8, Time: 5}, name="x")
+    y = ax.as_params(mha)(x)
+    assert isinstance(y, ax.Apply) and y.axes == (Batch, Time, Embed)
+    xv = rand((2, 5, 8), Batch, Time, Embed)
+    close(ax.compile(y, inputs=[x])(xv).array, mha(xv).array, 1e-6)
+    with pytest.raises(ax.AxisError, match=r"Cannot read the size of axis Time"):
+        ax.as_params(mha)(ax.Input(ax.F32, Batch, Time, Embed, sizes={Embed: 8}))

@@ -167,3 +167,26 @@ def test_orthogonal_is_orthogonal_per_block() -> None:
     tall = init(jax.random.key(1), {In: 6, Hidden: 3}, fan_in=Hidden, fan_out=In)
     m = np.asarray(tall.array)  # [In=6, Hidden=3]: orthonormal columns
     close(m.T @ m, 4.0 * np.eye(3), 1e-5)
+
+
+def test_embedding_and_norm_build_a_graph(key: jax.Array) -> None:
+    emb = ax.nn.Embedding(Vocab, Embed, 10, 4, key=key)
+    norm = ax.nn.LayerNorm(Embed, 4)
+    ids = ax.Input(ax.I32, Batch, Time, name="ids")
+    y = ax.as_params(norm)(ax.as_params(emb)(ids))
+    assert isinstance(y, ax.Apply) and y.axes == (Batch, Time, Embed)
+    values = ax.tensor(np.array([[1, 2, 9], [0, 0, 3]], np.int32), Batch, Time)
+    close(ax.compile(y, inputs=[ids])(values).array, norm(emb(values)).array, 1e-6)
+
+
+@pytest.mark.parametrize("name", ["leaky_relu", "elu", "log_sigmoid", "relu", "gelu",
+                                  "silu", "softplus"])
+def test_activations_match_jax_nn(name: str) -> None:
+    x = ax.tensor(np.array([[-30.0, -2.0, -0.5], [0.25, 1.5, 40.0]], np.float32), Batch, In)
+    ours = getattr(ax.nn, name)
+    theirs = getattr(jax.nn, name)
+    close(ours(x).array, theirs(x.array), 1e-6)
+    g = jax.grad(lambda a: jnp.sum(ours(ax.tensor(a, Batch, In)).array))(x.array)
+    close(g, jax.grad(lambda a: jnp.sum(theirs(a)))(x.array), 1e-6)
+    assert np.all(np.isfinite(np.asarray(g)))
+    assert ax.nn.identity(x) is x and ax.nn.swish is ax.nn.silu

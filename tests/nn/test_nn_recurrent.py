@@ -151,3 +151,41 @@ def test_scan_errors(key: jax.Array) -> None:
         ax.fold(lambda s, x: s, over=Time)(init, (xs, ax.zeros((3,), Time)))
     with pytest.raises(ValueError, match="Gate is reserved for the cell's weights"):
         ax.nn.LSTMCell(Gate, Hidden, 2, 2, key=key)
+
+
+def test_fold_and_scan_unroll_on_graph_inputs(key: jax.Array) -> None:
+    cell = ax.nn.LSTMCell(In, Hidden, 3, 4, key=key)
+    xs_v = rand((2, 4, 3), Batch, Time, In)
+    mask_v = ax.tensor(np.arange(4)[None, :] < np.array([[2], [4]]), Batch, Time)
+    xs = ax.Input(ax.F32, Batch, Time, In, sizes={Time: 4, In: 3}, name="xs")
+    mask = ax.Input(ax.Bool, Batch, Time, sizes={Time: 4}, name="mask")
+    h0 = ax.Input(ax.F32, Batch, Hidden, sizes={Hidden: 4}, name="h0")
+    graph_cell = ax.as_params(cell)
+    h, c = ax.fold(graph_cell, over=Time, reverse=True)((h0, h0), xs, mask=mask)
+    hs, _ = ax.scan(graph_cell, over=Time)((h0, h0), xs, mask=mask)
+    assert isinstance(h, ax.Apply) and h.axes == (Batch, Hidden)
+    assert hs.axes == (Time, Batch, Hidden)
+    run = ax.compile([h, hs], inputs=[xs, mask, h0])
+    init = cell.init_state({Batch: 2})
+    got_h, got_hs = run(xs_v, mask_v, init[0])
+    close(got_h.array, ax.fold(cell, over=Time, reverse=True)(init, xs_v, mask=mask_v)[0].array,
+          1e-5)
+    close(got_hs.array, ax.scan(cell, over=Time)(init, xs_v, mask=mask_v)[0].array, 1e-5)
+    with pytest.raises(ax.AxisError, match=r"Cannot fold over Time of a graph input whose "
+                       r"length is not known: a graph unrolls the fold"):
+        ax.fold(graph_cell, over=Time)((h0, h0), ax.Input(ax.F32, Batch, Time, In))
+
+
+def test_recurrent_layer_on_a_graph_input_needs_an_initial_state(key: jax.Array) -> None:
+    rnn = ax.as_params(ax.nn.Recurrent(ax.nn.GRUCell(In, Hidden, 3, 4, key=key), over=Time))
+    xs = ax.Input(ax.F32, Batch, Time, In, sizes={Time: 3, In: 3})
+    with pytest.raises(ax.AxisError, match=r"Cannot apply Recurrent to Tensor\[F32, Batch=\?, "
+                       r"Time=3, In=3\]: the size of Batch is not known"):
+        rnn(xs)
+    h0 = ax.Input(ax.F32, Batch, Hidden, sizes={Hidden: 4})
+    ys = rnn(xs, init=h0)
+    assert ys.axes == (Time, Batch, Hidden)
+    xv = rand((2, 3, 3), Batch, Time, In)
+    want = ax.as_values(rnn)(xv)
+    close(ax.compile(ys, inputs=[xs, h0])(xv, ax.zeros((2, 4), Batch, Hidden)).array,
+          want.array, 1e-5)

@@ -1,0 +1,74 @@
+"""Activation functions, as functions of Tensors (any axes in, the same axes out).
+
+The primitives (``relu``, ``gelu``, ``silu``, ``sigmoid``, ``tanh``, ``softplus``,
+``softmax``, ``log_softmax``) are the core ops, re-exported here next to the layers as
+``jax.nn`` has them; the others are compositions of core ops, so they need no backward of
+their own.
+
+Example:
+    >>> model = ax.nn.Sequential([layer1, ax.nn.leaky_relu, layer2])
+"""
+
+from __future__ import annotations
+
+from typing import Any, TypeVar, TypeVarTuple, cast
+
+from ..core import (
+    DType,
+    Tensor,
+    expm1,
+    gelu,
+    log_softmax,
+    relu,
+    sigmoid,
+    silu,
+    softmax,
+    softplus,
+    tanh,
+    where,
+)
+
+__all__ = ["relu", "gelu", "silu", "swish", "sigmoid", "tanh", "softplus", "softmax",
+           "log_softmax", "leaky_relu", "elu", "log_sigmoid", "identity"]
+
+D = TypeVar("D", bound=DType)
+Axes = TypeVarTuple("Axes")
+AnyTensor = Tensor[Any, *tuple[Any, ...]]
+
+swish = silu
+
+
+def leaky_relu(x: Tensor[D, *Axes], negative_slope: float = 0.01) -> Tensor[D, *Axes]:
+    """``x`` where positive, ``negative_slope * x`` elsewhere.
+
+    Example:
+        >>> ax.nn.leaky_relu(h, 0.2)
+    """
+    t: AnyTensor = cast(Any, x)  # generic D with a float: see axjax.mypy's scalar rule
+    return cast(Tensor[D, *Axes], where(t > 0.0, t, t * negative_slope))
+
+
+def elu(x: Tensor[D, *Axes], alpha: float = 1.0) -> Tensor[D, *Axes]:
+    """``x`` where positive, ``alpha * (exp(x) - 1)`` elsewhere (no overflow for large x).
+
+    Example:
+        >>> ax.nn.elu(h)
+    """
+    t: AnyTensor = cast(Any, x)
+    return cast(Tensor[D, *Axes], where(t > 0.0, t, expm1(-relu(-t)) * alpha))  # no overflow
+
+
+def log_sigmoid(x: Tensor[D, *Axes]) -> Tensor[D, *Axes]:
+    """``log(sigmoid(x)) = -softplus(-x)``, stable for large ``|x|``.
+
+    Example:
+        >>> ax.nn.log_sigmoid(logits)
+    """
+    return -softplus(-x)
+
+
+def identity(x: Tensor[D, *Axes]) -> Tensor[D, *Axes]:
+    """``x`` itself (a placeholder activation)."""
+    return x
+
+
