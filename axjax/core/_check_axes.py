@@ -127,11 +127,12 @@ def check_axes(fn: F) -> F:
 
     Example:
         >>> @ax.check_axes
-        ... def affine(x: Tensor[D, *B, In], w: Tensor[D, In, Out]) -> Tensor[D, *B, Out]:
-        ...     return ax.contract(x, w, over=w.axes[1])
-        >>> affine(images, weights_the_wrong_way_round)   # doctest: +SKIP
-        AxisError: Cannot apply affine to Tensor[F32, Out=10, Pixel=784]: argument w should be
-        Tensor[D=F32, In=Pixel, Out], but In is Pixel elsewhere in this call and Out at axis 0
+        ... def affine(x: Tensor[D, *Bs, In], w: Tensor[D, In, Out]) -> Tensor[D, *Bs, Out]:
+        ...     return ax.contract(x, w, over=w.axes[0])
+        >>> affine(images, ax.ones((10, 784), Class, Pixel))   # doctest: +SKIP
+        AxisError: Cannot apply affine to Tensor[F32, Class=10, Pixel=784]: argument w should
+        be Tensor[D=F32, In=Pixel, Out], but In is Pixel elsewhere in this call and Class at
+        axis 0
     """
     signature = inspect.signature(fn)
     plan: list[tuple[str, type, Pattern]] | None = None

@@ -226,7 +226,7 @@ _SOFTPLUS, _SIN, _COS, _ERF = Softplus(), Sin(), Cos(), Erf()
 
 # ============================================================================ binary
 def _scalar_like(value: Any, other: Any, op: Op) -> Tensor[Any]:
-    """A Python number as a rank-0 tensor of ``other``'s dtype."""
+    """A Python number as a rank-0 tensor of ``other``'s dtype (a rank-0 array as is)."""
     eager = type(other) is Tensor and not isinstance(other._array, jax.core.Tracer)
     if eager and type(value) in (float, int, bool):  # eager `t * 0.5`: reuse the tensor
         key = (type(value), repr(value), other._array.dtype)
@@ -236,6 +236,9 @@ def _scalar_like(value: Any, other: Any, op: Op) -> Tensor[Any]:
     if isinstance(value, Tensor) or getattr(type(value), "_is_symbolic", False):
         return value  # type: ignore[no-any-return]
     if not isinstance(value, int | float | bool):
+        if getattr(value, "ndim", None) == 0 and hasattr(value, "dtype"):
+            wrapped: Tensor[Any] = Tensor._wrap(value, ())  # a rank-0 array mixes as rank-0
+            return wrapped
         raise not_a_tensor(op, value, numbers_ok=True)
     dtype = other.dtype
     if isinstance(value, float) and not isinstance(value, bool) and not is_floating(dtype):

@@ -29,7 +29,7 @@ import numpy as np
 from ._axis import Axis, axes_names
 from ._dtype import Bool, DType, dtype_marker, is_floating
 from ._errors import AxisError
-from ._tensor import Tensor, TensorType, unnamed_dims
+from ._tensor import Tensor, TensorType, bare_type, unnamed_dims
 
 __all__ = ["Op", "config", "jax_autodiff", "register_symbolic_handler", "apply", "cached"]
 
@@ -227,10 +227,12 @@ def apply(op: Op, xs: Sequence[Any]) -> Any:
 
 def check_layout(op: Op, x: Any) -> None:
     """Raise unless a concrete Tensor's array has one dimension per axis (not stacked)."""
-    if isinstance(x, Tensor) and not x._is_symbolic and unnamed_dims(x):
-        raise TypeError(f"Cannot apply {op.describe()} to {x!r} (name the leading dimensions "
-                        "with ax.tensor(t.array, Axis, *t.axes), or take them off with "
-                        "jax.vmap / jax.lax.scan first)")
+    problem = unnamed_dims(x) if isinstance(x, Tensor) and not x._is_symbolic else ""
+    if problem:
+        fix = "" if problem.startswith("array") else (
+            " (name them with ax.tensor(t.array, Axis, *t.axes), or take them off with "
+            "jax.vmap / jax.lax.scan first)")
+        raise TypeError(f"Cannot apply {op.describe()} to {bare_type(x)}: {problem}{fix}")
 
 
 def not_a_tensor(op: Op, x: Any, numbers_ok: bool = False) -> TypeError:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from typing import Any, Literal, TypeVar
+from typing import Any, Literal, TypeVar, TypeVarTuple
 
 import jax
 import jax.numpy as jnp
@@ -28,6 +28,7 @@ __all__ = ["Pool", "max_pool", "avg_pool"]
 D = TypeVar("D", bound=DType)
 Array = Any
 AnyOf = Tensor[D, *tuple[Any, ...]]
+Axes = TypeVarTuple("Axes")
 
 
 class Pool(Op):
@@ -104,9 +105,9 @@ def _spatial(spatial: type[Axis] | tuple[type[Axis], ...]) -> tuple[type[Axis], 
     return spatial if isinstance(spatial, tuple) else (spatial,)
 
 
-def max_pool(x: AnyOf[D], spatial: type[Axis] | tuple[type[Axis], ...],
+def max_pool(x: Tensor[D, *Axes], spatial: type[Axis] | tuple[type[Axis], ...],
              window: int | Sequence[int], stride: int | Sequence[int] | None = None,
-             padding: Padding = "VALID") -> AnyOf[D]:
+             padding: Padding = "VALID") -> Tensor[D, *Axes]:
     """Maximum over windows of the named axes (stride defaults to the window).
 
     Example:
@@ -115,9 +116,9 @@ def max_pool(x: AnyOf[D], spatial: type[Axis] | tuple[type[Axis], ...],
     return Pool("max", _spatial(spatial), window, stride, padding)(x)  # type: ignore[no-any-return]
 
 
-def avg_pool(x: AnyOf[D], spatial: type[Axis] | tuple[type[Axis], ...],
+def avg_pool(x: Tensor[D, *Axes], spatial: type[Axis] | tuple[type[Axis], ...],
              window: int | Sequence[int], stride: int | Sequence[int] | None = None,
-             padding: Padding = "VALID") -> AnyOf[D]:
+             padding: Padding = "VALID") -> Tensor[D, *Axes]:
     """Mean over windows of the named axes (padding counts as zeros in the mean).
 
     Example:

@@ -197,7 +197,8 @@ class OneHot(Op):
         if not jnp.issubdtype(idx.dtype.numpy, jnp.integer):
             raise self.fail((idx,), f"labels must be integers, got {idx.dtype.__name__}")
         if self.axis in idx.axes:
-            raise self.fail((idx,), f"axis {axis_name(self.axis)} already present")
+            raise self.fail((idx,), f"axis {axis_name(self.axis)} already present (a tensor "
+                            "never has the same axis twice; rename one)")
         return TensorType(self.dtype, idx.axes + (self.axis,), idx.shape + (self.n,))
 
     def forward(self, idx: Any) -> Array:

@@ -248,8 +248,7 @@ class Tensor(Generic[D, *Axes]):
     def __repr__(self) -> str:
         problem = unnamed_dims(self)
         if problem:
-            names = ", ".join([self.dtype.__name__, *(axis_name(a) for a in self._axes)])
-            return f"Tensor[{names}]({problem})"
+            return f"{bare_type(self)}({problem})"
         return describe(self) + f"({_summary(self._array)})"
 
     def _repr_html_(self) -> str:
@@ -276,6 +275,11 @@ class Tensor(Generic[D, *Axes]):
             f"{rows}</table>{preview}"
             f"<small>{html.escape(_summary(self._array))}</small></div>"
         )
+
+
+def bare_type(t: Tensor[Any, *tuple[Any, ...]]) -> str:
+    """``Tensor[F32, Batch, Pixel]``: the type without sizes."""
+    return "Tensor[" + ", ".join([t.dtype.__name__, *(axis_name(a) for a in t._axes)]) + "]"
 
 
 def unnamed_dims(t: Tensor[Any, *tuple[Any, ...]]) -> str:

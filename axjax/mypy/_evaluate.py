@@ -6,7 +6,8 @@ variable, ``*Ts``) a fresh ``Axis`` subclass of the same name, each Tensor opera
 function is then called for real, so the graph machinery runs the op's ``infer`` and either
 returns an ``Apply`` node, whose axes map back to static types, or raises the very
 ``AxisError`` a run would raise. Static and run-time messages therefore agree by
-construction (sizes print as ``?``, which is dropped).
+construction (sizes print as ``?``, which is dropped). A rule that cannot run on open sizes
+(a convolution's window arithmetic) runs again with every size :data:`SIZE`.
 """
 
 from __future__ import annotations
@@ -301,5 +302,3 @@ def deliberate(error: BaseException) -> bool:
     line = (frames[-1].line or "") if frames else ""
     return line.lstrip().startswith("raise")
 
-
-__all__ = ["CannotEvaluate", "Env", "Joined", "Named", "Opaque", "message", "fullname"]

@@ -18,15 +18,10 @@ no error: the plugin never rejects a call that could succeed at run time.
 
 from __future__ import annotations
 
-import functools
-import hashlib
 import importlib
-import os
 import traceback
 from collections.abc import Callable
-from pathlib import Path
 
-from mypy.errorcodes import ErrorCode
 from mypy.nodes import (
     ARG_STAR,
     ARG_STAR2,
@@ -54,10 +49,19 @@ from mypy.types import (
     Instance,
     Type,
     TypeOfAny,
-    UnpackType,
-    get_proper_type,
 )
 
+from ._calls import (
+    AXES_ERROR,
+    DEBUG,
+    JOIN_ERROR,
+    default,
+    exact_index,
+    fingerprint,
+    no_repeated_axis,
+    safe,
+    vmap_type,
+)
 from ._evaluate import CannotEvaluate, Env, Joined, Named, deliberate, message
 from ._labels import analyzing, check_annotation, check_label_class
 from ._signature import widen
@@ -66,16 +70,8 @@ from ._types import (
     CORE,
     TENSOR,
     TT,
-    describe,
-    duplicate,
     make_tensor,
-    name,
-    names,
-    tensor_of,
 )
-
-AXES_ERROR = ErrorCode("axjax-axes", "Axes or dtypes of an axjax op do not line up", "axjax")
-JOIN_ERROR = ErrorCode("axjax-joined-axis", "An axis was widened to a base class", "axjax")
 
 UNARY = frozenset({"negative", "abs", "exp", "log", "log1p", "expm1", "sqrt", "rsqrt", "square",
                    "reciprocal", "tanh", "sigmoid", "relu", "gelu", "silu", "softplus", "sin",
@@ -101,9 +97,9 @@ METHODS = frozenset({"__add__", "__radd__", "__sub__", "__rsub__", "__mul__", "_
                      "__truediv__", "__rtruediv__", "__pow__", "__lt__", "__le__", "__gt__",
                      "__ge__", "__matmul__"})
 INPUT = f"{CORE}._nodes.Input"
+VMAP = f"{CORE}._transforms.vmap"
 NODES = frozenset({TENSOR, INPUT, *(f"{CORE}._nodes.{n}" for n in ("Node", "Param", "Const",
                                                                    "Apply"))})
-DEBUG = bool(os.environ.get("AXJAX_MYPY_DEBUG"))
 #: calls into these packages return no axjax tensors: no hook for them
 FOREIGN = ("builtins.", "typing.", "jax.", "jaxlib.", "numpy.", "equinox.", "optax.", "mypy.",
            "collections.", "functools.", "itertools.", "os.", "re.", "matplotlib.", "tqdm.")
@@ -141,36 +137,42 @@ class AxjaxPlugin(Plugin):
         """Re-check cached modules whenever the type rules or this plugin change (the
         installed third-party packages do not depend on them)."""
         installed = "site-packages" in ctx.path or "typeshed" in ctx.path
-        return None if installed and not ctx.id.startswith("axjax") else _fingerprint()
+        return None if installed and not ctx.id.startswith("axjax") else fingerprint()
 
     # ------------------------------------------------------------------ registration
     def get_function_signature_hook(
         self, fullname: str
     ) -> Callable[[FunctionSigContext], CallableType] | None:
         if _short(fullname) or fullname == INPUT:
-            return lambda ctx: self._widened(fullname, ctx.default_signature)
+            return safe(lambda ctx: self._widened(fullname, ctx.default_signature),
+                         lambda ctx: ctx.default_signature)
         return None
 
     def get_function_hook(self, fullname: str) -> Callable[[FunctionContext], Type] | None:
         short = _short(fullname)
         if short in CONSTRUCTORS:
-            return lambda ctx: self._constructor(short, ctx)
+            return safe(lambda ctx: self._constructor(short, ctx), default)
         if short is not None or fullname == INPUT:
-            return lambda ctx: self._function(fullname, short or "Input", ctx)
-        return None if fullname.startswith(FOREIGN) else _no_repeated_axis
+            return safe(lambda ctx: self._function(fullname, short or "Input", ctx), default)
+        if fullname == VMAP:
+            return safe(lambda ctx: vmap_type(ctx, self._info(TENSOR), self._tuple_info(),
+                                              self._object(), self._gradual), default)
+        return None if fullname.startswith(FOREIGN) else safe(no_repeated_axis, default)
 
     def get_method_signature_hook(
         self, fullname: str
     ) -> Callable[[MethodSigContext], CallableType] | None:
         if self._is_tensor_method(fullname):
-            return lambda ctx: widen(ctx.default_signature, self._object(), self._gradual())
+            return safe(lambda ctx: widen(ctx.default_signature, self._object(),
+                                           self._gradual()),
+                         lambda ctx: ctx.default_signature)
         return None
 
     def get_method_hook(self, fullname: str) -> Callable[[MethodContext], Type] | None:
         if self._is_tensor_method(fullname):
             method = fullname.rsplit(".", 1)[-1]
-            return lambda ctx: self._method(method, ctx)
-        return None if fullname.startswith(FOREIGN) else _no_repeated_axis
+            return safe(lambda ctx: self._method(method, ctx), default)
+        return None if fullname.startswith(FOREIGN) else safe(no_repeated_axis, default)
 
     def get_type_analyze_hook(self, fullname: str) -> Callable[[AnalyzeTypeContext], Type] | None:
         return check_annotation if fullname in NODES and not analyzing() else None
@@ -255,7 +257,8 @@ class AxjaxPlugin(Plugin):
             out = fn(*pos, **kw)
             if short in SET_ALGEBRA and env.variadic:
                 raise CannotEvaluate
-            if short in POSITIONAL and env.variadic and not _exact(ctx, pos, kw, self):
+            exact = not env.variadic or exact_index(ctx, pos, kw, self._info(TENSOR))
+            if short in POSITIONAL and not exact:
                 raise CannotEvaluate
             return out
 
@@ -324,46 +327,6 @@ class AxjaxPlugin(Plugin):
         if tt is None:
             return self._gradual()
         return make_tensor(self._info(TENSOR), tt, self._tuple_info())
-
-
-def _no_repeated_axis(ctx: FunctionContext | MethodContext) -> Type:
-    """A generic user function whose result would name one axis twice (``I`` and ``L`` both
-    bound to ``A``) cannot return: no tensor has an axis twice."""
-    ret = get_proper_type(ctx.default_return_type)
-    if isinstance(ret, Instance) and ret.type.has_base(TENSOR) and ret.args:
-        twice = duplicate(list(ret.args[1:]))
-        if twice is not None:
-            axes = list(ret.args[1:])
-            ctx.api.fail(f"The call returns {describe(TT(ret.args[0], axes))}: axis "
-                         f"{name(twice)} occurs twice in ({names(axes)}); a tensor never has the "
-                         "same axis twice (rename one of them)", ctx.context, code=AXES_ERROR)
-    return ctx.default_return_type
-
-
-@functools.cache
-def _fingerprint() -> str:
-    """A hash of the plugin and of the core modules whose type rules it runs."""
-    digest = hashlib.sha256()
-    package = Path(__file__).resolve().parent.parent
-    for path in sorted([*package.glob("mypy/*.py"), *package.glob("core/*.py")]):
-        digest.update(path.read_bytes())
-    return digest.hexdigest()[:16]
-
-
-def _exact(ctx: FunctionContext, pos: list[object], kw: dict[str, object],
-           plugin: AxjaxPlugin) -> bool:
-    """With ``*Ts`` in the operand, a literal index is exact only outside the variadic part."""
-    at = kw.get("at", pos[2] if len(pos) > 2 else 0)
-    operand = ctx.arg_types[0][0] if ctx.arg_types and ctx.arg_types[0] else None
-    tt = tensor_of(operand, plugin._info(TENSOR)) if operand is not None else None
-    if tt is None:  # stack: a sequence of tensors
-        p = operand
-        args = getattr(p, "args", None)
-        tt = tensor_of(args[0], plugin._info(TENSOR)) if args else None
-    if tt is None or tt.axes is None or not isinstance(at, int):
-        return False
-    k = next(i for i, a in enumerate(tt.axes) if isinstance(a, UnpackType))
-    return 0 <= at <= k or (at < 0 and -at - 1 <= len(tt.axes) - 1 - k)
 
 
 def plugin(version: str) -> type[Plugin]:

@@ -32,9 +32,6 @@ CORE = "axjax.core"
 TENSOR = f"{CORE}._tensor.Tensor"
 AXIS = f"{CORE}._axis.Axis"
 DTYPE = f"{CORE}._dtype.DType"
-FLOATING = frozenset(f"{CORE}._dtype.{n}" for n in ("F16", "BF16", "F32", "F64"))
-INTEGER = frozenset(f"{CORE}._dtype.{n}" for n in ("I8", "I32", "I64", "U8", "U32"))
-BOOL = f"{CORE}._dtype.Bool"
 #: what a join widens an axis or a dtype to (``[ab, ac]`` is ``list[Tensor[F32, A, Axis]]``)
 WIDENED = frozenset({AXIS, DTYPE, "builtins.object"})
 
@@ -105,14 +102,6 @@ def fullname(t: Type) -> str:
     return p.type.fullname if isinstance(p, Instance) else ""
 
 
-def is_axis_label(t: Type) -> bool:
-    """A subclass of ``ax.Axis`` other than ``Axis`` itself (or a TypeVar, ``Any``)."""
-    p = get_proper_type(t)
-    if isinstance(p, Instance):
-        return p.type.has_base(AXIS) and p.type.fullname != AXIS
-    return True
-
-
 def is_known(t: Type) -> bool:
     """A concrete class (not ``Any``, not a type variable)."""
     return isinstance(get_proper_type(t), Instance)
@@ -140,10 +129,6 @@ def contains(items: list[Type], axis: Type) -> bool:
     return index_of(items, axis) is not None
 
 
-def same_list(a: list[Type], b: list[Type]) -> bool:
-    return len(a) == len(b) and all(same(x, y) for x, y in zip(a, b, strict=True))
-
-
 def name(t: Type) -> str:
     """How an axis or dtype is printed: ``Batch``, ``F32``, ``I`` (a TypeVar), ``*Bs``."""
     if isinstance(t, UnpackType):
@@ -167,16 +152,6 @@ def describe(tt: TT) -> str:
     """``Tensor[F32, Batch, Pixel]``: the run-time ``describe`` without the sizes."""
     axes = ["*tuple[Any, ...]"] if tt.axes is None else [name(a) for a in tt.axes]
     return "Tensor[" + ", ".join([name(tt.dtype), *axes]) + "]"
-
-
-def dtype_kind(dtype: Type) -> str:
-    """``"float"``, ``"int"``, ``"bool"`` for a known marker, ``""`` otherwise."""
-    full = fullname(dtype)
-    if full in FLOATING:
-        return "float"
-    if full in INTEGER:
-        return "int"
-    return "bool" if full == BOOL else ""
 
 
 def duplicate(items: list[Type]) -> Type | None:

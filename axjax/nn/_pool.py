@@ -27,8 +27,9 @@ AnyTensor = Tensor[Any, *tuple[Any, ...]]
 class _Pool(eqx.Module):
     spatial: tuple[type[Axis], ...] = eqx.field(static=True)
     window: int | tuple[int, ...] = eqx.field(static=True)
-    stride: int | tuple[int, ...] | None = eqx.field(static=True)
-    padding: Any = eqx.field(static=True)
+    # defaults as in __init__: type checkers synthesise the subclasses' constructors from these
+    stride: int | tuple[int, ...] | None = eqx.field(static=True, default=None)
+    padding: Any = eqx.field(static=True, default="VALID")
 
     def __init__(self, spatial: AxisArg, window: int | Sequence[int],
                  stride: int | Sequence[int] | None = None, padding: Padding = "VALID") -> None:

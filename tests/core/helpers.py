@@ -23,7 +23,7 @@ import contextlib
 import string
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, final
 
 import jax
 import jax.numpy as jnp
@@ -38,15 +38,27 @@ from axjax.core import _op
 Array = Any
 
 
-def _labels() -> tuple[type[ax.Axis], ...]:
-    made = []
-    for name in ("A", "B", "C", "D", "E"):
-        made.append(type(name, (ax.Axis,), {"__module__": __name__}))
-    return tuple(made)
+# axis labels shared by the op tests (sizes are drawn per example)
+@final
+class A(ax.Axis): ...
 
 
-#: axis labels shared by the op tests (sizes are drawn per example)
-A, B, C, D, E = _labels()
+@final
+class B(ax.Axis): ...
+
+
+@final
+class C(ax.Axis): ...
+
+
+@final
+class D(ax.Axis): ...
+
+
+@final
+class E(ax.Axis): ...
+
+
 ALL_AXES = (A, B, C, D, E)
 
 
@@ -56,9 +68,9 @@ class Arg:
 
     ``kind``: ``normal``, ``positive`` (0.5-2), ``nonzero`` (|x| in 0.5-2), ``spaced``
     (all ``spaced`` values of a case distinct and away from 0: for max, relu, abs),
-    ``unit`` (in -0.9..0.9), ``int`` (0..high-1), ``index`` (0..size of ``high`` axis - 1),
-    ``bool``. ``order``: ``free`` (own random permutation), ``shared`` (one permutation
-    for all shared operands), ``fixed`` (canonical order).
+    ``int`` (0..high-1), ``index`` (0..size of the ``high`` axis - 1), ``bool``.
+    ``order``: ``free`` (own random permutation), ``shared`` (one permutation for all
+    shared operands), ``fixed`` (canonical order).
     """
 
     axes: tuple[type[ax.Axis], ...]
@@ -137,8 +149,6 @@ def _values(rng: np.random.Generator, arg: Arg, shape: tuple[int, ...],
         return rng.uniform(0.5, 2.0, size=shape)
     if arg.kind == "nonzero":
         return rng.uniform(0.5, 2.0, size=shape) * rng.choice([-1.0, 1.0], size=shape)
-    if arg.kind == "unit":
-        return rng.uniform(-0.9, 0.9, size=shape)
     if arg.kind == "spaced":
         return np.array([next(pool) for _ in range(int(np.prod(shape)))]).reshape(shape)
     if arg.kind == "int":

@@ -66,7 +66,7 @@ def test_raw_vmap_outputs_are_stacked_and_ops_refuse_them_until_named() -> None:
     assert ys.axes == (Batch,) and ys.array.shape == (3, 2)
     assert repr(ys) == ("Tensor[F32, Batch](stacked: array of shape (3, 2), 1 unnamed leading "
                         "dimension (3,))")
-    with pytest.raises(TypeError, match=r"^Cannot apply Exp to Tensor\[F32, Batch\]\(stacked"):
+    with pytest.raises(TypeError, match=r"^Cannot apply Exp to Tensor\[F32, Batch\]: stacked"):
         ax.exp(ys)
     named = ax.tensor(ys.array, Time, *ys.axes)
     assert named.sizes == {Time: 3, Batch: 2}
@@ -77,18 +77,13 @@ def test_lax_scan_with_tensor_carry_and_stacked_tensor_xs() -> None:
     xs = {"x": jax.tree.map(lambda *a: jnp.stack(a), *steps), "k": jnp.arange(4.0)}
     w = ax.tensor(data(3, 3, seed=9), Pixel, Hidden)
 
-    def body(h: Any, inp: Any) -> tuple[Any, Any]:
-        z = ax.rename(inp["x"] @ w, Hidden, Pixel)
-        h = ax.tanh(h + z * inp["k"])
-        return h, ax.sum(h, Pixel)
+    def run(w: Any) -> Any:
+        def body(h: Any, inp: Any) -> tuple[Any, Any]:
+            z = ax.rename(inp["x"] @ w, Hidden, Pixel)
+            h = ax.tanh(h + z * inp["k"])  # a rank-0 array slice mixes like a number
+            return h, ax.sum(h, Pixel)
 
-    def run(w_: Any) -> Any:
-        nonlocal w
-        w, saved = w_, w
-        try:
-            return jax.lax.scan(body, ax.zeros((2, 3), Batch, Pixel), xs)
-        finally:
-            w = saved
+        return jax.lax.scan(body, ax.zeros((2, 3), Batch, Pixel), xs)
 
     h, ys = jax.jit(run)(w)
     assert h.axes == (Batch, Pixel) and ys.axes == (Batch,) and ys.array.shape == (4, 2)
@@ -97,7 +92,7 @@ def test_lax_scan_with_tensor_carry_and_stacked_tensor_xs() -> None:
         ref = np.tanh(ref + (s.array @ w.array) * i)
     np.testing.assert_allclose(h.array, ref, rtol=1e-5, atol=1e-6)
 
-    g = jax.grad(lambda w_: ax.sum(run(w_)[0], (Batch, Pixel)).array)(w)
+    g = jax.grad(lambda w: ax.sum(run(w)[0], (Batch, Pixel)).array)(w)
     assert g.axes == (Pixel, Hidden) and np.all(np.isfinite(g.array)) and np.any(g.array != 0)
 
 
@@ -187,7 +182,8 @@ def test_html_repr_has_the_axes_table_and_a_preview() -> None:
     assert "<tr><td><b>Batch</b></td><td>2</td></tr><tr><td><b>Pixel</b></td><td>3</td></tr>" \
         in page
     assert "[[0. 1. 2.]\n [3. 4. 5.]]" in page
-    assert "mean=2.5" in page
+    assert "<small>[[0., 1., 2.],\n [3., 4., 5.]]</small>" in page
+    assert "mean=5.5" in ax.tensor(np.arange(12.0).reshape(3, 4), Batch, Pixel)._repr_html_()
     deep = ax.zeros((2, 2, 2), Batch, Pixel, Hidden)._repr_html_()
     assert "<pre" not in deep and "<td><b>Hidden</b></td><td>2</td>" in deep
 
@@ -207,5 +203,5 @@ def test_a_tensor_never_holds_the_same_axis_twice() -> None:
         lambda: ax.broadcast(x, (Batch, Batch, Pixel)),
     ]
     for attempt in attempts:
-        with pytest.raises(TypeError, match="twice"):
+        with pytest.raises(TypeError, match="twice|already present"):
             attempt()

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any, final
 
+import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
@@ -259,7 +260,10 @@ CASES += [
     (ax.AxisError, "Cannot apply OneHot(Out, 3) to Tensor[F32, Batch=2]: labels must be integers, "
      "got F32", lambda: ax.one_hot(ax.zeros((2,), Batch), Out, 3)),
     (ax.AxisError, "Cannot apply OneHot(Batch, 3) to Tensor[I32, Batch=2]: axis Batch already "
-     "present", lambda: ax.one_hot(ax.zeros((2,), Batch, dtype=ax.I32), Batch, 3)),
+     "present (a tensor never has the same axis twice; rename one)",
+     lambda: ax.one_hot(ax.zeros((2,), Batch, dtype=ax.I32), Batch, 3)),
+    (ax.AxisError, f"Cannot apply Add to {X} and Tensor[I32]: dtypes F32 and I32 differ (convert "
+     "one operand with astype)", lambda: x23() + jnp.int32(2)),
     # ------------------------------------------------------------------ transforms
     (ax.AxisError, f"Cannot apply grad to {X}: the function must return a scalar (reduce the "
      "remaining axes with ax.sum or ax.mean)", lambda: ax.grad(lambda t: t * 2.0)(x23())),
@@ -310,6 +314,14 @@ CASES += [
     (TypeError, "TwoOut.backward: cotangent 0 has shape (3,), operand 0 has shape (2, 3)",
      lambda: _grad_of(TwoOut("shape"))),
     (NotImplementedError, "Op must define infer()", lambda: ax.Op()(x23())),
+    # ------------------------------------------------------------------ stacked pytree leaves
+    (TypeError, "Cannot apply Exp to Tensor[F32, Batch]: stacked: array of shape (3, 2), 1 "
+     "unnamed leading dimension (3,) (name them with ax.tensor(t.array, Axis, *t.axes), or take "
+     "them off with jax.vmap / jax.lax.scan first)",
+     lambda: ax.exp(jax.vmap(lambda s: ax.ones((2,), Batch) * s)(jnp.arange(3.0)))),
+    (TypeError, "Cannot apply Sum(Pixel) to Tensor[F32, Batch, Pixel]: array of shape (3,) has "
+     "lost 1 named dimension: a raw jax.vmap or jax.lax.scan sliced a named axis (use "
+     "ax.vmap(f, over=Axis))", lambda: jax.vmap(lambda t: ax.sum(t, Pixel))(x23())),
     # ------------------------------------------------------------------ sharding
     (TypeError, f"partition_spec: mesh axis 'data' would shard both Batch and Pixel of {X} (a "
      "mesh axis can split only one axis of a tensor)",
@@ -333,8 +345,6 @@ def test_axis_errors_are_type_errors_and_public() -> None:
 
 
 def test_errors_are_raised_while_tracing_not_from_compiled_code() -> None:
-    import jax
-
     traced = []
 
     def f(a: Any, b: Any) -> Any:

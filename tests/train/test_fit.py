@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 
+import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -185,3 +186,26 @@ def test_donating_path_gives_the_same_result_and_keeps_the_callers_model(monkeyp
     for a, b in zip(_leaves(plain.model), _leaves(donated.model), strict=True):
         np.testing.assert_array_equal(a, b)
     assert _leaves(model)[0].shape == (6, 16)  # still readable
+
+
+class _WithDropout(eqx.Module):
+    inner: TinyMLP
+    drop: ax.nn.Dropout
+
+    def __call__(self, x, *, key=None):
+        return self.drop(self.inner(x), key=key)
+
+
+def test_dropout_gets_a_key_in_training_and_is_off_in_evaluation():
+    def loss_fn(model, x, y, *, key):
+        return classify(lambda v: model(v, key=key), x, y)
+
+    model = _WithDropout(_model(), ax.nn.Dropout(0.5))
+    ev = ax.train.evaluate(model, loss_fn, Loader(_dataset(), 48))
+    assert ev == ax.train.evaluate(model.inner, classify, Loader(_dataset(), 48))
+    result = ax.train.fit(model, optax.adam(1e-2), loss_fn, _loader(), epochs=3,
+                          eval_data=Loader(_dataset(), 48), progress=False)
+    train_acc = [r["train_accuracy"] for r in result.history if "train_accuracy" in r]
+    eval_acc = [r["eval_accuracy"] for r in result.history if "eval_accuracy" in r]
+    assert result.model.drop.inference is False  # training mode is kept in the result
+    assert eval_acc[-1] > train_acc[-1]  # half the logits dropped in training only

@@ -265,6 +265,7 @@ def outcomes(runs: dict[str, Run]) -> dict[str, Outcome]:
     for checker in CHECKERS:
         out = Outcome(checker)
         diags = runs[checker].diags
+        out.unexpected += [d for d in diags if d.file == "?"]  # the checker did not run
         for f, lines in marked.items():
             here = [d for d in diags if d.file == f]
             lines_marked = {m.line for m in lines}

@@ -88,3 +88,13 @@ def fold_wrong(seq: Tensor[F32, T, N, A], h: Tensor[F32, N, B], w: Tensor[F32, A
     for t in range(seq.size(T)):
         h = cell(h, ax.index(seq, N, t), w, u)  # want-error
     return h
+
+
+# automatic batching over a named axis (the paper's, by name)
+def predict(x: Tensor[F32, A], w: Tensor[F32, A, B]) -> Tensor[F32, B]:
+    return ax.contract(x, w)  # ok
+
+
+batched_predict = ax.vmap(predict, over=N)
+reveal_type(batched_predict(x, w))  # want[plugin]: Tensor[F32, N, B]; want[mypy,pyright]: Any
+reveal_type(ax.vmap(predict, over=N, at=-1)(x, w))  # want[plugin]: Tensor[F32, B, N]; want[mypy,pyright]: Any
