@@ -91,6 +91,8 @@ class Op:
 
     #: name used in messages and graph listings (defaults to the class name)
     name: str = ""
+    #: set on the one shared instance per parameters that ``cached`` makes (never mutated)
+    _interned: bool = False
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
@@ -167,8 +169,9 @@ def _cached_infer(op: Op, xs: Sequence[Any]) -> TensorType | None:
             return None
         a = x._array
         sig.append((x._axes, a.shape, a.dtype))
-    try:
-        key = (type(op), tuple(op.__dict__.items()), tuple(sig))
+    try:  # an interned op (see `cached`) is its own key: it lives, unchanged, for good
+        key = ((op, *sig) if op._interned else
+               (type(op), tuple(op.__dict__.items()), *sig))
         out = _INFER_CACHE.get(key)
     except (TypeError, AttributeError):  # an unhashable parameter (a traced index), __slots__
         return None
@@ -198,6 +201,7 @@ def cached(cls: type[OpT], *params: Any) -> OpT:
     if op is None:
         op = cls(*params)
         if len(_OPS) < _INFER_CACHE_MAX:
+            op._interned = True
             _OPS[key] = op
     return op  # type: ignore[return-value]
 
