@@ -27,9 +27,12 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--frameworks", default="jax,axjax,graph,fit,equinox,haliax,torch",
                    help="comma-separated; haliax and torch are skipped when not installed")
     p.add_argument("--rounds", type=int, help="interleaved timing rounds (default 7)")
-    p.add_argument("--compile-rounds", type=int, help="first-step repeats (default 3)")
+    p.add_argument("--compile-rounds", type=int, help="first-step repeats (default 5)")
     p.add_argument("--no-memory", action="store_true", help="skip the peak-memory children")
     p.add_argument("--no-dispatch", action="store_true", help="skip eager dispatch")
+    p.add_argument("--no-structure", action="store_true", help="skip the op counts")
+    p.add_argument("--no-timing", action="store_true",
+                   help="skip the training-step timing (e.g. to redo memory or dispatch)")
     p.add_argument("--data", help="folder with the MNIST IDX files")
     p.add_argument("--json", help="write the results to this file")
     p.add_argument("--report", help="print the tables of a results file and exit")
@@ -54,6 +57,7 @@ def run(args: argparse.Namespace, log: Any = None) -> dict[str, Any]:
     from ._dispatch import bench_dispatch
     from ._memory import bench_memory
     from ._report import environment
+    from ._structure import structure_table
     from .models import FRAMEWORKS, MODELS, available
 
     log = log or (lambda s: print(s, file=sys.stderr, flush=True))
@@ -74,9 +78,12 @@ def run(args: argparse.Namespace, log: Any = None) -> dict[str, Any]:
         + (f" (not installed: {', '.join(missing)})" if missing else ""))
     t0 = time.perf_counter()
     _harness.warm_up()
-    for name in models:
+    for name in models if not args.no_timing else ():
         log(f"{name}:")
         results["models"][name] = _harness.bench_model(MODELS[name], frameworks, data, cfg, log)
+    if not args.no_structure:
+        log("op counts of the compiled steps:")
+        results["structure"] = structure_table(models)
     if not args.no_dispatch:
         log("eager dispatch:")
         results["dispatch"] = (bench_dispatch(rounds=2, calls=20, warmup=5) if args.quick

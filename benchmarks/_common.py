@@ -31,6 +31,7 @@ __all__ = [
     "jit_train_step",
     "load_mnist",
     "peak_rss_mib",
+    "reset_peak_rss",
     "rss_mib",
     "summary",
     "uniform",
@@ -196,6 +197,27 @@ def rss_mib() -> float:
         return float("nan")
 
 
+def reset_peak_rss() -> bool:
+    """Start a new peak-RSS measurement (Linux 4.0+: ``5 > /proc/self/clear_refs``)."""
+    try:
+        with open("/proc/self/clear_refs", "w") as f:
+            f.write("5")
+        return True
+    except OSError:  # pragma: no cover - not Linux, or not allowed
+        return False
+
+
 def peak_rss_mib() -> float:
-    """The peak resident set size of this process so far, in MiB (Linux: KiB units)."""
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
+    """The peak resident set size of this process so far, in MiB.
+
+    Read from ``VmHWM`` in ``/proc/self/status``: ``ru_maxrss`` survives ``fork`` + ``exec``,
+    so a child started by a large parent reports the parent's size as its own peak.
+    """
+    try:
+        with open("/proc/self/status") as f:
+            for line in f:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1]) / 1024.0
+    except OSError:  # pragma: no cover - not Linux
+        pass
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0  # pragma: no cover

@@ -37,7 +37,7 @@ class Config:
     """How long to measure: the defaults are the full run, :meth:`quick` the smoke run."""
 
     rounds: int = 7
-    compile_rounds: int = 3
+    compile_rounds: int = 5
     warmup: int = 30
     window_s: float = 0.4
     min_steps: int = 10

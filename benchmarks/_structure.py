@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import re
 from collections import Counter
+from collections.abc import Sequence
 from types import ModuleType
 from typing import Any
 
@@ -19,7 +20,7 @@ import numpy as np
 from ._common import load_mnist
 
 __all__ = ["ALLOWANCE", "HOST_MARKERS", "allowed", "compiled_ops", "host_transfers",
-           "step_structure", "stablehlo_ops"]
+           "step_structure", "stablehlo_ops", "structure_table"]
 
 #: how many ops the axjax step may have beyond the hand-written one: 2 % plus 4. An op's
 #: own backward may take a different form (``select`` against ``multiply`` by a mask) and
@@ -82,3 +83,30 @@ def step_structure(model: ModuleType, frameworks: tuple[str, ...] = ("jax", "axj
                    "compiled": sum(compiled_ops(hlo).values()),
                    "host": host_transfers(hlo), "texts": (shlo, hlo)}
     return out
+
+
+def structure_table(models: Sequence[str]) -> dict[str, dict[str, dict[str, Any]]]:
+    """``{model: {framework: {"stablehlo": n, "compiled": n, "host": k}}}`` for the report
+    (JAX, axjax modules and, where the model has one, the axjax graph; the ``fit`` step
+    adds its guard by design and is left out)."""
+    from .models import MODELS
+
+    out: dict[str, dict[str, dict[str, Any]]] = {}
+    for name in models:
+        model = MODELS[name]
+        fws = tuple(fw for fw in ("jax", "axjax", "graph") if _has(model, fw))
+        counts = step_structure(model, fws)
+        out[name] = {fw: {"stablehlo": c["stablehlo"], "compiled": c["compiled"],
+                          "host": len(c["host"])} for fw, c in counts.items()}
+    return out
+
+
+def _has(model: ModuleType, fw: str) -> bool:
+    build = getattr(model, f"build_{fw}", None)
+    if build is None:
+        return False
+    try:
+        build(model.init(0))
+    except NotImplementedError:
+        return False
+    return True

@@ -74,7 +74,8 @@ def test_memory_child_reports_a_peak() -> None:
     entry = out["mlp"]["jax"]
     assert "skipped" not in entry, entry
     assert entry["peak_rss_mib"] >= entry["rss_before_mib"] > 50
-    assert entry["delta_ratio"] == 1.0
+    assert entry["delta_mib"] > 0 and entry["build_mib"] >= 0
+    assert entry["peak_ratio"] == entry["delta_ratio"] == 1.0
 
 
 def test_unknown_names_are_refused(capsys: pytest.CaptureFixture[str]) -> None:
