@@ -9,6 +9,7 @@ the backward is the paper's ``∇A = ∇(A ⋈ B) ⋈ B``, again one einsum per 
 from __future__ import annotations
 
 import functools
+import math
 import string
 from typing import Any, TypeVar, TypeVarTuple
 
@@ -127,9 +128,8 @@ class Contract(Op):
 
 
 # ----------------------------------------------------------------------------- lowering
-_Plan = tuple[tuple[tuple[tuple[int, ...], tuple[int, ...]], tuple[tuple[int, ...],
-                                                                    tuple[int, ...]]],
-              tuple[int, ...] | None]
+_Dims = tuple[tuple[tuple[int, ...], tuple[int, ...]], tuple[tuple[int, ...], tuple[int, ...]]]
+_Plan = tuple[_Dims, tuple[int, ...] | None, bool]  # dimension numbers, permutation, swap
 _PLANS: dict[tuple[tuple[type[Axis], ...], ...], _Plan | None] = {}
 
 
@@ -143,7 +143,7 @@ def _dot_plan(x_axes: tuple[type[Axis], ...], y_axes: tuple[type[Axis], ...],
     key = (x_axes, y_axes, out)
     if key in _PLANS:
         return _PLANS[key]
-    batch = [a for a in x_axes if a in y_axes and a in out]
+    batch = [a for a in out if a in x_axes and a in y_axes]  # in the result's order
     summed = [a for a in x_axes if a in y_axes and a not in out]
     x_free = [a for a in x_axes if a not in y_axes]
     y_free = [a for a in y_axes if a not in x_axes]
@@ -153,15 +153,38 @@ def _dot_plan(x_axes: tuple[type[Axis], ...], y_axes: tuple[type[Axis], ...],
                 (tuple(x_axes.index(a) for a in batch), tuple(y_axes.index(a) for a in batch)))
         got = batch + x_free + y_free
         perm = tuple(got.index(a) for a in out)
-        plan = dims, (None if perm == tuple(range(len(perm))) else perm)
+        plan = dims, (None if perm == tuple(range(len(perm))) else perm), False
+        if plan[1] is not None and batch + y_free + x_free == list(out):
+            # y ⋈ x comes out in the right order: swap the operands, skip the transpose
+            # (a weight gradient ``dW = dz ⋈ x`` with W stored input-major, say)
+            (cx, cy), (bx, by) = dims
+            plan = ((cy, cx), (by, bx)), None, True
     _PLANS[key] = plan
     return plan
 
 
 @functools.partial(jax.jit, static_argnames=("dims", "perm"), inline=True)
 def _dot_general(x: Array, y: Array, dims: Any, perm: tuple[int, ...] | None) -> Array:
-    out = jax.lax.dot_general(x, y, dims)
+    (cx, cy), (bx, by) = dims
+    if len(cx) > 1 and _consecutive(cx) and _consecutive(cy):
+        # several summed axes, adjacent and in the same order in both operands: merge them
+        # into one (a free reshape). XLA's CPU backend canonicalises a multi-axis
+        # contraction with a transposed copy of an operand, inside loops too.
+        x, cx, bx = _merge(x, cx, bx)
+        y, cy, by = _merge(y, cy, by)
+    out = jax.lax.dot_general(x, y, ((cx, cy), (bx, by)))
     return out if perm is None else jax.lax.transpose(out, perm)
+
+
+def _consecutive(d: tuple[int, ...]) -> bool:
+    return d == tuple(range(d[0], d[0] + len(d)))
+
+
+def _merge(a: Array, c: tuple[int, ...], b: tuple[int, ...]
+           ) -> tuple[Array, tuple[int, ...], tuple[int, ...]]:
+    k, m = c[0], len(c)
+    shape = a.shape[:k] + (math.prod(a.shape[k:k + m]),) + a.shape[k + m:]
+    return a.reshape(shape), (k,), tuple(d if d < k else d - m + 1 for d in b)
 
 
 def dot(x: Array, x_axes: tuple[type[Axis], ...], y: Array, y_axes: tuple[type[Axis], ...],
@@ -182,7 +205,9 @@ def dot(x: Array, x_axes: tuple[type[Axis], ...], y: Array, y_axes: tuple[type[A
             return "".join(letters[a] for a in axes)
 
         return jnp.einsum(f"{sub(x_axes)},{sub(y_axes)}->{sub(out)}", x, y)
-    return _dot_general(x, y, dims=plan[0], perm=plan[1])
+    dims, perm, swap = plan
+    return _dot_general(y, x, dims=dims, perm=None) if swap else _dot_general(
+        x, y, dims=dims, perm=perm)
 
 
 def contract(
