@@ -1,6 +1,6 @@
 """Timing one model in every framework, interleaved, in one process.
 
-The protocol (the anchor benchmarks' one, made side by side):
+The protocol (the project's baseline measurements, made side by side):
 
 1. *First step*: build each framework's runner from the same numpy weights and time its
    first training step, synced (trace + compile + run; PyTorch has no compile). Repeated

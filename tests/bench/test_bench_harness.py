@@ -90,3 +90,34 @@ def test_registry() -> None:
     assert FRAMEWORKS[0] == "jax" and available("jax") and available("axjax")
     for model in MODELS.values():
         assert hasattr(model, "build_jax") and hasattr(model, "build_axjax")
+
+
+def test_lstm_layout_variants_compute_the_same_model() -> None:
+    import numpy as np
+
+    from benchmarks._common import load_mnist
+    from benchmarks.lstm_layout import runners
+
+    data = load_mnist()
+    idx = data.batches(seed=1, count=1)[0]
+    losses = {k: float(r.step(r.state, *r.put(data.images[idx], data.labels[idx]))[1])
+              for k, r in runners().items()}
+    assert len(losses) == 4
+    np.testing.assert_allclose(list(losses.values()), losses["jax [in, out]"], rtol=1e-5)
+
+
+def test_fit_guard_variants_compute_the_same_loss() -> None:
+    import numpy as np
+
+    from benchmarks._common import load_mnist
+    from benchmarks.fit_guard import _variant
+    from benchmarks.models import _mlp
+
+    data = load_mnist()
+    idx = data.batches(seed=1, count=1)[0]
+    ref = _mlp.build_jax(_mlp.init(0))
+    want = float(ref.step(ref.state, *ref.put(data.images[idx], data.labels[idx]))[1])
+    for kind in ("norm only", "keep-if, loss only", "guard as in fit"):
+        r = _variant(kind)
+        _, mon = r.step(r.state, *r.put(data.images[idx], data.labels[idx]))
+        np.testing.assert_allclose(float(mon.sums["loss"]), want, rtol=1e-6)

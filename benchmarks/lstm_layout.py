@@ -1,0 +1,89 @@
+"""Where the LSTM's gap to hand-written JAX comes from: the weights' storage order.
+
+``python -m benchmarks.lstm_layout`` times, interleaved, the LSTM of ``models/_lstm.py``:
+
+- ``jax [in, out]``: the reference (``x @ W`` with ``W[in, 4H]``, the JAX/Flax habit);
+- ``jax [out, in]``: the same hand-written JAX with PyTorch's and Equinox's layout
+  (``x @ W.T``, ``W[4H, in]``);
+- ``axjax [Gate, Hidden, In]``: ``ax.nn.LSTMCell`` as it stores its weights (PyTorch's order);
+- ``axjax [In, Gate, Hidden]``: the same cell with its weights stored input-major.
+
+On XLA's CPU backend a contraction over a weight's *last* axis inside ``lax.scan`` gets a
+transposed copy of the weight on every step (not hoisted out of the loop); hand-written
+JAX pays it too when written in that layout. Axis names fix nothing here and cost nothing.
+"""
+
+from __future__ import annotations
+
+import statistics
+from typing import Any
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import optax
+
+import axjax as ax
+
+from ._common import Runner, jit_train_step, load_mnist, window
+from .models import _lstm
+from .models._frameworks import put_jax
+
+
+def _loss_out_in(p: Any, x: Any, y: Any) -> Any:
+    def cell(carry: Any, xt: Any) -> tuple[Any, None]:
+        h, c = carry
+        z = xt @ p["wih"].T + h @ p["whh"].T + p["bias"]
+        i, f, g, o = jnp.split(z, 4, axis=-1)
+        c = jax.nn.sigmoid(f) * c + jax.nn.sigmoid(i) * jnp.tanh(g)
+        return (jax.nn.sigmoid(o) * jnp.tanh(c), c), None
+
+    zero = jnp.zeros((x.shape[0], _lstm.HIDDEN), x.dtype)
+    (h, _), _ = jax.lax.scan(cell, (zero, zero), jnp.swapaxes(x, 0, 1))
+    return optax.softmax_cross_entropy_with_integer_labels(h @ p["w"].T + p["b"], y).mean()
+
+
+def runners() -> dict[str, Runner]:
+    """The four variants, from the same weights."""
+    p = _lstm.init(0)
+    model = _lstm.AxLSTM(p)
+    gate, prev, hid = ax.nn.Gate, ax.nn.Prev, _lstm.Hidden
+    in_major = eqx.tree_at(lambda m: (m.cell.weight_ih, m.cell.weight_hh), model,
+                           (ax.transpose(model.cell.weight_ih, _lstm.Feat, gate, hid),
+                            ax.transpose(model.cell.weight_hh, prev, gate, hid)))
+
+    def loss(m: Any, x: Any, y: Any) -> Any:
+        return _lstm.axjax_loss(m, x, y).array
+
+    return {
+        "jax [in, out]": _lstm.build_jax(p),
+        "jax [out, in]": jit_train_step(_loss_out_in, {k: jnp.asarray(v) for k, v in p.items()},
+                                        put_jax),
+        "axjax [Gate, Hidden, In]": jit_train_step(loss, model, _lstm.put_axjax, split=True),
+        "axjax [In, Gate, Hidden]": jit_train_step(loss, in_major, _lstm.put_axjax, split=True),
+    }
+
+
+def main(rounds: int = 7, steps: int = 40) -> dict[str, float]:
+    data = load_mnist()
+    idx = data.batches(seed=1, count=1)[0]
+    rs = runners()
+    fixed = {k: r.put(data.images[idx], data.labels[idx]) for k, r in rs.items()}
+    states = {k: r.state for k, r in rs.items()}
+    for k, r in rs.items():
+        states[k] = window(r, states[k], 10, lambda i, k=k: fixed[k])[0]
+    sps: dict[str, list[float]] = {k: [] for k in rs}
+    for _ in range(rounds):
+        for k, r in rs.items():
+            states[k], v, _ = window(r, states[k], steps, lambda i, k=k: fixed[k])
+            sps[k].append(v)
+    ref = statistics.median(sps["jax [in, out]"])
+    out = {}
+    for k, v in sps.items():
+        out[k] = statistics.median(v)
+        print(f"{k:26s} {out[k]:6.1f} steps/s  {out[k] / ref:.2f} x jax [in, out]")
+    return out
+
+
+if __name__ == "__main__":
+    main()
