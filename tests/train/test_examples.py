@@ -70,10 +70,10 @@ def test_cnn_and_fashion_runs(tmp_path):
 
 
 def test_lstm_folds_over_rows_and_learns(tmp_path):
-    out = _example("lstm").main(["--epochs", "1", "--limit", "4096", "--test-limit", "1000",
+    out = _example("lstm").main(["--epochs", "1", "--limit", "8192", "--test-limit", "1000",
                                  "--data-dir", str(data_dir("mnist")), "--logdir",
                                  str(tmp_path), "--no-progress"])
-    assert out["accuracy"] >= 0.3  # 32 steps; chance is 0.1
+    assert out["accuracy"] >= 0.4  # 64 steps; chance is 0.1
     rows = [line.split(",") for line in (tmp_path / "metrics.csv").read_text().splitlines()]
     eval_loss = float(rows[-1][rows[0].index("eval_loss")])
     assert eval_loss < math.log(10)  # below the loss of a uniform guess
