@@ -8,6 +8,7 @@ Axes follow the shape, one label per dimension::
 
 from __future__ import annotations
 
+import operator
 from typing import Any, TypeVar
 
 import jax
@@ -42,7 +43,15 @@ def tensor(data: Any, *axes: type[Axis], dtype: type[DType] | None = None) -> An
 
 
 def _shape(shape: Any, axes: tuple[type[Axis], ...], where: str) -> tuple[int, ...]:
-    sizes: tuple[int, ...] = (shape,) if isinstance(shape, int) else tuple(int(n) for n in shape)
+    try:
+        sizes: tuple[int, ...] = ((int(shape),) if isinstance(shape, int) else
+                                  tuple(operator.index(n) for n in shape))
+    except TypeError:
+        raise TypeError(
+            f"{where}: the shape must be an int or a tuple of ints, one per axis (e.g. "
+            f"(128, 784) for Batch, Pixel), got "
+            f"{shape.__name__ if isinstance(shape, type) else repr(shape)}"
+        ) from None
     if len(sizes) != len(axes):
         raise TypeError(
             f"{where}: shape {sizes} has {len(sizes)} sizes but {len(axes)} axes were named "

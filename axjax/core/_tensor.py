@@ -246,20 +246,23 @@ class Tensor(Generic[D, *Axes]):
 
     # ------------------------------------------------------------------ display
     def __repr__(self) -> str:
+        if not _is_array_like(self._array):  # a pytree leaf replaced: eqx.partition's None
+            return "Tensor[" + ", ".join(axis_name(a) for a in self._axes) + f"]({self._array!r})"
         problem = unnamed_dims(self)
         if problem:
             return f"{bare_type(self)}({problem})"
         return describe(self) + f"({_summary(self._array)})"
 
     def _repr_html_(self) -> str:
-        if unnamed_dims(self):
+        if not _is_array_like(self._array) or unnamed_dims(self):
             return f"<code>{html.escape(repr(self))}</code>"
         rows = "".join(
             f"<tr><td><b>{html.escape(axis_name(a))}</b></td><td>{n}</td></tr>"
             for a, n in zip(self._axes, self._array.shape, strict=True)
         )
         preview = ""
-        if not isinstance(self._array, jax.core.Tracer):
+        if isinstance(self._array, (jax.Array, np.ndarray)) and not isinstance(
+                self._array, jax.core.Tracer):
             arr = np.asarray(self._array)
             if arr.ndim <= 2:
                 clipped = arr[tuple(slice(0, 8) for _ in range(arr.ndim))]
@@ -301,9 +304,15 @@ def unnamed_dims(t: Tensor[Any, *tuple[Any, ...]]) -> str:
     return ""
 
 
+def _is_array_like(leaf: Any) -> bool:
+    return hasattr(leaf, "shape") and hasattr(leaf, "dtype")
+
+
 def _summary(array: Any) -> str:
     if isinstance(array, jax.core.Tracer):
         return "traced"
+    if not isinstance(array, (jax.Array, np.ndarray, np.generic)):
+        return type(array).__name__  # jax.ShapeDtypeStruct from eval_shape, ...
     arr = np.asarray(array)
     if arr.size <= 6:
         return np.array2string(arr, precision=4, separator=", ")

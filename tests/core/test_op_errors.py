@@ -63,6 +63,10 @@ CASES: list[tuple[type[Exception], str, Callable[[], Any]]] = [
      "I32, I64, U8, U32, Bool)", lambda: ax.tensor(jnp.ones(2, jnp.complex64), Batch)),
     (TypeError, "zeros: shape (2, 3) has 2 sizes but 1 axes were named (Batch); give one size "
      "per axis", lambda: ax.zeros((2, 3), Batch)),
+    (TypeError, "zeros: the shape must be an int or a tuple of ints, one per axis (e.g. "
+     "(128, 784) for Batch, Pixel), got F32", lambda: ax.zeros(ax.F32, Batch)),
+    (TypeError, "ones: the shape must be an int or a tuple of ints, one per axis (e.g. "
+     "(128, 784) for Batch, Pixel), got (2.5,)", lambda: ax.ones((2.5,), Batch)),
     (ax.AxisError, f"Cannot read the size of axis Hidden of {X}: Hidden is not an axis of the "
      "tensor (name one of Batch, Pixel)", lambda: x23().size(Hidden)),
     # ------------------------------------------------------------------ elementwise

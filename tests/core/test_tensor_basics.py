@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import final
 
+import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -79,6 +80,20 @@ def test_axis_labels_print_by_name() -> None:
     assert repr(t.type) == "Tensor[F32, Batch=2]"
     assert ax.TensorType(ax.F32, (Batch,), (None,)).sizes == {Batch: None}
     assert repr(ax.TensorType(ax.F32, (Batch,), (None,))) == "Tensor[F32, Batch=?]"
+
+
+def test_repr_of_tensors_whose_leaf_is_not_an_array() -> None:
+    """eqx.partition leaves None, eval_shape a ShapeDtypeStruct, tree.map anything."""
+    model = ax.nn.Affine(Pixel, Batch, 3, 2, key=jax.random.key(0))
+    params, static = eqx.partition(model, eqx.is_array)
+    assert repr(static.weight) == "Tensor[Batch, Pixel](None)"
+    assert "weight=Tensor[Batch, Pixel](None)" in repr(static)
+    assert "Tensor[F32, Batch=2, Pixel=3](mean=" in repr(params)
+    shaped = jax.eval_shape(lambda: ax.zeros((2,), Batch))
+    assert repr(shaped) == "Tensor[F32, Batch=2](ShapeDtypeStruct)"
+    assert "<small>ShapeDtypeStruct</small>" in shaped._repr_html_()
+    assert repr(jax.tree.map(lambda _: "leaf", ax.zeros((2,), Batch))) == "Tensor[Batch]('leaf')"
+    assert "Tensor[Batch](None)" in static.weight._repr_html_()
 
 
 def test_eager_ops_need_no_tracing_and_match_numpy() -> None:
