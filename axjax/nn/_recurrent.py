@@ -5,11 +5,17 @@
 a sequence with :func:`axjax.fold` / :func:`axjax.scan` or the :class:`Recurrent` layer.
 
 The gates of a GRU or LSTM are an axis, :class:`Gate`, so all gates come from one product
-(``W_ih: Tensor[F32, Gate, Hidden, In]``), as fast as the usual ``[4H, In]`` matrix. A
+(``W_ih: Tensor[F32, In, Gate, Hidden]``), as fast as the usual ``[In, 4H]`` matrix. A
 weight cannot have the same axis twice, so the recurrent weight reads the previous state
-through the axis :class:`Prev` (``W_hh: Tensor[F32, Gate, Hidden, Prev]``): the state is
+through the axis :class:`Prev` (``W_hh: Tensor[F32, Prev, Gate, Hidden]``): the state is
 relabelled ``Hidden -> Prev`` (free) before the product. An input whose axis is ``Hidden``
 itself (the second layer of a stack) is read the same way.
+
+Weights are stored input-major (the JAX/Flax habit, ``x @ W``), not output-major as in
+PyTorch and Equinox (``W x``, ``[Gate, Hidden, In]``): inside ``lax.scan`` XLA's CPU
+backend copies a weight contracted over its *last* axis transposed on every step. The
+values are those of the output-major layout, transposed: ``weight_ih.array`` is
+PyTorch's/Equinox's ``weight_ih.reshape(gates, hidden, in).transpose(2, 0, 1)``.
 """
 
 from __future__ import annotations
@@ -21,7 +27,8 @@ from typing import Any, final
 import equinox as eqx
 import jax
 
-from ..core import F32, Axis, DType, Tensor, broadcast, contract, index, rename, sigmoid, tanh
+from ..core import (F32, Axis, DType, Tensor, broadcast, contract, index, rename, sigmoid, tanh,
+                    transpose)
 from ..core import zeros as zeros_tensor
 from ..core._axis import axes_names, axis_name, check_axis_label
 from ..core._errors import fail
@@ -44,7 +51,7 @@ class Prev(Axis):
 
 
 class AbstractCell(eqx.Module):
-    """Base of the cells: weights over ``[(Gate,) Hidden, In|Prev]``, the gate products,
+    """Base of the cells: weights over ``[In|Prev, (Gate,) Hidden]``, the gate products,
     ``init_state`` and ``output``. Subclasses call :meth:`_setup` and define ``__call__``."""
 
     weight_ih: AnyTensor
@@ -68,10 +75,11 @@ class AbstractCell(eqx.Module):
         out[hidden_axis] = hidden_size
         kih, khh, kb = jax.random.split(key, 3)
         fan_out = tuple(out)
-        self.weight_ih = init(kih, {**out, read: in_size}, fan_in=read, fan_out=fan_out,
-                              dtype=dtype)
-        self.weight_hh = init(khh, {**out, Prev: hidden_size}, fan_in=Prev, fan_out=fan_out,
-                              dtype=dtype)
+        # drawn output-major (the same values as before the layout change), stored input-major
+        wih = init(kih, {**out, read: in_size}, fan_in=read, fan_out=fan_out, dtype=dtype)
+        whh = init(khh, {**out, Prev: hidden_size}, fan_in=Prev, fan_out=fan_out, dtype=dtype)
+        self.weight_ih = transpose(wih, read, *fan_out)
+        self.weight_hh = transpose(whh, Prev, *fan_out)
         self.bias = init(kb, out, fan_in=(), fan_out=fan_out, dtype=dtype) if use_bias else None
 
     @property
@@ -102,7 +110,7 @@ class AbstractCell(eqx.Module):
         xg = contract(x, self.weight_ih, over=Prev if self.in_axis is hid else self.in_axis)
         hg = contract(rename(h, hid, Prev), self.weight_hh, over=Prev)
         if xg.axes != hg.axes:
-            xg = _transpose_like(xg, hg)
+            xg = transpose(xg, *hg.axes)
         if bias and self.bias is not None:
             xg = xg + broadcast(self.bias, xg)
         return xg, hg
@@ -118,14 +126,10 @@ class AbstractCell(eqx.Module):
         return state  # type: ignore[no-any-return]
 
 
-def _transpose_like(t: AnyTensor, like: AnyTensor) -> AnyTensor:
-    from ..core import transpose
-
-    return transpose(t, *like.axes)
-
-
 class RNNCell(AbstractCell):
     """Elman unit: ``h' = tanh(W_ih x + W_hh h + b)``.
+
+    ``weight_ih: [In, Hidden]``, ``weight_hh: [Prev, Hidden]``, ``bias: [Hidden]``.
 
     Example:
         >>> cell = ax.nn.RNNCell(In, Hidden, 8, 16, key=jax.random.key(0))
@@ -149,8 +153,9 @@ class RNNCell(AbstractCell):
 class GRUCell(AbstractCell):
     """Gated recurrent unit (Cho et al. 2014), with Equinox's/PyTorch's equations.
 
-    ``weight_ih: [Gate=3, Hidden, In]``, ``weight_hh: [Gate=3, Hidden, Prev]``, ``bias:
-    [Gate=3, Hidden]``, ``bias_n: [Hidden]`` (the new-gate bias inside the reset product).
+    ``weight_ih: [In, Gate=3, Hidden]``, ``weight_hh: [Prev, Gate=3, Hidden]``, ``bias:
+    [Gate=3, Hidden]``, ``bias_n: [Hidden]`` (the new-gate bias inside the reset product);
+    gates in the order reset, update, new.
 
     Example:
         >>> cell = ax.nn.GRUCell(In, Hidden, 8, 16, key=jax.random.key(0))
@@ -186,8 +191,8 @@ class GRUCell(AbstractCell):
 class LSTMCell(AbstractCell):
     """Long short-term memory unit; the state is the pair ``(h, c)``.
 
-    ``weight_ih: [Gate=4, Hidden, In]`` with gates in the order input, forget, cell,
-    output (Equinox's and PyTorch's), ``weight_hh: [Gate=4, Hidden, Prev]``,
+    ``weight_ih: [In, Gate=4, Hidden]`` with gates in the order input, forget, cell,
+    output (Equinox's and PyTorch's), ``weight_hh: [Prev, Gate=4, Hidden]``,
     ``bias: [Gate=4, Hidden]``.
 
     Example:

@@ -81,8 +81,9 @@ class AxLSTM(eqx.Module):
         cell = ax.nn.LSTMCell(Feat, Hidden, 28, HIDDEN, key=k1)
         self.cell = eqx.tree_at(
             lambda c: (c.weight_ih, c.weight_hh, c.bias), cell,
-            (ax.tensor(p["wih"].reshape(4, HIDDEN, 28), gate, Hidden, Feat),
-             ax.tensor(p["whh"].reshape(4, HIDDEN, HIDDEN), gate, Hidden, prev),
+            (ax.tensor(p["wih"].reshape(4, HIDDEN, 28).transpose(2, 0, 1), Feat, gate, Hidden),
+             ax.tensor(p["whh"].reshape(4, HIDDEN, HIDDEN).transpose(2, 0, 1), prev, gate,
+                       Hidden),
              ax.tensor(p["bias"].reshape(4, HIDDEN), gate, Hidden)))
         dense = ax.nn.Affine(Hidden, Class, HIDDEN, 10, key=k2)
         self.dense = eqx.tree_at(lambda d: (d.weight, d.bias), dense,

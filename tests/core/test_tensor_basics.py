@@ -88,7 +88,7 @@ def test_repr_of_tensors_whose_leaf_is_not_an_array() -> None:
     params, static = eqx.partition(model, eqx.is_array)
     assert repr(static.weight) == "Tensor[Batch, Pixel](None)"
     assert "weight=Tensor[Batch, Pixel](None)" in repr(static)
-    assert "Tensor[F32, Batch=2, Pixel=3](mean=" in repr(params)
+    assert "weight=Tensor[F32, Batch=2, Pixel=3]([[" in repr(params)
     shaped = jax.eval_shape(lambda: ax.zeros((2,), Batch))
     assert repr(shaped) == "Tensor[F32, Batch=2](ShapeDtypeStruct)"
     assert "<small>ShapeDtypeStruct</small>" in shaped._repr_html_()
