@@ -93,7 +93,7 @@ def test_repr_of_tensors_whose_leaf_is_not_an_array() -> None:
     assert repr(shaped) == "Tensor[F32, Batch=2](ShapeDtypeStruct)"
     assert "<small>ShapeDtypeStruct</small>" in shaped._repr_html_()
     assert repr(jax.tree.map(lambda _: "leaf", ax.zeros((2,), Batch))) == "Tensor[Batch]('leaf')"
-    assert "Tensor[Batch](None)" in static.weight._repr_html_()
+    assert static.weight._repr_html_() == "<code>Tensor[Batch, Pixel](None)</code>"
 
 
 def test_eager_ops_need_no_tracing_and_match_numpy() -> None:
