@@ -163,16 +163,16 @@ OpT = TypeVar("OpT", bound="Op")
 
 def _cached_infer(op: Op, xs: Sequence[Any]) -> TensorType | None:
     """``op.infer(*xs)``, memoised when every operand is a Tensor; ``None`` if not cacheable."""
-    sig = []
+    # an interned op (see `cached`) is its own key: it lives, unchanged, for good
+    key: list[Any] = [op] if op._interned else [type(op), tuple(op.__dict__.items())]
     for x in xs:
         if type(x) is not Tensor:
             return None
         a = x._array
-        sig.append((x._axes, a.shape, a.dtype))
-    try:  # an interned op (see `cached`) is its own key: it lives, unchanged, for good
-        key = ((op, *sig) if op._interned else
-               (type(op), tuple(op.__dict__.items()), *sig))
-        out = _INFER_CACHE.get(key)
+        key += (x._axes, a.shape, a.dtype)
+    try:
+        k = tuple(key)
+        out = _INFER_CACHE.get(k)
     except (TypeError, AttributeError):  # an unhashable parameter (a traced index), __slots__
         return None
     if out is None:
@@ -180,7 +180,7 @@ def _cached_infer(op: Op, xs: Sequence[Any]) -> TensorType | None:
             check_layout(op, x)
         out = op.infer(*xs)
         if len(_INFER_CACHE) < _INFER_CACHE_MAX:
-            _INFER_CACHE[key] = out
+            _INFER_CACHE[k] = out
     return out
 
 
@@ -219,13 +219,12 @@ def apply(op: Op, xs: Sequence[Any]) -> Any:
             if type(x)._is_symbolic:
                 assert _symbolic_handler is not None, "axjax graph module not loaded"
                 return _symbolic_handler(op, tuple(xs), out_type)
-    traced = False
-    if config.autodiff != "jax":
-        for x in xs:
-            if isinstance(x._array, _Tracer):
-                traced = True
-                break
-    y = _custom_vjp_call(op, xs, out_type) if traced else op.forward(*xs)
+    for x in xs:
+        if isinstance(x._array, _Tracer) and config.autodiff != "jax":
+            y = _custom_vjp_call(op, xs, out_type)
+            break
+    else:
+        y = op.forward(*xs)
     return Tensor._wrap(getattr(y, "_array", y), out_type.axes)
 
 
