@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any, final
+from typing import Any
 
 import jax
 import jax.numpy as jnp
@@ -10,18 +10,7 @@ import numpy as np
 import pytest
 
 import axjax as ax
-
-
-@final
-class Batch(ax.Axis): ...
-
-
-@final
-class Pixel(ax.Axis): ...
-
-
-@final
-class Hidden(ax.Axis): ...
+from tests.axes import Batch, Hidden, Pixel
 
 
 def data(*shape: int, seed: int = 0) -> np.ndarray:

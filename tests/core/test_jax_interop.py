@@ -3,7 +3,7 @@ tracing happens once per distinct axes and sizes; display in a terminal and a no
 
 from __future__ import annotations
 
-from typing import Any, final
+from typing import Any
 
 import equinox as eqx
 import jax
@@ -13,22 +13,7 @@ import optax
 import pytest
 
 import axjax as ax
-
-
-@final
-class Batch(ax.Axis): ...
-
-
-@final
-class Pixel(ax.Axis): ...
-
-
-@final
-class Hidden(ax.Axis): ...
-
-
-@final
-class Time(ax.Axis): ...
+from tests.axes import Batch, Hidden, Pixel, Time
 
 
 def data(*shape: int, seed: int = 0) -> np.ndarray:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any, final
+from typing import Any
 
 import jax
 import jax.numpy as jnp
@@ -11,22 +11,7 @@ import numpy as np
 import pytest
 
 import axjax as ax
-
-
-@final
-class Batch(ax.Axis): ...
-
-
-@final
-class Pixel(ax.Axis): ...
-
-
-@final
-class Hidden(ax.Axis): ...
-
-
-@final
-class Out(ax.Axis): ...
+from tests.axes import Batch, Hidden, Out, Pixel
 
 
 def x23() -> ax.Tensor[ax.F32, Batch, Pixel]:

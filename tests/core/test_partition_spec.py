@@ -2,26 +2,14 @@
 
 from __future__ import annotations
 
-from typing import Any, final
+from typing import Any
 
 import jax
 import numpy as np
 from jax.sharding import NamedSharding, PartitionSpec
 
 import axjax as ax
-
-
-@final
-class Batch(ax.Axis): ...
-
-
-@final
-class Hidden(ax.Axis): ...
-
-
-@final
-class Pixel(ax.Axis): ...
-
+from tests.axes import Batch, Hidden, Pixel
 
 RULES = {Batch: "data", Hidden: "model"}
 

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from typing import final
-
 import equinox as eqx
 import jax
 import jax.numpy as jnp
@@ -11,18 +9,7 @@ import numpy as np
 import pytest
 
 import axjax as ax
-
-
-@final
-class Batch(ax.Axis): ...
-
-
-@final
-class Pixel(ax.Axis): ...
-
-
-@final
-class Time(ax.Axis): ...
+from tests.axes import Batch, Pixel, Time
 
 
 def test_properties() -> None:

@@ -17,7 +17,7 @@ reductions broadcast back with one ``broadcast_in_dim``.)
 from __future__ import annotations
 
 from collections import Counter
-from typing import Any, final
+from typing import Any
 
 import jax
 import jax.numpy as jnp
@@ -25,29 +25,10 @@ import pytest
 from jax.extend.core import ClosedJaxpr, Jaxpr
 
 import axjax as ax
+from tests.axes import Batch, Class, Hidden1, Hidden2, Pixel
 
 WRAPPERS = {"pjit", "jit", "closed_call", "core_call", "custom_jvp_call", "custom_vjp_call",
             "custom_vjp_call_jaxpr", "custom_lin"}
-
-
-@final
-class Batch(ax.Axis): ...
-
-
-@final
-class Pixel(ax.Axis): ...
-
-
-@final
-class Hidden1(ax.Axis): ...
-
-
-@final
-class Hidden2(ax.Axis): ...
-
-
-@final
-class Class(ax.Axis): ...
 
 
 def _subjaxprs(params: dict[str, Any]) -> list[Jaxpr]:
