@@ -1,12 +1,13 @@
-"""Where the LSTM's gap to hand-written JAX comes from: the weights' storage order.
+"""Where the LSTM's gap to hand-written JAX came from: the weights' storage order.
 
 ``python -m benchmarks.lstm_layout`` times, interleaved, the LSTM of ``models/_lstm.py``:
 
 - ``jax [in, out]``: the reference (``x @ W`` with ``W[in, 4H]``, the JAX/Flax habit);
 - ``jax [out, in]``: the same hand-written JAX with PyTorch's and Equinox's layout
   (``x @ W.T``, ``W[4H, in]``);
-- ``axjax [Gate, Hidden, In]``: ``ax.nn.LSTMCell`` as it stores its weights (PyTorch's order);
-- ``axjax [In, Gate, Hidden]``: the same cell with its weights stored input-major.
+- ``axjax [In, Gate, Hidden]``: ``ax.nn.LSTMCell`` as it stores its weights (input-major);
+- ``axjax [Gate, Hidden, In]``: the same cell with its weights stored output-major
+  (PyTorch's order, as the cell stored them before).
 
 On XLA's CPU backend a contraction over a weight's *last* axis inside ``lax.scan`` gets a
 transposed copy of the weight on every step (not hoisted out of the loop); hand-written
@@ -48,9 +49,9 @@ def runners() -> dict[str, Runner]:
     p = _lstm.init(0)
     model = _lstm.AxLSTM(p)
     gate, prev, hid = ax.nn.Gate, ax.nn.Prev, _lstm.Hidden
-    in_major = eqx.tree_at(lambda m: (m.cell.weight_ih, m.cell.weight_hh), model,
-                           (ax.transpose(model.cell.weight_ih, _lstm.Feat, gate, hid),
-                            ax.transpose(model.cell.weight_hh, prev, gate, hid)))
+    out_major = eqx.tree_at(lambda m: (m.cell.weight_ih, m.cell.weight_hh), model,
+                            (ax.transpose(model.cell.weight_ih, gate, hid, _lstm.Feat),
+                             ax.transpose(model.cell.weight_hh, gate, hid, prev)))
 
     def loss(m: Any, x: Any, y: Any) -> Any:
         return _lstm.axjax_loss(m, x, y).array
@@ -59,8 +60,9 @@ def runners() -> dict[str, Runner]:
         "jax [in, out]": _lstm.build_jax(p),
         "jax [out, in]": jit_train_step(_loss_out_in, {k: jnp.asarray(v) for k, v in p.items()},
                                         put_jax),
-        "axjax [Gate, Hidden, In]": jit_train_step(loss, model, _lstm.put_axjax, split=True),
-        "axjax [In, Gate, Hidden]": jit_train_step(loss, in_major, _lstm.put_axjax, split=True),
+        "axjax [In, Gate, Hidden]": jit_train_step(loss, model, _lstm.put_axjax, split=True),
+        "axjax [Gate, Hidden, In]": jit_train_step(loss, out_major, _lstm.put_axjax,
+                                                   split=True),
     }
 
 

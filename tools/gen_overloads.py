@@ -227,12 +227,17 @@ def reduce_module(docs: dict[str, str]) -> Module:
 
 def shape_module(docs: dict[str, str]) -> Module:
     m = Module("Shape ops by axis: expand_dims, squeeze, transpose, rename, broadcast, stack, "
-               "index, one_hot.", docs)
+               "unstack, index, one_hot.", docs)
     at_positions(m, "expand_dims", "x", lambda t: t, "_shape")
     at_positions(m, "stack", "xs", lambda t: f"Sequence[{t}]", "_shape")
 
     positions("D", "x", "axis", "", lambda items: tensor("D", items), "squeeze", m)
     m.impl("squeeze", f"(x: {tensor('D', [ANY])}, axis: Any) -> {tensor('D', [ANY])}", "_shape")
+
+    positions("D", "x", "axis", "", lambda items: f"tuple[{tensor('D', items)}, ...]",
+              "unstack", m)
+    m.impl("unstack", f"(x: {tensor('D', [ANY])}, axis: Any) -> tuple[{tensor('D', [ANY])}, ...]",
+           "_shape")
 
     index_arg = ", i: int | jax.Array | Tensor[Any]"
     positions("D", "x", "axis", index_arg, lambda items: tensor("D", items), "index", m)

@@ -145,6 +145,7 @@ from ._gen_shape import rename as rename
 from ._gen_shape import squeeze as squeeze
 from ._gen_shape import stack as stack
 from ._gen_shape import transpose as transpose
+from ._gen_shape import unstack as unstack
 from ._graph import Graph as Graph
 from ._graph_grad import GraphGrad as GraphGrad
 from ._graph_grad import GraphStep as GraphStep
@@ -153,8 +154,10 @@ from ._graph_grad import graph_grad as graph_grad
 from ._nodes import Apply as Apply
 from ._nodes import Const as Const
 from ._nodes import Input as Input
+from ._nodes import Loop as Loop
 from ._nodes import Node as Node
 from ._nodes import Param as Param
+from ._nodes import Part as Part
 from ._op import Op as Op
 from ._op import config as config
 from ._op import jax_autodiff as jax_autodiff

@@ -5,6 +5,8 @@ The graph is walked once, in topological order, into the same op calls eager cod
 type rule re-runs with the real sizes at trace time, and every op's own ``backward`` is
 what differentiation uses. Param and Const values are arguments of the jitted function,
 not baked-in constants: new values never retrace; new input sizes compile once each.
+A :class:`~axjax.core._nodes.Loop` (``ax.nn.fold`` / ``ax.nn.scan`` on nodes) runs the
+eager fold/scan, one ``lax.scan``, whose unit evaluates the loop's body the same way.
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ import numpy as np
 
 from ._errors import AxisError, describe
 from ._graph import Graph, Outputs
-from ._nodes import Apply, Const, Input, Node, Param, check_value, mismatch
+from ._nodes import Apply, Const, Input, Loop, Node, Param, Part, check_value, mismatch
 from ._op import Op, apply, config
 from ._tensor import Tensor
 
@@ -27,6 +29,10 @@ __all__ = ["compile", "CompiledGraph"]
 AnyTensor = Tensor[Any, *tuple[Any, ...]]
 AnyParam = Param[Any, *tuple[Any, ...]]
 AnyInput = Input[Any, *tuple[Any, ...]]
+AnyNode = Node[Any, *tuple[Any, ...]]
+#: one computed node: (its slot, the node, its operands' slots, how: the op of an Apply,
+#: the plan of a Loop's body, the index of a Part)
+Step = tuple[int, AnyNode, tuple[int, ...], "Op | LoopPlan | int"]
 
 
 class Program:
@@ -43,7 +49,6 @@ class Program:
         input_index = {id(x): i for i, x in enumerate(self.inputs)}
         const_index = {id(c): i for i, c in enumerate(graph.consts)}
         self.leaves: list[tuple[int, int, int]] = []  # (slot, 0 param / 1 const / 2 input, i)
-        self.steps: list[tuple[int, Op, tuple[int, ...], Apply[Any, *tuple[Any, ...]]]] = []
         for k, n in enumerate(graph.nodes):
             if isinstance(n, Param):
                 self.leaves.append((k, 0, self.param_index[n]))
@@ -51,8 +56,7 @@ class Program:
                 self.leaves.append((k, 1, const_index[id(n)]))
             elif isinstance(n, Input):
                 self.leaves.append((k, 2, input_index[id(n)]))
-            elif isinstance(n, Apply):
-                self.steps.append((k, n.op, tuple(slot[id(a)] for a in n.args), n))
+        self.steps = plan_steps(graph.nodes, {k for k, _, _ in self.leaves}, graph.names)
         self.out_slots = tuple(slot[id(o)] for o in graph.outputs)
 
     def run(self, params: Sequence[AnyTensor], consts: Sequence[AnyTensor],
@@ -62,14 +66,7 @@ class Program:
         sources = (params, consts, inputs)
         for k, src, i in self.leaves:
             env[k] = sources[src][i]
-        for k, op, arg_slots, node in self.steps:
-            try:
-                env[k] = apply(op, [env[j] for j in arg_slots])
-            except Exception as e:
-                names = self.graph.names
-                e.add_note(f"while running graph node {names[node]} = {op.describe()}"
-                           f"({', '.join(names[a] for a in node.args)}), built at {node.site}")
-                raise
+        execute(self.steps, env, self.graph.names)
         return tuple(env[s] for s in self.out_slots)
 
     # ------------------------------------------------------------------ call arguments
@@ -133,6 +130,77 @@ class Program:
                 check_value(p, v, self.where)
                 vals[i] = v
         return tuple(vals)
+
+
+def plan_steps(nodes: Sequence[AnyNode], given: set[int], names: Mapping[AnyNode, str]
+               ) -> list[Step]:
+    """One step per computed node of ``nodes`` (the slots in ``given`` get their values
+    from outside); a Loop's step holds the plan of its body."""
+    slot = {id(n): k for k, n in enumerate(nodes)}
+    steps: list[Step] = []
+    for k, n in enumerate(nodes):
+        if k in given:
+            continue
+        if not isinstance(n, Apply | Loop | Part):
+            where = ("it is a placeholder of a fold/scan body, with no value outside it "
+                     "(use the state that fold/scan returned)"
+                     if n.kind in ("Carry", "Slice") else "it has no value here")
+            raise TypeError(f"Cannot compile the graph: node {names.get(n, '?')} ({n!r}) is "
+                            f"used, but {where}")
+        how: Op | LoopPlan | int = (n.op if isinstance(n, Apply) else n.index
+                                    if isinstance(n, Part) else LoopPlan(n, names))
+        steps.append((k, n, tuple(slot[id(a)] for a in n.args), how))
+    return steps
+
+
+def execute(steps: Sequence[Step], env: list[Any], names: Mapping[AnyNode, str]) -> None:
+    """Run ``steps`` on ``env`` (slot -> value, the given slots filled in)."""
+    for k, node, arg_slots, how in steps:
+        args = [env[j] for j in arg_slots]
+        if isinstance(how, int):  # a Part: one result of the loop it reads
+            env[k] = args[0][how]
+            continue
+        try:
+            env[k] = how.run(args) if isinstance(how, LoopPlan) else apply(how, args)
+        except Exception as e:
+            e.add_note(f"while running graph node {names[node]} = {node._op_label()}"
+                       f"({', '.join(names[a] for a in node.args)}), built at "
+                       f"{getattr(node, 'site', '?')}")
+            raise
+
+
+def _leaves(tree: Any) -> list[Any]:
+    return jax.tree_util.tree_leaves(tree, is_leaf=lambda t: isinstance(t, Tensor))
+
+
+class LoopPlan:
+    """A Loop ready to run: its body as steps, evaluated by the eager fold/scan's unit."""
+
+    def __init__(self, loop: Loop, names: Mapping[AnyNode, str]) -> None:
+        self.loop, self.names = loop, names
+        self.nodes = (*loop.captured, *loop.body)  # the body starts with carries, slices
+        given = len(loop.captured) + len(loop.carries) + len(loop.slices)
+        self.steps = plan_steps(self.nodes, set(range(given)), names)
+        slot = {id(n): k for k, n in enumerate(self.nodes)}
+        self.out_slots = tuple(slot[id(r)] for r in loop.results)
+
+    def run(self, args: Sequence[Any]) -> tuple[AnyTensor, ...]:
+        """The loop's results from the values of its operands (``loop.args``)."""
+        loop = self.loop
+        n_init, n_xs = len(loop.carries), len(loop.slices)
+        captured = list(args[len(args) - len(loop.captured):])
+        mask = args[n_init + n_xs] if loop.masked else None
+
+        def unit(state: Any, x_t: Any) -> Any:
+            env: list[Any] = [*captured, *_leaves(state), *_leaves(x_t)]
+            env += [None] * (len(self.nodes) - len(env))
+            execute(self.steps, env, self.names)
+            return jax.tree_util.tree_unflatten(loop.state_def,
+                                                [env[s] for s in self.out_slots])
+
+        init = jax.tree_util.tree_unflatten(loop.state_def, args[:n_init])
+        xs = jax.tree_util.tree_unflatten(loop.xs_def, args[n_init:n_init + n_xs])
+        return tuple(_leaves(loop.lowering(unit, init, xs, mask)))
 
 
 def _fits(x: AnyInput, value: Any) -> bool:

@@ -10,7 +10,7 @@
 # mypy: disable-error-code="overload-overlap,overload-cannot-match"
 # pyright: reportOverlappingOverload=false, reportInvalidTypeVarUse=false
 # pyright: reportUnusedImport=false
-"""Shape ops by axis: expand_dims, squeeze, transpose, rename, broadcast, stack, index, one_hot."""
+"""Shape ops by axis: expand_dims, squeeze, transpose, rename, broadcast, stack, unstack, index, one_hot."""
 
 from __future__ import annotations
 
@@ -125,6 +125,35 @@ if TYPE_CHECKING:
     def squeeze(x: Tensor[D, T0, T1, T2, T3, T4, T5, T6, T7, T8, *Ts], axis: type[Axis]) -> Tensor[D, *tuple[Any, ...]]: ...
     def squeeze(x: Tensor[D, *tuple[Any, ...]], axis: Any) -> Tensor[D, *tuple[Any, ...]]:
         """Remove the size-1 axis ``axis``."""
+        ...
+
+    @overload
+    def unstack(x: Tensor[D, X, *Ts], axis: type[X]) -> tuple[Tensor[D, *Ts], ...]: ...
+    @overload
+    def unstack(x: Tensor[D, T0, X, *Ts], axis: type[X]) -> tuple[Tensor[D, T0, *Ts], ...]: ...
+    @overload
+    def unstack(x: Tensor[D, T0, T1, X, *Ts], axis: type[X]) -> tuple[Tensor[D, T0, T1, *Ts], ...]: ...
+    @overload
+    def unstack(x: Tensor[D, T0, T1, T2, X, *Ts], axis: type[X]) -> tuple[Tensor[D, T0, T1, T2, *Ts], ...]: ...
+    @overload
+    def unstack(x: Tensor[D, *Ts, X], axis: type[X]) -> tuple[Tensor[D, *Ts], ...]: ...
+    @overload
+    def unstack(x: Tensor[D, *Ts, X, T0], axis: type[X]) -> tuple[Tensor[D, *Ts, T0], ...]: ...
+    @overload
+    def unstack(x: Tensor[D, *Ts, X, T0, T1], axis: type[X]) -> tuple[Tensor[D, *Ts, T0, T1], ...]: ...
+    @overload
+    def unstack(x: Tensor[D, *Ts, X, T0, T1, T2], axis: type[X]) -> tuple[Tensor[D, *Ts, T0, T1, T2], ...]: ...
+    @overload
+    def unstack(x: Tensor[D, T0, T1, T2, T3, T4, T5, T6, T7, T8, *Ts], axis: type[Axis]) -> tuple[Tensor[D, *tuple[Any, ...]], ...]: ...
+    def unstack(x: Tensor[D, *tuple[Any, ...]], axis: Any) -> tuple[Tensor[D, *tuple[Any, ...]], ...]:
+        """The entries of ``x`` along ``axis``, each without that axis (the inverse of ``stack``).
+
+        Example:
+            >>> i, f, g, o = ax.unstack(z, Gate)   # z [Batch, Gate=4, Hidden] -> 4 x [Batch, Hidden]
+
+        One op whose backward concatenates the cotangents; ``ax.index`` once per entry gives the
+        same values, but its backward pads each cotangent to ``x``'s size.
+        """
         ...
 
     @overload
@@ -289,6 +318,7 @@ else:
     from ._shape import expand_dims as expand_dims
     from ._shape import stack as stack
     from ._shape import squeeze as squeeze
+    from ._shape import unstack as unstack
     from ._shape import rename as rename
     from ._shape import transpose as transpose
     from ._shape import broadcast as broadcast

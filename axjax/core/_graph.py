@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any, cast
 
 from ._errors import describe
-from ._nodes import Apply, Const, Input, Node, Param
+from ._nodes import Const, Input, Loop, Node, Param, toposort
 from ._tensor import Tensor
 
 __all__ = ["Graph"]
@@ -48,7 +48,7 @@ class Graph:
 
     def __init__(self, outputs: Outputs) -> None:
         self.structure, self.outputs = _flatten_outputs(outputs, "Graph")
-        self.nodes: tuple[AnyNode, ...] = _toposort(self.outputs)
+        self.nodes: tuple[AnyNode, ...] = toposort(self.outputs)
         self.inputs: tuple[Input[Any, *tuple[Any, ...]], ...] = tuple(
             n for n in self.nodes if isinstance(n, Input))
         self.params: tuple[Param[Any, *tuple[Any, ...]], ...] = tuple(
@@ -56,6 +56,8 @@ class Graph:
         self.consts: tuple[Const[Any, *tuple[Any, ...]], ...] = tuple(
             n for n in self.nodes if isinstance(n, Const))
         self.names: dict[AnyNode, str] = _names(self.nodes, self.structure, self.outputs)
+        #: the loops (fold/scan nodes) at any depth, each with its body named in ``names``
+        self.loops: tuple[Loop, ...] = _name_bodies(self.nodes, self.names)
 
     def __len__(self) -> int:
         return len(self.nodes)
@@ -70,17 +72,14 @@ class Graph:
 
     def uses(self, node: AnyNode) -> list[AnyNode]:
         """The nodes that take ``node`` as an operand."""
-        return [n for n in self.nodes if isinstance(n, Apply) and any(a is node for a in n.args)]
+        return [n for n in self.nodes if any(a is node for a in n.args)]
 
     # ------------------------------------------------------------------ listing
-    def rows(self) -> list[tuple[str, str, str, str]]:
-        """One ``(name, op, inputs, type)`` row per node, in topological order."""
-        out = []
-        for n in self.nodes:
-            op = n.op.describe() if isinstance(n, Apply) else n.kind
-            args = ", ".join(self.names[a] for a in n.args) if isinstance(n, Apply) else ""
-            out.append((self.names[n], op, args, describe(n.type)))
-        return out
+    def rows(self, nodes: Sequence[AnyNode] | None = None) -> list[tuple[str, str, str, str]]:
+        """One ``(name, op, inputs, type)`` row per node (of ``nodes``: default, the graph's;
+        ``graph.rows(loop.body)`` lists a loop's body), in topological order."""
+        return [(self.names[n], n._op_label(), ", ".join(self.names[a] for a in n.args),
+                 type_label(n)) for n in (self.nodes if nodes is None else nodes)]
 
     def summary(self) -> str:
         """``Graph: 2 inputs, 4 params, 0 consts, 13 nodes; outputs: loss``."""
@@ -90,13 +89,21 @@ class Graph:
                 f"outputs: {outs}")
 
     def __str__(self) -> str:
-        rows = [("name", "op", "inputs", "type"), *self.rows()]
-        widths = [max(len(r[i]) for r in rows) for i in range(3)]
-        lines = [self.summary()]
-        for r in rows:
+        return "\n".join([self.summary(), *self._listing(self.nodes, "  ", header=True)])
+
+    def _listing(self, nodes: Sequence[AnyNode], indent: str, header: bool = False
+                 ) -> list[str]:
+        """The table of ``nodes``; each loop's body follows its row, indented."""
+        rows = self.rows(nodes)
+        head = [("name", "op", "inputs", "type")] if header else []
+        widths = [max(len(r[i]) for r in [*head, *rows]) for i in range(3)]
+        lines = []
+        for r, n in [*((h, None) for h in head), *zip(rows, nodes, strict=True)]:
             cells = [c.ljust(w) for c, w in zip(r[:3], widths, strict=True)]
-            lines.append(("  " + "  ".join(cells) + "  " + r[3]).rstrip())
-        return "\n".join(lines)
+            lines.append((indent + "  ".join(cells) + "  " + r[3]).rstrip())
+            if isinstance(n, Loop):
+                lines += self._listing(n.body, indent + "    ")
+        return lines
 
     def __repr__(self) -> str:
         return f"<{self.summary()}>"
@@ -164,46 +171,52 @@ def _flatten_outputs(outputs: Any, where: str) -> tuple[Any, tuple[AnyNode, ...]
     return structure, cast(tuple[AnyNode, ...], items)
 
 
-def _toposort(outputs: Sequence[AnyNode]) -> tuple[AnyNode, ...]:
-    """Operands before users, each node once (iterative DFS: linear, no recursion limit)."""
-    order: list[AnyNode] = []
-    seen: set[int] = set()
-    for out in outputs:
-        if id(out) in seen:
-            continue
-        stack: list[tuple[AnyNode, int]] = [(out, 0)]
-        seen.add(id(out))
-        while stack:
-            node, i = stack[-1]
-            args = node.args if isinstance(node, Apply) else ()
-            if i < len(args):
-                stack[-1] = (node, i + 1)
-                arg = args[i]
-                if id(arg) not in seen:
-                    seen.add(id(arg))
-                    stack.append((arg, 0))
-            else:
-                stack.pop()
-                order.append(node)
-    return tuple(order)
+def type_label(node: AnyNode) -> str:
+    """A node's type as listings show it (a loop: the types of its results)."""
+    return node.types() if isinstance(node, Loop) else describe(node.type)
 
 
-def _names(nodes: Sequence[AnyNode], structure: Any,
-           outputs: Sequence[AnyNode]) -> dict[AnyNode, str]:
-    """Unique display names: given names, output names, then ``%k`` by position."""
-    wanted: dict[int, str] = {}
+def _names(nodes: Sequence[AnyNode], structure: Any, outputs: Sequence[AnyNode],
+           names: dict[AnyNode, str] | None = None, wanted: dict[int, str] | None = None,
+           prefix: str = "%") -> dict[AnyNode, str]:
+    """Unique display names: given names, output names, then ``%k`` by position (``prefix``
+    and ``names``, the names already taken, serve a loop's body)."""
+    wanted = {} if wanted is None else wanted
     if isinstance(structure, tuple):
         for key, node in zip(structure, outputs, strict=True):
             wanted.setdefault(id(node), key)
-    names: dict[AnyNode, str] = {}
-    taken: set[str] = set()
+    names = {} if names is None else names
+    taken: set[str] = set(names.values())
     for k, n in enumerate(nodes):
         base = n.name or wanted.get(id(n))
         if base is None:
-            base = f"%{k}" if isinstance(n, Apply) else f"{n.kind.lower()}{k}"
+            base = f"{prefix}{k}" if n.args else f"{n.kind.lower()}{k}"
         name, i = base, 2
         while name in taken:
             name, i = f"{base}_{i}", i + 1
         taken.add(name)
         names[n] = name
     return names
+
+
+def _name_bodies(nodes: Sequence[AnyNode], names: dict[AnyNode, str]) -> tuple[Loop, ...]:
+    """Name the nodes of every loop body (at any depth) in ``names``: the carries
+    ``state[0]``..., the slices ``x[t]`` after their sequence, the results ``next[0]``...,
+    the other body nodes ``%5.k`` in loop ``%5``. Returns the loops, outer ones first."""
+    loops: list[Loop] = []
+    pending = [n for n in nodes if isinstance(n, Loop)]
+    while pending:
+        loop = pending.pop(0)
+        loops.append(loop)
+        paths = [p._path for p in loop.parts]
+        wanted: dict[int, str] = {}
+        for c, path in zip(loop.carries, paths, strict=True):
+            wanted[id(c)] = f"state{path}"
+        n_init = len(loop.carries)
+        for s, x in zip(loop.slices, loop.args[n_init:], strict=False):
+            wanted[id(s)] = f"{names[x]}[t]"
+        for r, path in zip(loop.results, paths, strict=True):
+            wanted.setdefault(id(r), f"next{path}")
+        _names(loop.body, None, (), names, wanted, f"{names[loop]}.")
+        pending += [n for n in loop.body if isinstance(n, Loop)]
+    return tuple(loops)

@@ -1,9 +1,14 @@
-"""Graph nodes, the paper's GADT: ``Input``, ``Param``, ``Const`` and ``Apply``.
+"""Graph nodes, the paper's GADT: ``Input``, ``Param``, ``Const`` and ``Apply``, and the
+recurrence ``Loop`` with its results (``Part``) and body placeholders (``Carry``, ``Slice``).
 
 A node is a symbolic ``Tensor[D, *Axes]``: it has a dtype, axes and sizes (a size may be
 ``None`` until the graph is compiled) but no array. Applying any op to a node runs the op's
 type rule at once (so an axis mistake fails on the line that builds the graph) and returns
 an :class:`Apply` node. Nodes are immutable and hashed by identity.
+
+``ax.nn.fold`` / ``ax.nn.scan`` on nodes trace their unit once, on placeholders for one
+step, into the body of a single :class:`Loop` node (lowered to one ``lax.scan``); the
+state they return is made of the Loop's :class:`Part` nodes.
 
 Example:
     >>> x = ax.Input(ax.F32, Batch, In, sizes={In: 2}, name="x")
@@ -16,7 +21,7 @@ from __future__ import annotations
 import itertools
 import os
 import sys
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, ClassVar, NoReturn, TypeVar, TypeVarTuple, cast, overload
 
 import jax
@@ -31,7 +36,8 @@ from ._tensor import Tensor, TensorType
 if TYPE_CHECKING:  # the label type variables of the generated Input overloads
     from ._gen_construct import A0, A1, A2, A3, A4, A5, DIn
 
-__all__ = ["Node", "Input", "Param", "Const", "Apply"]
+__all__ = ["Node", "Input", "Param", "Const", "Apply", "Loop", "Part", "Carry", "Slice",
+           "toposort"]
 
 D = TypeVar("D", bound=DType)
 Axes = TypeVarTuple("Axes")
@@ -109,6 +115,15 @@ class Node(Tensor[D, *Axes]):
                 "or broadcast against a node: ax.broadcast(t, node))"
             )
         return n
+
+    @property
+    def args(self) -> tuple[Node[Any, *tuple[Any, ...]], ...]:
+        """The operand nodes (none for a leaf)."""
+        return ()
+
+    def _op_label(self) -> str:
+        """What the node computes, as listings show it (its kind for a leaf)."""
+        return self.kind
 
     # ------------------------------------------------------------------ no value
     def _no_value(self, what: str) -> NoReturn:
@@ -424,8 +439,275 @@ class Apply(Node[D, *Axes]):
     def site(self) -> str:
         return self._site
 
+    def _op_label(self) -> str:
+        return self._op.describe()
+
     def __repr__(self) -> str:
         return f"Apply {self._op.describe()}: {describe(self._type)}"
+
+
+AnyNode = Node[Any, *tuple[Any, ...]]
+#: ``lowering(unit, init, xs, mask) -> state``: the eager fold/scan a Loop runs when compiled
+Lowering = Callable[[Callable[[Any, Any], Any], Any, Any, Any], Any]
+
+
+class Carry(Node[D, *Axes]):
+    """A placeholder in a :class:`Loop` body: one leaf of the state the loop carries."""
+
+    __slots__ = ()
+    kind = "Carry"
+
+    def __init__(self, type_: TensorType) -> None:
+        self._init(type_, None)
+
+
+class Slice(Node[D, *Axes]):
+    """A placeholder in a :class:`Loop` body: one step of a sequence (the scanned axis gone)."""
+
+    __slots__ = ()
+    kind = "Slice"
+
+    def __init__(self, type_: TensorType) -> None:
+        self._init(type_, None)
+
+
+def mark() -> int:
+    """A serial number: every node built after this call has a larger one."""
+    return next(_serial)
+
+
+class Loop(Node[Any]):
+    """A recurrence over graph nodes: ``ax.nn.fold`` / ``ax.nn.scan``, one ``lax.scan`` when
+    compiled. Its results are its :attr:`parts`, one :class:`Part` per leaf of the state.
+
+    The unit was traced once, on placeholders for one step, into :attr:`body`: the
+    :attr:`carries` (the state's leaves), the :attr:`slices` (one step of each sequence),
+    then the nodes the unit built, in topological order; :attr:`results` are the nodes it
+    returned as the next state. ``.args`` are the initial state's leaves, the sequences'
+    leaves, the mask (when given), then :attr:`captured`: the nodes the body reads from
+    outside (the unit's Params and Consts, and any node built before the loop).
+
+    A Loop is not one Tensor: ``.type``, ``.axes`` and using it as an operand raise.
+    """
+
+    __slots__ = ("_what", "_args", "_site", "_carries", "_slices", "_results", "_body",
+                 "_captured", "_parts", "_lowering", "_state_def", "_xs_def", "_masked")
+    kind = "Loop"
+
+    _what: str
+    _args: tuple[AnyNode, ...]
+    _site: str
+    _carries: tuple[AnyNode, ...]
+    _slices: tuple[AnyNode, ...]
+    _results: tuple[AnyNode, ...]
+    _body: tuple[AnyNode, ...]
+    _captured: tuple[AnyNode, ...]
+    _parts: tuple[Part[Any, *tuple[Any, ...]], ...]
+    _lowering: Lowering
+    _state_def: Any
+    _xs_def: Any
+    _masked: bool
+
+    def __init__(self, what: str, lowering: Lowering, init: Sequence[Any], xs: Sequence[Any],
+                 mask: Any, carries: Sequence[AnyNode], slices: Sequence[AnyNode],
+                 results: Sequence[Any], types: Sequence[TensorType], state_def: Any,
+                 xs_def: Any, start: int) -> None:
+        object.__setattr__(self, "_type", None)
+        object.__setattr__(self, "_axes", ())
+        object.__setattr__(self, "_array", None)
+        object.__setattr__(self, "_name", None)
+        object.__setattr__(self, "_serial", next(_serial))
+        holes = {id(n) for n in (*carries, *slices)}
+        results = [r if isinstance(r, Node) else Const(r) for r in results]  # eager: Consts
+
+        def inside(n: AnyNode) -> bool:  # built by the unit: a body node, not captured
+            return id(n) not in holes and n._serial >= start and bool(n.args)
+
+        walked = toposort(results, inside)
+        body = (*carries, *slices, *(n for n in walked if inside(n)))
+        captured = tuple(n for n in walked if id(n) not in holes and not inside(n))
+        outer = [x if isinstance(x, Node) else Const(x)
+                 for x in (*init, *xs, *(() if mask is None else (mask,)))]
+        fields = {"_what": what, "_args": (*outer, *captured), "_site": _user_site(),
+                  "_carries": tuple(carries), "_slices": tuple(slices),
+                  "_results": tuple(results), "_body": body, "_captured": captured,
+                  "_lowering": lowering, "_state_def": state_def, "_xs_def": xs_def,
+                  "_masked": mask is not None}
+        for k, v in fields.items():
+            object.__setattr__(self, k, v)
+        paths = [jax.tree_util.keystr(p) for p, _ in jax.tree_util.tree_flatten_with_path(
+            jax.tree_util.tree_unflatten(state_def, [0] * len(types)))[0]]
+        object.__setattr__(self, "_parts", tuple(
+            Part(self, k, t, path) for k, (t, path) in enumerate(zip(types, paths, strict=True))))
+
+    # ------------------------------------------------------------------ structure
+    @property
+    def args(self) -> tuple[AnyNode, ...]:
+        return self._args
+
+    @property
+    def site(self) -> str:
+        """``file:line`` of the fold/scan call that built the loop."""
+        return self._site
+
+    @property
+    def carries(self) -> tuple[AnyNode, ...]:
+        return self._carries
+
+    @property
+    def slices(self) -> tuple[AnyNode, ...]:
+        return self._slices
+
+    @property
+    def results(self) -> tuple[AnyNode, ...]:
+        return self._results
+
+    @property
+    def body(self) -> tuple[AnyNode, ...]:
+        return self._body
+
+    @property
+    def captured(self) -> tuple[AnyNode, ...]:
+        return self._captured
+
+    @property
+    def parts(self) -> tuple[Part[Any, *tuple[Any, ...]], ...]:
+        return self._parts
+
+    @property
+    def masked(self) -> bool:
+        return self._masked
+
+    @property
+    def state_def(self) -> Any:
+        """The pytree structure of the state (its leaves are the carries and the parts)."""
+        return self._state_def
+
+    @property
+    def xs_def(self) -> Any:
+        """The pytree structure of the sequences (its leaves are the slices)."""
+        return self._xs_def
+
+    @property
+    def lowering(self) -> Lowering:
+        """``lowering(unit, init, xs, mask)``: the eager fold/scan that compiling runs."""
+        return self._lowering
+
+    def _op_label(self) -> str:
+        return self._what
+
+    def describe(self) -> str:
+        """``Fold(Time)``, ``Scan(Time, reverse, masked)``."""
+        return self._what
+
+    def types(self) -> str:
+        """The types of the results, as listings show them."""
+        shown = ", ".join(describe(p.type) for p in self._parts)
+        return shown if len(self._parts) == 1 else f"({shown})"
+
+    def __repr__(self) -> str:
+        return f"Loop {self._what}: {self.types()}"
+
+    # ------------------------------------------------------------------ not a Tensor
+    def _several(self) -> NoReturn:
+        raise TypeError(f"{self!r} holds {len(self._parts)} result"
+                        f"{'s' * (len(self._parts) != 1)}, not one Tensor: use its parts "
+                        "(the state that ax.nn.fold / ax.nn.scan returned)")
+
+    @property
+    def dtype(self) -> Any:
+        self._several()
+
+    @property
+    def axes(self) -> tuple[type[Axis], ...]:
+        self._several()
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        self._several()
+
+    @property
+    def sizes(self) -> dict[type[Axis], int]:
+        self._several()
+
+    @property
+    def ndim(self) -> int:
+        self._several()
+
+    def size(self, axis: type[Axis]) -> int:
+        self._several()
+
+    @property
+    def type(self) -> TensorType:
+        self._several()
+
+
+class Part(Node[D, *Axes]):
+    """One result of a :class:`Loop`: a leaf of the last state (fold) or of every state,
+    stacked along the scanned axis (scan). ``.loop``, ``.index`` (the leaf's position)."""
+
+    __slots__ = ("_loop", "_index", "_path")
+    kind = "Part"
+
+    _loop: Loop
+    _index: int
+    _path: str
+
+    def __init__(self, loop: Loop, index: int, type_: TensorType, path: str) -> None:
+        self._init(type_, None)
+        object.__setattr__(self, "_loop", loop)
+        object.__setattr__(self, "_index", index)
+        object.__setattr__(self, "_path", path)
+
+    @property
+    def loop(self) -> Loop:
+        return self._loop
+
+    @property
+    def index(self) -> int:
+        return self._index
+
+    @property
+    def args(self) -> tuple[AnyNode, ...]:
+        return (self._loop,)
+
+    @property
+    def site(self) -> str:
+        return self._loop.site
+
+    def _op_label(self) -> str:
+        return f"Part{self._path}"
+
+    def __repr__(self) -> str:
+        return f"Part{self._path} of {self._loop._what}: {describe(self._type)}"
+
+
+def toposort(outputs: Sequence[AnyNode],
+             descend: Callable[[AnyNode], bool] | None = None) -> tuple[AnyNode, ...]:
+    """Operands before users, each node once (iterative DFS: linear, no recursion limit).
+
+    ``descend(node) -> False`` keeps a node but not its operands (a loop body stops there).
+    """
+    order: list[AnyNode] = []
+    seen: set[int] = set()
+    for out in outputs:
+        if id(out) in seen:
+            continue
+        stack: list[tuple[AnyNode, int]] = [(out, 0)]
+        seen.add(id(out))
+        while stack:
+            node, i = stack[-1]
+            args = node.args if descend is None or descend(node) else ()
+            if i < len(args):
+                stack[-1] = (node, i + 1)
+                arg = args[i]
+                if id(arg) not in seen:
+                    seen.add(id(arg))
+                    stack.append((arg, 0))
+            else:
+                stack.pop()
+                order.append(node)
+    return tuple(order)
 
 
 def _user_site() -> str:

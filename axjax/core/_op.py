@@ -77,6 +77,11 @@ class Op:
       are Tensors with the result's axes; returns one cotangent per operand, each an
       array or Tensor in that operand's axis order, or ``None`` for "no gradient".
 
+    An op with several results (``Unstack``) returns a tuple of ``TensorType`` from
+    ``infer`` and a tuple of arrays from ``forward``, and is applied to a tuple of Tensors;
+    its ``backward`` receives ``dy`` and ``y`` as tuples of Tensors, one per result. A graph
+    node has one result, so such an op applies to Tensors only.
+
     Example:
         >>> class Swish(ax.Op):
         ...     def infer(self, x):
@@ -103,7 +108,7 @@ class Op:
     # Each op takes its own number of operands (``infer(self, x)``, ``infer(self, a, b)``):
     # for type checkers these are callables of any arity, so an override is not flagged.
     if TYPE_CHECKING:
-        infer: Callable[..., TensorType]
+        infer: Callable[..., TensorType | tuple[TensorType, ...]]
         forward: Callable[..., Any]
         backward: Callable[..., Sequence[Any]]
     else:
@@ -155,13 +160,13 @@ def register_symbolic_handler(handler: Callable[[Op, tuple[Any, ...], TensorType
 #: Type-rule results keyed by (op class, op attributes, operand axes/shapes/dtypes). A type
 #: rule depends on nothing else, so eager dispatch and re-tracing skip it after the first
 #: call (the hot path: see BENCHMARKS.md). Errors are never cached; bounded in size.
-_INFER_CACHE: dict[Any, TensorType] = {}
+_INFER_CACHE: dict[Any, TensorType | tuple[TensorType, ...]] = {}
 _INFER_CACHE_MAX = 1 << 16
 _Tracer = jax.core.Tracer
 OpT = TypeVar("OpT", bound="Op")
 
 
-def _cached_infer(op: Op, xs: Sequence[Any]) -> TensorType | None:
+def _cached_infer(op: Op, xs: Sequence[Any]) -> TensorType | tuple[TensorType, ...] | None:
     """``op.infer(*xs)``, memoised when every operand is a Tensor; ``None`` if not cacheable."""
     # an interned op (see `cached`) is its own key: it lives, unchanged, for good
     key: list[Any] = [op] if op._interned else [type(op), tuple(op.__dict__.items())]
@@ -218,6 +223,9 @@ def apply(op: Op, xs: Sequence[Any]) -> Any:
         for x in xs:
             if type(x)._is_symbolic:
                 assert _symbolic_handler is not None, "axjax graph module not loaded"
+                if isinstance(out_type, tuple):
+                    raise TypeError(f"Cannot apply {op.describe()} to a graph node: it has "
+                                    "several results, a graph node has one")
                 return _symbolic_handler(op, tuple(xs), out_type)
     for x in xs:
         if isinstance(x._array, _Tracer) and config.autodiff != "jax":
@@ -225,6 +233,9 @@ def apply(op: Op, xs: Sequence[Any]) -> Any:
             break
     else:
         y = op.forward(*xs)
+    if isinstance(out_type, tuple):  # several results: one Tensor each
+        return tuple(Tensor._wrap(getattr(v, "_array", v), t.axes)
+                     for v, t in zip(y, out_type, strict=True))
     return Tensor._wrap(getattr(y, "_array", y), out_type.axes)
 
 
@@ -250,11 +261,19 @@ def not_a_tensor(op: Op, x: Any, numbers_ok: bool = False) -> TypeError:
     )
 
 
-def _custom_vjp_call(op: Op, xs: Sequence[Tensor[Any, *tuple[Any, ...]]], out: TensorType) -> Any:
+def _custom_vjp_call(op: Op, xs: Sequence[Tensor[Any, *tuple[Any, ...]]],
+                     out: TensorType | tuple[TensorType, ...]) -> Any:
     in_axes = [x._axes for x in xs]
+
+    def wrap_out(a: Any) -> Any:
+        if isinstance(out, tuple):
+            return tuple(Tensor._wrap(v, t.axes) for v, t in zip(a, out, strict=True))
+        return Tensor._wrap(a, out.axes)
 
     def fwd_arrays(*arrays: Any) -> Any:
         y = op.forward(*[Tensor._wrap(a, ax_) for a, ax_ in zip(arrays, in_axes, strict=True)])
+        if isinstance(out, tuple):
+            return tuple(getattr(v, "_array", v) for v in y)
         return getattr(y, "_array", y)
 
     def fwd(*arrays: Any) -> tuple[Any, Any]:
@@ -264,7 +283,7 @@ def _custom_vjp_call(op: Op, xs: Sequence[Tensor[Any, *tuple[Any, ...]]], out: T
     def bwd(res: Any, dy: Any) -> tuple[Any, ...]:
         y, arrays = res
         wrapped = [Tensor._wrap(a, ax_) for a, ax_ in zip(arrays, in_axes, strict=True)]
-        grads = op.backward(Tensor._wrap(dy, out.axes), Tensor._wrap(y, out.axes), *wrapped)
+        grads = op.backward(wrap_out(dy), wrap_out(y), *wrapped)
         return _check_cotangents(op, grads, wrapped)
 
     f = jax.custom_vjp(fwd_arrays)

@@ -3,6 +3,7 @@
 No system package is needed: the SVG comes from a simple layered layout (one row per
 depth, rows ordered by the barycentre of their neighbours), and PNG from matplotlib. When
 Graphviz's ``dot`` program is installed, ``engine="dot"`` (or ``"auto"``) uses it instead.
+A fold/scan (a ``Loop``) is one box, its body summarised; its results hang below it.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ._errors import describe
-from ._nodes import Apply, Node
+from ._nodes import Loop, Node
 
 if TYPE_CHECKING:
     from ._graph import Graph
@@ -23,8 +24,10 @@ if TYPE_CHECKING:
 __all__ = ["to_dot", "to_svg", "save", "layout"]
 
 CHAR_W, LINE_H, PAD, ROW_GAP, COL_GAP, MARGIN = 7.2, 15.0, 8.0, 34.0, 18.0, 12.0
-FILL = {"Input": "#dbeafe", "Param": "#fde68a", "Const": "#e5e7eb", "Apply": "#ffffff"}
-STROKE = {"Input": "#2563eb", "Param": "#b45309", "Const": "#6b7280", "Apply": "#374151"}
+FILL = {"Input": "#dbeafe", "Param": "#fde68a", "Const": "#e5e7eb", "Apply": "#ffffff",
+        "Loop": "#dcfce7", "Part": "#ffffff"}
+STROKE = {"Input": "#2563eb", "Param": "#b45309", "Const": "#6b7280", "Apply": "#374151",
+          "Loop": "#15803d", "Part": "#374151"}
 
 
 @dataclass
@@ -41,7 +44,10 @@ class Box:
 
 def _lines(graph: Graph, node: Node[Any, *tuple[Any, ...]]) -> tuple[str, str]:
     name = graph.names[node]
-    head = f"{name} = {node.op.describe()}" if isinstance(node, Apply) else f"{name} : {node.kind}"
+    head = f"{name} = {node._op_label()}" if node.args else f"{name} : {node.kind}"
+    if isinstance(node, Loop):
+        n, k = len(node.body), len(node.parts)
+        return head, f"body: {n} node{'s' * (n != 1)}, {k} result{'s' * (k != 1)}"
     return head, describe(node.type)
 
 
@@ -54,8 +60,7 @@ def layout(graph: Graph) -> tuple[list[Box], list[tuple[int, int]], float, float
     """
     nodes = graph.nodes
     index = {id(n): k for k, n in enumerate(nodes)}
-    edges = [(index[id(a)], k) for k, n in enumerate(nodes) if isinstance(n, Apply)
-             for a in n.args]
+    edges = [(index[id(a)], k) for k, n in enumerate(nodes) for a in n.args]
     users: list[list[int]] = [[] for _ in nodes]
     parents: list[list[int]] = [[] for _ in nodes]
     for src, dst in edges:
@@ -63,10 +68,10 @@ def layout(graph: Graph) -> tuple[list[Box], list[tuple[int, int]], float, float
         parents[dst].append(src)
     depth = [0] * len(nodes)
     for k, n in enumerate(nodes):
-        if isinstance(n, Apply):
+        if n.args:
             depth[k] = 1 + max((depth[p] for p in parents[k]), default=-1)
     for k, n in enumerate(nodes):
-        if not isinstance(n, Apply) and users[k]:
+        if not n.args and users[k]:
             depth[k] = max(0, min(depth[u] for u in users[k]) - 1)
     rows: dict[int, list[int]] = {}
     for k in range(len(nodes)):
@@ -170,8 +175,7 @@ def to_dot(graph: Graph) -> str:
                      f'fillcolor="{FILL.get(n.kind, "#ffffff")}", '
                      f'color="{STROKE.get(n.kind, "#000000")}"{extra}];')
     for k, n in enumerate(graph.nodes):
-        if isinstance(n, Apply):
-            lines.extend(f"  n{index[id(a)]} -> n{k};" for a in n.args)
+        lines.extend(f"  n{index[id(a)]} -> n{k};" for a in n.args)
     lines.append("}")
     return "\n".join(lines)
 

@@ -1,5 +1,5 @@
 """Shape ops, by axis and never by position: expand_dims, squeeze, transpose, rename,
-broadcast, tile, concat, stack, flatten, unflatten.
+broadcast, tile, concat, stack, unstack, flatten, unflatten.
 """
 
 from __future__ import annotations
@@ -369,6 +369,69 @@ class Stack(Op):
 def stack(xs: Sequence[AnyOf[D]], axis: type[Axis], at: int = 0) -> AnyOf[D]:
     """Stack tensors with identical axes along a new axis ``axis`` at position ``at``."""
     return Stack(axis, at)(*xs)  # type: ignore[no-any-return]
+
+
+class Unstack(Op):
+    """The entries of ``x`` along axis ``X``, one tensor each (``X`` removed): the inverse of
+    :class:`Stack`, and the op with several results.
+
+    ``infer`` returns one type per entry and ``forward`` one array per entry. The backward
+    joins the cotangents with one ``concatenate`` (over ``X`` merged with the axes after
+    it): ``n`` separate :class:`Index` ops would each pad their cotangent into a zero
+    tensor of ``x``'s size and add the ``n`` of them up, which XLA compiles to a slower
+    loop (an LSTM's gate split, inside ``lax.scan``).
+    """
+
+    def __init__(self, axis: type[Axis]) -> None:
+        self.axis = check_axis_label(axis, "Unstack")
+
+    def describe(self) -> str:
+        return f"Unstack({axis_name(self.axis)})"
+
+    def infer(self, x: Any) -> tuple[TensorType, ...]:
+        _missing(self, x, self.axis)
+        i = x.axes.index(self.axis)
+        n = x.shape[i]
+        if n is None:
+            raise self.fail((x,), f"the size of {axis_name(self.axis)} is not known (unstack "
+                            f"makes one tensor per entry: give {axis_name(self.axis)} a size)")
+        if n == 0:
+            raise self.fail((x,), f"{axis_name(self.axis)} has size 0 (unstack makes one tensor "
+                            "per entry)")
+        return (TensorType(x.dtype, x.axes[:i] + x.axes[i + 1:],
+                           x.shape[:i] + x.shape[i + 1:]),) * n
+
+    def forward(self, x: Any) -> tuple[Array, ...]:
+        i, a = x.axes.index(self.axis), x._array
+        return tuple(jax.lax.index_in_dim(a, k, i, keepdims=False) for k in range(a.shape[i]))
+
+    def backward(self, dy: Any, y: Any, x: Any) -> tuple[Array]:
+        # [*pre, post] pieces joined along the merged [X, *post] axis: XLA emits one
+        # concatenate of the pieces as computed, as for a split of a matrix's last axis
+        i, shape = x.axes.index(self.axis), x._array.shape
+        merged = (*shape[:i], math.prod(shape[i + 1:]))
+        parts = [d._array.reshape(merged) for d in dy]
+        return (jnp.concatenate(parts, axis=i).reshape(shape),)
+
+    def __call__(self, *xs: Any) -> Any:
+        if len(xs) == 1 and getattr(type(xs[0]), "_is_symbolic", False):
+            # a graph node has one result: one Index node per entry
+            from ._select import Index
+
+            return tuple(Index(self.axis, k)(xs[0]) for k in range(len(self.infer(xs[0]))))
+        return super().__call__(*xs)
+
+
+def unstack(x: AnyOf[D], axis: type[Axis]) -> tuple[AnyOf[D], ...]:
+    """The entries of ``x`` along ``axis``, each without that axis (the inverse of ``stack``).
+
+    Example:
+        >>> i, f, g, o = ax.unstack(z, Gate)   # z [Batch, Gate=4, Hidden] -> 4 x [Batch, Hidden]
+
+    One op whose backward concatenates the cotangents; ``ax.index`` once per entry gives the
+    same values, but its backward pads each cotangent to ``x``'s size.
+    """
+    return cached(Unstack, axis)(x)  # type: ignore[no-any-return]
 
 
 # ----------------------------------------------------------------------------- flatten

@@ -15,7 +15,18 @@ from mypy.nodes import Expression, IntExpr, TypeInfo, UnaryExpr
 from mypy.plugin import FunctionContext, MethodContext
 from mypy.types import CallableType, Instance, TupleType, Type, UnpackType, get_proper_type
 
-from ._types import TENSOR, TT, class_of, describe, duplicate, make_tensor, name, names, tensor_of
+from ._types import (
+    TENSOR,
+    TT,
+    class_of,
+    describe,
+    duplicate,
+    held_label_known,
+    make_tensor,
+    name,
+    names,
+    tensor_of,
+)
 
 AXES_ERROR = ErrorCode("axjax-axes", "Axes or dtypes of an axjax op do not line up", "axjax")
 JOIN_ERROR = ErrorCode("axjax-joined-axis", "An axis was widened to a base class", "axjax")
@@ -79,7 +90,8 @@ def vmap_type(ctx: FunctionContext, tensor: TypeInfo, tuple_info: TypeInfo, obj:
     over = class_of(args["over"][0]) if args.get("over") else None
     at_expr = [e for i, n in enumerate(ctx.callee_arg_names) if n == "at" for e in ctx.args[i]]
     at = literal_int(at_expr[0]) if at_expr else 0
-    if not isinstance(fun, CallableType) or over is None or at is None:
+    if not isinstance(fun, CallableType) or over is None or at is None or not held_label_known(
+            args["over"][0]):
         return ctx.default_return_type
 
     def batched(t: Type) -> Type:

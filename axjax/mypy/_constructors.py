@@ -13,10 +13,12 @@ from mypy.plugin import FunctionContext
 from mypy.types import AnyType, NoneType, Type, TypeOfAny, TypeType, get_proper_type
 
 from ..core import _construct
-from ..core._axis import check_axis_label, check_unique_axes
+from ..core._axis import Axis, check_axis_label, check_unique_axes
 from ._evaluate import CannotEvaluate, Env, Joined, message
-from ._types import TT, class_of
+from ._types import DTYPE, TT, class_of, fullname
 
+#: the stand-in for a label whose class is not known statically (it only counts axes)
+_UNKNOWN: type[Axis] = type("Any", (Axis,), {"__module__": "axjax.mypy"})
 #: the formal that holds the axes, per constructor
 _AXES = {"arange": "axis"}
 
@@ -35,15 +37,22 @@ def constructor_type(short: str, ctx: FunctionContext, env: Env, default: str,
     if i is None:
         return None
     statics: list[Type] = []
+    labels: list[object] = []  # _UNKNOWN: a label not known (`axis: type[Axis]`, Any)
     for t in ctx.arg_types[i]:
         axis = class_of(t)
-        if axis is None or isinstance(get_proper_type(axis), AnyType):
+        if axis is None:
             return None
+        try:
+            label = env.klass(axis, held=isinstance(get_proper_type(t), TypeType))
+        except CannotEvaluate:  # the rank is known, the axis is not: an Any axis there
+            statics.append(AnyType(TypeOfAny.special_form))
+            labels.append(_UNKNOWN)
+            continue
         statics.append(axis)
+        labels.append(label)
     try:
-        labels = tuple(env.klass(a) for a in statics)
-        checked = tuple(check_axis_label(a, "Tensor") for a in labels)
-        check_unique_axes(checked, "Tensor")
+        checked = tuple(a if a is _UNKNOWN else check_axis_label(a, "Tensor") for a in labels)
+        check_unique_axes(tuple(a for a in checked if a is not _UNKNOWN), "Tensor")
         _check_shape(short, ctx, env, checked)
     except (CannotEvaluate, Joined):
         return None
@@ -75,6 +84,8 @@ def _dtype(ctx: FunctionContext, default: str, marker: Callable[[str], Type | No
         if isinstance(p, NoneType):
             return AnyType(TypeOfAny.special_form)
         given = class_of(p)
+        if isinstance(p, TypeType) and fullname(p.item) == DTYPE:
+            return AnyType(TypeOfAny.special_form)  # `dtype: type[DType]`: some dtype
         if given is not None:
             return given
         if isinstance(p, TypeType):

@@ -115,10 +115,12 @@ class Env:
     reverse: dict[object, Type] = field(default_factory=dict)
     cache: dict[object, type[Any]] = field(default_factory=dict)
     uncertain: bool = False  # an Any axis or dtype was seen
+    any_axis: bool = False  # an Any axis was seen
     variadic: bool = False  # a *Ts was seen
     dtype_vars: bool = False  # a dtype type variable was seen
     placeholders: bool = False  # a value was not known (Named / Opaque)
     sized: bool = False  # give every axis the size SIZE instead of leaving it open
+    standins: set[type[DType]] = field(default_factory=set)  # dtypes of type variables, Any
 
     # --------------------------------------------------------------- stand-ins
     def axis(self, t: Type) -> type[Axis]:
@@ -133,7 +135,7 @@ class Env:
         elif isinstance(p, TypeVarType):
             key, label = ("var", p.fullname, p.id.raw_id), p.name
         else:  # Any, or something odd: a fresh axis that matches nothing else
-            self.uncertain = True
+            self.uncertain = self.any_axis = True
             key, label = ("any", next(_fresh)), "Any"
         cls = self.cache.get(key)
         if cls is None:
@@ -164,6 +166,7 @@ class Env:
             cls = type(label, (DType,), {"__module__": "axjax.mypy", "numpy": kind})
             self.cache[key] = cls
             self.reverse[cls] = t
+            self.standins.add(cls)
         return cls
 
     def fake(self, tt: TT) -> Input[Any, *tuple[Any, ...]]:
@@ -191,7 +194,7 @@ class Env:
         if isinstance(p, FunctionLike) and p.is_type_obj():
             return self.klass(Instance(p.type_object(), []))
         if isinstance(p, TypeType):
-            return self.klass(p.item)
+            return self.klass(p.item, held=True)
         if isinstance(p, TupleType):
             exprs = (expr.items if isinstance(expr, TupleExpr) and len(expr.items) == len(p.items)
                      else [None] * len(p.items))
@@ -204,13 +207,22 @@ class Env:
             return self.instance_value(expr, p)
         raise CannotEvaluate
 
-    def klass(self, t: Type) -> object:
-        """A class passed as a value: an axis label, a dtype marker, or something else."""
+    def klass(self, t: Type, held: bool = False) -> object:
+        """A class passed as a value: an axis label, a dtype marker, or something else.
+
+        ``held``: the class comes from a value of type ``type[X]`` (a variable, a field), which
+        may hold any subclass of ``X``. Unless ``X`` is a concrete label (a ``@final`` axis
+        class) the axis is not known: the call gets the gradual type, never an error.
+        """
         p = get_proper_type(t)
         if isinstance(p, Instance):
             if p.type.fullname == AXIS:
+                if held:  # `axis: type[Axis]`: some label, not Axis itself
+                    raise CannotEvaluate
                 return Axis
             if p.type.has_base(AXIS):
+                if held and not p.type.is_final:
+                    raise CannotEvaluate
                 return self.axis(p)
             if p.type.has_base(DTYPE):
                 return self.dtype(p)
@@ -247,6 +259,22 @@ class Env:
             raise Joined("object")
         self.placeholders = True
         return Opaque(_text(expr))
+
+    def lift(self, operands: list[object]) -> list[object]:
+        """Numbers among the operands of an elementwise op, as rank-0 inputs of the tensor
+        operands' dtype when that is a stand-in (a type variable, ``Any``).
+
+        At run time a number takes the dtype of the tensor it meets (``x * 0.5`` with ``x``
+        in ``BF16`` multiplies by a ``BF16`` 0.5). The op does that through numpy, which turns
+        a stand-in back into the real ``F32``, so ``x * 0.5`` with ``x: Tensor[D, ...]`` would
+        read as ``D`` against ``F32``. Concrete dtypes are left to the op, which also checks
+        that the number fits (no ``0.5`` into ``I32``).
+        """
+        dtypes = {v.dtype for v in operands if isinstance(v, Node)}
+        if len(dtypes) != 1 or not dtypes <= self.standins:
+            return operands
+        (dtype,) = dtypes
+        return [Input(dtype) if isinstance(v, int | float) else v for v in operands]
 
     def _element(self, e: Expression, fallback: Type) -> Type:
         """The exact type of a list element (not the join of all elements) if mypy has it."""

@@ -12,8 +12,9 @@ For each op it owns, the plugin
    under the error code ``axjax-axes``.
 
 When the axes are not known well enough (``Any``, an unknown rank, ``*Ts`` in generic code
-where a rule cannot tell) the call gets the gradual ``Tensor[Any, *tuple[Any, ...]]`` and
-no error: the plugin never rejects a call that could succeed at run time.
+where a rule cannot tell, a label held in a ``type[Axis]`` variable) the call gets the
+gradual ``Tensor[Any, *tuple[Any, ...]]`` and no error: the plugin never rejects a call that
+could succeed at run time.
 """
 
 from __future__ import annotations
@@ -89,7 +90,7 @@ AXIS_OPS = frozenset({"sum", "mean", "max", "min", "logsumexp", "var", "argmax",
 STRUCTURAL = UNARY | BINARY | {"matmul"}
 #: a literal index decides where the new axis goes
 POSITIONAL = frozenset({"expand_dims", "stack"})
-#: set algebra on axes: a *Ts might hold any axis, so the result is not known
+#: set algebra on axes: a *Ts or an Any axis might be any axis, so the result is not known
 SET_ALGEBRA = frozenset({"contract"})
 CONSTRUCTORS = {"tensor": "Any", "zeros": "F32", "ones": "F32", "full": "F32", "normal": "F32",
                 "uniform": "F32", "randint": "I32", "arange": "I32"}
@@ -252,11 +253,13 @@ class AxjaxPlugin(Plugin):
                         kw[key] = value
             if short == "Input":
                 kw.pop("name", None)
+            if short in BINARY:
+                pos, kw = _lift_numbers(env, short, pos, kw)
             if short in POSITIONAL and any(isinstance(v, Named) for v in [*pos, *kw.values()]):
                 raise CannotEvaluate  # a computed index: where the axis goes is unknown
             out = fn(*pos, **kw)
-            if short in SET_ALGEBRA and env.variadic:
-                raise CannotEvaluate
+            if short in SET_ALGEBRA and (env.variadic or env.any_axis):
+                raise CannotEvaluate  # *Ts or an Any axis might be an axis the other shares
             exact = not env.variadic or exact_index(ctx, pos, kw, self._info(TENSOR))
             if short in POSITIONAL and not exact:
                 raise CannotEvaluate
@@ -269,6 +272,7 @@ class AxjaxPlugin(Plugin):
         def run(env: Env) -> object:
             this = env.value(None, ctx.type)
             args = [env.value(e, t) for e, t in zip(ctx.args[0], ctx.arg_types[0], strict=True)]
+            args = env.lift([this, *args])[1:]
             return getattr(this, method)(*args)
 
         return self._evaluate(ctx, "matmul" if method == "__matmul__" else "add", run)
@@ -327,6 +331,19 @@ class AxjaxPlugin(Plugin):
         if tt is None:
             return self._gradual()
         return make_tensor(self._info(TENSOR), tt, self._tuple_info())
+
+
+def _lift_numbers(env: Env, short: str, pos: list[object], kw: dict[str, object]
+                  ) -> tuple[list[object], dict[str, object]]:
+    """The operands ``a`` and ``b`` of an elementwise op (not ``where``'s ``cond``), numbers
+    among them made tensors of a stand-in dtype (:meth:`Env.lift`)."""
+    params = ("cond", "a", "b") if short == "where" else ("a", "b")
+    bound = {**dict(zip(params, pos, strict=False)), **kw}
+    names: list[str] = [n for n in ("a", "b") if n in bound]
+    lifted: dict[str, object] = dict(zip(names, env.lift([bound[n] for n in names]),
+                                         strict=True))
+    pos = [lifted.get(n, v) for n, v in zip(params, pos, strict=False)] + pos[len(params):]
+    return pos, {k: lifted.get(k, v) for k, v in kw.items()}
 
 
 def plugin(version: str) -> type[Plugin]:

@@ -97,6 +97,17 @@ def class_of(t: Type) -> Type | None:
     return None
 
 
+def held_label_known(t: Type) -> bool:
+    """Whether a label value of static type ``t`` names one axis: a class object, or
+    ``type[X]`` for a ``@final`` label ``X`` (or a type variable). ``type[Axis]`` may hold any
+    label, ``type[X]`` for a non-final ``X`` any subclass of it."""
+    p = get_proper_type(t)
+    if not isinstance(p, TypeType):
+        return True
+    item = get_proper_type(p.item)
+    return not isinstance(item, Instance) or (item.type.fullname != AXIS and item.type.is_final)
+
+
 def fullname(t: Type) -> str:
     p = get_proper_type(t)
     return p.type.fullname if isinstance(p, Instance) else ""

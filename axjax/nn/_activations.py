@@ -11,7 +11,7 @@ Example:
 
 from __future__ import annotations
 
-from typing import Any, TypeVar, TypeVarTuple, cast
+from typing import TypeVar, TypeVarTuple
 
 from ..core import (
     DType,
@@ -33,7 +33,6 @@ __all__ = ["relu", "gelu", "silu", "swish", "sigmoid", "tanh", "softplus", "soft
 
 D = TypeVar("D", bound=DType)
 Axes = TypeVarTuple("Axes")
-AnyTensor = Tensor[Any, *tuple[Any, ...]]
 
 swish = silu
 
@@ -44,8 +43,7 @@ def leaky_relu(x: Tensor[D, *Axes], negative_slope: float = 0.01) -> Tensor[D, *
     Example:
         >>> ax.nn.leaky_relu(h, 0.2)
     """
-    t: AnyTensor = cast(Any, x)  # generic D with a float: see axjax.mypy's scalar rule
-    return cast(Tensor[D, *Axes], where(t > 0.0, t, t * negative_slope))
+    return where(x > 0.0, x, x * negative_slope)
 
 
 def elu(x: Tensor[D, *Axes], alpha: float = 1.0) -> Tensor[D, *Axes]:
@@ -54,8 +52,7 @@ def elu(x: Tensor[D, *Axes], alpha: float = 1.0) -> Tensor[D, *Axes]:
     Example:
         >>> ax.nn.elu(h)
     """
-    t: AnyTensor = cast(Any, x)
-    return cast(Tensor[D, *Axes], where(t > 0.0, t, expm1(-relu(-t)) * alpha))  # no overflow
+    return where(x > 0.0, x, expm1(-relu(-x)) * alpha)  # no overflow
 
 
 def log_sigmoid(x: Tensor[D, *Axes]) -> Tensor[D, *Axes]:

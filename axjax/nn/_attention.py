@@ -65,10 +65,8 @@ def causal_mask(query_pos: type[Axis], key_pos: type[Axis], n_query: int, n_key:
         >>> ax.nn.causal_mask(Time, KeyPos, 3, 3).array
         Array([[ True, False, False], [ True,  True, False], [ True,  True,  True]])
     """
-    qp: Any = query_pos  # labels held in variables (typed Any for the axjax.mypy plugin)
-    kp: Any = key_pos
-    q: AnyTensor = broadcast(arange(qp, n_query), (qp, kp), {kp: n_key})
-    k: AnyTensor = broadcast(arange(kp, n_key), (qp, kp), {qp: n_query})
+    q: AnyTensor = broadcast(arange(query_pos, n_query), (query_pos, key_pos), {key_pos: n_key})
+    k: AnyTensor = broadcast(arange(key_pos, n_key), (query_pos, key_pos), {query_pos: n_query})
     return greater_equal(q, k)
 
 

@@ -4,15 +4,25 @@
 ``Feature`` in place of ``Chan``; the input's axes may come in any order and every other
 axis is a batch axis. The kernel is ``Tensor[F32, Feature, Chan, Height, Width]`` (the
 ``OIHW`` layout of PyTorch and Equinox), the bias ``Tensor[F32, Feature]``.
+
+``Conv1D``, ``Conv2D`` and ``Conv3D`` are generic in their axes, as ``ax.nn.Affine`` is:
+``Conv2D((Height, Width), Chan, Feature, ...)`` is a ``Conv2D[Height, Width, Chan,
+Feature]``, whose call the type checkers accept for the channel-last layout
+``Tensor[D, *B, Height, Width, Chan] -> Tensor[D, *B, Height, Width, Feature]`` and the
+channel-first ``Tensor[D, *B, Chan, Height, Width] -> Tensor[D, *B, Feature, Height,
+Width]``. Other layouts run, but a type checker needs a ``transpose`` first (one
+``TypeVarTuple`` per type cannot say "these axes anywhere"); the N-d ``Conv`` is gradual.
+A bare ``Conv2D`` annotation means ``Conv2D[Any, Any, Any, Any]``.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, Generic, TypeVarTuple, overload
 
 import equinox as eqx
 import jax
+from typing_extensions import TypeVar
 
 from ..core import F32, Axis, AxisError, DType, Tensor, broadcast, conv
 from ..core._axis import axes_names, axis_name
@@ -24,6 +34,14 @@ from ._util import AxisArg, as_axes, distinct, forbid, require
 __all__ = ["Conv", "Conv1D", "Conv2D", "Conv3D"]
 
 AnyTensor = Tensor[Any, *tuple[Any, ...]]
+D = TypeVar("D", bound=DType)
+B = TypeVarTuple("B")
+# the axes of a layer; a bare `Conv2D` annotation leaves them open (Any)
+S1 = TypeVar("S1", bound=Axis, default=Any)
+S2 = TypeVar("S2", bound=Axis, default=Any)
+S3 = TypeVar("S3", bound=Axis, default=Any)
+In = TypeVar("In", bound=Axis, default=Any)
+Out = TypeVar("Out", bound=Axis, default=Any)
 
 
 class Conv(eqx.Module):
@@ -111,42 +129,80 @@ class Conv(eqx.Module):
         return y
 
 
-class Conv1D(Conv):
-    """:class:`Conv` over one spatial axis (``Time``, say).
+class Conv1D(Conv, Generic[S1, In, Out]):
+    """:class:`Conv` over one spatial axis (``Time``, say): a ``Conv1D[Time, Chan, Feature]``
+    maps ``[*B, Time, Chan]`` to ``[*B, Time, Feature]`` and ``[*B, Chan, Time]`` to
+    ``[*B, Feature, Time]``.
 
     Example:
         >>> ax.nn.Conv1D(Time, Chan, Feature, 8, 16, 5, key=key)(signal)
     """
 
-    def __init__(self, spatial: type[Axis], in_axis: type[Axis], out_axis: type[Axis],
+    def __init__(self, spatial: type[S1], in_axis: type[In], out_axis: type[Out],
                  in_size: int, out_size: int, kernel_size: int, **kwargs: Any) -> None:
         if isinstance(spatial, tuple):
             raise TypeError("Conv1D: give one spatial axis (use Conv for several)")
         super().__init__(spatial, in_axis, out_axis, in_size, out_size, kernel_size, **kwargs)
 
+    @overload
+    def __call__(self, x: Tensor[D, *B, S1, In], *, key: jax.Array | None = None
+                 ) -> Tensor[D, *B, S1, Out]: ...
+    @overload
+    def __call__(self, x: Tensor[D, *B, In, S1], *, key: jax.Array | None = None
+                 ) -> Tensor[D, *B, Out, S1]: ...
+    def __call__(self, x: AnyTensor, *, key: jax.Array | None = None) -> AnyTensor:
+        """Convolve ``x``; ``key`` is ignored."""
+        return super().__call__(x, key=key)
 
-class Conv2D(Conv):
+
+class Conv2D(Conv, Generic[S1, S2, In, Out]):
     """:class:`Conv` over two spatial axes, ``(Height, Width)`` say (the paper's Conv2D).
+
+    A ``Conv2D[Height, Width, Chan, Feature]`` maps ``[*B, Height, Width, Chan]`` to
+    ``[*B, Height, Width, Feature]`` and ``[*B, Chan, Height, Width]`` to ``[*B, Feature,
+    Height, Width]`` (other layouts run too, but type checkers accept these two).
 
     Example:
         >>> ax.nn.Conv2D((Height, Width), Chan, Feature, 1, 32, 3, key=key)(images)
     """
 
-    def __init__(self, spatial: tuple[type[Axis], type[Axis]], in_axis: type[Axis],
-                 out_axis: type[Axis], in_size: int, out_size: int,
+    def __init__(self, spatial: tuple[type[S1], type[S2]], in_axis: type[In],
+                 out_axis: type[Out], in_size: int, out_size: int,
                  kernel_size: int | tuple[int, int], **kwargs: Any) -> None:
         if type(spatial) is not tuple or len(spatial) != 2:
             raise TypeError(f"Conv2D: spatial must be two axes such as (Height, Width), got "
                             f"{spatial!r}")
         super().__init__(spatial, in_axis, out_axis, in_size, out_size, kernel_size, **kwargs)
 
+    @overload
+    def __call__(self, x: Tensor[D, *B, S1, S2, In], *, key: jax.Array | None = None
+                 ) -> Tensor[D, *B, S1, S2, Out]: ...
+    @overload
+    def __call__(self, x: Tensor[D, *B, In, S1, S2], *, key: jax.Array | None = None
+                 ) -> Tensor[D, *B, Out, S1, S2]: ...
+    def __call__(self, x: AnyTensor, *, key: jax.Array | None = None) -> AnyTensor:
+        """Convolve ``x``; ``key`` is ignored."""
+        return super().__call__(x, key=key)
 
-class Conv3D(Conv):
-    """:class:`Conv` over three spatial axes, ``(Depth, Height, Width)`` say."""
 
-    def __init__(self, spatial: tuple[type[Axis], type[Axis], type[Axis]], in_axis: type[Axis],
-                 out_axis: type[Axis], in_size: int, out_size: int,
+class Conv3D(Conv, Generic[S1, S2, S3, In, Out]):
+    """:class:`Conv` over three spatial axes, ``(Depth, Height, Width)`` say: a
+    ``Conv3D[Depth, Height, Width, Chan, Feature]`` maps ``[*B, Depth, Height, Width, Chan]``
+    and ``[*B, Chan, Depth, Height, Width]``."""
+
+    def __init__(self, spatial: tuple[type[S1], type[S2], type[S3]], in_axis: type[In],
+                 out_axis: type[Out], in_size: int, out_size: int,
                  kernel_size: int | tuple[int, int, int], **kwargs: Any) -> None:
         if type(spatial) is not tuple or len(spatial) != 3:
             raise TypeError(f"Conv3D: spatial must be three axes, got {spatial!r}")
         super().__init__(spatial, in_axis, out_axis, in_size, out_size, kernel_size, **kwargs)
+
+    @overload
+    def __call__(self, x: Tensor[D, *B, S1, S2, S3, In], *, key: jax.Array | None = None
+                 ) -> Tensor[D, *B, S1, S2, S3, Out]: ...
+    @overload
+    def __call__(self, x: Tensor[D, *B, In, S1, S2, S3], *, key: jax.Array | None = None
+                 ) -> Tensor[D, *B, Out, S1, S2, S3]: ...
+    def __call__(self, x: AnyTensor, *, key: jax.Array | None = None) -> AnyTensor:
+        """Convolve ``x``; ``key`` is ignored."""
+        return super().__call__(x, key=key)

@@ -2,19 +2,18 @@
 
 from __future__ import annotations
 
-from typing import Any, TypeVar, TypeVarTuple, cast
+from typing import TypeVar, TypeVarTuple
 
 import equinox as eqx
 import jax
 
-from ..core import DType, Tensor, where
+from ..core import Bool, DType, Tensor, where
 from ._util import is_symbolic
 
 __all__ = ["Dropout"]
 
 D = TypeVar("D", bound=DType)
 Axes = TypeVarTuple("Axes")
-AnyTensor = Tensor[Any, *tuple[Any, ...]]
 
 
 class Dropout(eqx.Module):
@@ -55,8 +54,7 @@ class Dropout(eqx.Module):
         if key is None:
             raise ValueError("Dropout: training mode needs a PRNG key (call it with key=...), "
                              "or pass inference=True")
-        t: AnyTensor = cast(Any, x)
-        keep: AnyTensor = Tensor(jax.random.bernoulli(key, 1.0 - self.p, t.shape), t.axes)
+        keep: Tensor[Bool, *Axes] = Tensor(jax.random.bernoulli(key, 1.0 - self.p, x.shape),
+                                           x.axes)
         scale = 0.0 if self.p == 1.0 else 1.0 / (1.0 - self.p)
-        out: Any = where(keep, t * scale, 0.0)
-        return cast(Tensor[D, *Axes], out)
+        return where(keep, x * scale, 0.0)

@@ -1,18 +1,21 @@
 """Pooling layers over named spatial axes: windowed max/mean, and global pooling.
 
 Windows slide over the named axes only, whatever their position; batch and channel axes
-are untouched.
+are untouched. A windowed pool keeps the axes (only their sizes change), so its call is
+typed exactly, ``Tensor[D, *Axes] -> Tensor[D, *Axes]``; that the named axes are among
+them is checked when the layer runs. Global pooling removes axes from anywhere, which a
+type cannot say: it is gradual.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, TypeVar, TypeVarTuple
 
 import equinox as eqx
 import jax
 
-from ..core import Axis, Tensor, avg_pool, max_pool
+from ..core import Axis, DType, Tensor, avg_pool, max_pool
 from ..core import max as reduce_max
 from ..core import mean as reduce_mean
 from ..core._conv import Padding
@@ -22,17 +25,22 @@ __all__ = ["MaxPool", "AvgPool", "MaxPool1D", "MaxPool2D", "AvgPool1D", "AvgPool
            "GlobalMaxPool", "GlobalAvgPool"]
 
 AnyTensor = Tensor[Any, *tuple[Any, ...]]
+D = TypeVar("D", bound=DType)
+Axes = TypeVarTuple("Axes")
+Ints = int | Sequence[int]
+
+# Every class below defines its own __init__: Equinox modules are dataclass transforms, so
+# a type checker would otherwise synthesise a subclass's constructor from the fields.
 
 
 class _Pool(eqx.Module):
     spatial: tuple[type[Axis], ...] = eqx.field(static=True)
     window: int | tuple[int, ...] = eqx.field(static=True)
-    # defaults as in __init__: type checkers synthesise the subclasses' constructors from these
-    stride: int | tuple[int, ...] | None = eqx.field(static=True, default=None)
-    padding: Any = eqx.field(static=True, default="VALID")
+    stride: int | tuple[int, ...] | None = eqx.field(static=True)
+    padding: Any = eqx.field(static=True)
 
-    def __init__(self, spatial: AxisArg, window: int | Sequence[int],
-                 stride: int | Sequence[int] | None = None, padding: Padding = "VALID") -> None:
+    def __init__(self, spatial: AxisArg, window: Ints, stride: Ints | None = None,
+                 padding: Padding = "VALID") -> None:
         self.spatial = as_axes(spatial, type(self).__name__)
         self.window = window if isinstance(window, int) else tuple(window)
         self.stride = stride if stride is None or isinstance(stride, int) else tuple(stride)
@@ -48,8 +56,13 @@ class MaxPool(_Pool):
         >>> pool(maps)     # [Batch, Height=28, Width=28, Feature] -> Height=14, Width=14
     """
 
-    def __call__(self, x: AnyTensor, *, key: jax.Array | None = None) -> AnyTensor:
-        """Pool ``x``; ``key`` is ignored."""
+    def __init__(self, spatial: AxisArg, window: Ints, stride: Ints | None = None,
+                 padding: Padding = "VALID") -> None:
+        super().__init__(spatial, window, stride, padding)
+
+    def __call__(self, x: Tensor[D, *Axes], *, key: jax.Array | None = None
+                 ) -> Tensor[D, *Axes]:
+        """Pool ``x`` (the same axes, smaller sizes); ``key`` is ignored."""
         return max_pool(x, self.spatial, self.window, self.stride, self.padding)
 
 
@@ -60,25 +73,46 @@ class AvgPool(_Pool):
         >>> ax.nn.AvgPool((Height, Width), window=2)(maps)
     """
 
-    def __call__(self, x: AnyTensor, *, key: jax.Array | None = None) -> AnyTensor:
-        """Pool ``x``; ``key`` is ignored."""
+    def __init__(self, spatial: AxisArg, window: Ints, stride: Ints | None = None,
+                 padding: Padding = "VALID") -> None:
+        super().__init__(spatial, window, stride, padding)
+
+    def __call__(self, x: Tensor[D, *Axes], *, key: jax.Array | None = None
+                 ) -> Tensor[D, *Axes]:
+        """Pool ``x`` (the same axes, smaller sizes); ``key`` is ignored."""
         return avg_pool(x, self.spatial, self.window, self.stride, self.padding)
 
 
 class MaxPool1D(MaxPool):
     """:class:`MaxPool` over one axis: ``ax.nn.MaxPool1D(Time, 2)``."""
 
+    def __init__(self, spatial: type[Axis], window: Ints, stride: Ints | None = None,
+                 padding: Padding = "VALID") -> None:
+        super().__init__(spatial, window, stride, padding)
+
 
 class MaxPool2D(MaxPool):
     """:class:`MaxPool` over two axes: ``ax.nn.MaxPool2D((Height, Width), 2)``."""
+
+    def __init__(self, spatial: tuple[type[Axis], type[Axis]], window: Ints,
+                 stride: Ints | None = None, padding: Padding = "VALID") -> None:
+        super().__init__(spatial, window, stride, padding)
 
 
 class AvgPool1D(AvgPool):
     """:class:`AvgPool` over one axis: ``ax.nn.AvgPool1D(Time, 2)``."""
 
+    def __init__(self, spatial: type[Axis], window: Ints, stride: Ints | None = None,
+                 padding: Padding = "VALID") -> None:
+        super().__init__(spatial, window, stride, padding)
+
 
 class AvgPool2D(AvgPool):
     """:class:`AvgPool` over two axes: ``ax.nn.AvgPool2D((Height, Width), 2)``."""
+
+    def __init__(self, spatial: tuple[type[Axis], type[Axis]], window: Ints,
+                 stride: Ints | None = None, padding: Padding = "VALID") -> None:
+        super().__init__(spatial, window, stride, padding)
 
 
 class GlobalMaxPool(eqx.Module):

@@ -27,8 +27,19 @@ from typing import Any, final
 import equinox as eqx
 import jax
 
-from ..core import (F32, Axis, DType, Tensor, broadcast, contract, index, rename, sigmoid, tanh,
-                    transpose)
+from ..core import (
+    F32,
+    Axis,
+    DType,
+    Tensor,
+    broadcast,
+    contract,
+    rename,
+    sigmoid,
+    tanh,
+    transpose,
+    unstack,
+)
 from ..core import zeros as zeros_tensor
 from ..core._axis import axes_names, axis_name, check_axis_label
 from ..core._errors import fail
@@ -179,12 +190,12 @@ class GRUCell(AbstractCell):
                  ) -> AnyTensor:
         """One step: the next state from ``state [*B, Hidden]`` and ``x [*B, In]``."""
         xg, hg = self._gates(state, x)
-        reset = sigmoid(index(xg, Gate, 0) + index(hg, Gate, 0))
-        update = sigmoid(index(xg, Gate, 1) + index(hg, Gate, 1))
-        hn = index(hg, Gate, 2)
+        xr, xu, xn = unstack(xg, Gate)
+        hr, hu, hn = unstack(hg, Gate)
+        reset, update = sigmoid(xr + hr), sigmoid(xu + hu)
         if self.bias_n is not None:
             hn = hn + broadcast(self.bias_n, hn)
-        new = tanh(index(xg, Gate, 2) + reset * hn)
+        new = tanh(xn + reset * hn)
         return new + update * (state - new)
 
 
@@ -215,9 +226,8 @@ class LSTMCell(AbstractCell):
                             "cell.init_state")
         h, c = state
         xg, hg = self._gates(h, x)
-        z = xg + hg
-        i, f = sigmoid(index(z, Gate, 0)), sigmoid(index(z, Gate, 1))
-        g, o = tanh(index(z, Gate, 2)), sigmoid(index(z, Gate, 3))
+        zi, zf, zg, zo = unstack(xg + hg, Gate)  # one op: its backward is one concatenate
+        i, f, g, o = sigmoid(zi), sigmoid(zf), tanh(zg), sigmoid(zo)
         c = f * c + i * g
         return o * tanh(c), c
 

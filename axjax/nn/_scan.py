@@ -10,8 +10,9 @@ A Bool ``mask`` over ``[*Batch, Time]`` handles sequences of different lengths: 
 false the state is carried unchanged, so a right-padded batch ends on each sequence's
 last real step (and a reverse fold starts there).
 
-On graph inputs (``ax.Input``) the fold is unrolled into one application of the unit per
-step, as a fold over a graph is in the paper; the length of the axis must then be known.
+On graph nodes (``ax.Input``, ...) the unit is traced once, on placeholders for one step,
+into the body of a single ``Loop`` node; compiling the graph runs this same function on
+concrete Tensors, so the node lowers to one ``lax.scan`` too (any length, known or not).
 """
 
 from __future__ import annotations
@@ -22,9 +23,10 @@ from typing import Any, TypeVar
 import jax
 import jax.numpy as jnp
 
-from ..core import Axis, AxisError, Tensor, broadcast, index, stack, where
+from ..core import Axis, AxisError, Tensor, TensorType, broadcast, where
 from ..core._axis import axes_names, axis_name, check_axis_label
 from ..core._errors import describe
+from ..core._nodes import Carry, Loop, Slice, mark
 from ._util import flatten, is_symbolic, is_tensor, unflatten, wrap
 
 __all__ = ["fold", "scan"]
@@ -46,14 +48,15 @@ def _run(unit: Callable[[Any, Any], Any], over: type[Axis], init: Any, xs: Any,
     x_leaves, x_def = flatten(xs)
     if not x_leaves:
         raise TypeError(f"{where_}: xs has no Tensors to run over")
-    for t in [*x_leaves, *([] if mask is None else [mask])]:
+    seqs = [*x_leaves, *([] if mask is None else [mask])]
+    for t in seqs:
         if not is_tensor(t):
             raise TypeError(f"{where_}: every leaf of xs must be a Tensor, got "
                             f"{type(t).__name__}")
         if over not in t.axes:
             raise AxisError(f"Cannot {where_} over {axis_name(over)}: {describe(t)} has no "
                             f"axis {axis_name(over)} (every input must have it)")
-    n = {dict(zip(t.axes, t.shape, strict=True))[over] for t in x_leaves}
+    n = {dict(zip(t.axes, t.shape, strict=True))[over] for t in seqs}
     if len(n - {None}) > 1:
         raise AxisError(f"Cannot {where_} over {axis_name(over)}: the inputs give it sizes "
                         f"{sorted(n - {None})} (equal axes must have equal sizes)")
@@ -67,8 +70,9 @@ def _run(unit: Callable[[Any, Any], Any], over: type[Axis], init: Any, xs: Any,
                             f"{describe(t)} has axis {axis_name(over)}")
     s_axes: list[tuple[type[Axis], ...]] = [t.axes for t in s_leaves]
 
-    def step(state: Any, x_t: Any, m_t: AnyTensor | None) -> list[AnyTensor]:
-        new_leaves, new_def = flatten(unit(state, x_t))
+    def check(new: Any) -> list[AnyTensor]:
+        """The leaves of the unit's result, if it is a state like the one it was given."""
+        new_leaves, new_def = flatten(new)
         if new_def != s_def or any(not is_tensor(t) or t.axes != a
                                    for t, a in zip(new_leaves, s_axes, strict=True)):
             got = ", ".join(describe(t) if is_tensor(t) else type(t).__name__
@@ -77,21 +81,25 @@ def _run(unit: Callable[[Any, Any], Any], over: type[Axis], init: Any, xs: Any,
             raise AxisError(f"Cannot {where_} over {axis_name(over)}: the unit returned "
                             f"({got}) but the state has axes ({want}); a unit must return "
                             "a state like the one it is given (transpose it back)")
+        for t, s0 in zip(new_leaves, s_leaves, strict=True):
+            if t.dtype is not s0.dtype:
+                raise AxisError(f"Cannot {where_} over {axis_name(over)}: the unit returned "
+                                f"{describe(t)} for the state {describe(s0)}; a unit must "
+                                f"keep the state's dtype (convert with astype)")
+        return new_leaves
+
+    def step(state: Any, x_t: Any, m_t: AnyTensor | None) -> list[AnyTensor]:
+        new_leaves = check(unit(state, x_t))
         if m_t is None:
             return new_leaves
         old = flatten(state)[0]
         return [_keep(m_t, t_new, t_old, where_)
                 for t_new, t_old in zip(new_leaves, old, strict=True)]
 
-    if any(is_symbolic(t) for t in [*x_leaves, *s_leaves, mask]):
-        length = next(iter(n))
-        if len(n) > 1 or length is None:
-            raise AxisError(f"Cannot {where_} over {axis_name(over)} of a graph input whose "
-                            f"length is not known: a graph unrolls the {where_}, one step per "
-                            f"entry (give it with ax.Input(..., sizes={{"
-                            f"{axis_name(over)}: n}}))")
-        return _unrolled(step, over, init, x_leaves, x_def, mask, reverse, keep, at, length,
-                         s_def)
+    if any(is_symbolic(t) for t in [*s_leaves, *seqs]):
+        length = next(iter(n - {None}), None)
+        return _loop(unit, check, over, s_leaves, s_def, x_leaves, x_def, mask, reverse, keep,
+                     at, length, where_)
     moved = [_leading(t, over, where_) for t in x_leaves]
     m_arr, m_axes = (None, ()) if mask is None else _leading(mask, over, where_)
 
@@ -122,22 +130,49 @@ def _position(at: int, rank: int, where_: str) -> int:
     return k
 
 
-def _unrolled(step: Callable[[Any, Any, AnyTensor | None], list[AnyTensor]],
-              over: type[Axis], init: Any, x_leaves: list[Any], x_def: Any,
-              mask: AnyTensor | None, reverse: bool, keep: bool, at: int, length: int,
-              s_def: Any) -> Any:
-    """The graph form: one application of the unit per step, on ``index``-ed inputs."""
-    state, seen = init, dict[int, list[AnyTensor]]()
-    for t in range(length - 1, -1, -1) if reverse else range(length):
-        x_t = unflatten(x_def, [index(leaf, over, t) for leaf in x_leaves])
-        leaves = step(state, x_t, None if mask is None else index(mask, over, t))
-        state, seen[t] = unflatten(s_def, leaves), leaves
-    if not keep:
-        return state
-    stacked: list[AnyTensor] = [
-        stack([seen[t][i] for t in range(length)], over, at=_position(at, len(leaf.axes), "scan"))
-        for i, leaf in enumerate(seen[0])]
-    return unflatten(s_def, stacked)
+def _without(t: Any, over: type[Axis]) -> TensorType:
+    """The type of one step of ``t``: its type without axis ``over``."""
+    keep = [i for i, a in enumerate(t.axes) if a is not over]
+    return TensorType(t.dtype, tuple(t.axes[i] for i in keep),
+                      tuple(t.shape[i] for i in keep))
+
+
+def _loop(unit: Callable[[Any, Any], Any], check: Callable[[Any], list[AnyTensor]],
+          over: type[Axis], s_leaves: list[Any], s_def: Any, x_leaves: list[Any], x_def: Any,
+          mask: AnyTensor | None, reverse: bool, keep: bool, at: int, length: int | None,
+          where_: str) -> Any:
+    """The graph form: trace ``unit`` once on placeholders into one ``Loop`` node.
+
+    The axes are checked here, as the graph is built (the unit's ops run their type rules
+    on the placeholders); compiling runs :func:`_run` on concrete Tensors (one lax.scan).
+    """
+    start = mark()
+    carries: list[Any] = [Carry(t.type) for t in s_leaves]
+    slices: list[Any] = [Slice(_without(t, over)) for t in x_leaves]
+    results = check(unit(unflatten(s_def, carries), unflatten(x_def, slices)))
+    if mask is not None:  # the mask's axes, checked on one step (the nodes are dropped)
+        m_t: Any = Slice(_without(mask, over))
+        for new, old in zip(results, carries, strict=True):
+            _keep(m_t, new, old, where_)
+    types = []
+    for c, r in zip(carries, results, strict=True):
+        shape = tuple(a if a is not None else b for a, b in zip(c.shape, r.shape, strict=True))
+        if keep:
+            k = _position(at, len(c.axes), where_)
+            types.append(TensorType(c.dtype, c.axes[:k] + (over,) + c.axes[k:],
+                                    shape[:k] + (length,) + shape[k:]))
+        else:
+            types.append(TensorType(c.dtype, c.axes, shape))
+    flags = (", reverse" * reverse + (f", at={at}" if keep and at else "")
+             + ", masked" * (mask is not None))
+    what = f"{'Scan' if keep else 'Fold'}({axis_name(over)}{flags})"
+
+    def lowering(unit_: Callable[[Any, Any], Any], init: Any, xs: Any, mask_: Any) -> Any:
+        return _run(unit_, over, init, xs, mask_, reverse, keep, at, where_)
+
+    loop = Loop(what, lowering, s_leaves, x_leaves, mask, carries, slices, results, types,
+                s_def, x_def, start)
+    return unflatten(s_def, loop.parts)
 
 
 def _keep(m: AnyTensor, new: AnyTensor, old: AnyTensor, where_: str) -> AnyTensor:

@@ -149,14 +149,13 @@ class TreeBatch(eqx.Module):
         values = np.zeros(n_pad, np.int32)
         values[:n] = [int(t.value) for t in order]
         roots = np.array([ids[id(t)] for t in trees], np.int32)
-        node_label: Any = node_axis  # a label held in a variable (typed Any for the plugin)
-        batch_label: Any = batch_axis
+        node_label: Any = node_axis  # for pyright: the field says Node, node_axis is any label
         return cls(
             values=tensor(values, node_label, dtype=I32),
             nodes=tensor(nodes, Level, Slot, dtype=I32),
             children=tensor(children, Level, Slot, Child, dtype=I32),
             child_mask=tensor(children < n_pad, Level, Slot, Child, dtype=Bool),
-            roots=tensor(roots, batch_label, dtype=I32),
+            roots=tensor(roots, batch_axis, dtype=I32),
             node_axis=node_axis,
         )
 
@@ -250,7 +249,7 @@ class ChildSumTreeLSTMCell(AbstractCell):
 
     With ``h̃ = Σ_k h_k`` over the real children: ``i, o, u`` from ``x`` and ``h̃``, one
     forget gate per child ``f_k = σ(W_f x + U_f h_k + b_f)``, ``c = i⊙u + Σ_k f_k⊙c_k``,
-    ``h = o⊙tanh(c)``. Weights ``[Gate=4, Hidden, In]`` and ``[Gate=4, Hidden, Prev]``,
+    ``h = o⊙tanh(c)``. Weights ``[In, Gate=4, Hidden]`` and ``[Prev, Gate=4, Hidden]``,
     gates in the order i, f, o, u. The state is the pair ``(h, c)``.
 
     Example:

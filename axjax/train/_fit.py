@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import dataclasses
+import math
 import os
 import time
+import warnings
 from collections.abc import Callable
-from typing import Any, Literal, NamedTuple
+from typing import Any, Literal, NamedTuple, NoReturn
 
 import equinox as eqx
 import jax
@@ -17,9 +19,21 @@ from tqdm import tqdm
 from ._loader import BatchSource, as_source
 from ._log import MetricsLog, plot_history
 from ._manager import Checkpoints
-from ._step import Monitor, TrainingDiverged, make_eval_step, make_train_step, metric_names
+from ._step import (
+    Monitor,
+    TrainingDiverged,
+    all_finite,
+    make_eval_step,
+    make_replay_step,
+    make_train_step,
+    metric_names,
+)
 
-__all__ = ["EarlyStopping", "FitResult", "evaluate", "fit"]
+__all__ = ["EarlyStopping", "FitResult", "Guard", "evaluate", "fit"]
+
+#: how ``fit`` guards against NaN/Inf (see :func:`fit`)
+Guard = Literal["replay", "step", "off"]
+_GUARDS: tuple[Guard, ...] = ("replay", "step", "off")
 
 
 @dataclasses.dataclass
@@ -100,6 +114,16 @@ def _position(epoch: int, batch: int, per_epoch: int) -> tuple[int, int]:
     return (epoch + 1, 0) if batch >= per_epoch else (epoch, batch)
 
 
+class _Snapshot(NamedTuple):
+    """The last state checked finite, and where the data stood then."""
+
+    params: Any
+    opt_state: Any
+    step: int
+    epoch: int
+    batch: int
+
+
 def fit(
     model: Any,
     optimizer: optax.GradientTransformation,
@@ -116,6 +140,7 @@ def fit(
     resume: bool = False,
     early_stopping: EarlyStopping | None = None,
     progress: bool = True,
+    guard: Guard = "replay",
 ) -> FitResult:
     """Train ``model`` with ``optimizer`` on ``loss_fn`` over ``data``.
 
@@ -136,9 +161,25 @@ def fit(
         resume: continue from the newest checkpoint in ``checkpoints``, if any.
         early_stopping: an :class:`EarlyStopping` rule checked after each evaluation.
         progress: show a tqdm progress bar with the live loss and metrics.
+        guard: what a NaN or infinite value does.
+
+            - ``"replay"`` (default): the step is as fast as a hand-written one. At each log
+              point, epoch end and checkpoint, ``fit`` checks that the loss sum, parameters
+              and optimizer state are finite, and keeps that state (a reference on CPU, a
+              device copy where the step donates its buffers). If something is not finite it
+              replays the steps since then (same batches, same keys) with a checking step
+              and raises the ``TrainingDiverged`` that ``"step"`` would raise.
+            - ``"step"``: every step computes the gradient norm and keeps the old
+              parameters and optimizer state when it or the loss is not finite (slower, no
+              extra memory).
+            - ``"off"``: no check; NaN goes into the model, the logs and checkpoints.
 
     Raises:
-        TrainingDiverged: the loss or gradient became NaN/Inf (says at which step).
+        TrainingDiverged: the loss, the gradient (or, with ``guard="replay"``, the updated
+            parameters or optimizer state) became NaN/Inf; says at which step, and keeps the
+            model and optimizer state from before it (``error.model``, ``error.opt_state``).
+        ValueError: an unknown ``guard``, ``log_every`` below 1, or ``early_stopping``
+            without ``eval_data``.
 
     Example:
         >>> result = ax.train.fit(model, optax.adam(1e-3), loss_fn, train, epochs=10,
@@ -146,6 +187,9 @@ def fit(
         >>> result.history[-1]["eval_accuracy"]
         0.981
     """
+    if guard not in _GUARDS:
+        raise ValueError(f"fit: guard must be 'replay' (check at log points, replay on NaN), "
+                         f"'step' (check every step) or 'off', got {guard!r}")
     if log_every < 1:
         raise ValueError(f"fit: log_every must be at least 1, got {log_every}")
     if early_stopping is not None and eval_data is None:
@@ -165,9 +209,13 @@ def fit(
             early_stopping.wait = r.metadata["early_stopping"]["wait"]
     params, static = eqx.partition(model, eqx.is_array)
     donate = jax.default_backend() != "cpu"
+    # the first snapshot: never donated (the step gets copies when it donates)
+    snap = _Snapshot(params, opt_state, step, epoch0, batch0) if guard == "replay" else None
     if donate:  # the caller's arrays must survive the donation of the step's inputs
         params, opt_state = jax.tree.map(jnp.copy, (params, opt_state))
-    train_step = make_train_step(loss_fn, optimizer, static, donate=donate)
+    train_step = make_train_step(loss_fn, optimizer, static, donate=donate,
+                                 guard=guard == "step")
+    replay_step: Callable[..., Any] | None = None  # built on the first replay only
     eval_static = eqx.partition(eqx.nn.inference_mode(model), eqx.is_array)[1]
     eval_step = make_eval_step(loss_fn, eval_static) if eval_data is not None else None
     log = MetricsLog(logdir, resume_at=step) if logdir is not None else None
@@ -186,18 +234,59 @@ def fit(
 
     last: dict[str, float] = {}
 
-    def flush_train(epoch_float: float) -> dict[str, float]:
+    def halt(error: TrainingDiverged) -> NoReturn:
+        if bar is not None:
+            bar.close()
+        finish()
+        raise error
+
+    def replay() -> tuple[Any, Any]:
+        """Run the steps since the snapshot again, checking each; raise at the first bad
+        one. Return the replayed state if none is bad (a non-deterministic device)."""
+        nonlocal replay_step
+        assert snap is not None
+        if replay_step is None:
+            replay_step = make_replay_step(loss_fn, optimizer, static)
+        p, s = snap.params, snap.opt_state
+        batches = source.epoch(snap.epoch, snap.batch)
+        for k, batch in zip(range(snap.step, step), batches, strict=False):
+            new_p, new_s, loss, gnorm, finite = replay_step(p, s, batch, key, k)
+            loss, gnorm, finite = jax.device_get((loss, gnorm, finite))
+            if not (math.isfinite(loss) and math.isfinite(gnorm) and finite):
+                halt(TrainingDiverged(k + 1, float(loss), float(gnorm),
+                                      model=eqx.combine(p, static), opt_state=s))
+            p, s = new_p, new_s
+        warnings.warn(f"fit: steps {snap.step + 1}-{step} left a non-finite loss or state, "
+                      "but replaying them gave finite values throughout (a non-deterministic "
+                      "computation?); training goes on from the replayed state", stacklevel=3)
+        return p, s
+
+    def check(epoch: int, i: int) -> dict[str, float]:
+        """One host sync: the monitor's means, and whether the state is good. ``"step"``:
+        raise at a recorded bad step. ``"replay"``: replay when the loss sum or the state is
+        not finite, else keep the state as the snapshot."""
+        nonlocal params, opt_state, snap, mon
+        assert mon is not None
+        flag = all_finite((params, opt_state)) if guard == "replay" else None
+        means, bad, finite = mon.read_with(flag)
+        if guard == "step" and bad is not None:
+            halt(TrainingDiverged(*bad, model=eqx.combine(params, static), opt_state=opt_state))
+        if guard == "replay":
+            if not (finite and math.isfinite(means.get("loss", 0.0))):
+                params, opt_state = replay()
+                means, mon = {}, mon.reset()  # the sums held the discarded run's values
+            kept = jax.tree.map(jnp.copy, (params, opt_state)) if donate else (params, opt_state)
+            e, b = _position(epoch, i, per_epoch)
+            snap = _Snapshot(kept[0], kept[1], step, e, b)
+        return means
+
+    def flush_train(epoch: int, i: int) -> dict[str, float]:
         nonlocal mon, last
         if mon is None:
             return last
-        means, bad = mon.read()
-        if bad is not None:
-            if bar is not None:
-                bar.close()
-            finish()
-            raise TrainingDiverged(*bad, model=eqx.combine(params, static), opt_state=opt_state)
+        means = check(epoch, i)
         if means:
-            record({"step": step, "epoch": round(epoch_float, 4),
+            record({"step": step, "epoch": round(epoch + i / per_epoch, 4),
                     "time": round(time.perf_counter() - t0, 3)}
                    | {f"train_{k}": v for k, v in means.items()})
             if bar is not None:
@@ -206,9 +295,11 @@ def fit(
         last = means or last
         return last
 
-    def save(epoch: int, batch: int) -> None:
+    def save(epoch: int, batch: int, checked: bool) -> None:
         if checkpoints is None:
             return
+        if not checked and guard != "off" and mon is not None:
+            check(epoch, batch)  # never save a non-finite state, nor one a bad step froze
         e, b = _position(epoch, batch, per_epoch)
         meta = {"epoch": e, "batch": b, "seconds": time.perf_counter() - t0,
                 "early_stopping": early_stopping.state() if early_stopping else None}
@@ -229,19 +320,20 @@ def fit(
         i = batch0
         for batch in source.epoch(epoch, batch0):
             if mon is None:
-                mon = Monitor.zero(metric_names(loss_fn, eqx.combine(params, static), batch))
+                names = metric_names(loss_fn, eqx.combine(params, static), batch)
+                mon = Monitor.zero(names, guarded=guard == "step")
             params, opt_state, mon = train_step(params, opt_state, mon, batch, key, step)
             step, i = step + 1, i + 1
             bar.update(1)
             if step % log_every == 0:
-                flush_train(epoch + i / per_epoch)
+                flush_train(epoch, i)
             if checkpoints is not None and checkpoints.every and step % checkpoints.every == 0 \
                     and i < per_epoch:
-                save(epoch, i)
+                save(epoch, i, checked=step % log_every == 0)
             if max_steps is not None and step >= max_steps:
                 done = True
                 break
-        train = flush_train(epoch + i / per_epoch)
+        train = flush_train(epoch, i)
         bar.close()
         batch0 = 0
         summary = f"epoch {epoch + 1}/{epochs}: step {step}"
@@ -268,7 +360,7 @@ def fit(
                                f"{early_stopping.patience} evaluations)"
         if progress:
             tqdm.write(summary + f" [{time.perf_counter() - t0:.1f} s]")
-        save(epoch, i)
+        save(epoch, i, checked=True)
         finish()
         epoch = epoch + 1 if i >= per_epoch else epoch
     if stopped_early and best is not None:

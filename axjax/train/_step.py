@@ -1,14 +1,18 @@
-"""The jitted training and evaluation steps, and the NaN/Inf guard they carry.
+"""The jitted training and evaluation steps, and the NaN/Inf checks they carry.
 
 One training step is one ``jax.jit`` region: loss, gradient, optax update. The model is
 split once with ``eqx.partition`` into arrays (traced) and the rest (closed over), so
 calling the step is a plain ``jax.jit`` dispatch: it returns at once (asynchronous
 dispatch) and the host never waits for the device, except when the loop logs.
 
-The guard: each step also updates a small :class:`Monitor` on the device — running sums of
-the loss and metrics, and the first step whose loss or gradient norm was NaN or infinite.
-From that step on the parameters and optimizer state stop changing, so when the loop next
-looks (at a log point) it can stop with the step, the value, and the last finite model.
+Each step also updates a small :class:`Monitor` on the device: running sums of the loss
+and metrics. The *guarded* step (``make_train_step(..., guard=True)``) adds the global
+gradient norm and records the first step whose loss or gradient norm was NaN or infinite;
+from that step on the parameters and optimizer state stop changing, so when the loop next
+looks it can stop with the step, the values and the last finite model. The *fast* step
+(``guard=False``) is just the update and the sums, as cheap as a hand-written step; ``fit``
+checks its state at log points and, when something is not finite, replays the steps since
+the last good state with :func:`make_replay_step` to find the same answer.
 """
 
 from __future__ import annotations
@@ -16,7 +20,7 @@ from __future__ import annotations
 import inspect
 import math
 from collections.abc import Callable
-from typing import Any
+from typing import Any, TypeVar
 
 import equinox as eqx
 import jax
@@ -26,13 +30,15 @@ import optax
 from ..core import AxisError, Tensor
 from ..core._errors import describe
 
-__all__ = ["Monitor", "TrainingDiverged", "call_loss", "make_eval_step", "make_train_step"]
+__all__ = ["Monitor", "TrainingDiverged", "all_finite", "call_loss", "make_eval_step",
+           "make_replay_step", "make_train_step"]
 
 LossFn = Callable[..., Any]
+T = TypeVar("T")
 
 
 class TrainingDiverged(FloatingPointError):
-    """The loss or the gradient became NaN or infinite.
+    """The loss, the gradient or the updated model became NaN or infinite.
 
     Attributes:
         step: the update that produced it (1 is the first update).
@@ -46,8 +52,13 @@ class TrainingDiverged(FloatingPointError):
                  opt_state: Any = None) -> None:
         self.step, self.loss, self.grad_norm = step, loss, grad_norm
         self.model, self.opt_state = model, opt_state
-        what = f"the loss is {loss}" if not math.isfinite(loss) else (
-            f"the gradient norm is {grad_norm} (loss {loss})")
+        if not math.isfinite(loss):
+            what = f"the loss is {loss}"
+        elif not math.isfinite(grad_norm):
+            what = f"the gradient norm is {grad_norm} (loss {loss})"
+        else:
+            what = (f"the update made the parameters or optimizer state non-finite (loss "
+                    f"{loss}, gradient norm {grad_norm})")
         super().__init__(
             f"training stopped at step {step}: {what}. The model and optimizer state from "
             "before that step are kept (error.model, error.opt_state). Lower the learning "
@@ -56,18 +67,24 @@ class TrainingDiverged(FloatingPointError):
 
 
 class Monitor(eqx.Module):
-    """Device-side running sums of the loss and metrics, plus the first non-finite step."""
+    """Device-side running sums of the loss and metrics, plus the first non-finite step.
+
+    The ``bad_*`` fields are ``None`` in a monitor for the unguarded step (``guarded=False``
+    in :meth:`zero`): it never sets them, and leaving them out keeps the step lean.
+    """
 
     sums: dict[str, jax.Array]
     count: jax.Array
-    bad_step: jax.Array
-    bad_loss: jax.Array
-    bad_grad_norm: jax.Array
+    bad_step: jax.Array | None
+    bad_loss: jax.Array | None
+    bad_grad_norm: jax.Array | None
     names: tuple[str, ...] = eqx.field(static=True)  # "loss" first, then the metrics
 
     @staticmethod
-    def zero(names: tuple[str, ...]) -> Monitor:
+    def zero(names: tuple[str, ...], *, guarded: bool = True) -> Monitor:
         # one buffer per field: the step may donate them, and a buffer is donated only once
+        if not guarded:
+            return Monitor({n: _zero() for n in names}, _zero(), None, None, None, names)
         return Monitor({n: _zero() for n in names}, _zero(), jnp.asarray(-1, jnp.int32),
                        _zero(), _zero(), names)
 
@@ -79,10 +96,17 @@ class Monitor(eqx.Module):
     def read(self) -> tuple[dict[str, float], tuple[int, float, float] | None]:
         """The means since the last reset, and ``(step, loss, grad_norm)`` of the first
         non-finite step or ``None``: one host sync."""
-        sums, count, step, loss, gnorm = jax.device_get(
-            (self.sums, self.count, self.bad_step, self.bad_loss, self.bad_grad_norm))
+        means, bad, _ = self.read_with(None)
+        return means, bad
+
+    def read_with(self, extra: T) -> tuple[dict[str, float], tuple[int, float, float] | None,
+                                           Any]:
+        """:meth:`read`, plus ``extra`` (device values) fetched in the same host sync."""
+        (sums, count, step, loss, gnorm), host = jax.device_get(
+            ((self.sums, self.count, self.bad_step, self.bad_loss, self.bad_grad_norm), extra))
         means = {k: float(sums[k] / count) for k in self.names} if count else {}
-        return means, (None if step < 0 else (int(step), float(loss), float(gnorm)))
+        bad = None if step is None or step < 0 else (int(step), float(loss), float(gnorm))
+        return means, bad, host
 
 
 def _zero() -> jax.Array:
@@ -125,21 +149,61 @@ def _keep_if(ok: jax.Array, new: Any, old: Any) -> Any:
     return jax.tree.map(lambda a, b: jnp.where(ok, a, b), new, old)
 
 
-def make_train_step(loss_fn: LossFn, optimizer: optax.GradientTransformation, static: Any,
-                    *, donate: bool = False) -> Callable[..., Any]:
-    """The jitted step ``(params, opt_state, monitor, batch, key, step) -> (params,
-    opt_state, monitor)`` for a model split as ``eqx.partition(model, eqx.is_array)``."""
+def _is_float(x: Any) -> bool:
+    return isinstance(x, jax.Array) and jnp.issubdtype(x.dtype, jnp.inexact)
+
+
+@jax.jit
+def all_finite(tree: Any) -> jax.Array:
+    """Whether every floating-point array in ``tree`` is finite (one jitted reduction)."""
+    leaves = [jnp.isfinite(x).all() for x in jax.tree.leaves(tree) if _is_float(x)]
+    return jnp.stack(leaves).all() if leaves else jnp.asarray(True)
+
+
+def _loss_of(loss_fn: LossFn, static: Any) -> Callable[..., Any]:
     with_key = takes_key(loss_fn)
 
     def loss_of(params: Any, batch: Any, key: Any) -> tuple[jax.Array, dict[str, jax.Array]]:
         return call_loss(loss_fn, eqx.combine(params, static), batch, key, with_key)
 
-    def step(params: Any, opt_state: Any, mon: Monitor, batch: Any, key: jax.Array,
-             step_no: jax.Array) -> tuple[Any, Any, Monitor]:
+    return loss_of
+
+
+def make_train_step(loss_fn: LossFn, optimizer: optax.GradientTransformation, static: Any,
+                    *, donate: bool = False, guard: bool = True) -> Callable[..., Any]:
+    """The jitted step ``(params, opt_state, monitor, batch, key, step) -> (params,
+    opt_state, monitor)`` for a model split as ``eqx.partition(model, eqx.is_array)``.
+
+    ``guard=True``: the monitor records the first step whose loss or global gradient norm
+    is not finite, and from then on the parameters and optimizer state are kept as they
+    were (a gradient norm and a selection over both trees per step). ``guard=False``: the
+    update and the running sums only; a non-finite loss makes the loss sum non-finite.
+    """
+    with_key = takes_key(loss_fn)
+    loss_of = _loss_of(loss_fn, static)
+
+    def update(params: Any, opt_state: Any, batch: Any, key: jax.Array, step_no: jax.Array
+               ) -> tuple[jax.Array, dict[str, jax.Array], Any, Any, Any]:
         k = jax.random.fold_in(key, step_no) if with_key else None
         (loss, metrics), grads = jax.value_and_grad(loss_of, has_aux=True)(params, batch, k)
         updates, new_opt = optimizer.update(grads, opt_state, params)
-        new_params = optax.apply_updates(params, updates)
+        return loss, metrics, grads, optax.apply_updates(params, updates), new_opt
+
+    def fast(params: Any, opt_state: Any, mon: Monitor, batch: Any, key: jax.Array,
+             step_no: jax.Array) -> tuple[Any, Any, Monitor]:
+        loss, metrics, _, new_params, new_opt = update(params, opt_state, batch, key, step_no)
+        sums = {"loss": mon.sums["loss"] + loss} | {
+            n: mon.sums[n] + v for n, v in metrics.items()}
+        mon = Monitor(sums, mon.count + 1.0, mon.bad_step, mon.bad_loss, mon.bad_grad_norm,
+                      mon.names)
+        return new_params, new_opt, mon
+
+    def guarded(params: Any, opt_state: Any, mon: Monitor, batch: Any, key: jax.Array,
+                step_no: jax.Array) -> tuple[Any, Any, Monitor]:
+        loss, metrics, grads, new_params, new_opt = update(params, opt_state, batch, key,
+                                                           step_no)
+        if mon.bad_step is None or mon.bad_loss is None or mon.bad_grad_norm is None:
+            raise ValueError("the guarded step needs a Monitor.zero(names, guarded=True)")
         gnorm = optax.tree.norm(grads)
         finite = jnp.isfinite(loss) & jnp.isfinite(gnorm)
         ok = finite & (mon.bad_step < 0)
@@ -156,7 +220,29 @@ def make_train_step(loss_fn: LossFn, optimizer: optax.GradientTransformation, st
         )
         return _keep_if(ok, new_params, params), _keep_if(ok, new_opt, opt_state), mon
 
-    return jax.jit(step, donate_argnums=(0, 1, 2) if donate else ())
+    return jax.jit(guarded if guard else fast, donate_argnums=(0, 1, 2) if donate else ())
+
+
+def make_replay_step(loss_fn: LossFn, optimizer: optax.GradientTransformation, static: Any
+                     ) -> Callable[..., Any]:
+    """The jitted checking step ``(params, opt_state, batch, key, step) -> (params,
+    opt_state, loss, grad_norm, finite)``: the update of :func:`make_train_step`, the
+    global gradient norm, and whether the new parameters and optimizer state are all
+    finite. ``fit`` runs it (without donation) to find the first bad step of a replay."""
+    with_key = takes_key(loss_fn)
+    loss_of = _loss_of(loss_fn, static)
+
+    def step(params: Any, opt_state: Any, batch: Any, key: jax.Array, step_no: jax.Array
+             ) -> tuple[Any, Any, jax.Array, jax.Array, jax.Array]:
+        k = jax.random.fold_in(key, step_no) if with_key else None
+        (loss, _), grads = jax.value_and_grad(loss_of, has_aux=True)(params, batch, k)
+        updates, new_opt = optimizer.update(grads, opt_state, params)
+        new_params = optax.apply_updates(params, updates)
+        finite = all_finite((new_params, new_opt))
+        return (new_params, new_opt, loss.astype(jnp.float32),
+                optax.tree.norm(grads).astype(jnp.float32), finite)
+
+    return jax.jit(step)
 
 
 def make_eval_step(loss_fn: LossFn, static: Any) -> Callable[..., Any]:

@@ -216,5 +216,11 @@ def build_haliax(p: dict[str, np.ndarray]) -> Runner:
 
 
 def build_graph(p: dict[str, np.ndarray]) -> Runner:
-    raise NotImplementedError("a graph cannot hold a recurrence yet: ax.nn.fold (one "
-                              "lax.scan) reads arrays, and the graph has no fold/scan node")
+    """The same model on graph Inputs: the fold over Time is one Loop node (one lax.scan).
+    The batch size is given, so that the model builds its zero state (a Const)."""
+    from .._common import BATCH
+    from ._frameworks import graph_runner
+
+    x = ax.Input(ax.F32, Batch, Time, Feat, sizes={Batch: BATCH, Time: 28, Feat: 28}, name="x")
+    y = ax.Input(ax.I32, Batch, sizes={Batch: BATCH}, name="y")
+    return graph_runner(AxLSTM(p), lambda m: axjax_loss(m, x, y), [x, y], put_axjax)

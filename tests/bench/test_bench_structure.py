@@ -2,7 +2,9 @@
 
 - The axjax MLP and CNN training steps, eager modules and graph, lower to no more ops than
   the hand-written JAX + optax steps, beyond the small allowance documented in
-  ``benchmarks/_structure.py`` (2 % + 4), in StableHLO and in the compiled HLO.
+  ``benchmarks/_structure.py`` (2 % + 4), in StableHLO and in the compiled HLO. So does the
+  LSTM as a graph, whose fold is one Loop node: as many ``while`` loops as JAX's (the
+  forward scan and its transpose), not an unrolled sequence.
 - The step is traced once, however many batches it sees.
 - Nothing moves between host and device inside the step: the compiled HLO has no
   callbacks, infeed/outfeed or send/recv, and steps run under
@@ -56,6 +58,17 @@ def test_no_host_transfer_in_compiled_step(structure: Any, path: str) -> None:
     assert counts[path]["host"] == [], f"{name}/{path}: {counts[path]['host']}"
 
 
+def test_lstm_graph_is_one_scan_and_no_more_ops(data: Any) -> None:
+    counts = step_structure(MODELS["lstm"], ("jax", "graph"))
+    for ir in ("stablehlo", "compiled"):
+        ref, got = counts["jax"][ir], counts["graph"][ir]
+        assert got <= allowed(ref), f"lstm/graph: {got} {ir} ops against {ref} hand-written"
+    (ref_shlo, ref_hlo), (shlo, hlo) = counts["jax"]["texts"], counts["graph"]["texts"]
+    assert stablehlo_ops(shlo)["stablehlo.while"] == stablehlo_ops(ref_shlo)["stablehlo.while"]
+    assert compiled_ops(hlo)["while"] == compiled_ops(ref_hlo)["while"] == 2
+    assert counts["graph"]["host"] == []
+
+
 def test_op_counters_read_real_text() -> None:
     f = jax.jit(lambda a: jnp.tanh(a) * 2.0 + a)
     lowered = f.lower(jnp.ones(3))
@@ -75,8 +88,9 @@ def test_host_guard_sees_a_callback() -> None:
     assert host_transfers(text), "a pure_callback must show up as a host transfer"
 
 
-@pytest.mark.parametrize("name", ["mlp", "cnn"])
-@pytest.mark.parametrize("path", ["jax", "axjax", "graph"])
+@pytest.mark.parametrize(("name", "path"), [(m, p) for m in ("mlp", "cnn")
+                                             for p in ("jax", "axjax", "graph")]
+                         + [("lstm", "graph")])
 def test_traced_once_and_no_transfer_over_steps(data: Any, name: str, path: str) -> None:
     model = MODELS[name]
     runner = getattr(model, f"build_{path}")(model.init(0))

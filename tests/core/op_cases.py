@@ -228,6 +228,12 @@ SHAPE = [
            (Arg((A, B), order="shared"),) * 3, (A, B), id="Concat-three"),
     OpCase("Stack", lambda x, y: ax.stack([x, y], C, at=1), lambda x, y: jnp.stack([x, y], 2),
            (Arg((A, B), order="shared"), Arg((A, B), order="shared")), (A, B, C)),
+    # several results: each entry weighted differently through concat / stack
+    OpCase("Unstack", lambda x: ax.concat(list(ax.unstack(x, B)), A),
+           lambda x: jnp.concatenate([x[:, k] for k in range(x.shape[1])], 0),
+           (Arg((A, B, C)),), (A, C), sizes={B: 3}),
+    OpCase("Unstack", lambda x: ax.stack(list(ax.unstack(x, C)), D),
+           lambda x: jnp.moveaxis(x, 2, 0), (Arg((A, B, C)),), (D, A, B), id="Unstack-restack"),
     OpCase("Flatten", lambda x: ax.flatten(x, (C, A), D),
            lambda x: jnp.transpose(x, (2, 0, 1)).reshape(-1, x.shape[1]), (Arg((A, B, C)),),
            (D, B)),

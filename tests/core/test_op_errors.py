@@ -11,6 +11,8 @@ import numpy as np
 import pytest
 
 import axjax as ax
+from axjax.core import _op
+from axjax.core._shape import Unstack
 from tests.axes import Batch, Hidden, Out, Pixel
 
 
@@ -231,6 +233,17 @@ CASES += [
      lambda: ax.unflatten(x23(), Pixel, (Out, Out), (3, 1))),
     (TypeError, "unflatten: 2 axes but 1 sizes", lambda: ax.unflatten(x23(), Pixel, (Hidden, Out),
                                                                       (3,))),
+    (ax.AxisError, f"Cannot apply Unstack(Out) to {X}: Out is not an axis of the tensor (name "
+     "one of Batch, Pixel)", lambda: ax.unstack(x23(), Out)),
+    (ax.AxisError, "Cannot apply Unstack(Batch) to Tensor[F32, Batch=0, Pixel=3]: Batch has size "
+     "0 (unstack makes one tensor per entry)",
+     lambda: ax.unstack(ax.zeros((0, 3), Batch, Pixel), Batch)),
+    (ax.AxisError, "Cannot apply Unstack(Batch) to Tensor[F32, Batch=?, Pixel=3]: the size of "
+     "Batch is not known (unstack makes one tensor per entry: give Batch a size)",
+     lambda: ax.unstack(ax.Input(ax.F32, Batch, Pixel, sizes={Pixel: 3}), Batch)),
+    (TypeError, "Cannot apply Unstack(Pixel) to a graph node: it has several results, a graph "
+     "node has one",
+     lambda: _op.apply(Unstack(Pixel), (ax.Input(ax.F32, Batch, Pixel, sizes={Pixel: 3}),))),
     # ------------------------------------------------------------------ selection
     (ax.AxisError, f"Cannot apply Index(Batch, 2) to {X}: index 2 out of range for Batch of size "
      "2 (use -2 to 1)", lambda: ax.index(x23(), Batch, 2)),

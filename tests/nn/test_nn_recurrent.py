@@ -26,6 +26,18 @@ def _loop(cell: Any, state: Any, xs: ax.Tensor[Any, *tuple[Any, ...]],
     return state, seen
 
 
+def _to_equinox(cell: Any, ref: Any, gates: int) -> Any:
+    """Equinox's cell with ``cell``'s weights: ``[In, Gate, Hidden] -> [Gate * Hidden, In]``."""
+    def out_major(w: ax.Tensor[Any, *tuple[Any, ...]]) -> jax.Array:
+        return jnp.transpose(w.array, (1, 2, 0)).reshape(gates * w.shape[2], w.shape[0])
+
+    ref = eqx.tree_at(lambda m: (m.weight_ih, m.weight_hh, m.bias), ref, (
+        out_major(cell.weight_ih), out_major(cell.weight_hh), cell.bias.array.reshape(-1)))
+    if gates == 3:
+        ref = eqx.tree_at(lambda m: m.bias_n, ref, cell.bias_n.array)
+    return ref
+
+
 @pytest.mark.parametrize("kind", ["rnn", "gru", "lstm"])
 def test_cells_match_equinox(kind: str, key: jax.Array) -> None:
     cls = {"rnn": ax.nn.RNNCell, "gru": ax.nn.GRUCell, "lstm": ax.nn.LSTMCell}[kind]
@@ -34,19 +46,19 @@ def test_cells_match_equinox(kind: str, key: jax.Array) -> None:
     h = rand((4, 5), Batch, Hidden, seed=2)
     c = rand((4, 5), Batch, Hidden, seed=3)
     if kind == "rnn":
+        assert cell.weight_ih.axes == (In, Hidden)
+        assert cell.weight_hh.axes == (ax.nn.Prev, Hidden)
         wi, wh, b = cell.weight_ih.array, cell.weight_hh.array, cell.bias.array
-        want = jnp.tanh(x.array @ wi.T + h.array @ wh.T + b[None, :])
+        want = jnp.tanh(x.array @ wi + h.array @ wh + b[None, :])
         close(cell(h, x).array, want, 1e-5)
         return
     gates = 3 if kind == "gru" else 4
-    assert cell.weight_ih.axes == (Gate, Hidden, In)
-    assert cell.weight_hh.axes == (Gate, Hidden, ax.nn.Prev)
-    ref = (eqx.nn.GRUCell if kind == "gru" else eqx.nn.LSTMCell)(3, 5, key=key)
-    ref = eqx.tree_at(lambda m: (m.weight_ih, m.weight_hh, m.bias), ref, (
-        cell.weight_ih.array.reshape(gates * 5, 3), cell.weight_hh.array.reshape(gates * 5, 5),
-        cell.bias.array.reshape(-1)))
+    # stored input-major (x @ W inside lax.scan: no transposed copy of W per step)
+    assert cell.weight_ih.axes == (In, Gate, Hidden)
+    assert cell.weight_hh.axes == (ax.nn.Prev, Gate, Hidden)
+    ref = _to_equinox(cell, (eqx.nn.GRUCell if kind == "gru" else eqx.nn.LSTMCell)(3, 5, key=key),
+                      gates)
     if kind == "gru":
-        ref = eqx.tree_at(lambda m: m.bias_n, ref, cell.bias_n.array)
         close(cell(h, x).array, jax.vmap(ref)(x.array, h.array), 1e-5)
         # the state's batch axes may come in another order than the input's
         close(cell(h, ax.transpose(x, In, Batch)).array, cell(h, x).array, 1e-6)
@@ -54,6 +66,40 @@ def test_cells_match_equinox(kind: str, key: jax.Array) -> None:
     got = cell((h, c), x)
     want = jax.vmap(ref)(x.array, (h.array, c.array))
     tree_close([t.array for t in got], want, 1e-5)
+
+
+@pytest.mark.parametrize("kind", ["gru", "lstm"])
+def test_cell_gradients_match_equinox(kind: str, key: jax.Array) -> None:
+    """The gate split's own backward (one concatenate): gradients of the weights, the input
+    and the state equal Equinox's, through the weight mapping."""
+    cls, ref_cls = {"gru": (ax.nn.GRUCell, eqx.nn.GRUCell),
+                    "lstm": (ax.nn.LSTMCell, eqx.nn.LSTMCell)}[kind]
+    gates = 3 if kind == "gru" else 4
+    cell = cls(In, Hidden, 3, 5, key=key)
+    x, h, c = (rand((4, 3), Batch, In, seed=1), rand((4, 5), Batch, Hidden, seed=2),
+               rand((4, 5), Batch, Hidden, seed=3))
+    w = rand((4, 5), Batch, Hidden, seed=4).array  # weights the outputs differently
+
+    def ours(m: Any, xa: jax.Array, ha: jax.Array, ca: jax.Array) -> jax.Array:
+        xt, ht, ct = ax.tensor(xa, Batch, In), ax.tensor(ha, Batch, Hidden), ax.tensor(ca, Batch,
+                                                                                       Hidden)
+        out = m(ht, xt) if kind == "gru" else m((ht, ct), xt)
+        hs = [out] if kind == "gru" else list(out)
+        return sum(jnp.sum(jnp.tanh(t.array) * w * (k + 1)) for k, t in enumerate(hs))
+
+    def theirs(m: Any, xa: jax.Array, ha: jax.Array, ca: jax.Array) -> jax.Array:
+        out = jax.vmap(m)(xa, ha if kind == "gru" else (ha, ca))
+        hs = [out] if kind == "gru" else list(out)
+        return sum(jnp.sum(jnp.tanh(t) * w * (k + 1)) for k, t in enumerate(hs))
+
+    g = jax.jit(jax.grad(ours, (0, 1, 2, 3)))(cell, x.array, h.array, c.array)
+    ref = _to_equinox(cell, ref_cls(3, 5, key=key), gates)
+    g_ref = jax.jit(jax.grad(theirs, (0, 1, 2, 3)))(ref, x.array, h.array, c.array)
+    tree_close(g[1:], g_ref[1:], 1e-5)
+    tree_close(_to_equinox(g[0], ref, gates), g_ref[0], 1e-5)
+    if kind == "lstm":  # the split is one Unstack op, its backward one concatenate
+        jaxpr = str(jax.make_jaxpr(jax.grad(ours))(cell, x.array, h.array, c.array))
+        assert "concatenate" in jaxpr and "pad" not in jaxpr and "dynamic_update_slice" not in jaxpr
 
 
 def test_fold_and_scan_equal_a_python_loop(key: jax.Array) -> None:
@@ -121,7 +167,7 @@ def test_recurrent_bidirectional_and_stacked_layers(key: jax.Array) -> None:
     close(out.array[..., 4:], ax.scan(bw, over=Time, reverse=True)(init, xs,
                                                                      mask=mask).array, 1e-6)
     top = ax.nn.Recurrent(ax.nn.LSTMCell(Hidden, Hidden, 8, 6, key=k3), over=Time)
-    assert top.cell.weight_ih.axes == (Gate, Hidden, ax.nn.Prev)
+    assert top.cell.weight_ih.axes == (ax.nn.Prev, Gate, Hidden)
     stack = ax.nn.Stacked([bi, top])
     y = stack(xs, mask=mask)
     assert y.axes == (Time, Batch, Hidden) and y.size(Hidden) == 6
@@ -163,7 +209,7 @@ def test_fold_and_scan_unroll_on_graph_inputs(key: jax.Array) -> None:
     graph_cell = ax.as_params(cell)
     h, c = ax.fold(graph_cell, over=Time, reverse=True)((h0, h0), xs, mask=mask)
     hs, _ = ax.scan(graph_cell, over=Time)((h0, h0), xs, mask=mask)
-    assert isinstance(h, ax.Apply) and h.axes == (Batch, Hidden)
+    assert isinstance(h, ax.Node) and h.axes == (Batch, Hidden)  # a part of one Loop node
     assert hs.axes == (Time, Batch, Hidden)
     run = ax.compile([h, hs], inputs=[xs, mask, h0])
     init = cell.init_state({Batch: 2})
@@ -171,9 +217,9 @@ def test_fold_and_scan_unroll_on_graph_inputs(key: jax.Array) -> None:
     close(got_h.array, ax.fold(cell, over=Time, reverse=True)(init, xs_v, mask=mask_v)[0].array,
           1e-5)
     close(got_hs.array, ax.scan(cell, over=Time)(init, xs_v, mask=mask_v)[0].array, 1e-5)
-    with pytest.raises(ax.AxisError, match=r"Cannot fold over Time of a graph input whose "
-                       r"length is not known: a graph unrolls the fold"):
-        ax.fold(graph_cell, over=Time)((h0, h0), ax.Input(ax.F32, Batch, Time, In))
+    # one lax.scan, not unrolled: the length may stay open until the graph is called
+    h_open, _ = ax.fold(graph_cell, over=Time)((h0, h0), ax.Input(ax.F32, Batch, Time, In))
+    assert h_open.axes == (Batch, Hidden)
 
 
 def test_recurrent_layer_on_a_graph_input_needs_an_initial_state(key: jax.Array) -> None:

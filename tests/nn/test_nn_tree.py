@@ -25,7 +25,8 @@ TREES = [
 def _reference(cell: ax.nn.ChildSumTreeLSTMCell, table: jax.Array, params: Any,
                tree: Tree) -> tuple[jax.Array, jax.Array]:
     """Tai et al.'s equations, one Python call per node, children first."""
-    w, u, b = params
+    w, u, b = params  # the cell's weights, stored input-major: [In, Gate, Hidden]
+    w, u = jnp.moveaxis(w, 0, -1), jnp.moveaxis(u, 0, -1)  # [Gate, Hidden, In]
     kids = [_reference(cell, table, params, c) for c in tree.children]
     hk = jnp.stack([h for h, _ in kids]) if kids else jnp.zeros((0, u.shape[1]))
     ck = jnp.stack([c for _, c in kids]) if kids else jnp.zeros((0, u.shape[1]))

@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
-from typing import Any, final
+from collections.abc import Iterator
+from typing import Any, Literal, final
 
 import equinox as eqx
 import jax
+import jax.numpy as jnp
 
 import axjax as ax
-from axjax.train import Batch, Class, Pixel
+from axjax.train import Batch, BatchSource, Class, Pixel
 
 
 @final
@@ -45,3 +47,29 @@ def classify(model: Any, x: Any, y: Any) -> Any:
     logits = model(x)
     loss = ax.mean(ax.train.softmax_cross_entropy(logits, y, Class), Batch)
     return loss, {"accuracy": ax.train.accuracy(logits, y, Class)}
+
+
+def sqrt_gate(model: Any, x: Any, y: Any) -> Any:
+    """``classify`` plus ``sqrt(mean(x²) · loss)``: finite on an all-zero batch, but its
+    gradient there is ``inf · 0`` (NaN), so only the gradient norm shows the problem."""
+    loss, metrics = classify(model, x, y)
+    gate = ax.sqrt(ax.mean(x * x, (Batch, Pixel)) * loss)
+    return loss + gate, metrics
+
+
+class Poisoned:
+    """A batch source that spoils one batch: the one trained at ``step`` (1-based), made
+    NaN (``"nan"``) or all zeros (``"zero"``); the same batch each time it is read."""
+
+    def __init__(self, source: BatchSource, step: int, how: Literal["nan", "zero"]) -> None:
+        self.source, self.how = source, how
+        self.at = divmod(step - 1, len(source))  # (epoch, batch)
+
+    def __len__(self) -> int:
+        return len(self.source)
+
+    def epoch(self, epoch: int, start: int = 0) -> Iterator[Any]:
+        for i, (x, y) in enumerate(self.source.epoch(epoch, start), start):
+            if (epoch, i) == self.at:
+                x = ax.Tensor(x.array * (jnp.nan if self.how == "nan" else 0.0), x.axes)
+            yield x, y

@@ -1,8 +1,11 @@
-"""The training loop: exact resume, the NaN guard, early stopping, logs, and no per-step sync."""
+"""The training loop: exact resume, the NaN guards, early stopping, logs, no per-step sync."""
 
 from __future__ import annotations
 
 import json
+import math
+from collections import Counter
+from typing import Any
 
 import equinox as eqx
 import jax
@@ -13,7 +16,9 @@ import pytest
 
 import axjax as ax
 from axjax.train import Batch, Checkpoints, Dataset, Loader, TrainingDiverged
-from tests.train.models import TinyMLP, classify
+from axjax.train import _fit as fit_module
+from benchmarks._structure import allowed, compiled_ops, stablehlo_ops
+from tests.train.models import Poisoned, TinyMLP, classify, sqrt_gate
 
 
 def _dataset(n: int = 96, nan_at: int | None = None) -> Dataset:
@@ -209,3 +214,219 @@ def test_dropout_gets_a_key_in_training_and_is_off_in_evaluation():
     eval_acc = [r["eval_accuracy"] for r in result.history if "eval_accuracy" in r]
     assert result.model.drop.inference is False  # training mode is kept in the result
     assert eval_acc[-1] > train_acc[-1]  # half the logits dropped in training only
+
+
+# ------------------------------------------------------------------ the three guards
+
+
+def _guarded(guard: str, source: Any, loss: Any = noisy, **kw: Any) -> Any:
+    return ax.train.fit(_model(), optax.adam(1e-2), loss, source, key=jax.random.key(9),
+                        progress=False, guard=guard, **{"epochs": 3} | kw)
+
+
+def _diverged(guard: str, source: Any, loss: Any = noisy, **kw: Any) -> TrainingDiverged:
+    with pytest.raises(TrainingDiverged) as info:
+        _guarded(guard, source, loss, **kw)
+    return info.value
+
+
+def _assert_same_leaves(a: Any, b: Any) -> None:
+    for x, y in zip(jax.tree.leaves(a), jax.tree.leaves(b), strict=True):
+        np.testing.assert_array_equal(np.asarray(x), np.asarray(y))
+
+
+# (bad step, log_every): a replay from the start of the run across the epoch end of step 6
+# is impossible (every epoch end is a flush), so the bad step is found from: the first
+# snapshot (step 0), an epoch end (step 6), a log point inside the epoch (step 7)
+CASES = [pytest.param(3, 100, id="from-start"), pytest.param(9, 100, id="from-epoch-end"),
+         pytest.param(9, 7, id="from-log-point")]
+
+
+@pytest.mark.parametrize("guard", ["replay", "step"])
+@pytest.mark.parametrize(("bad", "log_every"), CASES)
+def test_a_nan_loss_stops_at_its_step_with_the_last_finite_model(guard, bad, log_every):
+    source = Poisoned(_loader(), bad, "nan")
+    err = _diverged(guard, source, log_every=log_every)
+    assert err.step == bad and math.isnan(err.loss)
+    assert str(err).startswith(f"training stopped at step {bad}: the loss is nan. The model "
+                               "and optimizer state from before that step are kept")
+    before = _guarded(guard, source, max_steps=bad - 1, log_every=log_every)
+    assert before.step == bad - 1
+    _assert_same_leaves(err.model, before.model)
+    _assert_same_leaves(err.opt_state, before.opt_state)
+
+
+@pytest.mark.parametrize("guard", ["replay", "step"])
+def test_an_infinite_gradient_under_a_finite_loss_stops_at_its_step(guard):
+    source = Poisoned(_loader(), 9, "zero")  # sqrt_gate: d sqrt(z)/dz at z = 0 is inf
+    err = _diverged(guard, source, sqrt_gate, log_every=7)
+    assert err.step == 9 and math.isfinite(err.loss) and not math.isfinite(err.grad_norm)
+    assert str(err).startswith("training stopped at step 9: the gradient norm is nan (loss ")
+    before = _guarded(guard, source, sqrt_gate, max_steps=8, log_every=7)
+    _assert_same_leaves(err.model, before.model)
+
+
+def test_replay_reports_what_the_per_step_guard_reports():
+    source = Poisoned(_loader(), 9, "nan")
+    fast, slow = _diverged("replay", source), _diverged("step", source)
+    assert (fast.step, str(fast)) == (slow.step, str(slow))
+    for a, b in zip(jax.tree.leaves(fast.model), jax.tree.leaves(slow.model), strict=True):
+        np.testing.assert_allclose(np.asarray(a), np.asarray(b), rtol=1e-6, atol=1e-7)
+
+
+def test_replay_builds_its_checking_step_only_when_something_is_bad(monkeypatch):
+    def refuse(*args: Any) -> Any:
+        raise AssertionError("the replay step was built for a finite run")
+
+    monkeypatch.setattr(fit_module, "make_replay_step", refuse)
+    result = _guarded("replay", _loader(), log_every=4)
+    assert all(np.isfinite(a).all() for a in _leaves(result.model))
+
+
+def test_replay_catches_a_state_that_turns_non_finite_under_finite_gradients():
+    """An update can overflow although the loss and gradients are finite; the per-step
+    guard lets that through, the replay names the step that did it."""
+    blow_up = optax.scale_by_schedule(lambda count: jnp.where(count >= 7, jnp.inf, 1.0))
+    with pytest.raises(TrainingDiverged, match=r"at step 8: the update made the parameters "
+                       r"or optimizer state non-finite \(loss [0-9.e-]+, gradient norm "
+                       r"[0-9.e-]+\)") as info:
+        ax.train.fit(_model(), optax.chain(optax.sgd(1e-2), blow_up), classify, _loader(),
+                     epochs=2, progress=False)
+    before = ax.train.fit(_model(), optax.chain(optax.sgd(1e-2), blow_up), classify,
+                          _loader(), epochs=2, max_steps=7, progress=False)
+    assert before.step == 7
+    _assert_same_leaves(info.value.model, before.model)
+
+
+def test_guard_off_lets_nan_through():
+    result = _guarded("off", Poisoned(_loader(), 3, "nan"), epochs=1)
+    assert result.step == 6 and np.isnan(_leaves(result.model)[0]).any()
+    assert math.isnan(result.history[-1]["train_loss"])
+
+
+def test_an_unknown_guard_is_a_clear_error():
+    with pytest.raises(ValueError, match=r"^fit: guard must be 'replay' \(check at log "
+                       r"points, replay on NaN\), 'step' \(check every step\) or 'off', "
+                       r"got 'fast'$"):
+        _guarded("fast", _loader())
+
+
+@pytest.mark.parametrize("guard", ["replay", "step"])
+def test_no_checkpoint_is_written_after_a_bad_step(tmp_path, guard):
+    """Checkpoints every 2 steps, logs every 100: the save at step 10 checks first, so the
+    NaN of step 9 stops the run there, and resuming from step 8 stops at step 9 again."""
+    ckpts = Checkpoints(tmp_path / "ckpt", keep=10, every=2)
+    source = Poisoned(_loader(), 9, "nan")
+    err = _diverged(guard, source, checkpoints=ckpts)
+    assert err.step == 9 and ckpts.steps() == [2, 4, 6, 8]
+    for s in ckpts.steps():
+        tree = ckpts.restore({"model": _model(), "opt_state": err.opt_state,
+                              "key": jax.random.key(0)}, step=s).tree
+        assert all(np.isfinite(np.asarray(a)).all() for a in jax.tree.leaves(tree["model"]))
+    again = _diverged(guard, source, checkpoints=ckpts, resume=True)
+    assert again.step == 9
+    _assert_same_leaves(again.model, err.model)
+    _assert_same_leaves(again.opt_state, err.opt_state)
+
+
+@pytest.mark.filterwarnings("ignore:Some donated buffers were not usable")
+def test_replay_on_the_donating_path_keeps_its_snapshot(monkeypatch):
+    source = Poisoned(_loader(), 9, "nan")
+    plain = _diverged("replay", source, log_every=7)
+    monkeypatch.setattr(jax, "default_backend", lambda: "gpu")
+    donated = _diverged("replay", source, log_every=7)
+    assert donated.step == plain.step == 9
+    _assert_same_leaves(donated.model, plain.model)
+
+
+@pytest.mark.parametrize("every", [None, 5], ids=["at-epoch-end", "at-checkpoint"])
+def test_a_bad_state_that_a_replay_cannot_reproduce_is_a_warning(monkeypatch, tmp_path, every):
+    """A non-deterministic device may give NaN once and not again: the replay's finite
+    state is kept, the sums of the discarded steps are dropped, and training goes on."""
+    def nan_on_zero_batch(model, x, y):  # NaN on the all-zero batch, in the fast step only
+        loss, metrics = classify(model, x, y)
+        scale = ax.mean(x * x, (Batch, ax.train.Pixel))
+        return loss * scale / scale, metrics
+
+    real = fit_module.make_replay_step
+    monkeypatch.setattr(fit_module, "make_replay_step",
+                        lambda loss_fn, opt, static: real(classify, opt, static))
+    source = Poisoned(_loader(), 9, "zero")
+    ckpts = Checkpoints(tmp_path, keep=10, every=every) if every else None
+    found = "7-12" if every is None else "7-10"  # at the epoch end, or at the save of 10
+    with pytest.warns(UserWarning, match=rf"fit: steps {found} left a non-finite loss or "
+                      r"state, but replaying them gave finite values throughout"):
+        got = _guarded("replay", source, nan_on_zero_batch, checkpoints=ckpts)
+    want = _guarded("replay", source, classify)
+    assert got.step == want.step == 18
+    # the row of step 12 is dropped, or covers steps 11-12 only
+    assert [r["step"] for r in got.history] == ([6, 18] if every is None else [6, 12, 18])
+    assert all(math.isfinite(r["train_loss"]) for r in got.history)
+    for a, b in zip(_leaves(got.model), _leaves(want.model), strict=True):
+        np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)
+    if ckpts is not None:
+        assert ckpts.steps() == [5, 6, 10, 12, 15, 18]
+def _op_counts(lowered: Any) -> tuple[Counter[str], int]:
+    return stablehlo_ops(lowered.as_text()), sum(compiled_ops(lowered.compile().as_text())
+                                                  .values())
+
+
+def test_the_fast_step_adds_only_the_running_sums_to_a_hand_written_step():
+    """Same model and loss: beyond ``jax.value_and_grad`` + optax (returning the loss and
+    metrics), the ``"replay"``/``"off"`` step has one scalar ``add`` per running sum and the
+    count, and its constant 1; no gradient norm, no selection."""
+    model, opt = _model(), optax.adam(1e-2)
+    params, static = eqx.partition(model, eqx.is_array)
+    batch = next(iter(_loader()))
+    state = opt.init(params)
+
+    def hand_written(params, opt_state, batch):
+        def loss_of(p):
+            loss, metrics = classify(eqx.combine(p, static), *batch)
+            return loss.array, {k: v.array for k, v in metrics.items()}
+
+        (loss, metrics), grads = jax.value_and_grad(loss_of, has_aux=True)(params)
+        updates, opt_state = opt.update(grads, opt_state, params)
+        return optax.apply_updates(params, updates), opt_state, loss, metrics
+
+    ref, _ = _op_counts(jax.jit(hand_written).lower(params, state, batch))
+    names = ("loss", "accuracy")
+    fast, _ = _op_counts(ax.train.make_train_step(classify, opt, static, guard=False).lower(
+        params, state, ax.train.Monitor.zero(names, guarded=False), batch, jax.random.key(0), 0))
+    assert fast - ref == Counter({"stablehlo.add": len(names) + 1, "stablehlo.constant": 1})
+    assert not ref - fast
+
+
+@pytest.fixture(scope="module")
+def mnist_mlp_steps() -> dict[str, tuple[int, int]]:
+    from benchmarks._common import load_mnist
+    from benchmarks.models import _mlp
+
+    data = load_mnist()
+    idx = data.batches(seed=1, count=1)[0]
+    ref = _mlp.build_jax(_mlp.init(0))
+    assert ref.lowered is not None
+    with jax.numpy_rank_promotion("allow"):  # hand-written JAX broadcasts its bias implicitly
+        out = {"jax": ref.lowered(*ref.put(data.images[idx], data.labels[idx]))}
+    params, static = eqx.partition(_mlp.axjax_model(_mlp.init(0)), eqx.is_array)
+    opt = optax.adam(1e-3)
+    batch = _mlp.put_axjax(data.images[idx], data.labels[idx])
+    for guard in (False, True):
+        step = ax.train.make_train_step(_mlp.axjax_loss, opt, static, guard=guard)
+        mon = ax.train.Monitor.zero(("loss",), guarded=guard)
+        out[f"guard={guard}"] = step.lower(params, opt.init(params), mon, batch,
+                                           jax.random.key(0), 0)
+    return {k: (sum(c.values()), n) for k, (c, n) in
+            ((k, _op_counts(v)) for k, v in out.items())}
+
+
+@pytest.mark.parametrize(("ir", "at"), [("stablehlo", 0), ("compiled", 1)])
+def test_the_fast_step_has_no_more_ops_than_hand_written_jax(mnist_mlp_steps, ir, at):
+    """The benchmark MLP (784-300-100-10, Adam): ``fit``'s default step against the
+    hand-written JAX + optax step, with the allowance of ``benchmarks/_structure.py``; the
+    per-step guard is over it, so the comparison can fail."""
+    ref = mnist_mlp_steps["jax"][at]
+    fast, guarded = mnist_mlp_steps["guard=False"][at], mnist_mlp_steps["guard=True"][at]
+    assert ref > 50, f"the hand-written step has only {ref} {ir} ops"
+    assert fast <= allowed(ref), f"fast step: {fast} {ir} ops against {ref} ({allowed(ref)})"
+    assert guarded > allowed(ref), f"guarded step: {guarded} {ir} ops, allowed {allowed(ref)}"

@@ -35,8 +35,9 @@ k6 = ax.contract(ab, bc, over=C)  # miss[mypy,pyright]; want-error[plugin]: Cann
 k7 = ax.contract(ab, ax.zeros((3,), B, dtype=ax.I32))  # want-error[plugin]: dtypes F32 and I32 differ; want-error[mypy,pyright]
 
 
-def unknown(t: Tensor[F32, *tuple[Any, ...]]) -> None:
+def unknown(t: Tensor[F32, *tuple[Any, ...]], u: Tensor[F32, A, Any]) -> None:
     reveal_type(ax.contract(t, bc))  # want[plugin]: Tensor[Any, *tuple[Any, ...]]; want[mypy,pyright]: Tensor[F32, *tuple[Any, ...]]
+    reveal_type(ax.contract(u, bc))  # want[plugin]: Tensor[Any, *tuple[Any, ...]]; want[mypy,pyright]: Tensor[F32, *tuple[Any, ...]]
 
 
 def generic(x: Tensor[F32, *Ts, B], w: Tensor[F32, B, C]) -> Tensor[F32, *Ts, C]:

@@ -50,5 +50,21 @@ def any_float(x: Tensor[DT, A]) -> Tensor[DT, A]:
     return ax.exp(x)  # ok
 
 
+# a number takes the dtype of the tensor it meets, a type variable's too
+def halve(x: Tensor[DT, A, B], s: float) -> Tensor[DT, A, B]:
+    reveal_type(x * 0.5)  # want: Tensor[DT, A, B]
+    reveal_type(0.5 * x > s)  # want: Tensor[Bool, A, B]
+    return ax.where(x > 0.0, x, x / 2.0)  # ok
+
+
+def halve_any(x: Tensor[DT, *Ts]) -> Tensor[DT, *Ts]:
+    return ax.maximum(x * 0.5, 1)  # ok
+
+
+def halve_wrong(x: Tensor[DT, A, B]) -> Tensor[DT, A, B]:
+    return x * 0.5 + ax.transpose(x, B, A)  # want-error: Cannot apply Add to Tensor[DT, A, B] and Tensor[DT, B, A]: same axes in a different order
+
+
 reveal_type(scale(f, f))  # want: Tensor[F32, A, B]
+reveal_type(halve(ax.ones((2, 3), A, B, dtype=ax.BF16), 2.0))  # want: Tensor[BF16, A, B]
 e4 = scale(f, i)  # want-error

@@ -1,6 +1,6 @@
 """What may be an axis: @final subclasses of ax.Axis, each once per tensor; joins widen."""
 
-from typing import Any, final, reveal_type
+from typing import Any, TypeVarTuple, final, reveal_type
 
 from axes import A, B, C
 
@@ -58,3 +58,24 @@ def gradual(t: Tensor[F32, *tuple[Any, ...]], u: Any) -> None:
 
 def bare(x: Tensor) -> Tensor:  # want-error
     return x  # ok[mypy,plugin]; show[pyright]
+
+
+# a label held in a variable: `type[Axis]` may hold any label (and `type[Height]` any
+# subclass of a label that is not @final), so the plugin gives the gradual type, as the
+# ops' catch-all overloads do; their exact overloads need the label's class
+Ts = TypeVarTuple("Ts")
+
+
+def held(x: Tensor[F32, A, B], axis: type[ax.Axis], b: type[B], h: type[Height]
+         ) -> Tensor[F32, *tuple[Any, ...]]:
+    reveal_type(ax.sum(x, b))  # want: Tensor[F32, A]
+    reveal_type(ax.sum(x, axis))  # want[plugin]: Tensor[Any, *tuple[Any, ...]]; limit[mypy,pyright]: no overload takes a label of type type[Axis]
+    reveal_type(ax.sum(ax.zeros((2,), Height), h))  # want[plugin]: Tensor[Any, *tuple[Any, ...]]; want[mypy,pyright]: Tensor[F32]
+    reveal_type(ax.zeros((2, 3), axis, C))  # want[plugin]: Tensor[F32, Any, C]; want[mypy,pyright]: Tensor[F32, Axis, C]
+    reveal_type(ax.arange(axis, 3, dtype=ax.I32))  # want[plugin]: Tensor[I32, Any]; want[mypy,pyright]: Tensor[I32, Axis]
+    m = ax.broadcast(ax.arange(axis, 3), (axis, C), {C: 4})  # ok
+    return ax.softmax(x, axis)  # ok
+
+
+def held_generic(x: Tensor[F32, *Ts], axis: type[ax.Axis]) -> Tensor[F32, *tuple[Any, ...]]:
+    return ax.sum(x, axis)  # ok[plugin]; limit[mypy,pyright]: no overload takes a label of type type[Axis]

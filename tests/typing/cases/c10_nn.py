@@ -1,5 +1,6 @@
-"""The paper's layers from axjax.nn: Affine (typed by its axes), Conv2D and a recurrent unit
-folded over a sequence (gradual layers: the checkers accept them, the ops inside check)."""
+"""The paper's layers from axjax.nn: Affine and Conv2D (typed by their axes), pooling (the
+axes kept), and a recurrent unit folded over a sequence (gradual: the checkers accept it, the
+ops inside check)."""
 
 from typing import final, reveal_type
 
@@ -35,16 +36,35 @@ a2: Tensor[F32, Hidden, N] = layer(images)  # want-error
 mlp = ax.nn.MLP(Pixel, C, 784, 10, hidden={Hidden: 30}, key=key)
 reveal_type(mlp(images))  # want: Tensor[F32, N, C]
 
-# convolution: the op is exact under the plugin; the layer is gradual in every checker
+# convolution: the op is exact under the plugin, gradual without it
 pictures = ax.zeros((8, 5, 5, 1), N, H, W, A)
 kernel = ax.zeros((3, 3, 1, 4), H, W, A, B)
 reveal_type(ax.conv(pictures, kernel, (H, W)))  # want[plugin]: Tensor[F32, N, H, W, B]; want[mypy,pyright]: Tensor[F32, *tuple[Any, ...]]
 k1 = ax.conv(pictures, kernel, (H, C))  # want-error[plugin]: Cannot apply Conv; miss[mypy,pyright]
 k2 = ax.max_pool(pictures, (H, W), window=2)  # ok
 reveal_type(k2)  # want: Tensor[F32, N, H, W, A]
+
+# Conv2D[S1, S2, In, Out]: channel-last [*B, S1, S2, In] or channel-first [*B, In, S1, S2]
 conv = ax.nn.Conv2D((H, W), A, B, 1, 4, 3, key=key)
+reveal_type(conv)  # want: Conv2D[H, W, A, B]
 features: Tensor[F32, N, H, W, B] = conv(pictures)  # ok
+reveal_type(conv(ax.zeros((8, 1, 5, 5), N, A, H, W)))  # want: Tensor[F32, N, B, H, W]
+reveal_type(conv(ax.zeros((5, 5, 1), H, W, A)))  # want: Tensor[F32, H, W, B]
+v1 = conv(ax.zeros((8, 5, 5, 1), N, H, W, C))  # want-error: incompatible type "Tensor[F32, N, H, W, C]"; expected "Tensor[F32, N, H, W, A]"
+v2: Tensor[F32, N, H, W, A] = conv(pictures)  # want-error
+v3 = ax.nn.Conv2D((H, W), A, B, 4, 8, 3, key=key)(features)  # want-error
+v4 = conv(ax.transpose(pictures, N, W, H, A))  # limit: runs (spatial axes in any order), but the types name two layouts
+reveal_type(ax.nn.Conv1D(W, A, B, 1, 4, 3, key=key)(ax.zeros((8, 5, 1), N, W, A)))  # want: Tensor[F32, N, W, B]
+bare: ax.nn.Conv2D = conv  # ok
+reveal_type(bare(pictures))  # want: Tensor[F32, N, Any, Any, Any]
+reveal_type(ax.nn.Conv((H, W), A, B, 1, 4, 3, key=key)(pictures))  # want: Tensor[Any, *tuple[Any, ...]]
+
+# windowed pooling keeps the axes; global pooling removes some (gradual)
 pooled = ax.nn.MaxPool2D((H, W), 2)(features)  # ok
+reveal_type(pooled)  # want: Tensor[F32, N, H, W, B]
+reveal_type(ax.nn.AvgPool1D(W, 2, stride=1, padding="SAME")(features))  # want: Tensor[F32, N, H, W, B]
+reveal_type(ax.nn.MaxPool((H, W), window=[2, 2], stride=(1, 2))(pictures))  # want: Tensor[F32, N, H, W, A]
+reveal_type(ax.nn.GlobalAvgPool((H, W))(features))  # want: Tensor[Any, *tuple[Any, ...]]
 
 # a recurrent unit folded over the Time axis of a sequence
 seq = ax.zeros((8, 12, 784), N, Time, Pixel)
