@@ -166,12 +166,12 @@ def main(rounds: int = 15, steps: int = 200, first: int = 3, parts: bool = False
             res[k]["cpu_ratio"].append(cpu[k] / cpu["jax"])
     print(f"MLP 784-300-100-10, batch 128, Adam; {rounds} rounds of {steps} steps, "
           f"log point every {LOG_EVERY} steps; {data.source}")
-    print(f"{'step':20s} {'steps/s':>14s} {'÷ jax':>17s} {'CPU ms/step':>17s} "
+    print(f"{'step':24s} {'steps/s':>14s} {'÷ jax':>17s} {'CPU ms/step':>17s} "
           f"{'÷ jax':>17s} {'first step s':>17s} {'÷ jax':>5s}")
     jax_first = statistics.median(res["jax"]["first"])
     for k, v in res.items():
         f_ratio = statistics.median(v["first"]) / jax_first
-        print(f"{k:20s} {_spread(v['sps'], '.0f'):>14s} {_spread(v['ratio'], '.2f'):>17s} "
+        print(f"{k:24s} {_spread(v['sps'], '.0f'):>14s} {_spread(v['ratio'], '.2f'):>17s} "
               f"{_spread(v['cpu'], '.2f'):>17s} {_spread(v['cpu_ratio'], '.2f'):>17s} "
               f"{_spread(v['first'], '.2f'):>17s} {f_ratio:5.2f}")
     return res

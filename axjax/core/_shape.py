@@ -391,7 +391,7 @@ class Unstack(Op):
     def infer(self, x: Any) -> tuple[TensorType, ...]:
         _missing(self, x, self.axis)
         i = x.axes.index(self.axis)
-        n = x.shape[i]
+        n: int | None = x.shape[i]
         if n is None:
             raise self.fail((x,), f"the size of {axis_name(self.axis)} is not known (unstack "
                             f"makes one tensor per entry: give {axis_name(self.axis)} a size)")

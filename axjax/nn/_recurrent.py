@@ -13,9 +13,11 @@ itself (the second layer of a stack) is read the same way.
 
 Weights are stored input-major (the JAX/Flax habit, ``x @ W``), not output-major as in
 PyTorch and Equinox (``W x``, ``[Gate, Hidden, In]``): inside ``lax.scan`` XLA's CPU
-backend copies a weight contracted over its *last* axis transposed on every step. The
-values are those of the output-major layout, transposed: ``weight_ih.array`` is
-PyTorch's/Equinox's ``weight_ih.reshape(gates, hidden, in).transpose(2, 0, 1)``.
+backend copies a weight contracted over its *last* axis transposed on every step. A key
+draws the same initial values as the output-major layout did, transposed; PyTorch's or
+Equinox's ``weight_ih [gates * hidden, in]`` loads as
+``weight_ih.reshape(gates, hidden, in).transpose(2, 0, 1)``. The gates are split with one
+:func:`axjax.unstack`, whose backward is one concatenate (as ``jnp.split``'s).
 """
 
 from __future__ import annotations

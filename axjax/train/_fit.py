@@ -150,8 +150,8 @@ def fit(
         loss_fn: ``loss_fn(model, *batch)`` returning a scalar loss, or
             ``(loss, {"accuracy": ..., ...})``; with a ``key`` parameter it also gets
             ``key=fold_in(key, step)`` in training and ``key=None`` in evaluation.
-        data: a :class:`Loader` (or anything with ``epoch(e, start)`` and ``len``), or a
-            list of batches used every epoch.
+        data: a :class:`Loader` (or anything with ``epoch(e, start)`` and ``len`` that gives
+            the same batches each time it is asked), or a list of batches used every epoch.
         epochs: passes over ``data``; ``max_steps`` stops earlier (total updates).
         key: the run's PRNG key (default ``jax.random.key(0)``).
         eval_data: evaluated after every epoch (``eval_*`` columns).
@@ -168,7 +168,8 @@ def fit(
               and optimizer state are finite, and keeps that state (a reference on CPU, a
               device copy where the step donates its buffers). If something is not finite it
               replays the steps since then (same batches, same keys) with a checking step
-              and raises the ``TrainingDiverged`` that ``"step"`` would raise.
+              and raises the ``TrainingDiverged`` that ``"step"`` would raise (two edge
+              cases differ: docs/training.md, "NaN/Inf guard").
             - ``"step"``: every step computes the gradient norm and keeps the old
               parameters and optimizer state when it or the loss is not finite (slower, no
               extra memory).

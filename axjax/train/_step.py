@@ -20,7 +20,7 @@ from __future__ import annotations
 import inspect
 import math
 from collections.abc import Callable
-from typing import Any, TypeVar
+from typing import Any
 
 import equinox as eqx
 import jax
@@ -34,7 +34,6 @@ __all__ = ["Monitor", "TrainingDiverged", "all_finite", "call_loss", "make_eval_
            "make_replay_step", "make_train_step"]
 
 LossFn = Callable[..., Any]
-T = TypeVar("T")
 
 
 class TrainingDiverged(FloatingPointError):
@@ -99,7 +98,7 @@ class Monitor(eqx.Module):
         means, bad, _ = self.read_with(None)
         return means, bad
 
-    def read_with(self, extra: T) -> tuple[dict[str, float], tuple[int, float, float] | None,
+    def read_with(self, extra: Any) -> tuple[dict[str, float], tuple[int, float, float] | None,
                                            Any]:
         """:meth:`read`, plus ``extra`` (device values) fetched in the same host sync."""
         (sums, count, step, loss, gnorm), host = jax.device_get(
