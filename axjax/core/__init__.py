@@ -155,6 +155,7 @@ from ._nodes import Apply as Apply
 from ._nodes import Const as Const
 from ._nodes import Input as Input
 from ._nodes import Loop as Loop
+from ._nodes import MultiApply as MultiApply
 from ._nodes import Node as Node
 from ._nodes import Param as Param
 from ._nodes import Part as Part

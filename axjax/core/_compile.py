@@ -20,7 +20,8 @@ import numpy as np
 
 from ._errors import AxisError, describe
 from ._graph import Graph, Outputs
-from ._nodes import Apply, Const, Input, Loop, Node, Param, Part, check_value, mismatch
+from ._nodes import (Apply, Const, Input, Loop, MultiApply, Node, Param, Part, check_value,
+                     mismatch)
 from ._op import Op, apply, config
 from ._tensor import Tensor
 
@@ -141,13 +142,13 @@ def plan_steps(nodes: Sequence[AnyNode], given: set[int], names: Mapping[AnyNode
     for k, n in enumerate(nodes):
         if k in given:
             continue
-        if not isinstance(n, Apply | Loop | Part):
+        if not isinstance(n, Apply | MultiApply | Loop | Part):
             where = ("it is a placeholder of a fold/scan body, with no value outside it "
                      "(use the state that fold/scan returned)"
                      if n.kind in ("Carry", "Slice") else "it has no value here")
             raise TypeError(f"Cannot compile the graph: node {names.get(n, '?')} ({n!r}) is "
                             f"used, but {where}")
-        how: Op | LoopPlan | int = (n.op if isinstance(n, Apply) else n.index
+        how: Op | LoopPlan | int = (n.op if isinstance(n, Apply | MultiApply) else n.index
                                     if isinstance(n, Part) else LoopPlan(n, names))
         steps.append((k, n, tuple(slot[id(a)] for a in n.args), how))
     return steps
@@ -157,7 +158,7 @@ def execute(steps: Sequence[Step], env: list[Any], names: Mapping[AnyNode, str])
     """Run ``steps`` on ``env`` (slot -> value, the given slots filled in)."""
     for k, node, arg_slots, how in steps:
         args = [env[j] for j in arg_slots]
-        if isinstance(how, int):  # a Part: one result of the loop it reads
+        if isinstance(how, int):  # a Part: one result of the loop or op it reads
             env[k] = args[0][how]
             continue
         try:

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any, cast
 
 from ._errors import describe
-from ._nodes import Const, Input, Loop, Node, Param, toposort
+from ._nodes import Const, Input, Loop, Node, Param, Results, toposort
 from ._tensor import Tensor
 
 __all__ = ["Graph"]
@@ -173,7 +173,7 @@ def _flatten_outputs(outputs: Any, where: str) -> tuple[Any, tuple[AnyNode, ...]
 
 def type_label(node: AnyNode) -> str:
     """A node's type as listings show it (a loop: the types of its results)."""
-    return node.types() if isinstance(node, Loop) else describe(node.type)
+    return node.types() if isinstance(node, Results) else describe(node.type)
 
 
 def _names(nodes: Sequence[AnyNode], structure: Any, outputs: Sequence[AnyNode],

@@ -36,8 +36,8 @@ from ._tensor import Tensor, TensorType
 if TYPE_CHECKING:  # the label type variables of the generated Input overloads
     from ._gen_construct import A0, A1, A2, A3, A4, A5, DIn
 
-__all__ = ["Node", "Input", "Param", "Const", "Apply", "Loop", "Part", "Carry", "Slice",
-           "toposort"]
+__all__ = ["Node", "Input", "Param", "Const", "Apply", "MultiApply", "Loop", "Part", "Results",
+           "Carry", "Slice", "toposort"]
 
 D = TypeVar("D", bound=DType)
 Axes = TypeVarTuple("Axes")
@@ -476,7 +476,112 @@ def mark() -> int:
     return next(_serial)
 
 
-class Loop(Node[Any]):
+class Results(Node[Any]):
+    """Base of nodes with several results (:class:`Loop`, :class:`MultiApply`): not one
+    Tensor. Its results are its :attr:`parts`, one :class:`Part` node each; ``.type``,
+    ``.axes`` and using it as an operand raise."""
+
+    __slots__ = ()
+    _parts: tuple[Part[Any, *tuple[Any, ...]], ...]
+
+    def _blank(self) -> None:
+        object.__setattr__(self, "_type", None)
+        object.__setattr__(self, "_axes", ())
+        object.__setattr__(self, "_array", None)
+        object.__setattr__(self, "_name", None)
+        object.__setattr__(self, "_serial", next(_serial))
+
+    @property
+    def parts(self) -> tuple[Part[Any, *tuple[Any, ...]], ...]:
+        return self._parts
+
+    def types(self) -> str:
+        """The types of the results, as listings show them."""
+        shown = ", ".join(describe(p.type) for p in self._parts)
+        return shown if len(self._parts) == 1 else f"({shown})"
+
+    def _several(self) -> NoReturn:
+        raise TypeError(f"{self!r} holds {len(self._parts)} result"
+                        f"{'s' * (len(self._parts) != 1)}, not one Tensor: use its parts "
+                        f"({self._parts_hint})")
+
+    _parts_hint: ClassVar[str] = "node.parts"
+
+    @property
+    def dtype(self) -> Any:
+        self._several()
+
+    @property
+    def axes(self) -> tuple[type[Axis], ...]:
+        self._several()
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        self._several()
+
+    @property
+    def sizes(self) -> dict[type[Axis], int]:
+        self._several()
+
+    @property
+    def ndim(self) -> int:
+        self._several()
+
+    def size(self, axis: type[Axis]) -> int:
+        self._several()
+
+    @property
+    def type(self) -> TensorType:
+        self._several()
+
+
+class MultiApply(Results):
+    """An op with several results applied to nodes (``ax.unstack``): one node, computed
+    once; each result is one of its :attr:`parts` (``Part[0]``, ``Part[1]``, ...), so the
+    op's own backward (one concatenate for ``Unstack``) is the one used.
+
+    Example:
+        >>> i, f, g, o = ax.unstack(z, Gate)   # z a node: four Parts of one MultiApply
+        >>> i.source.op
+        Unstack(Gate)
+    """
+
+    __slots__ = ("_op", "_args", "_site", "_parts")
+    kind = "MultiApply"
+    _parts_hint = "the tuple the op returned"
+
+    _op: Op
+    _args: tuple[AnyNode, ...]
+    _site: str
+
+    def __init__(self, op: Op, args: tuple[AnyNode, ...], types: Sequence[TensorType]) -> None:
+        self._blank()
+        object.__setattr__(self, "_op", op)
+        object.__setattr__(self, "_args", tuple(args))
+        object.__setattr__(self, "_site", _user_site())
+        object.__setattr__(self, "_parts", tuple(
+            Part(self, k, t, f"[{k}]") for k, t in enumerate(types)))
+
+    @property
+    def op(self) -> Op:
+        return self._op
+
+    @property
+    def args(self) -> tuple[AnyNode, ...]:
+        return self._args
+
+    @property
+    def site(self) -> str:
+        return self._site
+
+    def _op_label(self) -> str:
+        return self._op.describe()
+
+    def __repr__(self) -> str:
+        return f"MultiApply {self._op.describe()}: {self.types()}"
+
+
+class Loop(Results):
     """A recurrence over graph nodes: ``ax.nn.fold`` / ``ax.nn.scan``, one ``lax.scan`` when
     compiled. Its results are its :attr:`parts`, one :class:`Part` per leaf of the state.
 
@@ -489,6 +594,8 @@ class Loop(Node[Any]):
 
     A Loop is not one Tensor: ``.type``, ``.axes`` and using it as an operand raise.
     """
+
+    _parts_hint = "the state that ax.nn.fold / ax.nn.scan returned"
 
     __slots__ = ("_what", "_args", "_site", "_carries", "_slices", "_results", "_body",
                  "_captured", "_parts", "_lowering", "_state_def", "_xs_def", "_masked")
@@ -512,11 +619,7 @@ class Loop(Node[Any]):
                  mask: Any, carries: Sequence[AnyNode], slices: Sequence[AnyNode],
                  results: Sequence[Any], types: Sequence[TensorType], state_def: Any,
                  xs_def: Any, start: int) -> None:
-        object.__setattr__(self, "_type", None)
-        object.__setattr__(self, "_axes", ())
-        object.__setattr__(self, "_array", None)
-        object.__setattr__(self, "_name", None)
-        object.__setattr__(self, "_serial", next(_serial))
+        self._blank()
         holes = {id(n) for n in (*carries, *slices)}
         results = [r if isinstance(r, Node) else Const(r) for r in results]  # eager: Consts
 
@@ -571,10 +674,6 @@ class Loop(Node[Any]):
         return self._captured
 
     @property
-    def parts(self) -> tuple[Part[Any, *tuple[Any, ...]], ...]:
-        return self._parts
-
-    @property
     def masked(self) -> bool:
         return self._masked
 
@@ -600,68 +699,40 @@ class Loop(Node[Any]):
         """``Fold(Time)``, ``Scan(Time, reverse, masked)``."""
         return self._what
 
-    def types(self) -> str:
-        """The types of the results, as listings show them."""
-        shown = ", ".join(describe(p.type) for p in self._parts)
-        return shown if len(self._parts) == 1 else f"({shown})"
-
     def __repr__(self) -> str:
         return f"Loop {self._what}: {self.types()}"
 
-    # ------------------------------------------------------------------ not a Tensor
-    def _several(self) -> NoReturn:
-        raise TypeError(f"{self!r} holds {len(self._parts)} result"
-                        f"{'s' * (len(self._parts) != 1)}, not one Tensor: use its parts "
-                        "(the state that ax.nn.fold / ax.nn.scan returned)")
-
-    @property
-    def dtype(self) -> Any:
-        self._several()
-
-    @property
-    def axes(self) -> tuple[type[Axis], ...]:
-        self._several()
-
-    @property
-    def shape(self) -> tuple[int, ...]:
-        self._several()
-
-    @property
-    def sizes(self) -> dict[type[Axis], int]:
-        self._several()
-
-    @property
-    def ndim(self) -> int:
-        self._several()
-
-    def size(self, axis: type[Axis]) -> int:
-        self._several()
-
-    @property
-    def type(self) -> TensorType:
-        self._several()
-
 
 class Part(Node[D, *Axes]):
-    """One result of a :class:`Loop`: a leaf of the last state (fold) or of every state,
-    stacked along the scanned axis (scan). ``.loop``, ``.index`` (the leaf's position)."""
+    """One result of a node with several results: of a :class:`Loop`, a leaf of the last
+    state (fold) or of every state, stacked along the scanned axis (scan); of a
+    :class:`MultiApply`, one of the op's results. ``.source`` (``.loop`` for a Loop),
+    ``.index`` (the result's position)."""
 
-    __slots__ = ("_loop", "_index", "_path")
+    __slots__ = ("_source", "_index", "_path")
     kind = "Part"
 
-    _loop: Loop
+    _source: Results
     _index: int
     _path: str
 
-    def __init__(self, loop: Loop, index: int, type_: TensorType, path: str) -> None:
+    def __init__(self, source: Results, index: int, type_: TensorType, path: str) -> None:
         self._init(type_, None)
-        object.__setattr__(self, "_loop", loop)
+        object.__setattr__(self, "_source", source)
         object.__setattr__(self, "_index", index)
         object.__setattr__(self, "_path", path)
 
     @property
+    def source(self) -> Results:
+        """The node whose result this is."""
+        return self._source
+
+    @property
     def loop(self) -> Loop:
-        return self._loop
+        """The :class:`Loop` whose result this is (a ``TypeError`` for another source)."""
+        if not isinstance(self._source, Loop):
+            raise TypeError(f"{self!r} is a result of {self._source!r}, not of a Loop")
+        return self._source
 
     @property
     def index(self) -> int:
@@ -669,17 +740,17 @@ class Part(Node[D, *Axes]):
 
     @property
     def args(self) -> tuple[AnyNode, ...]:
-        return (self._loop,)
+        return (self._source,)
 
     @property
     def site(self) -> str:
-        return self._loop.site
+        return self._source.site  # type: ignore[attr-defined, no-any-return]
 
     def _op_label(self) -> str:
         return f"Part{self._path}"
 
     def __repr__(self) -> str:
-        return f"Part{self._path} of {self._loop._what}: {describe(self._type)}"
+        return f"Part{self._path} of {self._source._op_label()}: {describe(self._type)}"
 
 
 def toposort(outputs: Sequence[AnyNode],
@@ -720,9 +791,12 @@ def _user_site() -> str:
     return f"{os.path.basename(frame.f_code.co_filename)}:{frame.f_lineno}"
 
 
-def _record(op: Op, xs: tuple[Any, ...], out: TensorType) -> Apply[Any, *tuple[Any, ...]]:
-    """The symbolic handler: eager Tensors become Consts, the result an Apply node."""
+def _record(op: Op, xs: tuple[Any, ...], out: TensorType | tuple[TensorType, ...]) -> Any:
+    """The symbolic handler: eager Tensors become Consts, the result an Apply node (a
+    tuple of Parts of one MultiApply node for an op with several results)."""
     args = tuple(x if isinstance(x, Node) else Const(x) for x in xs)
+    if isinstance(out, tuple):
+        return MultiApply(op, args, out).parts
     return Apply(op, args, out)
 
 

@@ -148,10 +148,11 @@ class Op:
         return apply(self, xs)
 
 
-_symbolic_handler: Callable[[Op, tuple[Any, ...], TensorType], Any] | None = None
+SymbolicHandler = Callable[[Op, tuple[Any, ...], TensorType | tuple[TensorType, ...]], Any]
+_symbolic_handler: SymbolicHandler | None = None
 
 
-def register_symbolic_handler(handler: Callable[[Op, tuple[Any, ...], TensorType], Any]) -> None:
+def register_symbolic_handler(handler: SymbolicHandler) -> None:
     """Install the function that builds a graph node when an operand is symbolic."""
     global _symbolic_handler
     _symbolic_handler = handler
@@ -223,9 +224,6 @@ def apply(op: Op, xs: Sequence[Any]) -> Any:
         for x in xs:
             if type(x)._is_symbolic:
                 assert _symbolic_handler is not None, "axjax graph module not loaded"
-                if isinstance(out_type, tuple):
-                    raise TypeError(f"Cannot apply {op.describe()} to a graph node: it has "
-                                    "several results, a graph node has one")
                 return _symbolic_handler(op, tuple(xs), out_type)
     for x in xs:
         if isinstance(x._array, _Tracer) and config.autodiff != "jax":

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ._errors import describe
-from ._nodes import Loop, Node
+from ._nodes import Loop, Node, Results
 
 if TYPE_CHECKING:
     from ._graph import Graph
@@ -25,9 +25,9 @@ __all__ = ["to_dot", "to_svg", "save", "layout"]
 
 CHAR_W, LINE_H, PAD, ROW_GAP, COL_GAP, MARGIN = 7.2, 15.0, 8.0, 34.0, 18.0, 12.0
 FILL = {"Input": "#dbeafe", "Param": "#fde68a", "Const": "#e5e7eb", "Apply": "#ffffff",
-        "Loop": "#dcfce7", "Part": "#ffffff"}
+        "MultiApply": "#ffffff", "Loop": "#dcfce7", "Part": "#ffffff"}
 STROKE = {"Input": "#2563eb", "Param": "#b45309", "Const": "#6b7280", "Apply": "#374151",
-          "Loop": "#15803d", "Part": "#374151"}
+          "MultiApply": "#374151", "Loop": "#15803d", "Part": "#374151"}
 
 
 @dataclass
@@ -48,6 +48,8 @@ def _lines(graph: Graph, node: Node[Any, *tuple[Any, ...]]) -> tuple[str, str]:
     if isinstance(node, Loop):
         n, k = len(node.body), len(node.parts)
         return head, f"body: {n} node{'s' * (n != 1)}, {k} result{'s' * (k != 1)}"
+    if isinstance(node, Results):
+        return head, f"{len(node.parts)} results"
     return head, describe(node.type)
 
 

@@ -413,14 +413,6 @@ class Unstack(Op):
         parts = [d._array.reshape(merged) for d in dy]
         return (jnp.concatenate(parts, axis=i).reshape(shape),)
 
-    def __call__(self, *xs: Any) -> Any:
-        if len(xs) == 1 and getattr(type(xs[0]), "_is_symbolic", False):
-            # a graph node has one result: one Index node per entry
-            from ._select import Index
-
-            return tuple(Index(self.axis, k)(xs[0]) for k in range(len(self.infer(xs[0]))))
-        return super().__call__(*xs)
-
 
 def unstack(x: AnyOf[D], axis: type[Axis]) -> tuple[AnyOf[D], ...]:
     """The entries of ``x`` along ``axis``, each without that axis (the inverse of ``stack``).

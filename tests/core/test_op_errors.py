@@ -11,8 +11,6 @@ import numpy as np
 import pytest
 
 import axjax as ax
-from axjax.core import _op
-from axjax.core._shape import Unstack
 from tests.axes import Batch, Hidden, Out, Pixel
 
 
@@ -241,9 +239,9 @@ CASES += [
     (ax.AxisError, "Cannot apply Unstack(Batch) to Tensor[F32, Batch=?, Pixel=3]: the size of "
      "Batch is not known (unstack makes one tensor per entry: give Batch a size)",
      lambda: ax.unstack(ax.Input(ax.F32, Batch, Pixel, sizes={Pixel: 3}), Batch)),
-    (TypeError, "Cannot apply Unstack(Pixel) to a graph node: it has several results, a graph "
-     "node has one",
-     lambda: _op.apply(Unstack(Pixel), (ax.Input(ax.F32, Batch, Pixel, sizes={Pixel: 3}),))),
+    (TypeError, "MultiApply Unstack(Pixel): (Tensor[F32, Batch=?], Tensor[F32, Batch=?]) holds 2 "
+     "results, not one Tensor: use its parts (the tuple the op returned)",
+     lambda: ax.unstack(ax.Input(ax.F32, Batch, Pixel, sizes={Pixel: 2}), Pixel)[0].source.axes),
     # ------------------------------------------------------------------ selection
     (ax.AxisError, f"Cannot apply Index(Batch, 2) to {X}: index 2 out of range for Batch of size "
      "2 (use -2 to 1)", lambda: ax.index(x23(), Batch, 2)),

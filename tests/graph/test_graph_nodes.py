@@ -107,6 +107,45 @@ def test_applying_ops_builds_apply_nodes_with_checked_types() -> None:
     assert s.site == f"test_graph_nodes.py:{sys._getframe().f_lineno - 2}"
 
 
+def test_an_op_with_several_results_is_one_node_with_parts() -> None:
+    x = ax.Input(ax.F32, Batch, Time, In, sizes={Time: 3, In: 2}, name="x")
+    w = ax.Param(ax.normal(jax.random.key(0), (3, 2), Time, In), name="w")
+    a, b, c = ax.unstack(x * ax.broadcast(w, x), Time)
+    assert all(isinstance(p, ax.Part) for p in (a, b, c))
+    source = a.source
+    assert isinstance(source, ax.MultiApply) and b.source is source and c.source is source
+    assert source.op.describe() == "Unstack(Time)" and [p.index for p in source.parts] == [0, 1, 2]
+    assert a.type == ax.TensorType(ax.F32, (Batch, In), (None, 2))
+    assert repr(a) == "Part[0] of Unstack(Time): Tensor[F32, Batch=?, In=2]"
+    assert source.site == f"test_graph_nodes.py:{sys._getframe().f_lineno - 7}"
+    with pytest.raises(TypeError, match="not of a Loop"):
+        _ = a.loop
+    loss = ax.sum(ax.sum(a * b + ax.tanh(c), In), Batch)
+    listing = str(ax.Graph(loss))
+    assert "Unstack(Time)" in listing and "Part[2]" in listing
+    assert listing.count("Unstack(Time)") == 1  # computed once, read three times
+
+    xs = np.random.default_rng(0).normal(size=(4, 3, 2)).astype(np.float32)
+
+    def eager(wv: ax.Tensor[ax.F32, Time, In]) -> jax.Array:
+        t = ax.tensor(xs, Batch, Time, In)
+        ea, eb, ec = ax.unstack(t * ax.broadcast(wv, t), Time)
+        return ax.sum(ax.sum(ea * eb + ax.tanh(ec), In), Batch).array
+
+    grad_fn = ax.value_and_grad(loss, wrt=[w], inputs=[x])
+    value, grads = grad_fn(xs)
+    want, want_grad = jax.value_and_grad(eager)(w.value)
+    np.testing.assert_allclose(value.array, want, rtol=1e-6)
+    np.testing.assert_allclose(grads[0].array, want_grad.array, rtol=1e-5, atol=1e-6)
+    # the op's own backward runs: one concatenate of the three cotangents, no zero padding
+    # (three Index nodes would pad each cotangent to x's size)
+    program = grad_fn._lp.program
+    values = program.values(None)
+    hlo = grad_fn._jit.lower(ax.config.autodiff, (values[0],), values,
+                             program.bind((xs,), {})).as_text()
+    assert "stablehlo.concatenate" in hlo and "stablehlo.pad" not in hlo
+
+
 def test_wrong_axes_fail_on_the_line_that_builds_the_graph() -> None:
     x = ax.Input(ax.F32, Batch, In, sizes={In: 3})
     w = ax.Param(ax.ones((4, 3), Hidden, In))
