@@ -20,8 +20,7 @@ import numpy as np
 
 from ._errors import AxisError, describe
 from ._graph import Graph, Outputs
-from ._nodes import (Apply, Const, Input, Loop, MultiApply, Node, Param, Part, check_value,
-                     mismatch)
+from ._nodes import Apply, Const, Input, Loop, MultiApply, Node, Param, Part, check_value, mismatch
 from ._op import Op, apply, config
 from ._tensor import Tensor
 
