@@ -7,7 +7,7 @@ draw as one box, and report axis mistakes inside the body when the graph is buil
 
 from __future__ import annotations
 
-from typing import Any, final
+from typing import Any
 
 import jax
 import jax.numpy as jnp
@@ -17,27 +17,7 @@ import pytest
 
 import axjax as ax
 from axjax.core._nodes import Carry, Loop, Part, Slice
-
-
-@final
-class Batch(ax.Axis): ...
-
-
-@final
-class Time(ax.Axis): ...
-
-
-@final
-class In(ax.Axis): ...
-
-
-@final
-class Hidden(ax.Axis): ...
-
-
-@final
-class Class(ax.Axis): ...
-
+from tests.axes import Batch, Class, Hidden, In, Time
 
 AnyT = ax.Tensor[Any, *tuple[Any, ...]]
 B, T, N_IN, H = 3, 5, 2, 4

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import sys
-from typing import final
 
 import equinox as eqx
 import jax
@@ -13,22 +12,7 @@ import optax
 import pytest
 
 import axjax as ax
-
-
-@final
-class Batch(ax.Axis): ...
-
-
-@final
-class In(ax.Axis): ...
-
-
-@final
-class Hidden(ax.Axis): ...
-
-
-@final
-class Time(ax.Axis): ...
+from tests.axes import Batch, Hidden, In, Time
 
 
 def test_input_is_a_symbolic_tensor_with_open_sizes() -> None:
