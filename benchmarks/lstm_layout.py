@@ -9,12 +9,12 @@
 - ``axjax [Gate, Hidden, In]``: the same cell with its weights stored output-major
   (PyTorch's order, as the cell stored them before).
 
-On XLA's CPU backend a contraction over a weight's *last* axis inside ``lax.scan`` gets a
-transposed copy of the weight on every step (not hoisted out of the loop); hand-written
-JAX pays it too when written in that layout. Axis names fix nothing here and cost nothing.
-Both axjax variants split the gates with one ``ax.unstack`` (its backward: one concatenate,
-as ``jnp.split``'s); four ``ax.index`` ops cost about 0.05x more, their backward padding each
-gate's cotangent into a zero tensor of the gates' size.
+On XLA's CPU backend hand-written JAX in the output-major layout gets a transposed copy of
+the weight on every step of the scan (not hoisted out of the loop): 0.84x. axjax's
+``contract`` lowers either layout without that copy (both axjax variants about 1.09x).
+Both split the gates with one ``ax.unstack`` (its backward: one concatenate, as
+``jnp.split``'s); four ``ax.index`` ops were slower, their backward padding each gate's
+cotangent into a zero tensor of the gates' size.
 """
 
 from __future__ import annotations

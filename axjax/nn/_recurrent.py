@@ -12,9 +12,11 @@ relabelled ``Hidden -> Prev`` (free) before the product. An input whose axis is 
 itself (the second layer of a stack) is read the same way.
 
 Weights are stored input-major (the JAX/Flax habit, ``x @ W``), not output-major as in
-PyTorch and Equinox (``W x``, ``[Gate, Hidden, In]``): inside ``lax.scan`` XLA's CPU
-backend copies a weight contracted over its *last* axis transposed on every step. A key
-draws the same initial values as the output-major layout did, transposed; PyTorch's or
+PyTorch and Equinox (``W x``, ``[Gate, Hidden, In]``). Hand-written JAX pays for the
+output-major layout inside ``lax.scan`` on XLA's CPU backend (a transposed copy of the
+weight on every step); axjax's contraction avoids that copy in either layout
+(``python -m benchmarks.lstm_layout``). A key draws the same initial values as the
+output-major layout did, transposed; PyTorch's or
 Equinox's ``weight_ih [gates * hidden, in]`` loads as
 ``weight_ih.reshape(gates, hidden, in).transpose(2, 0, 1)``. The gates are split with one
 :func:`axjax.unstack`, whose backward is one concatenate (as ``jnp.split``'s).
