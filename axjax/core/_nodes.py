@@ -406,23 +406,16 @@ class Const(Node[D, *Axes]):
         return self._value
 
 
-class Apply(Node[D, *Axes]):
-    """An op applied to nodes; built by calling any op with a symbolic argument.
+class _Applied:
+    """What a node made by applying an op has (:class:`Apply`, :class:`MultiApply`): the
+    op, its operand nodes and the ``file:line`` that built it."""
 
-    ``.op`` is the :class:`axjax.Op` (with its static parameters), ``.args`` the operand
-    nodes and ``.site`` the ``file:line`` that built it (shown in errors at call time).
-    """
-
-    __slots__ = ("_op", "_args", "_site")
-    kind = "Apply"
-
+    __slots__ = ()
     _op: Op
     _args: tuple[Node[Any, *tuple[Any, ...]], ...]
     _site: str
 
-    def __init__(self, op: Op, args: tuple[Node[Any, *tuple[Any, ...]], ...],
-                 type_: TensorType, name: str | None = None) -> None:
-        self._init(type_, name)
+    def _applied(self, op: Op, args: tuple[Node[Any, *tuple[Any, ...]], ...]) -> None:
         object.__setattr__(self, "_op", op)
         object.__setattr__(self, "_args", tuple(args))
         object.__setattr__(self, "_site", _user_site())
@@ -441,6 +434,22 @@ class Apply(Node[D, *Axes]):
 
     def _op_label(self) -> str:
         return self._op.describe()
+
+
+class Apply(_Applied, Node[D, *Axes]):
+    """An op applied to nodes; built by calling any op with a symbolic argument.
+
+    ``.op`` is the :class:`axjax.Op` (with its static parameters), ``.args`` the operand
+    nodes and ``.site`` the ``file:line`` that built it (shown in errors at call time).
+    """
+
+    __slots__ = ("_op", "_args", "_site")
+    kind = "Apply"
+
+    def __init__(self, op: Op, args: tuple[Node[Any, *tuple[Any, ...]], ...],
+                 type_: TensorType, name: str | None = None) -> None:
+        self._init(type_, name)
+        self._applied(op, args)
 
     def __repr__(self) -> str:
         return f"Apply {self._op.describe()}: {describe(self._type)}"
@@ -535,7 +544,7 @@ class Results(Node[Any]):
         self._several()
 
 
-class MultiApply(Results):
+class MultiApply(_Applied, Results):
     """An op with several results applied to nodes (``ax.unstack``): one node, computed
     once; each result is one of its :attr:`parts` (``Part[0]``, ``Part[1]``, ...), so the
     op's own backward (one concatenate for ``Unstack``) is the one used.
@@ -550,32 +559,11 @@ class MultiApply(Results):
     kind = "MultiApply"
     _parts_hint = "the tuple the op returned"
 
-    _op: Op
-    _args: tuple[AnyNode, ...]
-    _site: str
-
     def __init__(self, op: Op, args: tuple[AnyNode, ...], types: Sequence[TensorType]) -> None:
         self._blank()
-        object.__setattr__(self, "_op", op)
-        object.__setattr__(self, "_args", tuple(args))
-        object.__setattr__(self, "_site", _user_site())
+        self._applied(op, args)
         object.__setattr__(self, "_parts", tuple(
             Part(self, k, t, f"[{k}]") for k, t in enumerate(types)))
-
-    @property
-    def op(self) -> Op:
-        return self._op
-
-    @property
-    def args(self) -> tuple[AnyNode, ...]:
-        return self._args
-
-    @property
-    def site(self) -> str:
-        return self._site
-
-    def _op_label(self) -> str:
-        return self._op.describe()
 
     def __repr__(self) -> str:
         return f"MultiApply {self._op.describe()}: {self.types()}"
