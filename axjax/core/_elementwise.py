@@ -29,6 +29,7 @@ from ._tensor import Tensor, TensorType
 D = TypeVar("D", bound=DType)
 D2 = TypeVar("D2", bound=DType)
 Axes = TypeVarTuple("Axes")
+F = TypeVar("F", bound=Callable[..., Any])
 
 Array = Any
 UnaryRule = Callable[[Array, Array, Array], Array]
@@ -62,6 +63,15 @@ class UnaryOp(Op):
         return (self.grad(dy._array, y._array, x._array),)
 
 
+def _traced_once(rule: F) -> F:
+    """A backward rule as an inlined ``jax.jit``: traced once per operand shapes and dtypes,
+    then replayed from JAX's cache (as ``jax.nn.gelu`` is). Each ``jnp`` call in a rule is a
+    nested jit of its own when traced; a deep model with one rule per layer would trace the
+    same dozen calls at every layer (GELU's backward: 1.6 ms per layer). ``inline=True``
+    leaves no call in the program: the compiled step is the same."""
+    return jax.jit(rule, inline=True)  # type: ignore[return-value]
+
+
 def _unary(name: str, fn: Callable[[Array], Array], grad: UnaryRule, *, floating_only: bool = True,
            doc: str = "") -> type[UnaryOp]:
     cls = type(
@@ -69,7 +79,7 @@ def _unary(name: str, fn: Callable[[Array], Array], grad: UnaryRule, *, floating
         (UnaryOp,),
         {
             "fn": staticmethod(fn),
-            "grad": staticmethod(grad),
+            "grad": staticmethod(_traced_once(grad)),
             "floating_only": floating_only,
             "__doc__": doc or f"Elementwise {name.lower()}.",
             "__module__": __name__,
@@ -326,7 +336,8 @@ class BinaryOp(Op):
 def _binary(name: str, fn: Callable[[Array, Array], Array],
             grads: Callable[[Array, Array, Array, Array], tuple[Array, Array]], doc: str,
             accepts: str = "numbers") -> type[BinaryOp]:
-    return type(name, (BinaryOp,), {"fn": staticmethod(fn), "grads": staticmethod(grads),
+    return type(name, (BinaryOp,), {"fn": staticmethod(fn),
+                                    "grads": staticmethod(_traced_once(grads)),
                                     "accepts": accepts, "__doc__": doc, "__module__": __name__})
 
 

@@ -61,3 +61,15 @@ def test_flop_counts() -> None:
                                                                       + 4 * b * t * t * e)
     assert bench_large(s, "f32", rounds=1, window_s=0.0, blocks=("mlp",))["blocks"].keys() == {
         "mlp"}
+
+
+def test_trace_depth_reports_every_part(capsys: pytest.CaptureFixture[str]) -> None:
+    from benchmarks.trace_depth import main as trace_main
+
+    res = trace_main(["--depths", "1,2", "--repeats", "1"])
+    assert set(res) == {1, 2}
+    for r in res.values():
+        for path in ("jax", "axjax"):
+            assert set(r[path]) == {"trace", "lower", "compile", "total"}
+            assert all(v > 0 for v in r[path].values())
+    assert "| 2 | 11 |" in capsys.readouterr().out
