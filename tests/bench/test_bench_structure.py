@@ -1,8 +1,8 @@
 """Structural guards for "axis names cost nothing" (no timing anywhere).
 
-- The axjax MLP and CNN training steps, eager modules and graph, lower to no more ops than
-  the hand-written JAX + optax steps, beyond the small allowance documented in
-  ``benchmarks/_structure.py`` (2 % + 4), in StableHLO and in the compiled HLO. So does the
+- The axjax MLP, CNN and attention training steps, eager modules and graph, lower to no
+  more ops than the hand-written JAX + optax steps, beyond the small allowance documented
+  in ``benchmarks/_structure.py`` (2 % + 4), in StableHLO and in the compiled HLO. So does the
   LSTM, eagerly and as a graph (whose fold is one Loop node): as many ``while`` loops as
   JAX's (the forward scan and its transpose), not an unrolled sequence, and no padded
   cotangents from the gate split.
@@ -38,7 +38,7 @@ def data() -> Any:
     return load_mnist()
 
 
-@pytest.fixture(scope="module", params=["mlp", "cnn"])
+@pytest.fixture(scope="module", params=["mlp", "cnn", "attention"])
 def structure(request: pytest.FixtureRequest) -> tuple[str, dict[str, dict[str, Any]]]:
     return request.param, step_structure(MODELS[request.param])
 
