@@ -492,6 +492,7 @@ class Results(Node[Any]):
 
     __slots__ = ()
     _parts: tuple[Part[Any, *tuple[Any, ...]], ...]
+    _site: str
 
     def _blank(self) -> None:
         object.__setattr__(self, "_type", None)
@@ -503,6 +504,11 @@ class Results(Node[Any]):
     @property
     def parts(self) -> tuple[Part[Any, *tuple[Any, ...]], ...]:
         return self._parts
+
+    @property
+    def site(self) -> str:
+        """``file:line`` of the call that built the node (the op, or the fold/scan)."""
+        return self._site
 
     def types(self) -> str:
         """The types of the results, as listings show them."""
@@ -637,11 +643,6 @@ class Loop(Results):
         return self._args
 
     @property
-    def site(self) -> str:
-        """``file:line`` of the fold/scan call that built the loop."""
-        return self._site
-
-    @property
     def carries(self) -> tuple[AnyNode, ...]:
         return self._carries
 
@@ -732,7 +733,7 @@ class Part(Node[D, *Axes]):
 
     @property
     def site(self) -> str:
-        return self._source.site  # type: ignore[attr-defined, no-any-return]
+        return self._source.site
 
     def _op_label(self) -> str:
         return f"Part{self._path}"
