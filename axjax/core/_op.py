@@ -19,7 +19,7 @@ from __future__ import annotations
 import contextlib
 import threading
 from collections.abc import Callable, Generator, Sequence
-from typing import TYPE_CHECKING, Any, Literal, TypeVar
+from typing import TYPE_CHECKING, Any, Literal, TypeVar, cast
 
 import jax
 import jax.core  # jax.core.Tracer: the submodule, imported by name for type checkers
@@ -27,11 +27,12 @@ import jax.numpy as jnp
 import numpy as np
 
 from ._axis import Axis, axes_names
-from ._dtype import Bool, DType, dtype_marker, is_floating
+from ._dtype import Bool, DType, is_floating
 from ._errors import AxisError
+from ._symbolic import Symbolic
 from ._tensor import Tensor, TensorType, bare_type, unnamed_dims
 
-__all__ = ["Op", "config", "jax_autodiff", "register_symbolic_handler", "apply", "cached"]
+__all__ = ["Op", "config", "jax_autodiff", "apply", "cached"]
 
 
 class _Config(threading.local):
@@ -148,16 +149,6 @@ class Op:
         return apply(self, xs)
 
 
-SymbolicHandler = Callable[[Op, tuple[Any, ...], TensorType | tuple[TensorType, ...]], Any]
-_symbolic_handler: SymbolicHandler | None = None
-
-
-def register_symbolic_handler(handler: SymbolicHandler) -> None:
-    """Install the function that builds a graph node when an operand is symbolic."""
-    global _symbolic_handler
-    _symbolic_handler = handler
-
-
 #: Type-rule results keyed by (op class, op attributes, operand axes/shapes/dtypes). A type
 #: rule depends on nothing else, so eager dispatch and re-tracing skip it after the first
 #: call (the hot path: see BENCHMARKS.md). Errors are never cached; bounded in size.
@@ -222,9 +213,8 @@ def apply(op: Op, xs: Sequence[Any]) -> Any:
             check_layout(op, x)
         out_type = op.infer(*xs)
         for x in xs:
-            if type(x)._is_symbolic:
-                assert _symbolic_handler is not None, "axjax graph module not loaded"
-                return _symbolic_handler(op, tuple(xs), out_type)
+            if type(x)._is_symbolic:  # a graph node: it records the op (core/_symbolic.py)
+                return cast(Symbolic, x).record_apply(op, tuple(xs), out_type)
     for x in xs:
         if isinstance(x._array, _Tracer) and config.autodiff != "jax":
             y = _custom_vjp_call(op, xs, out_type)
@@ -367,7 +357,3 @@ def require_numbers(op: Op, xs: Sequence[Any]) -> None:
                 xs, f"{op.name} needs numbers, got Bool (convert with astype(ax.I32) or "
                 "astype(ax.F32))"
             )
-
-
-def marker_of(array: Any) -> type[DType]:
-    return dtype_marker(array.dtype)

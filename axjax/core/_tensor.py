@@ -178,71 +178,71 @@ class Tensor(Generic[D, *Axes]):
 
     def astype(self, dtype: builtins.type[D2]) -> Tensor[D2, *Axes]:
         """Convert the values to another dtype (``t.astype(ax.BF16)``)."""
-        return _ops.astype(self, dtype)
+        return _operator("astype")(self, dtype)  # type: ignore[no-any-return]
 
     # ------------------------------------------------------------------ operators
     # Identical axes and dtype, or a number / rank-0 ``Tensor[D]`` on either side (design
     # section 1.4); the reflected forms serve ``2 * t`` and ``scalar_tensor * t``.
     def __add__(self, other: Tensor[D, *Axes] | Tensor[D] | float) -> Tensor[D, *Axes]:
-        return _ops.add(self, other)  # type: ignore[arg-type, unused-ignore]
+        return _operator("__add__")(self, other)  # type: ignore[arg-type, unused-ignore]
 
     def __radd__(self, other: Tensor[D] | float) -> Tensor[D, *Axes]:
-        return _ops.add(other, self)  # type: ignore[arg-type, unused-ignore]
+        return _operator("__add__")(other, self)  # type: ignore[arg-type, unused-ignore]
 
     def __sub__(self, other: Tensor[D, *Axes] | Tensor[D] | float) -> Tensor[D, *Axes]:
-        return _ops.subtract(self, other)  # type: ignore[arg-type, unused-ignore]
+        return _operator("__sub__")(self, other)  # type: ignore[arg-type, unused-ignore]
 
     def __rsub__(self, other: Tensor[D] | float) -> Tensor[D, *Axes]:
-        return _ops.subtract(other, self)  # type: ignore[arg-type, unused-ignore]
+        return _operator("__sub__")(other, self)  # type: ignore[arg-type, unused-ignore]
 
     def __mul__(self, other: Tensor[D, *Axes] | Tensor[D] | float) -> Tensor[D, *Axes]:
-        return _ops.multiply(self, other)  # type: ignore[arg-type, unused-ignore]
+        return _operator("__mul__")(self, other)  # type: ignore[arg-type, unused-ignore]
 
     def __rmul__(self, other: Tensor[D] | float) -> Tensor[D, *Axes]:
-        return _ops.multiply(other, self)  # type: ignore[arg-type, unused-ignore]
+        return _operator("__mul__")(other, self)  # type: ignore[arg-type, unused-ignore]
 
     def __truediv__(self, other: Tensor[D, *Axes] | Tensor[D] | float) -> Tensor[D, *Axes]:
-        return _ops.divide(self, other)  # type: ignore[arg-type, unused-ignore]
+        return _operator("__truediv__")(self, other)  # type: ignore[arg-type, unused-ignore]
 
     def __rtruediv__(self, other: Tensor[D] | float) -> Tensor[D, *Axes]:
-        return _ops.divide(other, self)  # type: ignore[arg-type, unused-ignore]
+        return _operator("__truediv__")(other, self)  # type: ignore[arg-type, unused-ignore]
 
     def __pow__(self, other: Tensor[D, *Axes] | Tensor[D] | float) -> Tensor[D, *Axes]:
-        return _ops.power(self, other)  # type: ignore[arg-type, unused-ignore]
+        return _operator("__pow__")(self, other)  # type: ignore[arg-type, unused-ignore]
 
     def __rpow__(self, other: Tensor[D] | float) -> Tensor[D, *Axes]:
-        return _ops.power(other, self)  # type: ignore[arg-type, unused-ignore]
+        return _operator("__pow__")(other, self)  # type: ignore[arg-type, unused-ignore]
 
     def __neg__(self) -> Tensor[D, *Axes]:
-        return _ops.negative(self)
+        return _operator("__neg__")(self)
 
     def __abs__(self) -> Tensor[D, *Axes]:
-        return _ops.abs(self)
+        return _operator("__abs__")(self)
 
     def __lt__(  # type: ignore[misc]  # reflected form differs only for rank 0
         self, other: Tensor[D, *Axes] | Tensor[D] | float
     ) -> Tensor[Bool, *Axes]:
-        return _ops.less(self, other)  # type: ignore[arg-type, unused-ignore]
+        return _operator("__lt__")(self, other)  # type: ignore[arg-type, unused-ignore]
 
     def __le__(  # type: ignore[misc]  # reflected form differs only for rank 0
         self, other: Tensor[D, *Axes] | Tensor[D] | float
     ) -> Tensor[Bool, *Axes]:
-        return _ops.less_equal(self, other)  # type: ignore[arg-type, unused-ignore]
+        return _operator("__le__")(self, other)  # type: ignore[arg-type, unused-ignore]
 
     def __gt__(  # type: ignore[misc]  # reflected form differs only for rank 0
         self, other: Tensor[D, *Axes] | Tensor[D] | float
     ) -> Tensor[Bool, *Axes]:
-        return _ops.greater(self, other)  # type: ignore[arg-type, unused-ignore]
+        return _operator("__gt__")(self, other)  # type: ignore[arg-type, unused-ignore]
 
     def __ge__(  # type: ignore[misc]  # reflected form differs only for rank 0
         self, other: Tensor[D, *Axes] | Tensor[D] | float
     ) -> Tensor[Bool, *Axes]:
-        return _ops.greater_equal(self, other)  # type: ignore[arg-type, unused-ignore]
+        return _operator("__ge__")(self, other)  # type: ignore[arg-type, unused-ignore]
 
     def __matmul__(
         self: Tensor[D, *Bs, I, J], other: Tensor[D, *Bs, J, K]
     ) -> Tensor[D, *Bs, I, K]:
-        return _contract.matmul(self, other)
+        return _operator("__matmul__")(self, other)  # type: ignore[no-any-return]
 
     # ------------------------------------------------------------------ display
     def __repr__(self) -> str:
@@ -349,5 +349,4 @@ Scalar = Tensor[F32]
 Vector = Tensor[F32, A]
 Matrix = Tensor[F32, A, B]
 
-from . import _contract  # noqa: E402
-from . import _elementwise as _ops  # noqa: E402
+from ._registry import operator as _operator  # noqa: E402  (the registry imports _op, which imports this)

@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, cast
 
 import jax
 
 from ._axis import Axis, axis_name, check_axis_label
 from ._errors import AxisError, describe
+from ._symbolic import Symbolic, is_symbolic
 from ._tensor import Tensor
 
 __all__ = ["grad", "value_and_grad", "vmap"]
@@ -41,10 +42,8 @@ def value_and_grad(fun: Callable[..., Any], argnums: int | Sequence[int] = 0,
         >>> loss, g = ax.value_and_grad(loss_fn)(model, x, y)
         >>> loss, (gw, gb) = ax.value_and_grad(loss_node, wrt=[w, b], inputs=[x, y])(xs, ys)
     """
-    if getattr(type(fun), "_is_symbolic", False):
-        from ._graph_grad import graph_grad
-
-        return graph_grad(fun, wrt, inputs, with_value=True)  # type: ignore[arg-type]
+    if is_symbolic(fun):  # a graph loss: the graph differentiates itself
+        return cast(Symbolic, fun).differentiate(wrt, inputs, with_value=True)
     _no_graph_args(wrt, inputs, "value_and_grad")
     return _value_and_grad(fun, argnums, has_aux, "value_and_grad")
 
@@ -92,10 +91,8 @@ def grad(fun: Callable[..., Any], argnums: int | Sequence[int] = 0,
         >>> g = ax.grad(loss_fn)(model, x, y)
         >>> gw, gb = ax.grad(loss_node, wrt=[w, b], inputs=[x, y])(xs, ys)
     """
-    if getattr(type(fun), "_is_symbolic", False):
-        from ._graph_grad import graph_grad
-
-        return graph_grad(fun, wrt, inputs)  # type: ignore[arg-type]
+    if is_symbolic(fun):  # a graph loss: the graph differentiates itself
+        return cast(Symbolic, fun).differentiate(wrt, inputs, with_value=False)
     _no_graph_args(wrt, inputs, "grad")
     vg = _value_and_grad(fun, argnums, has_aux, "grad")
 

@@ -12,8 +12,9 @@ from mypy.errorcodes import ErrorCode
 from mypy.plugin import FunctionContext
 from mypy.types import AnyType, NoneType, Type, TypeOfAny, TypeType, get_proper_type
 
-from ..core import _construct
-from ..core._axis import Axis, check_axis_label, check_unique_axes
+from ..core import Axis
+from ..core.internal import check_axis_label, check_unique_axes
+from ..ops import _construct
 from ._evaluate import CannotEvaluate, Env, Joined, message
 from ._types import DTYPE, TT, class_of, fullname
 

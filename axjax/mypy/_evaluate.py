@@ -48,12 +48,8 @@ from mypy.types import (
     get_proper_type,
 )
 
-from ..core import _dtype
-from ..core._axis import Axis
-from ..core._dtype import DType
-from ..core._errors import AxisError
-from ..core._nodes import Input, Node
-from ..core._tensor import Tensor
+from ..core import Axis, AxisError, DType, Tensor, _dtype
+from ..graph import Input, Node
 from ._types import AXIS, DTYPE, TT, WIDENED, describe, fullname, tensor_of
 
 _SIZES = re.compile(r"=(\?|\d+)(?=[,\]])")

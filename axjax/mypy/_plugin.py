@@ -52,6 +52,7 @@ from mypy.types import (
     TypeOfAny,
 )
 
+from ..core.internal import declared_ops
 from ._calls import (
     AXES_ERROR,
     DEBUG,
@@ -69,37 +70,38 @@ from ._signature import widen
 from ._types import (
     AXIS,
     CORE,
+    GRAPH,
+    OPS,
     TENSOR,
     TT,
     make_tensor,
 )
 
-UNARY = frozenset({"negative", "abs", "exp", "log", "log1p", "expm1", "sqrt", "rsqrt", "square",
-                   "reciprocal", "tanh", "sigmoid", "relu", "gelu", "silu", "softplus", "sin",
-                   "cos", "erf"})
-BINARY = frozenset({"add", "subtract", "multiply", "divide", "power", "maximum", "minimum",
-                    "equal", "not_equal", "less", "less_equal", "greater", "greater_equal",
-                    "where"})
-AXIS_OPS = frozenset({"sum", "mean", "max", "min", "logsumexp", "var", "argmax", "softmax",
-                      "log_softmax", "contract", "expand_dims", "squeeze", "transpose",
-                      "rename", "broadcast", "tile", "concat", "stack", "flatten", "unflatten",
-                      "index", "slice", "slice_", "take", "one_hot", "conv", "max_pool",
-                      "avg_pool"})
+
+def _functions(*kinds: str) -> frozenset[str]:
+    """The public functions the op registry (axjax/core/_registry.py) declares of ``kinds``."""
+    return frozenset(f for spec in declared_ops() if spec.namespace == "axjax"
+                     and spec.kind in kinds for f in spec.functions)
+
+
+UNARY = _functions("unary")
+BINARY = _functions("binary")
+AXIS_OPS = _functions("axis", "positional", "set_algebra")
 #: rules that compare operands position by position: a *Ts stand-in is exact there, so
 #: their errors stand in generic code too
-STRUCTURAL = UNARY | BINARY | {"matmul"}
+STRUCTURAL = UNARY | BINARY | _functions("matmul")
 #: a literal index decides where the new axis goes
-POSITIONAL = frozenset({"expand_dims", "stack"})
+POSITIONAL = _functions("positional")
 #: set algebra on axes: a *Ts or an Any axis might be any axis, so the result is not known
-SET_ALGEBRA = frozenset({"contract"})
+SET_ALGEBRA = _functions("set_algebra")
 CONSTRUCTORS = {"tensor": "Any", "zeros": "F32", "ones": "F32", "full": "F32", "normal": "F32",
                 "uniform": "F32", "randint": "I32", "arange": "I32"}
 METHODS = frozenset({"__add__", "__radd__", "__sub__", "__rsub__", "__mul__", "__rmul__",
                      "__truediv__", "__rtruediv__", "__pow__", "__lt__", "__le__", "__gt__",
                      "__ge__", "__matmul__"})
-INPUT = f"{CORE}._nodes.Input"
+INPUT = f"{GRAPH}._nodes.Input"
 VMAP = f"{CORE}._transforms.vmap"
-NODES = frozenset({TENSOR, INPUT, *(f"{CORE}._nodes.{n}" for n in ("Node", "Param", "Const",
+NODES = frozenset({TENSOR, INPUT, *(f"{GRAPH}._nodes.{n}" for n in ("Node", "Param", "Const",
                                                                    "Apply"))})
 #: calls into these packages return no axjax tensors: no hook for them
 FOREIGN = ("builtins.", "typing.", "jax.", "jaxlib.", "numpy.", "equinox.", "optax.", "mypy.",
@@ -107,8 +109,8 @@ FOREIGN = ("builtins.", "typing.", "jax.", "jaxlib.", "numpy.", "equinox.", "opt
 
 
 def _short(fullname: str) -> str | None:
-    """``axjax.core._gen_reduce.sum`` -> ``sum`` for the ops the plugin owns."""
-    if not fullname.startswith(CORE + "."):
+    """``axjax.ops._gen_reduce.sum`` -> ``sum`` for the ops the plugin owns."""
+    if not fullname.startswith(OPS + "."):
         return None
     short = fullname.rsplit(".", 1)[1]
     return short if short in UNARY | BINARY | AXIS_OPS | {"matmul"} | CONSTRUCTORS.keys() else None

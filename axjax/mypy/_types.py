@@ -29,6 +29,8 @@ from mypy.types import (
 )
 
 CORE = "axjax.core"
+OPS = "axjax.ops"
+GRAPH = "axjax.graph"
 TENSOR = f"{CORE}._tensor.Tensor"
 AXIS = f"{CORE}._axis.Axis"
 DTYPE = f"{CORE}._dtype.DType"

@@ -1,5 +1,7 @@
 """axjax.nn: layers on named axes, as Equinox modules whose fields are Tensors."""
 
+from ..graph import fold as fold  # defined with the graph's Loop node, re-exported here
+from ..graph import scan as scan
 from . import init as init
 from ._activations import elu as elu
 from ._activations import gelu as gelu
@@ -44,8 +46,6 @@ from ._recurrent import GRUCell as GRUCell
 from ._recurrent import LSTMCell as LSTMCell
 from ._recurrent import Prev as Prev
 from ._recurrent import RNNCell as RNNCell
-from ._scan import fold as fold
-from ._scan import scan as scan
 from ._sequence import Bidirectional as Bidirectional
 from ._sequence import Recurrent as Recurrent
 from ._sequence import Stacked as Stacked
@@ -54,9 +54,20 @@ from ._sequential import Sequential as Sequential
 from ._tree import Child as Child
 from ._tree import ChildSumTreeLSTMCell as ChildSumTreeLSTMCell
 from ._tree import Level as Level
-from ._tree import Node as Node
 from ._tree import Slot as Slot
 from ._tree import Tree as Tree
 from ._tree import TreeBatch as TreeBatch
+from ._tree import TreeNode as TreeNode
 from ._tree import tree_fold as tree_fold
 from ._tree import tree_scan as tree_scan
+
+
+def __getattr__(name: str) -> object:
+    """``ax.nn.Node``: the old name of :class:`TreeNode`, kept for one release."""
+    if name == "Node":
+        import warnings
+
+        warnings.warn("ax.nn.Node is renamed ax.nn.TreeNode (ax.Node is a graph node); the old "
+                      "name goes in the next release", DeprecationWarning, stacklevel=2)
+        return TreeNode
+    raise AttributeError(f"module 'axjax.nn' has no attribute {name!r}")

@@ -13,20 +13,8 @@ from __future__ import annotations
 
 from typing import TypeVar, TypeVarTuple
 
-from ..core import (
-    DType,
-    Tensor,
-    expm1,
-    gelu,
-    log_softmax,
-    relu,
-    sigmoid,
-    silu,
-    softmax,
-    softplus,
-    tanh,
-    where,
-)
+from ..core import DType, Tensor
+from ..ops import expm1, gelu, log_softmax, relu, sigmoid, silu, softmax, softplus, tanh, where
 
 __all__ = ["relu", "gelu", "silu", "swish", "sigmoid", "tanh", "softplus", "softmax",
            "log_softmax", "leaky_relu", "elu", "log_sigmoid", "identity"]

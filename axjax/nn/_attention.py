@@ -16,22 +16,9 @@ import equinox as eqx
 import jax
 import jax.numpy as jnp
 
-from ..core import (
-    F32,
-    Axis,
-    Bool,
-    DType,
-    Tensor,
-    arange,
-    broadcast,
-    contract,
-    greater_equal,
-    rename,
-    softmax,
-    where,
-)
-from ..core._axis import axes_names, axis_name, check_axis_label
-from ..core._errors import fail
+from ..core import F32, Axis, Bool, DType, Tensor
+from ..core.internal import axes_names, axis_name, check_axis_label, fail
+from ..ops import arange, broadcast, contract, greater_equal, rename, softmax, where
 from . import _init
 from ._dropout import Dropout
 from ._util import distinct, require

@@ -24,10 +24,10 @@ import equinox as eqx
 import jax
 from typing_extensions import TypeVar
 
-from ..core import F32, Axis, AxisError, DType, Tensor, broadcast, conv
-from ..core._axis import axes_names, axis_name
-from ..core._conv import Padding, per_axis
-from ..core._errors import fail
+from ..core import F32, Axis, AxisError, DType, Tensor
+from ..core.internal import axes_names, axis_name, fail
+from ..ops import broadcast, conv
+from ..ops.internal import Padding, per_axis
 from . import _init
 from ._util import AxisArg, as_axes, distinct, forbid, require
 

@@ -7,7 +7,8 @@ from typing import TypeVar, TypeVarTuple
 import equinox as eqx
 import jax
 
-from ..core import Bool, DType, Tensor, where
+from ..core import Bool, DType, Tensor
+from ..ops import where
 from ._util import is_symbolic
 
 __all__ = ["Dropout"]

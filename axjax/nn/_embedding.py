@@ -8,9 +8,9 @@ import equinox as eqx
 import jax
 import jax.numpy as jnp
 
-from ..core import F32, Axis, DType, Tensor, take
-from ..core._axis import axis_name, check_axis_label
-from ..core._errors import fail
+from ..core import F32, Axis, DType, Tensor
+from ..core.internal import axis_name, check_axis_label, fail
+from ..ops import take
 from . import _init
 from ._util import distinct, forbid
 

@@ -24,8 +24,7 @@ import jax
 import jax.numpy as jnp
 
 from ..core import F32, Axis, DType, Tensor
-from ..core._axis import axes_names, axis_name, check_axis_label
-from ..core._dtype import to_numpy_dtype
+from ..core.internal import axes_names, axis_name, check_axis_label, to_numpy_dtype
 
 __all__ = [
     "Initializer", "constant", "zeros", "ones", "uniform", "normal", "variance_scaling",

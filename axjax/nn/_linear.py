@@ -14,8 +14,9 @@ from typing import Any, Generic, TypeVar, TypeVarTuple
 import equinox as eqx
 import jax
 
-from ..core import F32, Axis, DType, Tensor, broadcast, contract, relu
-from ..core._axis import axis_name, check_axis_label
+from ..core import F32, Axis, DType, Tensor
+from ..core.internal import axis_name, check_axis_label
+from ..ops import broadcast, contract, relu
 from . import _init
 from ._util import distinct, forbid, require
 

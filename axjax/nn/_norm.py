@@ -12,8 +12,9 @@ from typing import Any, TypeVar, TypeVarTuple
 import equinox as eqx
 import jax
 
-from ..core import F32, Axis, DType, Tensor, broadcast, mean, rsqrt, var
-from ..core._axis import axes_names
+from ..core import F32, Axis, DType, Tensor
+from ..core.internal import axes_names
+from ..ops import broadcast, mean, rsqrt, var
 from . import _init
 from ._util import AxisArg, as_axes, require
 

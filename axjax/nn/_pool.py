@@ -15,10 +15,11 @@ from typing import Any, TypeVar, TypeVarTuple
 import equinox as eqx
 import jax
 
-from ..core import Axis, DType, Tensor, avg_pool, max_pool
-from ..core import max as reduce_max
-from ..core import mean as reduce_mean
-from ..core._conv import Padding
+from ..core import Axis, DType, Tensor
+from ..ops import avg_pool, max_pool
+from ..ops import max as reduce_max
+from ..ops import mean as reduce_mean
+from ..ops.internal import Padding
 from ._util import AxisArg, as_axes
 
 __all__ = ["MaxPool", "AvgPool", "MaxPool1D", "MaxPool2D", "AvgPool1D", "AvgPool2D",

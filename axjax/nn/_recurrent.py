@@ -31,22 +31,10 @@ from typing import Any, final
 import equinox as eqx
 import jax
 
-from ..core import (
-    F32,
-    Axis,
-    DType,
-    Tensor,
-    broadcast,
-    contract,
-    rename,
-    sigmoid,
-    tanh,
-    transpose,
-    unstack,
-)
-from ..core import zeros as zeros_tensor
-from ..core._axis import axes_names, axis_name, check_axis_label
-from ..core._errors import fail
+from ..core import F32, Axis, DType, Tensor
+from ..core.internal import axes_names, axis_name, check_axis_label, fail
+from ..ops import broadcast, contract, rename, sigmoid, tanh, transpose, unstack
+from ..ops import zeros as zeros_tensor
 from . import _init
 from ._util import forbid, require
 

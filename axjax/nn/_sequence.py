@@ -15,10 +15,10 @@ from typing import Any
 import equinox as eqx
 import jax
 
-from ..core import Axis, Tensor, concat
-from ..core._axis import axis_name, check_axis_label
-from ..core._errors import fail
-from ._scan import scan
+from ..core import Axis, Tensor
+from ..core.internal import axis_name, check_axis_label, fail
+from ..graph import scan
+from ..ops import concat
 from ._util import split
 
 __all__ = ["Recurrent", "Bidirectional", "Stacked"]

@@ -23,39 +23,22 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from ..core import (
-    F32,
-    I32,
-    Axis,
-    AxisError,
-    Bool,
-    DType,
-    Tensor,
-    broadcast,
-    contract,
-    index,
-    rename,
-    sigmoid,
-    take,
-    tanh,
-    tensor,
-    transpose,
-)
-from ..core import sum as reduce_sum
-from ..core._axis import axis_name, check_axis_label
-from ..core._errors import describe
+from ..core import F32, I32, Axis, AxisError, Bool, DType, Tensor
+from ..core.internal import axis_name, check_axis_label, describe
+from ..ops import broadcast, contract, index, rename, sigmoid, take, tanh, tensor, transpose
+from ..ops import sum as reduce_sum
 from . import _init
 from ._recurrent import AbstractCell, Gate, Prev
 from ._util import flatten, is_tensor, require, unflatten, wrap
 
-__all__ = ["Tree", "TreeBatch", "Node", "Level", "Slot", "Child", "tree_fold", "tree_scan",
+__all__ = ["Tree", "TreeBatch", "TreeNode", "Level", "Slot", "Child", "tree_fold", "tree_scan",
            "ChildSumTreeLSTMCell"]
 
 AnyTensor = Tensor[Any, *tuple[Any, ...]]
 
 
 @final
-class Node(Axis):
+class TreeNode(Axis):
     """The nodes of a batch of trees (default node axis of :class:`TreeBatch`)."""
 
 
@@ -89,13 +72,13 @@ class Tree:
 class TreeBatch(eqx.Module):
     """Index tensors for running a unit over a batch of trees, level by level.
 
-    Fields: ``values [Node]`` (I32, the nodes' values), ``nodes [Level, Slot]`` (node id in
+    Fields: ``values [TreeNode]`` (I32, the nodes' values), ``nodes [Level, Slot]`` (node id in
     each slot), ``children [Level, Slot, Child]`` (child ids), ``child_mask [Level, Slot,
     Child]`` (Bool) and ``roots [batch_axis]``. Padding ids point at an extra row that is
     kept at zero. Build it with :meth:`from_trees`.
     """
 
-    values: Tensor[I32, Node]
+    values: Tensor[I32, TreeNode]
     nodes: Tensor[I32, Level, Slot]
     children: Tensor[I32, Level, Slot, Child]
     child_mask: Tensor[Bool, Level, Slot, Child]
@@ -104,17 +87,17 @@ class TreeBatch(eqx.Module):
 
     @classmethod
     def from_trees(cls, trees: Sequence[Tree], batch_axis: type[Axis], *,
-                   node_axis: type[Axis] = Node, max_nodes: int | None = None,
+                   node_axis: type[Axis] = TreeNode, max_nodes: int | None = None,
                    max_levels: int | None = None, max_width: int | None = None,
                    max_children: int | None = None) -> TreeBatch:
         """Number the nodes of ``trees`` level by level and build the index tensors.
 
         The ``max_*`` arguments pad to fixed sizes, so batches of different trees share one
-        compiled program. Node values must be integers (ids to embed, say).
+        compiled program. TreeNode values must be integers (ids to embed, say).
 
         Example:
             >>> batch = ax.nn.TreeBatch.from_trees(trees, Batch)
-            >>> xs = embed(batch.values)          # [Node, Embed]
+            >>> xs = embed(batch.values)          # [TreeNode, Embed]
         """
         check_axis_label(batch_axis, "TreeBatch")
         levels: list[list[Tree]] = []
@@ -149,7 +132,7 @@ class TreeBatch(eqx.Module):
         values = np.zeros(n_pad, np.int32)
         values[:n] = [int(t.value) for t in order]
         roots = np.array([ids[id(t)] for t in trees], np.int32)
-        node_label: Any = node_axis  # for pyright: the field says Node, node_axis is any label
+        node_label: Any = node_axis  # for pyright: the field says TreeNode, node_axis is any label
         return cls(
             values=tensor(values, node_label, dtype=I32),
             nodes=tensor(nodes, Level, Slot, dtype=I32),
@@ -209,7 +192,7 @@ def _run(unit: Any, batch: TreeBatch, xs: Any) -> tuple[Any, list[AnyTensor]]:
 
 
 def tree_scan(unit: Any, batch: TreeBatch) -> Callable[[Any], Any]:
-    """The state of every node: ``tree_scan(unit, batch)(xs) -> state [Node, ...]``.
+    """The state of every node: ``tree_scan(unit, batch)(xs) -> state [TreeNode, ...]``.
 
     ``xs`` (a Tensor or pytree of Tensors) has the node axis; ``unit(children, x, mask=m)``
     gets the children's states with an extra :class:`Child` axis, the inputs and a Bool

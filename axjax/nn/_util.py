@@ -7,9 +7,21 @@ from typing import Any
 
 import jax
 
-from ..core import Axis, AxisError, Tensor
-from ..core._axis import axes_names, axis_name, check_axis_label
-from ..core._errors import fail
+from ..core import Axis, AxisError
+from ..core.internal import (
+    axes_names,
+    axis_name,
+    check_axis_label,
+    fail,
+    flatten,
+    is_symbolic,
+    is_tensor,
+    unflatten,
+    wrap,
+)
+
+__all__ = ["AxisArg", "as_axes", "distinct", "flatten", "forbid", "is_symbolic", "is_tensor",
+           "require", "size_of", "split", "unflatten", "wrap"]
 
 AxisArg = type[Axis] | tuple[type[Axis], ...]
 
@@ -61,29 +73,3 @@ def split(key: jax.Array | None, n: int) -> list[jax.Array | None]:
     if key is None:
         return [None] * n
     return list(jax.random.split(key, n))
-
-
-def is_tensor(x: Any) -> bool:
-    """``True`` for a Tensor (or graph node): the leaves of a state or input pytree."""
-    return isinstance(x, Tensor)
-
-
-def is_symbolic(x: Any) -> bool:
-    """``True`` for a graph node (a symbolic Tensor with no value yet)."""
-    return bool(getattr(x, "_is_symbolic", False))
-
-
-def wrap(array: Any, axes: tuple[type[Axis], ...]) -> Tensor[Any, *tuple[Any, ...]]:
-    """A Tensor from an array and its axes (the public, checked constructor)."""
-    return Tensor(array, axes)
-
-
-def flatten(tree: Any) -> tuple[list[Any], Any]:
-    """Leaves (Tensors kept whole) and the structure of a pytree."""
-    flat: tuple[list[Any], Any] = jax.tree_util.tree_flatten(tree, is_leaf=is_tensor)
-    return flat
-
-
-def unflatten(treedef: Any, leaves: Sequence[Any]) -> Any:
-    """The inverse of :func:`flatten`."""
-    return jax.tree_util.tree_unflatten(treedef, list(leaves))

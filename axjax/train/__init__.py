@@ -24,6 +24,8 @@ from ._fit import EarlyStopping as EarlyStopping
 from ._fit import FitResult as FitResult
 from ._fit import evaluate as evaluate
 from ._fit import fit as fit
+from ._graph_step import GraphStep as GraphStep
+from ._graph_step import compile_step as compile_step
 from ._idx import DataError as DataError
 from ._idx import read_idx as read_idx
 from ._idx import write_idx as write_idx

@@ -24,8 +24,7 @@ import jax
 import numpy as np
 
 from ..core import Tensor
-from ..core._axis import axis_name
-from ..core._errors import describe
+from ..core.internal import axis_name, describe
 
 __all__ = [
     "CheckpointError",

@@ -18,7 +18,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from ..core import Axis, Tensor
-from ..core._axis import axes_names, check_axis_label, check_unique_axes
+from ..core.internal import axes_names, check_axis_label, check_unique_axes
 from ._axes import Batch, Pixel
 from ._datasets import Dataset
 

@@ -14,10 +14,8 @@ import jax
 import jax.numpy as jnp
 
 from ..core import Axis, DType, Op, Tensor, TensorType
-from ..core import mean as _mean
-from ..core._axis import axes_names, axis_name, check_axis_label
-from ..core._dtype import is_floating
-from ..core._errors import fail
+from ..core.internal import axes_names, axis_name, check_axis_label, fail, is_floating, register_op
+from ..ops import mean as _mean
 from ._axes import Class
 
 __all__ = [
@@ -171,3 +169,9 @@ def mean_squared_error(
         (over,) if isinstance(over, type) else tuple(over))
     sq = diff * diff
     return _mean(sq, axes) if axes else sq
+
+
+# ----------------------------------------------------------------------------- registry
+# One declaration per op (axjax/core/_registry.py): its public functions and their kind.
+register_op("softmax_cross_entropy", kind="other", namespace="axjax.train")(SoftmaxCrossEntropy)
+register_op("binary_cross_entropy", kind="other", namespace="axjax.train")(BinaryCrossEntropy)

@@ -8,10 +8,10 @@ import equinox as eqx
 import jax
 import jax.numpy as jnp
 
-from ..core import F32, I32, Axis, Tensor, argmax, astype, equal
-from ..core import mean as _mean
-from ..core._axis import axis_name, check_axis_label
-from ..core._errors import fail
+from ..core import F32, I32, Axis, Tensor
+from ..core.internal import axis_name, check_axis_label, fail
+from ..ops import argmax, astype, equal
+from ..ops import mean as _mean
 from ._axes import Class
 
 __all__ = ["RunningMean", "accuracy"]

@@ -28,7 +28,7 @@ import jax.numpy as jnp
 import optax
 
 from ..core import AxisError, Tensor
-from ..core._errors import describe
+from ..core.internal import describe
 
 __all__ = ["Monitor", "TrainingDiverged", "all_finite", "call_loss", "make_eval_step",
            "make_replay_step", "make_train_step"]

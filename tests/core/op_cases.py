@@ -13,7 +13,7 @@ import jax.numpy as jnp
 import numpy as np
 
 import axjax as ax
-from axjax.core._shape import BroadcastLike
+from axjax.ops._shape import BroadcastLike
 
 from .helpers import A, Arg, B, C, D, E, OpCase
 

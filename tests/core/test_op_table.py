@@ -1,6 +1,7 @@
 """Every primitive, checked by the op-test helper (forward vs a jnp oracle, its own backward vs
 jax.grad of the oracle and finite differences, plain JAX autodiff), and proof that the table
-of cases, the primitives in ``axjax.core`` and the rows of ``docs/ops.md`` are the same set."""
+of cases, the ops declared in the registry (``axjax/core/_registry.py``) and the rows of
+``docs/ops.md`` are the same set, and that every declaration is exported and used."""
 
 from __future__ import annotations
 
@@ -13,6 +14,12 @@ import pytest
 
 import axjax as ax
 import axjax.core
+import axjax.graph
+import axjax.nn
+import axjax.ops
+import axjax.train
+from axjax.core._registry import operator as registry_operator
+from axjax.core.internal import declared_ops
 from tests.core.helpers import OpCase, check_op
 from tests.core.op_cases import CASES
 
@@ -25,23 +32,29 @@ def test_op(case: OpCase) -> None:
     check_op(case, max_examples=2 if case.id else 3)
 
 
-def primitives() -> set[str]:
-    """Names of the concrete ``Op`` subclasses defined in ``axjax.core``'s modules.
+def op_classes() -> set[type[ax.Op]]:
+    """The concrete ``Op`` subclasses defined in the library (any ``axjax.*`` module).
 
     A class with subclasses of its own (``UnaryOp``, ``Reduction``, ...) is a base, not a
     primitive.
     """
-    for info in pkgutil.iter_modules(axjax.core.__path__):
-        importlib.import_module(f"axjax.core.{info.name}")
-    found: set[str] = set()
+    for pkg in (axjax.core, axjax.ops, axjax.graph, axjax.nn, axjax.train):
+        for info in pkgutil.iter_modules(pkg.__path__):
+            importlib.import_module(f"{pkg.__name__}.{info.name}")
+    found: set[type[ax.Op]] = set()
     todo = [ax.Op]
     while todo:
         cls = todo.pop()
         subs = cls.__subclasses__()
         todo.extend(subs)
-        if cls is not ax.Op and not subs and cls.__module__.startswith("axjax.core."):
-            found.add(cls.__name__)
+        if cls is not ax.Op and not subs and cls.__module__.startswith("axjax."):
+            found.add(cls)
     return found
+
+
+def primitives() -> set[str]:
+    """Names of the declared ops public in ``axjax`` (the table of docs/ops.md)."""
+    return {spec.op.__name__ for spec in declared_ops() if spec.namespace == "axjax"}
 
 
 def documented() -> dict[str, str]:
@@ -72,13 +85,57 @@ def test_every_primitive_is_documented_and_every_row_is_tested() -> None:
         assert len(cells) == 4 and all(cells), f"docs/ops.md row for {op} needs 4 filled cells"
 
 
+def test_every_op_class_is_declared_once() -> None:
+    declared = [spec.op for spec in declared_ops()]
+    assert len(declared) == len(set(declared))
+    missing = op_classes() - set(declared)
+    names = sorted(c.__name__ for c in missing)
+    assert not missing, f"Op classes without a register_op declaration: {names}"
+
+
+def test_every_declared_function_is_exported() -> None:
+    for spec in declared_ops():
+        namespace = importlib.import_module(spec.namespace)
+        module = importlib.import_module(spec.module)
+        for name in spec.functions:
+            fn = getattr(module, name, None)
+            assert callable(fn), f"{spec.op.__name__}: {spec.module} defines no function {name}"
+            assert getattr(namespace, name, None) is fn, (
+                f"{spec.namespace}.{name} is not the function {spec.module}.{name}")
+            if spec.namespace == "axjax":
+                assert getattr(axjax.ops, name, None) is fn, f"axjax.ops does not export {name}"
+        assert (spec.kind == "internal") == (not spec.functions)
+
+
+def test_tensor_operators_call_the_declared_functions() -> None:
+    for spec in declared_ops():
+        for method in spec.operators:
+            assert hasattr(ax.Tensor, method), f"Tensor has no {method}"
+            assert registry_operator(method) is getattr(ax, spec.functions[0])
+
+
+def test_the_mypy_plugin_tables_come_from_the_registry() -> None:
+    from axjax.mypy import _plugin
+
+    by_kind: dict[str, set[str]] = {}
+    for spec in declared_ops():
+        if spec.namespace == "axjax":
+            by_kind.setdefault(spec.kind, set()).update(spec.functions)
+    assert _plugin.UNARY == by_kind["unary"]
+    assert _plugin.BINARY == by_kind["binary"]
+    assert _plugin.POSITIONAL == by_kind["positional"]
+    assert _plugin.SET_ALGEBRA == by_kind["set_algebra"]
+    assert _plugin.AXIS_OPS == by_kind["axis"] | by_kind["positional"] | by_kind["set_algebra"]
+
+
 def test_the_coverage_check_sees_a_new_op() -> None:
     class Identity(ax.Op):
         def infer(self, x: object) -> ax.TensorType:
             raise NotImplementedError
 
-    Identity.__module__ = "axjax.core._fake"
+    Identity.__module__ = "axjax.ops._fake"
     try:
-        assert "Identity" in primitives()
+        assert Identity in op_classes()
+        assert Identity not in {spec.op for spec in declared_ops()}
     finally:
         Identity.__module__ = __name__

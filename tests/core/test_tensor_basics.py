@@ -101,8 +101,8 @@ def test_integer_arithmetic_keeps_the_dtype() -> None:
 
 
 def test_ops_describe_themselves() -> None:
-    from axjax.core._reduce import Sum
-    from axjax.core._select import Index
+    from axjax.ops._reduce import Sum
+    from axjax.ops._select import Index
 
     assert repr(Sum(Batch)) == "Sum(Batch)" and Sum((Batch, Pixel)).params() == {
         "over": (Batch, Pixel)}

@@ -16,7 +16,7 @@ import optax
 import pytest
 
 import axjax as ax
-from axjax.core._nodes import Carry, Loop, Part, Slice
+from axjax.graph._nodes import Carry, Loop, Part, Slice
 from tests.axes import Batch, Class, Hidden, In, Time
 
 AnyT = ax.Tensor[Any, *tuple[Any, ...]]

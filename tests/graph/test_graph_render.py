@@ -10,7 +10,7 @@ from typing import final
 import pytest
 
 import axjax as ax
-from axjax.core import _render
+from axjax.graph import _render
 
 
 @final
@@ -48,7 +48,7 @@ def test_listing_has_one_line_per_node() -> None:
         "  loss    Mean(Batch)  %6         Tensor[F32]",
     ])
     assert repr(g) == "<Graph: 1 input, 1 param, 1 const, 8 nodes; outputs: loss, y>"
-    assert g.inputs == (x,) and g.params == (w,) and len(g) == g.node_count == 8
+    assert g.inputs == (x,) and g.params == (w,) and len(g) == len(g.nodes) == 8
     assert g.outputs[0] is loss and x in g and ax.Input(ax.F32, Batch) not in g
     assert g.uses(x) == [g.nodes[2]]
 

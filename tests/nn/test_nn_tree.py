@@ -63,7 +63,7 @@ def test_tree_lstm_equals_the_recursive_reference(key: jax.Array) -> None:
     batch = ax.nn.TreeBatch.from_trees(TREES, Batch)
 
     def batched(c: Any, tab: jax.Array) -> tuple[Any, Any]:
-        xs = ax.tensor(tab[batch.values.array], ax.nn.Node, Embed)
+        xs = ax.tensor(tab[batch.values.array], ax.nn.TreeNode, Embed)
         return ax.nn.tree_fold(c, batch)(xs)
 
     h, c = jax.jit(batched)(cell, table)
@@ -90,30 +90,30 @@ def test_tree_lstm_equals_the_recursive_reference(key: jax.Array) -> None:
 def test_tree_fold_runs_one_scan_over_levels(key: jax.Array) -> None:
     cell, table = _setup(key)
     batch = ax.nn.TreeBatch.from_trees(TREES, Batch)
-    xs = ax.tensor(table[batch.values.array], ax.nn.Node, Embed)
+    xs = ax.tensor(table[batch.values.array], ax.nn.TreeNode, Embed)
     jaxpr = str(jax.make_jaxpr(lambda t: ax.nn.tree_fold(cell, batch)(t)[0].array)(xs))
     assert jaxpr.count("scan[") == 1 and "length=4" in jaxpr
     padded = ax.nn.TreeBatch.from_trees(TREES[:2], Batch, max_nodes=20, max_levels=5,
                                         max_width=8, max_children=4)
     assert padded.nodes.shape == (5, 8) and padded.num_nodes == 20
-    xs2 = ax.tensor(table[padded.values.array], ax.nn.Node, Embed)
+    xs2 = ax.tensor(table[padded.values.array], ax.nn.TreeNode, Embed)
     h2, _ = ax.nn.tree_fold(cell, padded)(xs2)
     h, _ = ax.nn.tree_fold(cell, batch)(xs)
     close(h2.array, h.array[:2], 1e-6)  # padding changes nothing
     states = ax.nn.tree_scan(cell, batch)(xs)[0]
-    assert states.axes == (ax.nn.Node, Hidden) and states.size(ax.nn.Node) == 14
+    assert states.axes == (ax.nn.TreeNode, Hidden) and states.size(ax.nn.TreeNode) == 14
     close(states.array[np.asarray(batch.roots.array)], h.array, 1e-6)
 
 
 def test_tree_errors(key: jax.Array) -> None:
     cell, table = _setup(key)
     batch = ax.nn.TreeBatch.from_trees(TREES, Batch)
-    with pytest.raises(ax.AxisError, match=r"Cannot apply tree_fold to Tensor\[F32, Node=3, "
-                       r"Embed=3\]: the inputs need axis Node of size 14"):
-        ax.nn.tree_fold(cell, batch)(ax.zeros((3, 3), ax.nn.Node, Embed))
+    with pytest.raises(ax.AxisError, match=r"Cannot apply tree_fold to Tensor\[F32, TreeNode=3, "
+                       r"Embed=3\]: the inputs need axis TreeNode of size 14"):
+        ax.nn.tree_fold(cell, batch)(ax.zeros((3, 3), ax.nn.TreeNode, Embed))
     with pytest.raises(ValueError, match=r"the trees need max_levels >= 4, got 2"):
         ax.nn.TreeBatch.from_trees(TREES, Batch, max_levels=2)
-    xs = ax.tensor(table[batch.values.array], ax.nn.Node, Embed)
+    xs = ax.tensor(table[batch.values.array], ax.nn.TreeNode, Embed)
     with pytest.raises(ax.AxisError, match=r"axis Embed of the input has size 3, the layer "
                        r"expects 5"):
         ax.nn.tree_fold(ax.nn.ChildSumTreeLSTMCell(Embed, Hidden, 5, 4, key=key), batch)(xs)

@@ -9,7 +9,7 @@ import pytest
 
 import axjax as ax
 from axjax import F32, I32, Tensor
-from axjax.core import _check_axes
+from axjax.core import _arrays, _check_axes
 
 
 @final
@@ -137,3 +137,100 @@ def test_under_jit_the_check_runs_once_per_trace(monkeypatch: pytest.MonkeyPatch
     assert calls == ["argument x", "argument w", "its result"]  # one trace, three checks
     f(ax.ones((5, 3), N, A), w)  # new sizes: a new trace, checked again
     assert len(calls) == 6
+
+
+# ---------------------------------------------------------------- sizes, through jaxtyping
+def test_an_axis_has_one_size_across_the_arguments() -> None:
+    with pytest.raises(ax.AxisError) as e:
+        affine(ax.ones((2, 3), N, A), ax.ones((5, 4), A, B))
+    assert str(e.value) == (
+        "Cannot apply affine to Tensor[F32, A=5, B=4]: argument w should be "
+        "Tensor[D=F32, In=A, Out=B], but A has size 3 in argument x and 5 at axis 0")
+    with pytest.raises(ax.AxisError, match=r"N has size 2 in argument x and 7 at axis 0$"):
+        pair(ax.ones((2, 3), N, A), ax.ones((7, 4), N, B))  # an axis inside *Bs too
+    with pytest.raises(ax.AxisError, match=r"A has size 3 in argument x and 5 at axis 0$"):
+        affine(x=ax.ones((2, 3), N, A), w=ax.ones((5, 4), A, B))  # keywords: the same
+
+
+def test_the_result_has_the_sizes_of_the_arguments() -> None:
+    @ax.check_axes
+    def grow(x: Tensor[F32, N, A]) -> Tensor[F32, N, A]:
+        return ax.ones((x.sizes[N] + 1, x.sizes[A]), N, A)
+
+    with pytest.raises(ax.AxisError) as e:
+        grow(ax.ones((2, 3), N, A))
+    assert str(e.value) == (
+        "Cannot apply test_the_result_has_the_sizes_of_the_arguments.<locals>.grow to "
+        "Tensor[F32, N=3, A=3]: its result should be Tensor[F32, N, A], but N has size 2 in "
+        "argument x and 3 at axis 0")
+
+
+def test_sizes_are_bound_per_call() -> None:
+    assert affine(ax.ones((2, 3), N, A), ax.ones((3, 4), A, B)).sizes == {N: 2, B: 4}
+    assert affine(ax.ones((6, 5), N, A), ax.ones((5, 1), A, B)).sizes == {N: 6, B: 1}
+
+    @ax.check_axes
+    def outer(x: Tensor[F32, N, A]) -> Tensor[F32, N, B]:
+        inner = affine(ax.ones((7, 3), N, A), ax.ones((3, 4), A, B))  # its own N
+        assert inner.sizes[N] == 7
+        return affine(x, ax.ones((3, 4), A, B))
+
+    assert outer(ax.ones((2, 3), N, A)).sizes == {N: 2, B: 4}
+
+
+def test_axes_with_the_same_name_do_not_share_a_size() -> None:
+    def make() -> type[ax.Axis]:
+        @final
+        class N(ax.Axis): ...  # same __name__ as the module's N, another class
+        return N
+
+    other = make()
+    assert _arrays.dim_name(other) != _arrays.dim_name(N)
+    assert _arrays.dim_name(other).isidentifier()
+    y = pair(ax.ones((2, 5, 3), N, other, A), ax.ones((2, 5, 4), N, other, B))
+    assert y.sizes == {N: 2, other: 5}
+
+    @ax.check_axes
+    def both(x: Tensor[F32, N, A], y: Tensor[F32, Any, A]) -> Tensor[F32, A]:
+        return ax.sum(x, N)
+
+    assert both(ax.ones((2, 3), N, A), ax.ones((9, 3), other, A)).sizes == {A: 3}
+
+
+def test_dimension_names_are_jaxtyping_names() -> None:
+    odd = type("_odd name", (ax.Axis,), {})
+    name = _arrays.dim_name(odd)
+    assert name.isidentifier() and not name.startswith("_")
+    assert _arrays.dims((N, A)) == f"{_arrays.dim_name(N)} {_arrays.dim_name(A)}"
+    assert _arrays.dims((N, A), (False, True)) == f"_ {_arrays.dim_name(A)}"
+    x = jax.numpy.ones((2, 3))
+    assert isinstance(x, _arrays.array_type(F32, N, odd))
+    assert not isinstance(x, _arrays.array_type(I32, N, A))
+    assert not isinstance(x, _arrays.array_type(None, N))
+
+
+def test_raw_arrays_inside_the_call_share_its_sizes() -> None:
+    @ax.check_axes
+    def f(x: Tensor[F32, N, A], raw: jax.Array) -> Tensor[F32, N, A]:
+        assert isinstance(x.array, _arrays.array_type(F32, N, A))
+        if not isinstance(raw, _arrays.array_type(None, N)):
+            raise ValueError("raw has another N")
+        return x
+
+    f(ax.ones((2, 3), N, A), jax.numpy.zeros((2,)))
+    with pytest.raises(ValueError, match="raw has another N"):
+        f(ax.ones((2, 3), N, A), jax.numpy.zeros((4,)))
+
+
+def test_sizes_are_checked_while_jit_traces() -> None:
+    f = jax.jit(affine)
+    with pytest.raises(ax.AxisError, match=r"A has size 3 in argument x and 5 at axis 0"):
+        f(ax.ones((2, 3), N, A), ax.ones((5, 4), A, B))
+    assert f(ax.ones((2, 3), N, A), ax.ones((3, 4), A, B)).sizes == {N: 2, B: 4}
+
+
+def test_graph_nodes_check_the_sizes_they_know() -> None:
+    y = affine(ax.Input(ax.F32, N, A, sizes=(None, 3)), ax.Param(ax.ones((3, 4), A, B)))
+    assert y.axes == (N, B)
+    with pytest.raises(ax.AxisError, match=r"A has size 5 in argument x and 3 at axis 0$"):
+        affine(ax.Input(ax.F32, N, A, sizes=(None, 5)), ax.Param(ax.ones((3, 4), A, B)))

@@ -14,9 +14,8 @@ from typing import Any, TypeVar
 import jax
 import jax.numpy as jnp
 
-from ._axis import Axis, axes_names
-from ._dtype import F32, I32, DType, dtype_marker, to_numpy_dtype
-from ._tensor import Tensor
+from ..core import F32, I32, Axis, DType, Tensor
+from ..core.internal import axes_names, dtype_marker, to_numpy_dtype
 
 __all__ = ["tensor", "zeros", "ones", "full", "normal", "uniform", "randint", "arange"]
 

@@ -23,11 +23,20 @@ from typing import Any, TypeVar
 import jax
 import jax.numpy as jnp
 
-from ..core import Axis, AxisError, Tensor, TensorType, broadcast, where
-from ..core._axis import axes_names, axis_name, check_axis_label
-from ..core._errors import describe
-from ..core._nodes import Carry, Loop, Slice, mark
-from ._util import flatten, is_symbolic, is_tensor, unflatten, wrap
+from ..core import Axis, AxisError, Tensor, TensorType
+from ..core.internal import (
+    axes_names,
+    axis_name,
+    check_axis_label,
+    describe,
+    flatten,
+    is_symbolic,
+    is_tensor,
+    unflatten,
+    wrap,
+)
+from ..ops import broadcast, where
+from ._nodes import Carry, Loop, Slice, mark
 
 __all__ = ["fold", "scan"]
 

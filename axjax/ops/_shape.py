@@ -12,10 +12,16 @@ from typing import Any, TypeVar, TypeVarTuple
 import jax
 import jax.numpy as jnp
 
-from ._axis import Axis, axes_names, axis_name, check_axis_label, check_unique_axes
-from ._dtype import DType
-from ._op import Op, cached, result_dtype
-from ._tensor import Tensor, TensorType
+from ..core import Axis, DType, Op, Tensor, TensorType
+from ..core.internal import (
+    axes_names,
+    axis_name,
+    cached,
+    check_axis_label,
+    check_unique_axes,
+    register_op,
+    result_dtype,
+)
 
 D = TypeVar("D", bound=DType)
 Axes = TypeVarTuple("Axes")
@@ -529,3 +535,19 @@ def unflatten(x: AnyOf[D], axis: type[Axis], axes: tuple[type[Axis], ...],
               sizes: tuple[int, ...]) -> AnyOf[D]:
     """Split ``axis`` into ``axes`` of the given ``sizes`` (first = major)."""
     return Unflatten(axis, axes, sizes)(x)  # type: ignore[no-any-return]
+
+
+# ----------------------------------------------------------------------------- registry
+# One declaration per op (axjax/core/_registry.py): its public functions and their kind.
+register_op("expand_dims", kind="positional")(ExpandDims)
+register_op("squeeze", kind="axis")(Squeeze)
+register_op("transpose", kind="axis")(Transpose)
+register_op("rename", kind="axis")(Rename)
+register_op("broadcast", kind="axis")(Broadcast)
+register_op(kind="internal")(BroadcastLike)
+register_op("tile", kind="axis")(Tile)
+register_op("concat", kind="axis")(Concat)
+register_op("stack", kind="positional")(Stack)
+register_op("unstack", kind="other")(Unstack)
+register_op("flatten", kind="axis")(Flatten)
+register_op("unflatten", kind="axis")(Unflatten)

@@ -9,11 +9,16 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from ._axis import Axis, axes_names, axis_name, check_axis_label
-from ._dtype import F32, DType, dtype_marker
-from ._errors import describe
-from ._op import Op, cached
-from ._tensor import Tensor, TensorType
+from ..core import F32, Axis, DType, Op, Tensor, TensorType
+from ..core.internal import (
+    axes_names,
+    axis_name,
+    cached,
+    check_axis_label,
+    describe,
+    dtype_marker,
+    register_op,
+)
 
 D = TypeVar("D", bound=DType)
 Array = Any
@@ -137,7 +142,6 @@ def slice(x: Tensor[D, *Axes], axis: type[Axis], start: int | None = None,
     return Slice(axis, start, stop, step)(x)  # type: ignore[no-any-return]
 
 
-slice_ = slice
 
 
 class Take(Op):
@@ -212,3 +216,11 @@ def one_hot(labels: Tensor[Any, *tuple[Any, ...]], axis: type[Axis], n: int,
             dtype: type[D] = F32) -> AnyOf[D]:  # type: ignore[assignment]
     """One-hot encode integer ``labels`` along a new last axis ``axis`` of size ``n``."""
     return cached(OneHot, axis, n, dtype)(labels)  # type: ignore[no-any-return]
+
+
+# ----------------------------------------------------------------------------- registry
+# One declaration per op (axjax/core/_registry.py): its public functions and their kind.
+register_op("index", kind="axis")(Index)
+register_op("slice", kind="axis")(Slice)
+register_op("take", kind="axis")(Take)
+register_op("one_hot", kind="axis")(OneHot)

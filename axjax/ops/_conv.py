@@ -25,10 +25,15 @@ import jax
 import jax.numpy as jnp
 from jax import lax
 
-from ._axis import Axis, axes_names, axis_name, check_axis_label
-from ._dtype import DType
-from ._op import Op, require_floating, result_dtype
-from ._tensor import Tensor, TensorType
+from ..core import Axis, DType, Op, Tensor, TensorType
+from ..core.internal import (
+    axes_names,
+    axis_name,
+    check_axis_label,
+    register_op,
+    require_floating,
+    result_dtype,
+)
 
 __all__ = ["Conv", "conv", "Padding", "per_axis", "normalize_padding", "resolve_padding",
            "window_out"]
@@ -213,3 +218,8 @@ def conv(x: AnyOf[D], kernel: AnyOf[D], spatial: type[Axis] | tuple[type[Axis], 
     """
     axes = spatial if isinstance(spatial, tuple) else (spatial,)
     return Conv(axes, stride, padding, dilation, groups)(x, kernel)  # type: ignore[no-any-return]
+
+
+# ----------------------------------------------------------------------------- registry
+# One declaration per op (axjax/core/_registry.py): its public functions and their kind.
+register_op("conv", kind="axis")(Conv)

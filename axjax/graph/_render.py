@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ._errors import describe
+from ..core.internal import describe
 from ._nodes import Loop, Node, Results
 
 if TYPE_CHECKING:

@@ -23,9 +23,7 @@ if TYPE_CHECKING:
     import jax
     from typing_extensions import TypeVar
 
-    from ._axis import Axis
-    from ._dtype import F32, I32, Bool, DType
-    from ._tensor import Tensor
+    from ..core import F32, I32, Axis, Bool, DType, Tensor
 
     Shape = int | Sequence[int]
     D = TypeVar("D", bound=DType)

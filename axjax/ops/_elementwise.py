@@ -15,16 +15,18 @@ import jax.core  # jax.core.Tracer: the submodule, imported by name for type che
 import jax.numpy as jnp
 import numpy as np
 
-from ._dtype import Bool, DType, dtype_marker, is_floating, to_numpy_dtype
-from ._op import (
-    Op,
+from ..core import Bool, DType, Op, Tensor, TensorType
+from ..core.internal import (
+    dtype_marker,
+    is_floating,
     not_a_tensor,
+    register_op,
     require_floating,
     require_numbers,
     result_dtype,
     same_sizes,
+    to_numpy_dtype,
 )
-from ._tensor import Tensor, TensorType
 
 D = TypeVar("D", bound=DType)
 D2 = TypeVar("D2", bound=DType)
@@ -537,3 +539,40 @@ def astype(x: Tensor[Any, *Axes], dtype: type[D2]) -> Tensor[D2, *Axes]:
         return x
     return AsType(dtype)(x)  # type: ignore[no-any-return]
 
+
+# ----------------------------------------------------------------------------- registry
+# One declaration per op (axjax/core/_registry.py): its public functions and their kind.
+register_op("negative", kind="unary", operators=("__neg__",))(Negative)
+register_op("abs", kind="unary", operators=("__abs__",))(Abs)
+register_op("exp", kind="unary")(Exp)
+register_op("log", kind="unary")(Log)
+register_op("log1p", kind="unary")(Log1p)
+register_op("expm1", kind="unary")(Expm1)
+register_op("sqrt", kind="unary")(Sqrt)
+register_op("rsqrt", kind="unary")(Rsqrt)
+register_op("square", kind="unary")(Square)
+register_op("reciprocal", kind="unary")(Reciprocal)
+register_op("tanh", kind="unary")(Tanh)
+register_op("sigmoid", kind="unary")(Sigmoid)
+register_op("relu", kind="unary")(Relu)
+register_op("gelu", kind="unary")(Gelu)
+register_op("softplus", kind="unary")(Softplus)
+register_op("sin", kind="unary")(Sin)
+register_op("cos", kind="unary")(Cos)
+register_op("silu", kind="unary")(Silu)
+register_op("erf", kind="unary")(Erf)
+register_op("add", kind="binary", operators=("__add__",))(Add)
+register_op("subtract", kind="binary", operators=("__sub__",))(Subtract)
+register_op("multiply", kind="binary", operators=("__mul__",))(Multiply)
+register_op("divide", kind="binary", operators=("__truediv__",))(Divide)
+register_op("power", kind="binary", operators=("__pow__",))(Power)
+register_op("maximum", kind="binary")(Maximum)
+register_op("minimum", kind="binary")(Minimum)
+register_op("equal", kind="binary")(Equal)
+register_op("not_equal", kind="binary")(NotEqual)
+register_op("less", kind="binary", operators=("__lt__",))(Less)
+register_op("less_equal", kind="binary", operators=("__le__",))(LessEqual)
+register_op("greater", kind="binary", operators=("__gt__",))(Greater)
+register_op("greater_equal", kind="binary", operators=("__ge__",))(GreaterEqual)
+register_op("where", kind="binary")(Where)
+register_op("astype", kind="other", operators=("astype",))(AsType)

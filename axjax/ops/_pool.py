@@ -17,11 +17,9 @@ import jax.numpy as jnp
 import numpy as np
 from jax import lax
 
-from ._axis import Axis, axes_names, axis_name, check_axis_label
+from ..core import Axis, DType, Op, Tensor, TensorType
+from ..core.internal import axes_names, axis_name, check_axis_label, register_op, require_floating
 from ._conv import Padding, normalize_padding, per_axis, resolve_padding, window_out
-from ._dtype import DType
-from ._op import Op, require_floating
-from ._tensor import Tensor, TensorType
 
 __all__ = ["Pool", "max_pool", "avg_pool"]
 
@@ -125,3 +123,8 @@ def avg_pool(x: Tensor[D, *Axes], spatial: type[Axis] | tuple[type[Axis], ...],
         >>> ax.avg_pool(feature_maps, (Height, Width), window=2)
     """
     return Pool("avg", _spatial(spatial), window, stride, padding)(x)  # type: ignore[no-any-return]
+
+
+# ----------------------------------------------------------------------------- registry
+# One declaration per op (axjax/core/_registry.py): its public functions and their kind.
+register_op("max_pool", "avg_pool", kind="axis")(Pool)

@@ -19,9 +19,9 @@ from typing import Any, TypeVar
 
 import jax
 
-from ._dtype import is_floating
+from ..core import Tensor
+from ..core.internal import is_floating
 from ._nodes import Node, Param
-from ._tensor import Tensor
 
 __all__ = ["as_params", "as_values"]
 

@@ -17,9 +17,9 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, cast
 
-from ._errors import describe
+from ..core import Tensor
+from ..core.internal import describe
 from ._nodes import Const, Input, Loop, Node, Param, Results, toposort
-from ._tensor import Tensor
 
 __all__ = ["Graph"]
 
@@ -60,11 +60,6 @@ class Graph:
         self.loops: tuple[Loop, ...] = _name_bodies(self.nodes, self.names)
 
     def __len__(self) -> int:
-        return len(self.nodes)
-
-    @property
-    def node_count(self) -> int:
-        """The number of nodes (``len(graph)``)."""
         return len(self.nodes)
 
     def __contains__(self, node: object) -> bool:

@@ -12,10 +12,15 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from ._axis import Axis, axes_names, axis_name, check_axis_label
-from ._dtype import I32, Bool, DType
-from ._op import Op, cached, require_floating
-from ._tensor import Tensor, TensorType
+from ..core import I32, Axis, Bool, DType, Op, Tensor, TensorType
+from ..core.internal import (
+    axes_names,
+    axis_name,
+    cached,
+    check_axis_label,
+    register_op,
+    require_floating,
+)
 
 D = TypeVar("D", bound=DType)
 Axes = TypeVarTuple("Axes")
@@ -262,3 +267,16 @@ def softmax(x: Tensor[D, *Axes], over: AxisArg) -> Tensor[D, *Axes]:
 def log_softmax(x: Tensor[D, *Axes], over: AxisArg) -> Tensor[D, *Axes]:
     """``x - logsumexp(x, over)`` along the named axis (or axes), stable."""
     return cached(LogSoftmax, over)(x)  # type: ignore[no-any-return]
+
+
+# ----------------------------------------------------------------------------- registry
+# One declaration per op (axjax/core/_registry.py): its public functions and their kind.
+register_op("sum", kind="axis")(Sum)
+register_op("mean", kind="axis")(Mean)
+register_op("max", kind="axis")(Max)
+register_op("min", kind="axis")(Min)
+register_op("logsumexp", kind="axis")(LogSumExp)
+register_op("var", kind="axis")(Var)
+register_op("argmax", kind="axis")(ArgMax)
+register_op("softmax", kind="axis")(Softmax)
+register_op("log_softmax", kind="axis")(LogSoftmax)

@@ -18,11 +18,10 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from ._errors import AxisError, describe
+from ..core import AxisError, Op, Tensor, config
+from ..core.internal import apply, describe
 from ._graph import Graph, Outputs
 from ._nodes import Apply, Const, Input, Loop, MultiApply, Node, Param, Part, check_value, mismatch
-from ._op import Op, apply, config
-from ._tensor import Tensor
 
 __all__ = ["compile", "CompiledGraph"]
 

@@ -22,25 +22,29 @@ import itertools
 import os
 import sys
 from collections.abc import Callable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any, ClassVar, NoReturn, TypeVar, TypeVarTuple, cast, overload
+from typing import Any, ClassVar, NoReturn, TypeVar, TypeVarTuple, cast, overload
 
 import jax
 
-from . import _tensor  # noqa: F401  # pyright: ignore[reportUnusedImport]  (loads before _op)
-from ._axis import Axis, axis_name, check_axis_label, check_unique_axes
-from ._dtype import DType, dtype_marker
-from ._errors import AxisError, describe
-from ._op import Op, register_symbolic_handler
-from ._tensor import Tensor, TensorType
-
-if TYPE_CHECKING:  # the label type variables of the generated Input overloads
-    from ._gen_construct import A0, A1, A2, A3, A4, A5, DIn
+from ..core import (
+    Axis,
+    AxisError,
+    DType,
+    Op,
+    Tensor,
+    TensorType,
+)
+from ..core.internal import axis_name, check_axis_label, check_unique_axes, describe, dtype_marker
 
 __all__ = ["Node", "Input", "Param", "Const", "Apply", "MultiApply", "Loop", "Part", "Results",
            "Carry", "Slice", "toposort"]
 
 D = TypeVar("D", bound=DType)
 Axes = TypeVarTuple("Axes")
+# the dtype and label type variables of the generated Input overloads (tools/gen_overloads.py)
+DIn = TypeVar("DIn", bound=DType)  # not D, which the Input class binds
+A0, A1, A2 = TypeVar("A0", bound=Axis), TypeVar("A1", bound=Axis), TypeVar("A2", bound=Axis)
+A3, A4, A5 = TypeVar("A3", bound=Axis), TypeVar("A4", bound=Axis), TypeVar("A5", bound=Axis)
 
 _serial = itertools.count()
 _PACKAGE_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
@@ -62,6 +66,23 @@ class Node(Tensor[D, *Axes]):
     _type: TensorType
     _name: str | None
     _serial: int
+
+    # -- the protocol core calls (axjax.core.internal.Symbolic) ------------------------
+    def record_apply(self, op: Op, operands: tuple[Any, ...],
+                     out_type: TensorType | tuple[TensorType, ...]) -> Any:
+        """The node applying ``op`` builds: eager Tensors become Consts, the result an
+        Apply node (a tuple of Parts of one MultiApply node for an op with several
+        results)."""
+        args = tuple(x if isinstance(x, Node) else Const(x) for x in operands)
+        if isinstance(out_type, tuple):
+            return MultiApply(op, args, out_type).parts
+        return Apply(op, args, out_type)
+
+    def differentiate(self, wrt: Any, inputs: Any, with_value: bool) -> Any:
+        """``ax.grad`` / ``ax.value_and_grad`` of this scalar loss node."""
+        from ._graph_grad import GraphGrad  # _graph_grad builds on this module
+
+        return GraphGrad(self, wrt, inputs, with_value)
 
     def _init(self, type_: TensorType, name: str | None, serial: int | None = None) -> None:
         if name is not None and not isinstance(name, str):
@@ -780,13 +801,3 @@ def _user_site() -> str:
     return f"{os.path.basename(frame.f_code.co_filename)}:{frame.f_lineno}"
 
 
-def _record(op: Op, xs: tuple[Any, ...], out: TensorType | tuple[TensorType, ...]) -> Any:
-    """The symbolic handler: eager Tensors become Consts, the result an Apply node (a
-    tuple of Parts of one MultiApply node for an op with several results)."""
-    args = tuple(x if isinstance(x, Node) else Const(x) for x in xs)
-    if isinstance(out, tuple):
-        return MultiApply(op, args, out).parts
-    return Apply(op, args, out)
-
-
-register_symbolic_handler(_record)

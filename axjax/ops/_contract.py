@@ -10,16 +10,21 @@ from __future__ import annotations
 
 import functools
 import math
-import string
 from typing import Any, TypeVar, TypeVarTuple
 
 import jax
 import jax.numpy as jnp
 
-from ._axis import Axis, axes_names, axis_name, check_axis_label
-from ._dtype import DType
-from ._op import Op, cached, result_dtype, same_sizes
-from ._tensor import Tensor, TensorType
+from ..core import Axis, DType, Op, Tensor, TensorType
+from ..core.internal import (
+    axes_names,
+    axis_name,
+    cached,
+    check_axis_label,
+    register_op,
+    result_dtype,
+    same_sizes,
+)
 
 D = TypeVar("D", bound=DType)
 I = TypeVar("I")  # noqa: E741
@@ -130,15 +135,16 @@ class Contract(Op):
 # ----------------------------------------------------------------------------- lowering
 _Dims = tuple[tuple[tuple[int, ...], tuple[int, ...]], tuple[tuple[int, ...], tuple[int, ...]]]
 _Plan = tuple[_Dims, tuple[int, ...] | None, bool]  # dimension numbers, permutation, swap
-_PLANS: dict[tuple[tuple[type[Axis], ...], ...], _Plan | None] = {}
+_PLANS: dict[tuple[tuple[type[Axis], ...], ...], _Plan] = {}
 
 
 def _dot_plan(x_axes: tuple[type[Axis], ...], y_axes: tuple[type[Axis], ...],
-              out: tuple[type[Axis], ...]) -> _Plan | None:
+              out: tuple[type[Axis], ...]) -> _Plan:
     """``dot_general`` dimension numbers and the final permutation for ``x ⋈ y -> out``.
 
     An axis of both operands is a batch axis if ``out`` keeps it, else it is summed; an
-    axis of one operand must be in ``out``. ``None`` if that does not hold (use einsum).
+    axis of one operand must be in ``out`` (the type rules of MatMul and Contract see to
+    it).
     """
     key = (x_axes, y_axes, out)
     if key in _PLANS:
@@ -147,18 +153,19 @@ def _dot_plan(x_axes: tuple[type[Axis], ...], y_axes: tuple[type[Axis], ...],
     summed = [a for a in x_axes if a in y_axes and a not in out]
     x_free = [a for a in x_axes if a not in y_axes]
     y_free = [a for a in y_axes if a not in x_axes]
-    plan: _Plan | None = None
-    if set(x_free + y_free) <= set(out):
-        dims = ((tuple(x_axes.index(a) for a in summed), tuple(y_axes.index(a) for a in summed)),
-                (tuple(x_axes.index(a) for a in batch), tuple(y_axes.index(a) for a in batch)))
-        got = batch + x_free + y_free
-        perm = tuple(got.index(a) for a in out)
-        plan = dims, (None if perm == tuple(range(len(perm))) else perm), False
-        if plan[1] is not None and batch + y_free + x_free == list(out):
-            # y ⋈ x comes out in the right order: swap the operands, skip the transpose
-            # (a weight gradient ``dW = dz ⋈ x`` with W stored input-major, say)
-            (cx, cy), (bx, by) = dims
-            plan = ((cy, cx), (by, bx)), None, True
+    if not set(x_free + y_free) <= set(out):
+        raise ValueError(f"contraction of ({axes_names(x_axes)}) and ({axes_names(y_axes)}) "
+                         f"cannot keep only ({axes_names(out)}): an unshared axis is dropped")
+    dims = ((tuple(x_axes.index(a) for a in summed), tuple(y_axes.index(a) for a in summed)),
+            (tuple(x_axes.index(a) for a in batch), tuple(y_axes.index(a) for a in batch)))
+    got = batch + x_free + y_free
+    perm = tuple(got.index(a) for a in out)
+    plan = dims, (None if perm == tuple(range(len(perm))) else perm), False
+    if plan[1] is not None and batch + y_free + x_free == list(out):
+        # y ⋈ x comes out in the right order: swap the operands, skip the transpose
+        # (a weight gradient ``dW = dz ⋈ x`` with W stored input-major, say)
+        (cx, cy), (bx, by) = dims
+        plan = ((cy, cx), (by, bx)), None, True
     _PLANS[key] = plan
     return plan
 
@@ -195,17 +202,7 @@ def dot(x: Array, x_axes: tuple[type[Axis], ...], y: Array, y_axes: tuple[type[A
     The same lowering as ``jnp.einsum`` of two operands, without its per-call subscript
     parsing and path search (about 250 µs of CPU per eager call, and as much per trace).
     """
-    plan = _dot_plan(x_axes, y_axes, out)
-    if plan is None:  # pragma: no cover - every contraction above has a plan
-        letters: dict[type[Axis], str] = {}
-        for a in (*x_axes, *y_axes):
-            letters.setdefault(a, string.ascii_letters[len(letters)])
-
-        def sub(axes: tuple[type[Axis], ...]) -> str:
-            return "".join(letters[a] for a in axes)
-
-        return jnp.einsum(f"{sub(x_axes)},{sub(y_axes)}->{sub(out)}", x, y)
-    dims, perm, swap = plan
+    dims, perm, swap = _dot_plan(x_axes, y_axes, out)
     return _dot_general(y, x, dims=dims, perm=None) if swap else _dot_general(
         x, y, dims=dims, perm=perm)
 
@@ -226,3 +223,9 @@ def contract(
         >>> ax.contract(q, k, over=Head)   # batch axes kept
     """
     return cached(Contract, over)(a, b)  # type: ignore[no-any-return]
+
+
+# ----------------------------------------------------------------------------- registry
+# One declaration per op (axjax/core/_registry.py): its public functions and their kind.
+register_op("matmul", kind="matmul", operators=("__matmul__",))(MatMul)
+register_op("contract", kind="set_algebra")(Contract)

@@ -1,0 +1,35 @@
+"""What the other axjax packages (ops, graph, nn, train, the mypy plugin) use of core.
+
+Users import ``axjax``; the library's own packages import core's public names from
+``axjax.core`` and its helpers from here, never from core's private modules, so core can
+reorganise its files without breaking them. Nothing here is part of the user-facing API.
+"""
+
+from ._axis import axes_names as axes_names
+from ._axis import axis_name as axis_name
+from ._axis import check_axis_label as check_axis_label
+from ._axis import check_unique_axes as check_unique_axes
+from ._dtype import dtype_marker as dtype_marker
+from ._dtype import is_floating as is_floating
+from ._dtype import to_numpy_dtype as to_numpy_dtype
+from ._errors import HasType as HasType
+from ._errors import describe as describe
+from ._errors import fail as fail
+from ._op import apply as apply
+from ._op import cached as cached
+from ._op import check_layout as check_layout
+from ._op import not_a_tensor as not_a_tensor
+from ._op import require_floating as require_floating
+from ._op import require_numbers as require_numbers
+from ._op import result_dtype as result_dtype
+from ._op import same_sizes as same_sizes
+from ._pytree import flatten as flatten
+from ._pytree import is_tensor as is_tensor
+from ._pytree import unflatten as unflatten
+from ._pytree import wrap as wrap
+from ._registry import OpSpec as OpSpec
+from ._registry import register_op as register_op
+from ._symbolic import Symbolic as Symbolic
+from ._symbolic import is_symbolic as is_symbolic
+from ._tensor import bare_type as bare_type
+from ._tensor import unnamed_dims as unnamed_dims

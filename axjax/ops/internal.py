@@ -1,0 +1,4 @@
+"""What the packages above ops (graph, nn, train) use of its helpers; not user API."""
+
+from ._conv import Padding as Padding
+from ._conv import per_axis as per_axis

@@ -1,0 +1,102 @@
+"""An optax training step over a graph: ``ax.compile_step`` / :class:`GraphStep`.
+
+The step differentiates a graph loss by each op's own ``backward`` (as ``ax.grad`` on a
+node does) and applies one optimizer update per call, keeping the Params' values and the
+optimizer state.
+
+Example:
+    >>> step = ax.compile_step(loss, optax.sgd(0.5), inputs=[x, y])
+    >>> for _ in range(200):
+    ...     value = step(xs, ys)
+    >>> step.value(w)                      # the trained value of Param w
+"""
+
+from __future__ import annotations
+
+from typing import Any, cast
+
+import jax
+import optax
+
+from ..core import AnyTensor, Tensor, config
+from ..graph import LossProgram, Param
+
+__all__ = ["GraphStep", "compile_step"]
+
+AnyParam = Param[Any, *tuple[Any, ...]]
+
+
+class GraphStep:
+    """One optax update of a graph's Params per call; it keeps the values and the state.
+
+    Attributes:
+        params: every Param of the loss graph with its current value (pass it to a compiled
+            graph as ``params=``); opt_state: the optimizer state; trace_count: how many
+            times JAX traced the step (once per distinct input sizes).
+    """
+
+    def __init__(self, loss: AnyTensor, optimizer: optax.GradientTransformation,
+                 inputs: Any = None, wrt: Any = None) -> None:
+        if not (hasattr(optimizer, "init") and hasattr(optimizer, "update")):
+            raise TypeError("compile_step: optimizer must be an optax.GradientTransformation "
+                            f"(optax.adam(1e-3), ...), got {type(optimizer).__name__}")
+        self._lp = LossProgram(loss, wrt, inputs, "compile_step")
+        self.optimizer = optimizer
+        self.graph = self._lp.program.graph
+        self.wrt = self._lp.wrt
+        self._values = self._lp.program.values(None)
+        self.opt_state = optimizer.init(cast(Any, self._train()))  # a pytree of Tensors
+        self.trace_count = 0
+        self._jit = jax.jit(self._step, static_argnums=0)  # 0: the autodiff mode
+
+    def _train(self) -> tuple[AnyTensor, ...]:
+        return tuple(self._values[i] for i in self._lp.index)
+
+    def _step(self, mode: str, train: Any, values: Any, opt_state: Any, inputs: Any) -> Any:
+        self.trace_count += 1
+        value, grads = jax.value_and_grad(self._lp.loss)(train, values, inputs)
+        updates, opt_state = self.optimizer.update(grads, opt_state, train)
+        return optax.apply_updates(train, updates), opt_state, value
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Tensor[Any]:
+        """Run one update on these inputs; returns the loss before the update."""
+        inputs = self._lp.program.bind(args, kwargs)
+        train, self.opt_state, value = self._jit(config.autodiff, self._train(), self._values,
+                                                 self.opt_state, inputs)
+        values = list(self._values)
+        for i, v in zip(self._lp.index, train, strict=True):
+            values[i] = v
+        self._values = tuple(values)
+        return Tensor._wrap(value, ())  # type: ignore[no-any-return]
+
+    @property
+    def params(self) -> tuple[AnyParam, ...]:
+        """The graph's Params, each holding its current value."""
+        return tuple(p._rebuild(p._id, v) for p, v in
+                     zip(self._lp.program.params, self._values, strict=True))
+
+    def value(self, param: AnyTensor) -> AnyTensor:
+        """The current value of ``param`` (a Param of the loss graph)."""
+        i = self._lp.program.param_index.get(param) if isinstance(param, Param) else None
+        if i is None:
+            raise TypeError(f"GraphStep.value: {param!r} is not a Param of the loss graph")
+        return self._values[i]
+
+
+def compile_step(loss: AnyTensor, optimizer: optax.GradientTransformation, inputs: Any = None,
+                 wrt: Any = None) -> GraphStep:
+    """A jitted training step: gradients of ``loss`` by each op's backward, then ``optimizer``.
+
+    Args:
+        loss: a floating-point scalar node.
+        optimizer: any ``optax.GradientTransformation``.
+        inputs: the Inputs in argument order (as in :func:`axjax.compile`).
+        wrt: the Params to train (default: all of the graph's Params).
+
+    Example:
+        >>> step = ax.compile_step(loss, optax.adam(0.05), inputs=[x, y])
+        >>> for _ in range(300):
+        ...     step(xs, ys)
+        >>> ax.compile(pred, inputs=[x])(xs, params=step.params)
+    """
+    return GraphStep(loss, optimizer, inputs, wrt)
