@@ -32,7 +32,8 @@ import jax.numpy as jnp
 import optax
 
 import axjax as ax
-from axjax.train._step import Monitor, all_finite, call_loss
+from axjax.train import Monitor
+from axjax.train.internal import all_finite, call_loss
 
 from ._common import LR, Runner, load_mnist, timed
 from ._harness import warm_up

@@ -5,7 +5,10 @@ they cannot see (a value typed ``Any``, data from a file, an unchecked caller). 
 matches every ``Tensor[D, *Axes]`` annotation against the actual tensor: a label must be
 that very class, a type variable (``D``, ``I``) binds to one dtype or axis for the whole
 call, one ``*Ts`` binds to the run of axes it covers, ``Any`` and ``*tuple[Any, ...]``
-accept anything. Under ``jax.jit`` the check runs once per trace (decorate inside the jit).
+accept anything. An axis has one size in the whole call, arguments and result: each tensor
+is checked against the jaxtyping annotation of its axes (``Shaped[..., "Batch Pixel"]``,
+:mod:`axjax.core._arrays`) inside one ``jaxtyping.jaxtyped`` context, which binds the
+sizes. Under ``jax.jit`` the check runs once per trace (decorate inside the jit).
 """
 
 from __future__ import annotations
@@ -16,6 +19,9 @@ import typing
 from collections.abc import Callable
 from typing import Any, TypeVar, TypeVarTuple, cast
 
+from jaxtyping import jaxtyped
+
+from ._arrays import sized
 from ._axis import axes_names, axis_name
 from ._errors import AxisError, describe
 from ._tensor import Tensor
@@ -37,13 +43,28 @@ def _variadic(item: object) -> object | None:
     return None
 
 
-def _pattern(annotation: object) -> tuple[type, Pattern] | None:
-    """``(Tensor class, (dtype, axes))`` for a ``Tensor[...]`` annotation, else ``None``."""
+class _Spec:
+    """One ``Tensor[...]`` annotation, taken apart once: the axes before and after ``*Ts``."""
+
+    __slots__ = ("cls", "pattern", "dtype", "head", "tail", "star", "inner")
+
+    def __init__(self, cls: type[Any], pattern: Pattern) -> None:
+        self.cls, self.pattern = cls, pattern
+        self.dtype, pats = pattern
+        stars = [i for i, p in enumerate(pats) if _variadic(p) is not None]
+        self.star = bool(stars)  # a *Ts or *tuple[Any, ...] somewhere
+        k = stars[0] if stars else len(pats)
+        self.head, self.tail = pats[:k], pats[k + 1:]
+        self.inner = _variadic(pats[k]) if stars else None
+
+
+def _spec(annotation: object) -> _Spec | None:
+    """The :class:`_Spec` of a ``Tensor[...]`` annotation, else ``None``."""
     origin = typing.get_origin(annotation)
     if not (isinstance(origin, type) and issubclass(origin, Tensor)):
         return None
     args = typing.get_args(annotation)
-    return (origin, (args[0], tuple(args[1:]))) if args else None
+    return _Spec(origin, (args[0], tuple(args[1:]))) if args else None
 
 
 def _show(item: object, bound: Binding) -> str:
@@ -65,10 +86,15 @@ def _annotation(pattern: Pattern, bound: Binding) -> str:
 
 
 class _Call:
-    """The bindings of one call, and the words of its failures."""
+    """The bindings of one call, and the words of its failures.
+
+    Axis sizes are not kept here: jaxtyping binds them in the ``jaxtyped`` context the call
+    runs in. ``seen`` (the tensors checked so far) only serves to word a size mismatch.
+    """
 
     def __init__(self, name: str) -> None:
         self.name, self.bound = name, cast(Binding, {})
+        self.seen: list[tuple[str, Any]] = []
 
     def fail(self, value: Any, what: str, pattern: Pattern, why: str) -> AxisError:
         return AxisError(f"Cannot apply {self.name} to {describe(value)}: {what} should be "
@@ -88,42 +114,71 @@ class _Call:
             return f"it has {axis_name(got)} {where}"
         return None
 
-    def match(self, value: Any, what: str, cls: type[Any], pattern: Pattern) -> None:
-        if not isinstance(value, cls):
+    def match(self, value: Any, what: str, spec: _Spec) -> None:
+        if not isinstance(value, spec.cls):
             raise TypeError(f"Cannot apply {self.name}: {what} should be "
-                            f"{_annotation(pattern, self.bound)}, got {type(value).__name__}")
-        dtype, pats = pattern
-        why = self.one(dtype, value.dtype, "as its dtype")
+                            f"{_annotation(spec.pattern, self.bound)}, got "
+                            f"{type(value).__name__}")
+        why = self.one(spec.dtype, value.dtype, "as its dtype")
         if why is not None:
-            raise self.fail(value, what, pattern, why + " (convert it with astype)")
+            raise self.fail(value, what, spec.pattern, why + " (convert it with astype)")
         axes: tuple[Any, ...] = value.axes
-        star = [i for i, p in enumerate(pats) if _variadic(p) is not None]
-        fixed = len(pats) - len(star)
-        if (not star and len(axes) != fixed) or len(axes) < fixed:
+        head, tail = spec.head, spec.tail
+        if len(axes) < len(head) + len(tail) or (not spec.star and len(axes) != len(head)):
             count = f"{len(axes)} axis" if len(axes) == 1 else f"{len(axes)} axes"
-            raise self.fail(value, what, pattern, f"it has {count}")
-        k = star[0] if star else len(pats)
-        tail = len(pats) - k - 1 if star else 0
-        places = list(range(k)) + list(range(len(axes) - tail, len(axes)))
-        for pat, i in zip((*pats[:k], *pats[k + 1:]), places, strict=True):
+            raise self.fail(value, what, spec.pattern, f"it has {count}")
+        for i, pat in enumerate(head):
             why = self.one(pat, axes[i], f"at axis {i}")
             if why is not None:
-                raise self.fail(value, what, pattern, why)
-        inner = _variadic(pats[k]) if star else None
+                raise self.fail(value, what, spec.pattern, why)
+        end = len(axes) - len(tail)
+        for i, pat in enumerate(tail, end):
+            why = self.one(pat, axes[i], f"at axis {i}")
+            if why is not None:
+                raise self.fail(value, what, spec.pattern, why)
+        inner = spec.inner
         if isinstance(inner, TypeVarTuple):
-            run = tuple(axes[k:len(axes) - tail])
+            run = tuple(axes[len(head):end])
             was = self.bound.setdefault(inner, run)
             if was != run:
-                raise self.fail(value, what, pattern, f"*{inner.__name__} is "
+                raise self.fail(value, what, spec.pattern, f"*{inner.__name__} is "
                                 f"({axes_names(was)}) elsewhere in this call and "
                                 f"({axes_names(run)}) here")
+        self.sizes(value, what, spec, axes)
+
+    def sizes(self, value: Any, what: str, spec: _Spec, axes: tuple[Any, ...]) -> None:
+        """Ask jaxtyping whether each axis has the size it has elsewhere in this call."""
+        if getattr(type(value), "_is_symbolic", False):  # a graph node: sizes may be None
+            carrier: Any = value
+            known = tuple(n is not None for n in value.shape)
+            hint = sized(axes, None if all(known) else known)
+        else:
+            carrier = value.array
+            if getattr(carrier, "shape", None) is None:  # a pytree leaf filtered out
+                return
+            hint = sized(axes)
+        if not isinstance(carrier, hint):
+            raise self.fail(value, what, spec.pattern, self.mismatch(value))
+        self.seen.append((what, value))
+
+    def mismatch(self, value: Any) -> str:
+        """Which axis has another size elsewhere in this call (jaxtyping said one does)."""
+        for i, (axis, size) in enumerate(zip(value.axes, value.shape, strict=True)):
+            for where, other in self.seen:
+                was = other.sizes.get(axis)
+                if size is not None and was is not None and was != size:
+                    return f"{axis_name(axis)} has size {was} in {where} and {size} at axis {i}"
+        return "its sizes disagree with the sizes bound elsewhere in this call"
 
 
 def check_axes(fn: F) -> F:
     """Check the ``Tensor[...]`` arguments and result of ``fn`` against its annotations.
 
     Raises :class:`axjax.AxisError` naming the function, the argument and the annotation
-    with what its type variables are bound to.
+    with what its type variables are bound to, or the axis whose size differs within the
+    call. The sizes are checked by jaxtyping: the call runs in a ``jaxtyping.jaxtyped``
+    context, so an ``isinstance`` check of a raw array against a jaxtyping annotation inside
+    ``fn`` (``array_type(F32, Batch)``) shares the sizes of ``fn``'s tensors.
 
     Example:
         >>> @ax.check_axes
@@ -135,32 +190,43 @@ def check_axes(fn: F) -> F:
         axis 0
     """
     signature = inspect.signature(fn)
-    plan: list[tuple[str, type, Pattern]] | None = None
-    result: tuple[type, Pattern] | None = None
+    plan: list[tuple[str, int | None, _Spec]] | None = None
+    result: _Spec | None = None
+    positional = 0  # a call with no keywords and at most this many arguments skips bind()
     name = getattr(fn, "__qualname__", repr(fn))
 
-    def prepare() -> list[tuple[str, type, Pattern]]:
-        nonlocal plan, result
+    def prepare() -> list[tuple[str, int | None, _Spec]]:
+        nonlocal plan, result, positional
         hints = typing.get_type_hints(fn)  # lazily: forward references resolve by now
-        plan = []
-        for arg in signature.parameters:
-            found = _pattern(hints.get(arg))
+        kinds = (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
+        todo = []
+        for i, (arg, param) in enumerate(signature.parameters.items()):
+            if param.kind in kinds:
+                positional = i + 1
+            found = _spec(hints.get(arg))
             if found is not None:
-                plan.append((arg, *found))
-        result = _pattern(hints.get("return"))
-        return plan
+                todo.append((arg, i if param.kind in kinds else None, found))
+        result = _spec(hints.get("return"))
+        plan = todo
+        return todo
 
     @functools.wraps(fn)
     def checked(*args: Any, **kwargs: Any) -> Any:
         todo = plan if plan is not None else prepare()
         call = _Call(name)
-        given = signature.bind(*args, **kwargs).arguments
-        for arg, cls, pattern in todo:
-            if arg in given:
-                call.match(given[arg], f"argument {arg}", cls, pattern)
-        out = fn(*args, **kwargs)
-        if result is not None:
-            call.match(out, "its result", *result)
+        with jaxtyped("context"):  # one scope of axis sizes: this call
+            if not kwargs and len(args) <= positional:
+                for arg, i, spec in todo:
+                    if i is not None and i < len(args):
+                        call.match(args[i], f"argument {arg}", spec)
+            else:
+                given = signature.bind(*args, **kwargs).arguments
+                for arg, _, spec in todo:
+                    if arg in given:
+                        call.match(given[arg], f"argument {arg}", spec)
+            out = fn(*args, **kwargs)
+            if result is not None:
+                call.match(out, "its result", result)
         return out
 
     return cast(F, checked)

@@ -19,18 +19,19 @@ from __future__ import annotations
 import contextlib
 import threading
 from collections.abc import Callable, Generator, Sequence
-from typing import TYPE_CHECKING, Any, Literal, TypeVar, cast
+from typing import TYPE_CHECKING, Any, Generic, Literal, TypeVar, TypeVarTuple, cast
 
 import jax
 import jax.core  # jax.core.Tracer: the submodule, imported by name for type checkers
 import jax.numpy as jnp
 import numpy as np
+from typing_extensions import TypeVar as DefaultTypeVar  # PEP 696 defaults on 3.11
 
 from ._axis import Axis, axes_names
 from ._dtype import Bool, DType, is_floating
 from ._errors import AxisError
 from ._symbolic import Symbolic
-from ._tensor import Tensor, TensorType, bare_type, unnamed_dims
+from ._tensor import AnyTensor, Tensor, TensorType, bare_type, unnamed_dims
 
 __all__ = ["Op", "config", "jax_autodiff", "apply", "cached"]
 
@@ -64,7 +65,14 @@ def jax_autodiff() -> Generator[None, None, None]:
         config.autodiff = old
 
 
-class Op:
+D = TypeVar("D", bound=DType)
+Axes = TypeVarTuple("Axes")
+#: What applying an op gives: one Tensor (the default), or a tuple for an op with several
+#: results (``class Unstack(Op[tuple[AnyTensor, ...]])``).
+R = DefaultTypeVar("R", default=AnyTensor)
+
+
+class Op(Generic[R]):
     """A primitive op: type rule, forward and backward.
 
     Subclass it to add an op. Static parameters (an axis, a size) are attributes set in
@@ -145,8 +153,14 @@ class Op:
         return self.describe()
 
     # -- application ------------------------------------------------------------
-    def __call__(self, *xs: Any) -> Any:
-        return apply(self, xs)
+    def __call__(self, *xs: Any) -> R:
+        """Apply the op: check the operands' types, then compute (or build a graph node)."""
+        return cast(R, apply(self, xs))
+
+    def same_type(self, x: Tensor[D, *Axes], *others: Any) -> Tensor[D, *Axes]:
+        """Apply an op whose result has its first operand's dtype and axes (elementwise
+        math, softmax, slice, pooling, ...): the result is typed exactly, as ``x``."""
+        return cast("Tensor[D, *Axes]", apply(self, (x, *others)))
 
 
 #: Type-rule results keyed by (op class, op attributes, operand axes/shapes/dtypes). A type
@@ -155,10 +169,10 @@ class Op:
 _INFER_CACHE: dict[Any, TensorType | tuple[TensorType, ...]] = {}
 _INFER_CACHE_MAX = 1 << 16
 _Tracer = jax.core.Tracer
-OpT = TypeVar("OpT", bound="Op")
+OpT = TypeVar("OpT", bound="Op[Any]")
 
 
-def _cached_infer(op: Op, xs: Sequence[Any]) -> TensorType | tuple[TensorType, ...] | None:
+def _cached_infer(op: Op[Any], xs: Sequence[Any]) -> TensorType | tuple[TensorType, ...] | None:
     """``op.infer(*xs)``, memoised when every operand is a Tensor; ``None`` if not cacheable."""
     # an interned op (see `cached`) is its own key: it lives, unchanged, for good
     key: list[Any] = [op] if op._interned else [type(op), tuple(op.__dict__.items())]
@@ -181,7 +195,7 @@ def _cached_infer(op: Op, xs: Sequence[Any]) -> TensorType | tuple[TensorType, .
     return out
 
 
-_OPS: dict[Any, Op] = {}
+_OPS: dict[Any, Op[Any]] = {}
 
 
 def cached(cls: type[OpT], *params: Any) -> OpT:
@@ -203,7 +217,7 @@ def cached(cls: type[OpT], *params: Any) -> OpT:
     return op  # type: ignore[return-value]
 
 
-def apply(op: Op, xs: Sequence[Any]) -> Any:
+def apply(op: Op[Any], xs: Sequence[Any]) -> Any:
     """Apply ``op`` to operand Tensors (or graph nodes): check, then compute or record."""
     out_type = _cached_infer(op, xs)
     if out_type is None:
@@ -227,7 +241,7 @@ def apply(op: Op, xs: Sequence[Any]) -> Any:
     return Tensor._wrap(getattr(y, "_array", y), out_type.axes)
 
 
-def check_layout(op: Op, x: Any) -> None:
+def check_layout(op: Op[Any], x: Any) -> None:
     """Raise unless a concrete Tensor's array has one dimension per axis (not stacked)."""
     problem = unnamed_dims(x) if isinstance(x, Tensor) and not x._is_symbolic else ""
     if problem:
@@ -237,7 +251,7 @@ def check_layout(op: Op, x: Any) -> None:
         raise TypeError(f"Cannot apply {op.describe()} to {bare_type(x)}: {problem}{fix}")
 
 
-def not_a_tensor(op: Op, x: Any, numbers_ok: bool = False) -> TypeError:
+def not_a_tensor(op: Op[Any], x: Any, numbers_ok: bool = False) -> TypeError:
     """The ``TypeError`` for an operand that is neither a Tensor nor a graph node."""
     shape = getattr(x, "shape", None)
     what = "jax.Array" if isinstance(x, jax.Array) else type(x).__name__
@@ -249,7 +263,7 @@ def not_a_tensor(op: Op, x: Any, numbers_ok: bool = False) -> TypeError:
     )
 
 
-def _custom_vjp_call(op: Op, xs: Sequence[Tensor[Any, *tuple[Any, ...]]],
+def _custom_vjp_call(op: Op[Any], xs: Sequence[Tensor[Any, *tuple[Any, ...]]],
                      out: TensorType | tuple[TensorType, ...]) -> Any:
     in_axes = [x._axes for x in xs]
 
@@ -279,7 +293,7 @@ def _custom_vjp_call(op: Op, xs: Sequence[Tensor[Any, *tuple[Any, ...]]],
     return f(*[x._array for x in xs])
 
 
-def _check_cotangents(op: Op, grads: Sequence[Any], xs: Sequence[Any]) -> tuple[Any, ...]:
+def _check_cotangents(op: Op[Any], grads: Sequence[Any], xs: Sequence[Any]) -> tuple[Any, ...]:
     grads = tuple(grads)
     if len(grads) != len(xs):
         raise TypeError(
@@ -314,7 +328,7 @@ def _float0(arr: Any) -> Any:
 
 
 # ----------------------------------------------------------------------------- utilities
-def same_sizes(op: Op, xs: Sequence[Any]) -> None:
+def same_sizes(op: Op[Any], xs: Sequence[Any]) -> None:
     """Check that equal axes have equal sizes across operands (``None`` = unknown)."""
     seen: dict[type[Axis], int] = {}
     for x in xs:
@@ -330,7 +344,7 @@ def same_sizes(op: Op, xs: Sequence[Any]) -> None:
                 )
 
 
-def result_dtype(op: Op, xs: Sequence[Any]) -> type[DType]:
+def result_dtype(op: Op[Any], xs: Sequence[Any]) -> type[DType]:
     """The common dtype of the operands, or an ``AxisError`` if they differ."""
     dtypes = {x.dtype for x in xs}
     if len(dtypes) > 1:
@@ -340,7 +354,7 @@ def result_dtype(op: Op, xs: Sequence[Any]) -> type[DType]:
     return first
 
 
-def require_floating(op: Op, xs: Sequence[Any]) -> None:
+def require_floating(op: Op[Any], xs: Sequence[Any]) -> None:
     for x in xs:
         if not is_floating(x.dtype):
             raise op.fail(
@@ -349,7 +363,7 @@ def require_floating(op: Op, xs: Sequence[Any]) -> None:
             )
 
 
-def require_numbers(op: Op, xs: Sequence[Any]) -> None:
+def require_numbers(op: Op[Any], xs: Sequence[Any]) -> None:
     """Raise unless every operand holds numbers (any dtype but Bool)."""
     for x in xs:
         if x.dtype is Bool:

@@ -27,7 +27,7 @@ from typing import Any, Literal, TypeVar
 
 from ._op import Op
 
-__all__ = ["Kind", "OpSpec", "declared", "operator", "register_op"]
+__all__ = ["Kind", "OpSpec", "declared_ops", "operator", "register_op"]
 
 #: How a declared function is typed statically (tools/gen_overloads.py, axjax/mypy):
 #: ``unary``/``binary`` keep the operand's axes (exact everywhere); ``axis`` names an axis
@@ -37,14 +37,14 @@ __all__ = ["Kind", "OpSpec", "declared", "operator", "register_op"]
 #: apply); ``other`` is typed by its hand-written signature alone.
 Kind = Literal["unary", "binary", "axis", "positional", "set_algebra", "matmul", "internal",
                "other"]
-OpT = TypeVar("OpT", bound=type[Op])
+OpT = TypeVar("OpT", bound=type[Op[Any]])
 
 
 @dataclass(frozen=True)
 class OpSpec:
     """One op's declaration."""
 
-    op: type[Op]
+    op: type[Op[Any]]
     functions: tuple[str, ...]
     kind: Kind
     namespace: str
@@ -56,7 +56,7 @@ class OpSpec:
         return self.op.__module__
 
 
-_SPECS: dict[type[Op], OpSpec] = {}
+_SPECS: dict[type[Op[Any]], OpSpec] = {}
 _BY_OPERATOR: dict[str, OpSpec] = {}
 _FUNCTIONS: dict[str, Callable[..., Any]] = {}
 
@@ -81,7 +81,7 @@ def register_op(*functions: str, kind: Kind, namespace: str = "axjax",
     return declare
 
 
-def declared() -> tuple[OpSpec, ...]:
+def declared_ops() -> tuple[OpSpec, ...]:
     """Every declaration, in the order the modules made them."""
     return tuple(_SPECS.values())
 

@@ -9,12 +9,13 @@ from __future__ import annotations
 
 import builtins  # `type` is also a property of Tensor: annotations say builtins.type
 import html
-from typing import Any, ClassVar, Generic, TypeVar, TypeVarTuple
+from typing import Any, ClassVar, Generic, TypeVar, TypeVarTuple, cast
 
 import jax
 import jax.core  # jax.core.Tracer: the submodule, imported by name for type checkers
 import numpy as np
 
+from ._arrays import AxesArray
 from ._axis import Axis, axes_names, axis_name, check_axis_label, check_unique_axes
 from ._dtype import F32, Bool, DType, dtype_marker
 from ._errors import AxisError, describe
@@ -106,7 +107,7 @@ class Tensor(Generic[D, *Axes]):
         self._axes = axes
 
     @classmethod
-    def _wrap(cls, array: Any, axes: tuple[type[Axis], ...]) -> Any:
+    def _wrap(cls, array: Any, axes: tuple[type[Axis], ...]) -> Tensor[Any, *tuple[Any, ...]]:
         """Trusted constructor: no checks (ops have checked already)."""
         t = object.__new__(Tensor)
         t._array = array
@@ -115,8 +116,9 @@ class Tensor(Generic[D, *Axes]):
 
     # ------------------------------------------------------------------ properties
     @property
-    def array(self) -> jax.Array:
-        """The underlying ``jax.Array`` (axes in the order of :attr:`axes`)."""
+    def array(self) -> AxesArray:
+        """The underlying ``jax.Array``, one dimension per axis in the order of :attr:`axes`
+        (annotated with jaxtyping: ``Shaped[jax.Array, "*Axes"]``)."""
         return self._array
 
     @property
@@ -178,71 +180,71 @@ class Tensor(Generic[D, *Axes]):
 
     def astype(self, dtype: builtins.type[D2]) -> Tensor[D2, *Axes]:
         """Convert the values to another dtype (``t.astype(ax.BF16)``)."""
-        return _operator("astype")(self, dtype)  # type: ignore[no-any-return]
+        return cast("Tensor[D2, *Axes]", _operator("astype")(self, dtype))
 
     # ------------------------------------------------------------------ operators
     # Identical axes and dtype, or a number / rank-0 ``Tensor[D]`` on either side (design
     # section 1.4); the reflected forms serve ``2 * t`` and ``scalar_tensor * t``.
     def __add__(self, other: Tensor[D, *Axes] | Tensor[D] | float) -> Tensor[D, *Axes]:
-        return _operator("__add__")(self, other)  # type: ignore[arg-type, unused-ignore]
+        return _same("__add__", self, self, other)
 
     def __radd__(self, other: Tensor[D] | float) -> Tensor[D, *Axes]:
-        return _operator("__add__")(other, self)  # type: ignore[arg-type, unused-ignore]
+        return _same("__add__", self, other, self)
 
     def __sub__(self, other: Tensor[D, *Axes] | Tensor[D] | float) -> Tensor[D, *Axes]:
-        return _operator("__sub__")(self, other)  # type: ignore[arg-type, unused-ignore]
+        return _same("__sub__", self, self, other)
 
     def __rsub__(self, other: Tensor[D] | float) -> Tensor[D, *Axes]:
-        return _operator("__sub__")(other, self)  # type: ignore[arg-type, unused-ignore]
+        return _same("__sub__", self, other, self)
 
     def __mul__(self, other: Tensor[D, *Axes] | Tensor[D] | float) -> Tensor[D, *Axes]:
-        return _operator("__mul__")(self, other)  # type: ignore[arg-type, unused-ignore]
+        return _same("__mul__", self, self, other)
 
     def __rmul__(self, other: Tensor[D] | float) -> Tensor[D, *Axes]:
-        return _operator("__mul__")(other, self)  # type: ignore[arg-type, unused-ignore]
+        return _same("__mul__", self, other, self)
 
     def __truediv__(self, other: Tensor[D, *Axes] | Tensor[D] | float) -> Tensor[D, *Axes]:
-        return _operator("__truediv__")(self, other)  # type: ignore[arg-type, unused-ignore]
+        return _same("__truediv__", self, self, other)
 
     def __rtruediv__(self, other: Tensor[D] | float) -> Tensor[D, *Axes]:
-        return _operator("__truediv__")(other, self)  # type: ignore[arg-type, unused-ignore]
+        return _same("__truediv__", self, other, self)
 
     def __pow__(self, other: Tensor[D, *Axes] | Tensor[D] | float) -> Tensor[D, *Axes]:
-        return _operator("__pow__")(self, other)  # type: ignore[arg-type, unused-ignore]
+        return _same("__pow__", self, self, other)
 
     def __rpow__(self, other: Tensor[D] | float) -> Tensor[D, *Axes]:
-        return _operator("__pow__")(other, self)  # type: ignore[arg-type, unused-ignore]
+        return _same("__pow__", self, other, self)
 
     def __neg__(self) -> Tensor[D, *Axes]:
-        return _operator("__neg__")(self)
+        return cast("Tensor[D, *Axes]", _operator("__neg__")(self))
 
     def __abs__(self) -> Tensor[D, *Axes]:
-        return _operator("__abs__")(self)
+        return cast("Tensor[D, *Axes]", _operator("__abs__")(self))
 
     def __lt__(  # type: ignore[misc]  # reflected form differs only for rank 0
         self, other: Tensor[D, *Axes] | Tensor[D] | float
     ) -> Tensor[Bool, *Axes]:
-        return _operator("__lt__")(self, other)  # type: ignore[arg-type, unused-ignore]
+        return _compare("__lt__", self, other)
 
     def __le__(  # type: ignore[misc]  # reflected form differs only for rank 0
         self, other: Tensor[D, *Axes] | Tensor[D] | float
     ) -> Tensor[Bool, *Axes]:
-        return _operator("__le__")(self, other)  # type: ignore[arg-type, unused-ignore]
+        return _compare("__le__", self, other)
 
     def __gt__(  # type: ignore[misc]  # reflected form differs only for rank 0
         self, other: Tensor[D, *Axes] | Tensor[D] | float
     ) -> Tensor[Bool, *Axes]:
-        return _operator("__gt__")(self, other)  # type: ignore[arg-type, unused-ignore]
+        return _compare("__gt__", self, other)
 
     def __ge__(  # type: ignore[misc]  # reflected form differs only for rank 0
         self, other: Tensor[D, *Axes] | Tensor[D] | float
     ) -> Tensor[Bool, *Axes]:
-        return _operator("__ge__")(self, other)  # type: ignore[arg-type, unused-ignore]
+        return _compare("__ge__", self, other)
 
     def __matmul__(
         self: Tensor[D, *Bs, I, J], other: Tensor[D, *Bs, J, K]
     ) -> Tensor[D, *Bs, I, K]:
-        return _operator("__matmul__")(self, other)  # type: ignore[no-any-return]
+        return cast("Tensor[D, *Bs, I, K]", _operator("__matmul__")(self, other))
 
     # ------------------------------------------------------------------ display
     def __repr__(self) -> str:
@@ -278,6 +280,12 @@ class Tensor(Generic[D, *Axes]):
             f"{rows}</table>{preview}"
             f"<small>{html.escape(_summary(self._array))}</small></div>"
         )
+
+
+def trusted_tensor(array: Any, axes: tuple[type[Axis], ...]) -> Tensor[Any, *tuple[Any, ...]]:
+    """A Tensor from an array whose axes the library has checked already (no checks: the
+    ops' fast path; users call :class:`Tensor` or ``ax.tensor``)."""
+    return Tensor._wrap(array, axes)
 
 
 def bare_type(t: Tensor[Any, *tuple[Any, ...]]) -> str:
@@ -350,3 +358,14 @@ Vector = Tensor[F32, A]
 Matrix = Tensor[F32, A, B]
 
 from ._registry import operator as _operator  # noqa: E402  (the registry imports _op, which imports this)
+
+
+def _same(method: str, x: Tensor[D, *Axes], a: object, b: object) -> Tensor[D, *Axes]:
+    """``Tensor.<method>``, by the function an op declares for it (core/_registry.py); the
+    result has ``x``'s type (the elementwise rule: identical axes, or a scalar)."""
+    return cast("Tensor[D, *Axes]", _operator(method)(a, b))
+
+
+def _compare(method: str, x: Tensor[D, *Axes], other: object) -> Tensor[Bool, *Axes]:
+    """A comparison operator: ``x``'s axes, Bool values."""
+    return cast("Tensor[Bool, *Axes]", _operator(method)(x, other))

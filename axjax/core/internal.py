@@ -5,6 +5,10 @@ Users import ``axjax``; the library's own packages import core's public names fr
 reorganise its files without breaking them. Nothing here is part of the user-facing API.
 """
 
+from ._arrays import Array as Array
+from ._arrays import ArrayData as ArrayData
+from ._arrays import AxesArray as AxesArray
+from ._arrays import array_type as array_type
 from ._axis import axes_names as axes_names
 from ._axis import axis_name as axis_name
 from ._axis import check_axis_label as check_axis_label
@@ -28,8 +32,10 @@ from ._pytree import is_tensor as is_tensor
 from ._pytree import unflatten as unflatten
 from ._pytree import wrap as wrap
 from ._registry import OpSpec as OpSpec
+from ._registry import declared_ops as declared_ops
 from ._registry import register_op as register_op
 from ._symbolic import Symbolic as Symbolic
 from ._symbolic import is_symbolic as is_symbolic
 from ._tensor import bare_type as bare_type
+from ._tensor import trusted_tensor as trusted_tensor
 from ._tensor import unnamed_dims as unnamed_dims

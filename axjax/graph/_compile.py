@@ -19,7 +19,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from ..core import AxisError, Op, Tensor, config
-from ..core.internal import apply, describe
+from ..core.internal import apply, describe, trusted_tensor
 from ._graph import Graph, Outputs
 from ._nodes import Apply, Const, Input, Loop, MultiApply, Node, Param, Part, check_value, mismatch
 
@@ -96,7 +96,8 @@ class Program:
 
     def _tensor(self, x: AnyInput, name: str, value: Any) -> AnyTensor:
         if _fits(x, value):
-            return value  # type: ignore[no-any-return]
+            fits: AnyTensor = value  # _fits checked it is a Tensor of x's type
+            return fits
         head = f"Cannot call {self.where}: input {name} is {describe(x.type)}"
         if isinstance(value, Node):
             raise TypeError(f"{head}, got the graph node {value!r} (pass a value)")
@@ -162,7 +163,7 @@ def execute(steps: Sequence[Step], env: list[Any], names: Mapping[AnyNode, str])
         try:
             env[k] = how.run(args) if isinstance(how, LoopPlan) else apply(how, args)
         except Exception as e:
-            e.add_note(f"while running graph node {names[node]} = {node._op_label()}"
+            e.add_note(f"while running graph node {names[node]} = {node.op_label()}"
                        f"({', '.join(names[a] for a in node.args)}), built at "
                        f"{getattr(node, 'site', '?')}")
             raise
@@ -220,7 +221,7 @@ def _from_array(x: AnyInput, value: Any, head: str) -> AnyTensor:
         raise AxisError(f"{head}, got an array of shape {tuple(arr.shape)}: {arr.ndim} "
                         f"dimension{'s' * (arr.ndim != 1)} for {len(x.axes)} axes (give one "
                         "dimension per axis, in the input's axis order)")
-    return Tensor._wrap(jnp.asarray(arr, dtype=want), x.axes)  # type: ignore[no-any-return]
+    return trusted_tensor(jnp.asarray(arr, dtype=want), x.axes)
 
 
 def _check_inputs(graph: Graph, inputs: Any, where: str) -> tuple[AnyInput, ...]:

@@ -73,7 +73,7 @@ class Graph:
     def rows(self, nodes: Sequence[AnyNode] | None = None) -> list[tuple[str, str, str, str]]:
         """One ``(name, op, inputs, type)`` row per node (of ``nodes``: default, the graph's;
         ``graph.rows(loop.body)`` lists a loop's body), in topological order."""
-        return [(self.names[n], n._op_label(), ", ".join(self.names[a] for a in n.args),
+        return [(self.names[n], n.op_label(), ", ".join(self.names[a] for a in n.args),
                  type_label(n)) for n in (self.nodes if nodes is None else nodes)]
 
     def summary(self) -> str:
@@ -131,6 +131,10 @@ class Graph:
         return save(self, Path(path), engine)
 
     def _repr_html_(self) -> str:
+        return self.to_html()
+
+    def to_html(self) -> str:
+        """The drawing and the listing as HTML (what Jupyter shows)."""
         listing = html.escape(str(self))
         return (f"<div class='axjax-graph'>{self.to_svg()}<details><summary>"
                 f"{html.escape(self.summary())}</summary><pre>{listing}</pre></details></div>")
@@ -203,7 +207,7 @@ def _name_bodies(nodes: Sequence[AnyNode], names: dict[AnyNode, str]) -> tuple[L
     while pending:
         loop = pending.pop(0)
         loops.append(loop)
-        paths = [p._path for p in loop.parts]
+        paths = [p.path for p in loop.parts]
         wanted: dict[int, str] = {}
         for c, path in zip(loop.carries, paths, strict=True):
             wanted[id(c)] = f"state{path}"

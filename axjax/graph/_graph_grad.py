@@ -16,8 +16,8 @@ from typing import Any
 
 import jax
 
-from ..core import AxisError, Tensor, config
-from ..core.internal import describe, is_floating
+from ..core import AxisError, config
+from ..core.internal import describe, is_floating, trusted_tensor
 from ._compile import AnyParam, AnyTensor, Program
 from ._nodes import Node, Param
 
@@ -85,7 +85,7 @@ class GraphGrad:
         train = tuple(values[i] for i in self._lp.index)
         value, grads = self._jit(config.autodiff, train, values, p.bind(args, kwargs))
         g = grads[0] if self._lp.single else grads
-        return (Tensor._wrap(value, ()), g) if self.with_value else g
+        return (trusted_tensor(value, ()), g) if self.with_value else g
 
 
 def graph_grad(loss: AnyTensor, wrt: Any = None, inputs: Any = None,

@@ -18,15 +18,16 @@ Example:
 
 from __future__ import annotations
 
+import inspect
 import itertools
 import os
-import sys
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, ClassVar, NoReturn, TypeVar, TypeVarTuple, cast, overload
 
 import jax
 
 from ..core import (
+    AnyTensor,
     Axis,
     AxisError,
     DType,
@@ -43,8 +44,12 @@ D = TypeVar("D", bound=DType)
 Axes = TypeVarTuple("Axes")
 # the dtype and label type variables of the generated Input overloads (tools/gen_overloads.py)
 DIn = TypeVar("DIn", bound=DType)  # not D, which the Input class binds
-A0, A1, A2 = TypeVar("A0", bound=Axis), TypeVar("A1", bound=Axis), TypeVar("A2", bound=Axis)
-A3, A4, A5 = TypeVar("A3", bound=Axis), TypeVar("A4", bound=Axis), TypeVar("A5", bound=Axis)
+A0 = TypeVar("A0", bound=Axis)
+A1 = TypeVar("A1", bound=Axis)
+A2 = TypeVar("A2", bound=Axis)
+A3 = TypeVar("A3", bound=Axis)
+A4 = TypeVar("A4", bound=Axis)
+A5 = TypeVar("A5", bound=Axis)
 
 _serial = itertools.count()
 _PACKAGE_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
@@ -142,7 +147,7 @@ class Node(Tensor[D, *Axes]):
         """The operand nodes (none for a leaf)."""
         return ()
 
-    def _op_label(self) -> str:
+    def op_label(self) -> str:
         """What the node computes, as listings show it (its kind for a leaf)."""
         return self.kind
 
@@ -150,7 +155,7 @@ class Node(Tensor[D, *Axes]):
     def _no_value(self, what: str) -> NoReturn:
         hint = (" (its value is .value)" if isinstance(self, Param | Const) else "")
         raise TypeError(
-            f"{self._label()} is a symbolic graph node{hint}: {what} has no value until the "
+            f"{self.label()} is a symbolic graph node{hint}: {what} has no value until the "
             "graph is compiled and called (ax.compile(outputs, inputs=[...]))"
         )
 
@@ -174,16 +179,17 @@ class Node(Tensor[D, *Axes]):
         self._no_value("node.item()")
 
     # ------------------------------------------------------------------ display
-    def _label(self) -> str:
+    def label(self) -> str:
+        """How messages name the node: its kind and name (``Input x``)."""
         return f"{self.kind} {self._name}" if self._name else self.kind
 
     def __repr__(self) -> str:
-        return f"{self._label()}: {describe(self._type)}"
+        return f"{self.label()}: {describe(self._type)}"
 
     def _repr_html_(self) -> str:
         from ._graph import Graph
 
-        return Graph(self)._repr_html_()
+        return Graph(self).to_html()
 
     @property
     def type(self) -> TensorType:  # last: the name would shadow `type[...]` in annotations
@@ -346,6 +352,24 @@ class Param(Node[D, *Axes]):
         object.__setattr__(p, "_value", value)
         return p
 
+    def rebound(self, value: AnyTensor) -> Param[Any, *tuple[Any, ...]]:
+        """The same parameter holding ``value``, unchecked (for values the library made
+        from this Param's own, such as an optimizer update; users call :meth:`replace`)."""
+        return self._rebuild(self._id, value)
+
+    @staticmethod
+    def flatten(p: Param[Any, *tuple[Any, ...]]) -> tuple[tuple[AnyTensor], _ParamId]:
+        """The pytree flattening: the value is the leaf, the identity the aux data."""
+        return (p._value,), p._id
+
+    @staticmethod
+    def flatten_with_keys(p: Param[Any, *tuple[Any, ...]]) -> Any:
+        return ((jax.tree_util.GetAttrKey("value"), p._value),), p._id
+
+    @staticmethod
+    def unflatten(pid: _ParamId, children: Any) -> Param[Any, *tuple[Any, ...]]:
+        return Param._rebuild(pid, tuple(children)[0])
+
     @property
     def value(self) -> Tensor[D, *Axes]:
         """The value this Param holds (a concrete Tensor)."""
@@ -366,11 +390,11 @@ class Param(Node[D, *Axes]):
 def check_value(node: Node[Any, *tuple[Any, ...]], value: Any, where: str) -> None:
     """Raise unless ``value`` is a Tensor with the node's dtype, axes and known sizes."""
     if not isinstance(value, Tensor) or isinstance(value, Node):
-        raise TypeError(f"{where}: the value of {node._label()} must be a Tensor, "
+        raise TypeError(f"{where}: the value of {node.label()} must be a Tensor, "
                         f"got {type(value).__name__}")
     why = mismatch(node.type, value)
     if why:
-        raise AxisError(f"{where}: {node._label()} is {describe(node.type)}, got "
+        raise AxisError(f"{where}: {node.label()} is {describe(node.type)}, got "
                         f"{describe(value)}: {why}")
 
 
@@ -389,16 +413,8 @@ def mismatch(want: TensorType, got: Any) -> str:
     return ""
 
 
-def _flatten_param(p: Param[Any, *tuple[Any, ...]]) -> Any:
-    return ((jax.tree_util.GetAttrKey("value"), p._value),), p._id
-
-
 jax.tree_util.register_pytree_with_keys(
-    Param,
-    _flatten_param,
-    lambda pid, children: Param._rebuild(pid, tuple(children)[0]),
-    lambda p: ((p._value,), p._id),
-)
+    Param, Param.flatten_with_keys, Param.unflatten, Param.flatten)
 
 
 class Const(Node[D, *Axes]):
@@ -453,7 +469,7 @@ class _Applied:
     def site(self) -> str:
         return self._site
 
-    def _op_label(self) -> str:
+    def op_label(self) -> str:
         return self._op.describe()
 
 
@@ -702,7 +718,7 @@ class Loop(Results):
         """``lowering(unit, init, xs, mask)``: the eager fold/scan that compiling runs."""
         return self._lowering
 
-    def _op_label(self) -> str:
+    def op_label(self) -> str:
         return self._what
 
     def describe(self) -> str:
@@ -733,6 +749,11 @@ class Part(Node[D, *Axes]):
         object.__setattr__(self, "_path", path)
 
     @property
+    def path(self) -> str:
+        """Where this part sits in its source's result (``[0]``, ``.h``, ...)."""
+        return self._path
+
+    @property
     def source(self) -> Results:
         """The node whose result this is."""
         return self._source
@@ -756,11 +777,11 @@ class Part(Node[D, *Axes]):
     def site(self) -> str:
         return self._source.site
 
-    def _op_label(self) -> str:
+    def op_label(self) -> str:
         return f"Part{self._path}"
 
     def __repr__(self) -> str:
-        return f"Part{self._path} of {self._source._op_label()}: {describe(self._type)}"
+        return f"Part{self._path} of {self._source.op_label()}: {describe(self._type)}"
 
 
 def toposort(outputs: Sequence[AnyNode],
@@ -793,9 +814,11 @@ def toposort(outputs: Sequence[AnyNode],
 
 def _user_site() -> str:
     """``file:line`` of the innermost caller outside the axjax package."""
-    frame = sys._getframe(2)
+    frame = inspect.currentframe()
+    for _ in range(2):  # this function's frame, then the axjax function that called it
+        frame = frame.f_back if frame is not None else None
     while frame is not None and frame.f_code.co_filename.startswith(_PACKAGE_DIR):
-        frame = frame.f_back  # type: ignore[assignment]
+        frame = frame.f_back
     if frame is None:
         return "?"
     return f"{os.path.basename(frame.f_code.co_filename)}:{frame.f_lineno}"

@@ -46,8 +46,8 @@ def as_params(tree: T, prefix: str = "") -> T:
             return Param(leaf, name=prefix + name if name else prefix or None)
         return leaf
 
-    return jax.tree_util.tree_map_with_path(  # type: ignore[no-any-return]
-        swap, tree, is_leaf=lambda t: isinstance(t, Tensor))
+    out: T = jax.tree_util.tree_map_with_path(swap, tree, is_leaf=lambda t: isinstance(t, Tensor))
+    return out
 
 
 def as_values(tree: T, params: Any = None) -> T:
@@ -71,5 +71,5 @@ def as_values(tree: T, params: Any = None) -> T:
     def swap(leaf: Any) -> Any:
         return newer.get(leaf, leaf.value) if isinstance(leaf, Param) else leaf
 
-    return jax.tree_util.tree_map(swap, tree,  # type: ignore[no-any-return]
-                                  is_leaf=lambda t: isinstance(t, Param))
+    out: T = jax.tree_util.tree_map(swap, tree, is_leaf=lambda t: isinstance(t, Param))
+    return out

@@ -44,7 +44,7 @@ class Box:
 
 def _lines(graph: Graph, node: Node[Any, *tuple[Any, ...]]) -> tuple[str, str]:
     name = graph.names[node]
-    head = f"{name} = {node._op_label()}" if node.args else f"{name} : {node.kind}"
+    head = f"{name} = {node.op_label()}" if node.args else f"{name} : {node.kind}"
     if isinstance(node, Loop):
         n, k = len(node.body), len(node.parts)
         return head, f"body: {n} node{'s' * (n != 1)}, {k} result{'s' * (k != 1)}"

@@ -48,7 +48,8 @@ from mypy.types import (
     get_proper_type,
 )
 
-from ..core import Axis, AxisError, DType, Tensor, _dtype
+from .. import core as _core
+from ..core import Axis, AxisError, DType, Tensor
 from ..graph import Input, Node
 from ._types import AXIS, DTYPE, TT, WIDENED, describe, fullname, tensor_of
 
@@ -144,7 +145,7 @@ class Env:
         """A real dtype marker, or a stand-in marker for a type variable / ``Any``."""
         p = get_proper_type(t)
         if isinstance(p, Instance):
-            real = getattr(_dtype, p.type.name, None)
+            real = getattr(_core, p.type.name, None)
             if not (isinstance(real, type) and issubclass(real, DType)) or real is DType:
                 raise CannotEvaluate
             self.reverse[real] = t

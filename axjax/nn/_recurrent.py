@@ -126,7 +126,8 @@ class AbstractCell(eqx.Module):
 
     def output(self, state: Any) -> AnyTensor:
         """The part of the state a layer emits at each step (the state itself here)."""
-        return state  # type: ignore[no-any-return]
+        out: AnyTensor = state  # the state of an RNN/GRU cell is one Tensor
+        return out
 
 
 class RNNCell(AbstractCell):
@@ -231,4 +232,5 @@ class LSTMCell(AbstractCell):
 
     def output(self, state: Any) -> AnyTensor:
         """``h`` of the pair ``(h, c)``."""
-        return state[0]  # type: ignore[no-any-return]
+        h: AnyTensor = state[0]
+        return h

@@ -69,7 +69,8 @@ class Recurrent(eqx.Module):
                        f"{axis_name(self.over)} is not an axis of the input")
         state = _init_state(self.cell, xs, self.over) if init is None else init
         states = scan(self.cell, self.over, reverse=self.reverse)(state, xs, mask=mask)
-        return self.cell.output(states)  # type: ignore[no-any-return]
+        out: AnyTensor = self.cell.output(states)
+        return out
 
 
 class Bidirectional(eqx.Module):

@@ -277,4 +277,5 @@ class ChildSumTreeLSTMCell(AbstractCell):
 
     def output(self, state: Any) -> AnyTensor:
         """``h`` of the pair ``(h, c)``."""
-        return state[0]  # type: ignore[no-any-return]
+        h: AnyTensor = state[0]
+        return h

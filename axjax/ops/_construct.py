@@ -15,7 +15,7 @@ import jax
 import jax.numpy as jnp
 
 from ..core import F32, I32, Axis, DType, Tensor
-from ..core.internal import axes_names, dtype_marker, to_numpy_dtype
+from ..core.internal import ArrayData, axes_names, dtype_marker, to_numpy_dtype
 
 __all__ = ["tensor", "zeros", "ones", "full", "normal", "uniform", "randint", "arange"]
 
@@ -23,7 +23,8 @@ D = TypeVar("D", bound=DType)
 AnyTensor = Tensor[Any, *tuple[Any, ...]]
 
 
-def tensor(data: Any, *axes: type[Axis], dtype: type[DType] | None = None) -> AnyTensor:
+def tensor(data: ArrayData | AnyTensor, *axes: type[Axis], dtype: type[DType] | None = None
+           ) -> AnyTensor:
     """Wrap an array (or nested lists, a numpy array, a scalar) with one axis per dimension.
 
     Example:

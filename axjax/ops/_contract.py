@@ -81,7 +81,7 @@ def matmul(a: Tensor[D, *Bs, I, J], b: Tensor[D, *Bs, J, K]) -> Tensor[D, *Bs, I
         >>> x: ax.Tensor[ax.F32, Batch, In]; w: ax.Tensor[ax.F32, In, Out]
         >>> ax.matmul(x, w)          # Tensor[F32, Batch, Out]
     """
-    return _MATMUL(a, b)  # type: ignore[no-any-return]
+    return _MATMUL(a, b)
 
 
 class Contract(Op):
@@ -222,7 +222,7 @@ def contract(
         Tensor[F32, Batch=..., Out=...]
         >>> ax.contract(q, k, over=Head)   # batch axes kept
     """
-    return cached(Contract, over)(a, b)  # type: ignore[no-any-return]
+    return cached(Contract, over)(a, b)
 
 
 # ----------------------------------------------------------------------------- registry

@@ -217,7 +217,7 @@ def conv(x: AnyOf[D], kernel: AnyOf[D], spatial: type[Axis] | tuple[type[Axis], 
         Tensor[F32, Batch=128, Height=28, Width=28, Feature=32]
     """
     axes = spatial if isinstance(spatial, tuple) else (spatial,)
-    return Conv(axes, stride, padding, dilation, groups)(x, kernel)  # type: ignore[no-any-return]
+    return Conv(axes, stride, padding, dilation, groups)(x, kernel)
 
 
 # ----------------------------------------------------------------------------- registry

@@ -8,7 +8,7 @@ broadcasting: use :func:`axjax.broadcast`.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any, TypeVar, TypeVarTuple
+from typing import Any, TypeVar, TypeVarTuple, cast
 
 import jax
 import jax.core  # jax.core.Tracer: the submodule, imported by name for type checkers
@@ -26,6 +26,7 @@ from ..core.internal import (
     result_dtype,
     same_sizes,
     to_numpy_dtype,
+    trusted_tensor,
 )
 
 D = TypeVar("D", bound=DType)
@@ -59,7 +60,7 @@ class UnaryOp(Op):
         raise NotImplementedError
 
     def forward(self, x: Tensor[Any, *tuple[Any, ...]]) -> Array:
-        return self.fn(x._array)
+        return self.fn(x.array)
 
     def backward(self, dy: Any, y: Any, x: Any) -> tuple[Array]:
         return (self.grad(dy._array, y._array, x._array),)
@@ -132,57 +133,57 @@ Erf = _unary("Erf", jax.scipy.special.erf,
 
 def negative(x: Tensor[D, *Axes]) -> Tensor[D, *Axes]:
     """``-x``, elementwise."""
-    return _NEG(x)  # type: ignore[no-any-return]
+    return _NEG.same_type(x)
 
 
 def abs(x: Tensor[D, *Axes]) -> Tensor[D, *Axes]:  # noqa: A001
     """``|x|``, elementwise."""
-    return _ABS(x)  # type: ignore[no-any-return]
+    return _ABS.same_type(x)
 
 
 def exp(x: Tensor[D, *Axes]) -> Tensor[D, *Axes]:
     """``e**x``, elementwise. Backward ``dy * y``."""
-    return _EXP(x)  # type: ignore[no-any-return]
+    return _EXP.same_type(x)
 
 
 def log(x: Tensor[D, *Axes]) -> Tensor[D, *Axes]:
     """Natural logarithm, elementwise."""
-    return _LOG(x)  # type: ignore[no-any-return]
+    return _LOG.same_type(x)
 
 
 def log1p(x: Tensor[D, *Axes]) -> Tensor[D, *Axes]:
     """``log(1 + x)``, accurate near 0."""
-    return _LOG1P(x)  # type: ignore[no-any-return]
+    return _LOG1P.same_type(x)
 
 
 def expm1(x: Tensor[D, *Axes]) -> Tensor[D, *Axes]:
     """``exp(x) - 1``, accurate near 0."""
-    return _EXPM1(x)  # type: ignore[no-any-return]
+    return _EXPM1.same_type(x)
 
 
 def sqrt(x: Tensor[D, *Axes]) -> Tensor[D, *Axes]:
     """Square root, elementwise."""
-    return _SQRT(x)  # type: ignore[no-any-return]
+    return _SQRT.same_type(x)
 
 
 def rsqrt(x: Tensor[D, *Axes]) -> Tensor[D, *Axes]:
     """``1 / sqrt(x)``, elementwise."""
-    return _RSQRT(x)  # type: ignore[no-any-return]
+    return _RSQRT.same_type(x)
 
 
 def square(x: Tensor[D, *Axes]) -> Tensor[D, *Axes]:
     """``x * x``, elementwise."""
-    return _SQUARE(x)  # type: ignore[no-any-return]
+    return _SQUARE.same_type(x)
 
 
 def reciprocal(x: Tensor[D, *Axes]) -> Tensor[D, *Axes]:
     """``1 / x``, elementwise."""
-    return _RECIPROCAL(x)  # type: ignore[no-any-return]
+    return _RECIPROCAL.same_type(x)
 
 
 def tanh(x: Tensor[D, *Axes]) -> Tensor[D, *Axes]:
     """Hyperbolic tangent. Backward ``dy * (1 - y**2)``."""
-    return _TANH(x)  # type: ignore[no-any-return]
+    return _TANH.same_type(x)
 
 
 def sigmoid(x: Tensor[D, *Axes]) -> Tensor[D, *Axes]:
@@ -192,42 +193,42 @@ def sigmoid(x: Tensor[D, *Axes]) -> Tensor[D, *Axes]:
         >>> ax.sigmoid(ax.zeros((2,), Batch))
         Tensor[F32, Batch=2]([0.5, 0.5])
     """
-    return _SIGMOID(x)  # type: ignore[no-any-return]
+    return _SIGMOID.same_type(x)
 
 
 def relu(x: Tensor[D, *Axes]) -> Tensor[D, *Axes]:
     """``max(x, 0)``. Backward ``dy * (x > 0)``."""
-    return _RELU(x)  # type: ignore[no-any-return]
+    return _RELU.same_type(x)
 
 
 def gelu(x: Tensor[D, *Axes]) -> Tensor[D, *Axes]:
     """GELU, tanh approximation (as ``jax.nn.gelu``)."""
-    return _GELU(x)  # type: ignore[no-any-return]
+    return _GELU.same_type(x)
 
 
 def silu(x: Tensor[D, *Axes]) -> Tensor[D, *Axes]:
     """SiLU / swish: ``x * sigmoid(x)``."""
-    return _SILU(x)  # type: ignore[no-any-return]
+    return _SILU.same_type(x)
 
 
 def softplus(x: Tensor[D, *Axes]) -> Tensor[D, *Axes]:
     """``log(1 + exp(x))``, computed stably."""
-    return _SOFTPLUS(x)  # type: ignore[no-any-return]
+    return _SOFTPLUS.same_type(x)
 
 
 def sin(x: Tensor[D, *Axes]) -> Tensor[D, *Axes]:
     """Sine, elementwise."""
-    return _SIN(x)  # type: ignore[no-any-return]
+    return _SIN.same_type(x)
 
 
 def cos(x: Tensor[D, *Axes]) -> Tensor[D, *Axes]:
     """Cosine, elementwise."""
-    return _COS(x)  # type: ignore[no-any-return]
+    return _COS.same_type(x)
 
 
 def erf(x: Tensor[D, *Axes]) -> Tensor[D, *Axes]:
     """The error function, elementwise."""
-    return _ERF(x)  # type: ignore[no-any-return]
+    return _ERF.same_type(x)
 
 
 _NEG, _ABS, _EXP, _LOG, _LOG1P, _EXPM1 = Negative(), Abs(), Exp(), Log(), Log1p(), Expm1()
@@ -237,19 +238,19 @@ _SOFTPLUS, _SIN, _COS, _ERF = Softplus(), Sin(), Cos(), Erf()
 
 
 # ============================================================================ binary
-def _scalar_like(value: Any, other: Any, op: Op) -> Tensor[Any]:
+def _scalar_like(value: Any, other: Any, op: Op[Any]) -> Tensor[Any]:
     """A Python number as a rank-0 tensor of ``other``'s dtype (a rank-0 array as is)."""
-    eager = type(other) is Tensor and not isinstance(other._array, jax.core.Tracer)
+    eager = type(other) is Tensor and not isinstance(other.array, jax.core.Tracer)
     if eager and type(value) in (float, int, bool):  # eager `t * 0.5`: reuse the tensor
-        key = (type(value), repr(value), other._array.dtype)
+        key = (type(value), repr(value), other.array.dtype)
         hit = _SCALARS.get(key)
         if hit is not None:
             return hit
-    if isinstance(value, Tensor) or getattr(type(value), "_is_symbolic", False):
-        return value  # type: ignore[no-any-return]
+    if isinstance(value, Tensor):  # a Tensor or a graph node
+        return value
     if not isinstance(value, int | float | bool):
         if getattr(value, "ndim", None) == 0 and hasattr(value, "dtype"):
-            wrapped: Tensor[Any] = Tensor._wrap(value, ())  # a rank-0 array mixes as rank-0
+            wrapped: Tensor[Any] = trusted_tensor(value, ())  # a rank-0 array mixes as rank-0
             return wrapped
         raise not_a_tensor(op, value, numbers_ok=True)
     dtype = other.dtype
@@ -268,11 +269,11 @@ def _scalar_like(value: Any, other: Any, op: Op) -> Tensor[Any]:
         raise op.fail((other,), f"the number {value} does not fit in {dtype.__name__} "
                       "(convert the tensor to a wider dtype with astype)") from None
     if not eager:  # tracing: a numpy constant is a literal in the jaxpr (never a tracer)
-        return Tensor._wrap(arr, ())  # type: ignore[no-any-return]
-    out = Tensor._wrap(jnp.asarray(arr), ())
+        return trusted_tensor(arr, ())
+    out = trusted_tensor(jnp.asarray(arr), ())
     if len(_SCALARS) < 4096:
-        _SCALARS[(type(value), repr(value), other._array.dtype)] = out
-    return out  # type: ignore[no-any-return]
+        _SCALARS[(type(value), repr(value), other.array.dtype)] = out
+    return out
 
 
 #: Rank-0 device tensors for eager ``t * 0.5`` by (type, repr, dtype) of the number: making
@@ -281,7 +282,8 @@ def _scalar_like(value: Any, other: Any, op: Op) -> Tensor[Any]:
 _SCALARS: dict[tuple[type, str, Any], Tensor[Any]] = {}
 
 
-def _binary_type(op: Op, a: Any, b: Any, *, out_dtype: type[DType] | None = None) -> TensorType:
+def _binary_type(op: Op[Any], a: Any, b: Any, *,
+                 out_dtype: type[DType] | None = None) -> TensorType:
     dtype = result_dtype(op, (a, b))
     if a.axes != b.axes and a.axes and b.axes:
         if set(a.axes) == set(b.axes) and len(a.axes) == len(b.axes):
@@ -398,79 +400,90 @@ _BINARY: dict[str, Op] = {
 }
 
 
-def _apply_binary(name: str, a: Any, b: Any) -> Any:
+def _apply_binary(name: str, a: Tensor[D, *Axes] | float, b: Tensor[D, *Axes] | float
+                  ) -> Tensor[D, *Axes]:
+    """Apply a binary op; a number becomes a rank-0 tensor of the other operand's dtype.
+    The result has the tensor operands' type (the rule: identical axes, or rank 0)."""
     op = _BINARY[name]
-    if not isinstance(a, Tensor) and not getattr(type(a), "_is_symbolic", False):
-        a = _scalar_like(a, b, op)
-    elif not isinstance(b, Tensor) and not getattr(type(b), "_is_symbolic", False):
-        b = _scalar_like(b, a, op)
-    return op(a, b)
+    if not isinstance(a, Tensor):
+        out = op(_scalar_like(a, b, op), b)
+    elif not isinstance(b, Tensor):
+        out = op(a, _scalar_like(b, a, op))
+    else:
+        out = op(a, b)
+    return cast("Tensor[D, *Axes]", out)
+
+
+def _apply_compare(name: str, a: Tensor[D, *Axes] | float, b: Tensor[D, *Axes] | float
+                   ) -> Tensor[Bool, *Axes]:
+    """A comparison: the operands' axes, Bool values."""
+    return cast("Tensor[Bool, *Axes]", _apply_binary(name, a, b))
 
 
 def add(a: Tensor[D, *Axes] | float, b: Tensor[D, *Axes] | float) -> Tensor[D, *Axes]:
     """``a + b`` on identical axes (a number or rank-0 tensor mixes with anything)."""
-    return _apply_binary("Add", a, b)  # type: ignore[no-any-return]
+    return _apply_binary("Add", a, b)
 
 
 def subtract(a: Tensor[D, *Axes] | float, b: Tensor[D, *Axes] | float) -> Tensor[D, *Axes]:
     """``a - b`` on identical axes."""
-    return _apply_binary("Subtract", a, b)  # type: ignore[no-any-return]
+    return _apply_binary("Subtract", a, b)
 
 
 def multiply(a: Tensor[D, *Axes] | float, b: Tensor[D, *Axes] | float) -> Tensor[D, *Axes]:
     """``a * b`` on identical axes."""
-    return _apply_binary("Multiply", a, b)  # type: ignore[no-any-return]
+    return _apply_binary("Multiply", a, b)
 
 
 def divide(a: Tensor[D, *Axes] | float, b: Tensor[D, *Axes] | float) -> Tensor[D, *Axes]:
     """``a / b`` on identical axes."""
-    return _apply_binary("Divide", a, b)  # type: ignore[no-any-return]
+    return _apply_binary("Divide", a, b)
 
 
 def power(a: Tensor[D, *Axes] | float, b: Tensor[D, *Axes] | float) -> Tensor[D, *Axes]:
     """``a ** b`` on identical axes."""
-    return _apply_binary("Power", a, b)  # type: ignore[no-any-return]
+    return _apply_binary("Power", a, b)
 
 
 def maximum(a: Tensor[D, *Axes] | float, b: Tensor[D, *Axes] | float) -> Tensor[D, *Axes]:
     """Elementwise maximum on identical axes (ties share the gradient)."""
-    return _apply_binary("Maximum", a, b)  # type: ignore[no-any-return]
+    return _apply_binary("Maximum", a, b)
 
 
 def minimum(a: Tensor[D, *Axes] | float, b: Tensor[D, *Axes] | float) -> Tensor[D, *Axes]:
     """Elementwise minimum on identical axes (ties share the gradient)."""
-    return _apply_binary("Minimum", a, b)  # type: ignore[no-any-return]
+    return _apply_binary("Minimum", a, b)
 
 
 def equal(a: Tensor[D, *Axes] | float, b: Tensor[D, *Axes] | float) -> Tensor[Bool, *Axes]:
     """``a == b`` elementwise (Bool)."""
-    return _apply_binary("Equal", a, b)  # type: ignore[no-any-return]
+    return _apply_compare("Equal", a, b)
 
 
 def not_equal(a: Tensor[D, *Axes] | float, b: Tensor[D, *Axes] | float) -> Tensor[Bool, *Axes]:
     """``a != b`` elementwise (Bool)."""
-    return _apply_binary("NotEqual", a, b)  # type: ignore[no-any-return]
+    return _apply_compare("NotEqual", a, b)
 
 
 def less(a: Tensor[D, *Axes] | float, b: Tensor[D, *Axes] | float) -> Tensor[Bool, *Axes]:
     """``a < b`` elementwise (Bool)."""
-    return _apply_binary("Less", a, b)  # type: ignore[no-any-return]
+    return _apply_compare("Less", a, b)
 
 
 def less_equal(a: Tensor[D, *Axes] | float, b: Tensor[D, *Axes] | float) -> Tensor[Bool, *Axes]:
     """``a <= b`` elementwise (Bool)."""
-    return _apply_binary("LessEqual", a, b)  # type: ignore[no-any-return]
+    return _apply_compare("LessEqual", a, b)
 
 
 def greater(a: Tensor[D, *Axes] | float, b: Tensor[D, *Axes] | float) -> Tensor[Bool, *Axes]:
     """``a > b`` elementwise (Bool)."""
-    return _apply_binary("Greater", a, b)  # type: ignore[no-any-return]
+    return _apply_compare("Greater", a, b)
 
 
 def greater_equal(a: Tensor[D, *Axes] | float, b: Tensor[D, *Axes] | float
                   ) -> Tensor[Bool, *Axes]:
     """``a >= b`` elementwise (Bool)."""
-    return _apply_binary("GreaterEqual", a, b)  # type: ignore[no-any-return]
+    return _apply_compare("GreaterEqual", a, b)
 
 
 # ============================================================================ where, astype
@@ -509,7 +522,8 @@ def where(cond: Tensor[Bool, *Axes], a: Tensor[D, *Axes] | float,
     if not isinstance(like, Tensor) and not getattr(type(like), "_is_symbolic", False):
         raise TypeError("where: at least one of a, b must be a Tensor (wrap a number with "
                         "ax.full(shape, *axes, value=...))")
-    return _WHERE(cond, _scalar_like(a, like, _WHERE), _scalar_like(b, like, _WHERE))  # type: ignore[no-any-return]
+    out = _WHERE(cond, _scalar_like(a, like, _WHERE), _scalar_like(b, like, _WHERE))
+    return cast("Tensor[D, *Axes]", out)  # the rule: a's dtype, the shared axes
 
 
 class AsType(Op):
@@ -537,7 +551,7 @@ def astype(x: Tensor[Any, *Axes], dtype: type[D2]) -> Tensor[D2, *Axes]:
     """Convert to another dtype marker: ``ax.astype(t, ax.BF16)``."""
     if x.dtype is dtype:
         return x
-    return AsType(dtype)(x)  # type: ignore[no-any-return]
+    return cast("Tensor[D2, *Axes]", AsType(dtype)(x))  # the rule keeps the axes
 
 
 # ----------------------------------------------------------------------------- registry

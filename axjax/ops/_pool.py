@@ -111,7 +111,7 @@ def max_pool(x: Tensor[D, *Axes], spatial: type[Axis] | tuple[type[Axis], ...],
     Example:
         >>> ax.max_pool(feature_maps, (Height, Width), window=2)   # 28x28 -> 14x14
     """
-    return Pool("max", _spatial(spatial), window, stride, padding)(x)  # type: ignore[no-any-return]
+    return Pool("max", _spatial(spatial), window, stride, padding).same_type(x)
 
 
 def avg_pool(x: Tensor[D, *Axes], spatial: type[Axis] | tuple[type[Axis], ...],
@@ -122,7 +122,7 @@ def avg_pool(x: Tensor[D, *Axes], spatial: type[Axis] | tuple[type[Axis], ...],
     Example:
         >>> ax.avg_pool(feature_maps, (Height, Width), window=2)
     """
-    return Pool("avg", _spatial(spatial), window, stride, padding)(x)  # type: ignore[no-any-return]
+    return Pool("avg", _spatial(spatial), window, stride, padding).same_type(x)
 
 
 # ----------------------------------------------------------------------------- registry

@@ -222,37 +222,37 @@ def sum(x: Tensor[D, *tuple[Any, ...]], over: AxisArg) -> Tensor[D, *tuple[Any, 
         >>> ax.sum(ax.ones((2, 3), Batch, Pixel), Pixel)
         Tensor[F32, Batch=2]([3., 3.])
     """
-    return cached(Sum, over)(x)  # type: ignore[no-any-return]
+    return cached(Sum, over)(x)
 
 
 def mean(x: Tensor[D, *tuple[Any, ...]], over: AxisArg) -> Tensor[D, *tuple[Any, ...]]:
     """Mean over the named axis (or axes), which is removed."""
-    return cached(Mean, over)(x)  # type: ignore[no-any-return]
+    return cached(Mean, over)(x)
 
 
 def max(x: Tensor[D, *tuple[Any, ...]], over: AxisArg) -> Tensor[D, *tuple[Any, ...]]:  # noqa: A001
     """Maximum over the named axis (or axes), which is removed."""
-    return cached(Max, over)(x)  # type: ignore[no-any-return]
+    return cached(Max, over)(x)
 
 
 def min(x: Tensor[D, *tuple[Any, ...]], over: AxisArg) -> Tensor[D, *tuple[Any, ...]]:  # noqa: A001
     """Minimum over the named axis (or axes), which is removed."""
-    return cached(Min, over)(x)  # type: ignore[no-any-return]
+    return cached(Min, over)(x)
 
 
 def logsumexp(x: Tensor[D, *tuple[Any, ...]], over: AxisArg) -> Tensor[D, *tuple[Any, ...]]:
     """``log(sum(exp(x)))`` over the named axis (or axes), computed stably."""
-    return cached(LogSumExp, over)(x)  # type: ignore[no-any-return]
+    return cached(LogSumExp, over)(x)
 
 
 def var(x: Tensor[D, *tuple[Any, ...]], over: AxisArg) -> Tensor[D, *tuple[Any, ...]]:
     """Population variance over the named axis (or axes)."""
-    return cached(Var, over)(x)  # type: ignore[no-any-return]
+    return cached(Var, over)(x)
 
 
 def argmax(x: Tensor[Any, *tuple[Any, ...]], over: type[Axis]) -> Tensor[I32, *tuple[Any, ...]]:
     """Index (I32) of the largest value along ``over``, which is removed."""
-    return cached(ArgMax, over)(x)  # type: ignore[no-any-return]
+    return cached(ArgMax, over)(x)
 
 
 def softmax(x: Tensor[D, *Axes], over: AxisArg) -> Tensor[D, *Axes]:
@@ -261,12 +261,12 @@ def softmax(x: Tensor[D, *Axes], over: AxisArg) -> Tensor[D, *Axes]:
     Example:
         >>> p = ax.softmax(logits, Class)   # sums to 1 along Class
     """
-    return cached(Softmax, over)(x)  # type: ignore[no-any-return]
+    return cached(Softmax, over).same_type(x)
 
 
 def log_softmax(x: Tensor[D, *Axes], over: AxisArg) -> Tensor[D, *Axes]:
     """``x - logsumexp(x, over)`` along the named axis (or axes), stable."""
-    return cached(LogSoftmax, over)(x)  # type: ignore[no-any-return]
+    return cached(LogSoftmax, over).same_type(x)
 
 
 # ----------------------------------------------------------------------------- registry

@@ -18,6 +18,7 @@ from ..core.internal import (
     describe,
     dtype_marker,
     register_op,
+    trusted_tensor,
 )
 
 D = TypeVar("D", bound=DType)
@@ -88,16 +89,16 @@ def index(x: AnyOf[D], axis: type[Axis], i: int | Any) -> AnyOf[D]:
     Tensor (clamped into range, as ``jax.lax.dynamic_index_in_dim`` does).
     """
     if isinstance(i, int | np.integer) and not isinstance(i, bool):
-        return cached(Index, axis, int(i))(x)  # type: ignore[no-any-return]
+        return cached(Index, axis, int(i))(x)
     pos = i
     if not isinstance(i, Tensor) and getattr(i, "ndim", None) == 0:
-        pos = Tensor._wrap(i, ())
+        pos = trusted_tensor(i, ())
     if not isinstance(pos, Tensor) or pos.axes or not jnp.issubdtype(pos.dtype.numpy,
                                                                      jnp.integer):
         got = describe(pos) if isinstance(pos, Tensor) else repr(i)
         raise TypeError(f"index: the position must be an int or a rank-0 integer Tensor, "
                         f"got {got} (gather many positions with ax.take)")
-    return Index(axis)(x, pos)  # type: ignore[no-any-return]
+    return Index(axis)(x, pos)
 
 
 class Slice(Op):
@@ -139,7 +140,7 @@ class Slice(Op):
 def slice(x: Tensor[D, *Axes], axis: type[Axis], start: int | None = None,
           stop: int | None = None, step: int = 1) -> Tensor[D, *Axes]:
     """Entries ``start:stop:step`` along ``axis`` (kept, with its new size)."""
-    return Slice(axis, start, stop, step)(x)  # type: ignore[no-any-return]
+    return Slice(axis, start, stop, step).same_type(x)
 
 
 
@@ -184,7 +185,7 @@ class Take(Op):
 
 def take(x: AnyOf[D], axis: type[Axis], indices: Tensor[Any, *tuple[Any, ...]]) -> AnyOf[D]:
     """Gather entries along ``axis`` by integer ``indices``; their axes replace ``axis``."""
-    return Take(axis)(x, indices)  # type: ignore[no-any-return]
+    return Take(axis)(x, indices)
 
 
 class OneHot(Op):
@@ -215,7 +216,7 @@ class OneHot(Op):
 def one_hot(labels: Tensor[Any, *tuple[Any, ...]], axis: type[Axis], n: int,
             dtype: type[D] = F32) -> AnyOf[D]:  # type: ignore[assignment]
     """One-hot encode integer ``labels`` along a new last axis ``axis`` of size ``n``."""
-    return cached(OneHot, axis, n, dtype)(labels)  # type: ignore[no-any-return]
+    return cached(OneHot, axis, n, dtype)(labels)
 
 
 # ----------------------------------------------------------------------------- registry

@@ -12,7 +12,7 @@ from typing import Any, TypeVar, TypeVarTuple
 import jax
 import jax.numpy as jnp
 
-from ..core import Axis, DType, Op, Tensor, TensorType
+from ..core import AnyTensor, Axis, DType, Op, Tensor, TensorType
 from ..core.internal import (
     axes_names,
     axis_name,
@@ -29,13 +29,13 @@ Array = Any
 AnyOf = Tensor[D, *tuple[Any, ...]]
 
 
-def _missing(op: Op, x: Any, axis: type[Axis]) -> None:
+def _missing(op: Op[Any], x: Any, axis: type[Axis]) -> None:
     if axis not in x.axes:
         raise op.fail((x,), f"{axis_name(axis)} is not an axis of the tensor "
                       f"(name one of {axes_names(x.axes)})")
 
 
-def _present(op: Op, x: Any, axis: type[Axis]) -> None:
+def _present(op: Op[Any], x: Any, axis: type[Axis]) -> None:
     if axis in x.axes:
         raise op.fail((x,), f"axis {axis_name(axis)} already present (a tensor never has the "
                       "same axis twice; rename one)")
@@ -107,12 +107,12 @@ class Squeeze(Op):
 
 def expand_dims(x: AnyOf[D], axis: type[Axis], at: int = 0) -> AnyOf[D]:
     """Insert a new axis of size 1 at position ``at`` (negative counts from the end)."""
-    return cached(ExpandDims, axis, at)(x)  # type: ignore[no-any-return]
+    return cached(ExpandDims, axis, at)(x)
 
 
 def squeeze(x: AnyOf[D], axis: type[Axis]) -> AnyOf[D]:
     """Remove the size-1 axis ``axis``."""
-    return cached(Squeeze, axis)(x)  # type: ignore[no-any-return]
+    return cached(Squeeze, axis)(x)
 
 
 # ----------------------------------------------------------------------------- transpose/rename
@@ -144,7 +144,7 @@ def transpose(x: AnyOf[D], *axes: type[Axis]) -> AnyOf[D]:
     """Reorder the axes: ``ax.transpose(t, Width, Height)`` (a permutation of t's axes)."""
     if x.axes == axes:
         return x
-    return cached(Transpose, axes)(x)  # type: ignore[no-any-return]
+    return cached(Transpose, axes)(x)
 
 
 class Rename(Op):
@@ -172,7 +172,7 @@ class Rename(Op):
 
 def rename(x: AnyOf[D], old: type[Axis], new: type[Axis]) -> AnyOf[D]:
     """Relabel one axis: ``ax.rename(t, Hidden, In)``."""
-    return cached(Rename, old, new)(x)  # type: ignore[no-any-return]
+    return cached(Rename, old, new)(x)
 
 
 # ----------------------------------------------------------------------------- broadcast/tile
@@ -231,12 +231,12 @@ def broadcast(x: AnyOf[D], to: Any, sizes: dict[type[Axis], int] | None = None) 
         missing = [a for a in to if a not in have]
         if missing:
             raise TypeError(f"broadcast: give the size of {axes_names(missing)} in sizes=")
-        return cached(Broadcast, to, tuple(have[a] for a in to))(x)  # type: ignore[no-any-return]
+        return cached(Broadcast, to, tuple(have[a] for a in to))(x)
     if x.axes == to.axes:
         return x
     if getattr(type(to), "_is_symbolic", False) and None in tuple(to.shape):
-        return BroadcastLike()(x, to)  # type: ignore[no-any-return]
-    return cached(Broadcast, tuple(to.axes), tuple(to.shape))(x)  # type: ignore[no-any-return]
+        return BroadcastLike()(x, to)
+    return cached(Broadcast, tuple(to.axes), tuple(to.shape))(x)
 
 
 class BroadcastLike(Op):
@@ -284,7 +284,7 @@ class Tile(Op):
 
 def tile(x: Tensor[D, *Axes], axis: type[Axis], n: int) -> Tensor[D, *Axes]:
     """Repeat ``x`` ``n`` times along ``axis`` (its size becomes ``n`` times larger)."""
-    return Tile(axis, n)(x)  # type: ignore[no-any-return]
+    return Tile(axis, n).same_type(x)
 
 
 # ----------------------------------------------------------------------------- concat/stack
@@ -328,7 +328,9 @@ class Concat(Op):
 
 def concat(xs: Sequence[Tensor[D, *Axes]], axis: type[Axis]) -> Tensor[D, *Axes]:
     """Join tensors with identical axes along ``axis``."""
-    return Concat(axis)(*xs)  # type: ignore[no-any-return]
+    if not xs:
+        raise TypeError("concat: give at least one tensor")
+    return Concat(axis).same_type(xs[0], *xs[1:])
 
 
 class Stack(Op):
@@ -374,10 +376,10 @@ class Stack(Op):
 
 def stack(xs: Sequence[AnyOf[D]], axis: type[Axis], at: int = 0) -> AnyOf[D]:
     """Stack tensors with identical axes along a new axis ``axis`` at position ``at``."""
-    return Stack(axis, at)(*xs)  # type: ignore[no-any-return]
+    return Stack(axis, at)(*xs)
 
 
-class Unstack(Op):
+class Unstack(Op[tuple[AnyTensor, ...]]):
     """The entries of ``x`` along axis ``X``, one tensor each (``X`` removed): the inverse of
     :class:`Stack`, and the op with several results.
 
@@ -429,7 +431,7 @@ def unstack(x: AnyOf[D], axis: type[Axis]) -> tuple[AnyOf[D], ...]:
     One op whose backward concatenates the cotangents; ``ax.index`` once per entry gives the
     same values, but its backward pads each cotangent to ``x``'s size.
     """
-    return cached(Unstack, axis)(x)  # type: ignore[no-any-return]
+    return cached(Unstack, axis)(x)
 
 
 # ----------------------------------------------------------------------------- flatten
@@ -489,7 +491,7 @@ def flatten(x: AnyOf[D], axes: tuple[type[Axis], ...], into: type[Axis]) -> AnyO
     Example:
         >>> ax.flatten(images, (Height, Width), Pixel)   # [Batch, Height, Width] -> [Batch, Pixel]
     """
-    return cached(Flatten, axes, into)(x)  # type: ignore[no-any-return]
+    return cached(Flatten, axes, into)(x)
 
 
 class Unflatten(Op):
@@ -534,7 +536,7 @@ class Unflatten(Op):
 def unflatten(x: AnyOf[D], axis: type[Axis], axes: tuple[type[Axis], ...],
               sizes: tuple[int, ...]) -> AnyOf[D]:
     """Split ``axis`` into ``axes`` of the given ``sizes`` (first = major)."""
-    return Unflatten(axis, axes, sizes)(x)  # type: ignore[no-any-return]
+    return Unflatten(axis, axes, sizes)(x)
 
 
 # ----------------------------------------------------------------------------- registry

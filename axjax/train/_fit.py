@@ -3,26 +3,25 @@
 from __future__ import annotations
 
 import dataclasses
-import math
+import functools
 import os
-import time
-import warnings
 from collections.abc import Callable
-from typing import Any, Literal, NamedTuple, NoReturn
+from typing import Any, Literal, NamedTuple
 
 import equinox as eqx
 import jax
 import jax.numpy as jnp
 import optax
-from tqdm import tqdm
 
+from ._fit_checkpoint import FitCheckpoints, start_run
+from ._fit_log import FitLog
+from ._guard import GUARDS, Guard, NanGuard
 from ._loader import BatchSource, as_source
-from ._log import MetricsLog, plot_history
 from ._manager import Checkpoints
+from ._run_state import PyTree, RunState, copy_tree
 from ._step import (
     Monitor,
     TrainingDiverged,
-    all_finite,
     make_eval_step,
     make_replay_step,
     make_train_step,
@@ -31,9 +30,9 @@ from ._step import (
 
 __all__ = ["EarlyStopping", "FitResult", "Guard", "evaluate", "fit"]
 
-#: how ``fit`` guards against NaN/Inf (see :func:`fit`)
-Guard = Literal["replay", "step", "off"]
-_GUARDS: tuple[Guard, ...] = ("replay", "step", "off")
+#: ``(params, opt_state, monitor, batch, key, step) -> (params, opt_state, monitor)``
+TrainStep = Callable[[PyTree, PyTree, Monitor, Any, jax.Array, int],
+                     tuple[PyTree, PyTree, Monitor]]
 
 
 @dataclasses.dataclass
@@ -110,20 +109,6 @@ def evaluate(model: Any, loss_fn: Callable[..., Any], data: Any,
     return {k: float(host[k] / host["count"]) for k in names}
 
 
-def _position(epoch: int, batch: int, per_epoch: int) -> tuple[int, int]:
-    return (epoch + 1, 0) if batch >= per_epoch else (epoch, batch)
-
-
-class _Snapshot(NamedTuple):
-    """The last state checked finite, and where the data stood then."""
-
-    params: Any
-    opt_state: Any
-    step: int
-    epoch: int
-    batch: int
-
-
 def fit(
     model: Any,
     optimizer: optax.GradientTransformation,
@@ -188,183 +173,158 @@ def fit(
         >>> result.history[-1]["eval_accuracy"]
         0.981
     """
-    if guard not in _GUARDS:
+    _check_arguments(guard, log_every, early_stopping, eval_data)
+    source = as_source(data)
+    key = jax.random.key(0) if key is None else key
+    opt_state = optimizer.init(eqx.filter(model, eqx.is_array))
+    run = start_run(model, opt_state, key, len(source), checkpoints if resume else None,
+                    early_stopping)
+    donate = jax.default_backend() != "cpu"
+    # the first snapshot holds these arrays: never donated (the step gets copies if it donates)
+    nan_guard = NanGuard(guard, run, source, donate=donate, make_replay=functools.partial(
+        make_replay_step, loss_fn, optimizer, run.static))
+    if donate:  # the caller's arrays must survive the donation of the step's inputs
+        run.params, run.opt_state = copy_tree((run.params, run.opt_state))
+    eval_static = eqx.partition(eqx.nn.inference_mode(run.model()), eqx.is_array)[1]
+    loop = _Loop(
+        source=source, loss_fn=loss_fn, donate=donate, guard=nan_guard,
+        train_step=make_train_step(loss_fn, optimizer, run.static, donate=donate,
+                                   guard=guard == "step"),
+        log=FitLog(logdir, resume_at=run.step, epochs=epochs, progress=progress),
+        saver=FitCheckpoints(checkpoints, early_stopping), epochs=epochs,
+        max_steps=max_steps, log_every=log_every, eval_data=eval_data,
+        eval_step=make_eval_step(loss_fn, eval_static) if eval_data is not None else None,
+        early_stopping=early_stopping)
+    loop.run(run)
+    return FitResult(run.model(), run.opt_state, run.step, loop.log.history,
+                     run.stopped_early, run.seconds())
+
+
+def _check_arguments(guard: Guard, log_every: int, early_stopping: EarlyStopping | None,
+                     eval_data: Any) -> None:
+    """Raise the ``ValueError`` of an unknown guard or an impossible setting."""
+    if guard not in GUARDS:
         raise ValueError(f"fit: guard must be 'replay' (check at log points, replay on NaN), "
                          f"'step' (check every step) or 'off', got {guard!r}")
     if log_every < 1:
         raise ValueError(f"fit: log_every must be at least 1, got {log_every}")
     if early_stopping is not None and eval_data is None:
         raise ValueError("fit: early_stopping compares evaluations; pass eval_data too")
-    source = as_source(data)
-    per_epoch = len(source)
-    key = jax.random.key(0) if key is None else key
-    opt_state = optimizer.init(eqx.filter(model, eqx.is_array))
-    step, epoch0, batch0, elapsed0 = 0, 0, 0, 0.0
-    if resume and checkpoints is not None and checkpoints.latest() is not None:
-        r = checkpoints.restore({"model": model, "opt_state": opt_state, "key": key})
-        model, opt_state, key = r.tree["model"], r.tree["opt_state"], r.tree["key"]
-        step, epoch0, batch0 = r.step, r.metadata["epoch"], r.metadata["batch"]
-        elapsed0 = r.metadata.get("seconds", 0.0)
-        if early_stopping is not None and r.metadata.get("early_stopping"):
-            early_stopping.best = r.metadata["early_stopping"]["best"]
-            early_stopping.wait = r.metadata["early_stopping"]["wait"]
-    params, static = eqx.partition(model, eqx.is_array)
-    donate = jax.default_backend() != "cpu"
-    # the first snapshot: never donated (the step gets copies when it donates)
-    snap = _Snapshot(params, opt_state, step, epoch0, batch0) if guard == "replay" else None
-    if donate:  # the caller's arrays must survive the donation of the step's inputs
-        params, opt_state = jax.tree.map(jnp.copy, (params, opt_state))
-    train_step = make_train_step(loss_fn, optimizer, static, donate=donate,
-                                 guard=guard == "step")
-    replay_step: Callable[..., Any] | None = None  # built on the first replay only
-    eval_static = eqx.partition(eqx.nn.inference_mode(model), eqx.is_array)[1]
-    eval_step = make_eval_step(loss_fn, eval_static) if eval_data is not None else None
-    log = MetricsLog(logdir, resume_at=step) if logdir is not None else None
-    history: list[dict[str, Any]] = log.rows if log is not None else []
-    best = None
-    mon: Monitor | None = None
-    t0 = time.perf_counter() - elapsed0
-    stopped_early = False
-    bar: Any = None
 
-    def record(row: dict[str, Any]) -> None:
-        if log is None:
-            history.append(row)
-        else:
-            log.append(row)
 
-    last: dict[str, float] = {}
+@dataclasses.dataclass(frozen=True)
+class _Loop:
+    """What stays fixed in a ``fit`` run; its methods advance a :class:`RunState`."""
 
-    def halt(error: TrainingDiverged) -> NoReturn:
-        if bar is not None:
-            bar.close()
-        finish()
-        raise error
+    source: BatchSource
+    loss_fn: Callable[..., Any]
+    train_step: TrainStep
+    donate: bool
+    guard: NanGuard
+    log: FitLog
+    saver: FitCheckpoints
+    epochs: int
+    max_steps: int | None
+    log_every: int
+    eval_data: Any
+    eval_step: Callable[..., Any] | None
+    early_stopping: EarlyStopping | None
 
-    def replay() -> tuple[Any, Any]:
-        """Run the steps since the snapshot again, checking each; raise at the first bad
-        one. Return the replayed state if none is bad (a non-deterministic device)."""
-        nonlocal replay_step
-        assert snap is not None
-        if replay_step is None:
-            replay_step = make_replay_step(loss_fn, optimizer, static)
-        p, s = snap.params, snap.opt_state
-        batches = source.epoch(snap.epoch, snap.batch)
-        for k, batch in zip(range(snap.step, step), batches, strict=False):
-            new_p, new_s, loss, gnorm, finite = replay_step(p, s, batch, key, k)
-            loss, gnorm, finite = jax.device_get((loss, gnorm, finite))
-            if not (math.isfinite(loss) and math.isfinite(gnorm) and finite):
-                halt(TrainingDiverged(k + 1, float(loss), float(gnorm),
-                                      model=eqx.combine(p, static), opt_state=s))
-            p, s = new_p, new_s
-        warnings.warn(f"fit: steps {snap.step + 1}-{step} left a non-finite loss or state, "
-                      "but replaying them gave finite values throughout (a non-deterministic "
-                      "computation?); training goes on from the replayed state", stacklevel=3)
-        return p, s
+    def run(self, run: RunState) -> None:
+        """Train until ``epochs``, ``max_steps`` or early stopping; then, with
+        ``restore_best``, take the best evaluation's parameters. A ``TrainingDiverged``
+        closes the bar and writes the logs on its way out."""
+        run.start_clock()
+        run.done = self.max_steps is not None and run.step >= self.max_steps
+        try:
+            while run.epoch < self.epochs and not run.done:
+                self._train_epoch(run)
+                self._end_epoch(run)
+        except TrainingDiverged:
+            self.log.close()
+            raise
+        if run.stopped_early and run.best is not None:
+            run.params = run.best
 
-    def check(epoch: int, i: int) -> dict[str, float]:
-        """One host sync: the monitor's means, and whether the state is good. ``"step"``:
-        raise at a recorded bad step. ``"replay"``: replay when the loss sum or the state is
-        not finite, else keep the state as the snapshot."""
-        nonlocal params, opt_state, snap, mon
-        assert mon is not None
-        flag = all_finite((params, opt_state)) if guard == "replay" else None
-        means, bad, finite = mon.read_with(flag)
-        if guard == "step" and bad is not None:
-            halt(TrainingDiverged(*bad, model=eqx.combine(params, static), opt_state=opt_state))
-        if guard == "replay":
-            if not (finite and math.isfinite(means.get("loss", 0.0))):
-                params, opt_state = replay()
-                means, mon = {}, mon.reset()  # the sums held the discarded run's values
-            kept = jax.tree.map(jnp.copy, (params, opt_state)) if donate else (params, opt_state)
-            e, b = _position(epoch, i, per_epoch)
-            snap = _Snapshot(kept[0], kept[1], step, e, b)
-        return means
-
-    def flush_train(epoch: int, i: int) -> dict[str, float]:
-        nonlocal mon, last
-        if mon is None:
-            return last
-        means = check(epoch, i)
-        if means:
-            record({"step": step, "epoch": round(epoch + i / per_epoch, 4),
-                    "time": round(time.perf_counter() - t0, 3)}
-                   | {f"train_{k}": v for k, v in means.items()})
-            if bar is not None:
-                bar.set_postfix({k: f"{v:.4g}" for k, v in means.items()}, refresh=False)
-        mon = mon.reset()
-        last = means or last
-        return last
-
-    def save(epoch: int, batch: int, checked: bool) -> None:
-        if checkpoints is None:
-            return
-        if not checked and guard != "off" and mon is not None:
-            check(epoch, batch)  # never save a non-finite state, nor one a bad step froze
-        e, b = _position(epoch, batch, per_epoch)
-        meta = {"epoch": e, "batch": b, "seconds": time.perf_counter() - t0,
-                "early_stopping": early_stopping.state() if early_stopping else None}
-        state = {"model": eqx.combine(params, static), "opt_state": opt_state, "key": key}
-        checkpoints.save(step, state, meta)
-
-    def finish() -> None:
-        if log is not None:
-            log.flush()
-            if history:
-                plot_history(history, log.logdir / "curves.png")
-
-    epoch = epoch0
-    done = max_steps is not None and step >= max_steps
-    while epoch < epochs and not done:
-        bar = tqdm(total=per_epoch, initial=batch0, desc=f"epoch {epoch + 1}/{epochs}",
-                   disable=not progress, dynamic_ncols=True, mininterval=0.5)
-        i = batch0
-        for batch in source.epoch(epoch, batch0):
-            if mon is None:
-                names = metric_names(loss_fn, eqx.combine(params, static), batch)
-                mon = Monitor.zero(names, guarded=guard == "step")
-            params, opt_state, mon = train_step(params, opt_state, mon, batch, key, step)
-            step, i = step + 1, i + 1
-            bar.update(1)
-            if step % log_every == 0:
-                flush_train(epoch, i)
-            if checkpoints is not None and checkpoints.every and step % checkpoints.every == 0 \
-                    and i < per_epoch:
-                save(epoch, i, checked=step % log_every == 0)
-            if max_steps is not None and step >= max_steps:
-                done = True
+    def _train_epoch(self, run: RunState) -> None:
+        """The steps of the current epoch, from the batch the run stands at."""
+        self.log.open_bar(run)
+        for batch in self.source.epoch(run.epoch, run.batch):
+            self._train_batch(run, batch)
+            if self.max_steps is not None and run.step >= self.max_steps:
+                run.done = True
                 break
-        train = flush_train(epoch, i)
-        bar.close()
-        batch0 = 0
-        summary = f"epoch {epoch + 1}/{epochs}: step {step}"
-        summary += "".join(f", train {k} {v:.4g}" for k, v in train.items())
-        if eval_step is not None and (i >= per_epoch or done):
-            ev = evaluate(eqx.combine(params, static), loss_fn, eval_data, eval_step)
-            record({"step": step, "epoch": round(epoch + i / per_epoch, 4),
-                    "time": round(time.perf_counter() - t0, 3)}
-                   | {f"eval_{k}": v for k, v in ev.items()})
-            summary += "".join(f", eval {k} {v:.4g}" for k, v in ev.items())
-            if early_stopping is not None:
-                name = early_stopping.metric.removeprefix("eval_")
-                if name not in ev:
-                    raise ValueError(f"EarlyStopping: the evaluation reports no "
-                                     f"{early_stopping.metric!r}; it has "
-                                     f"{', '.join('eval_' + k for k in ev)}")
-                value = ev[name]
-                improved, stop = early_stopping.update(value)
-                if improved and early_stopping.restore_best:
-                    best = jax.tree.map(jnp.copy, params) if donate else params
-                if stop:
-                    stopped_early = done = True
-                    summary += f" (early stop: no better {early_stopping.metric} for " \
-                               f"{early_stopping.patience} evaluations)"
-        if progress:
-            tqdm.write(summary + f" [{time.perf_counter() - t0:.1f} s]")
-        save(epoch, i, checked=True)
-        finish()
-        epoch = epoch + 1 if i >= per_epoch else epoch
-    if stopped_early and best is not None:
-        params = best
-    return FitResult(eqx.combine(params, static), opt_state, step, history, stopped_early,
-                     time.perf_counter() - t0)
+
+    def _train_batch(self, run: RunState, batch: Any) -> None:
+        """One step; a log row every ``log_every`` steps, a checkpoint when one is due."""
+        if run.monitor is None:
+            names = metric_names(self.loss_fn, run.model(), batch)
+            run.monitor = Monitor.zero(names, guarded=self.guard.mode == "step")
+        run.params, run.opt_state, run.monitor = self.train_step(
+            run.params, run.opt_state, run.monitor, batch, run.key, run.step)
+        run.step, run.batch = run.step + 1, run.batch + 1
+        self.log.advance()
+        logged = run.step % self.log_every == 0
+        if logged:
+            self._flush_train(run)
+        if self.saver.due(run):
+            self._save(run, checked=logged)
+
+    def _flush_train(self, run: RunState) -> dict[str, float]:
+        """Check the state, log the train means since the last row; return the latest."""
+        if run.monitor is None:
+            return run.last
+        means = self.guard.check(run)
+        if means:
+            self.log.record(run, "train", means)
+            self.log.show(means)
+        run.monitor = run.monitor.reset()
+        run.last = means or run.last
+        return run.last
+
+    def _save(self, run: RunState, *, checked: bool) -> None:
+        """Save a checkpoint; check the state first unless that was just done (never save
+        a non-finite state, nor one that a bad step froze)."""
+        if self.saver.checkpoints is None:
+            return
+        if not checked and self.guard.mode != "off" and run.monitor is not None:
+            self.guard.check(run)
+        self.saver.save(run)
+
+    def _end_epoch(self, run: RunState) -> None:
+        """Log, evaluate (at a full epoch or the last step), summarise, save; then move to
+        the next epoch if this one is full."""
+        train = self._flush_train(run)
+        self.log.close_bar()
+        summary = self.log.summary(run, train)
+        if self.eval_step is not None and (run.batch >= run.per_epoch or run.done):
+            summary += self._evaluate(run, self.eval_step)
+        self.log.write(run, summary)
+        self._save(run, checked=True)
+        self.log.finish()
+        run.epoch = run.epoch + 1 if run.batch >= run.per_epoch else run.epoch
+        run.batch = 0
+
+    def _evaluate(self, run: RunState, eval_step: Callable[..., Any]) -> str:
+        """Evaluate, log the ``eval_*`` row, apply early stopping; return the summary."""
+        ev = evaluate(run.model(), self.loss_fn, self.eval_data, eval_step)
+        self.log.record(run, "eval", ev)
+        summary = "".join(f", eval {k} {v:.4g}" for k, v in ev.items())
+        if self.early_stopping is not None:
+            summary += self._early_stop(run, self.early_stopping, ev)
+        return summary
+
+    def _early_stop(self, run: RunState, rule: EarlyStopping, ev: dict[str, float]) -> str:
+        """Update ``rule`` with this evaluation: keep the best parameters, stop the run
+        when it says so (returning the note for the summary line)."""
+        name = rule.metric.removeprefix("eval_")
+        if name not in ev:
+            raise ValueError(f"EarlyStopping: the evaluation reports no {rule.metric!r}; it "
+                             f"has {', '.join('eval_' + k for k in ev)}")
+        improved, stop = rule.update(ev[name])
+        if improved and rule.restore_best:
+            run.best = copy_tree(run.params) if self.donate else run.params
+        if not stop:
+            return ""
+        run.stopped_early = run.done = True
+        return f" (early stop: no better {rule.metric} for {rule.patience} evaluations)"

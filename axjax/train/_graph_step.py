@@ -67,12 +67,12 @@ class GraphStep:
         for i, v in zip(self._lp.index, train, strict=True):
             values[i] = v
         self._values = tuple(values)
-        return Tensor._wrap(value, ())  # type: ignore[no-any-return]
+        return Tensor(value, ())
 
     @property
     def params(self) -> tuple[AnyParam, ...]:
         """The graph's Params, each holding its current value."""
-        return tuple(p._rebuild(p._id, v) for p, v in
+        return tuple(p.rebound(v) for p, v in
                      zip(self._lp.program.params, self._values, strict=True))
 
     def value(self, param: AnyTensor) -> AnyTensor:

@@ -16,6 +16,7 @@ from typing import Any, Protocol
 import jax
 import jax.numpy as jnp
 import numpy as np
+from jaxtyping import Float32, Int32, Shaped
 
 from ..core import Axis, Tensor
 from ..core.internal import axes_names, check_axis_label, check_unique_axes
@@ -23,6 +24,13 @@ from ._axes import Batch, Pixel
 from ._datasets import Dataset
 
 __all__ = ["BatchSource", "Loader", "as_source"]
+
+# The raw arrays a Loader gathers from, and the batches it makes (jaxtyping: dimension names
+# are the axes of the Tensors they become).
+Images = Float32[jax.Array, "Batch *Example"]
+Labels = Int32[jax.Array, "Batch"]
+Stored = Shaped[jax.Array, "Example *Sample"]
+PerExample = Int32[jax.Array, "Example"]
 
 Pair = tuple[Tensor[Any, *tuple[Any, ...]], Tensor[Any, *tuple[Any, ...]]]
 
@@ -36,9 +44,9 @@ class BatchSource(Protocol):
 
 
 @functools.partial(jax.jit, static_argnames=("size", "shape", "scale", "mean", "std"))
-def _gather(images: jax.Array, labels: jax.Array, order: jax.Array, start: jax.Array, *,
+def _gather(images: Stored, labels: PerExample, order: PerExample, start: jax.Array, *,
             size: int, shape: tuple[int, ...], scale: float, mean: float, std: float
-            ) -> tuple[jax.Array, jax.Array]:
+            ) -> tuple[Images, Labels]:
     idx = jax.lax.dynamic_slice_in_dim(order, start, size)
     x = jnp.take(images, idx, axis=0).astype(jnp.float32)
     x = (x * scale - mean) / std
@@ -161,7 +169,8 @@ def as_source(data: Any) -> BatchSource:
     """A :class:`Loader` (anything with ``epoch`` and ``len``) as is; a list of batches
     wrapped so that each epoch yields the same batches."""
     if hasattr(data, "epoch") and hasattr(data, "__len__"):
-        return data  # type: ignore[no-any-return]
+        source: BatchSource = data  # it has epoch() and len()
+        return source
     if isinstance(data, Sequence):
         return _Batches(data)
     raise TypeError(

@@ -104,7 +104,7 @@ def softmax_cross_entropy(
     Example:
         >>> loss = ax.mean(ax.train.softmax_cross_entropy(model(x), y, Class), Batch)
     """
-    return SoftmaxCrossEntropy(axis)(logits, labels)  # type: ignore[no-any-return]
+    return SoftmaxCrossEntropy(axis)(logits, labels)
 
 
 class BinaryCrossEntropy(Op):
@@ -144,7 +144,7 @@ def binary_cross_entropy(logits: Tensor[D, *tuple[Any, ...]],
     Example:
         >>> loss = ax.mean(ax.train.binary_cross_entropy(scores, targets), (Batch, Out))
     """
-    return BinaryCrossEntropy()(logits, targets)  # type: ignore[no-any-return]
+    return BinaryCrossEntropy()(logits, targets)
 
 
 def mean_squared_error(

@@ -59,7 +59,7 @@ def fit_runner(model: Any, loss_fn: Callable[[Any, Any, Any], Any], put: Put) ->
     calls it (the step number is a Python int). Its loss is read from the running sum.
     (``fit`` also checks finiteness once per log point, every 100 steps by default:
     ``benchmarks.fit_guard`` times that too.)"""
-    from axjax.train._step import Monitor
+    from axjax.train import Monitor
 
     params, static = eqx.partition(model, eqx.is_array)
     opt = optax.adam(LR)

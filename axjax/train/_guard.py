@@ -1,0 +1,103 @@
+"""The NaN/Inf guard of :func:`axjax.train.fit`: checks at log points, snapshots, replay."""
+
+from __future__ import annotations
+
+import math
+import warnings
+from collections.abc import Callable
+from typing import Literal, NamedTuple
+
+import equinox as eqx
+import jax
+
+from ._loader import BatchSource
+from ._run_state import PyTree, RunState, copy_tree
+from ._step import TrainingDiverged, all_finite
+
+__all__ = ["GUARDS", "Guard", "NanGuard", "ReplayStep"]
+
+#: how ``fit`` guards against NaN/Inf (see :func:`axjax.train.fit`)
+Guard = Literal["replay", "step", "off"]
+GUARDS: tuple[Guard, ...] = ("replay", "step", "off")
+
+#: ``(params, opt_state, batch, key, step) -> (params, opt_state, loss, grad_norm, finite)``
+ReplayStep = Callable[[PyTree, PyTree, PyTree, jax.Array, int],
+                      tuple[PyTree, PyTree, jax.Array, jax.Array, jax.Array]]
+
+
+class Snapshot(NamedTuple):
+    """The last state checked finite, and where the data stood then."""
+
+    params: PyTree
+    opt_state: PyTree
+    step: int
+    epoch: int
+    batch: int
+
+
+class NanGuard:
+    """Reads the monitor at check points and acts on a non-finite value per ``mode``.
+
+    ``"step"``: raise at the bad step the guarded train step recorded. ``"replay"``: keep
+    the last finite state as a snapshot; when the loss sum or the state is not finite,
+    replay the steps since the snapshot with a checking step (built by ``make_replay`` on
+    the first replay only) and raise at the first bad one. ``"off"``: only read the means.
+
+    Built before the run's arrays are copied for a donating step, so the first snapshot
+    holds the caller's (never donated) arrays.
+    """
+
+    def __init__(self, mode: Guard, run: RunState, source: BatchSource, *, donate: bool,
+                 make_replay: Callable[[], ReplayStep]) -> None:
+        self.mode = mode
+        self.source = source
+        self.donate = donate
+        self.make_replay = make_replay
+        self.replay_step: ReplayStep | None = None
+        self.snapshot: Snapshot | None = None
+        if mode == "replay":
+            self.snapshot = Snapshot(run.params, run.opt_state, run.step, run.epoch, run.batch)
+
+    def check(self, run: RunState) -> dict[str, float]:
+        """One host sync: the monitor's means (``{}`` after a replay, whose sums belonged
+        to the discarded steps), after checking the state as ``mode`` says."""
+        assert run.monitor is not None
+        flag = all_finite((run.params, run.opt_state)) if self.mode == "replay" else None
+        means, bad, finite = run.monitor.read_with(flag)
+        if self.mode == "step" and bad is not None:
+            raise TrainingDiverged(*bad, model=run.model(), opt_state=run.opt_state)
+        if self.mode == "replay":
+            if not (finite and math.isfinite(means.get("loss", 0.0))):
+                run.params, run.opt_state = self._replay(run)
+                means, run.monitor = {}, run.monitor.reset()
+            self._keep(run)
+        return means
+
+    def _keep(self, run: RunState) -> None:
+        """Make the run's state the snapshot (a copy where the step donates it)."""
+        params, opt_state = (copy_tree((run.params, run.opt_state)) if self.donate
+                             else (run.params, run.opt_state))
+        self.snapshot = Snapshot(params, opt_state, run.step, *run.position())
+
+    def _replay(self, run: RunState) -> tuple[PyTree, PyTree]:
+        """Run the steps since the snapshot again, checking each; raise at the first bad
+        one. Return the replayed state if none is bad (a non-deterministic device)."""
+        snap = self.snapshot
+        assert snap is not None
+        if self.replay_step is None:
+            self.replay_step = self.make_replay()
+        params, opt_state = snap.params, snap.opt_state
+        batches = self.source.epoch(snap.epoch, snap.batch)
+        for k, batch in zip(range(snap.step, run.step), batches, strict=False):
+            new_params, new_opt_state, loss, gnorm, finite = self.replay_step(
+                params, opt_state, batch, run.key, k)
+            loss, gnorm, finite = jax.device_get((loss, gnorm, finite))
+            if not (math.isfinite(loss) and math.isfinite(gnorm) and finite):
+                raise TrainingDiverged(k + 1, float(loss), float(gnorm),
+                                       model=eqx.combine(params, run.static), opt_state=opt_state)
+            params, opt_state = new_params, new_opt_state
+        warnings.warn(f"fit: steps {snap.step + 1}-{run.step} left a non-finite loss or "
+                      "state, but replaying them gave finite values throughout (a "
+                      "non-deterministic computation?); training goes on from the replayed "
+                      "state", stacklevel=3)
+        return params, opt_state
