@@ -6,6 +6,12 @@ Constructors get one overload per rank (``*axes: type[X]`` cannot map to ``Tenso
 Each generated module declares its overloads under ``TYPE_CHECKING`` and, at run time, just
 re-exports the implementation: the functions called are the same objects, at the same speed.
 
+Which functions get which overloads comes from the registry of ops
+(``axjax/core/_registry.py``): every declared ``BinaryOp`` and every declared op of
+``_reduce.py`` is generated from its declaration; the shape ops follow their own patterns
+below, and a declared axis-naming function that has none and no ``HAND_TYPED`` reason makes
+the generator fail.
+
 The window (see docs/typing.md) is set by the constants below. Outside it, a catch-all
 overload for the larger ranks returns the gradual ``Tensor[D, *tuple[Any, ...]]``, so no
 valid call is ever rejected; inside it, every type is exact and wrong axes are errors.
@@ -28,6 +34,10 @@ from collections.abc import Callable
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))  # the registry of ops lives in the package itself
+
+from axjax.core.internal import OpSpec, declared_ops  # noqa: E402
+
 OPS = ROOT / "axjax" / "ops"
 GRAPH = ROOT / "axjax" / "graph"
 
@@ -215,12 +225,18 @@ def construct_module(docs: dict[str, str]) -> Module:
 
 
 def reduce_module(docs: dict[str, str]) -> Module:
+    """Every declared op of ``_reduce.py``: a ``Reduction`` removes its axis, a normalisation
+    (``softmax``) keeps it, ``argmax`` gives integer positions."""
+    from axjax.ops import _reduce
+
     m = Module("Reductions and softmax over a named axis: ``ax.sum(t, B)`` removes ``B``.", docs)
-    for name in ("sum", "mean", "max", "min", "logsumexp", "var"):
-        reduction(m, name, "_reduce")
-    reduction(m, "argmax", "_reduce", dtype_in="Any", dtype_out="I32", tuples=False)
-    for name in ("softmax", "log_softmax"):
-        reduction(m, name, "_reduce", keep=True)
+    for spec in declared("axjax.ops._reduce"):
+        for name in spec.functions:
+            if issubclass(spec.op, _reduce.ArgMax):
+                reduction(m, name, "_reduce", dtype_in="Any", dtype_out="I32", tuples=False)
+            else:
+                keep = not issubclass(spec.op, _reduce.Reduction)
+                reduction(m, name, "_reduce", keep=keep)
     return m
 
 
@@ -288,22 +304,54 @@ def shape_module(docs: dict[str, str]) -> Module:
     return m
 
 
-BINARY = ("add", "subtract", "multiply", "divide", "power", "maximum", "minimum")
-COMPARE = ("equal", "not_equal", "less", "less_equal", "greater", "greater_equal")
-
-
 def elementwise_module(docs: dict[str, str]) -> Module:
+    """Every declared ``BinaryOp``: a number may stand on either side; a comparison gives
+    Bool."""
+    from axjax.ops import _elementwise
+
     m = Module("Binary elementwise functions: identical axes and dtype, or a number / rank-0 "
                "tensor on either side.", docs)
     same, scalar = tensor("D", ["*Ts"]), f"{tensor('D', [])} | float"
-    for name in BINARY + COMPARE:
-        out = tensor("Bool" if name in COMPARE else "D", ["*Ts"])
-        m.overload(f"{name}(a: {same}, b: {same} | {scalar}) -> {out}")
-        m.overload(f"{name}(a: {scalar}, b: {same}) -> {out}")
-        gradual = f"{tensor('D', [ANY])} | float"
-        m.impl(name, f"(a: {gradual}, b: {gradual}) -> "
-                     f"{tensor('Bool' if name in COMPARE else 'D', [ANY])}", "_elementwise")
+    for spec in declared("axjax.ops._elementwise"):
+        if not issubclass(spec.op, _elementwise.BinaryOp):
+            continue
+        dtype = "Bool" if issubclass(spec.op, _elementwise.Compare) else "D"
+        for name in spec.functions:
+            out = tensor(dtype, ["*Ts"])
+            m.overload(f"{name}(a: {same}, b: {same} | {scalar}) -> {out}")
+            m.overload(f"{name}(a: {scalar}, b: {same}) -> {out}")
+            gradual = f"{tensor('D', [ANY])} | float"
+            m.impl(name, f"(a: {gradual}, b: {gradual}) -> {tensor(dtype, [ANY])}",
+                   "_elementwise")
     return m
+
+
+#: Declared functions that name an axis but are typed by their own hand-written signature (not
+#: by generated position overloads), each with the reason. Any other declared function of
+#: kind "axis" or "positional" must be generated: ``check_coverage`` fails otherwise.
+HAND_TYPED = {
+    "contract": "set algebra on axes: typed by the plugin, gradual under pyright",
+    "conv": "several spatial axes and a kernel: typed by the plugin",
+    "max_pool": "keeps the input's axes: exact in its signature",
+    "avg_pool": "keeps the input's axes: exact in its signature",
+    "tile": "keeps the input's axes: exact in its signature",
+    "concat": "keeps the operands' axes: exact in its signature",
+    "slice": "keeps the input's axes: exact in its signature",
+    "flatten": "merges a tuple of axes: typed by the plugin",
+    "unflatten": "splits an axis into a tuple: typed by the plugin",
+    "take": "replaces an axis by the index's axes: typed by the plugin",
+}
+
+
+def declared(module: str) -> list[OpSpec]:
+    """The registry's declarations made in ``module`` (axjax/core/_registry.py)."""
+    return [spec for spec in declared_ops() if spec.module == module]
+
+
+def check_coverage(generated: set[str]) -> list[str]:
+    """Declared axis-naming functions that are neither generated nor in ``HAND_TYPED``."""
+    return sorted(name for spec in declared_ops() if spec.kind in ("axis", "positional")
+                  for name in spec.functions if name not in generated | HAND_TYPED.keys())
 
 
 MODULES: dict[str, Callable[[dict[str, str]], Module]] = {
@@ -380,7 +428,14 @@ def runtime_docs() -> dict[str, str]:
 
 def render() -> dict[Path, str]:
     docs = runtime_docs()
-    out = {OPS / name: build(docs).text() for name, build in MODULES.items()}
+    modules = {OPS / name: build(docs) for name, build in MODULES.items()}
+    missing = check_coverage({n for m in modules.values() for names in m.exports.values()
+                              for n in names})
+    if missing:
+        raise SystemExit(f"declared functions with no overloads and no HAND_TYPED entry: "
+                         f"{', '.join(missing)} (add a pattern for them here, or the reason "
+                         "they are typed by hand)")
+    out = {path: m.text() for path, m in modules.items()}
     if NODES.exists():
         out[NODES] = with_input_region(NODES.read_text())
     return out

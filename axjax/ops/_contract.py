@@ -31,7 +31,7 @@ I = TypeVar("I")  # noqa: E741
 J = TypeVar("J")
 K = TypeVar("K")
 Bs = TypeVarTuple("Bs")
-Array = Any
+Array = jax.Array
 
 
 class MatMul(Op):
@@ -203,8 +203,9 @@ def dot(x: Array, x_axes: tuple[type[Axis], ...], y: Array, y_axes: tuple[type[A
     parsing and path search (about 250 µs of CPU per eager call, and as much per trace).
     """
     dims, perm, swap = _dot_plan(x_axes, y_axes, out)
-    return _dot_general(y, x, dims=dims, perm=None) if swap else _dot_general(
+    product: Array = _dot_general(y, x, dims=dims, perm=None) if swap else _dot_general(
         x, y, dims=dims, perm=perm)
+    return product
 
 
 def contract(

@@ -39,7 +39,7 @@ __all__ = ["Conv", "conv", "Padding", "per_axis", "normalize_padding", "resolve_
            "window_out"]
 
 D = TypeVar("D", bound=DType)
-Array = Any
+Array = jax.Array
 AnyOf = Tensor[D, *tuple[Any, ...]]
 #: ``"SAME"``, ``"VALID"``, one int for every side, an int per axis, or ``(lo, hi)`` per axis.
 Padding = str | int | Sequence[int] | Sequence[tuple[int, int]]

@@ -15,7 +15,7 @@ import jax.core  # jax.core.Tracer: the submodule, imported by name for type che
 import jax.numpy as jnp
 import numpy as np
 
-from ..core import Bool, DType, Op, Tensor, TensorType
+from ..core import AnyTensor, Bool, DType, Op, Tensor, TensorType
 from ..core.internal import (
     dtype_marker,
     is_floating,
@@ -34,7 +34,7 @@ D2 = TypeVar("D2", bound=DType)
 Axes = TypeVarTuple("Axes")
 F = TypeVar("F", bound=Callable[..., Any])
 
-Array = Any
+Array = jax.Array
 UnaryRule = Callable[[Array, Array, Array], Array]
 
 
@@ -332,7 +332,7 @@ class BinaryOp(Op):
     def forward(self, a: Any, b: Any) -> Array:
         return self.fn(a._array, b._array)
 
-    def backward(self, dy: Any, y: Any, a: Any, b: Any) -> tuple[Array, Array]:
+    def backward(self, dy: Any, y: Any, a: Any, b: Any) -> tuple[Array | None, Array | None]:
         ga, gb = self.grads(dy._array, y._array, a._array, b._array)
         return _unbroadcast(ga, a._array), _unbroadcast(gb, b._array)
 
@@ -538,8 +538,8 @@ class AsType(Op):
     def infer(self, x: Any) -> TensorType:
         return TensorType(self.dtype, x.axes, x.shape)
 
-    def forward(self, x: Any) -> Array:
-        return x._array.astype(self.dtype.numpy)
+    def forward(self, x: AnyTensor) -> Array:
+        return x.array.astype(self.dtype.numpy)
 
     def backward(self, dy: Any, y: Any, x: Any) -> tuple[Any]:
         if not is_floating(dtype_marker(x._array.dtype)) or not is_floating(self.dtype):

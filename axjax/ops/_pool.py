@@ -24,7 +24,7 @@ from ._conv import Padding, normalize_padding, per_axis, resolve_padding, window
 __all__ = ["Pool", "max_pool", "avg_pool"]
 
 D = TypeVar("D", bound=DType)
-Array = Any
+Array = jax.Array
 AnyOf = Tensor[D, *tuple[Any, ...]]
 Axes = TypeVarTuple("Axes")
 
@@ -83,8 +83,10 @@ class Pool(Op):
         # then cannot see the monoid (max/-inf, add/0) and builds a non-differentiable window
         if self.kind == "max":
             init = np.array(-np.inf, xa.dtype)
-            return lax.reduce_window(xa, init, lax.max, dims, strides, padding)
-        total = lax.reduce_window(xa, np.array(0, xa.dtype), lax.add, dims, strides, padding)
+            peak: Array = lax.reduce_window(xa, init, lax.max, dims, strides, padding)
+            return peak
+        total: Array = lax.reduce_window(xa, np.array(0, xa.dtype), lax.add, dims, strides,
+                                         padding)
         return total / jnp.array(math.prod(self.window), xa.dtype)
 
     def forward(self, x: Any) -> Array:

@@ -24,7 +24,7 @@ from ..core.internal import (
 
 D = TypeVar("D", bound=DType)
 Axes = TypeVarTuple("Axes")
-Array = Any
+Array = jax.Array
 AxisArg = type[Axis] | tuple[type[Axis], ...]
 
 AnyTensor = Tensor[Any, *tuple[Any, ...]]

@@ -9,7 +9,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from ..core import F32, Axis, DType, Op, Tensor, TensorType
+from ..core import F32, AnyTensor, Axis, DType, Op, Tensor, TensorType
 from ..core.internal import (
     axes_names,
     axis_name,
@@ -22,7 +22,7 @@ from ..core.internal import (
 )
 
 D = TypeVar("D", bound=DType)
-Array = Any
+Array = jax.Array
 AnyOf = Tensor[D, *tuple[Any, ...]]
 Axes = TypeVarTuple("Axes")
 
@@ -63,16 +63,18 @@ class Index(Op):
                             f"size {n} (use -{n} to {n - 1})")
         return TensorType(x.dtype, x.axes[:p] + x.axes[p + 1:], x.shape[:p] + x.shape[p + 1:])
 
-    def _at(self, x: Any, pos: tuple[Any, ...]) -> Any:
+    def _at(self, x: AnyTensor, pos: tuple[AnyTensor, ...]) -> Array | int:
         if self.i is None:
-            return pos[0]._array
-        return self.i % x._array.shape[x.axes.index(self.axis)]
+            return pos[0].array
+        return self.i % x.array.shape[x.axes.index(self.axis)]
 
-    def forward(self, x: Any, *pos: Any) -> Array:
+    def forward(self, x: AnyTensor, *pos: AnyTensor) -> Array:
         p = x.axes.index(self.axis)
         if self.i is None:
-            return jax.lax.dynamic_index_in_dim(x._array, self._at(x, pos), p, keepdims=False)
-        return jax.lax.index_in_dim(x._array, self._at(x, pos), p, keepdims=False)
+            picked: Array = jax.lax.dynamic_index_in_dim(x.array, pos[0].array, p,
+                                                         keepdims=False)
+            return picked
+        return jax.lax.index_in_dim(x.array, self.i % x.array.shape[p], p, keepdims=False)
 
     def backward(self, dy: Any, y: Any, x: Any, *pos: Any) -> tuple[Array | None, ...]:
         p = x.axes.index(self.axis)
@@ -130,8 +132,8 @@ class Slice(Op):
         p: int = x.axes.index(self.axis)
         return (builtins.slice(None),) * p + (builtins.slice(self.start, self.stop, self.step),)
 
-    def forward(self, x: Any) -> Array:
-        return x._array[self._key(x)]
+    def forward(self, x: AnyTensor) -> Array:
+        return x.array[self._key(x)]
 
     def backward(self, dy: Any, y: Any, x: Any) -> tuple[Array]:
         return (jnp.zeros(x._array.shape, dy._array.dtype).at[self._key(x)].set(dy._array),)

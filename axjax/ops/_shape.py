@@ -25,7 +25,7 @@ from ..core.internal import (
 
 D = TypeVar("D", bound=DType)
 Axes = TypeVarTuple("Axes")
-Array = Any
+Array = jax.Array
 AnyOf = Tensor[D, *tuple[Any, ...]]
 
 
@@ -163,8 +163,8 @@ class Rename(Op):
         return TensorType(x.dtype, tuple(self.new if a is self.old else a for a in x.axes),
                           x.shape)
 
-    def forward(self, x: Any) -> Array:
-        return x._array
+    def forward(self, x: AnyTensor) -> Array:
+        return x.array
 
     def backward(self, dy: Any, y: Any, x: Any) -> tuple[Array]:
         return (dy._array,)
@@ -524,10 +524,10 @@ class Unflatten(Op):
         return TensorType(x.dtype, x.axes[:i] + self.axes + x.axes[i + 1:],
                           x.shape[:i] + self.sizes + x.shape[i + 1:])
 
-    def forward(self, x: Any) -> Array:
+    def forward(self, x: AnyTensor) -> Array:
         i = x.axes.index(self.axis)
-        s = x._array.shape
-        return x._array.reshape(s[:i] + self.sizes + s[i + 1:])
+        s = x.array.shape
+        return x.array.reshape(s[:i] + self.sizes + s[i + 1:])
 
     def backward(self, dy: Any, y: Any, x: Any) -> tuple[Array]:
         return (dy._array.reshape(x._array.shape),)

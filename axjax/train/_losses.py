@@ -13,7 +13,7 @@ from typing import Any, TypeVar
 import jax
 import jax.numpy as jnp
 
-from ..core import Axis, DType, Op, Tensor, TensorType
+from ..core import AnyTensor, Axis, DType, Op, Tensor, TensorType
 from ..core.internal import axes_names, axis_name, check_axis_label, fail, is_floating, register_op
 from ..ops import mean as _mean
 from ._axes import Class
@@ -27,7 +27,7 @@ __all__ = [
 ]
 
 D = TypeVar("D", bound=DType)
-Array = Any
+Array = jax.Array
 AnyOf = Tensor[D, *tuple[Any, ...]]
 
 
@@ -126,8 +126,8 @@ class BinaryCrossEntropy(Op):
             raise self.fail(ops, "logits and targets have different sizes")
         return TensorType(logits.dtype, logits.axes, logits.shape)
 
-    def forward(self, logits: Any, targets: Any) -> Array:
-        x, t = logits._array, targets._array
+    def forward(self, logits: AnyTensor, targets: AnyTensor) -> Array:
+        x, t = logits.array, targets.array
         return jnp.maximum(x, 0) - x * t + jnp.log1p(jnp.exp(-jnp.abs(x)))
 
     def backward(self, dy: Any, y: Any, logits: Any, targets: Any) -> tuple[Array, Array]:

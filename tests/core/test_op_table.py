@@ -6,6 +6,7 @@ of cases, the ops declared in the registry (``axjax/core/_registry.py``) and the
 from __future__ import annotations
 
 import importlib
+import importlib.util
 import pkgutil
 import re
 from pathlib import Path
@@ -139,3 +140,17 @@ def test_the_coverage_check_sees_a_new_op() -> None:
         assert Identity not in {spec.op for spec in declared_ops()}
     finally:
         Identity.__module__ = __name__
+
+
+def test_the_overload_generator_covers_every_declared_axis_function() -> None:
+    spec = importlib.util.spec_from_file_location(
+        "gen_overloads", Path(__file__).resolve().parents[2] / "tools" / "gen_overloads.py")
+    assert spec is not None and spec.loader is not None
+    gen = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(gen)
+    docs = gen.runtime_docs()
+    generated = {name for build in gen.MODULES.values()
+                 for names in build(docs).exports.values() for name in names}
+    assert gen.check_coverage(generated) == []
+    assert gen.check_coverage(generated - {"squeeze"}) == ["squeeze"]  # a new op is noticed
+    assert {"sum", "softmax", "argmax", "add", "less"} <= generated  # read from the registry
