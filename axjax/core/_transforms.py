@@ -15,17 +15,15 @@ from ._tensor import Tensor
 
 __all__ = ["grad", "value_and_grad", "vmap"]
 
+# `Any` below stands for what JAX itself types as `Any`: the user's function, its pytree
+# arguments and results, their leaves (Tensors, arrays, Python scalars), and graph nodes,
+# which core knows only through the `Symbolic` protocol.
+
+AxisLabels = tuple[type[Axis], ...]
+"""A Tensor's axes; ``None`` in a list of them marks a pytree leaf that is not a Tensor."""
 
 
-def _scalar(out: Any, where: str) -> Any:
-    if isinstance(out, Tensor):
-        if out.axes:
-            raise AxisError(
-                f"Cannot apply {where} to {describe(out)}: the function must return a scalar "
-                "(reduce the remaining axes with ax.sum or ax.mean)"
-            )
-        return out.array
-    return out
+# ---------------------------------------------------------------------- grad, value_and_grad
 
 
 def value_and_grad(fun: Callable[..., Any], argnums: int | Sequence[int] = 0,
@@ -44,39 +42,8 @@ def value_and_grad(fun: Callable[..., Any], argnums: int | Sequence[int] = 0,
     """
     if is_symbolic(fun):  # a graph loss: the graph differentiates itself
         return cast(Symbolic, fun).differentiate(wrt, inputs, with_value=True)
-    _no_graph_args(wrt, inputs, "value_and_grad")
+    _reject_graph_args(wrt, inputs, "value_and_grad")
     return _value_and_grad(fun, argnums, has_aux, "value_and_grad")
-
-
-def _no_graph_args(wrt: Any, inputs: Any, name: str) -> None:
-    if wrt is not None or inputs is not None:
-        raise TypeError(f"{name}: wrt= and inputs= are for graph losses (ax.{name}(loss_node, "
-                        "wrt=[...], inputs=[...])); a function is differentiated by argnums=")
-
-
-def _value_and_grad(fun: Callable[..., Any], argnums: int | Sequence[int], has_aux: bool,
-                    name: str) -> Callable[..., Any]:
-    def scalar_fun(*args: Any, **kwargs: Any) -> Any:
-        out = fun(*args, **kwargs)
-        if has_aux:
-            value, aux = out
-            return _scalar(value, name), aux
-        return _scalar(out, name)
-
-    inner = jax.value_and_grad(scalar_fun, argnums=argnums, has_aux=has_aux)
-
-    @functools.wraps(fun)
-    def wrapper(*args: Any, **kwargs: Any) -> Any:
-        (value, *aux), grads = _split(inner(*args, **kwargs), has_aux)
-        value = Tensor._wrap(value, ())
-        return ((value, aux[0]) if has_aux else value), grads
-
-    return wrapper
-
-
-def _split(out: Any, has_aux: bool) -> tuple[list[Any], Any]:
-    value, grads = out
-    return (list(value) if has_aux else [value]), grads
 
 
 def grad(fun: Callable[..., Any], argnums: int | Sequence[int] = 0,
@@ -93,15 +60,69 @@ def grad(fun: Callable[..., Any], argnums: int | Sequence[int] = 0,
     """
     if is_symbolic(fun):  # a graph loss: the graph differentiates itself
         return cast(Symbolic, fun).differentiate(wrt, inputs, with_value=False)
-    _no_graph_args(wrt, inputs, "grad")
-    vg = _value_and_grad(fun, argnums, has_aux, "grad")
+    _reject_graph_args(wrt, inputs, "grad")
+    value_and_grad_fun = _value_and_grad(fun, argnums, has_aux, "grad")
 
     @functools.wraps(fun)
-    def wrapper(*args: Any, **kwargs: Any) -> Any:
-        (value, grads) = vg(*args, **kwargs)
-        return (grads, value[1]) if has_aux else grads
+    def grad_fun(*args: Any, **kwargs: Any) -> Any:
+        out, grads = value_and_grad_fun(*args, **kwargs)
+        if has_aux:
+            _, aux = out
+            return grads, aux
+        return grads
 
-    return wrapper
+    return grad_fun
+
+
+def _reject_graph_args(wrt: Any, inputs: Any, name: str) -> None:
+    """``wrt=`` and ``inputs=`` name a graph's Params and Inputs: refuse them for a function."""
+    if wrt is not None or inputs is not None:
+        raise TypeError(f"{name}: wrt= and inputs= are for graph losses (ax.{name}(loss_node, "
+                        "wrt=[...], inputs=[...])); a function is differentiated by argnums=")
+
+
+def _value_and_grad(fun: Callable[..., Any], argnums: int | Sequence[int], has_aux: bool,
+                    name: str) -> Callable[..., Any]:
+    """``jax.value_and_grad`` of ``fun`` with its scalar result unwrapped going in and the
+    value wrapped as a 0-axis Tensor coming out; ``name`` is the transform errors speak of."""
+
+    def scalar_fun(*args: Any, **kwargs: Any) -> Any:
+        out = fun(*args, **kwargs)
+        if has_aux:
+            value, aux = out
+            return _scalar_array(value, name), aux
+        return _scalar_array(out, name)
+
+    jax_value_and_grad = jax.value_and_grad(scalar_fun, argnums=argnums, has_aux=has_aux)
+
+    @functools.wraps(fun)
+    def value_and_grad_fun(*args: Any, **kwargs: Any) -> Any:
+        out, grads = jax_value_and_grad(*args, **kwargs)
+        if has_aux:
+            value, aux = out
+            return (Tensor._wrap(value, ()), aux), grads
+        return Tensor._wrap(out, ()), grads
+
+    return value_and_grad_fun
+
+
+def _scalar_array(out: Any, where: str) -> Any:
+    """The array of a 0-axis Tensor result (other results pass as they are, for JAX to check).
+
+    Example:
+        >>> _scalar_array(ax.sum(x, (Batch, Pixel)), "grad")   # Tensor[F32] -> 0-d array
+    """
+    if isinstance(out, Tensor):
+        if out.axes:
+            raise AxisError(
+                f"Cannot apply {where} to {describe(out)}: the function must return a scalar "
+                "(reduce the remaining axes with ax.sum or ax.mean)"
+            )
+        return out.array
+    return out
+
+
+# ---------------------------------------------------------------------- vmap
 
 
 def vmap(fun: Callable[..., Any], over: type[Axis], at: int = 0) -> Callable[..., Any]:
@@ -118,65 +139,129 @@ def vmap(fun: Callable[..., Any], over: type[Axis], at: int = 0) -> Callable[...
         >>> ax.vmap(predict, over=Batch)(images)     # [Batch, Pixel] -> [Batch, Class]
     """
     over = check_axis_label(over, "vmap")
-    is_tensor = lambda x: isinstance(x, Tensor)  # noqa: E731
 
     @functools.wraps(fun)
-    def wrapper(*args: Any) -> Any:
-        leaves, treedef = jax.tree_util.tree_flatten(args, is_leaf=is_tensor)
-        in_axes: list[int | None] = []
-        size: int | None = None
+    def batched(*args: Any) -> Any:
+        leaves, treedef = jax.tree_util.tree_flatten(args, is_leaf=_is_tensor)
+        _check_mapped_sizes(leaves, over)
+        example_axes = [_axes_without(leaf, over) for leaf in leaves]
+        results = _VmapResults(over)
+
+        def per_example(*arrays: Any) -> list[Any]:
+            example = jax.tree_util.tree_unflatten(treedef, _wrap(arrays, example_axes))
+            return results.record(fun(*example))
+
+        in_axes = tuple(_mapped_position(leaf, over) for leaf in leaves)
+        out_arrays = jax.vmap(per_example, in_axes=in_axes, out_axes=at)(*_unwrap(leaves))
+        return results.rebuild(out_arrays, at)
+
+    return batched
+
+
+class _VmapResults:
+    """What the per-example function returns, recorded while ``jax.vmap`` traces it (its
+    pytree structure and each Tensor leaf's axes), to name the batched arrays afterwards.
+
+    Example:
+        >>> results = _VmapResults(Batch)
+        >>> arrays = results.record({"y": y})        # y: [Hidden] -> [y.array]
+        >>> results.rebuild(batched_arrays, at=0)    # -> {"y": Tensor[..., Batch, Hidden]}
+    """
+
+    def __init__(self, over: type[Axis]) -> None:
+        self.over = over
+        # a jax.tree_util.PyTreeDef, which pyright cannot use as a type (jaxlib has no stub)
+        self.treedef: Any = None
+        self.leaf_axes: list[AxisLabels | None] = []
+
+    def record(self, out: Any) -> list[Any]:
+        """Remember ``out``'s structure and axes; return its leaves as arrays."""
+        leaves, self.treedef = jax.tree_util.tree_flatten(out, is_leaf=_is_tensor)
         for leaf in leaves:
-            if isinstance(leaf, Tensor) and over in leaf.axes:
-                in_axes.append(leaf.axes.index(over))
-                n = leaf.size(over)
-                if size is not None and n != size:
-                    raise AxisError(
-                        f"Cannot apply vmap over {axis_name(over)}: the arguments give it "
-                        f"sizes {size} and {n} (equal axes must have equal sizes; slice or "
-                        "pad one argument)"
-                    )
-                size = n
-            else:
-                in_axes.append(None)
-        if size is None:
-            raise AxisError(f"Cannot apply vmap over {axis_name(over)}: no argument has axis "
-                            f"{axis_name(over)} (add it with ax.expand_dims or map over "
-                            "another axis)")
-        inner_axes = [
-            tuple(a for a in leaf.axes if a is not over) if isinstance(leaf, Tensor) else None
-            for leaf in leaves
-        ]
-        out_axes: list[Any] = []
+            if isinstance(leaf, Tensor) and self.over in leaf.axes:
+                raise AxisError(
+                    f"Cannot apply vmap over {axis_name(self.over)} to {describe(leaf)}: a "
+                    f"result already has axis {axis_name(self.over)} (rename it, or return it "
+                    "without the mapped axis)")
+        self.leaf_axes = [leaf.axes if isinstance(leaf, Tensor) else None for leaf in leaves]
+        return _unwrap(leaves)
 
-        def on_arrays(*arrays: Any) -> Any:
-            rebuilt = [
-                Tensor._wrap(arr, axs) if axs is not None else arr
-                for arr, axs in zip(arrays, inner_axes, strict=True)
-            ]
-            out = fun(*jax.tree_util.tree_unflatten(treedef, rebuilt))
-            out_leaves, out_def = jax.tree_util.tree_flatten(out, is_leaf=is_tensor)
-            out_axes.append(out_def)
-            for leaf in out_leaves:
-                if isinstance(leaf, Tensor) and over in leaf.axes:
-                    raise AxisError(
-                        f"Cannot apply vmap over {axis_name(over)} to {describe(leaf)}: a "
-                        f"result already has axis {axis_name(over)} (rename it, or return it "
-                        "without the mapped axis)")
-            out_axes.append(
-                [leaf.axes if isinstance(leaf, Tensor) else None for leaf in out_leaves]
+    def rebuild(self, arrays: Sequence[Any], at: int) -> Any:
+        """The recorded structure with ``arrays`` as leaves, Tensors named with ``over`` at
+        ``at``."""
+        batched_axes = [None if axes is None else _insert_axis(axes, self.over, at)
+                        for axes in self.leaf_axes]
+        return jax.tree_util.tree_unflatten(self.treedef, _wrap(arrays, batched_axes))
+
+
+def _check_mapped_sizes(leaves: Sequence[Any], over: type[Axis]) -> None:
+    """Raise unless some Tensor in ``leaves`` has axis ``over`` and all such agree on its size.
+
+    Example:
+        >>> _check_mapped_sizes([x, w], Batch)   # x: [Batch=4, Pixel], w: [Pixel, Hidden]: ok
+    """
+    size: int | None = None
+    for leaf in leaves:
+        if not (isinstance(leaf, Tensor) and over in leaf.axes):
+            continue
+        n = leaf.size(over)
+        if size is not None and n != size:
+            raise AxisError(
+                f"Cannot apply vmap over {axis_name(over)}: the arguments give it "
+                f"sizes {size} and {n} (equal axes must have equal sizes; slice or "
+                "pad one argument)"
             )
-            return [leaf.array if isinstance(leaf, Tensor) else leaf for leaf in out_leaves]
+        size = n
+    if size is None:
+        raise AxisError(f"Cannot apply vmap over {axis_name(over)}: no argument has axis "
+                        f"{axis_name(over)} (add it with ax.expand_dims or map over "
+                        "another axis)")
 
-        arrays = [leaf.array if isinstance(leaf, Tensor) else leaf for leaf in leaves]
-        out_arrays = jax.vmap(on_arrays, in_axes=tuple(in_axes), out_axes=at)(*arrays)
-        out_def, per_leaf = out_axes[0], out_axes[1]
-        rebuilt_out = []
-        for arr, axs in zip(out_arrays, per_leaf, strict=True):
-            if axs is None:
-                rebuilt_out.append(arr)
-            else:
-                k = at if at >= 0 else len(axs) + 1 + at
-                rebuilt_out.append(Tensor._wrap(arr, axs[:k] + (over,) + axs[k:]))
-        return jax.tree_util.tree_unflatten(out_def, rebuilt_out)
 
-    return wrapper
+def _is_tensor(x: object) -> bool:
+    """Treat Tensors as pytree leaves: ``is_leaf=_is_tensor``."""
+    return isinstance(x, Tensor)
+
+
+def _mapped_position(leaf: Any, over: type[Axis]) -> int | None:
+    """The ``in_axes`` entry for one leaf: where ``over`` is in a Tensor, ``None`` (shared)
+    for a Tensor without it or a leaf that is not a Tensor.
+
+    Example:
+        >>> _mapped_position(x, Batch)   # x: [Pixel, Batch] -> 1
+    """
+    if isinstance(leaf, Tensor) and over in leaf.axes:
+        return leaf.axes.index(over)
+    return None
+
+
+def _axes_without(leaf: Any, over: type[Axis]) -> AxisLabels | None:
+    """A Tensor leaf's axes as one example sees them (without ``over``); ``None`` for others.
+
+    Example:
+        >>> _axes_without(x, Batch)   # x: [Pixel, Batch] -> (Pixel,)
+    """
+    if isinstance(leaf, Tensor):
+        return tuple(a for a in leaf.axes if a is not over)
+    return None
+
+
+def _insert_axis(axes: AxisLabels, over: type[Axis], at: int) -> AxisLabels:
+    """``axes`` with ``over`` inserted where ``jax.vmap(..., out_axes=at)`` puts it.
+
+    Example:
+        >>> _insert_axis((Hidden,), Batch, -1)   # -> (Hidden, Batch)
+    """
+    k = at if at >= 0 else len(axes) + 1 + at
+    return axes[:k] + (over,) + axes[k:]
+
+
+def _unwrap(leaves: Sequence[Any]) -> list[Any]:
+    """Tensors to their arrays; other leaves as they are."""
+    return [leaf.array if isinstance(leaf, Tensor) else leaf for leaf in leaves]
+
+
+def _wrap(arrays: Sequence[Any], leaf_axes: Sequence[AxisLabels | None]) -> list[Any]:
+    """The inverse of :func:`_unwrap`: name each array whose axes are given."""
+    return [arr if axes is None else Tensor._wrap(arr, axes)
+            for arr, axes in zip(arrays, leaf_axes, strict=True)]

@@ -5,7 +5,7 @@ The graph is walked once, in topological order, into the same op calls eager cod
 type rule re-runs with the real sizes at trace time, and every op's own ``backward`` is
 what differentiation uses. Param and Const values are arguments of the jitted function,
 not baked-in constants: new values never retrace; new input sizes compile once each.
-A :class:`~axjax.core._nodes.Loop` (``ax.nn.fold`` / ``ax.nn.scan`` on nodes) runs the
+A :class:`~axjax.graph.Loop` (``ax.nn.fold`` / ``ax.nn.scan`` on nodes) runs the
 eager fold/scan, one ``lax.scan``, whose unit evaluates the loop's body the same way.
 """
 
@@ -20,8 +20,11 @@ import numpy as np
 
 from ..core import AxisError, Op, Tensor, config
 from ..core.internal import apply, describe, trusted_tensor
+from ._check import check_value, mismatch
 from ._graph import Graph, Outputs
-from ._nodes import Apply, Const, Input, Loop, MultiApply, Node, Param, Part, check_value, mismatch
+from ._loop import Loop
+from ._nodes import Apply, Const, Input, Node, Param
+from ._results import MultiApply, Part
 
 __all__ = ["compile", "CompiledGraph"]
 

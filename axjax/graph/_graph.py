@@ -19,7 +19,10 @@ from typing import Any, cast
 
 from ..core import Tensor
 from ..core.internal import describe
-from ._nodes import Const, Input, Loop, Node, Param, Results, toposort
+from ._applied import toposort
+from ._loop import Loop
+from ._nodes import Const, Input, Node, Param
+from ._results import Results
 
 __all__ = ["Graph"]
 

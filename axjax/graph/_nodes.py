@@ -1,14 +1,11 @@
-"""Graph nodes, the paper's GADT: ``Input``, ``Param``, ``Const`` and ``Apply``, and the
-recurrence ``Loop`` with its results (``Part``) and body placeholders (``Carry``, ``Slice``).
+"""Graph nodes, the paper's GADT: the :class:`Node` base, the leaves ``Input``, ``Param``
+and ``Const``, and ``Apply``, an op applied to nodes (the nodes with several results,
+``MultiApply`` and the recurrence ``Loop``, are in ``_results.py`` and ``_loop.py``).
 
 A node is a symbolic ``Tensor[D, *Axes]``: it has a dtype, axes and sizes (a size may be
 ``None`` until the graph is compiled) but no array. Applying any op to a node runs the op's
 type rule at once (so an axis mistake fails on the line that builds the graph) and returns
 an :class:`Apply` node. Nodes are immutable and hashed by identity.
-
-``ax.nn.fold`` / ``ax.nn.scan`` on nodes trace their unit once, on placeholders for one
-step, into the body of a single :class:`Loop` node (lowered to one ``lax.scan``); the
-state they return is made of the Loop's :class:`Part` nodes.
 
 Example:
     >>> x = ax.Input(ax.F32, Batch, In, sizes={In: 2}, name="x")
@@ -18,27 +15,18 @@ Example:
 
 from __future__ import annotations
 
-import inspect
 import itertools
-import os
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any, ClassVar, NoReturn, TypeVar, TypeVarTuple, cast, overload
 
 import jax
 
-from ..core import (
-    AnyTensor,
-    Axis,
-    AxisError,
-    DType,
-    Op,
-    Tensor,
-    TensorType,
-)
+from ..core import AnyTensor, Axis, AxisError, DType, Op, Tensor, TensorType
 from ..core.internal import axis_name, check_axis_label, check_unique_axes, describe, dtype_marker
+from ._applied import Applied
+from ._check import check_value, input_sizes
 
-__all__ = ["Node", "Input", "Param", "Const", "Apply", "MultiApply", "Loop", "Part", "Results",
-           "Carry", "Slice", "toposort"]
+__all__ = ["Node", "AnyNode", "Input", "Param", "Const", "Apply", "mark"]
 
 D = TypeVar("D", bound=DType)
 Axes = TypeVarTuple("Axes")
@@ -52,7 +40,11 @@ A4 = TypeVar("A4", bound=Axis)
 A5 = TypeVar("A5", bound=Axis)
 
 _serial = itertools.count()
-_PACKAGE_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
+
+
+def mark() -> int:
+    """A serial number: every node built after this call has a larger one."""
+    return next(_serial)
 
 
 class Node(Tensor[D, *Axes]):
@@ -78,6 +70,8 @@ class Node(Tensor[D, *Axes]):
         """The node applying ``op`` builds: eager Tensors become Consts, the result an
         Apply node (a tuple of Parts of one MultiApply node for an op with several
         results)."""
+        from ._results import MultiApply  # _results builds on this module
+
         args = tuple(x if isinstance(x, Node) else Const(x) for x in operands)
         if isinstance(out_type, tuple):
             return MultiApply(op, args, out_type).parts
@@ -197,6 +191,9 @@ class Node(Tensor[D, *Axes]):
         return self._type
 
 
+AnyNode = Node[Any, *tuple[Any, ...]]
+
+
 class Input(Node[D, *Axes]):
     """A graph input: a symbolic ``Tensor[D, *Axes]`` whose value is given at each call.
 
@@ -281,29 +278,7 @@ class Input(Node[D, *Axes]):
         marker = dtype_marker(dtype)
         labels = tuple(check_axis_label(a, "Input") for a in axes)
         check_unique_axes(labels, "Input")
-        self._init(TensorType(marker, labels, _sizes(labels, sizes)), name)
-
-
-def _sizes(axes: tuple[type[Axis], ...],
-           sizes: Mapping[type[Axis], int | None] | Sequence[int | None] | None
-           ) -> tuple[int | None, ...]:
-    if sizes is None:
-        return (None,) * len(axes)
-    if isinstance(sizes, Mapping):
-        for a in sizes:
-            if a not in axes:
-                raise AxisError(f"Input: sizes names axis {axis_name(a)}, which is not one of "
-                                f"its axes ({', '.join(axis_name(b) for b in axes)})")
-        shape = tuple(sizes.get(a) for a in axes)
-    else:
-        shape = tuple(sizes)
-        if len(shape) != len(axes):
-            raise TypeError(f"Input: {len(shape)} sizes for {len(axes)} axes (give one int or "
-                            "None per axis, or a dict {Axis: size})")
-    for n in shape:
-        if n is not None and (not isinstance(n, int) or isinstance(n, bool) or n < 0):
-            raise TypeError(f"Input: sizes must be non-negative ints or None, got {n!r}")
-    return shape
+        self._init(TensorType(marker, labels, input_sizes(labels, sizes)), name)
 
 
 class _ParamId:
@@ -387,32 +362,6 @@ class Param(Node[D, *Axes]):
         return id(self._id)
 
 
-def check_value(node: Node[Any, *tuple[Any, ...]], value: Any, where: str) -> None:
-    """Raise unless ``value`` is a Tensor with the node's dtype, axes and known sizes."""
-    if not isinstance(value, Tensor) or isinstance(value, Node):
-        raise TypeError(f"{where}: the value of {node.label()} must be a Tensor, "
-                        f"got {type(value).__name__}")
-    why = mismatch(node.type, value)
-    if why:
-        raise AxisError(f"{where}: {node.label()} is {describe(node.type)}, got "
-                        f"{describe(value)}: {why}")
-
-
-def mismatch(want: TensorType, got: Any) -> str:
-    """Why a concrete Tensor does not fit a node's type ('' when it fits)."""
-    if got.axes != want.axes:
-        if set(got.axes) == set(want.axes) and len(got.axes) == len(want.axes):
-            return "same axes in a different order (transpose it first)"
-        return "the axes differ"
-    if got.dtype is not want.dtype:
-        return (f"dtype {got.dtype.__name__} differs (convert it with "
-                f"astype(ax.{want.dtype.__name__}))")
-    for a, n, m in zip(want.axes, want.shape, got.shape, strict=True):
-        if n is not None and n != m:
-            return f"axis {axis_name(a)} has size {m}, expected {n}"
-    return ""
-
-
 jax.tree_util.register_pytree_with_keys(
     Param, Param.flatten_with_keys, Param.unflatten, Param.flatten)
 
@@ -443,37 +392,7 @@ class Const(Node[D, *Axes]):
         return self._value
 
 
-class _Applied:
-    """What a node made by applying an op has (:class:`Apply`, :class:`MultiApply`): the
-    op, its operand nodes and the ``file:line`` that built it."""
-
-    __slots__ = ()
-    _op: Op
-    _args: tuple[Node[Any, *tuple[Any, ...]], ...]
-    _site: str
-
-    def _applied(self, op: Op, args: tuple[Node[Any, *tuple[Any, ...]], ...]) -> None:
-        object.__setattr__(self, "_op", op)
-        object.__setattr__(self, "_args", tuple(args))
-        object.__setattr__(self, "_site", _user_site())
-
-    @property
-    def op(self) -> Op:
-        return self._op
-
-    @property
-    def args(self) -> tuple[Node[Any, *tuple[Any, ...]], ...]:
-        return self._args
-
-    @property
-    def site(self) -> str:
-        return self._site
-
-    def op_label(self) -> str:
-        return self._op.describe()
-
-
-class Apply(_Applied, Node[D, *Axes]):
+class Apply(Applied, Node[D, *Axes]):
     """An op applied to nodes; built by calling any op with a symbolic argument.
 
     ``.op`` is the :class:`axjax.Op` (with its static parameters), ``.args`` the operand
@@ -483,344 +402,10 @@ class Apply(_Applied, Node[D, *Axes]):
     __slots__ = ("_op", "_args", "_site")
     kind = "Apply"
 
-    def __init__(self, op: Op, args: tuple[Node[Any, *tuple[Any, ...]], ...],
-                 type_: TensorType, name: str | None = None) -> None:
+    def __init__(self, op: Op, args: tuple[AnyNode, ...], type_: TensorType,
+                 name: str | None = None) -> None:
         self._init(type_, name)
         self._applied(op, args)
 
     def __repr__(self) -> str:
         return f"Apply {self._op.describe()}: {describe(self._type)}"
-
-
-AnyNode = Node[Any, *tuple[Any, ...]]
-#: ``lowering(unit, init, xs, mask) -> state``: the eager fold/scan a Loop runs when compiled
-Lowering = Callable[[Callable[[Any, Any], Any], Any, Any, Any], Any]
-
-
-class Carry(Node[D, *Axes]):
-    """A placeholder in a :class:`Loop` body: one leaf of the state the loop carries."""
-
-    __slots__ = ()
-    kind = "Carry"
-
-    def __init__(self, type_: TensorType) -> None:
-        self._init(type_, None)
-
-
-class Slice(Node[D, *Axes]):
-    """A placeholder in a :class:`Loop` body: one step of a sequence (the scanned axis gone)."""
-
-    __slots__ = ()
-    kind = "Slice"
-
-    def __init__(self, type_: TensorType) -> None:
-        self._init(type_, None)
-
-
-def mark() -> int:
-    """A serial number: every node built after this call has a larger one."""
-    return next(_serial)
-
-
-class Results(Node[Any]):
-    """Base of nodes with several results (:class:`Loop`, :class:`MultiApply`): not one
-    Tensor. Its results are its :attr:`parts`, one :class:`Part` node each; ``.type``,
-    ``.axes`` and using it as an operand raise."""
-
-    __slots__ = ()
-    _parts: tuple[Part[Any, *tuple[Any, ...]], ...]
-    _site: str
-
-    def _blank(self) -> None:
-        object.__setattr__(self, "_type", None)
-        object.__setattr__(self, "_axes", ())
-        object.__setattr__(self, "_array", None)
-        object.__setattr__(self, "_name", None)
-        object.__setattr__(self, "_serial", next(_serial))
-
-    @property
-    def parts(self) -> tuple[Part[Any, *tuple[Any, ...]], ...]:
-        return self._parts
-
-    @property
-    def site(self) -> str:
-        """``file:line`` of the call that built the node (the op, or the fold/scan)."""
-        return self._site
-
-    def types(self) -> str:
-        """The types of the results, as listings show them."""
-        shown = ", ".join(describe(p.type) for p in self._parts)
-        return shown if len(self._parts) == 1 else f"({shown})"
-
-    def _several(self) -> NoReturn:
-        raise TypeError(f"{self!r} holds {len(self._parts)} result"
-                        f"{'s' * (len(self._parts) != 1)}, not one Tensor: use its parts "
-                        f"({self._parts_hint})")
-
-    _parts_hint: ClassVar[str] = "node.parts"
-
-    @property
-    def dtype(self) -> Any:
-        self._several()
-
-    @property
-    def axes(self) -> tuple[type[Axis], ...]:
-        self._several()
-
-    @property
-    def shape(self) -> tuple[int, ...]:
-        self._several()
-
-    @property
-    def sizes(self) -> dict[type[Axis], int]:
-        self._several()
-
-    @property
-    def ndim(self) -> int:
-        self._several()
-
-    def size(self, axis: type[Axis]) -> int:
-        self._several()
-
-    @property
-    def type(self) -> TensorType:
-        self._several()
-
-
-class MultiApply(_Applied, Results):
-    """An op with several results applied to nodes (``ax.unstack``): one node, computed
-    once; each result is one of its :attr:`parts` (``Part[0]``, ``Part[1]``, ...), so the
-    op's own backward (one concatenate for ``Unstack``) is the one used.
-
-    Example:
-        >>> i, f, g, o = ax.unstack(z, Gate)   # z a node: four Parts of one MultiApply
-        >>> i.source.op
-        Unstack(Gate)
-    """
-
-    __slots__ = ("_op", "_args", "_site", "_parts")
-    kind = "MultiApply"
-    _parts_hint = "the tuple the op returned"
-
-    def __init__(self, op: Op, args: tuple[AnyNode, ...], types: Sequence[TensorType]) -> None:
-        self._blank()
-        self._applied(op, args)
-        object.__setattr__(self, "_parts", tuple(
-            Part(self, k, t, f"[{k}]") for k, t in enumerate(types)))
-
-    def __repr__(self) -> str:
-        return f"MultiApply {self._op.describe()}: {self.types()}"
-
-
-class Loop(Results):
-    """A recurrence over graph nodes: ``ax.nn.fold`` / ``ax.nn.scan``, one ``lax.scan`` when
-    compiled. Its results are its :attr:`parts`, one :class:`Part` per leaf of the state.
-
-    The unit was traced once, on placeholders for one step, into :attr:`body`: the
-    :attr:`carries` (the state's leaves), the :attr:`slices` (one step of each sequence),
-    then the nodes the unit built, in topological order; :attr:`results` are the nodes it
-    returned as the next state. ``.args`` are the initial state's leaves, the sequences'
-    leaves, the mask (when given), then :attr:`captured`: the nodes the body reads from
-    outside (the unit's Params and Consts, and any node built before the loop).
-
-    A Loop is not one Tensor: ``.type``, ``.axes`` and using it as an operand raise.
-    """
-
-    _parts_hint = "the state that ax.nn.fold / ax.nn.scan returned"
-
-    __slots__ = ("_what", "_args", "_site", "_carries", "_slices", "_results", "_body",
-                 "_captured", "_parts", "_lowering", "_state_def", "_xs_def", "_masked")
-    kind = "Loop"
-
-    _what: str
-    _args: tuple[AnyNode, ...]
-    _site: str
-    _carries: tuple[AnyNode, ...]
-    _slices: tuple[AnyNode, ...]
-    _results: tuple[AnyNode, ...]
-    _body: tuple[AnyNode, ...]
-    _captured: tuple[AnyNode, ...]
-    _parts: tuple[Part[Any, *tuple[Any, ...]], ...]
-    _lowering: Lowering
-    _state_def: Any
-    _xs_def: Any
-    _masked: bool
-
-    def __init__(self, what: str, lowering: Lowering, init: Sequence[Any], xs: Sequence[Any],
-                 mask: Any, carries: Sequence[AnyNode], slices: Sequence[AnyNode],
-                 results: Sequence[Any], types: Sequence[TensorType], state_def: Any,
-                 xs_def: Any, start: int) -> None:
-        self._blank()
-        holes = {id(n) for n in (*carries, *slices)}
-        results = [r if isinstance(r, Node) else Const(r) for r in results]  # eager: Consts
-
-        def inside(n: AnyNode) -> bool:  # built by the unit: a body node, not captured
-            return id(n) not in holes and n._serial >= start and bool(n.args)
-
-        walked = toposort(results, inside)
-        body = (*carries, *slices, *(n for n in walked if inside(n)))
-        captured = tuple(n for n in walked if id(n) not in holes and not inside(n))
-        outer = [x if isinstance(x, Node) else Const(x)
-                 for x in (*init, *xs, *(() if mask is None else (mask,)))]
-        fields = {"_what": what, "_args": (*outer, *captured), "_site": _user_site(),
-                  "_carries": tuple(carries), "_slices": tuple(slices),
-                  "_results": tuple(results), "_body": body, "_captured": captured,
-                  "_lowering": lowering, "_state_def": state_def, "_xs_def": xs_def,
-                  "_masked": mask is not None}
-        for k, v in fields.items():
-            object.__setattr__(self, k, v)
-        paths = [jax.tree_util.keystr(p) for p, _ in jax.tree_util.tree_flatten_with_path(
-            jax.tree_util.tree_unflatten(state_def, [0] * len(types)))[0]]
-        object.__setattr__(self, "_parts", tuple(
-            Part(self, k, t, path) for k, (t, path) in enumerate(zip(types, paths, strict=True))))
-
-    # ------------------------------------------------------------------ structure
-    @property
-    def args(self) -> tuple[AnyNode, ...]:
-        return self._args
-
-    @property
-    def carries(self) -> tuple[AnyNode, ...]:
-        return self._carries
-
-    @property
-    def slices(self) -> tuple[AnyNode, ...]:
-        return self._slices
-
-    @property
-    def results(self) -> tuple[AnyNode, ...]:
-        return self._results
-
-    @property
-    def body(self) -> tuple[AnyNode, ...]:
-        return self._body
-
-    @property
-    def captured(self) -> tuple[AnyNode, ...]:
-        return self._captured
-
-    @property
-    def masked(self) -> bool:
-        return self._masked
-
-    @property
-    def state_def(self) -> Any:
-        """The pytree structure of the state (its leaves are the carries and the parts)."""
-        return self._state_def
-
-    @property
-    def xs_def(self) -> Any:
-        """The pytree structure of the sequences (its leaves are the slices)."""
-        return self._xs_def
-
-    @property
-    def lowering(self) -> Lowering:
-        """``lowering(unit, init, xs, mask)``: the eager fold/scan that compiling runs."""
-        return self._lowering
-
-    def op_label(self) -> str:
-        return self._what
-
-    def describe(self) -> str:
-        """``Fold(Time)``, ``Scan(Time, reverse, masked)``."""
-        return self._what
-
-    def __repr__(self) -> str:
-        return f"Loop {self._what}: {self.types()}"
-
-
-class Part(Node[D, *Axes]):
-    """One result of a node with several results: of a :class:`Loop`, a leaf of the last
-    state (fold) or of every state, stacked along the scanned axis (scan); of a
-    :class:`MultiApply`, one of the op's results. ``.source`` (``.loop`` for a Loop),
-    ``.index`` (the result's position)."""
-
-    __slots__ = ("_source", "_index", "_path")
-    kind = "Part"
-
-    _source: Results
-    _index: int
-    _path: str
-
-    def __init__(self, source: Results, index: int, type_: TensorType, path: str) -> None:
-        self._init(type_, None)
-        object.__setattr__(self, "_source", source)
-        object.__setattr__(self, "_index", index)
-        object.__setattr__(self, "_path", path)
-
-    @property
-    def path(self) -> str:
-        """Where this part sits in its source's result (``[0]``, ``.h``, ...)."""
-        return self._path
-
-    @property
-    def source(self) -> Results:
-        """The node whose result this is."""
-        return self._source
-
-    @property
-    def loop(self) -> Loop:
-        """The :class:`Loop` whose result this is (a ``TypeError`` for another source)."""
-        if not isinstance(self._source, Loop):
-            raise TypeError(f"{self!r} is a result of {self._source!r}, not of a Loop")
-        return self._source
-
-    @property
-    def index(self) -> int:
-        return self._index
-
-    @property
-    def args(self) -> tuple[AnyNode, ...]:
-        return (self._source,)
-
-    @property
-    def site(self) -> str:
-        return self._source.site
-
-    def op_label(self) -> str:
-        return f"Part{self._path}"
-
-    def __repr__(self) -> str:
-        return f"Part{self._path} of {self._source.op_label()}: {describe(self._type)}"
-
-
-def toposort(outputs: Sequence[AnyNode],
-             descend: Callable[[AnyNode], bool] | None = None) -> tuple[AnyNode, ...]:
-    """Operands before users, each node once (iterative DFS: linear, no recursion limit).
-
-    ``descend(node) -> False`` keeps a node but not its operands (a loop body stops there).
-    """
-    order: list[AnyNode] = []
-    seen: set[int] = set()
-    for out in outputs:
-        if id(out) in seen:
-            continue
-        stack: list[tuple[AnyNode, int]] = [(out, 0)]
-        seen.add(id(out))
-        while stack:
-            node, i = stack[-1]
-            args = node.args if descend is None or descend(node) else ()
-            if i < len(args):
-                stack[-1] = (node, i + 1)
-                arg = args[i]
-                if id(arg) not in seen:
-                    seen.add(id(arg))
-                    stack.append((arg, 0))
-            else:
-                stack.pop()
-                order.append(node)
-    return tuple(order)
-
-
-def _user_site() -> str:
-    """``file:line`` of the innermost caller outside the axjax package."""
-    frame = inspect.currentframe()
-    for _ in range(2):  # this function's frame, then the axjax function that called it
-        frame = frame.f_back if frame is not None else None
-    while frame is not None and frame.f_code.co_filename.startswith(_PACKAGE_DIR):
-        frame = frame.f_back
-    if frame is None:
-        return "?"
-    return f"{os.path.basename(frame.f_code.co_filename)}:{frame.f_lineno}"
-
-

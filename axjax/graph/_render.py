@@ -16,7 +16,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..core.internal import describe
-from ._nodes import Loop, Node, Results
+from ._loop import Loop
+from ._nodes import Node
+from ._results import Results
 
 if TYPE_CHECKING:
     from ._graph import Graph

@@ -36,7 +36,8 @@ from ..core.internal import (
     wrap,
 )
 from ..ops import broadcast, where
-from ._nodes import Carry, Loop, Slice, mark
+from ._loop import Carry, Loop, Slice
+from ._nodes import mark
 
 __all__ = ["fold", "scan"]
 
@@ -53,11 +54,27 @@ def _leading(t: Any, over: type[Axis], where_: str) -> tuple[Any, tuple[type[Axi
 
 def _run(unit: Callable[[Any, Any], Any], over: type[Axis], init: Any, xs: Any,
          mask: AnyTensor | None, reverse: bool, keep: bool, at: int, where_: str) -> Any:
+    """Run ``unit`` along ``over`` (fold, or scan when ``keep``): check the state and the
+    sequences, then build one Loop node (on graph nodes) or run one ``lax.scan``."""
     over = check_axis_label(over, where_)
     x_leaves, x_def = flatten(xs)
     if not x_leaves:
         raise TypeError(f"{where_}: xs has no Tensors to run over")
     seqs = [*x_leaves, *([] if mask is None else [mask])]
+    length = _length(seqs, over, where_)
+    s_leaves, s_def = flatten(init)
+    _check_init(s_leaves, over, where_)
+    check = _state_check(s_leaves, s_def, over, where_)
+    if any(is_symbolic(t) for t in [*s_leaves, *seqs]):
+        return _loop(unit, check, over, s_leaves, s_def, x_leaves, x_def, mask, reverse, keep,
+                     at, length, where_)
+    return _eager(unit, check, over, s_leaves, s_def, x_leaves, x_def, mask, reverse, keep,
+                  at, where_)
+
+
+def _length(seqs: list[Any], over: type[Axis], where_: str) -> int | None:
+    """The size of ``over`` the sequences (and mask) share (``None`` while open); each must
+    be a Tensor with that axis."""
     for t in seqs:
         if not is_tensor(t):
             raise TypeError(f"{where_}: every leaf of xs must be a Tensor, got "
@@ -69,7 +86,11 @@ def _run(unit: Callable[[Any, Any], Any], over: type[Axis], init: Any, xs: Any,
     if len(n - {None}) > 1:
         raise AxisError(f"Cannot {where_} over {axis_name(over)}: the inputs give it sizes "
                         f"{sorted(n - {None})} (equal axes must have equal sizes)")
-    s_leaves, s_def = flatten(init)
+    return next(iter(n - {None}), None)
+
+
+def _check_init(s_leaves: list[Any], over: type[Axis], where_: str) -> None:
+    """Raise unless every leaf of the initial state is a Tensor without axis ``over``."""
     for t in s_leaves:
         if not is_tensor(t):
             raise TypeError(f"{where_}: every leaf of the state must be a Tensor, got "
@@ -77,10 +98,15 @@ def _run(unit: Callable[[Any, Any], Any], over: type[Axis], init: Any, xs: Any,
         if over in t.axes:
             raise AxisError(f"Cannot {where_} over {axis_name(over)}: the initial state "
                             f"{describe(t)} has axis {axis_name(over)}")
-    s_axes: list[tuple[type[Axis], ...]] = [t.axes for t in s_leaves]
+
+
+def _state_check(s_leaves: list[Any], s_def: Any, over: type[Axis], where_: str
+                 ) -> Callable[[Any], list[AnyTensor]]:
+    """``check(new)``: the leaves of the unit's result, if it is a state like ``s_leaves``
+    (same structure, axes and dtypes); an ``AxisError`` otherwise."""
+    s_axes = [t.axes for t in s_leaves]
 
     def check(new: Any) -> list[AnyTensor]:
-        """The leaves of the unit's result, if it is a state like the one it was given."""
         new_leaves, new_def = flatten(new)
         if new_def != s_def or any(not is_tensor(t) or t.axes != a
                                    for t, a in zip(new_leaves, s_axes, strict=True)):
@@ -97,18 +123,14 @@ def _run(unit: Callable[[Any, Any], Any], over: type[Axis], init: Any, xs: Any,
                                 f"keep the state's dtype (convert with astype)")
         return new_leaves
 
-    def step(state: Any, x_t: Any, m_t: AnyTensor | None) -> list[AnyTensor]:
-        new_leaves = check(unit(state, x_t))
-        if m_t is None:
-            return new_leaves
-        old = flatten(state)[0]
-        return [_keep(m_t, t_new, t_old, where_)
-                for t_new, t_old in zip(new_leaves, old, strict=True)]
+    return check
 
-    if any(is_symbolic(t) for t in [*s_leaves, *seqs]):
-        length = next(iter(n - {None}), None)
-        return _loop(unit, check, over, s_leaves, s_def, x_leaves, x_def, mask, reverse, keep,
-                     at, length, where_)
+
+def _eager(unit: Callable[[Any, Any], Any], check: Callable[[Any], list[AnyTensor]],
+           over: type[Axis], s_leaves: list[Any], s_def: Any, x_leaves: list[Any], x_def: Any,
+           mask: AnyTensor | None, reverse: bool, keep: bool, at: int, where_: str) -> Any:
+    """The Tensor form: one ``jax.lax.scan`` over the arrays, ``over`` moved to the front."""
+    s_axes = [t.axes for t in s_leaves]
     moved = [_leading(t, over, where_) for t in x_leaves]
     m_arr, m_axes = (None, ()) if mask is None else _leading(mask, over, where_)
 
@@ -117,19 +139,37 @@ def _run(unit: Callable[[Any, Any], Any], over: type[Axis], init: Any, xs: Any,
         state = unflatten(s_def, [wrap(a, ax_) for a, ax_ in zip(carry, s_axes, strict=True)])
         x_t = unflatten(x_def, [wrap(a, ax_) for a, (_, ax_) in zip(x_arrays, moved,
                                                                      strict=True)])
-        out = [t.array for t in step(state, x_t, None if m is None else wrap(m, m_axes))]
+        m_t = None if m is None else wrap(m, m_axes)
+        out = [t.array for t in _step(unit, check, state, x_t, m_t, where_)]
         return out, (out if keep else None)
 
     carry0 = [t.array for t in s_leaves]
     final, ys = jax.lax.scan(body, carry0, ([a for a, _ in moved], m_arr), reverse=reverse)
     if not keep:
         return unflatten(s_def, [wrap(a, ax_) for a, ax_ in zip(final, s_axes, strict=True)])
+    return unflatten(s_def, _stacked(ys, s_axes, over, at, where_))
+
+
+def _step(unit: Callable[[Any, Any], Any], check: Callable[[Any], list[AnyTensor]],
+          state: Any, x_t: Any, m_t: AnyTensor | None, where_: str) -> list[AnyTensor]:
+    """The leaves of the next state: the unit's, or the old ones where the mask is false."""
+    new_leaves = check(unit(state, x_t))
+    if m_t is None:
+        return new_leaves
+    old = flatten(state)[0]
+    return [_keep(m_t, t_new, t_old, where_)
+            for t_new, t_old in zip(new_leaves, old, strict=True)]
+
+
+def _stacked(ys: list[Any], s_axes: list[tuple[type[Axis], ...]], over: type[Axis], at: int,
+             where_: str) -> list[AnyTensor]:
+    """Every state of a scan as Tensors: axis ``over`` (leading in ``ys``) moved to ``at``."""
     out: list[AnyTensor] = []
     for arr, axes in zip(ys, s_axes, strict=True):
         k = _position(at, len(axes), where_)
         out.append(wrap(arr if k == 0 else jnp.moveaxis(arr, 0, k),
                         axes[:k] + (over,) + axes[k:]))
-    return unflatten(s_def, out)
+    return out
 
 
 def _position(at: int, rank: int, where_: str) -> int:

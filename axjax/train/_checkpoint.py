@@ -98,19 +98,105 @@ def _payload(x: Any) -> Any:
     return x
 
 
+_JSON_HELP = ("metadata must be JSON: a dict with str keys whose values are str, int, float, "
+              "bool, None, lists or dicts of these")
+
+
+def _json_problem(value: Any, where: str, seen: tuple[int, ...] = ()) -> str | None:
+    """Where and why ``value`` would not survive a JSON round trip, or ``None``."""
+    if isinstance(value, (str, int, float, type(None))):  # bool is an int
+        return None
+    if id(value) in seen:
+        return f"{where} contains itself"
+    seen = (*seen, id(value))
+    if isinstance(value, dict):
+        mapping: dict[Any, Any] = value
+        for k, v in mapping.items():
+            if not isinstance(k, str):
+                return (f"{where} has the key {k!r} ({type(k).__name__}); JSON keys are "
+                        f"strings, so use {str(k)!r}")
+            found = _json_problem(v, f"{where}[{k!r}]", seen)
+            if found:
+                return found
+        return None
+    if isinstance(value, (list, tuple)):
+        items: list[Any] | tuple[Any, ...] = value
+        for i, v in enumerate(items):
+            found = _json_problem(v, f"{where}[{i}]", seen)
+            if found:
+                return found
+        return None
+    if isinstance(value, (np.ndarray, jax.Array)):
+        return (f"{where} is an array ({value.dtype}{list(value.shape)}); "
+                "store arrays in the tree, or pass .tolist()")
+    if isinstance(value, np.generic):
+        return f"{where} is a numpy {type(value).__name__}; pass .item() (or int()/float())"
+    return f"{where} is a {type(value).__module__}.{type(value).__qualname__}, not JSON"
+
+
+def check_step(step: Any) -> int:
+    """``step`` as an int (an int, a numpy or 0-d JAX integer); CheckpointError otherwise."""
+    value: int | None = None
+    if not isinstance(step, (bool, float, complex, str, bytes)):
+        try:
+            kind = np.dtype(getattr(step, "dtype", np.int64)).kind
+            value = int(step) if kind in "iu" and np.ndim(step) == 0 else None
+        except (TypeError, ValueError, OverflowError):
+            value = None
+    if value is None:
+        raise CheckpointError(f"step must be an integer, got {step!r}")
+    return value
+
+
+def _check_destination(path: Path) -> None:
+    """Raise CheckpointError if ``path`` cannot be written as a file; create nothing."""
+    if path.is_dir():
+        raise CheckpointError(f"cannot save a checkpoint to {path}: it is a folder; give a file "
+                              "name such as ckpt.npz inside it")
+    folder = path.parent
+    while not folder.exists():
+        if folder.is_symlink():  # a dangling link
+            raise CheckpointError(f"cannot save a checkpoint to {path}: {folder} is a broken "
+                                  "symbolic link; remove it or choose another folder")
+        folder = folder.parent
+    if not folder.is_dir():
+        raise CheckpointError(f"cannot save a checkpoint to {path}: {folder} is a file, not a "
+                              "folder; choose another folder or move that file away")
+    if not os.access(folder, os.W_OK | os.X_OK):
+        raise CheckpointError(f"cannot save a checkpoint to {path}: the folder {folder} is not "
+                              "writable; choose a writable folder or fix its permissions")
+
+
 def save_checkpoint(path: str | os.PathLike[str], tree: Any, *, step: int = 0,
                     metadata: dict[str, Any] | None = None) -> Path:
     """Write ``tree`` (models, optimizer states, keys, ...) to ``path`` atomically.
 
     Array and Tensor leaves are stored with their dtype, shape and axes; Python scalars go
     into the manifest; other leaves (functions, static config) come back from ``like``.
-    ``metadata`` must be JSON-serialisable.
+    ``metadata`` must be JSON: a dict with str keys of str, int, float, bool, None, and
+    lists (tuples come back as lists) or dicts of these.
+
+    Everything is checked before anything is written: on any error an existing checkpoint
+    at ``path`` is left as it was, and no temporary file stays behind.
+
+    Raises:
+        CheckpointError: ``metadata`` is not JSON (the message names the key), ``step`` is
+            not an integer, or ``path`` cannot be written (its folder is a file or not
+            writable, it is a folder, the disk is full, ...).
 
     Example:
         >>> ax.train.save_checkpoint("run/ckpt.npz", {"model": model, "opt": opt_state},
         ...                          step=1000, metadata={"epoch": 2})
     """
     path = Path(path)
+    step = check_step(step)
+    if metadata is None:
+        metadata = {}
+    problem = (_json_problem(metadata, "metadata") if isinstance(metadata, dict) else
+               f"metadata is a {type(metadata).__name__}, not a dict")
+    if problem:
+        raise CheckpointError(f"cannot save a checkpoint to {path}: {problem}. {_JSON_HELP}. "
+                              "Nothing was written.")
     flat, treedef = jax.tree_util.tree_flatten_with_path(tree, is_leaf=_is_leaf)
     entries: list[dict[str, Any]] = []
     arrays: list[Any] = []
@@ -122,11 +208,20 @@ def save_checkpoint(path: str | os.PathLike[str], tree: Any, *, step: int = 0,
         elif entry["kind"] == "value":
             entry["value"] = leaf
         entries.append(entry)
-    manifest = {"format": FORMAT, "version": VERSION, "step": int(step),
-                "metadata": metadata or {}, "treedef": str(treedef), "leaves": entries}
-    text = json.dumps(manifest, indent=1)
+    manifest = {"format": FORMAT, "version": VERSION, "step": step,
+                "metadata": metadata, "treedef": str(treedef), "leaves": entries}
+    try:
+        text = json.dumps(manifest, indent=1)
+    except (TypeError, ValueError) as e:  # pragma: no cover - _json_problem catches these
+        raise CheckpointError(f"cannot save a checkpoint to {path}: {e}. {_JSON_HELP}. "
+                              "Nothing was written.") from None
+    _check_destination(path)
     host = jax.device_get(arrays)
-    path.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise CheckpointError(f"cannot save a checkpoint to {path}: its folder cannot be "
+                              f"created ({e.strerror or e}); choose another folder") from None
     tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
     try:
         with open(tmp, "wb") as f:
@@ -138,6 +233,13 @@ def save_checkpoint(path: str | os.PathLike[str], tree: Any, *, step: int = 0,
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, path)
+    except OSError as e:
+        tmp.unlink(missing_ok=True)
+        where = e.filename if isinstance(e.filename, str) else tmp
+        raise CheckpointError(
+            f"cannot save a checkpoint to {path}: writing {where} failed "
+            f"({e.strerror or e}); free some space or choose another folder. The previous "
+            "file under that name, if any, is unchanged.") from None
     except BaseException:
         tmp.unlink(missing_ok=True)
         raise
@@ -159,6 +261,9 @@ def _fsync_dir(folder: Path) -> None:
 
 
 def _open(path: Path) -> tuple[zipfile.ZipFile, dict[str, Any]]:
+    if path.is_dir():
+        raise CheckpointError(f"{path} is a folder, not a checkpoint file (for a folder of "
+                              "checkpoints use Checkpoints(folder).restore)")
     if not path.is_file():
         raise CheckpointError(f"{path} does not exist")
     try:

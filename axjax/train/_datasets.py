@@ -6,7 +6,9 @@ Search order for the four IDX files of a data set called ``name``:
 2. ``$AXJAX_DATA`` or ``$AXJAX_DATA/<name>``;
 3. the cache, ``$XDG_CACHE_HOME/axjax/<name>`` (default ``~/.cache/axjax/<name>``).
 
-Missing files are downloaded (checksum-verified) into the first of those that was given.
+Missing files are downloaded (checksum-verified) into the first of those that was given,
+each file from each mirror within a deadline (``timeout=`` or ``$AXJAX_DOWNLOAD_TIMEOUT``,
+default 120 s; see :func:`axjax.train.download`).
 Every file's size and sha256 is checked before it is read.
 """
 
@@ -160,11 +162,14 @@ def find_dataset(
     download_missing: bool = True,
     mirrors: Sequence[str] | None = None,
     progress: bool = True,
+    timeout: float | None = None,
 ) -> Path:
     """The folder holding ``spec``'s files (those of ``split``, or all four).
 
     Looks in ``data_dir``, ``$AXJAX_DATA``, then the cache (each as is and with
-    ``/<name>``); downloads what is missing into the first of those when allowed.
+    ``/<name>``); downloads what is missing into the first of those when allowed, each
+    file from each mirror within ``timeout`` seconds (see :func:`axjax.train.download`;
+    ``None``: ``$AXJAX_DOWNLOAD_TIMEOUT`` or 120 s).
 
     Raises:
         DataError: not found and not downloadable; the message says where to put the files.
@@ -186,7 +191,8 @@ def find_dataset(
     for n in names:
         if not (target / n).is_file():
             sha, size = spec.files[n]
-            download(n, mirrors or spec.mirrors, target / n, sha, size=size, progress=progress)
+            download(n, mirrors or spec.mirrors, target / n, sha, size=size, progress=progress,
+                     timeout=timeout)
     return target
 
 
@@ -223,6 +229,7 @@ def load_dataset(
     verify: bool = True,
     mirrors: Sequence[str] | None = None,
     progress: bool = True,
+    timeout: float | None = None,
 ) -> Dataset:
     """Load one split of an IDX image data set (finding, downloading and checking it).
 
@@ -233,6 +240,10 @@ def load_dataset(
         download_missing: fetch missing files from ``mirrors`` (default ``spec.mirrors``).
         verify: check each file's size and sha256 before reading it.
         progress: show a progress bar while downloading.
+        timeout: the deadline in seconds for one file from one mirror: connecting, every
+            read and the whole transfer; a mirror sending nothing for ``min(timeout, 15)``
+            seconds is stalled. On a miss the next mirror is tried and the partial file
+            deleted. ``None``: ``$AXJAX_DOWNLOAD_TIMEOUT`` if set, else 120 s.
 
     Raises:
         DataError: missing and not downloadable, wrong checksum, truncated or non-IDX file.
@@ -240,7 +251,7 @@ def load_dataset(
     if split not in ("train", "test"):
         raise ValueError(f"split must be 'train' or 'test', got {split!r}")
     folder = find_dataset(spec, data_dir, split=split, download_missing=download_missing,
-                          mirrors=mirrors, progress=progress)
+                          mirrors=mirrors, progress=progress, timeout=timeout)
     image_file, label_file = (folder / n for n in spec.split_files(split))
     if verify:
         _verify(image_file, spec)
@@ -254,21 +265,28 @@ def load_dataset(
 
 
 def mnist(split: Split = "train", *, data_dir: str | os.PathLike[str] | None = None,
-          download_missing: bool = True) -> Dataset:
+          download_missing: bool = True, timeout: float | None = None) -> Dataset:
     """MNIST digits: 60000 training or 10000 test images, ``uint8[N, 28, 28]``.
+
+    Found and downloaded as by :func:`load_dataset`; ``timeout`` is the download deadline
+    per file per mirror (``None``: ``$AXJAX_DOWNLOAD_TIMEOUT`` or 120 s).
 
     Example:
         >>> train = ax.train.mnist("train", data_dir="data/")
     """
-    return load_dataset(MNIST, split, data_dir=data_dir, download_missing=download_missing)
+    return load_dataset(MNIST, split, data_dir=data_dir, download_missing=download_missing,
+                        timeout=timeout)
 
 
 def fashion_mnist(split: Split = "train", *, data_dir: str | os.PathLike[str] | None = None,
-                  download_missing: bool = True) -> Dataset:
+                  download_missing: bool = True, timeout: float | None = None) -> Dataset:
     """Fashion-MNIST: 10 kinds of clothing, the same format and sizes as MNIST.
+
+    Found and downloaded as by :func:`load_dataset`; ``timeout`` is the download deadline
+    per file per mirror (``None``: ``$AXJAX_DOWNLOAD_TIMEOUT`` or 120 s).
 
     Example:
         >>> test = ax.train.fashion_mnist("test")
     """
     return load_dataset(FASHION_MNIST, split, data_dir=data_dir,
-                        download_missing=download_missing)
+                        download_missing=download_missing, timeout=timeout)

@@ -1,21 +1,39 @@
-"""Fetching data files: mirrors in order, a progress bar, sha256 checked before the rename."""
+"""Fetching data files: mirrors in order, a deadline per file, a progress bar, sha256 checked
+before the rename.
+
+Each attempt (one file from one mirror) runs under a deadline: connecting, waiting for the
+headers, every read and the whole transfer must finish within ``timeout`` seconds
+(``timeout=`` or ``$AXJAX_DOWNLOAD_TIMEOUT``; default 120 s), and a mirror that sends
+nothing for ``min(timeout, 15)`` seconds is abandoned as stalled. The network is read by a
+worker thread; the calling thread owns the clock and the ``.part`` file, so it gives up on
+time however the server behaves, and deletes the partial file before trying the next mirror.
+"""
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
+import math
 import os
+import queue
+import threading
+import time
 import urllib.error
 import urllib.request
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import Any, Literal
 
 from tqdm import tqdm
 
 from ._idx import DataError
 
-__all__ = ["download", "sha256_of"]
+__all__ = ["DEFAULT_TIMEOUT", "TIMEOUT_ENV", "download", "download_timeout", "sha256_of"]
 
 _CHUNK = 1 << 16
+TIMEOUT_ENV = "AXJAX_DOWNLOAD_TIMEOUT"
+DEFAULT_TIMEOUT = 120.0
+_STALL = 15.0  # seconds without a byte after which a mirror counts as stalled
 
 
 def sha256_of(path: str | os.PathLike[str]) -> str:
@@ -27,23 +45,156 @@ def sha256_of(path: str | os.PathLike[str]) -> str:
     return h.hexdigest()
 
 
-def _fetch(url: str, dest: Path, size: int | None, progress: bool, timeout: float) -> str:
-    """Stream ``url`` into ``dest``; return the sha256 of what was written."""
+def download_timeout(timeout: float | None = None) -> float:
+    """The deadline in seconds for one file from one mirror.
+
+    ``timeout`` when given, else ``$AXJAX_DOWNLOAD_TIMEOUT``, else 120 s.
+
+    Raises:
+        ValueError: ``timeout`` is not a positive, finite number of seconds.
+        DataError: ``$AXJAX_DOWNLOAD_TIMEOUT`` is set but not such a number.
+    """
+    if timeout is not None:
+        try:
+            value = float(timeout)
+        except (TypeError, ValueError):
+            value = math.nan
+        if not (math.isfinite(value) and value > 0):
+            raise ValueError(f"download timeout must be a positive number of seconds, got "
+                             f"{timeout!r}")
+        return value
+    text = os.environ.get(TIMEOUT_ENV, "").strip()
+    if not text:
+        return DEFAULT_TIMEOUT
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not (math.isfinite(value) and value > 0):
+        raise DataError(f"${TIMEOUT_ENV} must be a positive number of seconds (such as 300), "
+                        f"got {text!r}; fix or unset it")
+    return value
+
+
+@dataclasses.dataclass(frozen=True)
+class _Msg:
+    """What the reader thread sends: the length when connected, a block, the end, or an error."""
+
+    kind: Literal["open", "data", "error"]
+    data: bytes = b""
+    length: int | None = None
+    error: BaseException | None = None
+
+
+class _MirrorFailed(Exception):
+    """This mirror did not deliver the file; the message says why (without the URL)."""
+
+    def __init__(self, reason: str, timed_out: bool = False) -> None:
+        super().__init__(reason)
+        self.reason = reason
+        self.timed_out = timed_out
+
+
+def _reason(e: BaseException) -> str:
+    if isinstance(e, urllib.error.HTTPError):
+        return f"HTTP {e.code} {e.reason}"
+    if isinstance(e, urllib.error.URLError):
+        return str(e.reason)
+    text = str(e)
+    return f"{type(e).__name__}: {text}" if text else type(e).__name__
+
+
+def _reader(url: str, socket_timeout: float, out: queue.Queue[_Msg],
+            stop: threading.Event) -> None:
+    """Read ``url`` block by block into ``out`` until the end, an error, or ``stop``."""
+    try:
+        with urllib.request.urlopen(url, timeout=socket_timeout) as response:  # noqa: S310
+            response_any: Any = response
+            header: object = response_any.headers.get("Content-Length")
+            length = int(header) if isinstance(header, str) and header.isdigit() else None
+            out.put(_Msg("open", length=length))
+            # read1: at most one system call per block, so a trickling server cannot hold
+            # one read open past the stall limit
+            read: Callable[[int], bytes] = getattr(response_any, "read1", response_any.read)
+            while not stop.is_set():
+                block = read(_CHUNK)
+                out.put(_Msg("data", data=block))
+                if not block:
+                    return
+    except Exception as e:  # noqa: BLE001 - every failure of a mirror is reported, none raised
+        out.put(_Msg("error", error=e))
+
+
+def _fetch(url: str, dest: Path, size: int | None, progress: bool, deadline: float) -> str:
+    """Stream ``url`` into ``dest`` within ``deadline`` seconds; return the sha256 written.
+
+    Raises:
+        _MirrorFailed: the mirror failed, stalled, or missed the deadline.
+        OSError: ``dest`` could not be written (a local problem, not the mirror's).
+    """
+    stall = min(deadline, _STALL)
+    start = time.monotonic()
+    end = start + deadline
+    messages: queue.Queue[_Msg] = queue.Queue()
+    stop = threading.Event()
+    # the reader's own socket timeout is a little longer than ours, so that we (not it)
+    # notice a stall first, and it still ends by itself soon after we give up
+    worker = threading.Thread(target=_reader, args=(url, stall + 1.0, messages, stop),
+                              name="axjax-download", daemon=True)
     h = hashlib.sha256()
-    with urllib.request.urlopen(url, timeout=timeout) as response:  # noqa: S310
-        total = response.headers.get("Content-Length") if hasattr(response, "headers") else None
-        total = int(total) if total else size
+    got = 0
+    length: int | None = None
+    try:
         with (
             open(dest, "wb") as out,
-            tqdm(total=total, unit="B", unit_scale=True, desc=dest.name.removesuffix(".part"),
+            tqdm(total=size, unit="B", unit_scale=True, desc=dest.name.removesuffix(".part"),
                  disable=not progress, leave=False) as bar,
         ):
-            for block in iter(lambda: response.read(_CHUNK), b""):
-                out.write(block)
-                h.update(block)
-                bar.update(len(block))
+            worker.start()
+            last = start
+
+            def late(now: float) -> _MirrorFailed:
+                if now >= end or last + stall >= end:
+                    where = (f"{got} bytes received, the last {now - last:.1f} s ago" if got
+                             else "0 bytes received")
+                    what = "no answer" if length is None else f"not finished ({where})"
+                    return _MirrorFailed(f"{what} within the {deadline:g} s deadline",
+                                         timed_out=True)
+                what = "no answer" if length is None else f"stalled after {got} bytes"
+                return _MirrorFailed(f"{what}: nothing received for {stall:g} s (a stalled "
+                                     f"mirror is left after {stall:g} s; the deadline is "
+                                     f"{deadline:g} s)", timed_out=True)
+
+            while True:
+                now = time.monotonic()
+                if now >= end:
+                    raise late(now)
+                try:
+                    msg = messages.get(timeout=max(0.0, min(end, last + stall) - now))
+                except queue.Empty:
+                    raise late(time.monotonic()) from None
+                last = time.monotonic()
+                if msg.kind == "error":
+                    assert msg.error is not None
+                    raise _MirrorFailed(_reason(msg.error))
+                if msg.kind == "open":
+                    length = msg.length
+                    if length is not None:
+                        bar.total = length
+                        bar.refresh()
+                    continue
+                if not msg.data:
+                    break
+                out.write(msg.data)
+                h.update(msg.data)
+                got += len(msg.data)
+                bar.update(len(msg.data))
+            if length is not None and got != length:
+                raise _MirrorFailed(f"the connection ended after {got} of {length} bytes")
             out.flush()
             os.fsync(out.fileno())
+    finally:
+        stop.set()
     return h.hexdigest()
 
 
@@ -55,43 +206,75 @@ def download(
     *,
     size: int | None = None,
     progress: bool = True,
-    timeout: float = 60.0,
+    timeout: float | None = None,
 ) -> Path:
     """Download file ``name`` from the first mirror that serves it with the right checksum.
 
     Each mirror is a base URL (``https://host/mnist/``, ``file:///srv/mnist/``); the file
     is streamed to ``dest.part``, its sha256 compared with ``sha256``, then renamed to
-    ``dest``. A mirror that fails or serves other bytes is skipped.
+    ``dest``. A mirror that fails, serves other bytes or misses the deadline is skipped,
+    and its partial file deleted.
+
+    Args:
+        timeout: the deadline in seconds for this file from one mirror. Connecting, the
+            headers, every read and the whole transfer must finish within it, and a mirror
+            that sends nothing for ``min(timeout, 15)`` seconds counts as stalled. ``None``:
+            ``$AXJAX_DOWNLOAD_TIMEOUT`` if set, else 120 s. Raise it for a slow link.
 
     Raises:
-        DataError: no mirror worked; the message lists each mirror's failure.
+        DataError: no mirror worked (the message lists each mirror's failure and what to
+            do), ``dest``'s folder cannot be written, or ``$AXJAX_DOWNLOAD_TIMEOUT`` is bad.
+        ValueError: ``timeout`` is not a positive number of seconds.
 
     Example:
         >>> ax.train.download("t10k-labels-idx1-ubyte.gz", MNIST.mirrors, "data/t10k...gz",
-        ...                   sha256=MNIST.files["t10k-labels-idx1-ubyte.gz"][0])
+        ...                   sha256=MNIST.files["t10k-labels-idx1-ubyte.gz"][0], timeout=30)
     """
+    deadline = download_timeout(timeout)
     dest = Path(dest)
-    dest.parent.mkdir(parents=True, exist_ok=True)
+    fix = (f"copy {name} into a writable folder and pass it as data_dir / --data-dir, or "
+           "set AXJAX_DATA to it")
+    try:
+        dest.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise DataError(f"Cannot download {name}: the folder {dest.parent} cannot be created "
+                        f"({e.strerror or e}); {fix}.") from None
     part = dest.with_name(dest.name + ".part")
     failures: list[str] = []
+    timed_out = False
     for base in mirrors:
         url = base if base.endswith(name) else base.rstrip("/") + "/" + name
         try:
-            digest = _fetch(url, part, size, progress, timeout)
-        except (urllib.error.URLError, OSError, ValueError) as e:
-            reason = getattr(e, "reason", None) or e
-            failures.append(f"{url}: {reason}")
+            digest = _fetch(url, part, size, progress, deadline)
+        except _MirrorFailed as e:
             part.unlink(missing_ok=True)
+            failures.append(f"{url}: {e.reason}")
+            timed_out = timed_out or e.timed_out
             continue
+        except OSError as e:
+            part.unlink(missing_ok=True)
+            raise DataError(f"Cannot download {name}: writing {part} failed "
+                            f"({e.strerror or e}); {fix}.") from None
+        except BaseException:
+            part.unlink(missing_ok=True)
+            raise
         if digest != sha256:
             failures.append(f"{url}: served a file with sha256 {digest}, expected {sha256}")
             part.unlink(missing_ok=True)
             continue
-        os.replace(part, dest)
+        try:
+            os.replace(part, dest)
+        except OSError as e:
+            part.unlink(missing_ok=True)
+            raise DataError(f"Cannot download {name}: renaming {part} to {dest} failed "
+                            f"({e.strerror or e}); {fix}.") from None
         return dest
     tried = "\n  ".join(failures) if failures else "(no mirrors given)"
+    slow = (f"A mirror that times out may be down or the link slow: try another mirror "
+            f"(mirrors=...), or allow more than {deadline:g} s per file with timeout= or "
+            f"${TIMEOUT_ENV}.\n" if timed_out else "")
     raise DataError(
-        f"Could not download {name}:\n  {tried}\n"
+        f"Could not download {name}:\n  {tried}\n{slow}"
         f"If this machine is offline, copy {name} into {dest.parent} "
         "(or pass data_dir / --data-dir, or set AXJAX_DATA to a folder that holds it)."
     )

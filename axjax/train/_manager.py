@@ -11,6 +11,7 @@ from typing import Any, NamedTuple
 from ._checkpoint import (
     CheckpointError,
     CheckpointMismatchError,
+    check_step,
     load_checkpoint,
     save_checkpoint,
 )
@@ -77,10 +78,23 @@ class Checkpoints:
         return steps[-1] if steps else None
 
     def save(self, step: int, tree: Any, metadata: dict[str, Any] | None = None) -> Path:
-        """Write ``tree`` as the checkpoint of ``step`` (atomically), then prune old ones."""
+        """Write ``tree`` as the checkpoint of ``step`` (atomically), then prune old ones.
+
+        Raises:
+            CheckpointError: ``step`` is not a non-negative integer, ``metadata`` is not
+                JSON, or the folder cannot be written; nothing is written or deleted then.
+        """
+        step = check_step(step)
+        if step < 0:
+            raise CheckpointError(f"Checkpoints.save: step must be a non-negative integer, "
+                                  f"got {step!r}")
         path = save_checkpoint(self.path(step), tree, step=step, metadata=metadata)
         for old in self.steps()[: -self.keep]:
-            self.path(old).unlink(missing_ok=True)
+            try:
+                self.path(old).unlink(missing_ok=True)
+            except OSError as e:
+                warnings.warn(f"could not delete the old checkpoint {self.path(old)} "
+                              f"({e.strerror or e}); delete it by hand", stacklevel=2)
         self._remove_stale_temporaries()
         return path
 
@@ -99,6 +113,9 @@ class Checkpoints:
             return Restored(tree, manifest["step"], manifest["metadata"], self.path(step))
         steps = self.steps()
         if not steps:
+            if self.directory.exists() and not self.directory.is_dir():
+                raise CheckpointError(f"cannot restore from {self.directory}: it is a file, "
+                                      "not a folder of checkpoints")
             raise CheckpointError(f"no checkpoint in {self.directory} to restore")
         for s in reversed(steps):
             try:
@@ -117,7 +134,10 @@ class Checkpoints:
         for p in self.directory.iterdir():
             m = _TMP.match(p.name)
             if m and not _alive(int(m.group(1))):
-                p.unlink(missing_ok=True)
+                try:
+                    p.unlink(missing_ok=True)
+                except OSError:  # pragma: no cover - tried again at the next save
+                    pass
 
 
 def _alive(pid: int) -> bool:

@@ -124,3 +124,26 @@ def test_vmap_two_mapped_arguments_with_the_axis_in_different_places() -> None:
     y = ax.vmap(lambda u, v: ax.sum(u * v, Pixel), over=Batch)(a, b)
     assert y.axes == (Batch,)
     np.testing.assert_allclose(y.array, (a.array * b.array.T).sum(1), rtol=1e-5)
+
+
+@pytest.mark.parametrize("at", [1, -2])
+def test_vmap_at_counts_from_either_end_of_the_result(at: int) -> None:
+    def outer(x: Any, w: Any) -> Any:  # [Pixel], [Pixel, Hidden] -> [Pixel, Hidden]
+        return ax.broadcast(x, (Pixel, Hidden), sizes={Hidden: 2}) * w
+
+    y = ax.vmap(outer, over=Batch, at=at)(X, W)
+    assert y.axes == (Pixel, Batch, Hidden)
+    np.testing.assert_allclose(y.array, np.einsum("bp,ph->pbh", X.array, W.array), rtol=1e-6)
+
+
+def test_vmap_pytree_arguments_mix_mapped_shared_and_raw_leaves() -> None:
+    def f(inputs: dict[str, Any]) -> tuple[Any, Any]:
+        assert inputs["x"].axes == (Pixel,) and inputs["w"].axes == (Pixel, Hidden)
+        y = ax.contract(inputs["x"], inputs["w"]) * inputs["scale"]
+        return y, (ax.sum(inputs["x"], Pixel), jnp.sum(y.array))
+
+    x = ax.transpose(X, Pixel, Batch)
+    y, (s, raw) = ax.vmap(f, over=Batch)({"x": x, "w": W, "scale": jnp.float32(3.0)})
+    assert y.axes == (Batch, Hidden) and s.axes == (Batch,) and raw.shape == (4,)
+    np.testing.assert_allclose(y.array, 3 * X.array @ W.array, rtol=1e-5)
+    np.testing.assert_allclose(raw, 3 * (X.array @ W.array).sum(1), rtol=1e-5)

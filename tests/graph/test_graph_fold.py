@@ -16,7 +16,8 @@ import optax
 import pytest
 
 import axjax as ax
-from axjax.graph._nodes import Carry, Loop, Part, Slice
+from axjax.graph import Loop, Part
+from axjax.graph._loop import Carry, Slice
 from tests.axes import Batch, Class, Hidden, In, Time
 
 AnyT = ax.Tensor[Any, *tuple[Any, ...]]

@@ -1,0 +1,64 @@
+"""Checking what nodes are given: the sizes an ``Input`` is declared with, and concrete
+values against a node's type (a Param's new value, a compiled graph's arguments)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+from ..core import Axis, AxisError, Tensor, TensorType
+from ..core.internal import axis_name, describe, is_symbolic
+
+if TYPE_CHECKING:
+    from ._nodes import AnyNode
+
+__all__ = ["input_sizes", "check_value", "mismatch"]
+
+
+def input_sizes(axes: tuple[type[Axis], ...],
+                sizes: Mapping[type[Axis], int | None] | Sequence[int | None] | None
+                ) -> tuple[int | None, ...]:
+    """The shape of an ``Input`` over ``axes`` from its ``sizes=`` (``None`` where open)."""
+    if sizes is None:
+        return (None,) * len(axes)
+    if isinstance(sizes, Mapping):
+        for a in sizes:
+            if a not in axes:
+                raise AxisError(f"Input: sizes names axis {axis_name(a)}, which is not one of "
+                                f"its axes ({', '.join(axis_name(b) for b in axes)})")
+        shape = tuple(sizes.get(a) for a in axes)
+    else:
+        shape = tuple(sizes)
+        if len(shape) != len(axes):
+            raise TypeError(f"Input: {len(shape)} sizes for {len(axes)} axes (give one int or "
+                            "None per axis, or a dict {Axis: size})")
+    for n in shape:
+        if n is not None and (not isinstance(n, int) or isinstance(n, bool) or n < 0):
+            raise TypeError(f"Input: sizes must be non-negative ints or None, got {n!r}")
+    return shape
+
+
+def check_value(node: AnyNode, value: Any, where: str) -> None:
+    """Raise unless ``value`` is a Tensor with the node's dtype, axes and known sizes."""
+    if not isinstance(value, Tensor) or is_symbolic(value):  # a node has no value
+        raise TypeError(f"{where}: the value of {node.label()} must be a Tensor, "
+                        f"got {type(value).__name__}")
+    why = mismatch(node.type, value)
+    if why:
+        raise AxisError(f"{where}: {node.label()} is {describe(node.type)}, got "
+                        f"{describe(value)}: {why}")
+
+
+def mismatch(want: TensorType, got: Any) -> str:
+    """Why a concrete Tensor does not fit a node's type ('' when it fits)."""
+    if got.axes != want.axes:
+        if set(got.axes) == set(want.axes) and len(got.axes) == len(want.axes):
+            return "same axes in a different order (transpose it first)"
+        return "the axes differ"
+    if got.dtype is not want.dtype:
+        return (f"dtype {got.dtype.__name__} differs (convert it with "
+                f"astype(ax.{want.dtype.__name__}))")
+    for a, n, m in zip(want.axes, want.shape, got.shape, strict=True):
+        if n is not None and n != m:
+            return f"axis {axis_name(a)} has size {m}, expected {n}"
+    return ""
