@@ -17,7 +17,8 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-__all__ = ["Axis", "axis_name", "axes_names", "check_axis_label", "check_unique_axes"]
+__all__ = ["Axis", "axis_name", "axes_names", "check_axis_label", "check_unique_axes",
+           "same_named_axes", "same_name_note"]
 
 
 class Axis:
@@ -77,3 +78,35 @@ def check_unique_axes(axes: tuple[type[Axis], ...], where: str) -> None:
             f"{where}: axis {axis_name(dup)} occurs twice in ({axes_names(axes)}); "
             "a tensor never has the same axis twice (rename one of them)"
         )
+
+
+def same_named_axes(axes: Iterable[object]) -> list[str]:
+    """The names that two or more *different* axis classes among ``axes`` share.
+
+    Axes are compared by identity, so a label class defined twice under one name (a
+    notebook cell run again, a module reloaded) gives two axes that print alike but differ.
+    """
+    seen: dict[str, object] = {}
+    shared: list[str] = []
+    for a in axes:
+        name = axis_name(a)
+        first = seen.setdefault(name, a)
+        if first is not a and name not in shared:
+            shared.append(name)
+    return shared
+
+
+def same_name_note(axes: Iterable[object]) -> str:
+    """``""``, or the sentence saying that different axis classes among ``axes`` share a name
+    (appended to a message that would otherwise read "axes differ" for identical-looking
+    axes)."""
+    names = same_named_axes(axes)
+    if not names:
+        return ""
+    if len(names) == 1:
+        return (f"two different axis classes are both named {names[0]} (was the class defined "
+                "twice, as when a notebook cell runs again? Define each axis once, in a module, "
+                "and rebuild the tensors that use the old class)")
+    return (f"different axis classes share the names {', '.join(names)} (were the classes "
+            "defined twice, as when a notebook cell runs again? Define each axis once, in a "
+            "module, and rebuild the tensors that use the old classes)")

@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any, Protocol
 
-from ._axis import Axis, axis_name
+from ._axis import Axis, axis_name, same_name_note
 
 __all__ = ["AxisError", "HasType", "describe", "fail"]
 
@@ -59,6 +59,11 @@ def describe(t: HasType) -> str:
 
 
 def fail(op: str, operands: Sequence[HasType], why: str) -> AxisError:
-    """Build the standard message (``raise fail("Add", (x, y), "axes differ")``)."""
+    """Build the standard message (``raise fail("Add", (x, y), "axes differ")``).
+
+    When two different axis classes among the operands print the same name (a class defined
+    twice), the message says so: otherwise "axes differ" would show identical-looking types.
+    """
     shown = " and ".join(describe(t) for t in operands)
-    return AxisError(f"Cannot apply {op} to {shown}: {why}")
+    note = same_name_note(a for t in operands for a in getattr(t, "axes", ()))
+    return AxisError(f"Cannot apply {op} to {shown}: {why}" + (f"; {note}" if note else ""))

@@ -19,7 +19,7 @@ from __future__ import annotations
 import contextlib
 import threading
 from collections.abc import Callable, Generator, Sequence
-from typing import TYPE_CHECKING, Any, Generic, Literal, TypeVar, TypeVarTuple, cast
+from typing import TYPE_CHECKING, Any, Generic, Literal, TypeVar, TypeVarTuple, cast, final
 
 import jax
 import jax.core  # jax.core.Tracer: the submodule, imported by name for type checkers
@@ -29,7 +29,7 @@ from typing_extensions import TypeVar as DefaultTypeVar  # PEP 696 defaults on 3
 
 from ._axis import Axis, axes_names
 from ._dtype import Bool, DType, is_floating
-from ._errors import AxisError
+from ._errors import AxisError, describe
 from ._symbolic import Symbolic
 from ._tensor import AnyTensor, Tensor, TensorType, bare_type, unnamed_dims
 
@@ -172,8 +172,25 @@ _Tracer = jax.core.Tracer
 OpT = TypeVar("OpT", bound="Op[Any]")
 
 
-def _cached_infer(op: Op[Any], xs: Sequence[Any]) -> TensorType | tuple[TensorType, ...] | None:
-    """``op.infer(*xs)``, memoised when every operand is a Tensor; ``None`` if not cacheable."""
+@final
+class _Unverified:
+    """A type rule's result on its first computation, before the forward has been checked
+    against it (then it goes into ``_INFER_CACHE``): ``apply`` checks the shape and dtype
+    of the forward's result once per cache entry, so cached dispatch pays nothing for it."""
+
+    __slots__ = ("out", "key")
+
+    def __init__(self, out: TensorType | tuple[TensorType, ...], key: Any) -> None:
+        self.out, self.key = out, key
+
+
+def _cached_infer(op: Op[Any], xs: Sequence[Any]
+                  ) -> TensorType | tuple[TensorType, ...] | _Unverified | None:
+    """``op.infer(*xs)``, memoised when every operand is a Tensor; ``None`` if not cacheable.
+
+    A cache miss returns an :class:`_Unverified`, cached by ``apply`` once the forward's
+    result has been checked against it.
+    """
     # an interned op (see `cached`) is its own key: it lives, unchanged, for good
     key: list[Any] = [op] if op._interned else [type(op), tuple(op.__dict__.items())]
     for x in xs:
@@ -189,9 +206,7 @@ def _cached_infer(op: Op[Any], xs: Sequence[Any]) -> TensorType | tuple[TensorTy
     if out is None:
         for x in xs:
             check_layout(op, x)
-        out = op.infer(*xs)
-        if len(_INFER_CACHE) < _INFER_CACHE_MAX:
-            _INFER_CACHE[k] = out
+        return _Unverified(op.infer(*xs), k)
     return out
 
 
@@ -218,27 +233,91 @@ def cached(cls: type[OpT], *params: Any) -> OpT:
 
 
 def apply(op: Op[Any], xs: Sequence[Any]) -> Any:
-    """Apply ``op`` to operand Tensors (or graph nodes): check, then compute or record."""
-    out_type = _cached_infer(op, xs)
-    if out_type is None:
+    """Apply ``op`` to operand Tensors (or graph nodes): check, then compute or record.
+
+    The forward's result is checked against the type rule (shape and dtype, which are static
+    even under tracing) the first time each cache entry is used, and on every uncached call.
+    """
+    found = _cached_infer(op, xs)
+    verify: Any = None  # the cache key to store after the check; True: check, store nothing
+    out: TensorType | tuple[TensorType, ...]
+    if found is None:
         for x in xs:
             if not isinstance(x, Tensor) and not getattr(type(x), "_is_symbolic", False):
                 raise not_a_tensor(op, x)
             check_layout(op, x)
-        out_type = op.infer(*xs)
+        out = op.infer(*xs)
         for x in xs:
             if type(x)._is_symbolic:  # a graph node: it records the op (core/_symbolic.py)
-                return cast(Symbolic, x).record_apply(op, tuple(xs), out_type)
+                return cast(Symbolic, x).record_apply(op, tuple(xs), out)
+        verify = True
+    elif type(found) is _Unverified:
+        verify, out = found.key, found.out
+    else:
+        out = found
     for x in xs:
         if isinstance(x._array, _Tracer) and config.autodiff != "jax":
-            y = _custom_vjp_call(op, xs, out_type)
+            y = _custom_vjp_call(op, xs, out)
             break
     else:
         y = op.forward(*xs)
-    if isinstance(out_type, tuple):  # several results: one Tensor each
-        return tuple(Tensor._wrap(getattr(v, "_array", v), t.axes)
-                     for v, t in zip(y, out_type, strict=True))
-    return Tensor._wrap(getattr(y, "_array", y), out_type.axes)
+    if isinstance(out, tuple):  # several results: one Tensor each
+        ys = tuple(getattr(v, "_array", v) for v in y)
+        if verify is not None:
+            _check_results(op, out, ys, verify)
+        return tuple(Tensor._wrap(v, t.axes) for v, t in zip(ys, out, strict=True))
+    a = getattr(y, "_array", y)
+    if verify is not None:
+        _check_results(op, out, a, verify)
+    return Tensor._wrap(a, out.axes)
+
+
+def _check_results(op: Op[Any], out: TensorType | tuple[TensorType, ...], y: Any,
+                   key: Any) -> None:
+    """Raise unless the forward's result ``y`` has the shape and dtype that ``infer``
+    declared; then cache the type rule's result under ``key`` (unless it is ``True``)."""
+    if isinstance(out, tuple):
+        if not isinstance(y, tuple) or len(y) != len(out):
+            got = f"{len(y)} results" if isinstance(y, tuple) else f"one {_what(y)}"
+            raise TypeError(
+                f"{op.describe()}.forward returned {got}, but {op.describe()}.infer declared "
+                f"{len(out)} ({', '.join(map(describe, out))}): forward returns one array per "
+                "declared result")
+        for i, (v, t) in enumerate(zip(y, out, strict=True)):
+            _check_result(op, t, v, f" result {i}")
+    else:
+        _check_result(op, out, y, "")
+    if key is not True and len(_INFER_CACHE) < _INFER_CACHE_MAX:
+        _INFER_CACHE[key] = out
+
+
+def _what(y: Any) -> str:
+    shape, dtype = getattr(y, "shape", None), getattr(y, "dtype", None)
+    if shape is None or dtype is None:
+        return type(y).__name__
+    return f"array of shape {tuple(shape)} and dtype {np.dtype(dtype).name}"
+
+
+def _check_result(op: Op[Any], t: TensorType, y: Any, which: str) -> None:
+    shape, dtype = getattr(y, "shape", None), getattr(y, "dtype", None)
+    want = t.dtype.numpy
+    if (shape is not None and dtype is not None and dtype == want
+            and all(n is None or n == m for n, m in zip(t.shape, shape, strict=False))
+            and len(shape) == len(t.shape)):
+        return
+    declared = tuple("?" if n is None else n for n in t.shape)
+    if (dtype is not None and dtype != want and shape is not None
+            and len(shape) == len(t.shape) and jax.dtypes.canonicalize_dtype(want) == dtype):
+        raise TypeError(
+            f"{op.describe()} declares {describe(t)}, but JAX computed it in "
+            f"{np.dtype(dtype).name}: "
+            f"{want.name} needs 64-bit mode (jax.config.update('jax_enable_x64', True) before "
+            f"creating arrays), or use the 32-bit dtype")
+    raise TypeError(
+        f"{op.describe()}.forward returned{which} {'a' if shape is None else 'an'} {_what(y)}, "
+        f"but {op.describe()}.infer declared {describe(t)} (shape {declared}, dtype "
+        f"{want.name}): forward must return the declared shape and dtype (fix forward, or "
+        "infer if its rule is wrong)")
 
 
 def check_layout(op: Op[Any], x: Any) -> None:

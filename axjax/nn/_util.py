@@ -21,7 +21,7 @@ from ..core.internal import (
 )
 
 __all__ = ["AxisArg", "as_axes", "distinct", "flatten", "forbid", "is_symbolic", "is_tensor",
-           "require", "size_of", "split", "unflatten", "wrap"]
+           "require", "size_of", "split", "tensors", "unflatten", "wrap"]
 
 AxisArg = type[Axis] | tuple[type[Axis], ...]
 
@@ -39,9 +39,31 @@ def size_of(x: Any, axis: type[Axis]) -> int | None:
     return dict(zip(x.axes, x.shape, strict=True)).get(axis)
 
 
+def tensors(layer: str, xs: Sequence[Any], x: Any, what: str,
+            axes: Sequence[type[Axis]] = ()) -> None:
+    """``TypeError`` unless ``x`` and the other operands ``xs`` are Tensors (or graph nodes):
+    a layer reads axes by name, which a raw ``jax.Array`` does not have."""
+    for t in (x, *xs):
+        if is_tensor(t) or is_symbolic(t):
+            continue
+        shape = getattr(t, "shape", None)
+        got = ("a jax.Array" if isinstance(t, jax.Array) else
+               f"a {type(t).__module__.split('.')[0]}.{type(t).__name__}"
+               if shape is not None else f"a {type(t).__name__}")
+        got += "" if shape is None else f" of shape {tuple(shape)}"
+        role = what if t is x else "operand"
+        reads = f" (it reads axis {axes_names(axes)})" if axes else ""
+        raise TypeError(
+            f"{layer} takes a Tensor as its {role}, got {got}: a layer reads axes by name"
+            f"{reads}, so wrap the array with ax.tensor(array, *axes), one axis label per "
+            "dimension")
+
+
 def require(layer: str, xs: Sequence[Any], x: Any, axis: type[Axis], size: int | None,
             what: str = "input") -> None:
-    """``AxisError`` unless ``x`` has ``axis`` (of ``size``, when both are known)."""
+    """``AxisError`` unless ``x`` has ``axis`` (of ``size``, when both are known); a
+    ``TypeError`` if ``x`` or an operand is not a Tensor (a raw array)."""
+    tensors(layer, xs, x, what, (axis,))
     if axis not in x.axes:
         raise fail(layer, xs, f"{axis_name(axis)} is not an axis of the {what} (the layer "
                    f"reads {axis_name(axis)}; rename or transpose the {what} first)")
@@ -53,7 +75,9 @@ def require(layer: str, xs: Sequence[Any], x: Any, axis: type[Axis], size: int |
 
 def forbid(layer: str, xs: Sequence[Any], x: Any, axes: Sequence[type[Axis]],
            what: str = "input") -> None:
-    """``AxisError`` if ``x`` already has one of ``axes`` (the layer would add it twice)."""
+    """``AxisError`` if ``x`` already has one of ``axes`` (the layer would add it twice); a
+    ``TypeError`` if ``x`` or an operand is not a Tensor."""
+    tensors(layer, xs, x, what)
     clash = [a for a in axes if a in x.axes]
     if clash:
         raise fail(layer, xs, f"the {what} already has axis {axis_name(clash[0])}, which the "

@@ -121,7 +121,23 @@ class Mean(Reduction):
         return (self.spread(dy._array / n, x),)
 
 
+def _nonempty(op: AxisOp, x: Any, what: str) -> None:
+    """``AxisError`` if an axis ``op`` reduces has size 0 (no max, min or argmax there)."""
+    for a in op.over:
+        n = dict(zip(x.axes, x.shape, strict=True)).get(a)
+        if n == 0:
+            raise op.fail((x,), f"cannot take the {what} over {axis_name(a)} of size 0 (an "
+                          f"empty axis has no {what}: make sure {axis_name(a)} has at least "
+                          "one entry, e.g. skip empty batches, or concatenate a fill value "
+                          "such as -inf / +inf first)")
+
+
 class _Chooser(Reduction):
+    def infer(self, x: Any) -> TensorType:
+        out = super().infer(x)
+        _nonempty(self, x, self.name.lower())
+        return out
+
     def backward(self, dy: Any, y: Any, x: Any) -> tuple[Array]:
         mask = (x._array == self.expand(y._array, x)).astype(dy._array.dtype)
         count = jnp.sum(mask, axis=self.positions(x), keepdims=True)
@@ -176,6 +192,7 @@ class ArgMax(AxisOp):
         if len(self.over) != 1:
             raise self.fail((x,), "argmax takes exactly one axis")
         self.check_present(x)
+        _nonempty(self, x, "argmax")
         keep = [i for i, a in enumerate(x.axes) if a not in self.over]
         return TensorType(I32, tuple(x.axes[i] for i in keep), tuple(x.shape[i] for i in keep))
 

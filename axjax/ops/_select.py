@@ -6,6 +6,7 @@ import builtins
 from typing import Any, TypeVar, TypeVarTuple
 
 import jax
+import jax.core  # jax.core.Tracer: the submodule, imported by name for type checkers
 import jax.numpy as jnp
 import numpy as np
 
@@ -109,7 +110,8 @@ class Slice(Op):
     def __init__(self, axis: type[Axis], start: int | None, stop: int | None, step: int = 1
                  ) -> None:
         self.axis = check_axis_label(axis, "Slice")
-        self.start, self.stop, self.step = start, stop, step
+        self.start, self.stop = _slice_bound("start", start), _slice_bound("stop", stop)
+        self.step = _slice_bound("step", step, none_ok=False)
 
     def describe(self) -> str:
 
@@ -122,7 +124,7 @@ class Slice(Op):
     def infer(self, x: Any) -> TensorType:
         p = _require(self, x, self.axis)
         n = x.shape[p]
-        if self.step <= 0:
+        if self.step is None or self.step <= 0:
             raise self.fail((x,), "slice step must be positive")
         bounds = builtins.slice(self.start, self.stop, self.step)
         size = None if n is None else len(range(*bounds.indices(n)))
@@ -141,8 +143,27 @@ class Slice(Op):
 
 def slice(x: Tensor[D, *Axes], axis: type[Axis], start: int | None = None,
           stop: int | None = None, step: int = 1) -> Tensor[D, *Axes]:
-    """Entries ``start:stop:step`` along ``axis`` (kept, with its new size)."""
+    """Entries ``start:stop:step`` along ``axis`` (kept, with its new size).
+
+    The bounds are Python ints (or ``None``); a float or a traced value is a ``TypeError``
+    (for a position known only at run time use ``jax.lax.dynamic_slice_in_dim`` on
+    ``x.array``, or ``ax.index`` / ``ax.take``).
+    """
     return Slice(axis, start, stop, step).same_type(x)
+
+
+def _slice_bound(name: str, v: Any, none_ok: bool = True) -> int | None:
+    """``v`` as an int bound of ``ax.slice``, or the one ``TypeError`` for anything else."""
+    if v is None and none_ok:
+        return None
+    if isinstance(v, int | np.integer) and not isinstance(v, bool | np.bool_):
+        return int(v)
+    got = f"{type(v).__name__} {v!r}" if isinstance(v, float | np.floating) else (
+        "a traced value" if isinstance(v, jax.core.Tracer) else type(v).__name__)
+    raise TypeError(
+        f"slice: {name} must be an int{' or None' if none_ok else ''}, got {got} (slice "
+        "bounds are static Python ints; convert with int(), or for a position known only "
+        "at run time use ax.index, ax.take or jax.lax.dynamic_slice_in_dim)")
 
 
 
@@ -217,8 +238,39 @@ class OneHot(Op):
 
 def one_hot(labels: Tensor[Any, *tuple[Any, ...]], axis: type[Axis], n: int,
             dtype: type[D] = F32) -> AnyOf[D]:  # type: ignore[assignment]
-    """One-hot encode integer ``labels`` along a new last axis ``axis`` of size ``n``."""
-    return cached(OneHot, axis, n, dtype)(labels)
+    """One-hot encode integer ``labels`` along a new last axis ``axis`` of size ``n``.
+
+    Raises:
+        ValueError: a label outside ``[0, n)`` when the labels' values are known (a
+            concrete Tensor). Under ``jax.jit`` they are not: there such a label, negative
+            ones included, gives an all-zero row.
+    """
+    op = cached(OneHot, axis, n, dtype)
+    _check_labels("one_hot", labels, op.n, op.axis)
+    return op(labels)
+
+
+def _check_labels(where: str, labels: Any, n: int, axis: type[Axis]) -> None:
+    """Raise a ``ValueError`` naming the first label outside ``[0, n)``, when the labels'
+    values are known (a concrete Tensor); under ``jax.jit`` nothing is checked."""
+    arr = getattr(labels, "_array", None)
+    if type(labels) is not Tensor or arr is None or isinstance(arr, jax.core.Tracer):
+        return
+    host = np.asarray(arr)
+    if host.size == 0 or not np.issubdtype(host.dtype, np.integer):
+        return
+    bad = (host < 0) | (host >= n)
+    if not bad.any():
+        return
+    first = tuple(int(i) for i in np.argwhere(bad)[0])
+    at = ", ".join(f"{axis_name(a)}={i}" for a, i in zip(labels.axes, first, strict=True))
+    count, label = int(bad.sum()), int(host[first])
+    more = f"; {count} of {host.size} labels are out of range" if count > 1 else ""
+    fix = ("negative labels are not class indices: drop or mask those examples"
+           if label < 0 else f"fix the labels, or pass n={int(host.max()) + 1} if they are right")
+    raise ValueError(
+        f"{where}: label {label}{f' (at {at})' if at else ''} is not a class: labels must lie "
+        f"in [0, {n}) for {axis_name(axis)} of size {n}{more} ({fix})")
 
 
 # ----------------------------------------------------------------------------- registry

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import math
 import os
+import warnings
 from collections.abc import Callable
 from typing import Any, Literal, NamedTuple
 
@@ -212,6 +214,28 @@ def _check_arguments(guard: Guard, log_every: int, early_stopping: EarlyStopping
         raise ValueError("fit: early_stopping compares evaluations; pass eval_data too")
 
 
+def _warn_if_not_finite(run: RunState, ev: dict[str, float], train: dict[str, float]) -> None:
+    """Warn (``RuntimeWarning``) when an evaluation gives NaN or Inf: the guard watches
+    training only, so NaN in ``eval_data`` would otherwise be logged without a word."""
+    bad = [f"eval_{k} {v}" for k, v in ev.items() if not math.isfinite(v)]
+    if not bad:
+        return
+    leaves = [a for a in jax.tree.leaves(run.params)
+              if hasattr(a, "dtype") and jnp.issubdtype(a.dtype, jnp.inexact)]
+    finite = bool(jax.device_get(jnp.all(jnp.stack([jnp.all(jnp.isfinite(a)) for a in leaves]))
+                                 )) if leaves else True
+    train_finite = finite and all(math.isfinite(v) for v in train.values())
+    where = f"the evaluation after epoch {run.epoch + 1} (step {run.step}) gave {', '.join(bad)}"
+    if train_finite:
+        why = ("while training was finite (the model's parameters and the training loss are "
+               "finite): look for NaN or Inf in eval_data, or in what loss_fn computes in "
+               "evaluation (key=None, inference mode)")
+    else:
+        why = ("and the model's parameters or the training loss are not finite: training "
+               "diverged (with guard='off' nothing stops it; use guard='replay' or 'step')")
+    warnings.warn(f"fit: {where}, {why}", RuntimeWarning, stacklevel=6)
+
+
 @dataclasses.dataclass(frozen=True)
 class _Loop:
     """What stays fixed in a ``fit`` run; its methods advance a :class:`RunState`."""
@@ -309,6 +333,7 @@ class _Loop:
         """Evaluate, log the ``eval_*`` row, apply early stopping; return the summary."""
         ev = evaluate(run.model(), self.loss_fn, self.eval_data, eval_step)
         self.log.record(run, "eval", ev)
+        _warn_if_not_finite(run, ev, train=run.last)
         summary = "".join(f", eval {k} {v:.4g}" for k, v in ev.items())
         if self.early_stopping is not None:
             summary += self._early_stop(run, self.early_stopping, ev)

@@ -102,7 +102,8 @@ class Loader:
         self.drop_last = drop_last
         integer = np.issubdtype(dataset.images.dtype, np.integer)
         self._scale = 1.0 / 255.0 if integer else 1.0
-        self._mean, self._std = normalize or (0.0, 1.0)
+        self._mean, self._std = _normalization(normalize)
+        _check_labels(dataset)
         self._images = jnp.asarray(dataset.images)
         self._labels = jnp.asarray(np.asarray(dataset.labels, dtype=np.int32))
         self._orders: dict[int, jax.Array] = {}
@@ -148,6 +149,46 @@ class Loader:
 
     def __iter__(self) -> Iterator[Pair]:
         return self.epoch(0)
+
+
+def _normalization(normalize: Any) -> tuple[float, float]:
+    """``(mean, std)`` checked: finite numbers and a positive std (else a ``ValueError``:
+    dividing by a std of 0 gives ``-inf``/``nan`` images, a negative one flips them)."""
+    if normalize is None:
+        return 0.0, 1.0
+    try:
+        mean, std = normalize
+        mean, std = float(mean), float(std)
+    except (TypeError, ValueError):
+        raise ValueError(f"Loader: normalize must be a pair (mean, std) of numbers, got "
+                         f"{normalize!r}") from None
+    if not (math.isfinite(mean) and math.isfinite(std)) or std <= 0:
+        problem = ("mean and std must be finite numbers" if not (
+            math.isfinite(mean) and math.isfinite(std)) else
+            f"std must be positive (a std of {std:g} "
+            + ("divides by zero: the images would be -inf, +inf or nan)" if std == 0 else
+               "flips the images' sign)"))
+        raise ValueError(f"Loader: normalize=({mean:g}, {std:g}): {problem}; pass the mean "
+                         "and standard deviation of the pixel values scaled to [0, 1], e.g. "
+                         "normalize=(0.1307, 0.3081) for MNIST")
+    return mean, std
+
+
+def _check_labels(dataset: Dataset) -> None:
+    """``ValueError`` for a negative label, or one beyond the data set's classes (when it
+    names them): under ``fit``'s jit the loss could not tell, and would count it as no class."""
+    labels = np.asarray(dataset.labels)
+    if labels.size == 0 or not np.issubdtype(labels.dtype, np.integer):
+        return
+    n = len(dataset.classes)
+    low, high = int(labels.min()), int(labels.max())
+    if low < 0 or (n and high >= n):
+        bad = low if low < 0 else high
+        i = int(np.argmax(labels == bad))
+        limit = f"in [0, {n}) for its {n} classes" if n else "0 or more"
+        raise ValueError(f"Loader: {dataset.name or 'the dataset'} has label {bad} at example "
+                         f"{i}; labels must be class indices, {limit} (fix the labels"
+                         f"{', or list every class in Dataset(classes=...)' if n else ''})")
 
 
 class _Batches:

@@ -11,7 +11,9 @@ from collections.abc import Sequence
 from typing import Any, TypeVar
 
 import jax
+import jax.core  # jax.core.Tracer: the submodule, imported by name for type checkers
 import jax.numpy as jnp
+import numpy as np
 
 from ..core import AnyTensor, Axis, DType, Op, Tensor, TensorType
 from ..core.internal import axes_names, axis_name, check_axis_label, fail, is_floating, register_op
@@ -75,15 +77,47 @@ class SoftmaxCrossEntropy(Op):
 
     def forward(self, logits: Any, labels: Any) -> Array:
         p = logits.axes.index(self.axis)
-        x = logits._array
-        picked = jnp.take_along_axis(x, jnp.expand_dims(labels._array, p), axis=p)
-        return jax.nn.logsumexp(x, axis=p) - jnp.squeeze(picked, p)
+        x, lab = logits._array, labels._array
+        valid = (lab >= 0) & (lab < x.shape[p])
+        # an out-of-range label (possible only under jit: eager labels are checked) picks no
+        # class: zero loss, and (backward) zero gradient, as jax.grad of this forward gives
+        safe = jnp.where(valid, lab, 0)
+        picked = jnp.take_along_axis(x, jnp.expand_dims(safe, p), axis=p,
+                                     mode="promise_in_bounds")
+        return jnp.where(valid, jax.nn.logsumexp(x, axis=p) - jnp.squeeze(picked, p), 0)
 
     def backward(self, dy: Any, y: Any, logits: Any, labels: Any) -> tuple[Array, None]:
         p = logits.axes.index(self.axis)
-        x = logits._array
-        onehot = jax.nn.one_hot(labels._array, x.shape[p], dtype=x.dtype, axis=p)
-        return jnp.expand_dims(dy._array, p) * (jax.nn.softmax(x, axis=p) - onehot), None
+        x, lab = logits._array, labels._array
+        valid = (lab >= 0) & (lab < x.shape[p])
+        g = jnp.where(valid, dy._array, 0)
+        onehot = jax.nn.one_hot(lab, x.shape[p], dtype=x.dtype, axis=p)
+        return jnp.expand_dims(g, p) * (jax.nn.softmax(x, axis=p) - onehot), None
+
+
+def check_labels(where: str, labels: Any, n: int, axis: type[Axis]) -> None:
+    """Raise a ``ValueError`` naming the first label outside ``[0, n)``, when the labels'
+    values are known (a concrete Tensor: eagerly, or closed over by ``jax.grad``). Under
+    ``jax.jit`` they are not, and nothing is checked."""
+    arr = getattr(labels, "_array", None)
+    if type(labels) is not Tensor or arr is None or isinstance(arr, jax.core.Tracer):
+        return
+    host = np.asarray(arr)
+    if host.size == 0 or not np.issubdtype(host.dtype, np.integer):
+        return
+    bad = (host < 0) | (host >= n)
+    if not bad.any():
+        return
+    first = tuple(int(i) for i in np.argwhere(bad)[0])
+    at = ", ".join(f"{axis_name(a)}={i}" for a, i in zip(labels.axes, first, strict=True))
+    count, label = int(bad.sum()), int(host[first])
+    more = f"; {count} of {host.size} labels are out of range" if count > 1 else ""
+    fix = ("negative labels are not class indices: drop or mask those examples"
+           if label < 0 else
+           f"fix the labels, or give the logits {int(host.max()) + 1} classes if they are right")
+    raise ValueError(
+        f"{where}: label {label}{f' (at {at})' if at else ''} is not a class: labels must lie "
+        f"in [0, {n}) for {axis_name(axis)} of size {n}{more} ({fix})")
 
 
 def softmax_cross_entropy(
@@ -101,10 +135,21 @@ def softmax_cross_entropy(
     Returns:
         The per-example loss with the labels' axes; average it with ``ax.mean(loss, Batch)``.
 
+    Raises:
+        ValueError: a label outside ``[0, n)`` (``n`` the size of ``axis``), when the labels'
+            values are known (eagerly, or closed over by ``jax.grad``). Under ``jax.jit``
+            (as in ``fit``) they are not: there an out-of-range label, negative ones
+            included, picks no class and contributes zero loss and zero gradient, in the
+            forward, in the op's backward and in ``jax.grad`` under ``ax.jax_autodiff()``
+            alike.
+
     Example:
         >>> loss = ax.mean(ax.train.softmax_cross_entropy(model(x), y, Class), Batch)
     """
-    return SoftmaxCrossEntropy(axis)(logits, labels)
+    op = SoftmaxCrossEntropy(axis)
+    if type(labels) is Tensor and type(logits) is Tensor and op.axis in logits.axes:
+        check_labels("softmax_cross_entropy", labels, logits.size(op.axis), op.axis)
+    return op(logits, labels)
 
 
 class BinaryCrossEntropy(Op):
