@@ -167,6 +167,86 @@ def _check_destination(path: Path) -> None:
                               "writable; choose a writable folder or fix its permissions")
 
 
+def _checked_metadata(path: Path, metadata: dict[str, Any] | None) -> dict[str, Any]:
+    """``metadata`` (``{}`` for ``None``); CheckpointError if it would not survive JSON."""
+    if metadata is None:
+        metadata = {}
+    problem = (_json_problem(metadata, "metadata") if isinstance(metadata, dict) else
+               f"metadata is a {type(metadata).__name__}, not a dict")
+    if problem:
+        raise CheckpointError(f"cannot save a checkpoint to {path}: {problem}. {_JSON_HELP}. "
+                              "Nothing was written.")
+    return metadata
+
+
+def _flatten(tree: Any) -> tuple[list[dict[str, Any]], list[Any], str]:
+    """The manifest entries of ``tree``'s leaves, the arrays to store, and the tree's structure.
+
+    Each array leaf's entry names its file (``leaf_<i>.npy``, in the order of the arrays); a
+    Python scalar's entry holds its value.
+    """
+    flat, treedef = jax.tree_util.tree_flatten_with_path(tree, is_leaf=_is_leaf)
+    entries: list[dict[str, Any]] = []
+    arrays: list[Any] = []
+    for keypath, leaf in flat:
+        entry = {"path": jax.tree_util.keystr(keypath), **_describe_leaf(leaf)}
+        if entry["kind"] in ("tensor", "array", "key"):
+            entry["file"] = f"leaf_{len(arrays):05d}.npy"
+            arrays.append(_payload(leaf))
+        elif entry["kind"] == "value":
+            entry["value"] = leaf
+        entries.append(entry)
+    return entries, arrays, str(treedef)
+
+
+def _manifest_json(path: Path, manifest: dict[str, Any]) -> str:
+    """``manifest`` as JSON text; CheckpointError if it cannot be written as JSON."""
+    try:
+        return json.dumps(manifest, indent=1)
+    except (TypeError, ValueError) as e:  # pragma: no cover - _json_problem catches these
+        raise CheckpointError(f"cannot save a checkpoint to {path}: {e}. {_JSON_HELP}. "
+                              "Nothing was written.") from None
+
+
+def _make_folder(path: Path) -> None:
+    """Create the folder of ``path``; CheckpointError if it cannot be created."""
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise CheckpointError(f"cannot save a checkpoint to {path}: its folder cannot be "
+                              f"created ({e.strerror or e}); choose another folder") from None
+
+
+def _write_atomically(path: Path, text: str, entries: list[dict[str, Any]],
+                      host: list[Any]) -> None:
+    """Write the zip (``host`` arrays, then ``text`` as the manifest) to ``path`` atomically.
+
+    The zip goes to a temporary file in the same folder, is ``fsync``-ed, then renamed over
+    ``path``; on any error the temporary file is deleted and ``path`` left as it was.
+    """
+    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
+    try:
+        with open(tmp, "wb") as f:
+            with zipfile.ZipFile(f, "w", zipfile.ZIP_STORED, allowZip64=True) as zf:
+                for entry, arr in zip((e for e in entries if "file" in e), host, strict=True):
+                    with zf.open(entry["file"], "w", force_zip64=True) as member:
+                        np.lib.format.write_array(member, np.asarray(arr), allow_pickle=False)
+                zf.writestr("manifest.json", text)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except OSError as e:
+        tmp.unlink(missing_ok=True)
+        where = e.filename if isinstance(e.filename, str) else tmp
+        raise CheckpointError(
+            f"cannot save a checkpoint to {path}: writing {where} failed "
+            f"({e.strerror or e}); free some space or choose another folder. The previous "
+            "file under that name, if any, is unchanged.") from None
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+
+
 def save_checkpoint(path: str | os.PathLike[str], tree: Any, *, step: int = 0,
                     metadata: dict[str, Any] | None = None) -> Path:
     """Write ``tree`` (models, optimizer states, keys, ...) to ``path`` atomically.
@@ -190,59 +270,14 @@ def save_checkpoint(path: str | os.PathLike[str], tree: Any, *, step: int = 0,
     """
     path = Path(path)
     step = check_step(step)
-    if metadata is None:
-        metadata = {}
-    problem = (_json_problem(metadata, "metadata") if isinstance(metadata, dict) else
-               f"metadata is a {type(metadata).__name__}, not a dict")
-    if problem:
-        raise CheckpointError(f"cannot save a checkpoint to {path}: {problem}. {_JSON_HELP}. "
-                              "Nothing was written.")
-    flat, treedef = jax.tree_util.tree_flatten_with_path(tree, is_leaf=_is_leaf)
-    entries: list[dict[str, Any]] = []
-    arrays: list[Any] = []
-    for keypath, leaf in flat:
-        entry = {"path": jax.tree_util.keystr(keypath), **_describe_leaf(leaf)}
-        if entry["kind"] in ("tensor", "array", "key"):
-            entry["file"] = f"leaf_{len(arrays):05d}.npy"
-            arrays.append(_payload(leaf))
-        elif entry["kind"] == "value":
-            entry["value"] = leaf
-        entries.append(entry)
-    manifest = {"format": FORMAT, "version": VERSION, "step": step,
-                "metadata": metadata, "treedef": str(treedef), "leaves": entries}
-    try:
-        text = json.dumps(manifest, indent=1)
-    except (TypeError, ValueError) as e:  # pragma: no cover - _json_problem catches these
-        raise CheckpointError(f"cannot save a checkpoint to {path}: {e}. {_JSON_HELP}. "
-                              "Nothing was written.") from None
+    metadata = _checked_metadata(path, metadata)
+    entries, arrays, treedef = _flatten(tree)
+    text = _manifest_json(path, {"format": FORMAT, "version": VERSION, "step": step,
+                                 "metadata": metadata, "treedef": treedef, "leaves": entries})
     _check_destination(path)
     host = jax.device_get(arrays)
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-    except OSError as e:
-        raise CheckpointError(f"cannot save a checkpoint to {path}: its folder cannot be "
-                              f"created ({e.strerror or e}); choose another folder") from None
-    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
-    try:
-        with open(tmp, "wb") as f:
-            with zipfile.ZipFile(f, "w", zipfile.ZIP_STORED, allowZip64=True) as zf:
-                for entry, arr in zip((e for e in entries if "file" in e), host, strict=True):
-                    with zf.open(entry["file"], "w", force_zip64=True) as member:
-                        np.lib.format.write_array(member, np.asarray(arr), allow_pickle=False)
-                zf.writestr("manifest.json", text)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except OSError as e:
-        tmp.unlink(missing_ok=True)
-        where = e.filename if isinstance(e.filename, str) else tmp
-        raise CheckpointError(
-            f"cannot save a checkpoint to {path}: writing {where} failed "
-            f"({e.strerror or e}); free some space or choose another folder. The previous "
-            "file under that name, if any, is unchanged.") from None
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
+    _make_folder(path)
+    _write_atomically(path, text, entries, host)
     _fsync_dir(path.parent)
     return path
 

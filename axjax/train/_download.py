@@ -22,7 +22,7 @@ import urllib.error
 import urllib.request
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, BinaryIO, Literal, NoReturn
 
 from tqdm import tqdm
 
@@ -125,6 +125,74 @@ def _reader(url: str, socket_timeout: float, out: queue.Queue[_Msg],
         out.put(_Msg("error", error=e))
 
 
+@dataclasses.dataclass
+class _Attempt:
+    """The clock and counters of one attempt: the deadline, the stall limit, bytes so far."""
+
+    deadline: float
+    stall: float
+    end: float
+    last: float
+    got: int = 0
+    length: int | None = None
+
+    def late(self, now: float) -> _MirrorFailed:
+        """The failure for a mirror that missed the deadline or stalled, as of ``now``."""
+        if now >= self.end or self.last + self.stall >= self.end:
+            where = (f"{self.got} bytes received, the last {now - self.last:.1f} s ago"
+                     if self.got else "0 bytes received")
+            what = "no answer" if self.length is None else f"not finished ({where})"
+            return _MirrorFailed(f"{what} within the {self.deadline:g} s deadline",
+                                 timed_out=True)
+        what = "no answer" if self.length is None else f"stalled after {self.got} bytes"
+        return _MirrorFailed(f"{what}: nothing received for {self.stall:g} s (a stalled "
+                             f"mirror is left after {self.stall:g} s; the deadline is "
+                             f"{self.deadline:g} s)", timed_out=True)
+
+    def wait(self, messages: queue.Queue[_Msg]) -> _Msg:
+        """The reader's next message, waited for until the deadline or the stall limit."""
+        now = time.monotonic()
+        if now >= self.end:
+            raise self.late(now)
+        try:
+            msg = messages.get(timeout=max(0.0, min(self.end, self.last + self.stall) - now))
+        except queue.Empty:
+            raise self.late(time.monotonic()) from None
+        self.last = time.monotonic()
+        return msg
+
+
+def _receive(messages: queue.Queue[_Msg], attempt: _Attempt, out: BinaryIO,
+             bar: tqdm[NoReturn]) -> str:
+    """Write the reader's blocks to ``out`` until the end of the file; return their sha256.
+
+    Raises:
+        _MirrorFailed: the reader failed, the mirror stalled or missed the deadline, or the
+            connection ended before the announced length.
+    """
+    h = hashlib.sha256()
+    while True:
+        msg = attempt.wait(messages)
+        if msg.kind == "error":
+            assert msg.error is not None
+            raise _MirrorFailed(_reason(msg.error))
+        if msg.kind == "open":
+            attempt.length = msg.length
+            if msg.length is not None:
+                bar.total = msg.length
+                bar.refresh()
+            continue
+        if not msg.data:
+            break
+        out.write(msg.data)
+        h.update(msg.data)
+        attempt.got += len(msg.data)
+        bar.update(len(msg.data))
+    if attempt.length is not None and attempt.got != attempt.length:
+        raise _MirrorFailed(f"the connection ended after {attempt.got} of {attempt.length} bytes")
+    return h.hexdigest()
+
+
 def _fetch(url: str, dest: Path, size: int | None, progress: bool, deadline: float) -> str:
     """Stream ``url`` into ``dest`` within ``deadline`` seconds; return the sha256 written.
 
@@ -134,16 +202,13 @@ def _fetch(url: str, dest: Path, size: int | None, progress: bool, deadline: flo
     """
     stall = min(deadline, _STALL)
     start = time.monotonic()
-    end = start + deadline
+    attempt = _Attempt(deadline=deadline, stall=stall, end=start + deadline, last=start)
     messages: queue.Queue[_Msg] = queue.Queue()
     stop = threading.Event()
     # the reader's own socket timeout is a little longer than ours, so that we (not it)
     # notice a stall first, and it still ends by itself soon after we give up
     worker = threading.Thread(target=_reader, args=(url, stall + 1.0, messages, stop),
                               name="axjax-download", daemon=True)
-    h = hashlib.sha256()
-    got = 0
-    length: int | None = None
     try:
         with (
             open(dest, "wb") as out,
@@ -151,51 +216,61 @@ def _fetch(url: str, dest: Path, size: int | None, progress: bool, deadline: flo
                  disable=not progress, leave=False) as bar,
         ):
             worker.start()
-            last = start
-
-            def late(now: float) -> _MirrorFailed:
-                if now >= end or last + stall >= end:
-                    where = (f"{got} bytes received, the last {now - last:.1f} s ago" if got
-                             else "0 bytes received")
-                    what = "no answer" if length is None else f"not finished ({where})"
-                    return _MirrorFailed(f"{what} within the {deadline:g} s deadline",
-                                         timed_out=True)
-                what = "no answer" if length is None else f"stalled after {got} bytes"
-                return _MirrorFailed(f"{what}: nothing received for {stall:g} s (a stalled "
-                                     f"mirror is left after {stall:g} s; the deadline is "
-                                     f"{deadline:g} s)", timed_out=True)
-
-            while True:
-                now = time.monotonic()
-                if now >= end:
-                    raise late(now)
-                try:
-                    msg = messages.get(timeout=max(0.0, min(end, last + stall) - now))
-                except queue.Empty:
-                    raise late(time.monotonic()) from None
-                last = time.monotonic()
-                if msg.kind == "error":
-                    assert msg.error is not None
-                    raise _MirrorFailed(_reason(msg.error))
-                if msg.kind == "open":
-                    length = msg.length
-                    if length is not None:
-                        bar.total = length
-                        bar.refresh()
-                    continue
-                if not msg.data:
-                    break
-                out.write(msg.data)
-                h.update(msg.data)
-                got += len(msg.data)
-                bar.update(len(msg.data))
-            if length is not None and got != length:
-                raise _MirrorFailed(f"the connection ended after {got} of {length} bytes")
+            digest = _receive(messages, attempt, out, bar)
             out.flush()
             os.fsync(out.fileno())
     finally:
         stop.set()
-    return h.hexdigest()
+    return digest
+
+
+def _local_error(name: str, what: str, e: OSError) -> DataError:
+    """The error for a local problem (not a mirror's) while downloading ``name``."""
+    return DataError(f"Cannot download {name}: {what} ({e.strerror or e}); copy {name} into a "
+                     "writable folder and pass it as data_dir / --data-dir, or set AXJAX_DATA "
+                     "to it.")
+
+
+def _install(url: str, part: Path, dest: Path, *, name: str, sha256: str, size: int | None,
+             progress: bool, deadline: float) -> None:
+    """Fetch ``url`` into ``part``, check its sha256 and rename it to ``dest``.
+
+    ``part`` is deleted whatever goes wrong.
+
+    Raises:
+        _MirrorFailed: the mirror failed, missed the deadline or served other bytes.
+        DataError: ``part`` could not be written or renamed (a local problem).
+    """
+    try:
+        digest = _fetch(url, part, size, progress, deadline)
+    except OSError as e:
+        part.unlink(missing_ok=True)
+        raise _local_error(name, f"writing {part} failed", e) from None
+    except BaseException:
+        part.unlink(missing_ok=True)
+        raise
+    if digest != sha256:
+        part.unlink(missing_ok=True)
+        raise _MirrorFailed(f"served a file with sha256 {digest}, expected {sha256}")
+    try:
+        os.replace(part, dest)
+    except OSError as e:
+        part.unlink(missing_ok=True)
+        raise _local_error(name, f"renaming {part} to {dest} failed", e) from None
+
+
+def _no_mirror_error(name: str, folder: Path, failures: Sequence[str], timed_out: bool,
+                     deadline: float) -> DataError:
+    """The error when no mirror served ``name``: each mirror's failure and what to do."""
+    tried = "\n  ".join(failures) if failures else "(no mirrors given)"
+    slow = (f"A mirror that times out may be down or the link slow: try another mirror "
+            f"(mirrors=...), or allow more than {deadline:g} s per file with timeout= or "
+            f"${TIMEOUT_ENV}.\n" if timed_out else "")
+    return DataError(
+        f"Could not download {name}:\n  {tried}\n{slow}"
+        f"If this machine is offline, copy {name} into {folder} "
+        "(or pass data_dir / --data-dir, or set AXJAX_DATA to a folder that holds it)."
+    )
 
 
 def download(
@@ -232,49 +307,21 @@ def download(
     """
     deadline = download_timeout(timeout)
     dest = Path(dest)
-    fix = (f"copy {name} into a writable folder and pass it as data_dir / --data-dir, or "
-           "set AXJAX_DATA to it")
     try:
         dest.parent.mkdir(parents=True, exist_ok=True)
     except OSError as e:
-        raise DataError(f"Cannot download {name}: the folder {dest.parent} cannot be created "
-                        f"({e.strerror or e}); {fix}.") from None
+        raise _local_error(name, f"the folder {dest.parent} cannot be created", e) from None
     part = dest.with_name(dest.name + ".part")
     failures: list[str] = []
     timed_out = False
     for base in mirrors:
         url = base if base.endswith(name) else base.rstrip("/") + "/" + name
         try:
-            digest = _fetch(url, part, size, progress, deadline)
+            _install(url, part, dest, name=name, sha256=sha256, size=size, progress=progress,
+                     deadline=deadline)
         except _MirrorFailed as e:
-            part.unlink(missing_ok=True)
             failures.append(f"{url}: {e.reason}")
             timed_out = timed_out or e.timed_out
             continue
-        except OSError as e:
-            part.unlink(missing_ok=True)
-            raise DataError(f"Cannot download {name}: writing {part} failed "
-                            f"({e.strerror or e}); {fix}.") from None
-        except BaseException:
-            part.unlink(missing_ok=True)
-            raise
-        if digest != sha256:
-            failures.append(f"{url}: served a file with sha256 {digest}, expected {sha256}")
-            part.unlink(missing_ok=True)
-            continue
-        try:
-            os.replace(part, dest)
-        except OSError as e:
-            part.unlink(missing_ok=True)
-            raise DataError(f"Cannot download {name}: renaming {part} to {dest} failed "
-                            f"({e.strerror or e}); {fix}.") from None
         return dest
-    tried = "\n  ".join(failures) if failures else "(no mirrors given)"
-    slow = (f"A mirror that times out may be down or the link slow: try another mirror "
-            f"(mirrors=...), or allow more than {deadline:g} s per file with timeout= or "
-            f"${TIMEOUT_ENV}.\n" if timed_out else "")
-    raise DataError(
-        f"Could not download {name}:\n  {tried}\n{slow}"
-        f"If this machine is offline, copy {name} into {dest.parent} "
-        "(or pass data_dir / --data-dir, or set AXJAX_DATA to a folder that holds it)."
-    )
+    raise _no_mirror_error(name, dest.parent, failures, timed_out, deadline)
