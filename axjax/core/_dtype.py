@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from typing import Any, ClassVar, final
 
+import jax
 import jax.numpy as jnp
 import numpy as np
 
@@ -25,6 +26,8 @@ __all__ = [
     "Bool",
     "dtype_marker",
     "is_floating",
+    "jax_dtype",
+    "narrowed_error",
     "to_numpy_dtype",
 ]
 
@@ -130,6 +133,25 @@ def to_numpy_dtype(dtype: Any) -> np.dtype[Any]:
         return dtype.numpy
     out: np.dtype[Any] = np.dtype(dtype)
     return out
+
+
+def narrowed_error(where: str, asked: Any, made: Any) -> TypeError:
+    """The error for a 64-bit dtype JAX narrows to 32 bits (``jax_enable_x64`` is off)."""
+    return TypeError(
+        f"{where}: asked for {dtype_marker(asked).__name__} but JAX made "
+        f"{dtype_marker(made).__name__} (enable jax_enable_x64 for 64-bit types: "
+        'jax.config.update("jax_enable_x64", True), or `with jax.enable_x64(True):`)'
+    )
+
+
+def jax_dtype(dtype: Any, where: str) -> np.dtype[Any]:
+    """The numpy dtype of a marker that JAX will really make: ``F64``/``I64`` without
+    ``jax_enable_x64`` raise (JAX would silently make them 32-bit)."""
+    want = to_numpy_dtype(dtype)
+    made = jax.dtypes.canonicalize_dtype(want)
+    if made != want:
+        raise narrowed_error(where, want, made)
+    return want
 
 
 def is_floating(dtype: type[DType]) -> bool:

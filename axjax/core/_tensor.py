@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import builtins  # `type` is also a property of Tensor: annotations say builtins.type
 import html
-from typing import Any, ClassVar, Generic, TypeVar, TypeVarTuple, cast
+import math
+from typing import Any, ClassVar, Generic, Never, NoReturn, TypeVar, TypeVarTuple, cast
 
 import jax
 import jax.core  # jax.core.Tracer: the submodule, imported by name for type checkers
@@ -163,20 +164,51 @@ class Tensor(Generic[D, *Axes]):
 
     def item(self) -> Any:
         """The Python value of a one-element tensor."""
+        if math.prod(getattr(self._array, "shape", ())) != 1:
+            raise _not_one_value(self, "item()")
         return self._array.item()
 
     def __float__(self) -> float:
+        if getattr(self._array, "ndim", 0):
+            raise _not_one_value(self, "float")
         return float(self._array)
 
     def __int__(self) -> int:
+        if getattr(self._array, "ndim", 0):
+            raise _not_one_value(self, "int")
         return int(self._array)
 
     def __bool__(self) -> bool:
+        if getattr(self._array, "ndim", 0):
+            raise _not_one_value(self, "bool")
         return bool(self._array)
 
+    def __getitem__(self, key: Never) -> NoReturn:
+        """Refused: axjax picks entries by axis name (``ax.index``, ``ax.slice``)."""
+        raise _no_positions(self, key)
+
     def __array__(self, dtype: Any = None, copy: bool | None = None) -> np.ndarray[Any, Any]:
+        """``np.asarray(t)``: the values in storage order (:attr:`axes`), without the axes."""
+        if isinstance(self._array, jax.core.Tracer):
+            raise TypeError(
+                f"Cannot convert {_shown(self)} to a numpy array while it is traced (inside "
+                "jax.jit, jax.grad, ...): its values are not known yet (use axjax ops on the "
+                "tensor, and convert the result the transformed function returns)"
+            )
         out = np.asarray(self._array, dtype=dtype)
         return out.copy() if copy else out
+
+    def __array_ufunc__(self, ufunc: Any, method: str, *inputs: Any, **kwargs: Any) -> Any:
+        """numpy's operators defer to axjax's (``np.sqrt(2.0) * t`` is ``t``'s ``__rmul__``
+        rule); any other numpy ufunc on a Tensor is an error, never a silent loss of axes."""
+        name = getattr(ufunc, "__name__", str(ufunc))
+        operator = _UFUNC_OPERATORS.get(name)
+        if operator is not None and method == "__call__" and len(inputs) == 2 and not kwargs:
+            a, b = inputs
+            if operator in _COMPARISONS:  # numpy hands a scalar to these as a rank-0 array
+                a, b = _number(a, arrays=True), _number(b, arrays=True)
+            return _operator(operator)(_number(a), _number(b))
+        raise _no_ufunc(self, name, method)
 
     def astype(self, dtype: builtins.type[D2]) -> Tensor[D2, *Axes]:
         """Convert the values to another dtype (``t.astype(ax.BF16)``)."""
@@ -186,34 +218,34 @@ class Tensor(Generic[D, *Axes]):
     # Identical axes and dtype, or a number / rank-0 ``Tensor[D]`` on either side (design
     # section 1.4); the reflected forms serve ``2 * t`` and ``scalar_tensor * t``.
     def __add__(self, other: Tensor[D, *Axes] | Tensor[D] | float) -> Tensor[D, *Axes]:
-        return _same("__add__", self, self, other)
+        return _same("__add__", self, other)
 
     def __radd__(self, other: Tensor[D] | float) -> Tensor[D, *Axes]:
-        return _same("__add__", self, other, self)
+        return _rsame("__add__", self, other)
 
     def __sub__(self, other: Tensor[D, *Axes] | Tensor[D] | float) -> Tensor[D, *Axes]:
-        return _same("__sub__", self, self, other)
+        return _same("__sub__", self, other)
 
     def __rsub__(self, other: Tensor[D] | float) -> Tensor[D, *Axes]:
-        return _same("__sub__", self, other, self)
+        return _rsame("__sub__", self, other)
 
     def __mul__(self, other: Tensor[D, *Axes] | Tensor[D] | float) -> Tensor[D, *Axes]:
-        return _same("__mul__", self, self, other)
+        return _same("__mul__", self, other)
 
     def __rmul__(self, other: Tensor[D] | float) -> Tensor[D, *Axes]:
-        return _same("__mul__", self, other, self)
+        return _rsame("__mul__", self, other)
 
     def __truediv__(self, other: Tensor[D, *Axes] | Tensor[D] | float) -> Tensor[D, *Axes]:
-        return _same("__truediv__", self, self, other)
+        return _same("__truediv__", self, other)
 
     def __rtruediv__(self, other: Tensor[D] | float) -> Tensor[D, *Axes]:
-        return _same("__truediv__", self, other, self)
+        return _rsame("__truediv__", self, other)
 
     def __pow__(self, other: Tensor[D, *Axes] | Tensor[D] | float) -> Tensor[D, *Axes]:
-        return _same("__pow__", self, self, other)
+        return _same("__pow__", self, other)
 
     def __rpow__(self, other: Tensor[D] | float) -> Tensor[D, *Axes]:
-        return _same("__pow__", self, other, self)
+        return _rsame("__pow__", self, other)
 
     def __neg__(self) -> Tensor[D, *Axes]:
         return cast("Tensor[D, *Axes]", _operator("__neg__")(self))
@@ -248,14 +280,26 @@ class Tensor(Generic[D, *Axes]):
 
     # ------------------------------------------------------------------ display
     def __repr__(self) -> str:
+        try:
+            return self._repr()
+        except Exception as e:  # repr never raises: show what could not be shown
+            return f"{_axes_only(self)}(unprintable: {type(e).__name__}: {e})"
+
+    def _repr(self) -> str:
         if not _is_array_like(self._array):  # a pytree leaf replaced: eqx.partition's None
-            return "Tensor[" + ", ".join(axis_name(a) for a in self._axes) + f"]({self._array!r})"
+            return f"{_axes_only(self)}({self._array!r})"
         problem = unnamed_dims(self)
         if problem:
             return f"{bare_type(self)}({problem})"
         return describe(self) + f"({_summary(self._array)})"
 
     def _repr_html_(self) -> str:
+        try:
+            return self._html()
+        except Exception:  # never raises: the plain repr says what is wrong
+            return f"<code>{html.escape(repr(self))}</code>"
+
+    def _html(self) -> str:
         if not _is_array_like(self._array) or unnamed_dims(self):
             return f"<code>{html.escape(repr(self))}</code>"
         rows = "".join(
@@ -300,6 +344,8 @@ def unnamed_dims(t: Tensor[Any, *tuple[Any, ...]]) -> str:
     outputs, ``jax.lax.scan`` results and ``eqx.filter_vmap`` ensembles add unnamed leading
     dimensions, which ``jax.lax.scan`` / ``jax.vmap`` over them take off again.
     """
+    if isinstance(t._array, Tensor):
+        return _nested(t)
     extra = getattr(t._array, "ndim", len(t._axes)) - len(t._axes)
     if extra > 0:
         lead = tuple(t._array.shape[:extra])
@@ -310,6 +356,31 @@ def unnamed_dims(t: Tensor[Any, *tuple[Any, ...]]) -> str:
                 f"dimension{'s' if extra < -1 else ''}: a raw jax.vmap or jax.lax.scan sliced "
                 "a named axis (use ax.vmap(f, over=Axis))")
     return ""
+
+
+def _nested(t: Tensor[Any, *tuple[Any, ...]]) -> str:
+    """``unnamed_dims`` of a Tensor whose leaf is a Tensor: what ``jax.jacobian`` and
+    ``jax.hessian`` return for Tensor arguments (the input's Tensor inside the output's)."""
+    levels: list[str] = []
+    axes: list[type[Axis]] = list(t._axes)
+    leaf: Any = t._array
+    while isinstance(leaf, Tensor) and len(levels) < 8:
+        levels.append(_axes_only(leaf))
+        axes += leaf._axes
+        leaf = leaf._array
+    shape = tuple(getattr(leaf, "shape", ()))
+    held = "".join(f"a {level}, which holds " for level in levels)
+    return (
+        f"array is nested: it holds {held}an array of shape {shape} for the axes "
+        f"({axes_names(tuple(axes))}) of all levels, outermost first; jax.jacobian and "
+        "jax.hessian nest the argument's Tensor in the result's (name the dimensions with "
+        "ax.tensor(jax.tree_util.tree_leaves(t)[0], *axes), giving a repeated axis a new label)"
+    )
+
+
+def _axes_only(t: Tensor[Any, *tuple[Any, ...]]) -> str:
+    """``Tensor[Batch, Pixel]``: the axes alone (no dtype, no sizes), for broken leaves."""
+    return "Tensor[" + ", ".join(axis_name(a) for a in getattr(t, "_axes", ())) + "]"
 
 
 def _is_array_like(leaf: Any) -> bool:
@@ -357,15 +428,126 @@ Scalar = Tensor[F32]
 Vector = Tensor[F32, A]
 Matrix = Tensor[F32, A, B]
 
+from ._registry import declared_ops as _declared_ops  # noqa: E402  (as below)
 from ._registry import operator as _operator  # noqa: E402  (the registry imports _op, which imports this)
 
+_NP_SCALAR = np.generic  # a global: the operators' check skips the module lookup
 
-def _same(method: str, x: Tensor[D, *Axes], a: object, b: object) -> Tensor[D, *Axes]:
-    """``Tensor.<method>``, by the function an op declares for it (core/_registry.py); the
-    result has ``x``'s type (the elementwise rule: identical axes, or a scalar)."""
-    return cast("Tensor[D, *Axes]", _operator(method)(a, b))
+
+def _same(method: str, x: Tensor[D, *Axes], other: object) -> Tensor[D, *Axes]:
+    """``x.<method>(other)``, by the function an op declares for it (core/_registry.py); the
+    result has ``x``'s type (the elementwise rule: identical axes, or a scalar). A numpy
+    scalar (``np.float32(2)``, ``np.int64(3)``) mixes like the Python number it holds."""
+    cls = other.__class__  # the common cases first: a Tensor, a float, an int
+    if cls is not Tensor and cls is not float and cls is not int and isinstance(
+            other, _NP_SCALAR):
+        other = _number(other)
+    return cast("Tensor[D, *Axes]", _operator(method)(x, other))
+
+
+def _rsame(method: str, x: Tensor[D, *Axes], other: object) -> Tensor[D, *Axes]:
+    """The reflected form, ``other <method> x`` (``2 * t``, ``np.float32(2) * t``)."""
+    cls = other.__class__
+    if cls is not float and cls is not int and isinstance(other, _NP_SCALAR):
+        other = _number(other)
+    return cast("Tensor[D, *Axes]", _operator(method)(other, x))
 
 
 def _compare(method: str, x: Tensor[D, *Axes], other: object) -> Tensor[Bool, *Axes]:
     """A comparison operator: ``x``'s axes, Bool values."""
+    if other.__class__ is not Tensor and isinstance(other, _NP_SCALAR):
+        other = _number(other)
     return cast("Tensor[Bool, *Axes]", _operator(method)(x, other))
+
+
+def _number(v: Any, arrays: bool = False) -> Any:
+    """A numpy scalar (with ``arrays``, also a rank-0 numpy array) as the Python number it
+    holds; anything else as it is."""
+    if isinstance(v, np.generic) or (arrays and isinstance(v, np.ndarray) and v.ndim == 0):
+        n = v.item()
+        if isinstance(n, int | float):  # bool is an int
+            return n
+    return v
+
+
+#: numpy ufuncs that Python operators with a numpy left operand call, and the Tensor
+#: operator each stands for (``np.float32(2) * t`` is ``multiply(np.float32(2), t)``).
+_UFUNC_OPERATORS = {
+    "add": "__add__", "subtract": "__sub__", "multiply": "__mul__", "divide": "__truediv__",
+    "true_divide": "__truediv__", "power": "__pow__", "less": "__lt__", "less_equal": "__le__",
+    "greater": "__gt__", "greater_equal": "__ge__",
+}
+_COMPARISONS = frozenset({"__lt__", "__le__", "__gt__", "__ge__"})
+#: numpy names whose axjax function is spelled differently (``ufunc.reduce`` by method).
+_AX_NAMES = {"absolute": "abs", "true_divide": "divide", "add.reduce": "sum",
+             "maximum.reduce": "max", "minimum.reduce": "min", "matmul": "matmul"}
+
+
+def _no_ufunc(t: Tensor[Any, *tuple[Any, ...]], name: str, method: str) -> TypeError:
+    called = name if method == "__call__" else f"{name}.{method}"
+    ax_name = _AX_NAMES.get(called, called)
+    public = {f for spec in _declared_ops() if spec.namespace == "axjax" for f in spec.functions}
+    if ax_name in public:
+        fix = f"use ax.{ax_name}, which keeps the axes"
+    else:
+        fix = "use the axjax op (docs/ops.md lists them)"
+    return TypeError(
+        f"Cannot apply numpy.{called} to {_shown(t)}: numpy would drop the axes ({fix}; "
+        "np.asarray(t) gives the plain values in the order of t.axes)"
+    )
+
+
+def _not_one_value(t: Tensor[Any, *tuple[Any, ...]], to: str) -> TypeError:
+    """The error for ``bool(t)``, ``float(t)``, ``int(t)``, ``t.item()`` of a tensor with axes."""
+    shape = tuple(getattr(t._array, "shape", ()))
+    n = math.prod(shape)
+    axes = t._axes
+    over = axis_name(axes[0]) if len(axes) == 1 else "(" + axes_names(axes) + ")"
+    what = f"Cannot convert {_shown(t)} to {to}" if to != "item()" else (
+        f"Cannot read {_shown(t)} with item()")
+    if n == 1:
+        return TypeError(f"{what}: it has axes {axes_names(axes)} (read its one value with "
+                         "t.item(), or take the axes off with ax.squeeze)")
+    if to == "bool":
+        fix = (f"reduce it first: ax.max(t, {over}) is true if any entry is, ax.min(t, {over}) "
+               f"if all are; or compare a reduction, e.g. ax.sum(t, {over}) > 0")
+    else:
+        fix = (f"reduce it first, e.g. ax.sum(t, {over}), ax.mean or ax.max, or pick one entry "
+               "with ax.index")
+    return TypeError(f"{what}: it has {n} elements, not one ({fix})")
+
+
+def _no_positions(t: Tensor[Any, *tuple[Any, ...]], key: object) -> TypeError:
+    """The error for ``t[0]``: axjax names axes instead of numbering them."""
+    what = f"Cannot index {_shown(t)} by position (t[{_key_text(key)}])"
+    if not t._axes:
+        return TypeError(f"{what}: a rank-0 tensor has no axes (read its value with t.item())")
+    a = axis_name(t._axes[0])
+    if isinstance(key, builtins.slice):
+        start = "None" if key.start is None else repr(key.start)
+        stop = "None" if key.stop is None else repr(key.stop)
+        step = "" if key.step is None else f", step={key.step!r}"
+        fix = (f"use ax.slice(t, {a}, {start}, {stop}{step}) for that range along {a}, or "
+               f"ax.index(t, {a}, i) for one entry")
+    else:
+        i = key if isinstance(key, int) else "i"
+        fix = (f"use ax.index(t, {a}, {i}) for entry {i} along {a}, or "
+               f"ax.slice(t, {a}, start, stop) for a range")
+    return TypeError(f"{what}: axjax picks entries by axis name, not position ({fix})")
+
+
+def _key_text(key: object) -> str:
+    if isinstance(key, builtins.slice):
+        parts = ["" if v is None else repr(v) for v in (key.start, key.stop, key.step)]
+        return ":".join(parts[:2] if key.step is None else parts)
+    if isinstance(key, tuple):
+        return ", ".join(_key_text(k) for k in cast("tuple[object, ...]", key))
+    return "..." if key is Ellipsis else repr(key)
+
+
+def _shown(t: Tensor[Any, *tuple[Any, ...]]) -> str:
+    """``Tensor[F32, Batch=2]``, or the type without sizes where the array does not fit."""
+    try:
+        return describe(t) if not unnamed_dims(t) else bare_type(t)
+    except Exception:
+        return _axes_only(t)

@@ -15,6 +15,8 @@ from ._axis import check_axis_label as check_axis_label
 from ._axis import check_unique_axes as check_unique_axes
 from ._dtype import dtype_marker as dtype_marker
 from ._dtype import is_floating as is_floating
+from ._dtype import jax_dtype as jax_dtype
+from ._dtype import narrowed_error as narrowed_error
 from ._dtype import to_numpy_dtype as to_numpy_dtype
 from ._errors import HasType as HasType
 from ._errors import describe as describe

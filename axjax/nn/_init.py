@@ -24,7 +24,7 @@ import jax
 import jax.numpy as jnp
 
 from ..core import F32, Axis, DType, Tensor
-from ..core.internal import axes_names, axis_name, check_axis_label, to_numpy_dtype
+from ..core.internal import axes_names, axis_name, check_axis_label, jax_dtype
 
 __all__ = [
     "Initializer", "constant", "zeros", "ones", "uniform", "normal", "variance_scaling",
@@ -80,7 +80,7 @@ def constant(value: float) -> Initializer:
     def init(key: jax.Array, sizes: Mapping[type[Axis], int], *, fan_in: AxisArg = (),
              fan_out: AxisArg = (), dtype: type[DType] = F32) -> AnyTensor:
         del key, fan_in, fan_out
-        return _make(sizes, jnp.full(_shape(sizes), value, to_numpy_dtype(dtype)))
+        return _make(sizes, jnp.full(_shape(sizes), value, jax_dtype(dtype, "initializer")))
 
     return init
 
@@ -101,7 +101,7 @@ def uniform(limit: float) -> Initializer:
     def init(key: jax.Array, sizes: Mapping[type[Axis], int], *, fan_in: AxisArg = (),
              fan_out: AxisArg = (), dtype: type[DType] = F32) -> AnyTensor:
         del fan_in, fan_out
-        arr = jax.random.uniform(key, _shape(sizes), to_numpy_dtype(dtype), -limit, limit)
+        arr = jax.random.uniform(key, _shape(sizes), jax_dtype(dtype, "initializer"), -limit, limit)
         return _make(sizes, arr)
 
     return init
@@ -113,8 +113,8 @@ def normal(stddev: float) -> Initializer:
     def init(key: jax.Array, sizes: Mapping[type[Axis], int], *, fan_in: AxisArg = (),
              fan_out: AxisArg = (), dtype: type[DType] = F32) -> AnyTensor:
         del fan_in, fan_out
-        arr = jax.random.normal(key, _shape(sizes), to_numpy_dtype(dtype)) * stddev
-        return _make(sizes, arr.astype(to_numpy_dtype(dtype)))
+        arr = jax.random.normal(key, _shape(sizes), jax_dtype(dtype, "initializer")) * stddev
+        return _make(sizes, arr.astype(jax_dtype(dtype, "initializer")))
 
     return init
 
@@ -133,7 +133,7 @@ def variance_scaling(scale: float, mode: Literal["fan_in", "fan_out", "fan_avg"]
         n_in, n_out = fan(sizes, fan_in, where), fan(sizes, fan_out, where)
         n = {"fan_in": n_in, "fan_out": n_out, "fan_avg": (n_in + n_out) / 2}[mode]
         var = scale / max(n, 1)
-        dt = to_numpy_dtype(dtype)
+        dt = jax_dtype(dtype, "initializer")
         if distribution == "normal":
             arr = jax.random.normal(key, _shape(sizes), dt) * math.sqrt(var)
         else:
@@ -198,6 +198,6 @@ def orthogonal(gain: float = 1.0) -> Initializer:
         order = rest + outs + ins
         arr = (gain * mat).reshape(tuple(sizes[a] for a in order))
         perm = tuple(order.index(a) for a in sizes)
-        return _make(sizes, jnp.transpose(arr, perm).astype(to_numpy_dtype(dtype)))
+        return _make(sizes, jnp.transpose(arr, perm).astype(jax_dtype(dtype, "initializer")))
 
     return init

@@ -13,9 +13,17 @@ from typing import Any, TypeVar
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 
 from ..core import F32, I32, Axis, DType, Tensor
-from ..core.internal import ArrayData, axes_names, dtype_marker, to_numpy_dtype
+from ..core.internal import (
+    ArrayData,
+    axes_names,
+    dtype_marker,
+    jax_dtype,
+    narrowed_error,
+    to_numpy_dtype,
+)
 
 __all__ = ["tensor", "zeros", "ones", "full", "normal", "uniform", "randint", "arange"]
 
@@ -33,13 +41,66 @@ def tensor(data: ArrayData | AnyTensor, *axes: type[Axis], dtype: type[DType] | 
     """
     if isinstance(data, Tensor):
         data = data.array
-    arr = jnp.asarray(data, dtype=None if dtype is None else to_numpy_dtype(dtype))
+    try:
+        arr = jnp.asarray(data, dtype=None if dtype is None else to_numpy_dtype(dtype))
+    except (TypeError, ValueError) as e:
+        raise _not_array_data(data, e) from None
     if dtype is not None and dtype_marker(arr.dtype) is not dtype_marker(dtype):
-        raise TypeError(
-            f"tensor: asked for {dtype_marker(dtype).__name__} but JAX made "
-            f"{dtype_marker(arr.dtype).__name__} (enable jax_enable_x64 for 64-bit types)"
-        )
+        raise narrowed_error("tensor", dtype, arr.dtype)
     return Tensor(arr, tuple(axes))
+
+
+def _not_array_data(data: Any, error: Exception) -> Exception:
+    """Why ``data`` cannot be a tensor's array (ragged lists, object or string arrays)."""
+    kind = getattr(getattr(data, "dtype", None), "kind", None)
+    if isinstance(data, np.ndarray) and kind in ("O", "U", "S", "M", "m", "V"):
+        return TypeError(
+            f"tensor: a numpy array of dtype {data.dtype} cannot be a tensor: axjax holds "
+            "numbers and booleans (convert it first, e.g. np.asarray(data, dtype=np.float32))"
+        )
+    if isinstance(data, list | tuple):
+        problem = _nested_problem(data)
+        if problem is not None:
+            return problem
+    shown = type(data).__name__
+    first = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
+    return TypeError(
+        f"tensor: cannot make an array from {shown} ({first}); pass a number, nested lists "
+        "of numbers or a numpy/JAX array"
+    )
+
+
+def _nested_problem(data: list[Any] | tuple[Any, ...]) -> Exception | None:
+    """The first reason nested lists are not a rectangular array of numbers, if any."""
+    level: list[Any] = [data]
+    shape: tuple[int, ...] = ()
+    while True:
+        seqs = [x for x in level if isinstance(x, list | tuple)]
+        if not seqs:
+            break
+        lengths = list(dict.fromkeys(len(x) for x in seqs))
+        if len(seqs) != len(level) or len(lengths) > 1:
+            what = ("some entries are lists and some are not" if len(seqs) != len(level) else
+                    "the lists have lengths " + ", ".join(map(str, lengths[:-1]))
+                    + f" and {lengths[-1]}")
+            return ValueError(
+                f"tensor: the nested lists are ragged: after shape {shape} {what}; every "
+                "list at one depth needs the same length (pad them, or make one tensor per row)"
+            )
+        shape += (len(seqs[0]),)
+        level = [y for x in seqs for y in x]
+    for x in level:
+        if isinstance(x, Tensor):
+            return TypeError(
+                "tensor: the list holds Tensors; stack them along a new axis with "
+                "ax.stack([t1, t2, ...], Axis), or wrap their arrays (t.array)"
+            )
+        if not isinstance(x, int | float | complex | np.generic) and not hasattr(x, "dtype"):
+            return TypeError(
+                f"tensor: entry {x!r} ({type(x).__name__}) is not a number; a tensor's data "
+                "is numbers or booleans"
+            )
+    return None
 
 
 def _shape(shape: Any, axes: tuple[type[Axis], ...], where: str) -> tuple[int, ...]:
@@ -62,41 +123,41 @@ def _shape(shape: Any, axes: tuple[type[Axis], ...], where: str) -> tuple[int, .
 
 def zeros(shape: Any, *axes: type[Axis], dtype: type[DType] = F32) -> AnyTensor:
     """A tensor of zeros: ``ax.zeros((2, 3), Batch, Pixel)``."""
-    return Tensor(jnp.zeros(_shape(shape, axes, "zeros"), to_numpy_dtype(dtype)), axes)
+    return Tensor(jnp.zeros(_shape(shape, axes, "zeros"), jax_dtype(dtype, "zeros")), axes)
 
 
 def ones(shape: Any, *axes: type[Axis], dtype: type[DType] = F32) -> AnyTensor:
     """A tensor of ones: ``ax.ones((2, 3), Batch, Pixel)``."""
-    return Tensor(jnp.ones(_shape(shape, axes, "ones"), to_numpy_dtype(dtype)), axes)
+    return Tensor(jnp.ones(_shape(shape, axes, "ones"), jax_dtype(dtype, "ones")), axes)
 
 
 def full(shape: Any, *axes: type[Axis], value: Any, dtype: type[DType] = F32) -> AnyTensor:
     """A tensor filled with ``value``: ``ax.full((2,), Batch, value=0.5)``."""
-    return Tensor(jnp.full(_shape(shape, axes, "full"), value, to_numpy_dtype(dtype)), axes)
+    return Tensor(jnp.full(_shape(shape, axes, "full"), value, jax_dtype(dtype, "full")), axes)
 
 
 def normal(key: jax.Array, shape: Any, *axes: type[Axis], stddev: float = 1.0,
            mean: float = 0.0, dtype: type[DType] = F32) -> AnyTensor:
     """Normal samples: ``ax.normal(key, (784, 300), Pixel, Hidden, stddev=0.05)``."""
-    s = _shape(shape, axes, "normal")
-    arr = jax.random.normal(key, s, to_numpy_dtype(dtype)) * stddev + mean
-    return Tensor(arr.astype(to_numpy_dtype(dtype)), axes)
+    s, dt = _shape(shape, axes, "normal"), jax_dtype(dtype, "normal")
+    arr = jax.random.normal(key, s, dt) * stddev + mean
+    return Tensor(arr.astype(dt), axes)
 
 
 def uniform(key: jax.Array, shape: Any, *axes: type[Axis], minval: float = 0.0,
             maxval: float = 1.0, dtype: type[DType] = F32) -> AnyTensor:
     """Uniform samples in ``[minval, maxval)``."""
-    s = _shape(shape, axes, "uniform")
-    return Tensor(jax.random.uniform(key, s, to_numpy_dtype(dtype), minval, maxval), axes)
+    s, dt = _shape(shape, axes, "uniform"), jax_dtype(dtype, "uniform")
+    return Tensor(jax.random.uniform(key, s, dt, minval, maxval), axes)
 
 
 def randint(key: jax.Array, shape: Any, *axes: type[Axis], minval: int, maxval: int,
             dtype: type[DType] = I32) -> AnyTensor:
     """Uniform integers in ``[minval, maxval)``."""
-    s = _shape(shape, axes, "randint")
-    return Tensor(jax.random.randint(key, s, minval, maxval, to_numpy_dtype(dtype)), axes)
+    s, dt = _shape(shape, axes, "randint"), jax_dtype(dtype, "randint")
+    return Tensor(jax.random.randint(key, s, minval, maxval, dt), axes)
 
 
 def arange(axis: type[Axis], n: int, dtype: type[DType] = I32) -> AnyTensor:
     """``0, 1, ..., n-1`` along ``axis``: ``ax.arange(Time, 28)``."""
-    return Tensor(jnp.arange(n, dtype=to_numpy_dtype(dtype)), (axis,))
+    return Tensor(jnp.arange(n, dtype=jax_dtype(dtype, "arange")), (axis,))

@@ -19,6 +19,7 @@ from ..core import AnyTensor, Bool, DType, Op, Tensor, TensorType
 from ..core.internal import (
     dtype_marker,
     is_floating,
+    jax_dtype,
     not_a_tensor,
     register_op,
     require_floating,
@@ -248,6 +249,8 @@ def _scalar_like(value: Any, other: Any, op: Op[Any]) -> Tensor[Any]:
             return hit
     if isinstance(value, Tensor):  # a Tensor or a graph node
         return value
+    if isinstance(value, np.generic) and value.dtype.kind in "biuf":
+        value = value.item()  # a numpy scalar mixes as the Python number it holds (as in t + x)
     if not isinstance(value, int | float | bool):
         if getattr(value, "ndim", None) == 0 and hasattr(value, "dtype"):
             wrapped: Tensor[Any] = trusted_tensor(value, ())  # a rank-0 array mixes as rank-0
@@ -539,7 +542,10 @@ class AsType(Op):
         return TensorType(self.dtype, x.axes, x.shape)
 
     def forward(self, x: AnyTensor) -> Array:
-        return x.array.astype(self.dtype.numpy)
+
+        # F64/I64 without jax_enable_x64: an error, not a silent F32 (checked when the values
+        # are made, so a graph may still be built with F64 and compiled where x64 is on)
+        return x.array.astype(jax_dtype(self.dtype, "astype"))
 
     def backward(self, dy: Any, y: Any, x: Any) -> tuple[Any]:
         if not is_floating(dtype_marker(x._array.dtype)) or not is_floating(self.dtype):
