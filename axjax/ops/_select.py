@@ -246,15 +246,18 @@ def one_hot(labels: Tensor[Any, *tuple[Any, ...]], axis: type[Axis], n: int,
             ones included, gives an all-zero row.
     """
     op = cached(OneHot, axis, n, dtype)
-    _check_labels("one_hot", labels, op.n, op.axis)
+    check_labels("one_hot", labels, op.n, op.axis)
     return op(labels)
 
 
-def _check_labels(where: str, labels: Any, n: int, axis: type[Axis]) -> None:
+def check_labels(where: str, labels: Any, n: int, axis: type[Axis],
+                 too_large: str = "pass n={classes} if they are right") -> None:
     """Raise a ``ValueError`` naming the first label outside ``[0, n)``, when the labels'
-    values are known (a concrete Tensor); under ``jax.jit`` nothing is checked."""
-    arr = getattr(labels, "_array", None)
-    if type(labels) is not Tensor or arr is None or isinstance(arr, jax.core.Tracer):
+    values are known (a concrete Tensor: eagerly, or closed over by ``jax.grad``). Under
+    ``jax.jit`` they are not, and nothing is checked. ``too_large`` is the fix offered for a
+    label ``>= n`` (``{classes}`` becomes the largest label + 1)."""
+    arr = labels.array if type(labels) is Tensor else None
+    if arr is None or isinstance(arr, jax.core.Tracer):
         return
     host = np.asarray(arr)
     if host.size == 0 or not np.issubdtype(host.dtype, np.integer):
@@ -267,7 +270,8 @@ def _check_labels(where: str, labels: Any, n: int, axis: type[Axis]) -> None:
     count, label = int(bad.sum()), int(host[first])
     more = f"; {count} of {host.size} labels are out of range" if count > 1 else ""
     fix = ("negative labels are not class indices: drop or mask those examples"
-           if label < 0 else f"fix the labels, or pass n={int(host.max()) + 1} if they are right")
+           if label < 0 else
+           "fix the labels, or " + too_large.format(classes=int(host.max()) + 1))
     raise ValueError(
         f"{where}: label {label}{f' (at {at})' if at else ''} is not a class: labels must lie "
         f"in [0, {n}) for {axis_name(axis)} of size {n}{more} ({fix})")

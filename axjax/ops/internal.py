@@ -2,3 +2,4 @@
 
 from ._conv import Padding as Padding
 from ._conv import per_axis as per_axis
+from ._select import check_labels as check_labels

@@ -11,13 +11,12 @@ from collections.abc import Sequence
 from typing import Any, TypeVar
 
 import jax
-import jax.core  # jax.core.Tracer: the submodule, imported by name for type checkers
 import jax.numpy as jnp
-import numpy as np
 
 from ..core import AnyTensor, Axis, DType, Op, Tensor, TensorType
 from ..core.internal import axes_names, axis_name, check_axis_label, fail, is_floating, register_op
 from ..ops import mean as _mean
+from ..ops.internal import check_labels as check_class_labels
 from ._axes import Class
 
 __all__ = [
@@ -96,28 +95,10 @@ class SoftmaxCrossEntropy(Op):
 
 
 def check_labels(where: str, labels: Any, n: int, axis: type[Axis]) -> None:
-    """Raise a ``ValueError`` naming the first label outside ``[0, n)``, when the labels'
-    values are known (a concrete Tensor: eagerly, or closed over by ``jax.grad``). Under
-    ``jax.jit`` they are not, and nothing is checked."""
-    arr = getattr(labels, "_array", None)
-    if type(labels) is not Tensor or arr is None or isinstance(arr, jax.core.Tracer):
-        return
-    host = np.asarray(arr)
-    if host.size == 0 or not np.issubdtype(host.dtype, np.integer):
-        return
-    bad = (host < 0) | (host >= n)
-    if not bad.any():
-        return
-    first = tuple(int(i) for i in np.argwhere(bad)[0])
-    at = ", ".join(f"{axis_name(a)}={i}" for a, i in zip(labels.axes, first, strict=True))
-    count, label = int(bad.sum()), int(host[first])
-    more = f"; {count} of {host.size} labels are out of range" if count > 1 else ""
-    fix = ("negative labels are not class indices: drop or mask those examples"
-           if label < 0 else
-           f"fix the labels, or give the logits {int(host.max()) + 1} classes if they are right")
-    raise ValueError(
-        f"{where}: label {label}{f' (at {at})' if at else ''} is not a class: labels must lie "
-        f"in [0, {n}) for {axis_name(axis)} of size {n}{more} ({fix})")
+    """``ax.one_hot``'s check of concrete labels, offering the loss's fix for a label
+    ``>= n`` (more classes in the logits)."""
+    check_class_labels(where, labels, n, axis,
+                       too_large="give the logits {classes} classes if they are right")
 
 
 def softmax_cross_entropy(
