@@ -309,7 +309,13 @@ if TYPE_CHECKING:
     @overload
     def one_hot(labels: Tensor[Any, *Ts], axis: type[X], n: int, dtype: type[D]) -> Tensor[D, *Ts, X]: ...
     def one_hot(labels: Tensor[Any, *Ts], axis: type[X], n: int, dtype: type[DType] = F32) -> Tensor[Any, *Ts, X]:
-        """One-hot encode integer ``labels`` along a new last axis ``axis`` of size ``n``."""
+        """One-hot encode integer ``labels`` along a new last axis ``axis`` of size ``n``.
+
+        Raises:
+            ValueError: a label outside ``[0, n)`` when the labels' values are known (a
+                concrete Tensor). Under ``jax.jit`` they are not: there such a label, negative
+                ones included, gives an all-zero row.
+        """
         ...
 
 else:
