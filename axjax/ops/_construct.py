@@ -29,6 +29,8 @@ __all__ = ["tensor", "zeros", "ones", "full", "normal", "uniform", "randint", "a
 
 D = TypeVar("D", bound=DType)
 AnyTensor = Tensor[Any, *tuple[Any, ...]]
+# Remaining Any: user input checked at run time (array data, a shape, a fill value) and
+# the dtype/axes parameters of the Tensor aliases.
 
 
 def tensor(data: ArrayData | AnyTensor, *axes: type[Axis], dtype: type[DType] | None = None

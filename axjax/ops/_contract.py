@@ -15,8 +15,9 @@ from typing import Any, TypeVar, TypeVarTuple
 import jax
 import jax.numpy as jnp
 
-from ..core import Axis, DType, Op, Tensor, TensorType
+from ..core import AnyTensor, Axis, DType, Op, Tensor, TensorType
 from ..core.internal import (
+    HasType,
     axes_names,
     axis_name,
     cached,
@@ -26,12 +27,16 @@ from ..core.internal import (
     same_sizes,
 )
 
+# Remaining Any: the dtype/axes parameters of the public Tensor aliases.
+
 D = TypeVar("D", bound=DType)
 I = TypeVar("I")  # noqa: E741
 J = TypeVar("J")
 K = TypeVar("K")
 Bs = TypeVarTuple("Bs")
 Array = jax.Array
+#: ``dot_general`` dimension numbers: ``((contract_x, contract_y), (batch_x, batch_y))``.
+Dims = tuple[tuple[tuple[int, ...], tuple[int, ...]], tuple[tuple[int, ...], tuple[int, ...]]]
 
 
 class MatMul(Op):
@@ -40,7 +45,7 @@ class MatMul(Op):
     Backward: ``da = dy @ bᵀ``, ``db = aᵀ @ dy`` (each one ``dot_general``, no transpose).
     """
 
-    def infer(self, a: Any, b: Any) -> TensorType:
+    def infer(self, a: HasType, b: HasType) -> TensorType:
         if len(a.axes) < 2 or len(b.axes) < 2:
             raise self.fail((a, b), "both operands need at least 2 axes (use ax.contract for "
                             "vectors)")
@@ -58,16 +63,17 @@ class MatMul(Op):
                             "(rename one operand's axis first)")
         return TensorType(dtype, axes, a.shape[:-1] + b.shape[-1:])
 
-    def forward(self, a: Any, b: Any) -> Array:
-        return jnp.matmul(a._array, b._array)
+    def forward(self, a: AnyTensor, b: AnyTensor) -> Array:
+        return jnp.matmul(a.array, b.array)
 
-    def backward(self, dy: Any, y: Any, a: Any, b: Any) -> tuple[Array, Array]:
+    def backward(self, dy: AnyTensor, y: AnyTensor, a: AnyTensor,
+                 b: AnyTensor) -> tuple[Array, Array]:
         # one dot_general each, contracting the right dimensions directly: no transposes
-        g, n = dy._array, dy._array.ndim
+        g, n = dy.array, dy.array.ndim
         lead = tuple(range(n - 2))
         batch = (lead, lead)
-        da = jax.lax.dot_general(g, b._array, (((n - 1,), (n - 1,)), batch))
-        db = jax.lax.dot_general(a._array, g, (((n - 2,), (n - 2,)), batch))
+        da = jax.lax.dot_general(g, b.array, (((n - 1,), (n - 1,)), batch))
+        db = jax.lax.dot_general(a.array, g, (((n - 2,), (n - 2,)), batch))
         return da, db
 
 
@@ -100,7 +106,8 @@ class Contract(Op):
     def describe(self) -> str:
         return "Contract" if self.over is None else f"Contract(over={axes_names(self.over)})"
 
-    def _plan(self, a: Any, b: Any) -> tuple[tuple[type[Axis], ...], tuple[type[Axis], ...]]:
+    def _plan(self, a: HasType,
+              b: HasType) -> tuple[tuple[type[Axis], ...], tuple[type[Axis], ...]]:
         shared = tuple(x for x in a.axes if x in b.axes)
         if self.over is None:
             return shared, tuple(x for x in a.axes if x not in shared) + tuple(
@@ -114,7 +121,7 @@ class Contract(Op):
         keep_a = tuple(x for x in a.axes if x not in self.over)
         return self.over, keep_a + tuple(x for x in b.axes if x not in a.axes)
 
-    def infer(self, a: Any, b: Any) -> TensorType:
+    def infer(self, a: HasType, b: HasType) -> TensorType:
         dtype = result_dtype(self, (a, b))
         same_sizes(self, (a, b))
         _, out = self._plan(a, b)
@@ -122,14 +129,15 @@ class Contract(Op):
         sizes.update(zip(a.axes, a.shape, strict=True))
         return TensorType(dtype, out, tuple(sizes[x] for x in out))
 
-    def forward(self, a: Any, b: Any) -> Array:
+    def forward(self, a: AnyTensor, b: AnyTensor) -> Array:
         _, out = self._plan(a, b)
-        return dot(a._array, a.axes, b._array, b.axes, out)
+        return dot(a.array, a.axes, b.array, b.axes, out)
 
-    def backward(self, dy: Any, y: Any, a: Any, b: Any) -> tuple[Array, Array]:
-        g = dy._array
-        return (dot(g, dy.axes, b._array, b.axes, a.axes),
-                dot(g, dy.axes, a._array, a.axes, b.axes))
+    def backward(self, dy: AnyTensor, y: AnyTensor, a: AnyTensor,
+                 b: AnyTensor) -> tuple[Array, Array]:
+        g = dy.array
+        return (dot(g, dy.axes, b.array, b.axes, a.axes),
+                dot(g, dy.axes, a.array, a.axes, b.axes))
 
 
 # ----------------------------------------------------------------------------- lowering
@@ -171,7 +179,7 @@ def _dot_plan(x_axes: tuple[type[Axis], ...], y_axes: tuple[type[Axis], ...],
 
 
 @functools.partial(jax.jit, static_argnames=("dims", "perm"), inline=True)
-def _dot_general(x: Array, y: Array, dims: Any, perm: tuple[int, ...] | None) -> Array:
+def _dot_general(x: Array, y: Array, dims: Dims, perm: tuple[int, ...] | None) -> Array:
     (cx, cy), (bx, by) = dims
     if len(cx) > 1 and _consecutive(cx) and _consecutive(cy):
         # several summed axes, adjacent and in the same order in both operands: merge them

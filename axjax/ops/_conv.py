@@ -19,14 +19,15 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
 import jax
 import jax.numpy as jnp
 from jax import lax
 
-from ..core import Axis, DType, Op, Tensor, TensorType
+from ..core import AnyTensor, Axis, DType, Op, Tensor, TensorType
 from ..core.internal import (
+    HasType,
     axes_names,
     axis_name,
     check_axis_label,
@@ -37,6 +38,8 @@ from ..core.internal import (
 
 __all__ = ["Conv", "conv", "Padding", "per_axis", "normalize_padding", "resolve_padding",
            "window_out"]
+
+# Remaining Any: the dtype/axes parameters of the public Tensor aliases.
 
 D = TypeVar("D", bound=DType)
 Array = jax.Array
@@ -59,7 +62,7 @@ def normalize_padding(padding: Padding, n: int) -> str | tuple[tuple[int, int], 
         return padding.upper()
     if isinstance(padding, int):
         return ((padding, padding),) * n
-    pads: list[Any] = list(padding)
+    pads: list[int | tuple[int, int]] = list(padding)
     if len(pads) != n:
         raise ValueError(f"padding needs one entry per spatial axis ({n}), got {padding!r}")
     return tuple((p, p) if isinstance(p, int) else (int(p[0]), int(p[1])) for p in pads)
@@ -108,7 +111,7 @@ class Conv(Op):
     def describe(self) -> str:
         return f"Conv{len(self.spatial)}D({axes_names(self.spatial)})"
 
-    def channels(self, x: Any, w: Any) -> tuple[type[Axis], type[Axis]]:
+    def channels(self, x: HasType, w: HasType) -> tuple[type[Axis], type[Axis]]:
         """The input and output channel axes, read from the kernel's axes."""
         if len(w.axes) != len(self.spatial) + 2:
             raise self.fail((x, w), f"the kernel needs {len(self.spatial) + 2} axes: "
@@ -126,20 +129,21 @@ class Conv(Op):
                             f"{len(shared)}{': ' + axes_names(shared) if shared else ''}")
         return shared[0], next(a for a in rest if a is not shared[0])
 
-    def infer(self, x: Any, w: Any) -> TensorType:
+    def infer(self, x: HasType, w: HasType) -> TensorType:
         dtype = result_dtype(self, (x, w))
         require_floating(self, (x, w))
         cin, cout = self.channels(x, w)
         xs, ws = dict(zip(x.axes, x.shape, strict=True)), dict(zip(w.axes, w.shape, strict=True))
         n_in, k_in, k_out = xs[cin], ws[cin], ws[cout]
-        if None not in (n_in, k_in) and n_in != k_in * self.groups:
+        if n_in is not None and k_in is not None and n_in != k_in * self.groups:
             raise self.fail((x, w), f"the input has {n_in} {axis_name(cin)} channels but the "
                             f"kernel reads {k_in} x {self.groups} groups")
         if k_out is not None and k_out % self.groups:
             raise self.fail((x, w), f"{k_out} output channels do not split into {self.groups} "
                             "groups")
         sizes = {a: xs[a] for a in self.spatial}
-        eff = [(ws[a] - 1) * d + 1 for a, d in zip(self.spatial, self.dilation, strict=True)]
+        eff = [(cast(int, ws[a]) - 1) * d + 1
+               for a, d in zip(self.spatial, self.dilation, strict=True)]
         pads = resolve_padding(self.padding, list(sizes.values()), eff, self.stride)
         out: dict[type[Axis], int | None] = {}
         for a, k, s, p in zip(self.spatial, eff, self.stride, pads, strict=True):
@@ -158,7 +162,7 @@ class Conv(Op):
         """The convolution on raw arrays laid out as ``x_axes`` and ``w_axes``."""
         cin = next(a for a in w_axes if a in x_axes and a not in self.spatial)
         cout = next(a for a in w_axes if a not in x_axes)
-        axes: list[Any] = list(x_axes)
+        axes: list[type[Axis] | None] = list(x_axes)
         batch = [i for i, a in enumerate(axes) if a not in self.spatial and a is not cin]
         perm: list[int] | None = None
         bshape: tuple[int, ...] = ()
@@ -188,15 +192,16 @@ class Conv(Op):
                 ya = jnp.transpose(ya, [perm.index(i) for i in range(len(perm))])
         return ya
 
-    def forward(self, x: Any, w: Any) -> Array:
-        return self.run(x._array, w._array, x.axes, w.axes)
+    def forward(self, x: AnyTensor, w: AnyTensor) -> Array:
+        return self.run(x.array, w.array, x.axes, w.axes)
 
-    def backward(self, dy: Any, y: Any, x: Any, w: Any) -> tuple[Array, Array]:
+    def backward(self, dy: AnyTensor, y: AnyTensor, x: AnyTensor,
+                 w: AnyTensor) -> tuple[Array, Array]:
         def run(xa: Array, wa: Array) -> Array:
             return self.run(xa, wa, x.axes, w.axes)
 
-        _, vjp = jax.vjp(run, x._array, w._array)
-        grads: tuple[Array, Array] = vjp(dy._array)
+        _, vjp = jax.vjp(run, x.array, w.array)
+        grads: tuple[Array, Array] = vjp(dy.array)
         return grads
 
 

@@ -17,6 +17,7 @@ import numpy as np
 
 from ..core import AnyTensor, Bool, DType, Op, Tensor, TensorType
 from ..core.internal import (
+    HasType,
     dtype_marker,
     is_floating,
     jax_dtype,
@@ -37,6 +38,8 @@ F = TypeVar("F", bound=Callable[..., Any])
 
 Array = jax.Array
 UnaryRule = Callable[[Array, Array, Array], Array]
+# Remaining Any: a number or array mixed into a binary op and its partner (both found by
+# run-time checks), JAX's loosely typed dtypes, and the public Tensor aliases' parameters.
 
 
 # ============================================================================ unary
@@ -45,7 +48,7 @@ class UnaryOp(Op):
 
     floating_only = True
 
-    def infer(self, x: Any) -> TensorType:
+    def infer(self, x: HasType) -> TensorType:
         if self.floating_only:
             require_floating(self, (x,))
         else:
@@ -60,11 +63,11 @@ class UnaryOp(Op):
     def grad(dy: Array, y: Array, x: Array) -> Array:
         raise NotImplementedError
 
-    def forward(self, x: Tensor[Any, *tuple[Any, ...]]) -> Array:
+    def forward(self, x: AnyTensor) -> Array:
         return self.fn(x.array)
 
-    def backward(self, dy: Any, y: Any, x: Any) -> tuple[Array]:
-        return (self.grad(dy._array, y._array, x._array),)
+    def backward(self, dy: AnyTensor, y: AnyTensor, x: AnyTensor) -> tuple[Array]:
+        return (self.grad(dy.array, y.array, x.array),)
 
 
 def _traced_once(rule: F) -> F:
@@ -285,7 +288,7 @@ def _scalar_like(value: Any, other: Any, op: Op[Any]) -> Tensor[Any]:
 _SCALARS: dict[tuple[type, str, Any], Tensor[Any]] = {}
 
 
-def _binary_type(op: Op[Any], a: Any, b: Any, *,
+def _binary_type(op: Op[Any], a: HasType, b: HasType, *,
                  out_dtype: type[DType] | None = None) -> TensorType:
     dtype = result_dtype(op, (a, b))
     if a.axes != b.axes and a.axes and b.axes:
@@ -316,7 +319,7 @@ class BinaryOp(Op):
     #: "floating", "numbers" (any dtype but Bool) or "any": the operand dtypes accepted
     accepts = "numbers"
 
-    def infer(self, a: Any, b: Any) -> TensorType:
+    def infer(self, a: HasType, b: HasType) -> TensorType:
         t = _binary_type(self, a, b)
         if self.accepts == "floating":
             require_floating(self, (a, b))
@@ -332,12 +335,13 @@ class BinaryOp(Op):
     def grads(dy: Array, y: Array, a: Array, b: Array) -> tuple[Array, Array]:
         raise NotImplementedError
 
-    def forward(self, a: Any, b: Any) -> Array:
-        return self.fn(a._array, b._array)
+    def forward(self, a: AnyTensor, b: AnyTensor) -> Array:
+        return self.fn(a.array, b.array)
 
-    def backward(self, dy: Any, y: Any, a: Any, b: Any) -> tuple[Array | None, Array | None]:
-        ga, gb = self.grads(dy._array, y._array, a._array, b._array)
-        return _unbroadcast(ga, a._array), _unbroadcast(gb, b._array)
+    def backward(self, dy: AnyTensor, y: AnyTensor, a: AnyTensor,
+                 b: AnyTensor) -> tuple[Array | None, Array | None]:
+        ga, gb = self.grads(dy.array, y.array, a.array, b.array)
+        return _unbroadcast(ga, a.array), _unbroadcast(gb, b.array)
 
 
 def _binary(name: str, fn: Callable[[Array, Array], Array],
@@ -378,10 +382,11 @@ Minimum = _binary("Minimum", jnp.minimum, _chooser(jnp.less), "min(a, b); ties s
 class Compare(BinaryOp):
     """Base of comparisons: Bool result, no gradient."""
 
-    def infer(self, a: Any, b: Any) -> TensorType:
+    def infer(self, a: HasType, b: HasType) -> TensorType:
         return _binary_type(self, a, b, out_dtype=Bool)
 
-    def backward(self, dy: Any, y: Any, a: Any, b: Any) -> tuple[None, None]:
+    def backward(self, dy: AnyTensor, y: AnyTensor, a: AnyTensor,
+                 b: AnyTensor) -> tuple[None, None]:
         return None, None
 
 
@@ -493,7 +498,7 @@ def greater_equal(a: Tensor[D, *Axes] | float, b: Tensor[D, *Axes] | float
 class Where(Op):
     """``where(cond, a, b)``: ``cond`` is Bool; all three share axes (rank-0 mixes)."""
 
-    def infer(self, cond: Any, a: Any, b: Any) -> TensorType:
+    def infer(self, cond: HasType, a: HasType, b: HasType) -> TensorType:
         if cond.dtype is not Bool:
             raise self.fail((cond, a, b), f"the condition must be Bool, got {cond.dtype.__name__}")
         t = _binary_type(self, a, b)
@@ -505,14 +510,15 @@ class Where(Op):
         same_sizes(self, (cond, a, b))
         return t
 
-    def forward(self, cond: Any, a: Any, b: Any) -> Array:
-        return jnp.where(cond._array, a._array, b._array)
+    def forward(self, cond: AnyTensor, a: AnyTensor, b: AnyTensor) -> Array:
+        return jnp.where(cond.array, a.array, b.array)
 
-    def backward(self, dy: Any, y: Any, cond: Any, a: Any, b: Any) -> tuple[Any, ...]:
-        c, g = cond._array, dy._array
+    def backward(self, dy: AnyTensor, y: AnyTensor, cond: AnyTensor, a: AnyTensor,
+                 b: AnyTensor) -> tuple[Array | None, ...]:
+        c, g = cond.array, dy.array
         zero = jnp.zeros((), g.dtype)
-        return None, _unbroadcast(jnp.where(c, g, zero), a._array), _unbroadcast(
-            jnp.where(c, zero, g), b._array)
+        return None, _unbroadcast(jnp.where(c, g, zero), a.array), _unbroadcast(
+            jnp.where(c, zero, g), b.array)
 
 
 _WHERE = Where()
@@ -538,7 +544,7 @@ class AsType(Op):
     def describe(self) -> str:
         return f"AsType({self.dtype.__name__})"
 
-    def infer(self, x: Any) -> TensorType:
+    def infer(self, x: HasType) -> TensorType:
         return TensorType(self.dtype, x.axes, x.shape)
 
     def forward(self, x: AnyTensor) -> Array:
@@ -547,10 +553,10 @@ class AsType(Op):
         # are made, so a graph may still be built with F64 and compiled where x64 is on)
         return x.array.astype(jax_dtype(self.dtype, "astype"))
 
-    def backward(self, dy: Any, y: Any, x: Any) -> tuple[Any]:
-        if not is_floating(dtype_marker(x._array.dtype)) or not is_floating(self.dtype):
+    def backward(self, dy: AnyTensor, y: AnyTensor, x: AnyTensor) -> tuple[Array | None]:
+        if not is_floating(dtype_marker(x.array.dtype)) or not is_floating(self.dtype):
             return (None,)
-        return (dy._array.astype(x._array.dtype),)
+        return (dy.array.astype(x.array.dtype),)
 
 
 def astype(x: Tensor[Any, *Axes], dtype: type[D2]) -> Tensor[D2, *Axes]:

@@ -17,11 +17,20 @@ import jax.numpy as jnp
 import numpy as np
 from jax import lax
 
-from ..core import Axis, DType, Op, Tensor, TensorType
-from ..core.internal import axes_names, axis_name, check_axis_label, register_op, require_floating
+from ..core import AnyTensor, Axis, DType, Op, Tensor, TensorType
+from ..core.internal import (
+    HasType,
+    axes_names,
+    axis_name,
+    check_axis_label,
+    register_op,
+    require_floating,
+)
 from ._conv import Padding, normalize_padding, per_axis, resolve_padding, window_out
 
 __all__ = ["Pool", "max_pool", "avg_pool"]
+
+# Remaining Any: the dtype/axes parameters of the public Tensor aliases.
 
 D = TypeVar("D", bound=DType)
 Array = jax.Array
@@ -53,7 +62,7 @@ class Pool(Op):
         name = "MaxPool" if self.kind == "max" else "AvgPool"
         return f"{name}({axes_names(self.spatial)}, window={self.window})"
 
-    def infer(self, x: Any) -> TensorType:
+    def infer(self, x: HasType) -> TensorType:
         require_floating(self, (x,))
         for a in self.spatial:
             if a not in x.axes:
@@ -89,15 +98,15 @@ class Pool(Op):
                                          padding)
         return total / jnp.array(math.prod(self.window), xa.dtype)
 
-    def forward(self, x: Any) -> Array:
-        return self.run(x._array, x.axes)
+    def forward(self, x: AnyTensor) -> Array:
+        return self.run(x.array, x.axes)
 
-    def backward(self, dy: Any, y: Any, x: Any) -> tuple[Array]:
+    def backward(self, dy: AnyTensor, y: AnyTensor, x: AnyTensor) -> tuple[Array]:
         def run(xa: Array) -> Array:
             return self.run(xa, x.axes)
 
-        _, vjp = jax.vjp(run, x._array)
-        grads: tuple[Array] = vjp(dy._array)
+        _, vjp = jax.vjp(run, x.array)
+        grads: tuple[Array] = vjp(dy.array)
         return grads
 
 

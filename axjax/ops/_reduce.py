@@ -14,6 +14,7 @@ import numpy as np
 
 from ..core import I32, Axis, Bool, DType, Op, Tensor, TensorType
 from ..core.internal import (
+    HasType,
     axes_names,
     axis_name,
     cached,
@@ -28,6 +29,7 @@ Array = jax.Array
 AxisArg = type[Axis] | tuple[type[Axis], ...]
 
 AnyTensor = Tensor[Any, *tuple[Any, ...]]
+# Remaining Any: the dtype/axes parameters of the Tensor aliases.
 
 
 def _as_axes(over: AxisArg, where: str) -> tuple[type[Axis], ...]:
@@ -52,16 +54,16 @@ class AxisOp(Op):
     def describe(self) -> str:
         return f"{self.name}({axes_names(self.over)})"
 
-    def check_present(self, x: Any) -> None:
+    def check_present(self, x: HasType) -> None:
         for a in self.over:
             if a not in x.axes:
                 raise self.fail((x,), f"{axis_name(a)} is not an axis of the tensor "
                                 f"(name one of {axes_names(x.axes)})")
 
-    def positions(self, x: Any) -> tuple[int, ...]:
+    def positions(self, x: HasType) -> tuple[int, ...]:
         return tuple(x.axes.index(a) for a in self.over)
 
-    def axis(self, x: Any) -> int | tuple[int, ...]:
+    def axis(self, x: HasType) -> int | tuple[int, ...]:
         """``positions`` as ``jax.numpy`` takes them fastest: an int for a single axis
         (a tuple costs about 8 µs more per eager ``jnp.sum``; the lowering is the same)."""
         return x.axes.index(self.over[0]) if len(self.over) == 1 else self.positions(x)
@@ -72,40 +74,40 @@ class Reduction(AxisOp):
 
     floating_only = False
 
-    def infer(self, x: Any) -> TensorType:
+    def infer(self, x: HasType) -> TensorType:
         self.check_present(x)
         if self.floating_only:
             require_floating(self, (x,))
         keep = [i for i, a in enumerate(x.axes) if a not in self.over]
         return TensorType(x.dtype, tuple(x.axes[i] for i in keep), tuple(x.shape[i] for i in keep))
 
-    def expand(self, g: Array, x: Any) -> Array:
+    def expand(self, g: Array, x: HasType) -> Array:
         """Re-insert the reduced axes (size 1) so ``g`` broadcasts against ``x``."""
         return jnp.expand_dims(g, self.positions(x))
 
-    def spread(self, g: Array, x: Any) -> Array:
+    def spread(self, g: Array, x: AnyTensor) -> Array:
         """Broadcast ``g`` (the result's axes) back to ``x``'s shape: one primitive."""
         pos = self.positions(x)
-        keep = tuple(i for i in range(x._array.ndim) if i not in pos)
-        return jax.lax.broadcast_in_dim(g, x._array.shape, keep)
+        keep = tuple(i for i in range(x.array.ndim) if i not in pos)
+        return jax.lax.broadcast_in_dim(g, x.array.shape, keep)
 
 
 class Sum(Reduction):
     """Sum over axes, in the operand's dtype; backward broadcasts ``dy`` back."""
 
-    def infer(self, x: Any) -> TensorType:
+    def infer(self, x: HasType) -> TensorType:
         if x.dtype is Bool:
             raise self.fail((x,), "cannot sum Bool values (count them with "
                             "ax.sum(t.astype(ax.I32), ...))")
         return super().infer(x)
 
-    def forward(self, x: Any) -> Array:
-        a = x._array  # dtype= only where jnp.sum would widen (small ints); it costs ~20 µs
+    def forward(self, x: AnyTensor) -> Array:
+        a = x.array  # dtype= only where jnp.sum would widen (small ints); it costs ~20 µs
         dtype = None if a.dtype in _INEXACT else a.dtype
         return jnp.sum(a, axis=self.axis(x), dtype=dtype)
 
-    def backward(self, dy: Any, y: Any, x: Any) -> tuple[Array]:
-        return (self.spread(dy._array, x),)
+    def backward(self, dy: AnyTensor, y: AnyTensor, x: AnyTensor) -> tuple[Array]:
+        return (self.spread(dy.array, x),)
 
 
 class Mean(Reduction):
@@ -113,15 +115,15 @@ class Mean(Reduction):
 
     floating_only = True
 
-    def forward(self, x: Any) -> Array:
-        return jnp.mean(x._array, axis=self.axis(x))
+    def forward(self, x: AnyTensor) -> Array:
+        return jnp.mean(x.array, axis=self.axis(x))
 
-    def backward(self, dy: Any, y: Any, x: Any) -> tuple[Array]:
-        n = math.prod(x._array.shape[i] for i in self.positions(x))
-        return (self.spread(dy._array / n, x),)
+    def backward(self, dy: AnyTensor, y: AnyTensor, x: AnyTensor) -> tuple[Array]:
+        n = math.prod(x.array.shape[i] for i in self.positions(x))
+        return (self.spread(dy.array / n, x),)
 
 
-def _nonempty(op: AxisOp, x: Any, what: str) -> None:
+def _nonempty(op: AxisOp, x: HasType, what: str) -> None:
     """``AxisError`` if an axis ``op`` reduces has size 0 (no max, min or argmax there)."""
     for a in op.over:
         n = dict(zip(x.axes, x.shape, strict=True)).get(a)
@@ -133,29 +135,29 @@ def _nonempty(op: AxisOp, x: Any, what: str) -> None:
 
 
 class _Chooser(Reduction):
-    def infer(self, x: Any) -> TensorType:
+    def infer(self, x: HasType) -> TensorType:
         out = super().infer(x)
         _nonempty(self, x, self.name.lower())
         return out
 
-    def backward(self, dy: Any, y: Any, x: Any) -> tuple[Array]:
-        mask = (x._array == self.expand(y._array, x)).astype(dy._array.dtype)
+    def backward(self, dy: AnyTensor, y: AnyTensor, x: AnyTensor) -> tuple[Array]:
+        mask = (x.array == self.expand(y.array, x)).astype(dy.array.dtype)
         count = jnp.sum(mask, axis=self.positions(x), keepdims=True)
-        return (self.expand(dy._array, x) * mask / count,)
+        return (self.expand(dy.array, x) * mask / count,)
 
 
 class Max(_Chooser):
     """Maximum over axes; ties share the gradient equally."""
 
-    def forward(self, x: Any) -> Array:
-        return jnp.max(x._array, axis=self.axis(x))
+    def forward(self, x: AnyTensor) -> Array:
+        return jnp.max(x.array, axis=self.axis(x))
 
 
 class Min(_Chooser):
     """Minimum over axes; ties share the gradient equally."""
 
-    def forward(self, x: Any) -> Array:
-        return jnp.min(x._array, axis=self.axis(x))
+    def forward(self, x: AnyTensor) -> Array:
+        return jnp.min(x.array, axis=self.axis(x))
 
 
 class LogSumExp(Reduction):
@@ -163,11 +165,11 @@ class LogSumExp(Reduction):
 
     floating_only = True
 
-    def forward(self, x: Any) -> Array:
-        return jax.nn.logsumexp(x._array, axis=self.axis(x))
+    def forward(self, x: AnyTensor) -> Array:
+        return jax.nn.logsumexp(x.array, axis=self.axis(x))
 
-    def backward(self, dy: Any, y: Any, x: Any) -> tuple[Array]:
-        return (self.expand(dy._array, x) * jnp.exp(x._array - self.expand(y._array, x)),)
+    def backward(self, dy: AnyTensor, y: AnyTensor, x: AnyTensor) -> tuple[Array]:
+        return (self.expand(dy.array, x) * jnp.exp(x.array - self.expand(y.array, x)),)
 
 
 class Var(Reduction):
@@ -175,20 +177,20 @@ class Var(Reduction):
 
     floating_only = True
 
-    def forward(self, x: Any) -> Array:
-        return jnp.var(x._array, axis=self.positions(x))
+    def forward(self, x: AnyTensor) -> Array:
+        return jnp.var(x.array, axis=self.positions(x))
 
-    def backward(self, dy: Any, y: Any, x: Any) -> tuple[Array]:
+    def backward(self, dy: AnyTensor, y: AnyTensor, x: AnyTensor) -> tuple[Array]:
         pos = self.positions(x)
-        n = math.prod(x._array.shape[i] for i in pos)
-        centred = x._array - jnp.mean(x._array, axis=pos, keepdims=True)
-        return (self.expand(dy._array, x) * (2.0 / n) * centred,)
+        n = math.prod(x.array.shape[i] for i in pos)
+        centred = x.array - jnp.mean(x.array, axis=pos, keepdims=True)
+        return (self.expand(dy.array, x) * (2.0 / n) * centred,)
 
 
 class ArgMax(AxisOp):
     """Index of the maximum along one axis (I32, no gradient)."""
 
-    def infer(self, x: Any) -> TensorType:
+    def infer(self, x: HasType) -> TensorType:
         if len(self.over) != 1:
             raise self.fail((x,), "argmax takes exactly one axis")
         self.check_present(x)
@@ -196,15 +198,15 @@ class ArgMax(AxisOp):
         keep = [i for i, a in enumerate(x.axes) if a not in self.over]
         return TensorType(I32, tuple(x.axes[i] for i in keep), tuple(x.shape[i] for i in keep))
 
-    def forward(self, x: Any) -> Array:
-        return jnp.argmax(x._array, axis=self.positions(x)[0]).astype(jnp.int32)
+    def forward(self, x: AnyTensor) -> Array:
+        return jnp.argmax(x.array, axis=self.positions(x)[0]).astype(jnp.int32)
 
-    def backward(self, dy: Any, y: Any, x: Any) -> tuple[None]:
+    def backward(self, dy: AnyTensor, y: AnyTensor, x: AnyTensor) -> tuple[None]:
         return (None,)
 
 
 class _Normalise(AxisOp):
-    def infer(self, x: Any) -> TensorType:
+    def infer(self, x: HasType) -> TensorType:
         self.check_present(x)
         require_floating(self, (x,))
         return TensorType(x.dtype, x.axes, x.shape)
@@ -213,23 +215,23 @@ class _Normalise(AxisOp):
 class Softmax(_Normalise):
     """``exp(x) / sum(exp(x))`` along axes; backward ``y * (dy - sum(dy * y))``."""
 
-    def forward(self, x: Any) -> Array:
-        return jax.nn.softmax(x._array, axis=self.axis(x))
+    def forward(self, x: AnyTensor) -> Array:
+        return jax.nn.softmax(x.array, axis=self.axis(x))
 
-    def backward(self, dy: Any, y: Any, x: Any) -> tuple[Array]:
-        g, p = dy._array, y._array
+    def backward(self, dy: AnyTensor, y: AnyTensor, x: AnyTensor) -> tuple[Array]:
+        g, p = dy.array, y.array
         return (p * (g - jnp.sum(g * p, axis=self.positions(x), keepdims=True)),)
 
 
 class LogSoftmax(_Normalise):
     """``x - logsumexp(x)`` along axes; backward ``dy - exp(y) * sum(dy)``."""
 
-    def forward(self, x: Any) -> Array:
-        return jax.nn.log_softmax(x._array, axis=self.axis(x))
+    def forward(self, x: AnyTensor) -> Array:
+        return jax.nn.log_softmax(x.array, axis=self.axis(x))
 
-    def backward(self, dy: Any, y: Any, x: Any) -> tuple[Array]:
-        g = dy._array
-        return (g - jnp.exp(y._array) * jnp.sum(g, axis=self.positions(x), keepdims=True),)
+    def backward(self, dy: AnyTensor, y: AnyTensor, x: AnyTensor) -> tuple[Array]:
+        g = dy.array
+        return (g - jnp.exp(y.array) * jnp.sum(g, axis=self.positions(x), keepdims=True),)
 
 
 def sum(x: Tensor[D, *tuple[Any, ...]], over: AxisArg) -> Tensor[D, *tuple[Any, ...]]:  # noqa: A001

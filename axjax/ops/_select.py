@@ -12,6 +12,7 @@ import numpy as np
 
 from ..core import F32, AnyTensor, Axis, DType, Op, Tensor, TensorType
 from ..core.internal import (
+    HasType,
     axes_names,
     axis_name,
     cached,
@@ -26,9 +27,11 @@ D = TypeVar("D", bound=DType)
 Array = jax.Array
 AnyOf = Tensor[D, *tuple[Any, ...]]
 Axes = TypeVarTuple("Axes")
+# Remaining Any: a position or slice bound of any kind checked at run time, and the
+# dtype/axes parameters of the public Tensor aliases.
 
 
-def _require(op: Op, x: Any, axis: type[Axis]) -> int:
+def _require(op: Op, x: HasType, axis: type[Axis]) -> int:
     if axis not in x.axes:
         raise op.fail((x,), f"{axis_name(axis)} is not an axis of the tensor "
                       f"(name one of {axes_names(x.axes)})")
@@ -50,7 +53,7 @@ class Index(Op):
     def describe(self) -> str:
         return f"Index({axis_name(self.axis)}, {'i' if self.i is None else self.i})"
 
-    def infer(self, x: Any, *pos: Any) -> TensorType:
+    def infer(self, x: HasType, *pos: HasType) -> TensorType:
         p = _require(self, x, self.axis)
         n = x.shape[p]
         if self.i is None:
@@ -77,10 +80,11 @@ class Index(Op):
             return picked
         return jax.lax.index_in_dim(x.array, self.i % x.array.shape[p], p, keepdims=False)
 
-    def backward(self, dy: Any, y: Any, x: Any, *pos: Any) -> tuple[Array | None, ...]:
+    def backward(self, dy: AnyTensor, y: AnyTensor, x: AnyTensor,
+                 *pos: AnyTensor) -> tuple[Array | None, ...]:
         p = x.axes.index(self.axis)
-        zeros = jnp.zeros(x._array.shape, dy._array.dtype)
-        g = jnp.expand_dims(dy._array, p)
+        zeros = jnp.zeros(x.array.shape, dy.array.dtype)
+        g = jnp.expand_dims(dy.array, p)
         dx = jax.lax.dynamic_update_slice_in_dim(zeros, g, self._at(x, pos), p)
         return (dx,) + (None,) * len(pos)
 
@@ -121,7 +125,7 @@ class Slice(Op):
         step = "" if self.step == 1 else f":{self.step}"
         return f"Slice({axis_name(self.axis)}, {s(self.start)}:{s(self.stop)}{step})"
 
-    def infer(self, x: Any) -> TensorType:
+    def infer(self, x: HasType) -> TensorType:
         p = _require(self, x, self.axis)
         n = x.shape[p]
         if self.step is None or self.step <= 0:
@@ -130,15 +134,15 @@ class Slice(Op):
         size = None if n is None else len(range(*bounds.indices(n)))
         return TensorType(x.dtype, x.axes, x.shape[:p] + (size,) + x.shape[p + 1:])
 
-    def _key(self, x: Any) -> tuple[builtins.slice, ...]:
+    def _key(self, x: AnyTensor) -> tuple[builtins.slice, ...]:
         p: int = x.axes.index(self.axis)
         return (builtins.slice(None),) * p + (builtins.slice(self.start, self.stop, self.step),)
 
     def forward(self, x: AnyTensor) -> Array:
         return x.array[self._key(x)]
 
-    def backward(self, dy: Any, y: Any, x: Any) -> tuple[Array]:
-        return (jnp.zeros(x._array.shape, dy._array.dtype).at[self._key(x)].set(dy._array),)
+    def backward(self, dy: AnyTensor, y: AnyTensor, x: AnyTensor) -> tuple[Array]:
+        return (jnp.zeros(x.array.shape, dy.array.dtype).at[self._key(x)].set(dy.array),)
 
 
 def slice(x: Tensor[D, *Axes], axis: type[Axis], start: int | None = None,
@@ -181,7 +185,7 @@ class Take(Op):
     def describe(self) -> str:
         return f"Take({axis_name(self.axis)})"
 
-    def infer(self, x: Any, idx: Any) -> TensorType:
+    def infer(self, x: HasType, idx: HasType) -> TensorType:
         p = _require(self, x, self.axis)
         if not jnp.issubdtype(idx.dtype.numpy, jnp.integer):
             raise self.fail((x, idx), f"indices must be integers, got {idx.dtype.__name__}")
@@ -193,16 +197,17 @@ class Take(Op):
         return TensorType(x.dtype, x.axes[:p] + idx.axes + x.axes[p + 1:],
                           x.shape[:p] + idx.shape + x.shape[p + 1:])
 
-    def forward(self, x: Any, idx: Any) -> Array:
-        return jnp.take(x._array, idx._array, axis=x.axes.index(self.axis), mode="clip")
+    def forward(self, x: AnyTensor, idx: AnyTensor) -> Array:
+        return jnp.take(x.array, idx.array, axis=x.axes.index(self.axis), mode="clip")
 
-    def backward(self, dy: Any, y: Any, x: Any, idx: Any) -> tuple[Array, None]:
-        p, k = x.axes.index(self.axis), idx._array.ndim
-        g = jnp.moveaxis(dy._array, tuple(range(p, p + k)), tuple(range(k)))
-        zeros = jnp.zeros((x._array.shape[p],) + tuple(
-            n for i, n in enumerate(x._array.shape) if i != p), dy._array.dtype)
-        n = x._array.shape[p]
-        table = zeros.at[jnp.clip(idx._array, 0, n - 1)].add(g)
+    def backward(self, dy: AnyTensor, y: AnyTensor, x: AnyTensor,
+                 idx: AnyTensor) -> tuple[Array, None]:
+        p, k = x.axes.index(self.axis), idx.array.ndim
+        g = jnp.moveaxis(dy.array, tuple(range(p, p + k)), tuple(range(k)))
+        zeros = jnp.zeros((x.array.shape[p],) + tuple(
+            n for i, n in enumerate(x.array.shape) if i != p), dy.array.dtype)
+        n = x.array.shape[p]
+        table = zeros.at[jnp.clip(idx.array, 0, n - 1)].add(g)
         return jnp.moveaxis(table, 0, p), None
 
 
@@ -221,7 +226,7 @@ class OneHot(Op):
     def describe(self) -> str:
         return f"OneHot({axis_name(self.axis)}, {self.n})"
 
-    def infer(self, idx: Any) -> TensorType:
+    def infer(self, idx: HasType) -> TensorType:
         if not jnp.issubdtype(idx.dtype.numpy, jnp.integer):
             raise self.fail((idx,), f"labels must be integers, got {idx.dtype.__name__}")
         if self.axis in idx.axes:
@@ -229,10 +234,10 @@ class OneHot(Op):
                             "never has the same axis twice; rename one)")
         return TensorType(self.dtype, idx.axes + (self.axis,), idx.shape + (self.n,))
 
-    def forward(self, idx: Any) -> Array:
-        return jax.nn.one_hot(idx._array, self.n, dtype=self.dtype.numpy)
+    def forward(self, idx: AnyTensor) -> Array:
+        return jax.nn.one_hot(idx.array, self.n, dtype=self.dtype.numpy)
 
-    def backward(self, dy: Any, y: Any, idx: Any) -> tuple[None]:
+    def backward(self, dy: AnyTensor, y: AnyTensor, idx: AnyTensor) -> tuple[None]:
         return (None,)
 
 
@@ -250,7 +255,7 @@ def one_hot(labels: Tensor[Any, *tuple[Any, ...]], axis: type[Axis], n: int,
     return op(labels)
 
 
-def check_labels(where: str, labels: Any, n: int, axis: type[Axis],
+def check_labels(where: str, labels: AnyTensor, n: int, axis: type[Axis],
                  too_large: str = "pass n={classes} if they are right") -> None:
     """Raise a ``ValueError`` naming the first label outside ``[0, n)``, when the labels'
     values are known (a concrete Tensor: eagerly, or closed over by ``jax.grad``). Under

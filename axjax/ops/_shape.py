@@ -7,13 +7,14 @@ from __future__ import annotations
 import itertools
 import math
 from collections.abc import Sequence
-from typing import Any, TypeVar, TypeVarTuple
+from typing import Any, TypeVar, TypeVarTuple, cast
 
 import jax
 import jax.numpy as jnp
 
 from ..core import AnyTensor, Axis, DType, Op, Tensor, TensorType
 from ..core.internal import (
+    HasType,
     axes_names,
     axis_name,
     cached,
@@ -27,15 +28,16 @@ D = TypeVar("D", bound=DType)
 Axes = TypeVarTuple("Axes")
 Array = jax.Array
 AnyOf = Tensor[D, *tuple[Any, ...]]
+# Remaining Any: the dtype/axes parameters of the public Tensor aliases.
 
 
-def _missing(op: Op[Any], x: Any, axis: type[Axis]) -> None:
+def _missing(op: Op[Any], x: HasType, axis: type[Axis]) -> None:
     if axis not in x.axes:
         raise op.fail((x,), f"{axis_name(axis)} is not an axis of the tensor "
                       f"(name one of {axes_names(x.axes)})")
 
 
-def _present(op: Op[Any], x: Any, axis: type[Axis]) -> None:
+def _present(op: Op[Any], x: HasType, axis: type[Axis]) -> None:
     if axis in x.axes:
         raise op.fail((x,), f"axis {axis_name(axis)} already present (a tensor never has the "
                       "same axis twice; rename one)")
@@ -60,11 +62,11 @@ class ExpandDims(Op):
     def describe(self) -> str:
         return f"ExpandDims({axis_name(self.axis)}, at={self.at})"
 
-    def _index(self, x: Any) -> int:
+    def _index(self, x: HasType) -> int:
         r = len(x.axes)
         return self.at if self.at >= 0 else r + 1 + self.at
 
-    def infer(self, x: Any) -> TensorType:
+    def infer(self, x: HasType) -> TensorType:
         r = len(x.axes)
         if not -r - 1 <= self.at <= r:
             raise self.fail((x,), f"index {self.at} out of range for rank {r} (use {-r - 1} "
@@ -74,11 +76,11 @@ class ExpandDims(Op):
         return TensorType(x.dtype, x.axes[:i] + (self.axis,) + x.axes[i:],
                           x.shape[:i] + (1,) + x.shape[i:])
 
-    def forward(self, x: Any) -> Array:
-        return jnp.expand_dims(x._array, self._index(x))
+    def forward(self, x: AnyTensor) -> Array:
+        return jnp.expand_dims(x.array, self._index(x))
 
-    def backward(self, dy: Any, y: Any, x: Any) -> tuple[Array]:
-        return (jnp.squeeze(dy._array, self._index(x)),)
+    def backward(self, dy: AnyTensor, y: AnyTensor, x: AnyTensor) -> tuple[Array]:
+        return (jnp.squeeze(dy.array, self._index(x)),)
 
 
 class Squeeze(Op):
@@ -90,7 +92,7 @@ class Squeeze(Op):
     def describe(self) -> str:
         return f"Squeeze({axis_name(self.axis)})"
 
-    def infer(self, x: Any) -> TensorType:
+    def infer(self, x: HasType) -> TensorType:
         _missing(self, x, self.axis)
         i = x.axes.index(self.axis)
         if x.shape[i] not in (1, None):
@@ -98,11 +100,11 @@ class Squeeze(Op):
                             "(reduce it with ax.sum/ax.mean or pick one entry with ax.index)")
         return TensorType(x.dtype, x.axes[:i] + x.axes[i + 1:], x.shape[:i] + x.shape[i + 1:])
 
-    def forward(self, x: Any) -> Array:
-        return jnp.squeeze(x._array, x.axes.index(self.axis))
+    def forward(self, x: AnyTensor) -> Array:
+        return jnp.squeeze(x.array, x.axes.index(self.axis))
 
-    def backward(self, dy: Any, y: Any, x: Any) -> tuple[Array]:
-        return (jnp.expand_dims(dy._array, x.axes.index(self.axis)),)
+    def backward(self, dy: AnyTensor, y: AnyTensor, x: AnyTensor) -> tuple[Array]:
+        return (jnp.expand_dims(dy.array, x.axes.index(self.axis)),)
 
 
 def expand_dims(x: AnyOf[D], axis: type[Axis], at: int = 0) -> AnyOf[D]:
@@ -125,7 +127,7 @@ class Transpose(Op):
     def describe(self) -> str:
         return f"Transpose({axes_names(self.axes)})"
 
-    def infer(self, x: Any) -> TensorType:
+    def infer(self, x: HasType) -> TensorType:
         if len(self.axes) != len(x.axes) or set(self.axes) != set(x.axes) or len(
                 set(self.axes)) != len(self.axes):
             raise self.fail((x,), f"({axes_names(self.axes)}) is not a permutation of the "
@@ -133,11 +135,11 @@ class Transpose(Op):
         sizes = dict(zip(x.axes, x.shape, strict=True))
         return TensorType(x.dtype, self.axes, tuple(sizes[a] for a in self.axes))
 
-    def forward(self, x: Any) -> Array:
-        return _transpose(x._array, _perm(x.axes, self.axes))
+    def forward(self, x: AnyTensor) -> Array:
+        return _transpose(x.array, _perm(x.axes, self.axes))
 
-    def backward(self, dy: Any, y: Any, x: Any) -> tuple[Array]:
-        return (_transpose(dy._array, _perm(self.axes, x.axes)),)
+    def backward(self, dy: AnyTensor, y: AnyTensor, x: AnyTensor) -> tuple[Array]:
+        return (_transpose(dy.array, _perm(self.axes, x.axes)),)
 
 
 def transpose(x: AnyOf[D], *axes: type[Axis]) -> AnyOf[D]:
@@ -156,7 +158,7 @@ class Rename(Op):
     def describe(self) -> str:
         return f"Rename({axis_name(self.old)} -> {axis_name(self.new)})"
 
-    def infer(self, x: Any) -> TensorType:
+    def infer(self, x: HasType) -> TensorType:
         _missing(self, x, self.old)
         if self.new is not self.old:
             _present(self, x, self.new)
@@ -166,8 +168,8 @@ class Rename(Op):
     def forward(self, x: AnyTensor) -> Array:
         return x.array
 
-    def backward(self, dy: Any, y: Any, x: Any) -> tuple[Array]:
-        return (dy._array,)
+    def backward(self, dy: AnyTensor, y: AnyTensor, x: AnyTensor) -> tuple[Array]:
+        return (dy.array,)
 
 
 def rename(x: AnyOf[D], old: type[Axis], new: type[Axis]) -> AnyOf[D]:
@@ -190,7 +192,7 @@ class Broadcast(Op):
     def describe(self) -> str:
         return f"Broadcast({axes_names(self.axes)})"
 
-    def infer(self, x: Any) -> TensorType:
+    def infer(self, x: HasType) -> TensorType:
         target = TensorType(x.dtype, self.axes, self.shape)
         for a, n in zip(x.axes, x.shape, strict=True):
             if a not in self.axes:
@@ -202,20 +204,21 @@ class Broadcast(Op):
                                 f"has {m}")
         return target
 
-    def forward(self, x: Any) -> Array:
+    def forward(self, x: AnyTensor) -> Array:
         order = [a for a in self.axes if a in x.axes]
-        arr = _transpose(x._array, _perm(x.axes, order))
+        arr = _transpose(x.array, _perm(x.axes, order))
         kept = tuple(i for i, a in enumerate(self.axes) if a in x.axes)
         return jax.lax.broadcast_in_dim(arr, self.shape, kept)
 
-    def backward(self, dy: Any, y: Any, x: Any) -> tuple[Array]:
+    def backward(self, dy: AnyTensor, y: AnyTensor, x: AnyTensor) -> tuple[Array]:
         new = tuple(i for i, a in enumerate(self.axes) if a not in x.axes)
-        g = jnp.sum(dy._array, axis=new) if new else dy._array
+        g = jnp.sum(dy.array, axis=new) if new else dy.array
         order = [a for a in self.axes if a in x.axes]
         return (_transpose(g, _perm(order, x.axes)),)
 
 
-def broadcast(x: AnyOf[D], to: Any, sizes: dict[type[Axis], int] | None = None) -> AnyOf[D]:
+def broadcast(x: AnyOf[D], to: HasType | tuple[type[Axis], ...],
+              sizes: dict[type[Axis], int] | None = None) -> AnyOf[D]:
     """Broadcast explicitly to the axes (and sizes) of ``to``.
 
     ``to`` is a Tensor (its axes and sizes), or a tuple of axes with ``sizes`` giving the
@@ -245,14 +248,15 @@ class BroadcastLike(Op):
     when the graph runs (an ``ax.Input`` with an open batch size).
     """
 
-    def infer(self, x: Any, like: Any) -> TensorType:
+    def infer(self, x: HasType, like: HasType) -> TensorType:
         return Broadcast(like.axes, like.shape).infer(x)
 
-    def forward(self, x: Any, like: Any) -> Array:
-        return Broadcast(like.axes, like._array.shape).forward(x)
+    def forward(self, x: AnyTensor, like: AnyTensor) -> Array:
+        return Broadcast(like.axes, like.array.shape).forward(x)
 
-    def backward(self, dy: Any, y: Any, x: Any, like: Any) -> tuple[Array, None]:
-        return Broadcast(like.axes, like._array.shape).backward(dy, y, x)[0], None
+    def backward(self, dy: AnyTensor, y: AnyTensor, x: AnyTensor,
+                 like: AnyTensor) -> tuple[Array, None]:
+        return Broadcast(like.axes, like.array.shape).backward(dy, y, x)[0], None
 
 
 class Tile(Op):
@@ -264,21 +268,22 @@ class Tile(Op):
     def describe(self) -> str:
         return f"Tile({axis_name(self.axis)}, {self.n})"
 
-    def infer(self, x: Any) -> TensorType:
+    def infer(self, x: HasType) -> TensorType:
         _missing(self, x, self.axis)
         i = x.axes.index(self.axis)
-        size = None if x.shape[i] is None else x.shape[i] * self.n
+        n = x.shape[i]
+        size = None if n is None else n * self.n
         return TensorType(x.dtype, x.axes, x.shape[:i] + (size,) + x.shape[i + 1:])
 
-    def forward(self, x: Any) -> Array:
-        reps = [1] * x._array.ndim
+    def forward(self, x: AnyTensor) -> Array:
+        reps = [1] * x.array.ndim
         reps[x.axes.index(self.axis)] = self.n
-        return jnp.tile(x._array, reps)
+        return jnp.tile(x.array, reps)
 
-    def backward(self, dy: Any, y: Any, x: Any) -> tuple[Array]:
+    def backward(self, dy: AnyTensor, y: AnyTensor, x: AnyTensor) -> tuple[Array]:
         i = x.axes.index(self.axis)
-        g = dy._array
-        g = g.reshape(g.shape[:i] + (self.n, x._array.shape[i]) + g.shape[i + 1:])
+        g = dy.array
+        g = g.reshape(g.shape[:i] + (self.n, x.array.shape[i]) + g.shape[i + 1:])
         return (jnp.sum(g, axis=i),)
 
 
@@ -297,7 +302,7 @@ class Concat(Op):
     def describe(self) -> str:
         return f"Concat({axis_name(self.axis)})"
 
-    def infer(self, *xs: Any) -> TensorType:
+    def infer(self, *xs: HasType) -> TensorType:
         if not xs:
             raise TypeError("concat: give at least one tensor")
         dtype = result_dtype(self, xs)
@@ -314,16 +319,16 @@ class Concat(Op):
                     raise self.fail(xs, f"axis {axis_name(first.axes[j])} has sizes {m} and {n} "
                                     f"(only {axis_name(self.axis)} may differ)")
         sizes = [x.shape[i] for x in xs]
-        total = None if None in sizes else sum(sizes)
+        total = None if None in sizes else sum(cast(list[int], sizes))
         return TensorType(dtype, first.axes, first.shape[:i] + (total,) + first.shape[i + 1:])
 
-    def forward(self, *xs: Any) -> Array:
-        return jnp.concatenate([x._array for x in xs], axis=xs[0].axes.index(self.axis))
+    def forward(self, *xs: AnyTensor) -> Array:
+        return jnp.concatenate([x.array for x in xs], axis=xs[0].axes.index(self.axis))
 
-    def backward(self, dy: Any, y: Any, *xs: Any) -> tuple[Array, ...]:
+    def backward(self, dy: AnyTensor, y: AnyTensor, *xs: AnyTensor) -> tuple[Array, ...]:
         i = xs[0].axes.index(self.axis)
-        bounds = list(itertools.accumulate(x._array.shape[i] for x in xs))[:-1]
-        return tuple(jnp.split(dy._array, bounds, axis=i))
+        bounds = list(itertools.accumulate(x.array.shape[i] for x in xs))[:-1]
+        return tuple(jnp.split(dy.array, bounds, axis=i))
 
 
 def concat(xs: Sequence[Tensor[D, *Axes]], axis: type[Axis]) -> Tensor[D, *Axes]:
@@ -342,7 +347,7 @@ class Stack(Op):
     def describe(self) -> str:
         return f"Stack({axis_name(self.axis)}, at={self.at})"
 
-    def infer(self, *xs: Any) -> TensorType:
+    def infer(self, *xs: HasType) -> TensorType:
         if not xs:
             raise TypeError("stack: give at least one tensor")
         dtype = result_dtype(self, xs)
@@ -363,15 +368,15 @@ class Stack(Op):
         return TensorType(dtype, first.axes[:i] + (self.axis,) + first.axes[i:],
                           first.shape[:i] + (len(xs),) + first.shape[i:])
 
-    def _index(self, x: Any) -> int:
+    def _index(self, x: HasType) -> int:
         return self.at if self.at >= 0 else len(x.axes) + 1 + self.at
 
-    def forward(self, *xs: Any) -> Array:
-        return jnp.stack([x._array for x in xs], axis=self._index(xs[0]))
+    def forward(self, *xs: AnyTensor) -> Array:
+        return jnp.stack([x.array for x in xs], axis=self._index(xs[0]))
 
-    def backward(self, dy: Any, y: Any, *xs: Any) -> tuple[Array, ...]:
+    def backward(self, dy: AnyTensor, y: AnyTensor, *xs: AnyTensor) -> tuple[Array, ...]:
         i = self._index(xs[0])
-        return tuple(jnp.take(dy._array, k, axis=i) for k in range(len(xs)))
+        return tuple(jnp.take(dy.array, k, axis=i) for k in range(len(xs)))
 
 
 def stack(xs: Sequence[AnyOf[D]], axis: type[Axis], at: int = 0) -> AnyOf[D]:
@@ -396,7 +401,7 @@ class Unstack(Op[tuple[AnyTensor, ...]]):
     def describe(self) -> str:
         return f"Unstack({axis_name(self.axis)})"
 
-    def infer(self, x: Any) -> tuple[TensorType, ...]:
+    def infer(self, x: HasType) -> tuple[TensorType, ...]:
         _missing(self, x, self.axis)
         i = x.axes.index(self.axis)
         n: int | None = x.shape[i]
@@ -409,16 +414,17 @@ class Unstack(Op[tuple[AnyTensor, ...]]):
         return (TensorType(x.dtype, x.axes[:i] + x.axes[i + 1:],
                            x.shape[:i] + x.shape[i + 1:]),) * n
 
-    def forward(self, x: Any) -> tuple[Array, ...]:
-        i, a = x.axes.index(self.axis), x._array
+    def forward(self, x: AnyTensor) -> tuple[Array, ...]:
+        i, a = x.axes.index(self.axis), x.array
         return tuple(jax.lax.index_in_dim(a, k, i, keepdims=False) for k in range(a.shape[i]))
 
-    def backward(self, dy: Any, y: Any, x: Any) -> tuple[Array]:
+    def backward(self, dy: tuple[AnyTensor, ...], y: tuple[AnyTensor, ...],
+                 x: AnyTensor) -> tuple[Array]:
         # [*pre, post] pieces joined along the merged [X, *post] axis: XLA emits one
         # concatenate of the pieces as computed, as for a split of a matrix's last axis
-        i, shape = x.axes.index(self.axis), x._array.shape
+        i, shape = x.axes.index(self.axis), x.array.shape
         merged = (*shape[:i], math.prod(shape[i + 1:]))
-        parts = [d._array.reshape(merged) for d in dy]
+        parts = [d.array.reshape(merged) for d in dy]
         return (jnp.concatenate(parts, axis=i).reshape(shape),)
 
 
@@ -449,13 +455,13 @@ class Flatten(Op):
     def describe(self) -> str:
         return f"Flatten(({axes_names(self.merged)}) -> {axis_name(self.into)})"
 
-    def _layout(self, x: Any) -> tuple[list[type[Axis]], int]:
+    def _layout(self, x: HasType) -> tuple[list[type[Axis]], int]:
         first = min(x.axes.index(a) for a in self.merged)
         rest = [a for a in x.axes if a not in self.merged]
         at = sum(1 for a in x.axes[:first] if a not in self.merged)
         return rest, at
 
-    def infer(self, x: Any) -> TensorType:
+    def infer(self, x: HasType) -> TensorType:
         if len(self.merged) < 1 or len(set(self.merged)) != len(self.merged):
             raise self.fail((x,), "name each merged axis once")
         for a in self.merged:
@@ -465,23 +471,23 @@ class Flatten(Op):
         rest, at = self._layout(x)
         sizes = dict(zip(x.axes, x.shape, strict=True))
         merged = [sizes[a] for a in self.merged]
-        n = None if None in merged else math.prod(merged)
+        n = None if None in merged else math.prod(cast(list[int], merged))
         axes = rest[:at] + [self.into] + rest[at:]
         shape = [sizes[a] for a in rest[:at]] + [n] + [sizes[a] for a in rest[at:]]
         return TensorType(x.dtype, tuple(axes), tuple(shape))
 
-    def _order(self, x: Any) -> list[type[Axis]]:
+    def _order(self, x: HasType) -> list[type[Axis]]:
         rest, at = self._layout(x)
         return rest[:at] + list(self.merged) + rest[at:]
 
-    def forward(self, x: Any) -> Array:
+    def forward(self, x: AnyTensor) -> Array:
         out = self.infer(x)
-        return _transpose(x._array, _perm(x.axes, self._order(x))).reshape(out.shape)
+        return _transpose(x.array, _perm(x.axes, self._order(x))).reshape(out.shape)
 
-    def backward(self, dy: Any, y: Any, x: Any) -> tuple[Array]:
+    def backward(self, dy: AnyTensor, y: AnyTensor, x: AnyTensor) -> tuple[Array]:
         order = self._order(x)
-        sizes = dict(zip(x.axes, x._array.shape, strict=True))
-        g = dy._array.reshape(tuple(sizes[a] for a in order))
+        sizes = dict(zip(x.axes, x.array.shape, strict=True))
+        g = dy.array.reshape(tuple(sizes[a] for a in order))
         return (_transpose(g, _perm(order, x.axes)),)
 
 
@@ -508,7 +514,7 @@ class Unflatten(Op):
     def describe(self) -> str:
         return f"Unflatten({axis_name(self.axis)} -> ({axes_names(self.axes)}))"
 
-    def infer(self, x: Any) -> TensorType:
+    def infer(self, x: HasType) -> TensorType:
         _missing(self, x, self.axis)
         i = x.axes.index(self.axis)
         for a in self.axes:
@@ -529,8 +535,8 @@ class Unflatten(Op):
         s = x.array.shape
         return x.array.reshape(s[:i] + self.sizes + s[i + 1:])
 
-    def backward(self, dy: Any, y: Any, x: Any) -> tuple[Array]:
-        return (dy._array.reshape(x._array.shape),)
+    def backward(self, dy: AnyTensor, y: AnyTensor, x: AnyTensor) -> tuple[Array]:
+        return (dy.array.reshape(x.array.shape),)
 
 
 def unflatten(x: AnyOf[D], axis: type[Axis], axes: tuple[type[Axis], ...],

@@ -14,7 +14,15 @@ import jax
 import jax.numpy as jnp
 
 from ..core import AnyTensor, Axis, DType, Op, Tensor, TensorType
-from ..core.internal import axes_names, axis_name, check_axis_label, fail, is_floating, register_op
+from ..core.internal import (
+    HasType,
+    axes_names,
+    axis_name,
+    check_axis_label,
+    fail,
+    is_floating,
+    register_op,
+)
 from ..ops import mean as _mean
 from ..ops.internal import check_labels as check_class_labels
 from ._axes import Class
@@ -30,9 +38,10 @@ __all__ = [
 D = TypeVar("D", bound=DType)
 Array = jax.Array
 AnyOf = Tensor[D, *tuple[Any, ...]]
+# Remaining Any: the dtype/axes parameters of the public Tensor aliases.
 
 
-def _integer(t: Any) -> bool:
+def _integer(t: HasType) -> bool:
     return bool(jnp.issubdtype(t.dtype.numpy, jnp.integer))
 
 
@@ -49,7 +58,7 @@ class SoftmaxCrossEntropy(Op):
     def describe(self) -> str:
         return f"SoftmaxCrossEntropy({axis_name(self.axis)})"
 
-    def infer(self, logits: Any, labels: Any) -> TensorType:
+    def infer(self, logits: HasType, labels: HasType) -> TensorType:
         ops = (logits, labels)
         if self.axis not in logits.axes:
             raise self.fail(ops, f"the logits have no axis {axis_name(self.axis)} (name the "
@@ -74,9 +83,9 @@ class SoftmaxCrossEntropy(Op):
                                 f"{m} in the labels")
         return TensorType(logits.dtype, rest, sizes)
 
-    def forward(self, logits: Any, labels: Any) -> Array:
+    def forward(self, logits: AnyTensor, labels: AnyTensor) -> Array:
         p = logits.axes.index(self.axis)
-        x, lab = logits._array, labels._array
+        x, lab = logits.array, labels.array
         valid = (lab >= 0) & (lab < x.shape[p])
         # an out-of-range label (possible only under jit: eager labels are checked) picks no
         # class: zero loss, and (backward) zero gradient, as jax.grad of this forward gives
@@ -85,16 +94,17 @@ class SoftmaxCrossEntropy(Op):
                                      mode="promise_in_bounds")
         return jnp.where(valid, jax.nn.logsumexp(x, axis=p) - jnp.squeeze(picked, p), 0)
 
-    def backward(self, dy: Any, y: Any, logits: Any, labels: Any) -> tuple[Array, None]:
+    def backward(self, dy: AnyTensor, y: AnyTensor, logits: AnyTensor,
+                 labels: AnyTensor) -> tuple[Array, None]:
         p = logits.axes.index(self.axis)
-        x, lab = logits._array, labels._array
+        x, lab = logits.array, labels.array
         valid = (lab >= 0) & (lab < x.shape[p])
-        g = jnp.where(valid, dy._array, 0)
+        g = jnp.where(valid, dy.array, 0)
         onehot = jax.nn.one_hot(lab, x.shape[p], dtype=x.dtype, axis=p)
         return jnp.expand_dims(g, p) * (jax.nn.softmax(x, axis=p) - onehot), None
 
 
-def check_labels(where: str, labels: Any, n: int, axis: type[Axis]) -> None:
+def check_labels(where: str, labels: AnyTensor, n: int, axis: type[Axis]) -> None:
     """``ax.one_hot``'s check of concrete labels, offering the loss's fix for a label
     ``>= n`` (more classes in the logits)."""
     check_class_labels(where, labels, n, axis,
@@ -139,7 +149,7 @@ class BinaryCrossEntropy(Op):
     Backward: ``dy (σ(x) - t)`` for the logits and ``-dy x`` for the targets.
     """
 
-    def infer(self, logits: Any, targets: Any) -> TensorType:
+    def infer(self, logits: HasType, targets: HasType) -> TensorType:
         ops = (logits, targets)
         if not is_floating(logits.dtype) or targets.dtype is not logits.dtype:
             raise self.fail(ops, "logits and targets must have the same floating-point dtype "
@@ -156,8 +166,9 @@ class BinaryCrossEntropy(Op):
         x, t = logits.array, targets.array
         return jnp.maximum(x, 0) - x * t + jnp.log1p(jnp.exp(-jnp.abs(x)))
 
-    def backward(self, dy: Any, y: Any, logits: Any, targets: Any) -> tuple[Array, Array]:
-        x, t, g = logits._array, targets._array, dy._array
+    def backward(self, dy: AnyTensor, y: AnyTensor, logits: AnyTensor,
+                 targets: AnyTensor) -> tuple[Array, Array]:
+        x, t, g = logits.array, targets.array, dy.array
         return g * (jax.nn.sigmoid(x) - t), -g * x
 
 
