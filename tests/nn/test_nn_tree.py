@@ -117,3 +117,11 @@ def test_tree_errors(key: jax.Array) -> None:
     with pytest.raises(ax.AxisError, match=r"axis Embed of the input has size 3, the layer "
                        r"expects 5"):
         ax.nn.tree_fold(ax.nn.ChildSumTreeLSTMCell(Embed, Hidden, 5, 4, key=key), batch)(xs)
+
+
+def test_the_old_name_node_warns_and_is_tree_node() -> None:
+    with pytest.warns(DeprecationWarning, match=r"ax.nn.Node is renamed ax.nn.TreeNode"):
+        old = ax.nn.Node  # type: ignore[attr-defined]
+    assert old is ax.nn.TreeNode
+    with pytest.raises(AttributeError, match="has no attribute 'Nodes'"):
+        ax.nn.Nodes  # type: ignore[attr-defined]  # noqa: B018
