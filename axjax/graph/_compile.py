@@ -5,7 +5,7 @@ The graph is walked once, in topological order, into the same op calls eager cod
 type rule re-runs with the real sizes at trace time, and every op's own ``backward`` is
 what differentiation uses. Param and Const values are arguments of the jitted function,
 not baked-in constants: new values never retrace; new input sizes compile once each.
-A :class:`~axjax.graph.Loop` (``ax.nn.fold`` / ``ax.nn.scan`` on nodes) runs the
+A :class:`~axjax.graph.Loop` (``ax.fold`` / ``ax.scan`` on nodes) runs the
 eager fold/scan, one ``lax.scan``, whose unit evaluates the loop's body the same way.
 """
 

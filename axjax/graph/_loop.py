@@ -1,8 +1,8 @@
-"""The recurrence node: :class:`Loop` (``ax.nn.fold`` / ``ax.nn.scan`` on nodes) and the
+"""The recurrence node: :class:`Loop` (``ax.fold`` / ``ax.scan`` on nodes) and the
 placeholders of its body, :class:`Carry` (a leaf of the state) and :class:`Slice` (one step
 of a sequence).
 
-``ax.nn.fold`` / ``ax.nn.scan`` on nodes trace their unit once, on placeholders for one
+``ax.fold`` / ``ax.scan`` on nodes trace their unit once, on placeholders for one
 step, into the body of a single :class:`Loop` node (lowered to one ``lax.scan``); the
 state they return is made of the Loop's ``Part`` nodes.
 """
@@ -48,7 +48,7 @@ class Slice(Node[D, *Axes]):
 
 
 class Loop(Results):
-    """A recurrence over graph nodes: ``ax.nn.fold`` / ``ax.nn.scan``, one ``lax.scan`` when
+    """A recurrence over graph nodes: ``ax.fold`` / ``ax.scan``, one ``lax.scan`` when
     compiled. Its results are its :attr:`parts`, one :class:`Part` per leaf of the state.
 
     The unit was traced once, on placeholders for one step, into :attr:`body`: the
