@@ -32,7 +32,7 @@ import string
 from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, final
+from typing import Any
 
 import jax
 import jax.numpy as jnp
@@ -42,27 +42,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import axjax as ax
-
-
-@final
-class A(ax.Axis): ...
-
-
-@final
-class B(ax.Axis): ...
-
-
-@final
-class C(ax.Axis): ...
-
-
-@final
-class D(ax.Axis): ...
-
-
-@final
-class E(ax.Axis): ...
-
+from tests.core.helpers import A, B, C, D, E  # the op tests' shared labels
 
 AXES = (A, B, C, D, E)
 NAMES = "ABCDE"

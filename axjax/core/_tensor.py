@@ -206,8 +206,8 @@ class Tensor(Generic[D, *Axes]):
         if operator is not None and method == "__call__" and len(inputs) == 2 and not kwargs:
             a, b = inputs
             if operator in _COMPARISONS:  # numpy hands a scalar to these as a rank-0 array
-                a, b = _number(a, arrays=True), _number(b, arrays=True)
-            return _operator(operator)(_number(a), _number(b))
+                a, b = _number(a), _number(b)
+            return _operator(operator)(a, b)  # a numpy scalar mixes as a number there
         raise _no_ufunc(self, name, method)
 
     def astype(self, dtype: builtins.type[D2]) -> Tensor[D2, *Axes]:
@@ -431,39 +431,27 @@ Matrix = Tensor[F32, A, B]
 from ._registry import declared_ops as _declared_ops  # noqa: E402  (as below)
 from ._registry import operator as _operator  # noqa: E402  (the registry imports _op, which imports this)
 
-_NP_SCALAR = np.generic  # a global: the operators' check skips the module lookup
-
 
 def _same(method: str, x: Tensor[D, *Axes], other: object) -> Tensor[D, *Axes]:
     """``x.<method>(other)``, by the function an op declares for it (core/_registry.py); the
-    result has ``x``'s type (the elementwise rule: identical axes, or a scalar). A numpy
-    scalar (``np.float32(2)``, ``np.int64(3)``) mixes like the Python number it holds."""
-    cls = other.__class__  # the common cases first: a Tensor, a float, an int
-    if cls is not Tensor and cls is not float and cls is not int and isinstance(
-            other, _NP_SCALAR):
-        other = _number(other)
+    result has ``x``'s type (the elementwise rule: identical axes, or a scalar; a numpy
+    scalar mixes like the Python number it holds, as every binary function lets it)."""
     return cast("Tensor[D, *Axes]", _operator(method)(x, other))
 
 
 def _rsame(method: str, x: Tensor[D, *Axes], other: object) -> Tensor[D, *Axes]:
     """The reflected form, ``other <method> x`` (``2 * t``, ``np.float32(2) * t``)."""
-    cls = other.__class__
-    if cls is not float and cls is not int and isinstance(other, _NP_SCALAR):
-        other = _number(other)
     return cast("Tensor[D, *Axes]", _operator(method)(other, x))
 
 
 def _compare(method: str, x: Tensor[D, *Axes], other: object) -> Tensor[Bool, *Axes]:
     """A comparison operator: ``x``'s axes, Bool values."""
-    if other.__class__ is not Tensor and isinstance(other, _NP_SCALAR):
-        other = _number(other)
     return cast("Tensor[Bool, *Axes]", _operator(method)(x, other))
 
 
-def _number(v: Any, arrays: bool = False) -> Any:
-    """A numpy scalar (with ``arrays``, also a rank-0 numpy array) as the Python number it
-    holds; anything else as it is."""
-    if isinstance(v, np.generic) or (arrays and isinstance(v, np.ndarray) and v.ndim == 0):
+def _number(v: Any) -> Any:
+    """A rank-0 numpy array as the Python number it holds; anything else as it is."""
+    if isinstance(v, np.ndarray) and v.ndim == 0:
         n = v.item()
         if isinstance(n, int | float):  # bool is an int
             return n

@@ -252,8 +252,10 @@ def _scalar_like(value: Any, other: Any, op: Op[Any]) -> Tensor[Any]:
             return hit
     if isinstance(value, Tensor):  # a Tensor or a graph node
         return value
-    if isinstance(value, np.generic) and value.dtype.kind in "biuf":
-        value = value.item()  # a numpy scalar mixes as the Python number it holds (as in t + x)
+    if isinstance(value, np.generic):  # np.float32(2), np.int64(3), a bfloat16 scalar:
+        item = value.item()  # it mixes as the Python number it holds
+        if isinstance(item, int | float):  # bool is an int
+            value = item
     if not isinstance(value, int | float | bool):
         if getattr(value, "ndim", None) == 0 and hasattr(value, "dtype"):
             wrapped: Tensor[Any] = trusted_tensor(value, ())  # a rank-0 array mixes as rank-0

@@ -24,6 +24,7 @@ from ._run_state import PyTree, RunState, copy_tree
 from ._step import (
     Monitor,
     TrainingDiverged,
+    all_finite,
     make_eval_step,
     make_replay_step,
     make_train_step,
@@ -220,10 +221,7 @@ def _warn_if_not_finite(run: RunState, ev: dict[str, float], train: dict[str, fl
     bad = [f"eval_{k} {v}" for k, v in ev.items() if not math.isfinite(v)]
     if not bad:
         return
-    leaves = [a for a in jax.tree.leaves(run.params)
-              if hasattr(a, "dtype") and jnp.issubdtype(a.dtype, jnp.inexact)]
-    finite = bool(jax.device_get(jnp.all(jnp.stack([jnp.all(jnp.isfinite(a)) for a in leaves]))
-                                 )) if leaves else True
+    finite = bool(all_finite(run.params))
     train_finite = finite and all(math.isfinite(v) for v in train.values())
     where = f"the evaluation after epoch {run.epoch + 1} (step {run.step}) gave {', '.join(bad)}"
     if train_finite:
