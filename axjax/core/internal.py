@@ -36,6 +36,8 @@ from ._pytree import wrap as wrap
 from ._registry import OpSpec as OpSpec
 from ._registry import declared_ops as declared_ops
 from ._registry import register_op as register_op
+from ._source import user_frame as user_frame
+from ._source import user_site as user_site
 from ._symbolic import Symbolic as Symbolic
 from ._symbolic import is_symbolic as is_symbolic
 from ._tensor import bare_type as bare_type

@@ -4,20 +4,16 @@ operands that orders a graph (:func:`toposort`)."""
 
 from __future__ import annotations
 
-import inspect
-import os
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
 from ..core import Op
+from ..core.internal import user_site as user_site
 
 if TYPE_CHECKING:
     from ._nodes import AnyNode
 
 __all__ = ["Applied", "toposort", "user_site"]
-
-_PACKAGE_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
-
 
 class Applied:
     """What a node made by applying an op has (:class:`~axjax.graph.Apply`,
@@ -76,17 +72,3 @@ def toposort(outputs: Sequence[AnyNode],
                 stack.pop()
                 order.append(node)
     return tuple(order)
-
-
-def user_site() -> str:
-    """``file:line`` of the innermost caller outside the axjax package."""
-    frame = inspect.currentframe()
-    for _ in range(2):  # this function's frame, then the axjax function that called it
-        frame = frame.f_back if frame is not None else None
-    while frame is not None and frame.f_code.co_filename.startswith(_PACKAGE_DIR):
-        frame = frame.f_back
-    if frame is None:
-        return "?"
-    return f"{os.path.basename(frame.f_code.co_filename)}:{frame.f_lineno}"
-
-
