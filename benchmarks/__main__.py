@@ -24,7 +24,8 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--quick", action="store_true", help="a few steps of each: a smoke run")
     p.add_argument("--models", default="mlp,cnn,lstm,attention",
                    help="comma-separated: mlp, cnn, lstm, attention")
-    p.add_argument("--frameworks", default="jax,axjax,graph,fit,equinox,haliax,torch",
+    p.add_argument("--frameworks",
+                   default="jax,expert,expert-int,axjax,graph,fit,equinox,haliax,torch",
                    help="comma-separated; haliax and torch are skipped when not installed")
     p.add_argument("--rounds", type=int, help="interleaved timing rounds (default 7)")
     p.add_argument("--compile-rounds", type=int, help="first-step repeats (default 5)")

@@ -20,6 +20,7 @@ from typing import Any
 
 import equinox as eqx
 import jax
+import jax.numpy as jnp
 import numpy as np
 import optax
 
@@ -115,13 +116,15 @@ class Runner:
 def jit_train_step(loss_fn: Callable[[Any, Any, Any], Any], params: Any,
                    put: Callable[[np.ndarray, np.ndarray], tuple[Any, Any]],
                    optimizer: optax.GradientTransformation | None = None,
-                   split: bool = False) -> Runner:
+                   split: bool = False, donate: bool = True) -> Runner:
     """The hand-written training step: loss, gradient and optax update in one ``jax.jit``.
 
     ``loss_fn(params, x, y)`` returns a scalar array. Used by raw JAX, and by axjax modules
     as ``axjax.train`` does it: the model is split once with ``eqx.partition`` into its
     arrays (Tensors are pytrees of one array), which the step takes, and the rest (flags,
-    axis labels), which it closes over.
+    axis labels), which it closes over. ``donate``: the step updates the parameters and
+    the optimizer state in place (``donate_argnums``), as an expert writes it; the runner
+    starts from its own copies, so the caller's arrays stay usable.
     """
     opt = optimizer or optax.adam(LR)
     count = [0]
@@ -136,17 +139,20 @@ def jit_train_step(loss_fn: Callable[[Any, Any, Any], Any], params: Any,
         updates, opt_state = opt.update(grads, opt_state, params)
         return optax.apply_updates(params, updates), opt_state, loss
 
-    jitted = jax.jit(step)
+    jitted = jax.jit(step, donate_argnums=(0, 1) if donate else ())
+    shapes = jax.tree.map(lambda a: jax.ShapeDtypeStruct(a.shape, a.dtype),
+                          (params, opt.init(params)))
 
     def run(state: Any, x: Any, y: Any) -> tuple[Any, Any]:
         p, s, loss = jitted(state[0], state[1], x, y)
         return (p, s), loss
 
     def lowered(x: Any, y: Any) -> Any:
-        return jitted.lower(params, opt.init(params), x, y)
+        return jitted.lower(*shapes, x, y)
 
-    return Runner((params, opt.init(params)), run, put, traces=lambda: count[0],
-                  lowered=lowered)
+    state = jax.tree.map(jnp.copy, (params, opt.init(params))) if donate else (
+        params, opt.init(params))
+    return Runner(state, run, put, traces=lambda: count[0], lowered=lowered)
 
 
 # ----------------------------------------------------------------------------- timing

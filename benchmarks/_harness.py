@@ -27,7 +27,7 @@ import jax
 import numpy as np
 
 from ._common import Data, Runner, summary, timed, window
-from .models import builder
+from .models import EXPERTS, builder
 
 __all__ = ["Config", "bench_model", "warm_up"]
 
@@ -173,6 +173,8 @@ def bench_model(model: ModuleType, frameworks: Sequence[str], data: Data, cfg: C
         log(f"  {model.NAME} round {r + 1}/{cfg.rounds}: " + ", ".join(
             f"{fw} {sps[fw]['fixed'][-1]:.0f}/{sps[fw]['loop'][-1]:.0f}" for fw in order))
 
+    experts = [e for e in EXPERTS if e in live]
+    out["experts"] = experts
     for fw in live:
         runner = runners[fw][0]
         entry = res[fw]
@@ -183,6 +185,10 @@ def bench_model(model: ModuleType, frameworks: Sequence[str], data: Data, cfg: C
             if "jax" in live:
                 ratios = [a / b for a, b in zip(sps[fw][kind], sps["jax"][kind], strict=True)]
                 entry[f"{kind}_ratio"] = summary(ratios)
+            if experts:  # against the fastest expert baseline of the same round
+                best = [max(v) for v in zip(*(sps[e][kind] for e in experts), strict=True)]
+                entry[f"{kind}_best_ratio"] = summary(
+                    [a / b for a, b in zip(sps[fw][kind], best, strict=True)])
         entry["host_us_per_step"] = summary(sps[fw]["host"])
         entry["traces"] = runner.traces() if runner.traces else None
     if "jax" in live:

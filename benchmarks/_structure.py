@@ -9,9 +9,10 @@ them.
 
 from __future__ import annotations
 
+import contextlib
 import re
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from types import ModuleType
 from typing import Any
 
@@ -19,7 +20,8 @@ import numpy as np
 
 from ._common import load_mnist
 
-__all__ = ["ALLOWANCE", "HOST_MARKERS", "allowed", "compiled_ops", "host_transfers",
+__all__ = ["ALLOWANCE", "COST_KINDS", "HOST_MARKERS", "KIND_ALLOWANCE", "MUTATIONS", "allowed",
+           "compiled_ops", "cost_kinds", "host_transfers", "kind_excess", "mutation",
            "step_structure", "stablehlo_ops", "structure_table"]
 
 #: how many ops the axjax step may have beyond the hand-written one: 2 % plus 4. An op's
@@ -32,6 +34,7 @@ HOST_MARKERS = ("callback", "infeed", "outfeed", "send(", "recv(", "send-done", 
                 "host_compute", "MoveToHost", "MoveToDevice")
 
 _STABLEHLO = re.compile(r"=\s*\"?((?:stablehlo|chlo|mhlo)\.[a-z_]+|func\.call|call)\b")
+_FUSION = re.compile(r"\sfusion\(.*?\bkind=(k\w+)")
 _HLO = re.compile(r"^\s*(?:ROOT\s+)?%?[\w.\-]+\s*=\s*.*?\s([a-z][a-z\-]*)\(")
 
 
@@ -47,6 +50,46 @@ def compiled_ops(text: str) -> Counter[str]:
         m = _HLO.match(line)
         if m:
             out[m.group(1)] += 1
+    return out
+
+
+#: what a compiled step spends its time on, counted per kind (:func:`cost_kinds`)
+COST_KINDS = ("dot", "convolution", "transpose", "copy", "gather", "scatter", "while",
+              "fusion kLoop", "fusion kInput", "fusion kOutput", "fusion kCustom")
+
+#: how many more of a kind an axjax step may have than the expert baseline, and why. Each
+#: entry is a documented difference of lowering that measures no slower; anything beyond
+#: is a guard failure (``tests/bench/test_bench_structure.py``).
+KIND_ALLOWANCE: dict[str, dict[str, int]] = {
+    # softmax_cross_entropy picks each label's logit with one gather (take_along_axis);
+    # the expert's one-hot form multiplies instead. Its backward is softmax - onehot:
+    # no scatter (the integer-label expert has a gather and a scatter).
+    "*": {"gather": 1},
+    # MultiheadAttention lays the heads out as [Batch, Head, Time, HeadDim]: three more
+    # small transposes than the expert's einsums, inside fusions (1.00-1.02x in time)
+    "attention": {"transpose": 3},
+}
+
+
+def cost_kinds(text: str) -> Counter[str]:
+    """Per kind of :data:`COST_KINDS`, how many instructions compiled HLO text has
+    (every computation, fusion bodies too; a fusion counted by its ``kind=``)."""
+    ops = compiled_ops(text)
+    out: Counter[str] = Counter({k: ops[k] for k in COST_KINDS if ops[k]})
+    for m in _FUSION.finditer(text):
+        out[f"fusion {m.group(1)}"] += 1
+    return out
+
+
+def kind_excess(got: Counter[str], ref: Counter[str], model: str) -> dict[str, tuple[int, int]]:
+    """``{kind: (got, allowed)}`` for each kind where an axjax step has more than the
+    expert step ``ref`` plus :data:`KIND_ALLOWANCE` (empty: the guard passes)."""
+    extra = KIND_ALLOWANCE["*"] | KIND_ALLOWANCE.get(model, {})
+    out = {}
+    for kind in COST_KINDS:
+        allowed_n = ref[kind] + extra.get(kind, 0)
+        if got[kind] > allowed_n:
+            out[kind] = (got[kind], allowed_n)
     return out
 
 
@@ -73,33 +116,90 @@ def step_structure(model: ModuleType, frameworks: tuple[str, ...] = ("jax", "axj
     params = model.init(0)
     out: dict[str, dict[str, Any]] = {}
     for fw in frameworks:
-        runner = getattr(model, f"build_{fw}")(params)
+        runner = getattr(model, f"build_{fw.replace('-', '_')}")(params)
         assert runner.lowered is not None, f"{fw} has no lowering"
         x, y = runner.put(np.asarray(data.images[idx]), np.asarray(data.labels[idx]))
         lowered = runner.lowered(x, y)
         hlo = lowered.compile().as_text()
         shlo = lowered.as_text()
         out[fw] = {"stablehlo": sum(stablehlo_ops(shlo).values()),
-                   "compiled": sum(compiled_ops(hlo).values()),
+                   "compiled": sum(compiled_ops(hlo).values()), "kinds": cost_kinds(hlo),
                    "host": host_transfers(hlo), "texts": (shlo, hlo)}
     return out
 
 
 def structure_table(models: Sequence[str]) -> dict[str, dict[str, dict[str, Any]]]:
-    """``{model: {framework: {"stablehlo": n, "compiled": n, "host": k}}}`` for the report
-    (JAX, axjax modules and, where the model has one, the axjax graph; the ``fit`` step
-    adds its guard by design and is left out)."""
+    """``{model: {framework: {"stablehlo": n, "compiled": n, "kinds": {kind: n}, "host": k}}}``
+    for the report: the three baselines, axjax modules, the graph and ``fit``'s step."""
     from .models import MODELS
 
     out: dict[str, dict[str, dict[str, Any]]] = {}
     for name in models:
         model = MODELS[name]
-        fws = tuple(fw for fw in ("jax", "axjax", "graph") if _has(model, fw))
+        fws = tuple(fw for fw in ("jax", "expert", "expert-int", "axjax", "graph", "fit")
+                    if _has(model, fw))
         counts = step_structure(model, fws)
         out[name] = {fw: {"stablehlo": c["stablehlo"], "compiled": c["compiled"],
-                          "host": len(c["host"])} for fw, c in counts.items()}
+                          "kinds": dict(c["kinds"]), "host": len(c["host"])}
+                     for fw, c in counts.items()}
     return out
 
 
 def _has(model: ModuleType, fw: str) -> bool:
-    return getattr(model, f"build_{fw}", None) is not None
+    return getattr(model, f"build_{fw.replace('-', '_')}", None) is not None
+
+
+# ----------------------------------------------------------------------------- mutations
+def _einsum_dot(x: Any, x_axes: tuple[Any, ...], y: Any, y_axes: tuple[Any, ...],
+                out: tuple[Any, ...]) -> Any:
+    """``x ⋈ y`` through ``jnp.einsum`` (the lowering before ``contract`` had its own)."""
+    import jax.numpy as jnp
+
+    letters = {a: chr(97 + i) for i, a in enumerate(dict.fromkeys(x_axes + y_axes))}
+
+    def sub(axes: tuple[Any, ...]) -> str:
+        return "".join(letters[a] for a in axes)
+
+    return jnp.einsum(f"{sub(x_axes)},{sub(y_axes)}->{sub(out)}", x, y)
+
+
+@contextlib.contextmanager
+def mutation(kind: str) -> Iterator[None]:
+    """Trace axjax steps inside this block with a deliberately slower lowering, to prove
+    that the guards catch it:
+
+    - ``"einsum"``: every contraction through ``jnp.einsum``;
+    - ``"transpose"``: every contraction computed in the other operand order, then
+      transposed to the order wanted (an extra transpose per product);
+    - ``"no custom backward"``: JAX's autodiff of each op's forward instead of the op's
+      own backward (``ax.jax_autodiff()``).
+    """
+    import jax.numpy as jnp
+
+    import axjax as ax
+    from axjax.ops import _contract
+
+    if kind not in MUTATIONS:
+        raise ValueError(f"unknown mutation {kind!r} (choose from {', '.join(MUTATIONS)})")
+    if kind == "no custom backward":
+        with ax.jax_autodiff():
+            yield
+        return
+    original = _contract.dot
+
+    def transposed(x: Any, x_axes: tuple[Any, ...], y: Any, y_axes: tuple[Any, ...],
+                   out: tuple[Any, ...]) -> Any:
+        batch = [a for a in out if a in x_axes and a in y_axes]
+        other = tuple(batch + [a for a in out if a in y_axes and a not in batch]
+                      + [a for a in out if a in x_axes and a not in y_axes])
+        z = original(x, x_axes, y, y_axes, other)
+        return jnp.transpose(z, [other.index(a) for a in out])
+
+    _contract.dot = _einsum_dot if kind == "einsum" else transposed  # type: ignore[assignment]
+    try:
+        yield
+    finally:
+        _contract.dot = original  # type: ignore[assignment]
+
+
+MUTATIONS = ("einsum", "transpose", "no custom backward")

@@ -33,7 +33,7 @@ import optax
 
 import axjax as ax
 from axjax.train import Monitor
-from axjax.train.internal import all_finite, call_loss
+from axjax.train.internal import call_loss, copy_tree, finite_and_copy
 
 from ._common import LR, Runner, load_mnist, timed
 from ._harness import warm_up
@@ -93,16 +93,18 @@ def fit_mode(guard: str, log_every: int = LOG_EVERY) -> Runner:
         p, s, mon = step(p, s, mon, (x, y), key, i)
         i += 1
         if i % log_every == 0:  # fit's log point: one host sync
-            flag = all_finite((p, s)) if guard == "replay" else None
+            flag = None
+            if guard == "replay":  # the check and the snapshot's copy, one dispatch
+                flag, snap = finite_and_copy((p, s))
             mon.read_with(flag)
             mon = mon.reset()
-            snap = (p, s) if guard == "replay" else None  # CPU: a reference, no copy
         return (p, s, mon, i, snap), mon
 
     mon = Monitor.zero(("loss",), guarded=guard == "step")
     opt_state = opt.init(params)
     snap = (params, opt_state) if guard == "replay" else None  # held as fit holds it
-    return Runner((params, opt_state, mon, 0, snap), run, _mlp.put_axjax)
+    state = copy_tree((params, opt_state))  # the step donates its own copies, as in fit
+    return Runner((*state, mon, 0, snap), run, _mlp.put_axjax)
 
 
 def _builders() -> dict[str, Callable[[], Runner]]:

@@ -228,6 +228,14 @@ def bench_large(sizes: Sizes, dtype: str, rounds: int = 7, window_s: float = 0.5
         "device": str(jax.devices()[0].device_kind), "backend": jax.default_backend(),
         "dtype": dtype, "sizes": asdict(sizes), "peak_tflops": peak / 1e12, "blocks": {}}
     for i, name in enumerate(blocks):
+        if name == "transformer":  # the whole LM training step: benchmarks/transformer.py
+            from .transformer import PRESETS as LM_PRESETS
+            from .transformer import transformer_row
+
+            preset = next((k for k, v in PRESETS.items() if v == sizes), "quick")
+            results["blocks"][name] = transformer_row(LM_PRESETS[preset], dtype, rounds,
+                                                      window_s, peak)
+            continue
         block = makers[name](sizes, dtype, jax.random.key(10 + i))
         results["blocks"][name] = bench_block(block, rounds, window_s, peak)
     return results
@@ -271,7 +279,8 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
                    help="default: bf16 on a GPU or TPU, f32 on a CPU")
     p.add_argument("--rounds", type=int, default=7)
     p.add_argument("--window", type=float, default=0.5, help="seconds per timed window")
-    p.add_argument("--blocks", default="mlp,attention")
+    p.add_argument("--blocks", default="mlp,attention",
+                   help="comma-separated: mlp, attention, transformer")
     p.add_argument("--json", help="write the results to this file")
     args = p.parse_args(argv)
     accelerator = jax.default_backend() != "cpu"

@@ -79,10 +79,11 @@ if TYPE_CHECKING:
     import jax
     from typing_extensions import TypeVar
 
-    from ..core import F32, I32, Axis, Bool, DType, Tensor
+    from ..core import F32, I32, Axis, Bool, DType, Floating, Tensor
 
     Shape = int | Sequence[int]
     D = TypeVar("D", bound=DType)
+    DR = TypeVar("DR", bound=Floating)  # ops that need floats: no integer or Bool tensor
     DF = TypeVar("DF", bound=DType, default=F32)  # a constructor's dtype when none is given
     DI = TypeVar("DI", bound=DType, default=I32)
     DA = TypeVar("DA", bound=DType, default=Any)
@@ -224,6 +225,19 @@ def construct_module(docs: dict[str, str]) -> Module:
     return m
 
 
+def _needs_floats(name: str) -> bool:
+    """Whether the op ``ax.<name>(x, axis)`` rejects integer tensors (its own rule, run)."""
+    import axjax as ax
+
+    class _A(ax.Axis): ...
+
+    try:
+        getattr(ax, name)(ax.Input(ax.I32, _A), _A)
+    except ax.AxisError as e:
+        return "needs floating-point values" in str(e)
+    return False
+
+
 def reduce_module(docs: dict[str, str]) -> Module:
     """Every declared op of ``_reduce.py``: a ``Reduction`` removes its axis, a normalisation
     (``softmax``) keeps it, ``argmax`` gives integer positions."""
@@ -236,7 +250,8 @@ def reduce_module(docs: dict[str, str]) -> Module:
                 reduction(m, name, "_reduce", dtype_in="Any", dtype_out="I32", tuples=False)
             else:
                 keep = not issubclass(spec.op, _reduce.Reduction)
-                reduction(m, name, "_reduce", keep=keep)
+                d = "DR" if _needs_floats(name) else "D"
+                reduction(m, name, "_reduce", keep=keep, dtype_in=d, dtype_out=d)
     return m
 
 

@@ -6,6 +6,9 @@ train). The library's packages take core's helpers from :mod:`axjax.core.interna
 
 from ._axis import Axis as Axis
 from ._check_axes import check_axes as check_axes
+from ._collective import all_gather as all_gather
+from ._collective import pmean as pmean
+from ._collective import psum as psum
 from ._dtype import BF16 as BF16
 from ._dtype import F16 as F16
 from ._dtype import F32 as F32
@@ -17,10 +20,24 @@ from ._dtype import U8 as U8
 from ._dtype import U32 as U32
 from ._dtype import Bool as Bool
 from ._dtype import DType as DType
+from ._dtype import Floating as Floating
+from ._dtype import Integer as Integer
 from ._errors import AxisError as AxisError
+from ._finite import NonFiniteError as NonFiniteError
+from ._finite import NonFiniteReport as NonFiniteReport
+from ._finite import check_finite as check_finite
+from ._finite import debug_nans as debug_nans
+from ._jax_hints import TransformError as TransformError
+from ._jax_hints import install_jax_hints as _install_jax_hints
 from ._op import Op as Op
 from ._op import config as config
 from ._op import jax_autodiff as jax_autodiff
+from ._rules import AxisRules as AxisRules
+from ._rules import abstract as abstract
+from ._rules import axis_rules as axis_rules
+from ._rules import shard as shard
+from ._rules import sharded_init as sharded_init
+from ._rules import sharding as sharding
 from ._sharding import partition_spec as partition_spec
 from ._tensor import AnyTensor as AnyTensor
 from ._tensor import Matrix as Matrix
@@ -31,3 +48,8 @@ from ._tensor import Vector as Vector
 from ._transforms import grad as grad
 from ._transforms import value_and_grad as value_and_grad
 from ._transforms import vmap as vmap
+from ._typed_ops import ElementwiseOp as ElementwiseOp
+from ._typed_ops import FloatElementwiseOp as FloatElementwiseOp
+from ._typed_ops import ReductionOp as ReductionOp
+
+_install_jax_hints()

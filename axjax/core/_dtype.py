@@ -14,6 +14,8 @@ import numpy as np
 
 __all__ = [
     "DType",
+    "Floating",
+    "Integer",
     "F16",
     "BF16",
     "F32",
@@ -41,64 +43,79 @@ class DType:
         raise TypeError(f"dtype marker {cls.__name__} is a type, not a value")
 
 
+class Floating(DType):
+    """Base class of the floating-point markers (``F16``, ``BF16``, ``F32``, ``F64``): the
+    bound of a dtype variable for code that needs floats, so that checkers reject integer
+    and Bool tensors.
+
+    Example:
+        >>> DF = TypeVar("DF", bound=ax.Floating)
+        >>> def normalize(x: Tensor[DF, *B, Feature]) -> Tensor[DF, *B, Feature]: ...
+    """
+
+
+class Integer(DType):
+    """Base class of the integer markers (``I8``, ``I32``, ``I64``, ``U8``, ``U32``)."""
+
+
 @final
-class F16(DType):
+class F16(Floating):
     """float16."""
 
     numpy = np.dtype(jnp.float16)
 
 
 @final
-class BF16(DType):
+class BF16(Floating):
     """bfloat16."""
 
     numpy = np.dtype(jnp.bfloat16)
 
 
 @final
-class F32(DType):
+class F32(Floating):
     """float32."""
 
     numpy = np.dtype(jnp.float32)
 
 
 @final
-class F64(DType):
+class F64(Floating):
     """float64 (needs ``jax.config.update("jax_enable_x64", True)``)."""
 
     numpy = np.dtype(jnp.float64)
 
 
 @final
-class I8(DType):
+class I8(Integer):
     """int8."""
 
     numpy = np.dtype(jnp.int8)
 
 
 @final
-class I32(DType):
+class I32(Integer):
     """int32."""
 
     numpy = np.dtype(jnp.int32)
 
 
 @final
-class I64(DType):
+class I64(Integer):
     """int64 (needs ``jax_enable_x64``)."""
 
     numpy = np.dtype(jnp.int64)
 
 
 @final
-class U8(DType):
+class U8(Integer):
     """uint8."""
 
     numpy = np.dtype(jnp.uint8)
 
 
 @final
-class U32(DType):
+class U32(Integer):
     """uint32."""
 
     numpy = np.dtype(jnp.uint32)

@@ -13,6 +13,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any, Protocol
 
+from . import _provenance
 from ._axis import Axis, axis_name, same_name_note
 
 __all__ = ["AxisError", "HasType", "describe", "fail"]
@@ -66,4 +67,8 @@ def fail(op: str, operands: Sequence[HasType], why: str) -> AxisError:
     """
     shown = " and ".join(describe(t) for t in operands)
     note = same_name_note(a for t in operands for a in getattr(t, "axes", ()))
-    return AxisError(f"Cannot apply {op} to {shown}: {why}" + (f"; {note}" if note else ""))
+    text = f"Cannot apply {op} to {shown}: {why}" + (f"; {note}" if note else "")
+    if _provenance.recording:  # the debugging mode: where the axes it names came from
+        origins = _provenance.explain(operands, why)
+        text += f"\nAxis provenance: {origins}" if origins else ""
+    return AxisError(text)

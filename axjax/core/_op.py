@@ -27,9 +27,12 @@ import jax.numpy as jnp
 import numpy as np
 from typing_extensions import TypeVar as DefaultTypeVar  # PEP 696 defaults on 3.11
 
+from . import _finite, _provenance
 from ._axis import Axis, axes_names
 from ._dtype import Bool, DType, is_floating
 from ._errors import AxisError, describe
+from ._jax_hints import forward_mode_error
+from ._placement import Layout, cast_varying, explicit_layout, match_varying
 from ._symbolic import Symbolic
 from ._tensor import AnyTensor, Tensor, TensorType, bare_type, unnamed_dims
 
@@ -41,6 +44,16 @@ class _Config(threading.local):
 
     def __init__(self) -> None:
         self.autodiff: Literal["axjax", "jax"] = "axjax"
+
+    @property
+    def provenance(self) -> bool:
+        """Record where each axis came from and say it in ``AxisError`` messages (a debugging
+        mode, process-wide; also ``AXJAX_PROVENANCE=1``). See core/_provenance.py."""
+        return _provenance.recording
+
+    @provenance.setter
+    def provenance(self, on: bool) -> None:
+        _provenance.set_enabled(on)
 
 
 config = _Config()
@@ -249,27 +262,42 @@ def apply(op: Op[Any], xs: Sequence[Any]) -> Any:
         out = op.infer(*xs)
         for x in xs:
             if type(x)._is_symbolic:  # a graph node: it records the op (core/_symbolic.py)
-                return cast(Symbolic, x).record_apply(op, tuple(xs), out)
+                node = cast(Symbolic, x).record_apply(op, tuple(xs), out)
+                return _provenance.record(op, xs, node) if _provenance.recording else node
         verify = True
     elif type(found) is _Unverified:
         verify, out = found.key, found.out
     else:
         out = found
+    site = _finite.op_site() if _finite.checking_finite() else None
     for x in xs:
         if isinstance(x._array, _Tracer) and config.autodiff != "jax":
-            y = _custom_vjp_call(op, xs, out)
+            y = _custom_vjp_call(op, xs, out, site)
             break
     else:
-        y = op.forward(*xs)
+        y = _forward(op, xs, out, explicit_layout(xs))
+        if site is not None:
+            _finite.check_forward(op, xs, _typed(y, out), site)
     if isinstance(out, tuple):  # several results: one Tensor each
         ys = tuple(getattr(v, "_array", v) for v in y)
         if verify is not None:
             _check_results(op, out, ys, verify)
-        return tuple(Tensor._wrap(v, t.axes) for v, t in zip(ys, out, strict=True))
+        results = tuple(Tensor._wrap(v, t.axes) for v, t in zip(ys, out, strict=True))
+        return _provenance.record(op, xs, results) if _provenance.recording else results
     a = getattr(y, "_array", y)
     if verify is not None:
         _check_results(op, out, a, verify)
+    if _provenance.recording:
+        return _provenance.record(op, xs, Tensor._wrap(a, out.axes))
     return Tensor._wrap(a, out.axes)
+
+
+def _typed(y: Any, out: TensorType | tuple[TensorType, ...]) -> Any:
+    """The forward's result ``y`` as Tensors of the declared types (for reports)."""
+    if isinstance(out, tuple):
+        return tuple(Tensor._wrap(getattr(v, "_array", v), t.axes)
+                     for v, t in zip(y, out, strict=True))
+    return Tensor._wrap(getattr(y, "_array", y), out.axes)
 
 
 def _check_results(op: Op[Any], out: TensorType | tuple[TensorType, ...], y: Any,
@@ -343,8 +371,11 @@ def not_a_tensor(op: Op[Any], x: Any, numbers_ok: bool = False) -> TypeError:
 
 
 def _custom_vjp_call(op: Op[Any], xs: Sequence[Tensor[Any, *tuple[Any, ...]]],
-                     out: TensorType | tuple[TensorType, ...]) -> Any:
+                     out: TensorType | tuple[TensorType, ...], site: str | None) -> Any:
+    """``op.forward`` in a ``jax.custom_vjp`` whose bwd is ``op.backward``; with ``site``
+    (inside :func:`axjax.debug_nans`), both check their results for NaN and infinity."""
     in_axes = [x._axes for x in xs]
+    layout = explicit_layout(xs)
 
     def wrap_out(a: Any) -> Any:
         if isinstance(out, tuple):
@@ -352,10 +383,13 @@ def _custom_vjp_call(op: Op[Any], xs: Sequence[Tensor[Any, *tuple[Any, ...]]],
         return Tensor._wrap(a, out.axes)
 
     def fwd_arrays(*arrays: Any) -> Any:
-        y = op.forward(*[Tensor._wrap(a, ax_) for a, ax_ in zip(arrays, in_axes, strict=True)])
-        if isinstance(out, tuple):
-            return tuple(getattr(v, "_array", v) for v in y)
-        return getattr(y, "_array", y)
+        wrapped = [Tensor._wrap(a, ax_) for a, ax_ in zip(arrays, in_axes, strict=True)]
+        y = _forward(op, wrapped, out, layout)
+        y = tuple(getattr(v, "_array", v) for v in y) if isinstance(out, tuple) else \
+            getattr(y, "_array", y)
+        if site is not None:
+            _finite.check_forward(op, wrapped, wrap_out(y), site)
+        return y
 
     def fwd(*arrays: Any) -> tuple[Any, Any]:
         y = fwd_arrays(*arrays)
@@ -364,12 +398,64 @@ def _custom_vjp_call(op: Op[Any], xs: Sequence[Tensor[Any, *tuple[Any, ...]]],
     def bwd(res: Any, dy: Any) -> tuple[Any, ...]:
         y, arrays = res
         wrapped = [Tensor._wrap(a, ax_) for a, ax_ in zip(arrays, in_axes, strict=True)]
-        grads = op.backward(wrap_out(dy), wrap_out(y), *wrapped)
-        return _check_cotangents(op, grads, wrapped)
+        grads = _backward(op, wrap_out, dy, y, wrapped, layout)
+        if site is not None:
+            _finite.check_backward(op, wrap_out(dy), wrapped, [
+                Tensor._wrap(g, x._axes) if g.shape == x._array.shape else g
+                for g, x in zip(grads, wrapped, strict=True)], site)
+        return grads
 
     f = jax.custom_vjp(fwd_arrays)
     f.defvjp(fwd, bwd)
-    return f(*[x._array for x in xs])
+    try:
+        return f(*match_varying([x._array for x in xs]))
+    except TypeError as e:  # JAX refusing forward mode: say to use ax.jax_autodiff()
+        error = forward_mode_error(op.describe(), e)
+        if error is e:
+            raise
+        raise error from e
+
+
+def _forward(op: Op[Any], xs: Sequence[Any], out: TensorType | tuple[TensorType, ...],
+             layout: Layout | None) -> Any:
+    """``op.forward(*xs)``; on an Explicit mesh with sharded operands, run with the result
+    sharded by axis name (see ``core/_placement.py``)."""
+    if layout is None:
+        return op.forward(*xs)
+    in_axes = [x._axes for x in xs]
+
+    def arrays_fn(*arrays: Any) -> Any:
+        y = op.forward(*[Tensor._wrap(a, ax_) for a, ax_ in zip(arrays, in_axes, strict=True)])
+        if isinstance(out, tuple):
+            return tuple(getattr(v, "_array", v) for v in y)
+        return getattr(y, "_array", y)
+
+    return layout.run(arrays_fn, layout.out_sharding(out), *[x._array for x in xs])
+
+
+def _backward(op: Op[Any], wrap_out: Callable[[Any], Any], dy: Any, y: Any,
+              xs: Sequence[Any], layout: Layout | None) -> tuple[Any, ...]:
+    """``op.backward``'s checked cotangents, each with its primal's sharding (Explicit mesh)
+    and varying mesh axes (``shard_map``), as ``jax.custom_vjp`` requires."""
+    if layout is None:
+        grads = _check_cotangents(op, op.backward(wrap_out(dy), wrap_out(y), *xs), xs)
+    else:
+        in_axes = [x._axes for x in xs]
+        floating = [i for i, x in enumerate(xs) if jnp.issubdtype(x._array.dtype, jnp.inexact)]
+
+        def arrays_fn(dy: Any, y: Any, *arrays: Any) -> tuple[Any, ...]:
+            ws = [Tensor._wrap(a, ax_) for a, ax_ in zip(arrays, in_axes, strict=True)]
+            gs = _check_cotangents(op, op.backward(wrap_out(dy), wrap_out(y), *ws), ws)
+            return tuple(gs[i] for i in floating)
+
+        specs = tuple(layout.primal_spec(xs[i]._array) for i in floating)
+        got = layout.run(arrays_fn, specs, dy, y, *[x._array for x in xs])
+        filled = list(_check_cotangents(op, [None] * len(xs), xs))
+        for i, g in zip(floating, got, strict=True):
+            filled[i] = g
+        grads = tuple(filled)
+    return tuple(g if isinstance(g, np.ndarray) else cast_varying(g, x._array)
+                 for g, x in zip(grads, xs, strict=True))
 
 
 def _check_cotangents(op: Op[Any], grads: Sequence[Any], xs: Sequence[Any]) -> tuple[Any, ...]:

@@ -12,19 +12,22 @@ the position its label has in a particular tensor::
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 
 from jax.sharding import PartitionSpec
 
 from ._axis import Axis, axis_name, check_axis_label
-from ._errors import HasType, describe
+from ._errors import AxisError, HasType, describe
 
-__all__ = ["partition_spec"]
+__all__ = ["MeshAxes", "Table", "partition_spec", "rules_table", "spec_of"]
 
+#: What a rule maps an axis to: a mesh axis name, a tuple of names, or ``None`` (replicated).
 MeshAxes = str | tuple[str, ...] | None
+#: Rules after checking: axis label -> the mesh axis names that split it (maybe none).
+Table = dict[type[Axis], tuple[str, ...]]
 
 
-def _mesh_names(value: MeshAxes) -> tuple[str, ...]:
+def _mesh_names(value: MeshAxes, where: str) -> tuple[str, ...]:
     if value is None:
         return ()
     if isinstance(value, str):
@@ -32,8 +35,56 @@ def _mesh_names(value: MeshAxes) -> tuple[str, ...]:
     if isinstance(value, tuple) and all(isinstance(v, str) for v in value):
         return value
     raise TypeError(
-        f"partition_spec: a mesh axis is a string, a tuple of strings or None, got {value!r}"
+        f"{where}: a mesh axis is a string, a tuple of strings or None, got {value!r}"
     )
+
+
+def rules_table(rules: Mapping[type[Axis], MeshAxes], where: str) -> Table:
+    """Check ``rules`` (axis labels to mesh axis names) and normalise each value to a tuple."""
+    if not isinstance(rules, Mapping):
+        raise TypeError(f"{where}: rules are a mapping {{Axis: mesh axis name}}, got "
+                        f"{type(rules).__name__}")
+    return {check_axis_label(label, where): _mesh_names(value, where)
+            for label, value in rules.items()}
+
+
+def spec_of(t: HasType, table: Table, where: str,
+            sizes: Mapping[str, int] | None = None) -> PartitionSpec:
+    """The ``PartitionSpec`` of ``t`` under checked rules; with the mesh's ``sizes``, also
+    check that every split axis divides evenly."""
+    entries: list[MeshAxes] = []
+    owner: dict[str, type[Axis]] = {}
+    shape: Sequence[int | None] = getattr(t, "shape", (None,) * len(t.axes))
+    for a, n in zip(t.axes, shape, strict=True):
+        names = table.get(a, ())
+        for name in names:
+            if name in owner:
+                raise AxisError(
+                    f"{where}: mesh axis {name!r} would shard both "
+                    f"{axis_name(owner[name])} and {axis_name(a)} of {describe(t)} "
+                    "(a mesh axis can split only one axis of a tensor)"
+                )
+            owner[name] = a
+        if sizes is not None and names:
+            _check_divides(a, n, names, sizes, where, t)
+        entries.append(None if not names else names[0] if len(names) == 1 else names)
+    return PartitionSpec(*entries)  # type: ignore[no-untyped-call, unused-ignore]
+
+
+def _check_divides(a: type[Axis], n: int | None, names: tuple[str, ...],
+                   sizes: Mapping[str, int], where: str, t: HasType) -> None:
+    ways = 1
+    for name in names:
+        if name not in sizes:
+            raise AxisError(f"{where}: {axis_name(a)} maps to mesh axis {name!r}, but the "
+                            f"mesh has axes ({', '.join(map(repr, sizes))})")
+        ways *= sizes[name]
+    if n is not None and n % ways:
+        over = (f"mesh axis {names[0]!r}" if len(names) == 1
+                else f"mesh axes ({', '.join(map(repr, names))})")
+        raise AxisError(f"{where}: {axis_name(a)}={n} cannot be split {ways} ways over {over} "
+                        f"in {describe(t)} (make its size a multiple of {ways}, or map "
+                        f"{axis_name(a)} to None)")
 
 
 def partition_spec(t: HasType, rules: Mapping[type[Axis], MeshAxes]) -> PartitionSpec:
@@ -43,6 +94,7 @@ def partition_spec(t: HasType, rules: Mapping[type[Axis], MeshAxes]) -> Partitio
     mesh axes) or ``None`` (replicated). Axes of ``t`` not in ``rules`` are replicated, and
     rules for axes ``t`` lacks are ignored, so one mapping serves a whole model
     (``jax.tree.map(lambda t: ax.partition_spec(t, rules), params, is_leaf=...)``).
+    Inside ``jax.shard_map`` it gives the ``in_specs`` / ``out_specs``.
 
     Args:
         t: a Tensor (or anything with ``.axes``: a graph node, a ``TensorType``).
@@ -52,27 +104,11 @@ def partition_spec(t: HasType, rules: Mapping[type[Axis], MeshAxes]) -> Partitio
         A ``jax.sharding.PartitionSpec`` with one entry per axis of ``t``.
 
     Raises:
-        TypeError: a key is not an axis label, a value is not a mesh axis name, or one
-            mesh axis would shard two axes of ``t``.
+        TypeError: a key is not an axis label or a value is not a mesh axis name.
+        AxisError: one mesh axis would shard two axes of ``t`` (the message names both).
 
     Example:
         >>> ax.partition_spec(ax.zeros((8, 4), Batch, Hidden), {Batch: "data"})
         P('data', None)
     """
-    table: dict[type[Axis], tuple[str, ...]] = {}
-    for label, value in rules.items():
-        table[check_axis_label(label, "partition_spec")] = _mesh_names(value)
-    entries: list[MeshAxes] = []
-    owner: dict[str, type[Axis]] = {}
-    for a in t.axes:
-        names = table.get(a, ())
-        for name in names:
-            if name in owner:
-                raise TypeError(
-                    f"partition_spec: mesh axis {name!r} would shard both "
-                    f"{axis_name(owner[name])} and {axis_name(a)} of {describe(t)} "
-                    "(a mesh axis can split only one axis of a tensor)"
-                )
-            owner[name] = a
-        entries.append(None if not names else names[0] if len(names) == 1 else names)
-    return PartitionSpec(*entries)  # type: ignore[no-untyped-call, unused-ignore]
+    return spec_of(t, rules_table(rules, "partition_spec"), "partition_spec")

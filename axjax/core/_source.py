@@ -7,14 +7,26 @@ the op named by a NaN report (:func:`axjax.debug_nans`) and the axis provenance 
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import sys
 from types import FrameType
 
-__all__ = ["PACKAGE_DIR", "user_frame", "user_site"]
+__all__ = ["PACKAGE_DIR", "entry_name", "user_frame", "user_site"]
 
 #: the axjax package's directory (with a trailing separator): frames under it are the library's
 PACKAGE_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
+
+
+def _package_dir(name: str) -> str | None:
+    spec = importlib.util.find_spec(name)
+    origin = spec.origin if spec is not None else None
+    return None if origin is None else os.path.dirname(origin) + os.sep
+
+
+#: directories whose frames are never user code: axjax, and the libraries that call back into
+#: it (Equinox's module metaclass runs a layer's ``__init__``; JAX runs traced functions)
+LIBRARY_DIRS = (PACKAGE_DIR, *(d for d in map(_package_dir, ("equinox", "jax")) if d))
 
 
 def user_frame(skip: int = 1) -> FrameType | None:
@@ -24,9 +36,36 @@ def user_frame(skip: int = 1) -> FrameType | None:
         frame: FrameType | None = sys._getframe(skip + 1)
     except ValueError:
         return None
-    while frame is not None and frame.f_code.co_filename.startswith(PACKAGE_DIR):
+    while frame is not None and frame.f_code.co_filename.startswith(LIBRARY_DIRS):
         frame = frame.f_back
     return frame
+
+
+def entry_name(skip: int = 1) -> str:
+    """How the user called into axjax: the outermost axjax function between the caller and
+    the user's frame (``"ax.zeros"``, ``"Affine"`` for ``Affine.__init__``), ``"?"`` if
+    none.
+
+    >>> entry_name()  # doctest: +SKIP
+    'ax.tensor'
+    """
+    try:
+        frame: FrameType | None = sys._getframe(skip + 1)
+    except ValueError:
+        return "?"
+    entry = None
+    while frame is not None and frame.f_code.co_filename.startswith(LIBRARY_DIRS):
+        if frame.f_code.co_filename.startswith(PACKAGE_DIR):
+            entry = frame.f_code
+        frame = frame.f_back
+    if entry is None:
+        return "?"
+    parts = entry.co_qualname.split(".")
+    if len(parts) == 1:
+        return f"ax.{parts[0]}"
+    if parts[-1] == "__init__" and len(parts) >= 2 and parts[-2] != "<locals>":
+        return "ax.Tensor" if parts[-2] == "Tensor" else parts[-2]
+    return ".".join(p for p in parts if p != "<locals>")
 
 
 def user_site(skip: int = 1) -> str:

@@ -16,6 +16,7 @@ import jax
 import jax.core  # jax.core.Tracer: the submodule, imported by name for type checkers
 import numpy as np
 
+from . import _provenance
 from ._arrays import AxesArray
 from ._axis import Axis, axes_names, axis_name, check_axis_label, check_unique_axes
 from ._dtype import F32, Bool, DType, dtype_marker
@@ -85,7 +86,9 @@ class Tensor(Generic[D, *Axes]):
         Tensor[F32, Batch=2, Pixel=3](mean=1, std=0, min=1, max=1)
     """
 
-    __slots__ = ("_array", "_axes")
+    # _prov: where each axis came from, in the provenance mode only (core/_provenance.py);
+    # a slot outside the pytree (not aux data), unset otherwise
+    __slots__ = ("_array", "_axes", "_prov")
     _is_symbolic: ClassVar[bool] = False
 
     _array: jax.Array
@@ -106,6 +109,8 @@ class Tensor(Generic[D, *Axes]):
         dtype_marker(array.dtype)
         self._array = array
         self._axes = axes
+        if _provenance.recording:
+            self._prov = _provenance.constructed(len(axes))
 
     @classmethod
     def _wrap(cls, array: Any, axes: tuple[type[Axis], ...]) -> Tensor[Any, *tuple[Any, ...]]:

@@ -26,7 +26,7 @@ AxisLabels = tuple[type[Axis], ...]
 # ---------------------------------------------------------------------- grad, value_and_grad
 
 
-def value_and_grad(fun: Callable[..., Any], argnums: int | Sequence[int] = 0,
+def value_and_grad(fun: Callable[..., Any] | Tensor[Any], argnums: int | Sequence[int] = 0,
                    has_aux: bool = False, *, wrt: Any = None, inputs: Any = None
                    ) -> Callable[..., Any]:
     """``jax.value_and_grad`` for functions returning a scalar ``Tensor`` (or array).
@@ -43,10 +43,10 @@ def value_and_grad(fun: Callable[..., Any], argnums: int | Sequence[int] = 0,
     if is_symbolic(fun):  # a graph loss: the graph differentiates itself
         return cast(Symbolic, fun).differentiate(wrt, inputs, with_value=True)
     _reject_graph_args(wrt, inputs, "value_and_grad")
-    return _value_and_grad(fun, argnums, has_aux, "value_and_grad")
+    return _value_and_grad(cast(Callable[..., Any], fun), argnums, has_aux, "value_and_grad")
 
 
-def grad(fun: Callable[..., Any], argnums: int | Sequence[int] = 0,
+def grad(fun: Callable[..., Any] | Tensor[Any], argnums: int | Sequence[int] = 0,
          has_aux: bool = False, *, wrt: Any = None, inputs: Any = None) -> Callable[..., Any]:
     """``jax.grad`` for functions returning a scalar ``Tensor`` (or array).
 
@@ -61,9 +61,10 @@ def grad(fun: Callable[..., Any], argnums: int | Sequence[int] = 0,
     if is_symbolic(fun):  # a graph loss: the graph differentiates itself
         return cast(Symbolic, fun).differentiate(wrt, inputs, with_value=False)
     _reject_graph_args(wrt, inputs, "grad")
-    value_and_grad_fun = _value_and_grad(fun, argnums, has_aux, "grad")
+    fn = cast(Callable[..., Any], fun)  # a scalar graph node (Tensor[D]) returned above
+    value_and_grad_fun = _value_and_grad(fn, argnums, has_aux, "grad")
 
-    @functools.wraps(fun)
+    @functools.wraps(fn)
     def grad_fun(*args: Any, **kwargs: Any) -> Any:
         out, grads = value_and_grad_fun(*args, **kwargs)
         if has_aux:

@@ -21,6 +21,8 @@ from ._dtype import to_numpy_dtype as to_numpy_dtype
 from ._errors import HasType as HasType
 from ._errors import describe as describe
 from ._errors import fail as fail
+from ._finite import checking_finite as checking_finite
+from ._finite import node_site as node_site
 from ._op import apply as apply
 from ._op import cached as cached
 from ._op import check_layout as check_layout
@@ -29,6 +31,9 @@ from ._op import require_floating as require_floating
 from ._op import require_numbers as require_numbers
 from ._op import result_dtype as result_dtype
 from ._op import same_sizes as same_sizes
+from ._provenance import constructed as constructed
+from ._provenance import origins as origins
+from ._provenance import provenance_enabled as provenance_enabled
 from ._pytree import flatten as flatten
 from ._pytree import is_tensor as is_tensor
 from ._pytree import unflatten as unflatten

@@ -17,5 +17,8 @@ from ._params import as_params as as_params
 from ._params import as_values as as_values
 from ._results import MultiApply as MultiApply
 from ._results import Part as Part
+from ._scan import Fold as Fold
+from ._scan import Scan as Scan
+from ._scan import ScanAt as ScanAt
 from ._scan import fold as fold
 from ._scan import scan as scan

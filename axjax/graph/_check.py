@@ -6,6 +6,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
+import jax
+
 from ..core import Axis, AxisError, Tensor, TensorType
 from ..core.internal import axis_name, describe, is_symbolic
 
@@ -56,6 +58,12 @@ def mismatch(want: TensorType, got: Any) -> str:
             return "same axes in a different order (transpose it first)"
         return "the axes differ"
     if got.dtype is not want.dtype:
+        numpy_dtype = want.dtype.numpy
+        if jax.dtypes.canonicalize_dtype(numpy_dtype) != numpy_dtype:  # 64-bit, x64 off
+            return (f"dtype {got.dtype.__name__} differs, and JAX makes no "
+                    f"{want.dtype.__name__} while jax_enable_x64 is off (enable it for "
+                    '64-bit types: jax.config.update("jax_enable_x64", True) before building '
+                    f"the data, or declare the Input {got.dtype.__name__})")
         return (f"dtype {got.dtype.__name__} differs (convert it with "
                 f"astype(ax.{want.dtype.__name__}))")
     for a, n, m in zip(want.axes, want.shape, got.shape, strict=True):

@@ -12,14 +12,14 @@ eager fold/scan, one ``lax.scan``, whose unit evaluates the loop's body the same
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any, cast
+from typing import Any, Generic, TypeVar, TypeVarTuple, cast, overload
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 
-from ..core import AxisError, Op, Tensor, config
-from ..core.internal import apply, describe, trusted_tensor
+from ..core import AxisError, DType, Op, Tensor, config
+from ..core.internal import apply, checking_finite, describe, node_site, trusted_tensor
 from ._check import check_value, mismatch
 from ._graph import Graph, Outputs
 from ._loop import Loop
@@ -164,7 +164,13 @@ def execute(steps: Sequence[Step], env: list[Any], names: Mapping[AnyNode, str])
             env[k] = args[0][how]
             continue
         try:
-            env[k] = how.run(args) if isinstance(how, LoopPlan) else apply(how, args)
+            if isinstance(how, LoopPlan):
+                env[k] = how.run(args)
+            elif checking_finite():  # inside ax.debug_nans: report the node's line
+                with node_site(getattr(node, "site", "?")):
+                    env[k] = apply(how, args)
+            else:
+                env[k] = apply(how, args)
         except Exception as e:
             e.add_note(f"while running graph node {names[node]} = {node.op_label()}"
                        f"({', '.join(names[a] for a in node.args)}), built at "
@@ -265,8 +271,19 @@ def restructure(structure: Any, outs: Sequence[Any]) -> Any:
     return tuple(outs)
 
 
-class CompiledGraph:
+R = TypeVar("R")
+Ins = TypeVarTuple("Ins")
+D = TypeVar("D", bound=DType)
+Os = TypeVarTuple("Os")
+
+
+class CompiledGraph(Generic[R, *Ins]):
     """A graph lowered to one ``jax.jit`` function of its inputs (see :func:`compile`).
+
+    Typed by its result ``R`` (the output node's type as a ``Tensor``) and the types its
+    arguments may have, ``*Ins``: ``CompiledGraph[Tensor[F32, N, C], Tensor[F32, N, P] |
+    jax.Array]`` under the mypy plugin, which reads the Inputs; ``*tuple[Any, ...]``
+    otherwise.
 
     Call it with one value per input, by position or by the Inputs' names: Tensors with
     the Input's axes, dtype and known sizes, or arrays in the Input's axis order.
@@ -295,19 +312,30 @@ class CompiledGraph:
         """The graph's Params (with the values they were built with)."""
         return self._program.params
 
-    def __call__(self, *args: Any, params: Any = None, **kwargs: Any) -> Any:
+    def __call__(self, *args: *Ins, params: Any = None, **kwargs: Any) -> R:
         p = self._program
         outs = self._jit(config.autodiff, p.values(params), p.const_values, p.bind(args, kwargs))
-        return restructure(self.graph.structure, outs)
+        out: R = restructure(self.graph.structure, outs)
+        return out
 
     def __repr__(self) -> str:
         names = ", ".join(self.graph.names[x] for x in self.inputs)
         return f"<CompiledGraph({names}) of {self.graph.summary()}>"
 
 
+@overload
+def compile(outputs: Tensor[D, *Os], inputs: Sequence[AnyTensor] | AnyTensor | None = None
+            ) -> CompiledGraph[Tensor[D, *Os], *tuple[Any, ...]]: ...
+@overload
 def compile(outputs: Outputs, inputs: Sequence[AnyTensor] | AnyTensor | None = None
-            ) -> CompiledGraph:
+            ) -> CompiledGraph[Any, *tuple[Any, ...]]: ...
+def compile(outputs: Outputs, inputs: Sequence[AnyTensor] | AnyTensor | None = None
+            ) -> CompiledGraph[Any, *tuple[Any, ...]]:
     """Lower a graph to one jitted function of its inputs that returns Tensors.
+
+    One output node of type ``Tensor[D, *A]`` (an ``Input``, an ``Apply``, ...) makes a
+    ``CompiledGraph`` returning ``Tensor[D, *A]``; with the mypy plugin its arguments are
+    typed by the Inputs too (transposed data is an error before it runs).
 
     Args:
         outputs: a node, a list of nodes (the call returns a tuple) or a dict of nodes (the
@@ -320,4 +348,5 @@ def compile(outputs: Outputs, inputs: Sequence[AnyTensor] | AnyTensor | None = N
         >>> predict(images)                      # Tensor[F32, Batch=64, Class=10]
         >>> predict(x=images, params=step.params)
     """
-    return CompiledGraph(outputs, inputs)
+    out: CompiledGraph[Any, *tuple[Any, ...]] = CompiledGraph(outputs, inputs)
+    return out

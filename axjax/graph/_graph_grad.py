@@ -16,7 +16,7 @@ from typing import Any
 
 import jax
 
-from ..core import AxisError, config
+from ..core import AxisError, Tensor, config
 from ..core.internal import describe, is_floating, trusted_tensor
 from ._compile import AnyParam, AnyTensor, Program
 from ._nodes import Node, Param
@@ -88,7 +88,7 @@ class GraphGrad:
         return (trusted_tensor(value, ()), g) if self.with_value else g
 
 
-def graph_grad(loss: AnyTensor, wrt: Any = None, inputs: Any = None,
+def graph_grad(loss: Tensor[Any], wrt: Any = None, inputs: Any = None,
                with_value: bool = False) -> GraphGrad:
     """Gradients of a scalar graph ``loss`` with respect to Params (``ax.grad`` on a node).
 

@@ -22,7 +22,16 @@ from typing import Any, ClassVar, NoReturn, TypeVar, TypeVarTuple, cast, overloa
 import jax
 
 from ..core import AnyTensor, Axis, AxisError, DType, Op, Tensor, TensorType
-from ..core.internal import axis_name, check_axis_label, check_unique_axes, describe, dtype_marker
+from ..core.internal import (
+    axis_name,
+    check_axis_label,
+    check_unique_axes,
+    constructed,
+    describe,
+    dtype_marker,
+    origins,
+    provenance_enabled,
+)
 from ._applied import Applied
 from ._check import check_value, input_sizes
 
@@ -91,6 +100,8 @@ class Node(Tensor[D, *Axes]):
         object.__setattr__(self, "_array", None)  # no value (core code may probe it)
         object.__setattr__(self, "_name", name)
         object.__setattr__(self, "_serial", next(_serial) if serial is None else serial)
+        if provenance_enabled() and not isinstance(self, Applied):  # a leaf: its own line
+            object.__setattr__(self, "_prov", constructed(len(type_.axes), f"ax.{self.kind}"))
 
     def __setattr__(self, name: str, value: Any) -> None:
         raise AttributeError(f"graph nodes are immutable (cannot set {name})")
@@ -385,6 +396,8 @@ class Const(Node[D, *Axes]):
             raise TypeError(f"Const holds a Tensor value, got {value!r}")
         self._init(value.type, name)
         object.__setattr__(self, "_value", value)
+        if origins(value) is not None:  # an eager tensor in a graph keeps its own record
+            object.__setattr__(self, "_prov", origins(value))
 
     @property
     def value(self) -> Tensor[D, *Axes]:

@@ -18,12 +18,12 @@ concrete Tensors, so the node lowers to one ``lax.scan`` too (any length, known 
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any, TypeVar
+from typing import Any, Generic, Literal, TypeVar, TypeVarTuple, overload
 
 import jax
 import jax.numpy as jnp
 
-from ..core import Axis, AxisError, Tensor, TensorType
+from ..core import Axis, AxisError, DType, Tensor, TensorType
 from ..core.internal import (
     axes_names,
     axis_name,
@@ -39,9 +39,19 @@ from ..ops import broadcast, where
 from ._loop import Carry, Loop, Slice
 from ._nodes import mark
 
-__all__ = ["fold", "scan"]
+__all__ = ["Fold", "Scan", "ScanAt", "fold", "scan"]
 
 S = TypeVar("S")
+#: the unit: a function or a module called as ``unit(state, x_t) -> state``
+U = TypeVar("U", bound=Callable[[Any, Any], Any])
+#: the scanned axis
+X = TypeVar("X", bound=Axis)
+#: the position of the scanned axis in a scan's states
+K = TypeVar("K", bound=int)
+D = TypeVar("D", bound=DType)
+D2 = TypeVar("D2", bound=DType)
+Ss = TypeVarTuple("Ss")
+Ss2 = TypeVarTuple("Ss2")
 AnyTensor = Tensor[Any, *tuple[Any, ...]]
 
 
@@ -233,43 +243,96 @@ def _keep(m: AnyTensor, new: AnyTensor, old: AnyTensor, where_: str) -> AnyTenso
     return where(broadcast(m, new), new, old)
 
 
-def fold(unit: Callable[[S, Any], S], over: type[Axis], *, reverse: bool = False
-         ) -> Callable[..., S]:
+class Fold(Generic[U, X]):
+    """``fold(unit, over=X)``: call it as ``(init, xs, mask=None)`` for the last state.
+
+    The result has the initial state's type. Typed by the unit ``U`` and the axis ``X``
+    (the mypy plugin checks the unit's arguments, the state it returns, ``xs`` and the mask
+    against them; see docs/typing.md).
+    """
+
+    def __init__(self, unit: U, over: type[X], reverse: bool) -> None:
+        self.unit, self.over, self.reverse = unit, over, reverse
+
+    def __call__(self, init: S, xs: Any, *, mask: AnyTensor | None = None) -> S:
+        out: S = _run(self.unit, self.over, init, xs, mask, self.reverse, False, 0, "fold")
+        return out
+
+
+class Scan(Generic[U, X]):
+    """``scan(unit, over=X)`` (``at=0``): call it as ``(init, xs, mask=None)`` for every
+    state, axis ``X`` first: a ``Tensor[D, *S]`` state gives ``Tensor[D, X, *S]``."""
+
+    at = 0
+
+    def __init__(self, unit: U, over: type[X], reverse: bool) -> None:
+        self.unit, self.over, self.reverse = unit, over, reverse
+
+    @overload
+    def __call__(self, init: Tensor[D, *Ss], xs: Any, *, mask: AnyTensor | None = None
+                 ) -> Tensor[D, X, *Ss]: ...
+    @overload
+    def __call__(self, init: tuple[Tensor[D, *Ss], Tensor[D2, *Ss2]], xs: Any, *,
+                 mask: AnyTensor | None = None
+                 ) -> tuple[Tensor[D, X, *Ss], Tensor[D2, X, *Ss2]]: ...
+    @overload
+    def __call__(self, init: object, xs: Any, *, mask: AnyTensor | None = None) -> Any: ...
+    def __call__(self, init: Any, xs: Any, *, mask: AnyTensor | None = None) -> Any:
+        return _run(self.unit, self.over, init, xs, mask, self.reverse, True, self.at, "scan")
+
+
+class ScanAt(Generic[U, X, K]):
+    """``scan(unit, over=X, at=k)`` with ``k != 0``: axis ``X`` at position ``k`` of each
+    state Tensor (``K`` is the position, exact under the mypy plugin; gradual axes
+    otherwise)."""
+
+    def __init__(self, unit: U, over: type[X], reverse: bool, at: K) -> None:
+        self.unit, self.over, self.reverse, self.at = unit, over, reverse, at
+
+    @overload
+    def __call__(self, init: Tensor[D, *Ss], xs: Any, *, mask: AnyTensor | None = None
+                 ) -> Tensor[D, *tuple[Any, ...]]: ...
+    @overload
+    def __call__(self, init: object, xs: Any, *, mask: AnyTensor | None = None) -> Any: ...
+    def __call__(self, init: Any, xs: Any, *, mask: AnyTensor | None = None) -> Any:
+        return _run(self.unit, self.over, init, xs, mask, self.reverse, True, self.at, "scan")
+
+
+def fold(unit: U, over: type[X], *, reverse: bool = False) -> Fold[U, X]:
     """The paper's foldLeft: run ``unit(state, x_t)`` along axis ``over``; return the last state.
 
     ``fold(unit, over=Time)(init, xs, mask=None)``: ``xs`` is a Tensor (or pytree of
     Tensors) with axis ``Time`` anywhere; ``mask`` is an optional Bool Tensor over
     ``[*Batch, Time]`` (false = padding: the state is carried unchanged). ``reverse=True``
-    runs from the last step to the first. One ``jax.lax.scan``.
+    runs from the last step to the first. One ``jax.lax.scan``. The result has ``init``'s
+    type.
 
     Example:
         >>> cell = ax.nn.GRUCell(Pixel, Hidden, 28, 128, key=key)
         >>> h = ax.fold(cell, over=Row)(cell.init_state({Batch: 32}), images)
         >>> # images [Batch, Row, Pixel] -> h [Batch, Hidden]
     """
-
-    def folded(init: S, xs: Any, *, mask: AnyTensor | None = None) -> S:
-        out: S = _run(unit, over, init, xs, mask, reverse, False, 0, "fold")
-        return out
-
-    return folded
+    return Fold(unit, over, reverse)
 
 
-def scan(unit: Callable[[S, Any], S], over: type[Axis], *, reverse: bool = False,
-         at: int = 0) -> Callable[..., S]:
+@overload
+def scan(unit: U, over: type[X], *, reverse: bool = False, at: Literal[0] = 0  # type: ignore[overload-overlap]
+         ) -> Scan[U, X]: ...
+@overload
+def scan(unit: U, over: type[X], *, reverse: bool = False, at: int) -> ScanAt[U, X, int]: ...
+def scan(unit: U, over: type[X], *, reverse: bool = False, at: int = 0
+         ) -> Scan[U, X] | ScanAt[U, X, int]:
     """The paper's scanLeft: every state of :func:`fold`, stacked along ``over``.
 
     Returns the states after each step (not the initial one), with axis ``over`` inserted
-    at position ``at`` of each state Tensor (0 by default: no data movement). With
-    ``reverse=True`` entry ``t`` is still the state after consuming step ``t``.
+    at position ``at`` of each state Tensor (0 by default: no data movement), so a state
+    ``Tensor[D, *S]`` gives ``Tensor[D, over, *S]``. With ``reverse=True`` entry ``t`` is
+    still the state after consuming step ``t``.
 
     Example:
         >>> hs = ax.scan(cell, over=Time)(cell.init_state({Batch: 32}), xs)
         >>> # xs [Batch, Time, In] -> hs [Time, Batch, Hidden]
     """
-
-    def scanned(init: S, xs: Any, *, mask: AnyTensor | None = None) -> S:
-        out: S = _run(unit, over, init, xs, mask, reverse, True, at, "scan")
-        return out
-
-    return scanned
+    if at == 0:
+        return Scan(unit, over, reverse)
+    return ScanAt(unit, over, reverse, at)

@@ -22,6 +22,7 @@ from __future__ import annotations
 import importlib
 import traceback
 from collections.abc import Callable
+from typing import TypeVar
 
 from mypy.nodes import (
     ARG_STAR,
@@ -65,7 +66,12 @@ from ._calls import (
     vmap_type,
 )
 from ._evaluate import CannotEvaluate, Env, Joined, Named, deliberate, message
+from ._graphs import COMPILE, compile_type
 from ._labels import analyzing, check_annotation, check_label_class
+from ._layers import CAST, SEQUENTIAL, LayerHooks, Tools
+from ._loops import CALLS as LOOP_CALLS
+from ._loops import SCAN_FUNCTION, loop_call_type, scan_position
+from ._options import read_options, report_untyped
 from ._signature import widen
 from ._types import (
     AXIS,
@@ -76,6 +82,9 @@ from ._types import (
     TT,
     make_tensor,
 )
+from ._user_ops import inline_op, power_type, user_op_call
+
+C = TypeVar("C", FunctionContext, MethodContext)
 
 
 def _functions(*kinds: str) -> frozenset[str]:
@@ -122,6 +131,10 @@ class AxjaxPlugin(Plugin):
     def __init__(self, options: Options) -> None:
         super().__init__(options)
         self._tensor_classes: dict[str, bool] = {}
+        self._options = read_options(options.config_file)
+        self._failed: set[int] = set()  # calls whose type rule was reported failing
+        self._layers = LayerHooks(Tools(self.lookup_fully_qualified, self._env, self._gradual,
+                                        lambda: self._info(TENSOR), self._tuple_info))
 
     def _is_tensor_method(self, fullname: str) -> bool:
         """``Tensor.__add__``, ``Input.__matmul__``, ...: an operator of a Tensor class."""
@@ -152,11 +165,52 @@ class AxjaxPlugin(Plugin):
         return None
 
     def get_function_hook(self, fullname: str) -> Callable[[FunctionContext], Type] | None:
+        module = fullname.rpartition(".")[0]
+        sym = self.lookup_fully_qualified(fullname) if module in self._options.op_modules else None
+        if sym is not None and not isinstance(sym.node, TypeInfo):  # a user op's function
+            name = "user:" + fullname.rpartition(".")[2]
+            return self._watched(fullname, safe(
+                lambda ctx: self._function(fullname, name, ctx), default))
+        return self._watched(fullname, self._function_hook(fullname))
+
+    def _watched(self, fullname: str, hook: Callable[[C], Type] | None
+                 ) -> Callable[[C], Type] | None:
+        """``hook``, reporting a degraded Tensor result where ``warn_untyped`` asks to."""
+        if hook is None or not self._options.warn_untyped or fullname.startswith(FOREIGN):
+            return hook
+        inner = hook
+        callee = fullname.rsplit(".", 1)[-1]
+        if fullname.startswith("axjax."):
+            callee = "ax." + callee
+
+        def watched(ctx: C) -> Type:
+            out = inner(ctx)
+            module = getattr(getattr(ctx.api, "tree", None), "fullname", "")
+            if self._options.warns(module) and id(ctx.context) not in self._failed:
+                try:
+                    report_untyped(ctx, out, callee, self._info(TENSOR))
+                except Exception:  # noqa: BLE001 - a report must never take mypy down
+                    if DEBUG:
+                        traceback.print_exc()
+            return out
+
+        return watched
+
+    def _function_hook(self, fullname: str) -> Callable[[FunctionContext], Type] | None:
         short = _short(fullname)
         if short in CONSTRUCTORS:
             return safe(lambda ctx: self._constructor(short, ctx), default)
         if short is not None or fullname == INPUT:
             return safe(lambda ctx: self._function(fullname, short or "Input", ctx), default)
+        if fullname == SEQUENTIAL:
+            return safe(self._layers.sequential, default)
+        if fullname == CAST:  # ax.nn.cast: the layer's (or tensor's) dtype replaced
+            return safe(self._layers.cast, default)
+        if fullname == SCAN_FUNCTION:
+            return safe(scan_position, default)
+        if fullname == COMPILE:
+            return safe(lambda ctx: compile_type(ctx, self._info(TENSOR), self._tuple_info(),
+                                                 self.lookup_fully_qualified), default)
         if fullname == VMAP:
             return safe(lambda ctx: vmap_type(ctx, self._info(TENSOR), self._tuple_info(),
                                               self._object(), self._gradual), default)
@@ -169,12 +223,39 @@ class AxjaxPlugin(Plugin):
             return safe(lambda ctx: widen(ctx.default_signature, self._object(),
                                            self._gradual()),
                          lambda ctx: ctx.default_signature)
+        if self._layers.is_layer_call(fullname):  # a layer's call: the layer judges (_layers)
+            return safe(lambda ctx: widen(ctx.default_signature, self._object(), self._gradual())
+                        if self._layers.judged(ctx.type) else ctx.default_signature,
+                        lambda ctx: ctx.default_signature)
+        cls, _, method = fullname.rpartition(".")
+        if method == "__call__" and cls.rpartition(".")[0] in self._options.op_modules:
+            # `Norm(Pixel)(x)`: the op's own infer judges (_user_ops); a held op keeps its type
+            return safe(lambda ctx: widen(ctx.default_signature, self._object(), self._gradual())
+                        if inline_op(ctx.context) else ctx.default_signature,
+                        lambda ctx: ctx.default_signature)
         return None
 
     def get_method_hook(self, fullname: str) -> Callable[[MethodContext], Type] | None:
+        if fullname in ("builtins.int.__pow__", "builtins.float.__pow__",
+                        "builtins.float.__rpow__"):
+            return safe(power_type, default)
+        cls, _, method = fullname.rpartition(".")
+        if method == "__call__" and cls.rpartition(".")[0] in self._options.op_modules:
+            op_call: Callable[[MethodContext], Type] = safe(
+                lambda ctx: user_op_call(ctx, self._evaluate), default)
+            return self._watched(fullname, op_call)
+        return self._watched(fullname, self._method_hook(fullname))
+
+    def _method_hook(self, fullname: str) -> Callable[[MethodContext], Type] | None:
         if self._is_tensor_method(fullname):
             method = fullname.rsplit(".", 1)[-1]
             return safe(lambda ctx: self._method(method, ctx), default)
+        if self._layers.is_layer_call(fullname):
+            return safe(self._layers.call, default)
+        if fullname in LOOP_CALLS:  # calling ax.fold(...) / ax.scan(...) (_loops)
+            return safe(lambda ctx: loop_call_type(ctx, lambda: self._env(ctx, "float"),
+                                                   self._info(TENSOR), self._tuple_info()),
+                        default)
         return None if fullname.startswith(FOREIGN) else safe(no_repeated_axis, default)
 
     def get_type_analyze_hook(self, fullname: str) -> Callable[[AnalyzeTypeContext], Type] | None:
@@ -303,6 +384,7 @@ class AxjaxPlugin(Plugin):
                 traceback.print_exc()
             if self._reportable(env, op, e) and not self._passes_for_ints(ctx, env, run):
                 ctx.api.fail(message(e), ctx.context, code=AXES_ERROR)
+                self._failed.add(id(ctx.context))  # no axjax-untyped report on top
             return self._gradual(info)
         return make_tensor(info or self._info(TENSOR), tt, self._tuple_info())
 

@@ -170,6 +170,7 @@ def describe(tt: TT) -> str:
 def duplicate(items: list[Type]) -> Type | None:
     """The first concrete axis that occurs twice, if any."""
     for i, a in enumerate(items):
-        if is_known(a) and not isinstance(a, UnpackType) and contains(items[:i], a):
+        if (is_known(a) and not isinstance(a, UnpackType) and fullname(a) not in WIDENED
+                and contains(items[:i], a)):
             return a
     return None

@@ -5,16 +5,20 @@
 axis is a batch axis. The kernel is ``Tensor[F32, Feature, Chan, Height, Width]`` (the
 ``OIHW`` layout of PyTorch and Equinox), the bias ``Tensor[F32, Feature]``.
 
-``Conv1D``, ``Conv2D`` and ``Conv3D`` are generic in their axes, as ``ax.nn.Affine`` is:
-``Conv2D((Height, Width), Chan, Feature, ...)`` is a ``Conv2D[Height, Width, Chan,
-Feature]``, whose call the type checkers accept for the channel-last layout
-``Tensor[D, *B, Height, Width, Chan] -> Tensor[D, *B, Height, Width, Feature]`` and the
-channel-first ``Tensor[D, *B, Chan, Height, Width] -> Tensor[D, *B, Feature, Height,
-Width]``. Other layouts run, but a type checker needs a ``transpose`` first (one
-``TypeVarTuple`` per type cannot say "these axes anywhere"); the N-d ``Conv`` is gradual.
-A bare ``Conv2D`` annotation means ``Conv2D[Any, Any, Any, Any]``.
+``Conv1D``, ``Conv2D`` and ``Conv3D`` are generic in their dtype and axes, as
+``ax.nn.Affine`` is: ``Conv2D((Height, Width), Chan, Feature, ...)`` is a ``Conv2D[F32,
+Height, Width, Chan, Feature]``. Its call keeps the input's axes in place, ``Feature``
+where ``Chan`` was. Without the plugin the type checkers accept the channel-last layouts
+``Tensor[D, *B, Height, Width, Chan]`` (or ``Width, Height``) and the channel-first ones
+``Tensor[D, *B, Chan, Height, Width]`` (or ``Width, Height``); other layouts run, and the
+mypy plugin accepts them (it runs the layer's own check), but pyright needs a
+``transpose`` first (one ``TypeVarTuple`` per type cannot say "these axes anywhere"). The
+N-d ``Conv`` is gradual. A bare ``Conv2D`` annotation means ``Conv2D[F32, Any, Any, Any,
+Any]``.
 """
 
+# the layouts' overloads overlap where two of them agree
+# mypy: disable-error-code="overload-overlap"
 from __future__ import annotations
 
 from collections.abc import Sequence
@@ -29,12 +33,12 @@ from ..core.internal import axes_names, axis_name, fail
 from ..ops import broadcast, conv
 from ..ops.internal import Padding, per_axis
 from . import _init
-from ._util import AxisArg, as_axes, distinct, forbid, require
+from ._util import AxisArg, as_axes, distinct, forbid, require, size_of
 
 __all__ = ["Conv", "Conv1D", "Conv2D", "Conv3D"]
 
 AnyTensor = Tensor[Any, *tuple[Any, ...]]
-D = TypeVar("D", bound=DType)
+D = TypeVar("D", bound=DType, default=F32)
 B = TypeVarTuple("B")
 # the axes of a layer; a bare `Conv2D` annotation leaves them open (Any)
 S1 = TypeVar("S1", bound=Axis, default=Any)
@@ -114,7 +118,8 @@ class Conv(eqx.Module):
     def __call__(self, x: AnyTensor, *, key: jax.Array | None = None) -> AnyTensor:
         """Convolve ``x``; ``key`` is ignored."""
         name = self._name()
-        require(name, (x,), x, self.in_axis, self.weight.size(self.in_axis) * self.groups)
+        n_in = size_of(self.weight, self.in_axis)  # None in the type checker's stand-in
+        require(name, (x,), x, self.in_axis, None if n_in is None else n_in * self.groups)
         for a in self.spatial:
             require(name, (x,), x, a, None)
         forbid(name, (x,), x, (self.out_axis,))
@@ -129,20 +134,23 @@ class Conv(eqx.Module):
         return y
 
 
-class Conv1D(Conv, Generic[S1, In, Out]):
-    """:class:`Conv` over one spatial axis (``Time``, say): a ``Conv1D[Time, Chan, Feature]``
-    maps ``[*B, Time, Chan]`` to ``[*B, Time, Feature]`` and ``[*B, Chan, Time]`` to
-    ``[*B, Feature, Time]``.
+class Conv1D(Conv, Generic[D, S1, In, Out]):
+    """:class:`Conv` over one spatial axis (``Time``, say): a ``Conv1D[F32, Time, Chan,
+    Feature]`` maps ``[*B, Time, Chan]`` to ``[*B, Time, Feature]`` and ``[*B, Chan, Time]``
+    to ``[*B, Feature, Time]``.
 
     Example:
         >>> ax.nn.Conv1D(Time, Chan, Feature, 8, 16, 5, key=key)(signal)
     """
 
     def __init__(self, spatial: type[S1], in_axis: type[In], out_axis: type[Out],
-                 in_size: int, out_size: int, kernel_size: int, **kwargs: Any) -> None:
+                 in_size: int, out_size: int, kernel_size: int, *,
+                 dtype: type[D] = F32,  # type: ignore[assignment]  # D defaults to F32
+                 **kwargs: Any) -> None:
         if isinstance(spatial, tuple):
             raise TypeError("Conv1D: give one spatial axis (use Conv for several)")
-        super().__init__(spatial, in_axis, out_axis, in_size, out_size, kernel_size, **kwargs)
+        super().__init__(spatial, in_axis, out_axis, in_size, out_size, kernel_size,
+                         dtype=dtype, **kwargs)
 
     @overload
     def __call__(self, x: Tensor[D, *B, S1, In], *, key: jax.Array | None = None
@@ -155,12 +163,13 @@ class Conv1D(Conv, Generic[S1, In, Out]):
         return super().__call__(x, key=key)
 
 
-class Conv2D(Conv, Generic[S1, S2, In, Out]):
+class Conv2D(Conv, Generic[D, S1, S2, In, Out]):
     """:class:`Conv` over two spatial axes, ``(Height, Width)`` say (the paper's Conv2D).
 
-    A ``Conv2D[Height, Width, Chan, Feature]`` maps ``[*B, Height, Width, Chan]`` to
+    A ``Conv2D[F32, Height, Width, Chan, Feature]`` maps ``[*B, Height, Width, Chan]`` to
     ``[*B, Height, Width, Feature]`` and ``[*B, Chan, Height, Width]`` to ``[*B, Feature,
-    Height, Width]`` (other layouts run too, but type checkers accept these two).
+    Height, Width]``, the spatial axes in either order (other layouts run too: the mypy
+    plugin accepts them, pyright needs a transpose).
 
     Example:
         >>> ax.nn.Conv2D((Height, Width), Chan, Feature, 1, 32, 3, key=key)(images)
@@ -168,11 +177,14 @@ class Conv2D(Conv, Generic[S1, S2, In, Out]):
 
     def __init__(self, spatial: tuple[type[S1], type[S2]], in_axis: type[In],
                  out_axis: type[Out], in_size: int, out_size: int,
-                 kernel_size: int | tuple[int, int], **kwargs: Any) -> None:
+                 kernel_size: int | tuple[int, int], *,
+                 dtype: type[D] = F32,  # type: ignore[assignment]  # D defaults to F32
+                 **kwargs: Any) -> None:
         if type(spatial) is not tuple or len(spatial) != 2:
             raise TypeError(f"Conv2D: spatial must be two axes such as (Height, Width), got "
                             f"{spatial!r}")
-        super().__init__(spatial, in_axis, out_axis, in_size, out_size, kernel_size, **kwargs)
+        super().__init__(spatial, in_axis, out_axis, in_size, out_size, kernel_size,
+                         dtype=dtype, **kwargs)
 
     @overload
     def __call__(self, x: Tensor[D, *B, S1, S2, In], *, key: jax.Array | None = None
@@ -180,22 +192,31 @@ class Conv2D(Conv, Generic[S1, S2, In, Out]):
     @overload
     def __call__(self, x: Tensor[D, *B, In, S1, S2], *, key: jax.Array | None = None
                  ) -> Tensor[D, *B, Out, S1, S2]: ...
+    @overload
+    def __call__(self, x: Tensor[D, *B, S2, S1, In], *, key: jax.Array | None = None
+                 ) -> Tensor[D, *B, S2, S1, Out]: ...
+    @overload
+    def __call__(self, x: Tensor[D, *B, In, S2, S1], *, key: jax.Array | None = None
+                 ) -> Tensor[D, *B, Out, S2, S1]: ...
     def __call__(self, x: AnyTensor, *, key: jax.Array | None = None) -> AnyTensor:
         """Convolve ``x``; ``key`` is ignored."""
         return super().__call__(x, key=key)
 
 
-class Conv3D(Conv, Generic[S1, S2, S3, In, Out]):
+class Conv3D(Conv, Generic[D, S1, S2, S3, In, Out]):
     """:class:`Conv` over three spatial axes, ``(Depth, Height, Width)`` say: a
-    ``Conv3D[Depth, Height, Width, Chan, Feature]`` maps ``[*B, Depth, Height, Width, Chan]``
-    and ``[*B, Chan, Depth, Height, Width]``."""
+    ``Conv3D[F32, Depth, Height, Width, Chan, Feature]`` maps ``[*B, Depth, Height, Width,
+    Chan]`` and ``[*B, Chan, Depth, Height, Width]``."""
 
     def __init__(self, spatial: tuple[type[S1], type[S2], type[S3]], in_axis: type[In],
                  out_axis: type[Out], in_size: int, out_size: int,
-                 kernel_size: int | tuple[int, int, int], **kwargs: Any) -> None:
+                 kernel_size: int | tuple[int, int, int], *,
+                 dtype: type[D] = F32,  # type: ignore[assignment]  # D defaults to F32
+                 **kwargs: Any) -> None:
         if type(spatial) is not tuple or len(spatial) != 3:
             raise TypeError(f"Conv3D: spatial must be three axes, got {spatial!r}")
-        super().__init__(spatial, in_axis, out_axis, in_size, out_size, kernel_size, **kwargs)
+        super().__init__(spatial, in_axis, out_axis, in_size, out_size, kernel_size,
+                         dtype=dtype, **kwargs)
 
     @overload
     def __call__(self, x: Tensor[D, *B, S1, S2, S3, In], *, key: jax.Array | None = None

@@ -6,26 +6,35 @@
 broadcast and add: the primitives of hand-written ``x @ W.T + b``.
 """
 
+# the call's overloads spell "In at any position": they overlap where two positions agree
+# mypy: disable-error-code="overload-overlap"
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from typing import Any, Generic, TypeVar, TypeVarTuple
+from typing import Any, Generic, TypeVarTuple, overload
 
 import equinox as eqx
 import jax
+from typing_extensions import TypeVar
 
 from ..core import F32, Axis, DType, Tensor
-from ..core.internal import axis_name, check_axis_label
+from ..core.internal import axis_name, check_axis_label, fail
 from ..ops import broadcast, contract, relu
 from . import _init
 from ._util import distinct, forbid, require
 
 __all__ = ["Affine", "Linear", "MLP"]
 
-In = TypeVar("In", bound=Axis)
-Out = TypeVar("Out", bound=Axis)
-D = TypeVar("D", bound=DType)
+# a layer's dtype and axes; a bare `Affine` annotation is `Affine[F32, Any, Any]`, and a
+# constructor without `dtype=` gives F32
+D = TypeVar("D", bound=DType, default=F32)
+In = TypeVar("In", bound=Axis, default=Any)
+Out = TypeVar("Out", bound=Axis, default=Any)
+T0 = TypeVar("T0", bound=Axis)
+T1 = TypeVar("T1", bound=Axis)
+T2 = TypeVar("T2", bound=Axis)
 B = TypeVarTuple("B")
+AnyTensor = Tensor[Any, *tuple[Any, ...]]
 Activation = Callable[[Any], Any]
 
 
@@ -34,46 +43,90 @@ def _dense(name: str, x: Any, weight: Any, bias: Any, in_axis: type[Axis],
     n_in = dict(zip(weight.axes, weight.shape, strict=True))[in_axis]
     require(name, (x,), x, in_axis, n_in)
     forbid(name, (x,), x, (out_axis,))
+    if x.dtype is not weight.dtype:
+        raise fail(name, (x,), f"the input is {x.dtype.__name__}, the layer's parameters "
+                   f"{weight.dtype.__name__} (convert the input with astype, or cast the layer)")
     y = contract(x, weight, over=in_axis)
     if bias is not None:
         y = y + broadcast(bias, y)
     return y
 
 
-def _describe(kind: str, in_axis: type[Axis], out_axis: type[Axis], n_in: int,
-              n_out: int) -> str:
-    return f"{kind}({axis_name(in_axis)}={n_in} -> {axis_name(out_axis)}={n_out})"
+def _describe(kind: str, in_axis: type[Axis], out_axis: type[Axis], n_in: int | None,
+              n_out: int | None) -> str:
+    def sized(a: type[Axis], n: int | None) -> str:
+        return axis_name(a) if n is None else f"{axis_name(a)}={n}"
+
+    return f"{kind}({sized(in_axis, n_in)} -> {sized(out_axis, n_out)})"
 
 
-class Affine(eqx.Module, Generic[In, Out]):
+class _Dense(eqx.Module, Generic[D, In, Out]):
+    """The call of the dense layers: ``Tensor[D, ..., In, ...] -> Tensor[D, ..., Out]``.
+
+    ``In`` may sit anywhere; the other axes keep their order and ``Out`` comes last. The
+    overloads spell that for ``In`` among the first two or the last three axes (every
+    position up to rank 5; the mypy plugin is exact at any rank); larger ranks are gradual.
+    The dtype is the layer's own: a ``BF16`` input to an ``F32`` layer is an error.
+    """
+
+    @overload
+    def __call__(self, x: Tensor[D, *B, In], *, key: jax.Array | None = None
+                 ) -> Tensor[D, *B, Out]: ...
+    @overload
+    def __call__(self, x: Tensor[D, *B, In, T0], *, key: jax.Array | None = None
+                 ) -> Tensor[D, *B, T0, Out]: ...
+    @overload
+    def __call__(self, x: Tensor[D, *B, In, T0, T1], *, key: jax.Array | None = None
+                 ) -> Tensor[D, *B, T0, T1, Out]: ...
+    @overload
+    def __call__(self, x: Tensor[D, In, *B], *, key: jax.Array | None = None
+                 ) -> Tensor[D, *B, Out]: ...
+    @overload
+    def __call__(self, x: Tensor[D, T0, In, *B], *, key: jax.Array | None = None
+                 ) -> Tensor[D, T0, *B, Out]: ...
+    @overload
+    def __call__(self, x: Tensor[D, T0, T1, T2, Any, Any, Any, *B], *,
+                 key: jax.Array | None = None) -> Tensor[D, *tuple[Any, ...]]: ...
+    def __call__(self, x: AnyTensor, *, key: jax.Array | None = None) -> AnyTensor:
+        """Apply the layer; ``key`` is ignored (accepted for a uniform signature)."""
+        return self._apply(x)
+
+    def _apply(self, x: AnyTensor) -> AnyTensor:
+        raise NotImplementedError
+
+
+class Affine(_Dense[D, In, Out]):
     """``y = W x + b`` from axis ``In`` to axis ``Out``: the paper's Affine layer.
 
-    ``weight`` is ``Tensor[F32, Out, In]``, ``bias`` is ``Tensor[F32, Out]``. The call
-    maps ``Tensor[D, *B, In] -> Tensor[D, *B, Out]``: ``In`` may sit anywhere in the input,
-    the other axes keep their order and ``Out`` comes last.
+    An ``Affine[D, In, Out]``: ``weight`` is ``Tensor[D, Out, In]``, ``bias`` is
+    ``Tensor[D, Out]``. The call maps ``Tensor[D, *B, In] -> Tensor[D, *B, Out]``: ``In``
+    may sit anywhere in the input, the other axes keep their order and ``Out`` comes last;
+    the input's dtype is the layer's.
 
     Args:
         in_axis, out_axis: the axis read and the axis produced (different labels).
         in_size, out_size: their sizes.
         weight_init: initialiser of the weight (Glorot uniform by default).
         bias_init: initialiser of the bias (zeros by default).
-        dtype: dtype of the parameters.
+        dtype: dtype of the parameters (``F32`` by default; the type's ``D``).
         key: PRNG key for the initialisers (keyword only).
 
     Example:
         >>> layer = ax.nn.Affine(Pixel, Hidden, 784, 300, key=jax.random.key(0))
+        >>> layer                    # Affine[F32, Pixel, Hidden]
         >>> layer(images)            # Tensor[F32, Batch, Pixel] -> Tensor[F32, Batch, Hidden]
     """
 
-    weight: Tensor[F32, Out, In]
-    bias: Tensor[F32, Out]
+    weight: Tensor[D, Out, In]
+    bias: Tensor[D, Out]
     in_axis: type[In] = eqx.field(static=True)
     out_axis: type[Out] = eqx.field(static=True)
 
     def __init__(self, in_axis: type[In], out_axis: type[Out], in_size: int, out_size: int, *,
                  weight_init: _init.Initializer | None = None,
                  bias_init: _init.Initializer | None = None,
-                 dtype: type[DType] = F32, key: jax.Array) -> None:
+                 dtype: type[D] = F32,  # type: ignore[assignment]  # D defaults to F32
+                 key: jax.Array) -> None:
         check_axis_label(in_axis, "Affine")
         check_axis_label(out_axis, "Affine")
         self.in_axis, self.out_axis = in_axis, out_axis
@@ -86,19 +139,17 @@ class Affine(eqx.Module, Generic[In, Out]):
                                                  fan_in=(), fan_out=out_axis,
                                                  dtype=dtype)
 
-    def __call__(self, x: Tensor[D, *B, In], *, key: jax.Array | None = None
-                 ) -> Tensor[D, *B, Out]:
-        """Apply the layer; ``key`` is ignored (accepted for a uniform signature)."""
-        y: Tensor[D, *B, Out] = _dense(self._name(), x, self.weight, self.bias, self.in_axis,
-                                       self.out_axis)
-        return y
+    def _apply(self, x: AnyTensor) -> AnyTensor:
+        out: AnyTensor = _dense(self._name(), x, self.weight, self.bias, self.in_axis,
+                                self.out_axis)
+        return out
 
     def _name(self) -> str:
         n_out, n_in = self.weight.shape
         return _describe("Affine", self.in_axis, self.out_axis, n_in, n_out)
 
 
-class Linear(eqx.Module, Generic[In, Out]):
+class Linear(_Dense[D, In, Out]):
     """``y = W x`` from axis ``In`` to axis ``Out``: :class:`Affine` without the bias.
 
     Example:
@@ -106,12 +157,13 @@ class Linear(eqx.Module, Generic[In, Out]):
         >>> proj(tokens)             # Tensor[F32, Batch, Time, Embed] -> [Batch, Time, Hidden]
     """
 
-    weight: Tensor[F32, Out, In]
+    weight: Tensor[D, Out, In]
     in_axis: type[In] = eqx.field(static=True)
     out_axis: type[Out] = eqx.field(static=True)
 
     def __init__(self, in_axis: type[In], out_axis: type[Out], in_size: int, out_size: int, *,
-                 weight_init: _init.Initializer | None = None, dtype: type[DType] = F32,
+                 weight_init: _init.Initializer | None = None,
+                 dtype: type[D] = F32,  # type: ignore[assignment]  # D defaults to F32
                  key: jax.Array) -> None:
         check_axis_label(in_axis, "Linear")
         check_axis_label(out_axis, "Linear")
@@ -121,17 +173,14 @@ class Linear(eqx.Module, Generic[In, Out]):
         self.weight = w_init(key, {out_axis: out_size, in_axis: in_size},
                              fan_in=in_axis, fan_out=out_axis, dtype=dtype)
 
-    def __call__(self, x: Tensor[D, *B, In], *, key: jax.Array | None = None
-                 ) -> Tensor[D, *B, Out]:
-        """Apply the map; ``key`` is ignored."""
+    def _apply(self, x: AnyTensor) -> AnyTensor:
         n_out, n_in = self.weight.shape
         name = _describe("Linear", self.in_axis, self.out_axis, n_in, n_out)
-        y: Tensor[D, *B, Out] = _dense(name, x, self.weight, None, self.in_axis,
-                                       self.out_axis)
-        return y
+        out: AnyTensor = _dense(name, x, self.weight, None, self.in_axis, self.out_axis)
+        return out
 
 
-class MLP(eqx.Module, Generic[In, Out]):
+class MLP(_Dense[D, In, Out]):
     """A stack of :class:`Affine` layers with an activation between them.
 
     Every layer needs its own output axis (a weight never has an axis twice), so the hidden
@@ -140,6 +189,7 @@ class MLP(eqx.Module, Generic[In, Out]):
     Example:
         >>> mlp = ax.nn.MLP(Pixel, Class, 784, 10, hidden={Hidden1: 300, Hidden2: 100},
         ...                 activation=ax.relu, key=jax.random.key(0))
+        >>> mlp                      # MLP[F32, Pixel, Class]
         >>> mlp(images)              # Tensor[F32, Batch, Pixel] -> Tensor[F32, Batch, Class]
 
     Args:
@@ -150,7 +200,7 @@ class MLP(eqx.Module, Generic[In, Out]):
         weight_init, bias_init, dtype, key: as for :class:`Affine`.
     """
 
-    layers: tuple[Affine[Any, Any], ...]
+    layers: tuple[Affine[D, Any, Any], ...]
     activation: Activation = eqx.field(static=True)
     final_activation: Activation | None = eqx.field(static=True)
 
@@ -159,7 +209,8 @@ class MLP(eqx.Module, Generic[In, Out]):
                  activation: Activation = relu, final_activation: Activation | None = None,
                  weight_init: _init.Initializer | None = None,
                  bias_init: _init.Initializer | None = None,
-                 dtype: type[DType] = F32, key: jax.Array) -> None:
+                 dtype: type[D] = F32,  # type: ignore[assignment]  # D defaults to F32
+                 key: jax.Array) -> None:
         axes: list[Any] = [in_axis, *(hidden or {}), out_axis]
         sizes = [in_size, *(hidden or {}).values(), out_size]
         distinct("MLP", axes)
@@ -172,9 +223,7 @@ class MLP(eqx.Module, Generic[In, Out]):
         self.activation = activation
         self.final_activation = final_activation
 
-    def __call__(self, x: Tensor[D, *B, In], *, key: jax.Array | None = None
-                 ) -> Tensor[D, *B, Out]:
-        """Apply the layers; ``key`` is ignored."""
+    def _apply(self, x: AnyTensor) -> AnyTensor:
         for layer in self.layers[:-1]:
             x = self.activation(layer(x))
         y = self.layers[-1](x)

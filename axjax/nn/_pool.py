@@ -2,18 +2,21 @@
 
 Windows slide over the named axes only, whatever their position; batch and channel axes
 are untouched. A windowed pool keeps the axes (only their sizes change), so its call is
-typed exactly, ``Tensor[D, *Axes] -> Tensor[D, *Axes]``; that the named axes are among
-them is checked when the layer runs. Global pooling removes axes from anywhere, which a
+typed exactly, ``Tensor[D, *Axes] -> Tensor[D, *Axes]``. ``MaxPool2D((H, W), 2)`` is a
+``MaxPool2D[H, W]`` (``MaxPool1D[T]``, ``AvgPool1D``, ``AvgPool2D`` alike): the mypy plugin
+runs the pool on the input's type, so an input without ``H`` is an error statically; other
+checkers find it when the layer runs. Global pooling removes axes from anywhere, which a
 type cannot say: it is gradual.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any, TypeVar, TypeVarTuple
+from typing import Any, Generic, TypeVarTuple
 
 import equinox as eqx
 import jax
+from typing_extensions import TypeVar
 
 from ..core import Axis, DType, Tensor
 from ..ops import avg_pool, max_pool
@@ -29,6 +32,9 @@ AnyTensor = Tensor[Any, *tuple[Any, ...]]
 D = TypeVar("D", bound=DType)
 Axes = TypeVarTuple("Axes")
 Ints = int | Sequence[int]
+# the pooled axes of the 1-d and 2-d pools; a bare `MaxPool2D` is `MaxPool2D[Any, Any]`
+S1 = TypeVar("S1", bound=Axis, default=Any)
+S2 = TypeVar("S2", bound=Axis, default=Any)
 
 # Every class below defines its own __init__: Equinox modules are dataclass transforms, so
 # a type checker would otherwise synthesise a subclass's constructor from the fields.
@@ -84,34 +90,36 @@ class AvgPool(_Pool):
         return avg_pool(x, self.spatial, self.window, self.stride, self.padding)
 
 
-class MaxPool1D(MaxPool):
-    """:class:`MaxPool` over one axis: ``ax.nn.MaxPool1D(Time, 2)``."""
+class MaxPool1D(MaxPool, Generic[S1]):
+    """:class:`MaxPool` over one axis: ``ax.nn.MaxPool1D(Time, 2)``, a ``MaxPool1D[Time]``."""
 
-    def __init__(self, spatial: type[Axis], window: Ints, stride: Ints | None = None,
+    def __init__(self, spatial: type[S1], window: Ints, stride: Ints | None = None,
                  padding: Padding = "VALID") -> None:
         super().__init__(spatial, window, stride, padding)
 
 
-class MaxPool2D(MaxPool):
-    """:class:`MaxPool` over two axes: ``ax.nn.MaxPool2D((Height, Width), 2)``."""
+class MaxPool2D(MaxPool, Generic[S1, S2]):
+    """:class:`MaxPool` over two axes: ``ax.nn.MaxPool2D((Height, Width), 2)``, a
+    ``MaxPool2D[Height, Width]``."""
 
-    def __init__(self, spatial: tuple[type[Axis], type[Axis]], window: Ints,
+    def __init__(self, spatial: tuple[type[S1], type[S2]], window: Ints,
                  stride: Ints | None = None, padding: Padding = "VALID") -> None:
         super().__init__(spatial, window, stride, padding)
 
 
-class AvgPool1D(AvgPool):
-    """:class:`AvgPool` over one axis: ``ax.nn.AvgPool1D(Time, 2)``."""
+class AvgPool1D(AvgPool, Generic[S1]):
+    """:class:`AvgPool` over one axis: ``ax.nn.AvgPool1D(Time, 2)``, an ``AvgPool1D[Time]``."""
 
-    def __init__(self, spatial: type[Axis], window: Ints, stride: Ints | None = None,
+    def __init__(self, spatial: type[S1], window: Ints, stride: Ints | None = None,
                  padding: Padding = "VALID") -> None:
         super().__init__(spatial, window, stride, padding)
 
 
-class AvgPool2D(AvgPool):
-    """:class:`AvgPool` over two axes: ``ax.nn.AvgPool2D((Height, Width), 2)``."""
+class AvgPool2D(AvgPool, Generic[S1, S2]):
+    """:class:`AvgPool` over two axes: ``ax.nn.AvgPool2D((Height, Width), 2)``, an
+    ``AvgPool2D[Height, Width]``."""
 
-    def __init__(self, spatial: tuple[type[Axis], type[Axis]], window: Ints,
+    def __init__(self, spatial: tuple[type[S1], type[S2]], window: Ints,
                  stride: Ints | None = None, padding: Padding = "VALID") -> None:
         super().__init__(spatial, window, stride, padding)
 

@@ -26,21 +26,28 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from typing import Any, final
+from typing import Any, Generic, TypeVarTuple, final
 
 import equinox as eqx
 import jax
+from typing_extensions import TypeVar
 
-from ..core import F32, Axis, DType, Tensor
+from ..core import F32, Axis, AxisError, DType, Tensor
 from ..core.internal import axes_names, axis_name, check_axis_label, fail
 from ..ops import broadcast, contract, rename, sigmoid, tanh, transpose, unstack
 from ..ops import zeros as zeros_tensor
 from . import _init
-from ._util import forbid, require
+from ._util import forbid, require, size_of
 
 __all__ = ["Gate", "Prev", "AbstractCell", "RNNCell", "GRUCell", "LSTMCell"]
 
 AnyTensor = Tensor[Any, *tuple[Any, ...]]
+# a cell's dtype, input axis and hidden axis; a bare `LSTMCell` is `LSTMCell[F32, Any, Any]`
+D = TypeVar("D", bound=DType, default=F32)
+In = TypeVar("In", bound=Axis, default=Any)
+H = TypeVar("H", bound=Axis, default=Any)
+B = TypeVarTuple("B")  # the state's batch axes
+BX = TypeVarTuple("BX")  # the input's batch axes (the same set, in any order)
 
 
 @final
@@ -53,9 +60,14 @@ class Prev(Axis):
     """The axis a recurrent weight reads the previous state (or a ``Hidden`` input) through."""
 
 
-class AbstractCell(eqx.Module):
+class AbstractCell(eqx.Module, Generic[D, In, H]):
     """Base of the cells: weights over ``[In|Prev, (Gate,) Hidden]``, the gate products,
-    ``init_state`` and ``output``. Subclasses call :meth:`_setup` and define ``__call__``."""
+    ``init_state`` and ``output``. Subclasses call :meth:`_setup` and define ``__call__``.
+
+    A cell's type names its dtype, input axis and hidden axis (``LSTMCell[F32, In,
+    Hidden]``); its call takes a state ``Tensor[D, *B, Hidden]`` and an input with the same
+    batch axes and ``In`` (the mypy plugin runs the cell's own check; pyright wants ``In``
+    last), and returns the next state, ``Hidden`` last."""
 
     weight_ih: AnyTensor
     weight_hh: AnyTensor
@@ -91,15 +103,16 @@ class AbstractCell(eqx.Module):
         return self.weight_hh.size(self.hidden_axis)
 
     def _name(self) -> str:
+        n = size_of(self.weight_hh, self.hidden_axis)  # None in the type checker's stand-in
         return (f"{type(self).__name__}({axis_name(self.in_axis)} -> "
-                f"{axis_name(self.hidden_axis)}={self.hidden_size})")
+                f"{axis_name(self.hidden_axis)}{'' if n is None else f'={n}'})")
 
     def _gates(self, h: AnyTensor, x: AnyTensor, bias: bool = True) -> tuple[AnyTensor,
                                                                               AnyTensor]:
         """``(W_ih x (+ b), W_hh h)``, both in the state's axis order plus ``(Gate,) Hidden``."""
         name, hid = self._name(), self.hidden_axis
-        require(name, (h, x), h, hid, self.hidden_size, "state")
-        n_in = self.weight_ih.size(Prev if self.in_axis is hid else self.in_axis)
+        require(name, (h, x), h, hid, size_of(self.weight_hh, hid), "state")
+        n_in = size_of(self.weight_ih, Prev if self.in_axis is hid else self.in_axis)
         require(name, (h, x), x, self.in_axis, n_in, "input")
         batch_h = [a for a in h.axes if a is not hid]
         batch_x = [a for a in x.axes if a is not self.in_axis]
@@ -108,6 +121,11 @@ class AbstractCell(eqx.Module):
                        f"from the input's ({axes_names(batch_x)}) (the state must have one "
                        "entry per sequence: build it with cell.init_state)")
         forbid(name, (h, x), x, (Gate, Prev))
+        for what, t in (("state", h), ("input", x)):
+            if t.dtype is not self.weight_hh.dtype:
+                raise fail(name, (h, x), f"the {what} is {t.dtype.__name__}, the cell's "
+                           f"parameters {self.weight_hh.dtype.__name__} (convert it with "
+                           "astype, or cast the cell)")
         if self.in_axis is hid:
             x = rename(x, hid, Prev)
         xg = contract(x, self.weight_ih, over=Prev if self.in_axis is hid else self.in_axis)
@@ -130,7 +148,7 @@ class AbstractCell(eqx.Module):
         return out
 
 
-class RNNCell(AbstractCell):
+class RNNCell(AbstractCell[D, In, H]):
     """Elman unit: ``h' = tanh(W_ih x + W_hh h + b)``.
 
     ``weight_ih: [In, Hidden]``, ``weight_hh: [Prev, Hidden]``, ``bias: [Hidden]``.
@@ -140,21 +158,23 @@ class RNNCell(AbstractCell):
         >>> h = cell(cell.init_state({Batch: 4}), x)   # x [Batch, In] -> h [Batch, Hidden]
     """
 
-    def __init__(self, in_axis: type[Axis], hidden_axis: type[Axis], in_size: int,
+    def __init__(self, in_axis: type[In], hidden_axis: type[H], in_size: int,
                  hidden_size: int, *, use_bias: bool = True,
-                 weight_init: _init.Initializer | None = None, dtype: type[DType] = F32,
+                 weight_init: _init.Initializer | None = None,
+                 dtype: type[D] = F32,  # type: ignore[assignment]  # D defaults to F32
                  key: jax.Array) -> None:
         self._setup(in_axis, hidden_axis, in_size, hidden_size, 0, use_bias, weight_init,
                     dtype, key)
 
-    def __call__(self, state: AnyTensor, x: AnyTensor, *, key: jax.Array | None = None
-                 ) -> AnyTensor:
+    def __call__(self, state: Tensor[D, *B, H], x: Tensor[D, *BX, In], *,
+                 key: jax.Array | None = None) -> Tensor[D, *B, H]:
         """One step: the next state from ``state [*B, Hidden]`` and ``x [*B, In]``."""
         xg, hg = self._gates(state, x)
-        return tanh(xg + hg)
+        out: Tensor[D, *B, H] = tanh(xg + hg)
+        return out
 
 
-class GRUCell(AbstractCell):
+class GRUCell(AbstractCell[D, In, H]):
     """Gated recurrent unit (Cho et al. 2014), with Equinox's/PyTorch's equations.
 
     ``weight_ih: [In, Gate=3, Hidden]``, ``weight_hh: [Prev, Gate=3, Hidden]``, ``bias:
@@ -168,9 +188,10 @@ class GRUCell(AbstractCell):
 
     bias_n: AnyTensor | None
 
-    def __init__(self, in_axis: type[Axis], hidden_axis: type[Axis], in_size: int,
+    def __init__(self, in_axis: type[In], hidden_axis: type[H], in_size: int,
                  hidden_size: int, *, use_bias: bool = True,
-                 weight_init: _init.Initializer | None = None, dtype: type[DType] = F32,
+                 weight_init: _init.Initializer | None = None,
+                 dtype: type[D] = F32,  # type: ignore[assignment]  # D defaults to F32
                  key: jax.Array) -> None:
         key, kn = jax.random.split(key)
         self._setup(in_axis, hidden_axis, in_size, hidden_size, 3, use_bias, weight_init,
@@ -179,8 +200,8 @@ class GRUCell(AbstractCell):
         self.bias_n = init(kn, {hidden_axis: hidden_size}, fan_in=(), fan_out=hidden_axis,
                            dtype=dtype) if use_bias else None
 
-    def __call__(self, state: AnyTensor, x: AnyTensor, *, key: jax.Array | None = None
-                 ) -> AnyTensor:
+    def __call__(self, state: Tensor[D, *B, H], x: Tensor[D, *BX, In], *,
+                 key: jax.Array | None = None) -> Tensor[D, *B, H]:
         """One step: the next state from ``state [*B, Hidden]`` and ``x [*B, In]``."""
         xg, hg = self._gates(state, x)
         xr, xu, xn = unstack(xg, Gate)
@@ -189,10 +210,11 @@ class GRUCell(AbstractCell):
         if self.bias_n is not None:
             hn = hn + broadcast(self.bias_n, hn)
         new = tanh(xn + reset * hn)
-        return new + update * (state - new)
+        out: Tensor[D, *B, H] = new + update * (state - new)
+        return out
 
 
-class LSTMCell(AbstractCell):
+class LSTMCell(AbstractCell[D, In, H]):
     """Long short-term memory unit; the state is the pair ``(h, c)``.
 
     ``weight_ih: [In, Gate=4, Hidden]`` with gates in the order input, forget, cell,
@@ -204,25 +226,28 @@ class LSTMCell(AbstractCell):
         >>> h, c = cell(cell.init_state({Batch: 4}), x)
     """
 
-    def __init__(self, in_axis: type[Axis], hidden_axis: type[Axis], in_size: int,
+    def __init__(self, in_axis: type[In], hidden_axis: type[H], in_size: int,
                  hidden_size: int, *, use_bias: bool = True,
-                 weight_init: _init.Initializer | None = None, dtype: type[DType] = F32,
+                 weight_init: _init.Initializer | None = None,
+                 dtype: type[D] = F32,  # type: ignore[assignment]  # D defaults to F32
                  key: jax.Array) -> None:
         self._setup(in_axis, hidden_axis, in_size, hidden_size, 4, use_bias, weight_init,
                     dtype, key)
 
-    def __call__(self, state: tuple[AnyTensor, AnyTensor], x: AnyTensor, *,
-                 key: jax.Array | None = None) -> tuple[AnyTensor, AnyTensor]:
+    def __call__(self, state: tuple[Tensor[D, *B, H], Tensor[D, *B, H]],
+                 x: Tensor[D, *BX, In], *, key: jax.Array | None = None
+                 ) -> tuple[Tensor[D, *B, H], Tensor[D, *B, H]]:
         """One step: ``(h, c)`` and ``x [*B, In]`` -> the next ``(h, c)``."""
         if type(state) is not tuple or len(state) != 2:
-            raise TypeError(f"{self._name()}: the state is a pair (h, c); build it with "
+            raise AxisError(f"{self._name()}: the state is a pair (h, c); build it with "
                             "cell.init_state")
         h, c = state
         xg, hg = self._gates(h, x)
         zi, zf, zg, zo = unstack(xg + hg, Gate)  # one op: its backward is one concatenate
         i, f, g, o = sigmoid(zi), sigmoid(zf), tanh(zg), sigmoid(zo)
-        c = f * c + i * g
-        return o * tanh(c), c
+        c_next: Tensor[D, *B, H] = f * c + i * g
+        h_next: Tensor[D, *B, H] = o * tanh(c_next)
+        return h_next, c_next
 
     def init_state(self, batch: Mapping[type[Axis], int] | None = None
                    ) -> tuple[AnyTensor, AnyTensor]:

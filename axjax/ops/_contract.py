@@ -4,6 +4,13 @@
 (a's remaining axes in order, then b's). ``contract(a, b, over=X)`` sums only ``X`` and keeps
 the other shared axes once, batched. Either lowers to one ``einsum`` (one ``dot_general``);
 the backward is the paper's ``∇A = ∇(A ⋈ B) ⋈ B``, again one einsum per operand.
+
+``contract(a, b, c, ...)`` generalises ⋈ to any number of operands: an axis two operands
+share is summed, an axis three or more share must be named in ``over=``. opt_einsum picks
+the order of the pairwise contractions for the operands' sizes; the pairs run as one jitted
+program. The backward recomputes the intermediates and walks the same tree in reverse, each
+pair's VJP the binary rule: about twice the forward's flops, three times with the
+recomputation (n independent contractions, one per operand, would cost about n times).
 """
 
 from __future__ import annotations
@@ -14,6 +21,7 @@ from typing import Any, TypeVar, TypeVarTuple
 
 import jax
 import jax.numpy as jnp
+import opt_einsum
 
 from ..core import AnyTensor, Axis, DType, Op, Tensor, TensorType
 from ..core.internal import (
@@ -91,7 +99,8 @@ def matmul(a: Tensor[D, *Bs, I, J], b: Tensor[D, *Bs, J, K]) -> Tensor[D, *Bs, I
 
 
 class Contract(Op):
-    """Natural contraction ⋈ (``over=None``) or contraction over the named shared axes."""
+    """Natural contraction ⋈ (``over=None``) or contraction over the named shared axes, of
+    two operands or more."""
 
     def __init__(self, over: type[Axis] | tuple[type[Axis], ...] | None = None) -> None:
         if over is None:
@@ -121,23 +130,63 @@ class Contract(Op):
         keep_a = tuple(x for x in a.axes if x not in self.over)
         return self.over, keep_a + tuple(x for x in b.axes if x not in a.axes)
 
-    def infer(self, a: HasType, b: HasType) -> TensorType:
-        dtype = result_dtype(self, (a, b))
-        same_sizes(self, (a, b))
-        _, out = self._plan(a, b)
-        sizes = dict(zip(b.axes, b.shape, strict=True))
-        sizes.update(zip(a.axes, a.shape, strict=True))
+    def _kept(self, xs: tuple[HasType, ...]) -> tuple[type[Axis], ...]:
+        """The result's axes for three operands or more, in order of first appearance."""
+        where: dict[type[Axis], list[int]] = {}
+        for i, x in enumerate(xs):
+            for a in x.axes:
+                where.setdefault(a, []).append(i)
+        if self.over is None:
+            for a, ops in where.items():
+                if len(ops) > 2:
+                    raise self.fail(xs, f"axis {axis_name(a)} is in {len(ops)} operands "
+                                    f"({_ordinals(ops)}), so which two sum it is ambiguous "
+                                    f"(sum it with over={axis_name(a)}, or keep it batched "
+                                    "by naming the summed axes in over=)")
+            return tuple(a for a, ops in where.items() if len(ops) == 1)
+        for a in self.over:
+            ops = where.get(a, [])
+            if len(ops) < 2:
+                which = "no operand" if not ops else f"only the {_ordinals(ops)} operand"
+                raise self.fail(xs, f"{axis_name(a)} is an axis of {which} (contract sums "
+                                "axes the operands share)")
+        return tuple(a for a in where if a not in self.over)
+
+    def infer(self, *xs: HasType) -> TensorType:
+        if len(xs) < 2:
+            raise TypeError(f"{self.describe()} needs two operands or more, got {len(xs)} "
+                            "(ax.contract(a, b, ...))")
+        dtype = result_dtype(self, xs)
+        same_sizes(self, xs)
+        out = self._plan(*xs)[1] if len(xs) == 2 else self._kept(xs)
+        sizes: dict[type[Axis], int | None] = {}
+        for x in reversed(xs):
+            sizes.update(zip(x.axes, x.shape, strict=True))
         return TensorType(dtype, out, tuple(sizes[x] for x in out))
 
-    def forward(self, a: AnyTensor, b: AnyTensor) -> Array:
-        _, out = self._plan(a, b)
-        return dot(a.array, a.axes, b.array, b.axes, out)
+    def forward(self, *xs: AnyTensor) -> Array:
+        if len(xs) == 2:
+            a, b = xs
+            return dot(a.array, a.axes, b.array, b.axes, self._plan(a, b)[1])
+        plan = _tree(tuple(x.axes for x in xs), tuple(x.shape for x in xs), self._kept(xs))
+        product: Array = _run_tree(tuple(x.array for x in xs), plan=plan)
+        return product
 
-    def backward(self, dy: AnyTensor, y: AnyTensor, a: AnyTensor,
-                 b: AnyTensor) -> tuple[Array, Array]:
+    def backward(self, dy: AnyTensor, y: AnyTensor, *xs: AnyTensor) -> tuple[Array, ...]:
         g = dy.array
-        return (dot(g, dy.axes, b.array, b.axes, a.axes),
-                dot(g, dy.axes, a.array, a.axes, b.axes))
+        if len(xs) == 2:
+            a, b = xs
+            return (dot(g, dy.axes, b.array, b.axes, a.axes),
+                    dot(g, dy.axes, a.array, a.axes, b.axes))
+        plan = _tree(tuple(x.axes for x in xs), tuple(x.shape for x in xs), dy.axes)
+        grads: tuple[Array, ...] = _run_tree_vjp(g, tuple(x.array for x in xs), plan=plan)
+        return grads
+
+
+def _ordinals(ops: list[int]) -> str:
+    words = ["first", "second", "third", "fourth", "fifth", "sixth", "seventh", "eighth"]
+    names = [words[i] if i < len(words) else f"#{i + 1}" for i in ops]
+    return names[0] if len(names) == 1 else ", ".join(names[:-1]) + " and " + names[-1]
 
 
 # ----------------------------------------------------------------------------- lowering
@@ -216,22 +265,105 @@ def dot(x: Array, x_axes: tuple[type[Axis], ...], y: Array, y_axes: tuple[type[A
     return product
 
 
+# ----------------------------------------------------------------------------- n-ary
+Axes = tuple[type[Axis], ...]
+#: one pairwise step of an n-ary contraction: the slots of its operands (inputs first, then
+#: each step's result), their axes, and the step's result axes
+_Step = tuple[int, int, Axes, Axes, Axes]
+_TREES: dict[tuple[tuple[Axes, ...], tuple[tuple[int, ...], ...], Axes], tuple[_Step, ...]] = {}
+
+
+def _tree(axes: tuple[Axes, ...], shapes: tuple[tuple[int, ...], ...],
+          out: Axes) -> tuple[_Step, ...]:
+    """The pairwise steps of ``einsum(axes -> out)`` in the order opt_einsum finds cheapest
+    for these sizes (memoised: eager calls and re-traces skip the search)."""
+    key = (axes, shapes, out)
+    steps = _TREES.get(key)
+    if steps is None:
+        letters: dict[type[Axis], str] = {}
+        for xa in (*axes, out):
+            for a in xa:
+                letters.setdefault(a, opt_einsum.get_symbol(len(letters)))
+        eq = ",".join("".join(letters[a] for a in xa) for xa in axes) + "->" + "".join(
+            letters[a] for a in out)
+        path, _ = opt_einsum.contract_path(eq, *shapes, shapes=True, optimize="auto")
+        steps = _steps(axes, out, [tuple(p) for p in path])
+        if len(_TREES) < 1 << 12:
+            _TREES[key] = steps
+    return steps
+
+
+def _steps(axes: tuple[Axes, ...], out: Axes, path: list[tuple[int, ...]]) -> tuple[_Step, ...]:
+    """opt_einsum's path (pairs of positions in a list that each step pops from and appends
+    its result to) as steps over numbered slots; each step keeps the axes still needed."""
+    live = list(range(len(axes)))
+    slot_axes = list(axes)
+    steps: list[_Step] = []
+    for pair in path:
+        if len(pair) != 2:
+            raise ValueError(f"contract: opt_einsum proposed a {len(pair)}-operand step")
+        i, j = sorted(pair)
+        sy, sx = live.pop(j), live.pop(i)
+        xa, ya = slot_axes[sx], slot_axes[sy]
+        if live:
+            needed = set(out).union(*(slot_axes[s] for s in live))
+            batch = [a for a in xa if a in ya and a in needed]
+            res = tuple(batch + [a for a in xa if a not in ya] + [a for a in ya if a not in xa])
+        else:
+            res = out
+        steps.append((sx, sy, xa, ya, res))
+        live.append(len(slot_axes))
+        slot_axes.append(res)
+    return tuple(steps)
+
+
+@functools.partial(jax.jit, static_argnames=("plan",), inline=True)
+def _run_tree(arrays: tuple[Array, ...], plan: tuple[_Step, ...]) -> Array:
+    """The steps of ``plan``, each one ``dot_general``, as one program."""
+    vals = list(arrays)
+    for sx, sy, xa, ya, res in plan:
+        vals.append(dot(vals[sx], xa, vals[sy], ya, res))
+    return vals[-1]
+
+
+@functools.partial(jax.jit, static_argnames=("plan",), inline=True)
+def _run_tree_vjp(dy: Array, arrays: tuple[Array, ...],
+                  plan: tuple[_Step, ...]) -> tuple[Array, ...]:
+    """Each operand's cotangent: the intermediates again, then the tree in reverse, each
+    step's VJP the binary rule ``∇x = ∇(x ⋈ y) ⋈ y``."""
+    vals = list(arrays)
+    for sx, sy, xa, ya, res in plan[:-1]:
+        vals.append(dot(vals[sx], xa, vals[sy], ya, res))
+    n = len(arrays)
+    cot: dict[int, Array] = {n + len(plan) - 1: dy}
+    for k in range(len(plan) - 1, -1, -1):
+        sx, sy, xa, ya, res = plan[k]
+        g = cot.pop(n + k)
+        cot[sx] = dot(g, res, vals[sy], ya, xa)
+        cot[sy] = dot(g, res, vals[sx], xa, ya)
+    return tuple(cot[i] for i in range(n))
+
+
 def contract(
-    a: Tensor[D, *tuple[Any, ...]],
-    b: Tensor[D, *tuple[Any, ...]],
+    *tensors: Tensor[D, *tuple[Any, ...]],
     over: type[Axis] | tuple[type[Axis], ...] | None = None,
 ) -> Tensor[D, *tuple[Any, ...]]:
     """Natural contraction ⋈: sum the shared axes, keep the symmetric difference.
 
     With ``over=X`` (or a tuple) only those shared axes are summed; the other shared axes
-    are kept once, batched — the safe form when a batch axis is shared.
+    are kept once, batched — the safe form when a batch axis is shared. With three operands
+    or more, an axis two of them share is summed, and one that three or more share must be
+    named in ``over=`` (the result never depends on the operands' order); opt_einsum picks
+    the cheapest order of the pairwise contractions.
 
     Example:
         >>> ax.contract(x, w)              # Tensor[F32, Batch, In] ⋈ Tensor[F32, In, Out]
         Tensor[F32, Batch=..., Out=...]
         >>> ax.contract(q, k, over=Head)   # batch axes kept
+        >>> ax.contract(a, b, c)           # Tensor[I, J] ⋈ Tensor[J, K] ⋈ Tensor[K, L]
+        Tensor[F32, I=..., L=...]
     """
-    return cached(Contract, over)(a, b)
+    return cached(Contract, over)(*tensors)
 
 
 # ----------------------------------------------------------------------------- registry

@@ -23,10 +23,11 @@ if TYPE_CHECKING:
     import jax
     from typing_extensions import TypeVar
 
-    from ..core import F32, I32, Axis, Bool, DType, Tensor
+    from ..core import F32, I32, Axis, Bool, DType, Floating, Tensor
 
     Shape = int | Sequence[int]
     D = TypeVar("D", bound=DType)
+    DR = TypeVar("DR", bound=Floating)  # ops that need floats: no integer or Bool tensor
     DF = TypeVar("DF", bound=DType, default=F32)  # a constructor's dtype when none is given
     DI = TypeVar("DI", bound=DType, default=I32)
     DA = TypeVar("DA", bound=DType, default=Any)

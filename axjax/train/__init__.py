@@ -43,6 +43,10 @@ from ._manager import Checkpoints as Checkpoints
 from ._manager import Restored as Restored
 from ._metrics import RunningMean as RunningMean
 from ._metrics import accuracy as accuracy
+from ._parallel import Parallel as Parallel
+from ._sharded import load_sharded as load_sharded
+from ._sharded import read_sharded_manifest as read_sharded_manifest
+from ._sharded import save_sharded as save_sharded
 from ._step import Monitor as Monitor
 from ._step import TrainingDiverged as TrainingDiverged
 from ._step import make_eval_step as make_eval_step

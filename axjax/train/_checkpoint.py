@@ -167,7 +167,7 @@ def _check_destination(path: Path) -> None:
                               "writable; choose a writable folder or fix its permissions")
 
 
-def _checked_metadata(path: Path, metadata: dict[str, Any] | None) -> dict[str, Any]:
+def checked_metadata(path: Path, metadata: dict[str, Any] | None) -> dict[str, Any]:
     """``metadata`` (``{}`` for ``None``); CheckpointError if it would not survive JSON."""
     if metadata is None:
         metadata = {}
@@ -179,7 +179,7 @@ def _checked_metadata(path: Path, metadata: dict[str, Any] | None) -> dict[str, 
     return metadata
 
 
-def _flatten(tree: Any) -> tuple[list[dict[str, Any]], list[Any], str]:
+def flatten_tree(tree: Any) -> tuple[list[dict[str, Any]], list[Any], str]:
     """The manifest entries of ``tree``'s leaves, the arrays to store, and the tree's structure.
 
     Each array leaf's entry names its file (``leaf_<i>.npy``, in the order of the arrays); a
@@ -270,8 +270,8 @@ def save_checkpoint(path: str | os.PathLike[str], tree: Any, *, step: int = 0,
     """
     path = Path(path)
     step = check_step(step)
-    metadata = _checked_metadata(path, metadata)
-    entries, arrays, treedef = _flatten(tree)
+    metadata = checked_metadata(path, metadata)
+    entries, arrays, treedef = flatten_tree(tree)
     text = _manifest_json(path, {"format": FORMAT, "version": VERSION, "step": step,
                                  "metadata": metadata, "treedef": treedef, "leaves": entries})
     _check_destination(path)
@@ -342,12 +342,26 @@ def _read_array(zf: zipfile.ZipFile, path: Path, entry: dict[str, Any]) -> np.nd
     return arr
 
 
+def _placed(arr: Any, like: Any) -> jax.Array:
+    """``arr`` on the device(s) of the template leaf ``like``: with its ``NamedSharding``
+    when it has one (a sharded array, or ``ax.abstract``'s ``ShapeDtypeStruct``)."""
+    sharding = getattr(like, "sharding", None)
+    if isinstance(arr, jax.Array) and (sharding is None or arr.sharding == sharding):
+        return arr
+    if isinstance(sharding, jax.sharding.NamedSharding):
+        placed: jax.Array = jax.device_put(arr, sharding)
+        return placed
+    return jax.numpy.asarray(arr)
+
+
 def load_checkpoint(path: str | os.PathLike[str], like: Any) -> tuple[Any, dict[str, Any]]:
     """Read a checkpoint into the structure of ``like`` (a template with the same layout).
 
     Every stored leaf must match the template's leaf at the same path: kind, dtype,
     shape and, for Tensors, axis names. Returns ``(tree, manifest)``; ``manifest["step"]``
-    and ``manifest["metadata"]`` hold what :func:`save_checkpoint` was given.
+    and ``manifest["metadata"]`` hold what :func:`save_checkpoint` was given. A template
+    leaf with a ``NamedSharding`` (a sharded model, or ``ax.abstract(model)``) gets its
+    value back with that sharding, on that mesh.
 
     Raises:
         CheckpointError: missing, truncated or corrupt file, or a leaf that does not fit.
@@ -367,32 +381,40 @@ def load_checkpoint(path: str | os.PathLike[str], like: Any) -> tuple[Any, dict[
             )
         leaves: list[Any] = []
         for (keypath, leaf), entry in zip(flat, stored, strict=True):
-            where = jax.tree_util.keystr(keypath)
-            mine = {"path": where, **_describe_leaf(leaf)}
-            if entry["path"] != where or entry["kind"] != mine["kind"]:
-                raise CheckpointMismatchError(
-                    f"{path} does not fit: it stores {entry['path']} as {_show(entry)}, the "
-                    f"template has {where} as {_show(mine)} (a different model or optimizer?)")
-            if entry["kind"] in ("tensor", "array", "key"):
-                fields = ("axes", "shape", "dtype") if entry["kind"] == "tensor" else (
-                    "shape", "dtype")
-                bad = [f for f in fields if entry.get(f) != mine.get(f)]
-                if bad:
-                    got = describe(leaf) if isinstance(leaf, Tensor) else _show(mine)
-                    raise CheckpointMismatchError(
-                        f"{path} does not fit at {where}: the checkpoint has {_show(entry)}, the "
-                        f"template has {got} ({' and '.join(bad)} differ; restore into a model "
-                        "built with the same axes and sizes)")
-                arr = _read_array(zf, path, entry)
-                if entry["kind"] == "tensor":
-                    leaves.append(Tensor(jax.numpy.asarray(arr), leaf.axes))
-                elif entry["kind"] == "key":
-                    data = jax.numpy.asarray(arr)
-                    leaves.append(jax.random.wrap_key_data(data, impl=entry["impl"]))
-                else:
-                    leaves.append(jax.numpy.asarray(arr) if isinstance(leaf, jax.Array) else arr)
-            elif entry["kind"] == "value":
-                leaves.append(entry["value"])
-            else:
-                leaves.append(leaf)
+            check_leaf(path, jax.tree_util.keystr(keypath), leaf, entry)
+            arr = _read_array(zf, path, entry) if "file" in entry else None
+            leaves.append(rebuild_leaf(entry, leaf, arr))
     return jax.tree_util.tree_unflatten(treedef, leaves), manifest
+
+
+def check_leaf(path: Path, where: str, leaf: Any, entry: dict[str, Any]) -> None:
+    """Raise ``CheckpointMismatchError`` unless the stored ``entry`` fits the template's
+    ``leaf`` at ``where``: same path and kind; same axes, shape and dtype for arrays."""
+    mine = {"path": where, **_describe_leaf(leaf)}
+    if entry["path"] != where or entry["kind"] != mine["kind"]:
+        raise CheckpointMismatchError(
+            f"{path} does not fit: it stores {entry['path']} as {_show(entry)}, the "
+            f"template has {where} as {_show(mine)} (a different model or optimizer?)")
+    if entry["kind"] in ("tensor", "array", "key"):
+        fields = ("axes", "shape", "dtype") if entry["kind"] == "tensor" else ("shape", "dtype")
+        bad = [f for f in fields if entry.get(f) != mine.get(f)]
+        if bad:
+            got = describe(leaf) if isinstance(leaf, Tensor) else _show(mine)
+            raise CheckpointMismatchError(
+                f"{path} does not fit at {where}: the checkpoint has {_show(entry)}, the "
+                f"template has {got} ({' and '.join(bad)} differ; restore into a model "
+                "built with the same axes and sizes)")
+
+
+def rebuild_leaf(entry: dict[str, Any], leaf: Any, arr: Any) -> Any:
+    """The restored leaf from its manifest ``entry``, the template ``leaf`` and the stored
+    array ``arr`` (host or device; ``None`` for a leaf without one)."""
+    if entry["kind"] == "tensor":
+        return Tensor(_placed(arr, leaf.array), leaf.axes)
+    if entry["kind"] == "key":
+        return jax.random.wrap_key_data(jax.numpy.asarray(arr), impl=entry["impl"])
+    if entry["kind"] == "array":
+        return _placed(arr, leaf) if isinstance(leaf, jax.Array | jax.ShapeDtypeStruct) else arr
+    if entry["kind"] == "value":
+        return entry["value"]
+    return leaf

@@ -15,27 +15,31 @@ import jax
 import jax.numpy as jnp
 import optax
 
+from ..nn import Policy
 from ._fit_checkpoint import FitCheckpoints, start_run
 from ._fit_log import FitLog
 from ._guard import GUARDS, Guard, NanGuard
 from ._loader import BatchSource, as_source
 from ._manager import Checkpoints
-from ._run_state import PyTree, RunState, copy_tree
+from ._parallel import Parallel
+from ._run_state import RunState, copy_tree
 from ._step import (
     Monitor,
     TrainingDiverged,
     all_finite,
     make_eval_step,
+    make_flat_train_step,
     make_replay_step,
-    make_train_step,
     metric_names,
+    takes_key,
 )
 
 __all__ = ["EarlyStopping", "FitResult", "Guard", "evaluate", "fit"]
 
-#: ``(params, opt_state, monitor, batch, key, step) -> (params, opt_state, monitor)``
-TrainStep = Callable[[PyTree, PyTree, Monitor, Any, jax.Array, int],
-                     tuple[PyTree, PyTree, Monitor]]
+#: ``treedef -> step``, the step ``(leaves, batch, key, step) -> leaves`` on the leaves of
+#: ``(params, opt_state, monitor)`` (``make_flat_train_step``, one per tree structure)
+FlatSteps = Callable[[Any], Callable[[list[jax.Array], Any, jax.Array, int],
+                                     list[jax.Array]]]
 
 
 @dataclasses.dataclass
@@ -129,6 +133,8 @@ def fit(
     early_stopping: EarlyStopping | None = None,
     progress: bool = True,
     guard: Guard = "replay",
+    precision: Policy | None = None,
+    parallel: Parallel | None = None,
 ) -> FitResult:
     """Train ``model`` with ``optimizer`` on ``loss_fn`` over ``data``.
 
@@ -153,8 +159,8 @@ def fit(
 
             - ``"replay"`` (default): the step is as fast as a hand-written one. At each log
               point, epoch end and checkpoint, ``fit`` checks that the loss sum, parameters
-              and optimizer state are finite, and keeps that state (a reference on CPU, a
-              device copy where the step donates its buffers). If something is not finite it
+              and optimizer state are finite, and keeps a device copy of that state (the
+              step updates its buffers in place). If something is not finite it
               replays the steps since then (same batches, same keys) with a checking step
               and raises the ``TrainingDiverged`` that ``"step"`` would raise (two edge
               cases differ: docs/training.md, "NaN/Inf guard").
@@ -162,6 +168,14 @@ def fit(
               parameters and optimizer state when it or the loss is not finite (slower, no
               extra memory).
             - ``"off"``: no check; NaN goes into the model, the logs and checkpoints.
+        precision: an ``ax.nn.Policy``: the step casts the model and floating inputs to
+            its compute dtype and the loss to its output dtype, and updates the parameters
+            in its param dtype; with loss scaling (f16) an overflowing step is skipped and
+            the scale halved (use ``guard="replay"`` or ``"off"`` then).
+        parallel: an :class:`axjax.train.Parallel`: the model and optimizer state are
+            sharded by its parameter rules and every batch by its compute rules, so the
+            jitted step runs over the whole mesh (docs/parallel.md). In a run of several
+            processes only process 0 writes ``logdir`` and shows the progress bar.
 
     Raises:
         TrainingDiverged: the loss, the gradient (or, with ``guard="replay"``, the updated
@@ -177,12 +191,23 @@ def fit(
         0.981
     """
     _check_arguments(guard, log_every, early_stopping, eval_data)
+    unwrap: Callable[[Any], Any] = _same
+    if precision is not None:
+        if guard == "step" and precision.loss_scale is not None:
+            raise ValueError("fit: guard='step' stops at the first overflow, which loss "
+                             "scaling expects and skips; use guard='replay' or 'off'")
+        model, optimizer, loss_fn, unwrap = precision.for_training(
+            model, optimizer, loss_fn, takes_key(loss_fn))
     source = as_source(data)
+    if parallel is not None:  # the model (so its optimizer state) and batches placed by rules
+        model, source = parallel.prepare(model, source)
+        if not parallel.is_main:  # logs and the progress bar: process 0 only
+            logdir, progress = None, False
     key = jax.random.key(0) if key is None else key
     opt_state = optimizer.init(eqx.filter(model, eqx.is_array))
     run = start_run(model, opt_state, key, len(source), checkpoints if resume else None,
                     early_stopping)
-    donate = jax.default_backend() != "cpu"
+    donate = True  # in place on every backend: faster on CPU too (benchmarks.fit_loop)
     # the first snapshot holds these arrays: never donated (the step gets copies if it donates)
     nan_guard = NanGuard(guard, run, source, donate=donate, make_replay=functools.partial(
         make_replay_step, loss_fn, optimizer, run.static))
@@ -191,16 +216,21 @@ def fit(
     eval_static = eqx.partition(eqx.nn.inference_mode(run.model()), eqx.is_array)[1]
     loop = _Loop(
         source=source, loss_fn=loss_fn, donate=donate, guard=nan_guard,
-        train_step=make_train_step(loss_fn, optimizer, run.static, donate=donate,
-                                   guard=guard == "step"),
+        flat_step=functools.cache(functools.partial(
+            make_flat_train_step, loss_fn, optimizer, run.static, donate=donate,
+            guard=guard == "step")),
         log=FitLog(logdir, resume_at=run.step, epochs=epochs, progress=progress),
         saver=FitCheckpoints(checkpoints, early_stopping), epochs=epochs,
         max_steps=max_steps, log_every=log_every, eval_data=eval_data,
         eval_step=make_eval_step(loss_fn, eval_static) if eval_data is not None else None,
         early_stopping=early_stopping)
     loop.run(run)
-    return FitResult(run.model(), run.opt_state, run.step, loop.log.history,
+    return FitResult(unwrap(run.model()), run.opt_state, run.step, loop.log.history,
                      run.stopped_early, run.seconds())
+
+
+def _same(model: Any) -> Any:
+    return model
 
 
 def _check_arguments(guard: Guard, log_every: int, early_stopping: EarlyStopping | None,
@@ -240,7 +270,7 @@ class _Loop:
 
     source: BatchSource
     loss_fn: Callable[..., Any]
-    train_step: TrainStep
+    flat_step: FlatSteps
     donate: bool
     guard: NanGuard
     log: FitLog
@@ -271,32 +301,39 @@ class _Loop:
     def _train_epoch(self, run: RunState) -> None:
         """The steps of the current epoch, from the batch the run stands at."""
         self.log.open_bar(run)
-        for batch in self.source.epoch(run.epoch, run.batch):
-            self._train_batch(run, batch)
-            if self.max_steps is not None and run.step >= self.max_steps:
-                run.done = True
-                break
+        try:
+            for batch in self.source.epoch(run.epoch, run.batch):
+                self._train_batch(run, batch)
+                if self.max_steps is not None and run.step >= self.max_steps:
+                    run.done = True
+                    break
+        finally:
+            run.unpack()
 
     def _train_batch(self, run: RunState, batch: Any) -> None:
         """One step; a log row every ``log_every`` steps, a checkpoint when one is due."""
         if run.monitor is None:
             names = metric_names(self.loss_fn, run.model(), batch)
             run.monitor = Monitor.zero(names, guarded=self.guard.mode == "step")
-        run.params, run.opt_state, run.monitor = self.train_step(
-            run.params, run.opt_state, run.monitor, batch, run.key, run.step)
+        leaves = run.pack()  # the steps run on leaves: no Python flattening per step
+        run.hot = self.flat_step(run.hot_def)(leaves, batch, run.key, run.step)
         run.step, run.batch = run.step + 1, run.batch + 1
         self.log.advance()
         logged = run.step % self.log_every == 0
+        due = self.saver.due(run)
+        if logged or due:
+            run.unpack()
         if logged:
             self._flush_train(run)
-        if self.saver.due(run):
+        if due:
             self._save(run, checked=logged)
 
     def _flush_train(self, run: RunState) -> dict[str, float]:
         """Check the state, log the train means since the last row; return the latest."""
-        if run.monitor is None:
+        if run.monitor is None or run.checked_at == run.step:  # checked at this step
             return run.last
         means = self.guard.check(run)
+        run.checked_at = run.step
         if means:
             self.log.record(run, "train", means)
             self.log.show(means)

@@ -20,6 +20,8 @@ import optax
 
 from ..core import AnyTensor, Tensor, config
 from ..graph import LossProgram, Param
+from ..nn import Policy
+from ._run_state import copy_tree
 
 __all__ = ["GraphStep", "compile_step"]
 
@@ -36,7 +38,11 @@ class GraphStep:
     """
 
     def __init__(self, loss: AnyTensor, optimizer: optax.GradientTransformation,
-                 inputs: Any = None, wrt: Any = None) -> None:
+                 inputs: Any = None, wrt: Any = None, precision: Policy | None = None) -> None:
+        if precision is not None and precision.loss_scale is not None:
+            raise ValueError("compile_step: loss scaling is applied by ax.train.fit only; "
+                             "give the graph step a policy without loss_scale")
+        self.precision = precision
         if not (hasattr(optimizer, "init") and hasattr(optimizer, "update")):
             raise TypeError("compile_step: optimizer must be an optax.GradientTransformation "
                             f"(optax.adam(1e-3), ...), got {type(optimizer).__name__}")
@@ -44,24 +50,38 @@ class GraphStep:
         self.optimizer = optimizer
         self.graph = self._lp.program.graph
         self.wrt = self._lp.wrt
-        self._values = self._lp.program.values(None)
-        self.opt_state = optimizer.init(cast(Any, self._train()))  # a pytree of Tensors
+        values = list(self._lp.program.values(None))
+        self._trained = frozenset(self._lp.index)
+        for i in self._trained:  # the step updates these in place: never the caller's arrays
+            values[i] = copy_tree(values[i])
+        self._values = tuple(values)
+        self.opt_state = copy_tree(optimizer.init(cast(Any, self._train())))  # Tensors
         self.trace_count = 0
-        self._jit = jax.jit(self._step, static_argnums=0)  # 0: the autodiff mode
+        # 0: the autodiff mode; the trained values and the optimizer state are donated
+        self._jit = jax.jit(self._step, static_argnums=0, donate_argnums=(1, 3))
 
     def _train(self) -> tuple[AnyTensor, ...]:
         return tuple(self._values[i] for i in self._lp.index)
 
     def _step(self, mode: str, train: Any, values: Any, opt_state: Any, inputs: Any) -> Any:
         self.trace_count += 1
-        value, grads = jax.value_and_grad(self._lp.loss)(train, values, inputs)
+        value, grads = jax.value_and_grad(self._loss)(train, values, inputs)
         updates, opt_state = self.optimizer.update(grads, opt_state, train)
         return optax.apply_updates(train, updates), opt_state, value
+
+    def _loss(self, train: Any, values: Any, inputs: Any) -> Any:
+        """The graph's loss; under a precision policy, run in its compute dtype."""
+        p = self.precision
+        if p is None:
+            return self._lp.loss(train, values, inputs)
+        run = p.cast_to_compute((train, values, inputs))
+        return p.cast_to_output(self._lp.loss(*run))
 
     def __call__(self, *args: Any, **kwargs: Any) -> Tensor[Any]:
         """Run one update on these inputs; returns the loss before the update."""
         inputs = self._lp.program.bind(args, kwargs)
-        train, self.opt_state, value = self._jit(config.autodiff, self._train(), self._values,
+        fixed = tuple(None if i in self._trained else v for i, v in enumerate(self._values))
+        train, self.opt_state, value = self._jit(config.autodiff, self._train(), fixed,
                                                  self.opt_state, inputs)
         values = list(self._values)
         for i, v in zip(self._lp.index, train, strict=True):
@@ -71,27 +91,39 @@ class GraphStep:
 
     @property
     def params(self) -> tuple[AnyParam, ...]:
-        """The graph's Params, each holding its current value."""
-        return tuple(p.rebound(v) for p, v in
-                     zip(self._lp.program.params, self._values, strict=True))
+        """The graph's Params, each holding its current value (a copy of a trained one:
+        the next step updates the step's own buffers in place)."""
+        return tuple(p.rebound(self._held(i)) for i, p in enumerate(self._lp.program.params))
+
+    def _held(self, i: int) -> AnyTensor:
+        value = self._values[i]
+        return cast(AnyTensor, copy_tree(value)) if i in self._trained else value
 
     def value(self, param: AnyTensor) -> AnyTensor:
         """The current value of ``param`` (a Param of the loss graph)."""
         i = self._lp.program.param_index.get(param) if isinstance(param, Param) else None
         if i is None:
             raise TypeError(f"GraphStep.value: {param!r} is not a Param of the loss graph")
-        return self._values[i]
+        return self._held(i)
 
 
-def compile_step(loss: AnyTensor, optimizer: optax.GradientTransformation, inputs: Any = None,
-                 wrt: Any = None) -> GraphStep:
+def compile_step(loss: Tensor[Any], optimizer: optax.GradientTransformation, inputs: Any = None,
+                 wrt: Any = None, precision: Policy | None = None) -> GraphStep:
     """A jitted training step: gradients of ``loss`` by each op's backward, then ``optimizer``.
 
+    The step updates its own copies of the trained Params' values and the optimizer state in
+    place (donated buffers); ``step.params`` and ``step.value(w)`` hand out copies, which
+    later steps leave intact, and the Params' own values are never touched.
+
     Args:
-        loss: a floating-point scalar node.
+        loss: a floating-point scalar node (typed ``Tensor[D]``, no axes: a loss with axes
+            is a type error; reduce it first).
         optimizer: any ``optax.GradientTransformation``.
         inputs: the Inputs in argument order (as in :func:`axjax.compile`).
         wrt: the Params to train (default: all of the graph's Params).
+        precision: an ``ax.nn.Policy``: Params, values and inputs are cast to its compute
+            dtype for the loss and gradient, the loss to its output dtype; the Params are
+            updated in their own dtype (no loss scaling here: use ``fit`` for f16).
 
     Example:
         >>> step = ax.compile_step(loss, optax.adam(0.05), inputs=[x, y])
@@ -99,4 +131,4 @@ def compile_step(loss: AnyTensor, optimizer: optax.GradientTransformation, input
         ...     step(xs, ys)
         >>> ax.compile(pred, inputs=[x])(xs, params=step.params)
     """
-    return GraphStep(loss, optimizer, inputs, wrt)
+    return GraphStep(loss, optimizer, inputs, wrt, precision)

@@ -10,11 +10,12 @@ from typing import Literal, NamedTuple
 import equinox as eqx
 import jax
 
+from ..core import NonFiniteError, NonFiniteReport, debug_nans
 from ._loader import BatchSource
-from ._run_state import PyTree, RunState, copy_tree
+from ._run_state import PyTree, RunState, copy_tree, finite_and_copy
 from ._step import TrainingDiverged, all_finite
 
-__all__ = ["GUARDS", "Guard", "NanGuard", "ReplayStep"]
+__all__ = ["GUARDS", "Guard", "NanGuard", "ReplayStep", "explain_step"]
 
 #: how ``fit`` guards against NaN/Inf (see :func:`axjax.train.fit`)
 Guard = Literal["replay", "step", "off"]
@@ -62,22 +63,41 @@ class NanGuard:
         """One host sync: the monitor's means (``{}`` after a replay, whose sums belonged
         to the discarded steps), after checking the state as ``mode`` says."""
         assert run.monitor is not None
-        flag = all_finite((run.params, run.opt_state)) if self.mode == "replay" else None
+        flag, copied = None, None
+        if self.mode == "replay" and self.donate:  # the check and the snapshot's copy at once
+            flag, copied = finite_and_copy((run.params, run.opt_state))
+        elif self.mode == "replay":
+            flag = all_finite((run.params, run.opt_state))
         means, bad, finite = run.monitor.read_with(flag)
         if self.mode == "step" and bad is not None:
-            raise TrainingDiverged(*bad, model=run.model(), opt_state=run.opt_state)
+            raise TrainingDiverged(*bad, model=run.model(), opt_state=run.opt_state,
+                                   report=self._explain(run, int(bad[0])))
         if self.mode == "replay":
             if not (finite and math.isfinite(means.get("loss", 0.0))):
                 run.params, run.opt_state = self._replay(run)
-                means, run.monitor = {}, run.monitor.reset()
-            self._keep(run)
+                means, run.monitor, copied = {}, run.monitor.reset(), None
+            self._keep(run, copied)
         return means
 
-    def _keep(self, run: RunState) -> None:
-        """Make the run's state the snapshot (a copy where the step donates it)."""
-        params, opt_state = (copy_tree((run.params, run.opt_state)) if self.donate
-                             else (run.params, run.opt_state))
+    def _keep(self, run: RunState, copied: tuple[PyTree, PyTree] | None = None) -> None:
+        """Make the run's state the snapshot (a copy where the step donates it: ``copied``
+        when the check already made it)."""
+        if copied is None and self.donate:
+            copied = copy_tree((run.params, run.opt_state))
+        params, opt_state = copied if copied is not None else (run.params, run.opt_state)
         self.snapshot = Snapshot(params, opt_state, run.step, *run.position())
+
+    def _explain(self, run: RunState, step: int) -> NonFiniteReport | None:
+        """For ``"step"``: the op report of update ``step`` (1-based, in this epoch: every
+        epoch end is a check), from the state the guarded step kept (from before it)."""
+        index = step - 1 - (run.step - run.batch)  # the batch's index in this epoch
+        if index < 0:
+            return None
+        if self.replay_step is None:
+            self.replay_step = self.make_replay()
+        batch = next(iter(self.source.epoch(run.epoch, index)))
+        return explain_step(self.replay_step, run.params, run.opt_state, batch, run.key,
+                            step - 1)
 
     def _replay(self, run: RunState) -> tuple[PyTree, PyTree]:
         """Run the steps since the snapshot again, checking each; raise at the first bad
@@ -94,10 +114,25 @@ class NanGuard:
             loss, gnorm, finite = jax.device_get((loss, gnorm, finite))
             if not (math.isfinite(loss) and math.isfinite(gnorm) and finite):
                 raise TrainingDiverged(k + 1, float(loss), float(gnorm),
-                                       model=eqx.combine(params, run.static), opt_state=opt_state)
+                                       model=eqx.combine(params, run.static), opt_state=opt_state,
+                                       report=explain_step(self.replay_step, params, opt_state,
+                                                           batch, run.key, k))
             params, opt_state = new_params, new_opt_state
         warnings.warn(f"fit: steps {snap.step + 1}-{run.step} left a non-finite loss or "
                       "state, but replaying them gave finite values throughout (a "
                       "non-deterministic computation?); training goes on from the replayed "
                       "state", stacklevel=3)
         return params, opt_state
+
+
+def explain_step(replay_step: ReplayStep, params: PyTree, opt_state: PyTree, batch: PyTree,
+                 key: jax.Array, step: int) -> NonFiniteReport | None:
+    """Run one step again op by op under :func:`axjax.debug_nans` and return the report of
+    the first op whose forward or backward result is not finite (``None`` if no op's is:
+    the optimizer's update made the state non-finite)."""
+    try:
+        with debug_nans():
+            replay_step(params, opt_state, batch, key, step)
+    except NonFiniteError as e:
+        return e.report
+    return None

@@ -18,10 +18,11 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Float32, Int32, Shaped
 
-from ..core import Axis, Tensor
+from ..core import F32, I32, Axis, Tensor, TensorType
 from ..core.internal import axes_names, check_axis_label, check_unique_axes
 from ._axes import Batch, Pixel
 from ._datasets import Dataset
+from ._parallel import Parallel
 
 __all__ = ["BatchSource", "Loader", "as_source"]
 
@@ -65,6 +66,11 @@ class Loader:
         key: PRNG key for shuffling (a new permutation each epoch); ``None``: file order.
         drop_last: skip the last partial batch.
         normalize: ``(mean, std)`` applied after integer images are scaled to ``[0, 1]``.
+        parallel: an :class:`axjax.train.Parallel`: each batch is a global array sharded by
+            its compute rules, and each process builds only the rows its devices hold (by
+            index into the epoch's one permutation, so any device order is right). The data
+            set stays in host memory; every batch must divide evenly over the mesh axes of
+            the batch axis (use ``drop_last`` for a smaller last batch).
 
     Yields ``(Tensor[F32, Batch, ...], Tensor[I32, Batch])``.
 
@@ -84,6 +90,7 @@ class Loader:
         key: jax.Array | None = None,
         drop_last: bool = False,
         normalize: tuple[float, float] | None = None,
+        parallel: Parallel | None = None,
     ) -> None:
         if int(batch_size) < 1:
             raise ValueError(f"Loader: batch_size must be at least 1, got {batch_size}")
@@ -104,9 +111,15 @@ class Loader:
         self._scale = 1.0 / 255.0 if integer else 1.0
         self._mean, self._std = _normalization(normalize)
         _check_labels(dataset)
+        self.parallel = parallel
+        self._orders: dict[int, jax.Array] = {}
+        if parallel is not None:  # rows are built on the host, per device, by index
+            self._host = (np.asarray(dataset.images), np.asarray(dataset.labels, np.int32))
+            for size in {self.batch_size, n % self.batch_size if not drop_last else 0} - {0}:
+                self._shardings(size)  # an uneven batch is an AxisError naming the axis
+            return
         self._images = jnp.asarray(dataset.images)
         self._labels = jnp.asarray(np.asarray(dataset.labels, dtype=np.int32))
-        self._orders: dict[int, jax.Array] = {}
 
     def _shape(self, inner: tuple[int, ...]) -> tuple[int, ...]:
         rest = len(self.axes) - 1
@@ -141,6 +154,11 @@ class Loader:
         """The batches of ``epoch``, beginning with batch number ``start``."""
         order = self.order(epoch)
         n, b = len(self.dataset), self.batch_size
+        if self.parallel is not None:
+            host_order = np.asarray(order)
+            for i in range(start, len(self)):
+                yield self._global_batch(host_order[i * b: i * b + min(b, n - i * b)])
+            return
         for i in range(start, len(self)):
             size = min(b, n - i * b)
             x, y = _gather(self._images, self._labels, order, jnp.int32(i * b), size=size,
@@ -149,6 +167,34 @@ class Loader:
 
     def __iter__(self) -> Iterator[Pair]:
         return self.epoch(0)
+
+    def _shardings(self, size: int) -> tuple[Any, Any]:
+        assert self.parallel is not None
+        x = TensorType(F32, self.axes, (size, *self.shape))
+        y = TensorType(I32, self.axes[:1], (size,))
+        return self.parallel.batch_sharding(x), self.parallel.batch_sharding(y)
+
+    def _global_batch(self, rows: np.ndarray[Any, Any]) -> Pair:
+        """One batch as global arrays: each addressable device's block is built from the
+        rows its index selects (``jax.make_array_from_callback``)."""
+        images, labels = self._host
+        size = len(rows)
+        x_sharding, y_sharding = self._shardings(size)
+
+        def x_block(index: tuple[slice, ...] | None) -> np.ndarray[Any, Any]:
+            index = index or (slice(None),)
+            x = images[rows[index[0]]].astype(np.float32).reshape(-1, *self.shape)
+            x = (x * np.float32(self._scale) - np.float32(self._mean)) / np.float32(self._std)
+            block: np.ndarray[Any, Any] = x[(slice(None), *index[1:])]
+            return block
+
+        def y_block(index: tuple[slice, ...] | None) -> np.ndarray[Any, Any]:
+            block: np.ndarray[Any, Any] = labels[rows[(index or (slice(None),))[0]]]
+            return block
+
+        x = jax.make_array_from_callback((size, *self.shape), x_sharding, x_block)
+        y = jax.make_array_from_callback((size,), y_sharding, y_block)
+        return Tensor(x, self.axes), Tensor(y, (self.axes[0],))
 
 
 def _normalization(normalize: Any) -> tuple[float, float]:

@@ -13,7 +13,7 @@ from typing import Any, TypeVar
 import jax
 import jax.numpy as jnp
 
-from ..core import AnyTensor, Axis, DType, Op, Tensor, TensorType
+from ..core import AnyTensor, Axis, DType, Floating, Op, Tensor, TensorType
 from ..core.internal import (
     HasType,
     axes_names,
@@ -184,11 +184,14 @@ def binary_cross_entropy(logits: Tensor[D, *tuple[Any, ...]],
     return BinaryCrossEntropy()(logits, targets)
 
 
+_DR = TypeVar("_DR", bound=Floating)  # floating-point dtypes only (ax.mean needs them)
+
+
 def mean_squared_error(
-    predictions: Tensor[D, *tuple[Any, ...]],
-    targets: Tensor[D, *tuple[Any, ...]],
+    predictions: Tensor[_DR, *tuple[Any, ...]],
+    targets: Tensor[_DR, *tuple[Any, ...]],
     over: type[Axis] | Sequence[type[Axis]] | None = None,
-) -> Tensor[D, *tuple[Any, ...]]:
+) -> Tensor[_DR, *tuple[Any, ...]]:
     """``mean((predictions - targets)**2)`` over the axes ``over`` (default: all of them).
 
     Example:

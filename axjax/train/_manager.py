@@ -4,9 +4,12 @@ from __future__ import annotations
 
 import os
 import re
+import shutil
 import warnings
 from pathlib import Path
 from typing import Any, NamedTuple
+
+import jax
 
 from ._checkpoint import (
     CheckpointError,
@@ -15,10 +18,12 @@ from ._checkpoint import (
     load_checkpoint,
     save_checkpoint,
 )
+from ._sharded import load_sharded, save_sharded
 
 __all__ = ["Checkpoints", "Restored"]
 
 _NAME = re.compile(r"^ckpt-(\d+)\.npz$")
+_FOLDER = re.compile(r"^ckpt-(\d+)$")  # sharded=True: one orbax folder per step
 _TMP = re.compile(r"^\.ckpt-\d+\.npz\.tmp-(\d+)$")
 
 
@@ -39,6 +44,11 @@ class Checkpoints:
         keep: how many checkpoints to keep; older ones are deleted after each save.
         every: save every this many steps inside :func:`axjax.train.fit` (``None``: at the
             end of each epoch only).
+        sharded: write each checkpoint as a folder ``ckpt-<step>`` with
+            :func:`axjax.train.save_sharded` (orbax-checkpoint: every process writes its own
+            shards; process 0 prunes) and restore with :func:`axjax.train.load_sharded`
+            (each array in the sharding of ``like``'s leaf). For models whose shards span
+            several processes.
 
     Example:
         >>> ckpts = ax.train.Checkpoints("runs/mnist/ckpt", keep=3)
@@ -49,7 +59,7 @@ class Checkpoints:
     """
 
     def __init__(self, directory: str | os.PathLike[str], keep: int = 3,
-                 every: int | None = None) -> None:
+                 every: int | None = None, *, sharded: bool = False) -> None:
         if keep < 1:
             raise ValueError(f"Checkpoints: keep must be at least 1, got {keep}")
         if every is not None and every < 1:
@@ -57,19 +67,25 @@ class Checkpoints:
         self.directory = Path(directory)
         self.keep = keep
         self.every = every
+        self.sharded = sharded
 
     def __repr__(self) -> str:
-        return f"Checkpoints({str(self.directory)!r}, keep={self.keep}, every={self.every})"
+        extra = ", sharded=True" if self.sharded else ""
+        return (f"Checkpoints({str(self.directory)!r}, keep={self.keep}, "
+                f"every={self.every}{extra})")
 
     def path(self, step: int) -> Path:
-        """The file name of the checkpoint of ``step``."""
-        return self.directory / f"ckpt-{int(step):09d}.npz"
+        """The file (folder, if ``sharded``) name of the checkpoint of ``step``."""
+        name = f"ckpt-{int(step):09d}"
+        return self.directory / (name if self.sharded else f"{name}.npz")
 
     def steps(self) -> list[int]:
-        """The steps that have a checkpoint file, oldest first."""
+        """The steps that have a checkpoint, oldest first."""
         if not self.directory.is_dir():
             return []
-        found = (_NAME.match(p.name) for p in self.directory.iterdir())
+        pattern = _FOLDER if self.sharded else _NAME
+        found = (pattern.match(p.name) for p in self.directory.iterdir()
+                 if p.is_dir() == self.sharded)
         return sorted(int(m.group(1)) for m in found if m)
 
     def latest(self) -> int | None:
@@ -88,6 +104,8 @@ class Checkpoints:
         if step < 0:
             raise CheckpointError(f"Checkpoints.save: step must be a non-negative integer, "
                                   f"got {step!r}")
+        if self.sharded:
+            return self._save_sharded(step, tree, metadata)
         path = save_checkpoint(self.path(step), tree, step=step, metadata=metadata)
         for old in self.steps()[: -self.keep]:
             try:
@@ -97,6 +115,25 @@ class Checkpoints:
                               f"({e.strerror or e}); delete it by hand", stacklevel=2)
         self._remove_stale_temporaries()
         return path
+
+    def _save_sharded(self, step: int, tree: Any, metadata: dict[str, Any] | None) -> Path:
+        """Every process writes its shards; process 0 replaces an older save of the same
+        step and prunes; the others wait for it."""
+        path, main = self.path(step), jax.process_index() == 0
+        if main and path.exists():  # the same step saved again (an epoch's end, say)
+            shutil.rmtree(path)
+        _barrier(f"axjax-checkpoint-{step}-replace")
+        save_sharded(path, tree, step=step, metadata=metadata)
+        if main:
+            for old in self.steps()[: -self.keep]:
+                shutil.rmtree(self.path(old), ignore_errors=True)
+        _barrier(f"axjax-checkpoint-{step}-pruned")
+        return path
+
+    def _load(self, step: int, like: Any) -> tuple[Any, dict[str, Any]]:
+        if self.sharded:
+            return load_sharded(self.path(step), like)
+        return load_checkpoint(self.path(step), like)
 
     def restore(self, like: Any, step: int | None = None) -> Restored:
         """Load a checkpoint into the structure of ``like``.
@@ -109,7 +146,7 @@ class Checkpoints:
             CheckpointError: nothing to restore, or the checkpoint does not fit ``like``.
         """
         if step is not None:
-            tree, manifest = load_checkpoint(self.path(step), like)
+            tree, manifest = self._load(step, like)
             return Restored(tree, manifest["step"], manifest["metadata"], self.path(step))
         steps = self.steps()
         if not steps:
@@ -119,7 +156,7 @@ class Checkpoints:
             raise CheckpointError(f"no checkpoint in {self.directory} to restore")
         for s in reversed(steps):
             try:
-                tree, manifest = load_checkpoint(self.path(s), like)
+                tree, manifest = self._load(s, like)
             except CheckpointMismatchError:
                 raise
             except CheckpointError as e:
@@ -138,6 +175,14 @@ class Checkpoints:
                     p.unlink(missing_ok=True)
                 except OSError:  # pragma: no cover - tried again at the next save
                     pass
+
+
+def _barrier(name: str) -> None:
+    """Wait for every process (nothing to wait for in one process)."""
+    if jax.process_count() > 1:
+        from jax.experimental import multihost_utils
+
+        multihost_utils.sync_global_devices(name)
 
 
 def _alive(pid: int) -> bool:

@@ -10,17 +10,26 @@ import equinox as eqx
 import jax
 import jax.numpy as jnp
 
-from ._step import Monitor
+from ._step import Monitor, all_finite
 
-__all__ = ["PyTree", "RunState", "copy_tree"]
+__all__ = ["PyTree", "RunState", "copy_tree", "finite_and_copy"]
 
 #: a pytree of arrays (parameters, optimizer state)
 PyTree = Any
 
 
+@jax.jit
 def copy_tree(tree: PyTree) -> PyTree:
-    """A device copy of every array in ``tree`` (kept safe from a donating step)."""
+    """A device copy of every array in ``tree`` (kept safe from a donating step), made by
+    one jitted call."""
     return jax.tree.map(jnp.copy, tree)
+
+
+@jax.jit
+def finite_and_copy(tree: PyTree) -> tuple[jax.Array, PyTree]:
+    """``(all_finite(tree), copy_tree(tree))`` in one jitted call: the NaN guard's check
+    and its snapshot of a state that a donating step will overwrite."""
+    return all_finite(tree), jax.tree.map(jnp.copy, tree)
 
 
 @dataclasses.dataclass
@@ -47,6 +56,25 @@ class RunState:
     best: PyTree = None  # parameters of the best evaluation (EarlyStopping.restore_best)
     done: bool = False
     stopped_early: bool = False
+    checked_at: int = -1  # the step of the last guard check (one check per step is enough)
+    #: ``(params, opt_state, monitor)`` as a list of leaves while the steps run (``hot``
+    #: is ``None`` otherwise): a list crosses ``jax.jit`` without Python flattening
+    hot: list[jax.Array] | None = None
+    hot_def: Any = None
+
+    def pack(self) -> list[jax.Array]:
+        """The leaves of ``(params, opt_state, monitor)`` for the step (flattened once)."""
+        if self.hot is None:
+            self.hot, self.hot_def = jax.tree.flatten((self.params, self.opt_state,
+                                                       self.monitor))
+        return self.hot
+
+    def unpack(self) -> None:
+        """Put the step's leaves back into ``params``, ``opt_state`` and ``monitor``."""
+        if self.hot is not None:
+            self.params, self.opt_state, self.monitor = jax.tree.unflatten(self.hot_def,
+                                                                           self.hot)
+            self.hot = None
 
     @classmethod
     def create(cls, model: Any, opt_state: PyTree, key: jax.Array, per_epoch: int, *,

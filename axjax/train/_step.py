@@ -27,11 +27,11 @@ import jax
 import jax.numpy as jnp
 import optax
 
-from ..core import AxisError, Tensor
+from ..core import AxisError, NonFiniteReport, Tensor
 from ..core.internal import describe
 
 __all__ = ["Monitor", "TrainingDiverged", "all_finite", "call_loss", "make_eval_step",
-           "make_replay_step", "make_train_step"]
+           "make_flat_train_step", "make_replay_step", "make_train_step", "train_step_fn"]
 
 LossFn = Callable[..., Any]
 
@@ -43,14 +43,17 @@ class TrainingDiverged(FloatingPointError):
         step: the update that produced it (1 is the first update).
         loss: the loss at that step; ``grad_norm``: the global gradient norm.
         model, opt_state: the last finite ones (from before that step).
+        report: with ``guard="replay"``, the :class:`~axjax.NonFiniteReport` of the first op
+            whose forward or backward result was not finite when the step was replayed op
+            by op (``None`` if none was: the optimizer's update made the state non-finite).
     """
 
     __module__ = "axjax.train"
 
     def __init__(self, step: int, loss: float, grad_norm: float, model: Any = None,
-                 opt_state: Any = None) -> None:
+                 opt_state: Any = None, report: NonFiniteReport | None = None) -> None:
         self.step, self.loss, self.grad_norm = step, loss, grad_norm
-        self.model, self.opt_state = model, opt_state
+        self.model, self.opt_state, self.report = model, opt_state, report
         if not math.isfinite(loss):
             what = f"the loss is {loss}"
         elif not math.isfinite(grad_norm):
@@ -62,6 +65,7 @@ class TrainingDiverged(FloatingPointError):
             f"training stopped at step {step}: {what}. The model and optimizer state from "
             "before that step are kept (error.model, error.opt_state). Lower the learning "
             "rate, clip gradients (optax.clip_by_global_norm), or look for NaN in the data."
+            + (f"\nReplayed op by op, {report}" if report is not None else "")
         )
 
 
@@ -169,7 +173,7 @@ def _loss_of(loss_fn: LossFn, static: Any) -> Callable[..., Any]:
 
 
 def make_train_step(loss_fn: LossFn, optimizer: optax.GradientTransformation, static: Any,
-                    *, donate: bool = False, guard: bool = True) -> Callable[..., Any]:
+                    *, donate: bool = True, guard: bool = True) -> Callable[..., Any]:
     """The jitted step ``(params, opt_state, monitor, batch, key, step) -> (params,
     opt_state, monitor)`` for a model split as ``eqx.partition(model, eqx.is_array)``.
 
@@ -177,7 +181,43 @@ def make_train_step(loss_fn: LossFn, optimizer: optax.GradientTransformation, st
     is not finite, and from then on the parameters and optimizer state are kept as they
     were (a gradient norm and a selection over both trees per step). ``guard=False``: the
     update and the running sums only; a non-finite loss makes the loss sum non-finite.
+
+    ``donate=True`` (default): the step updates ``params``, ``opt_state`` and ``monitor``
+    in place (``donate_argnums``; faster on CPU too, ``python -m benchmarks.fit_loop``), so
+    the arrays passed in are deleted by the call. Pass copies
+    (``jax.tree.map(jnp.copy, params)``) of anything you still need, or ``donate=False``.
+
+    Example:
+        >>> params, static = eqx.partition(model, eqx.is_array)
+        >>> step = ax.train.make_train_step(loss_fn, opt, static, guard=False)
+        >>> mon = ax.train.Monitor.zero(("loss",), guarded=False)
+        >>> params, opt_state, mon = step(jax.tree.map(jnp.copy, params), opt.init(params),
+        ...                               mon, (x, y), jax.random.key(0), 0)
     """
+    return jax.jit(train_step_fn(loss_fn, optimizer, static, guard=guard),
+                   donate_argnums=(0, 1, 2) if donate else ())
+
+
+def make_flat_train_step(loss_fn: LossFn, optimizer: optax.GradientTransformation,
+                         static: Any, treedef: Any, *, donate: bool = True, guard: bool = True
+                         ) -> Callable[..., Any]:
+    """:func:`make_train_step` on the leaves of ``(params, opt_state, monitor)``: the jitted
+    ``(leaves, batch, key, step) -> leaves`` for that ``treedef``. A list of arrays crosses
+    ``jax.jit`` without the Python flatten and unflatten of every Equinox module in the
+    model and the optimizer state, which ``fit``'s loop would otherwise pay on every step."""
+    step = train_step_fn(loss_fn, optimizer, static, guard=guard)
+
+    def flat(leaves: list[jax.Array], batch: Any, key: jax.Array, step_no: jax.Array
+             ) -> list[jax.Array]:
+        params, opt_state, mon = jax.tree.unflatten(treedef, leaves)
+        return jax.tree.leaves(step(params, opt_state, mon, batch, key, step_no))
+
+    return jax.jit(flat, donate_argnums=(0,) if donate else ())
+
+
+def train_step_fn(loss_fn: LossFn, optimizer: optax.GradientTransformation, static: Any, *,
+                  guard: bool) -> Callable[..., tuple[Any, Any, Monitor]]:
+    """The step of :func:`make_train_step` before ``jax.jit``."""
     with_key = takes_key(loss_fn)
     loss_of = _loss_of(loss_fn, static)
 
@@ -219,7 +259,7 @@ def make_train_step(loss_fn: LossFn, optimizer: optax.GradientTransformation, st
         )
         return _keep_if(ok, new_params, params), _keep_if(ok, new_opt, opt_state), mon
 
-    return jax.jit(guarded if guard else fast, donate_argnums=(0, 1, 2) if donate else ())
+    return guarded if guard else fast
 
 
 def make_replay_step(loss_fn: LossFn, optimizer: optax.GradientTransformation, static: Any

@@ -11,10 +11,16 @@ from types import ModuleType
 
 from . import _attention, _cnn, _lstm, _mlp
 
-__all__ = ["FRAMEWORKS", "MODELS", "available", "builder"]
+__all__ = ["EXPERTS", "FRAMEWORKS", "MODELS", "available", "builder"]
 
-#: every framework, the reference first
-FRAMEWORKS = ("jax", "axjax", "graph", "fit", "equinox", "haliax", "torch")
+#: every framework, the references first: hand-written JAX as JAX users usually write it
+#: (``jax``: weights stored ``[in, out]``, optax's integer-label loss) and the expert
+#: baselines (``expert``: axjax's weight storage, optax's loss on one-hot labels;
+#: ``expert-int``: the same with integer labels); all three donate their buffers
+FRAMEWORKS = ("jax", "expert", "expert-int", "axjax", "graph", "fit", "equinox", "haliax",
+              "torch")
+#: the baselines whose best, round by round, axjax's paths are measured against
+EXPERTS = ("jax", "expert", "expert-int")
 
 MODELS: dict[str, ModuleType] = {m.NAME: m for m in (_mlp, _cnn, _lstm, _attention)}
 
@@ -28,4 +34,4 @@ def available(framework: str) -> bool:
 
 def builder(model: ModuleType, framework: str) -> object | None:
     """The model's ``build_<framework>``, or ``None`` if it has none."""
-    return getattr(model, f"build_{framework}", None)
+    return getattr(model, f"build_{framework.replace('-', '_')}", None)

@@ -8,6 +8,7 @@ Projections are stored as Equinox and PyTorch lay them out (``[heads * 16, 64]``
 
 from __future__ import annotations
 
+import functools
 from typing import Any, final
 
 import equinox as eqx
@@ -20,7 +21,15 @@ import axjax as ax
 from axjax.train import Batch, Class
 
 from .._common import LR, Runner, jit_train_step, uniform
-from ._frameworks import eqx_runner, fit_runner, graph_runner, put_jax, torch_runner
+from ._frameworks import (
+    eqx_runner,
+    fit_runner,
+    graph_runner,
+    int_xent,
+    onehot_xent,
+    put_jax,
+    torch_runner,
+)
 
 NAME = "attention"
 TITLE = "Attention block, 28 tokens, 4x16 heads"
@@ -87,6 +96,48 @@ def build_jax(p: dict[str, np.ndarray]) -> Runner:
     params |= {"g1": a(np.ones(E, np.float32)), "n1": a(np.zeros(E, np.float32)),
                "g2": a(np.ones(E, np.float32)), "n2": a(np.zeros(E, np.float32))}
     return jit_train_step(raw_loss, params, put_jax)
+
+
+# ----------------------------------------------------------------------------- expert JAX
+def _expert_ln(x: Any, g: Any, b: Any) -> Any:
+    """LayerNorm with a centred variance (``mean(xc * xc)``): ``x.var()``'s autodiff
+    backward costs more."""
+    xc = x - x.mean(-1, keepdims=True)
+    return xc * jax.lax.rsqrt((xc * xc).mean(-1, keepdims=True) + 1e-5) * g + b
+
+
+def expert_loss(xent: Any, p: Any, x: Any, y: Any) -> Any:
+    """Every weight stored as axjax's modules store it (``[out, in]``; projections
+    ``[Head, HeadDim, Embed]``, output ``[Embed, Head, HeadDim]``), ``jax.nn`` primitives,
+    ``jnp.einsum`` for the heads, the given optax loss."""
+    h = x @ p["we"].T + p["be"]                                      # [B, T, E]
+    a = _expert_ln(h, p["g1"], p["n1"])
+    q, k, v = (jnp.einsum("bte,hde->bthd", a, p[w]) for w in ("wq", "wk", "wv"))
+    s = jnp.einsum("bthd,bshd->bhts", q / np.sqrt(D).astype(np.float32), k)
+    o = jnp.einsum("bhts,bshd->bthd", jax.nn.softmax(s, axis=-1), v)
+    h = h + jnp.einsum("bthd,ehd->bte", o, p["wo"])
+    m = _expert_ln(h, p["g2"], p["n2"])
+    h = h + jax.nn.relu(m @ p["w1"].T + p["b1"]) @ p["w2"].T + p["b2"]
+    return xent(h.mean(1) @ p["wc"].T + p["bc"], y)
+
+
+def _expert(p: dict[str, np.ndarray], xent: Any) -> Runner:
+    a = jnp.asarray
+    params = {k: a(v) for k, v in p.items() if k in ("we", "w1", "w2", "wc")}
+    params |= {k: a(v) for k, v in p.items() if k.startswith("b")}
+    params |= {k: a(p[k].reshape(HEADS, D, E)) for k in ("wq", "wk", "wv")}
+    params["wo"] = a(p["wo"].reshape(E, HEADS, D))
+    params |= {"g1": a(np.ones(E, np.float32)), "n1": a(np.zeros(E, np.float32)),
+               "g2": a(np.ones(E, np.float32)), "n2": a(np.zeros(E, np.float32))}
+    return jit_train_step(functools.partial(expert_loss, xent), params, put_jax)
+
+
+def build_expert(p: dict[str, np.ndarray]) -> Runner:
+    return _expert(p, onehot_xent)
+
+
+def build_expert_int(p: dict[str, np.ndarray]) -> Runner:
+    return _expert(p, int_xent)
 
 
 # ----------------------------------------------------------------------------- axjax

@@ -9,6 +9,7 @@ activations channels-last (``[Batch, Height, Width, Feature]``, no transposes) a
 
 from __future__ import annotations
 
+import functools
 from typing import Any, final
 
 import equinox as eqx
@@ -21,7 +22,15 @@ import axjax as ax
 from axjax.train import Batch, Class, Height, Width
 
 from .._common import LR, Runner, jit_train_step, uniform
-from ._frameworks import eqx_runner, fit_runner, graph_runner, put_jax, torch_runner
+from ._frameworks import (
+    eqx_runner,
+    fit_runner,
+    graph_runner,
+    int_xent,
+    onehot_xent,
+    put_jax,
+    torch_runner,
+)
 
 NAME = "cnn"
 TITLE = "CNN conv8-conv16-dense (LeNet-style)"
@@ -81,6 +90,29 @@ def build_jax(p: dict[str, np.ndarray]) -> Runner:
     params = {k: jnp.asarray(v) for k, v in p.items()}
     params["w"] = jnp.asarray(_dense_hwc(p["w"]).T)
     return jit_train_step(raw_loss, params, put_jax)
+
+
+# ----------------------------------------------------------------------------- expert JAX
+def expert_loss(xent: Any, p: Any, x: Any, y: Any) -> Any:
+    """:func:`raw_loss` with the dense weight stored ``[Class, Flat]`` as axjax stores it
+    (``h @ w.T``) and the given optax loss."""
+    h = _pool(_conv(x[..., None], p["k1"], p["c1"]))
+    h = _pool(_conv(h, p["k2"], p["c2"]))
+    return xent(h.reshape(h.shape[0], -1) @ p["w"].T + p["b"], y)
+
+
+def _expert(p: dict[str, np.ndarray], xent: Any) -> Runner:
+    params = {k: jnp.asarray(v) for k, v in p.items()}
+    params["w"] = jnp.asarray(_dense_hwc(p["w"]))
+    return jit_train_step(functools.partial(expert_loss, xent), params, put_jax)
+
+
+def build_expert(p: dict[str, np.ndarray]) -> Runner:
+    return _expert(p, onehot_xent)
+
+
+def build_expert_int(p: dict[str, np.ndarray]) -> Runner:
+    return _expert(p, int_xent)
 
 
 # ----------------------------------------------------------------------------- axjax

@@ -24,9 +24,22 @@ import axjax as ax
 
 from .._common import LR, Runner
 
-__all__ = ["eqx_runner", "fit_runner", "graph_runner", "put_jax", "torch_runner"]
+__all__ = ["eqx_runner", "fit_runner", "graph_runner", "int_xent", "onehot_xent", "put_jax",
+           "torch_runner"]
 
 Put = Callable[[np.ndarray, np.ndarray], tuple[Any, Any]]
+
+
+def onehot_xent(logits: Any, y: Any) -> Any:
+    """optax's softmax cross-entropy on one-hot labels, averaged: its backward is
+    ``softmax - onehot``, with no gather or scatter (the expert's form)."""
+    return optax.softmax_cross_entropy(logits, jax.nn.one_hot(y, logits.shape[-1])).mean()
+
+
+def int_xent(logits: Any, y: Any) -> Any:
+    """optax's softmax cross-entropy on integer labels, averaged: its backward is a
+    gather and a scatter."""
+    return optax.softmax_cross_entropy_with_integer_labels(logits, y).mean()
 
 
 def put_jax(x: np.ndarray, y: np.ndarray) -> tuple[Any, Any]:
@@ -56,10 +69,11 @@ def eqx_runner(model: Any, loss_fn: Callable[[Any, Any, Any], Any], put: Put) ->
 
 def fit_runner(model: Any, loss_fn: Callable[[Any, Any, Any], Any], put: Put) -> Runner:
     """The step of ``ax.train.fit`` with its default ``guard="replay"``, called as ``fit``
-    calls it (the step number is a Python int). Its loss is read from the running sum.
-    (``fit`` also checks finiteness once per log point, every 100 steps by default:
-    ``benchmarks.fit_guard`` times that too.)"""
+    calls it: on the leaves of ``(params, opt_state, monitor)``, donated, the step number a
+    Python int. Its loss is read from the running sum. (``fit`` also checks finiteness
+    once per log point and epoch: ``benchmarks.fit_loop`` times the whole loop.)"""
     from axjax.train import Monitor
+    from axjax.train.internal import make_flat_train_step
 
     params, static = eqx.partition(model, eqx.is_array)
     opt = optax.adam(LR)
@@ -69,22 +83,30 @@ def fit_runner(model: Any, loss_fn: Callable[[Any, Any, Any], Any], put: Put) ->
         count[0] += 1
         return loss_fn(model, x, y)
 
-    step = ax.train.make_train_step(counted, opt, static, guard=False)
+    tree = (params, opt.init(params), Monitor.zero(("loss",), guarded=False))
+    leaves, treedef = jax.tree.flatten(jax.tree.map(jnp.copy, tree))
+    step = make_flat_train_step(counted, opt, static, treedef, guard=False)
     key = jax.random.key(0)
     last = [0.0]
 
     def run(state: Any, x: Any, y: Any) -> tuple[Any, Any]:
-        p, s, mon, i = state
-        p, s, mon = step(p, s, mon, (x, y), key, i)
-        return (p, s, mon, i + 1), mon
+        leaves, i = state
+        leaves = step(leaves, (x, y), key, i)
+        return (leaves, i + 1), leaves
 
-    def value(mon: Any) -> float:  # this step's loss: the growth of the running sum
+    def value(leaves: Any) -> float:  # this step's loss: the growth of the running sum
+        mon = jax.tree.unflatten(treedef, leaves)[2]
         total = float(mon.sums["loss"])
         out, last[0] = total - last[0], total
         return out
 
-    state = (params, opt.init(params), Monitor.zero(("loss",), guarded=False), 0)
-    return Runner(state, run, put, traces=lambda: count[0], value=value)
+    shapes = [jax.ShapeDtypeStruct(a.shape, a.dtype) for a in leaves]
+
+    def lowered(x: Any, y: Any) -> Any:
+        return step.lower(shapes, (x, y), key, 0)
+
+    return Runner((leaves, 0), run, put, traces=lambda: count[0], value=value,
+                  lowered=lowered)
 
 
 def _to_params(model: Any) -> Any:

@@ -8,6 +8,7 @@ one ``lax.scan`` (PyTorch: its fused ``nn.LSTM``) whose step computes both produ
 
 from __future__ import annotations
 
+import functools
 from typing import Any, final
 
 import equinox as eqx
@@ -20,7 +21,7 @@ import axjax as ax
 from axjax.train import Batch, Class
 
 from .._common import LR, Runner, jit_train_step, uniform
-from ._frameworks import eqx_runner, fit_runner, put_jax, torch_runner
+from ._frameworks import eqx_runner, fit_runner, int_xent, onehot_xent, put_jax, torch_runner
 
 NAME = "lstm"
 TITLE = "LSTM 28x28 rows, hidden 64"
@@ -68,6 +69,35 @@ def raw_loss(p: Any, x: Any, y: Any) -> Any:
 def build_jax(p: dict[str, np.ndarray]) -> Runner:
     params = {k: jnp.asarray(v.T if v.ndim == 2 else v) for k, v in p.items()}
     return jit_train_step(raw_loss, params, put_jax)
+
+
+# ----------------------------------------------------------------------------- expert JAX
+def expert_loss(xent: Any, p: Any, x: Any, y: Any) -> Any:
+    """:func:`raw_loss` (input-major weights, as axjax's ``LSTMCell`` stores them), the
+    dense weight stored ``[Class, Hidden]`` as axjax stores it, the given optax loss."""
+    def cell(carry: Any, xt: Any) -> tuple[Any, None]:
+        h, c = carry
+        z = xt @ p["wih"] + h @ p["whh"] + p["bias"]
+        i, f, g, o = jnp.split(z, 4, axis=-1)
+        c = jax.nn.sigmoid(f) * c + jax.nn.sigmoid(i) * jnp.tanh(g)
+        return (jax.nn.sigmoid(o) * jnp.tanh(c), c), None
+
+    zero = jnp.zeros((x.shape[0], HIDDEN), x.dtype)
+    (h, _), _ = jax.lax.scan(cell, (zero, zero), jnp.swapaxes(x, 0, 1))
+    return xent(h @ p["w"].T + p["b"], y)
+
+
+def _expert(p: dict[str, np.ndarray], xent: Any) -> Runner:
+    params = {k: jnp.asarray(v.T if k in ("wih", "whh") else v) for k, v in p.items()}
+    return jit_train_step(functools.partial(expert_loss, xent), params, put_jax)
+
+
+def build_expert(p: dict[str, np.ndarray]) -> Runner:
+    return _expert(p, onehot_xent)
+
+
+def build_expert_int(p: dict[str, np.ndarray]) -> Runner:
+    return _expert(p, int_xent)
 
 
 # ----------------------------------------------------------------------------- axjax

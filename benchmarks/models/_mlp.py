@@ -6,6 +6,7 @@ them (raw JAX stores ``W.T``, the layout a JAX user writes ``x @ W`` with).
 
 from __future__ import annotations
 
+import functools
 from typing import Any, final
 
 import equinox as eqx
@@ -18,7 +19,15 @@ import axjax as ax
 from axjax.train import Batch, Class, Pixel
 
 from .._common import LR, Runner, jit_train_step, uniform
-from ._frameworks import eqx_runner, fit_runner, graph_runner, put_jax, torch_runner
+from ._frameworks import (
+    eqx_runner,
+    fit_runner,
+    graph_runner,
+    int_xent,
+    onehot_xent,
+    put_jax,
+    torch_runner,
+)
 
 NAME = "mlp"
 TITLE = "MLP 784-300-100-10"
@@ -63,6 +72,30 @@ def raw_loss(params: Any, x: Any, y: Any) -> Any:
 def build_jax(p: dict[str, np.ndarray]) -> Runner:
     params = [(jnp.asarray(p[f"w{i}"].T), jnp.asarray(p[f"b{i}"])) for i in range(3)]
     return jit_train_step(raw_loss, params, lambda x, y: put_jax(*flat(x, y)))
+
+
+# ----------------------------------------------------------------------------- expert JAX
+def expert_loss(xent: Any, params: Any, x: Any, y: Any) -> Any:
+    """Weights stored ``W[out, in]`` as axjax's modules store them (``x @ W.T``: one
+    ``dot_general``, no transposed copy), ``jax.nn.relu``, the given optax loss."""
+    for w, b in params[:-1]:
+        x = jax.nn.relu(x @ w.T + b)
+    w, b = params[-1]
+    return xent(x @ w.T + b, y)
+
+
+def _expert(p: dict[str, np.ndarray], xent: Any) -> Runner:
+    params = [(jnp.asarray(p[f"w{i}"]), jnp.asarray(p[f"b{i}"])) for i in range(3)]
+    return jit_train_step(functools.partial(expert_loss, xent), params,
+                          lambda x, y: put_jax(*flat(x, y)))
+
+
+def build_expert(p: dict[str, np.ndarray]) -> Runner:
+    return _expert(p, onehot_xent)
+
+
+def build_expert_int(p: dict[str, np.ndarray]) -> Runner:
+    return _expert(p, int_xent)
 
 
 # ----------------------------------------------------------------------------- axjax

@@ -43,7 +43,7 @@ class RowLSTM(eqx.Module):
     """LSTM over ``Row`` (input ``Col``), then an affine map of the last ``h`` to ``Class``."""
 
     cell: ax.nn.LSTMCell
-    head: ax.nn.Affine[Hidden, Class]
+    head: ax.nn.Affine[ax.F32, Hidden, Class]
 
     def __init__(self, hidden: int, key: jax.Array) -> None:
         k1, k2 = jax.random.split(key)

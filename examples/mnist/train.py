@@ -6,11 +6,26 @@ Other runs::
     python examples/mnist/train.py --model cnn          # 4 epochs
     python examples/mnist/train.py --dataset fashion --epochs 5
     python examples/mnist/train.py --checkpoint-dir runs/ckpt --resume   # continue a run
+    python examples/mnist/train.py --devices 8 --parallel data+tensor   # 8 simulated CPUs
+
+Two processes on one machine (each with 4 simulated CPU devices; one global mesh of 8)::
+
+    for i in 0 1; do python examples/mnist/train.py --devices 4 --parallel data \
+        --coordinator 127.0.0.1:12355 --num-processes 2 --process-id $i & done; wait
+
+``--devices N`` simulates N CPU devices (on a GPU or TPU machine the real ones are used) and
+``--parallel`` shards the run by axis name over a (data, model) mesh (docs/parallel.md):
+``data`` splits ``Batch``; ``tensor`` splits the hidden layer (``Hidden1``/``Hidden``) over
+2 devices; ``data+tensor`` both; ``fsdp`` also splits the largest weights over ``data``.
 
 Data: ``--data-dir``; else ``../shared/data/<name>`` beside the repository when it exists;
 else ``$AXJAX_DATA``, the cache ``~/.cache/axjax``, then a checksum-verified download.
 Prints the test accuracy and the time, and writes ``<logdir>/curves.png``.
 """
+
+# JAX annotates its device and process functions with partly unknown parameter types
+# (`backend: str | Unknown`), which pyright's strict mode reports at every use.
+# pyright: reportUnknownMemberType=false
 
 from __future__ import annotations
 
@@ -61,7 +76,7 @@ class Flat(ax.Axis):
 class Hidden(ax.Axis): ...
 
 
-def mlp(key: jax.Array) -> ax.nn.MLP[Pixel, Class]:
+def mlp(key: jax.Array) -> ax.nn.MLP[ax.F32, Pixel, Class]:
     """The paper's 784-300-100-10 network with ReLU (LeCun et al. list 3.05 % error)."""
     return ax.nn.MLP(Pixel, Class, 784, 10, hidden={Hidden1: 300, Hidden2: 100},
                      activation=ax.relu, key=key)
@@ -79,9 +94,9 @@ class CNN(eqx.Module):
     conv1: ax.nn.Conv2D
     conv2: ax.nn.Conv2D
     pool: ax.nn.MaxPool2D
-    fc1: ax.nn.Affine[Flat, Hidden]
+    fc1: ax.nn.Affine[ax.F32, Flat, Hidden]
     drop: ax.nn.Dropout
-    fc2: ax.nn.Affine[Hidden, Class]
+    fc2: ax.nn.Affine[ax.F32, Hidden, Class]
 
     def __init__(self, key: jax.Array) -> None:
         k1, k2, k3, k4 = jax.random.split(key, 4)
@@ -137,12 +152,45 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--limit", type=int, default=None, help="use the first N training images")
     p.add_argument("--test-limit", type=int, default=None, help="use the first N test images")
     p.add_argument("--no-progress", action="store_true")
+    p.add_argument("--devices", type=int, default=None,
+                   help="simulate N CPU devices (set before JAX starts)")
+    p.add_argument("--parallel", choices=tuple(PARALLEL), default=None,
+                   help="shard by axis name (default with --devices: data)")
+    p.add_argument("--coordinator", default=None,
+                   help="host:port of process 0 (jax.distributed; SLURM is detected itself)")
+    p.add_argument("--num-processes", type=int, default=None)
+    p.add_argument("--process-id", type=int, default=None)
     return p.parse_args(argv)
+
+
+#: ``--parallel``: (model-axis size, compute rules, parameter rules) by axis name.
+PARALLEL: dict[str, tuple[int, dict[type[ax.Axis], Any], dict[type[ax.Axis], Any] | None]] = {
+    "data": (1, {Batch: "data"}, None),
+    "tensor": (2, {Hidden1: "model", Hidden: "model"}, None),
+    "data+tensor": (2, {Batch: "data", Hidden1: "model", Hidden: "model"}, None),
+    "fsdp": (1, {Batch: "data"}, {Pixel: "data", Flat: "data"}),
+}
+
+
+def parallel(args: argparse.Namespace) -> ax.train.Parallel | None:
+    """The ``ax.train.Parallel`` of ``--parallel`` over all devices, or ``None``."""
+    if args.parallel is None and args.devices is None:
+        return None
+    model_size, rules, param_rules = PARALLEL[args.parallel or "data"]
+    n = jax.device_count()
+    mesh = jax.make_mesh((n // model_size, model_size), ("data", "model"))
+    return ax.train.Parallel(mesh, rules, param_rules=param_rules)
 
 
 def main(argv: list[str] | None = None) -> dict[str, Any]:
     args = parse(argv)
     args.epochs = args.epochs or (10 if args.model == "mlp" else 4)
+    if args.devices:  # before anything starts JAX's backend
+        jax.config.update("jax_num_cpu_devices", args.devices)  # type: ignore[no-untyped-call]
+    if args.coordinator or args.num_processes:  # several processes: JAX's own runtime
+        jax.distributed.initialize(args.coordinator, args.num_processes, args.process_id)
+    main_process = jax.process_index() == 0
+    par = parallel(args)
     if args.resume and not args.checkpoint_dir:
         raise SystemExit("--resume needs --checkpoint-dir (where the run's checkpoints are)")
     spec, folder = DATASETS[args.dataset], data_dir(args.data_dir, args.dataset)
@@ -157,22 +205,29 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     init_key, data_key, run_key = jax.random.split(key, 3)
     norm = (0.1307, 0.3081) if args.dataset == "mnist" else (0.2860, 0.3530)  # mean, std
     train_loader = ax.train.Loader(train, args.batch_size, axes=axes, key=data_key,
-                                   normalize=norm)
-    test_loader = ax.train.Loader(test, 1000, axes=axes, normalize=norm)
+                                   normalize=norm, parallel=par)
+    test_loader = ax.train.Loader(test, 1000, axes=axes, normalize=norm, parallel=par)
     model = mlp(init_key) if args.model == "mlp" else CNN(init_key)
     schedule = optax.cosine_decay_schedule(args.lr, args.epochs * len(train_loader))
     logdir = Path(args.logdir or ROOT / "runs" / f"{args.dataset}-{args.model}")
-    ckpts = ax.train.Checkpoints(args.checkpoint_dir, keep=2) if args.checkpoint_dir else None
-    print(f"{args.model} on {spec.title}: {len(train)} training / {len(test)} test images, "
-          f"{args.epochs} epochs of {len(train_loader)} steps, on {jax.default_backend()}")
+    # several processes: orbax folders, each process writing its own shards
+    ckpts = ax.train.Checkpoints(args.checkpoint_dir, keep=2, sharded=jax.process_count() > 1
+                                 ) if args.checkpoint_dir else None
+    def say(text: str) -> None:  # only process 0 prints
+        if main_process:
+            print(text)
+
+    say(f"{args.model} on {spec.title}: {len(train)} training / {len(test)} test images, "
+          f"{args.epochs} epochs of {len(train_loader)} steps, on {jax.default_backend()}"
+          + (f" ({par!r})" if par is not None else ""))
     start = time.perf_counter()
     result = ax.train.fit(model, optax.adam(schedule), classify, train_loader,
                           epochs=args.epochs, key=run_key, eval_data=test_loader,
                           log_every=100, logdir=logdir, checkpoints=ckpts, resume=args.resume,
-                          progress=not args.no_progress)
+                          progress=not args.no_progress, parallel=par)
     seconds = time.perf_counter() - start
     final = [r for r in result.history if "eval_accuracy" in r][-1]
-    print(f"test accuracy {final['eval_accuracy']:.2%} (error {1 - final['eval_accuracy']:.2%}) "
+    say(f"test accuracy {final['eval_accuracy']:.2%} (error {1 - final['eval_accuracy']:.2%}) "
           f"after {result.step} steps; {seconds:.1f} s in this run; "
           f"curves: {logdir / 'curves.png'}")
     return {"accuracy": final["eval_accuracy"], "seconds": seconds, "steps": result.step,

@@ -38,7 +38,7 @@ def xor_data() -> tuple[ax.Tensor[ax.F32, Batch, In], ax.Tensor[ax.I32, Batch]]:
     return x, y
 
 
-def make_model(key: jax.Array) -> ax.nn.MLP[In, Class]:
+def make_model(key: jax.Array) -> ax.nn.MLP[ax.F32, In, Class]:
     """The 2-2-2 network."""
     return ax.nn.MLP(In, Class, 2, 2, hidden={Hidden: 2}, activation=ax.tanh, key=key)
 
@@ -50,7 +50,7 @@ def loss_fn(model: Any, x: Any, y: Any) -> tuple[Any, dict[str, Any]]:
 
 
 def train(steps: int = 400, lr: float = 0.1, seed: int = 1, progress: bool = True
-          ) -> tuple[ax.nn.MLP[In, Class], float, float]:
+          ) -> tuple[ax.nn.MLP[ax.F32, In, Class], float, float]:
     """Train on the four examples (one full batch per step); return (model, accuracy, s)."""
     x, y = xor_data()
     start = time.perf_counter()

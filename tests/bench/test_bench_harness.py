@@ -17,7 +17,7 @@ from benchmarks.__main__ import _parser, main, run
 from benchmarks._dispatch import OPS, bench_dispatch
 from benchmarks._memory import bench_memory
 from benchmarks._report import markdown, targets
-from benchmarks.models import FRAMEWORKS, MODELS, available
+from benchmarks.models import FRAMEWORKS, MODELS, available, builder
 
 SUMMARY = {"median", "min", "max"}
 
@@ -25,17 +25,20 @@ SUMMARY = {"median", "min", "max"}
 @pytest.fixture(scope="module")
 def results() -> dict[str, Any]:
     args = _parser().parse_args(["--quick", "--models", "mlp", "--frameworks",
-                                 "jax,axjax,graph,fit,equinox", "--no-memory", "--no-dispatch"])
+                                 "jax,expert,expert-int,axjax,graph,fit,equinox", "--no-memory",
+                                 "--no-dispatch"])
     return run(args, log=lambda s: None)
 
 
 def test_every_framework_has_every_figure(results: dict[str, Any]) -> None:
     model = results["models"]["mlp"]
-    assert set(model["frameworks"]) == {"jax", "axjax", "graph", "fit", "equinox"}
+    assert set(model["frameworks"]) == {"jax", "expert", "expert-int", "axjax", "graph", "fit",
+                                        "equinox"}
+    assert model["experts"] == ["jax", "expert", "expert-int"]
     for fw, r in model["frameworks"].items():
         assert "skipped" not in r, f"{fw}: {r.get('skipped')}"
         for key in ("fixed_steps_per_s", "loop_steps_per_s", "fixed_ratio", "loop_ratio",
-                    "first_step_s", "host_us_per_step"):
+                    "fixed_best_ratio", "loop_best_ratio", "first_step_s", "host_us_per_step"):
             assert SUMMARY <= set(r[key]), (fw, key)
             assert all(math.isfinite(v) and v > 0 for v in (r[key][k] for k in SUMMARY))
         assert r["traces"] == 1, f"{fw} traced {r['traces']} times"
@@ -53,7 +56,7 @@ def test_report_and_targets(results: dict[str, Any]) -> None:
     text = markdown(results)
     assert "### MLP 784-300-100-10" in text and "| axjax |" in text and "| graph |" in text
     lines = targets(results)
-    assert any(ln.startswith("mlp/axjax fixed steps/s") for ln in lines)
+    assert any(ln.startswith("mlp/axjax fixed steps/s ÷ best expert") for ln in lines)
     assert any(ln.startswith("mlp/graph first step") for ln in lines)
     assert any(ln.startswith("mlp/fit loop steps/s") for ln in lines)
     assert all(("met" in ln) or ("MISSED" in ln) for ln in lines)
@@ -90,6 +93,16 @@ def test_registry() -> None:
     assert FRAMEWORKS[0] == "jax" and available("jax") and available("axjax")
     for model in MODELS.values():
         assert hasattr(model, "build_jax") and hasattr(model, "build_axjax")
+        assert builder(model, "expert") is model.build_expert
+        assert builder(model, "expert-int") is model.build_expert_int
+
+
+def test_fit_loop_runs() -> None:
+    from benchmarks.fit_loop import main as fit_loop
+
+    res = fit_loop(per_epoch=(2,), rounds=1)[2]
+    assert set(res) == {"expert", "fit", "fit guard=off"}
+    assert res["expert"]["ratio"] == [1.0]
 
 
 def test_lstm_layout_variants_compute_the_same_model() -> None:

@@ -300,6 +300,33 @@ WINDOWED = [
            id="Pool-avg-2d"),
 ]
 
+def _labels_like(x: AnyT, labels: AnyT, axis: type[ax.Axis]) -> AnyT:
+    """The labels in the logits' order without ``axis`` (the loss wants that order)."""
+    return ax.transpose(labels, *[a for a in x.axes if a is not axis])
+
+
+def _softmax_xent(x: Any, labels: Any, p: int) -> Any:
+    picked = jnp.take_along_axis(jax.nn.log_softmax(x, p), jnp.expand_dims(labels, p), p)
+    return -jnp.squeeze(picked, p)
+
+
+#: the losses of ``axjax.train`` (``register_op(..., namespace="axjax.train")``), checked by
+#: ``tests/train/test_losses.py`` with the same helper (finite differences in float64)
+LOSSES = [
+    OpCase("SoftmaxCrossEntropy",
+           lambda x, i: ax.train.softmax_cross_entropy(x, _labels_like(x, i, B), B),
+           lambda x, i: _softmax_xent(x, i, 1),
+           (Arg((A, B, C)), Arg((A, C), "index", high=B)), (A, C)),
+    OpCase("SoftmaxCrossEntropy",
+           lambda x, i: ax.train.softmax_cross_entropy(x, i, A),
+           lambda x, i: _softmax_xent(x, i, 0),
+           (Arg((A, B), order="fixed"), Arg((B,), "index", high=A)), (B,),
+           id="SoftmaxCrossEntropy-first-axis"),
+    OpCase("BinaryCrossEntropy", ax.train.binary_cross_entropy,
+           lambda x, t: -t * jax.nn.log_sigmoid(x) - (1 - t) * jax.nn.log_sigmoid(-x),
+           (Arg((A, B, C), order="shared"), Arg((A, B, C), order="shared")), (A, B, C)),
+]
+
 #: every case, in table order
 CASES = (UNARY + INTEGER_UNARY + BINARY + SCALARS + COMPARE + SELECT_VALUES + REDUCE + CONTRACT
          + SHAPE + SELECT + WINDOWED)

@@ -372,3 +372,60 @@ def test_good_nested_lists_still_work() -> None:
     assert t.dtype is ax.I32 and t.sizes == {Batch: 2, Pixel: 2}
     assert ax.tensor([np.float32(1), 2.5], Batch).dtype is ax.F32
     assert ax.tensor([], Batch).sizes == {Batch: 0}
+
+
+# ----------------------------------------------------------------- JAX transformations' edges
+
+
+@pytest.mark.parametrize("transform", ["jvp", "jacfwd"])
+def test_forward_mode_without_jax_autodiff_says_to_use_it(transform):
+    x = ax.tensor(jnp.arange(3.0), Batch)
+
+    def f(a: jax.Array) -> jax.Array:
+        return ax.sum(ax.exp(ax.tensor(a, Batch)), Batch).array
+
+    run = {"jvp": lambda: jax.jvp(f, (x.array,), (x.array,)),
+           "jacfwd": lambda: jax.jacfwd(f)(x.array)}[transform]
+    with pytest.raises(ax.TransformError, match=re.escape(
+            "Cannot apply Exp under forward-mode autodiff (jax.jvp, jax.jacfwd, jax.hessian, "
+            "jax.linearize): axjax ops differentiate with their own backward, a "
+            "jax.custom_vjp, which JAX can only run in reverse mode (run it inside `with "
+            "ax.jax_autodiff():`, where ops lower to plain JAX autodiff with the same values "
+            "and gradients)")):
+        run()
+    with ax.jax_autodiff():
+        run()  # the fix works
+
+
+@pytest.mark.parametrize(("axes", "hint"), [
+    ((), "Tensor[F32] is a rank-0 axjax Tensor, not a JAX array: JAX transformations and "
+         "functions that take arrays (jax.grad's result, jax.lax) need .array (use ax.grad or "
+         "ax.value_and_grad, which take a rank-0 Tensor result, or return its .array)"),
+    ((Batch,), "Tensor[F32, Batch=3] is axjax Tensor, not a JAX array: JAX transformations "
+               "and functions that take arrays (jax.grad's result, jax.lax) need .array "
+               "(reduce it to rank 0 first (ax.sum or ax.mean over its axes), or pass its "
+               ".array)")])
+def test_jax_grad_of_a_tensor_result_explains_what_to_return(axes, hint):
+    x = ax.tensor(jnp.arange(3.0), Batch)
+
+    def f(t: Any) -> Any:
+        return ax.sum(t * t, Batch) if not axes else t * t
+
+    with pytest.raises(TypeError, match="^Gradient only defined for scalar-output functions"
+                       ) as info:
+        jax.grad(f)(x)
+    assert isinstance(info.value.__cause__, ax.TransformError)
+    assert str(info.value.__cause__) == hint
+    if not axes:
+        np.testing.assert_allclose(ax.grad(f)(x).array, [0.0, 2.0, 4.0])  # the fix
+
+
+def test_a_compiled_graph_input_of_64_bits_without_x64_says_to_enable_it():
+    x = ax.Input(ax.F64, Batch)
+    predict = ax.compile(ax.exp(x), inputs=[x])
+    with pytest.raises(ax.AxisError, match=re.escape(
+            "Cannot call the compiled graph: input input0 is Tensor[F64, Batch=?], got "
+            "Tensor[F32, Batch=3]: dtype F32 differs, and JAX makes no F64 while "
+            'jax_enable_x64 is off (enable it for 64-bit types: jax.config.update('
+            '"jax_enable_x64", True) before building the data, or declare the Input F32)')):
+        predict(ax.tensor(jnp.arange(3.0), Batch))

@@ -48,7 +48,8 @@ def op_classes() -> set[type[ax.Op]]:
         cls = todo.pop()
         subs = cls.__subclasses__()
         todo.extend(subs)
-        if cls is not ax.Op and not subs and cls.__module__.startswith("axjax."):
+        if (cls is not ax.Op and not subs and cls.__module__.startswith("axjax.")
+                and not cls.__dict__.get("user_base")):  # ax.ElementwiseOp, ...: for users
             found.add(cls)
     return found
 

@@ -29,7 +29,7 @@ from tests.nn.helpers import (
 )
 
 
-def _eqx_linear(layer: ax.nn.Affine[Any, Any], key: jax.Array) -> eqx.nn.Linear:
+def _eqx_linear(layer: ax.nn.Affine[Any, Any, Any], key: jax.Array) -> eqx.nn.Linear:
     n_out, n_in = layer.weight.shape
     lin = eqx.nn.Linear(n_in, n_out, key=key)
     return eqx.tree_at(lambda m: (m.weight, m.bias), lin, (layer.weight.array,
@@ -150,7 +150,7 @@ def test_affine_errors_name_the_layer_and_operand(key: jax.Array) -> None:
         layer(ax.zeros((2, 5), Batch, In))
     with pytest.raises(ax.AxisError, match=r"the input already has axis Out"):
         layer(ax.zeros((2, 4), Out, In))
-    with pytest.raises(ax.AxisError, match=r"dtypes"):
+    with pytest.raises(ax.AxisError, match=r"the input is BF16, the layer's parameters F32"):
         layer(ax.zeros((2, 4), Batch, In, dtype=ax.BF16))
     with pytest.raises(ax.AxisError, match=r"Affine: the axes \(In, In\) must all differ"):
         ax.nn.Affine(In, In, 4, 4, key=key)

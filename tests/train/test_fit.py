@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from collections import Counter
 from typing import Any
 
@@ -141,14 +142,18 @@ def test_early_stopping_and_restore_best():
                      eval_data=_loader(), early_stopping=ax.train.EarlyStopping("eval_f1"))
 
 
-def test_no_host_sync_between_log_points(monkeypatch):
+@pytest.mark.parametrize(("log_every", "reads"), [(1000, 3), (6, 3), (4, 6)])
+def test_no_host_sync_between_log_points(monkeypatch, log_every, reads):
+    """One read per log point and per epoch end, none per step; an epoch that ends on a
+    log point is read (and checked) once (6 batches per epoch; with log_every=4, the log
+    points 4, 8, 12, 16 and the epoch ends 6, 12, 18 make 6 reads)."""
     calls = []
     real = jax.device_get
     monkeypatch.setattr(jax, "device_get", lambda x: calls.append(1) or real(x))
     with jax.transfer_guard_device_to_host("disallow"):  # no implicit reads, e.g. float(loss)
         result = ax.train.fit(_model(), optax.adam(1e-2), classify, _loader(), epochs=3,
-                              log_every=1000, progress=False)
-    assert result.step == 18 and len(calls) == 3  # one explicit read per epoch, none per step
+                              log_every=log_every, progress=False)
+    assert result.step == 18 and len(calls) == reads
 
 
 def test_a_list_of_batches_and_a_key_free_loss():
@@ -176,21 +181,63 @@ def test_loss_fn_mistakes_get_clear_errors():
         ax.train.fit(_model(), optax.sgd(0.1), classify, 42)
 
 
-@pytest.mark.filterwarnings("ignore:Some donated buffers were not usable")
-def test_donating_path_gives_the_same_result_and_keeps_the_callers_model(monkeypatch):
-    """On GPU/TPU the step donates its inputs; run that path on CPU (JAX ignores donation
-    there) and check the result and that the caller's model stays usable."""
-    plain = ax.train.fit(_model(), optax.adam(1e-2), classify, _loader(), epochs=2,
-                         eval_data=Loader(_dataset(), 48),
-                         early_stopping=ax.train.EarlyStopping(patience=5), progress=False)
-    monkeypatch.setattr(jax, "default_backend", lambda: "gpu")
+def _not_donating(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Make ``fit`` build its step without donation (the reference of the donated runs)."""
+    real = fit_module.make_flat_train_step
+    monkeypatch.setattr(fit_module, "make_flat_train_step",
+                        lambda *a, **kw: real(*a, **(kw | {"donate": False})))
+
+
+def _usable(tree: Any) -> None:
+    for leaf in jax.tree.leaves(tree):
+        if isinstance(leaf, jax.Array):
+            assert not leaf.is_deleted()
+            np.asarray(leaf)
+
+
+def test_fit_donates_and_keeps_every_array_a_user_holds(monkeypatch):
+    """``fit`` updates its state in place (donated buffers), with the same result as a
+    step that does not donate; the caller's model, the returned model and optimizer state
+    and the early-stopping best all stay usable."""
+    def run(model: Any) -> Any:
+        return ax.train.fit(model, optax.adam(1e-2), classify, _loader(), epochs=3,
+                            log_every=4, eval_data=Loader(_dataset(), 48), progress=False,
+                            early_stopping=ax.train.EarlyStopping(patience=1))
     model = _model()
-    donated = ax.train.fit(model, optax.adam(1e-2), classify, _loader(), epochs=2,
-                           eval_data=Loader(_dataset(), 48),
-                           early_stopping=ax.train.EarlyStopping(patience=5), progress=False)
-    for a, b in zip(_leaves(plain.model), _leaves(donated.model), strict=True):
-        np.testing.assert_array_equal(a, b)
-    assert _leaves(model)[0].shape == (6, 16)  # still readable
+    donated = run(model)
+    _usable((model, donated.model, donated.opt_state))
+    assert _leaves(model)[0].shape == (6, 16)
+    _not_donating(monkeypatch)
+    plain = run(_model())
+    assert donated.step == plain.step and donated.stopped_early == plain.stopped_early
+    _assert_same_leaves(donated.model, plain.model)
+    _assert_same_leaves(donated.opt_state, plain.opt_state)
+
+
+def test_the_donated_step_reuses_its_buffers():
+    """Every leaf of (params, opt_state, monitor) is aliased to an output of the compiled
+    step, and the outputs live in the inputs' buffers (no fresh allocation per step)."""
+    from axjax.train import Monitor
+    from axjax.train.internal import make_flat_train_step
+
+    params, static = eqx.partition(_model(), eqx.is_array)
+    opt = optax.adam(1e-2)
+    tree = (params, opt.init(params), Monitor.zero(("loss", "accuracy"), guarded=False))
+    leaves, treedef = jax.tree.flatten(jax.tree.map(jnp.copy, tree))
+    step = make_flat_train_step(classify, opt, static, treedef, guard=False)
+    batch = next(iter(_loader().epoch(0)))
+    key = jax.random.key(0)
+    hlo = step.lower(leaves, batch, key, 0).compile().as_text()
+    aliased = {int(m) for m in re.findall(r"\{\d+\}: \((\d+), \{\}, may-alias\)", hlo)}
+    assert aliased == set(range(len(leaves))), f"aliased inputs {sorted(aliased)}"
+    before = {a.unsafe_buffer_pointer() for a in leaves}
+    out = step(leaves, batch, key, 0)
+    assert all(a.is_deleted() for a in leaves)
+    assert {a.unsafe_buffer_pointer() for a in out} == before
+    again = step(out, batch, key, 1)  # and again: the step runs on its own outputs
+    assert {a.unsafe_buffer_pointer() for a in again} == before
+    plain = make_flat_train_step(classify, opt, static, treedef, donate=False, guard=False)
+    assert "may-alias" not in plain.lower(again, batch, key, 2).compile().as_text()
 
 
 class _WithDropout(eqx.Module):
@@ -332,14 +379,17 @@ def test_no_checkpoint_is_written_after_a_bad_step(tmp_path, guard):
     _assert_same_leaves(again.opt_state, err.opt_state)
 
 
-@pytest.mark.filterwarnings("ignore:Some donated buffers were not usable")
 def test_replay_on_the_donating_path_keeps_its_snapshot(monkeypatch):
+    """The replay starts from the snapshot, a copy the donating step never overwrites: the
+    same step, loss and last finite state as without donation, all of it usable."""
     source = Poisoned(_loader(), 9, "nan")
-    plain = _diverged("replay", source, log_every=7)
-    monkeypatch.setattr(jax, "default_backend", lambda: "gpu")
     donated = _diverged("replay", source, log_every=7)
+    _usable((donated.model, donated.opt_state))
+    _not_donating(monkeypatch)
+    plain = _diverged("replay", source, log_every=7)
     assert donated.step == plain.step == 9
     _assert_same_leaves(donated.model, plain.model)
+    _assert_same_leaves(donated.opt_state, plain.opt_state)
 
 
 @pytest.mark.parametrize("every", [None, 5], ids=["at-epoch-end", "at-checkpoint"])
@@ -433,3 +483,28 @@ def test_the_fast_step_has_no_more_ops_than_hand_written_jax(mnist_mlp_steps, ir
     assert ref > 50, f"the hand-written step has only {ref} {ir} ops"
     assert fast <= allowed(ref), f"fast step: {fast} {ir} ops against {ref} ({allowed(ref)})"
     assert guarded > allowed(ref), f"guarded step: {guarded} {ir} ops, allowed {allowed(ref)}"
+
+
+def test_the_graph_step_donates_and_keeps_what_a_user_holds():
+    """``ax.compile_step`` updates its own copies of the Params' values in place: the
+    caller's arrays, and the values ``step.params`` / ``step.value`` handed out earlier,
+    stay readable and unchanged while later steps run in the same buffers."""
+    from tests.train.models import Hidden
+
+    x = ax.Input(ax.F32, Batch, ax.train.Pixel, sizes={ax.train.Pixel: 3}, name="x")
+    w0 = ax.normal(jax.random.key(0), (3, 2), ax.train.Pixel, Hidden)
+    w = ax.Param(w0, name="w")
+    loss = ax.mean(ax.square(ax.contract(x, w)), (Batch, Hidden))
+    step = ax.compile_step(loss, optax.adam(0.1), inputs=[x])
+    xs = ax.tensor(np.ones((4, 3), np.float32), Batch, ax.train.Pixel)
+    step(xs)
+    held, held_param = step.value(w), step.params[0]
+    before = np.asarray(held.array).copy()
+    pointer = step._values[0].array.unsafe_buffer_pointer()
+    for _ in range(3):
+        step(xs)
+    assert step._values[0].array.unsafe_buffer_pointer() == pointer  # the same buffer
+    assert not np.array_equal(np.asarray(step.value(w).array), before)  # it trained
+    np.testing.assert_array_equal(np.asarray(held.array), before)
+    np.testing.assert_array_equal(np.asarray(held_param.value.array), before)
+    _usable(w0)

@@ -9,14 +9,29 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from jax.test_util import check_grads
 
 import axjax as ax
+from axjax.core.internal import declared_ops
 from axjax.train import Batch, Class, RunningMean
+from tests.core.helpers import OpCase, check_op
+from tests.core.op_cases import LOSSES
 
 
 @final
 class Time(ax.Axis): ...
+
+
+@pytest.mark.parametrize("case", LOSSES, ids=lambda c: c.name)
+def test_loss_op(case: OpCase) -> None:
+    """The op matrix's checks (tests/core/helpers.py): forward against the jax.numpy
+    oracle over random sizes and storage orders, the op's own backward against jax.grad
+    of the oracle and against finite differences in float64, jax_autodiff, jvp, hessian."""
+    check_op(case)
+
+
+def test_every_loss_op_has_a_case() -> None:
+    declared = {spec.op.__name__ for spec in declared_ops() if spec.namespace == "axjax.train"}
+    assert declared == {c.op for c in LOSSES}
 
 
 def _logits(key, order):
@@ -55,8 +70,6 @@ def test_softmax_cross_entropy_matches_oracle_and_gradients(order):
     g = jax.jit(jax.grad(ours))(logits.array)
     g_ref = jax.grad(lambda x: jnp.sum(oracle(x)))(logits.array)
     np.testing.assert_allclose(np.asarray(g), np.asarray(g_ref), rtol=1e-5, atol=1e-6)
-    check_grads(jax.jit(ours), (logits.array / 3,), order=1, modes=("rev",), eps=1e-2,
-                atol=1e-2, rtol=1e-2)
 
 
 def test_softmax_cross_entropy_is_stable_for_huge_logits():
@@ -110,7 +123,6 @@ def test_binary_cross_entropy(order):
     g_ref = jax.grad(lambda a, b: jnp.sum(oracle(a, b)), argnums=(0, 1))(x.array, t.array)
     for a, b in zip(g, g_ref, strict=True):
         np.testing.assert_allclose(np.asarray(a), np.asarray(b), rtol=1e-5, atol=1e-5)
-    check_grads(jax.jit(ours), (x.array, t.array), order=1, modes=("rev",), atol=1e-2, rtol=1e-2)
     big = ax.tensor([[80.0, -80.0]], Batch, Class, dtype=ax.F32)
     assert np.isfinite(np.asarray(ax.train.binary_cross_entropy(big, ax.zeros((1, 2), Batch,
                                                                                 Class)).array)).all()

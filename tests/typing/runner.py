@@ -1,4 +1,5 @@
-"""Run mypy (with and without the axjax plugin) and pyright, and judge every marked line.
+"""Run mypy (with and without the axjax plugin) and pyright, and judge every marked line;
+then run every case program with real arrays (the run-time companion).
 
 A case file in ``tests/typing/cases`` ends lines with an expectation comment (directives
 separated by ``;``)::
@@ -9,14 +10,27 @@ separated by ``;``)::
     v = ax.sum(x, D)    # miss: ...                    wrong, and this checker cannot tell
     u = f(x)            # limit: ...                   right, but this checker rejects it
     w = ...             # show                         record what each checker says
+    s: T = t            # want-error; runs: ...        wrong for the types, yet it runs
+    r = f(t)            # want-error; raises: TypeError   wrong, and fails with another error
 
-``want-error: text`` needs an error on the line; under mypy with the plugin its message must
-also contain ``text``. ``miss`` (no error wanted) and ``limit`` (an error wanted) mark the
-documented limits of a checker, counted apart so that they stay visible. A directive may
-name its checkers: ``[mypy]`` (mypy alone), ``[plugin]`` (mypy with ``axjax.mypy``),
-``[pyright]``, or several (``[mypy,pyright]``); checkers a line does not name get no verdict
-there. An error on an unmarked line is a
-failure of that checker. Run ``python -m tests.typing.runner`` for the full table.
+``want-error: text`` needs an error on the line whose message contains ``text``: under mypy
+with the plugin for an unqualified directive, under each checker it names otherwise
+(``want-error[pyright]: not assignable``). ``miss`` (no error wanted) and ``limit`` (an error
+wanted) mark the documented limits of a checker, counted apart so that they stay visible. A
+directive may name its checkers: ``[mypy]`` (mypy alone), ``[plugin]`` (mypy with
+``axjax.mypy``), ``[pyright]``, or several (``[mypy,pyright]``); checkers a line does not name
+get no verdict there. An error on an unmarked line is a failure of that checker. A comment
+that is not a list of directives is an error (a misspelt directive would silently mark
+nothing), except ``noqa``, ``type: ignore`` and ``pyright: ignore`` comments.
+
+**Run time.** Each case program also runs, top-level statement by statement, with real
+arrays. A *wrong* line (``want-error`` or ``miss`` for any checker) must raise
+``ax.AxisError`` when its statement runs, unless it says why not: ``runs: reason`` (the
+mistake is in the types only, e.g. an annotation Python does not check) or ``raises: Name``
+(it fails with that other exception). Every other statement must run without an exception;
+lines inside a function or class body run only where the program calls them.
+
+Run ``python -m tests.typing.runner`` for the full table.
 """
 
 from __future__ import annotations
@@ -37,7 +51,11 @@ HERE = Path(__file__).resolve().parent
 CASES = HERE / "cases"
 BIN = Path(sys.executable).parent
 CHECKERS = ("mypy", "plugin", "pyright")
-KINDS = r"(?:want-error|want|ok|miss|limit|show)"
+KINDS = r"(?:want-error|want|ok|miss|limit|show|runs|raises)"
+#: directives about the run time, not about a checker
+RUNTIME_KINDS = frozenset({"runs", "raises"})
+#: trailing comments that are not directives
+FOREIGN_COMMENT = re.compile(r"^(?:noqa\b|type:\s*ignore\b|pyright:\s*ignore\b)")
 DIRECTIVE = re.compile(rf"^({KINDS})(?:\[([a-z,]+)\])?\s*(?::\s*(.*))?$")
 SEPARATOR = re.compile(rf";\s*(?={KINDS}\b)")  # messages may contain ';' themselves
 
@@ -101,24 +119,36 @@ class Outcome:
 # ----------------------------------------------------------------------------- parsing
 def parse(path: Path) -> list[Marked]:
     """The marked lines of one case file."""
-    rel = str(path.relative_to(ROOT))
+    rel = str(path.relative_to(ROOT)) if path.is_relative_to(ROOT) else str(path)
     out = []
     for no, raw in enumerate(path.read_text().splitlines(), 1):
         code, sep, comment = raw.partition("  # ")
         if not sep or raw.lstrip().startswith("#"):
             continue
+        if FOREIGN_COMMENT.match(comment.strip()):
+            continue
         directives = []
         for part in SEPARATOR.split(comment):
             m = DIRECTIVE.match(part.strip())
             if not m:
-                directives = []
-                break
+                raise ValueError(f"{rel}:{no}: {part.strip()!r} is not a directive (one of "
+                                 "want, want-error, ok, miss, limit, show, runs, raises, "
+                                 "each optionally [mypy,plugin,pyright])")
             kind, qual, arg = m.group(1), m.group(2), (m.group(3) or "").strip()
+            if kind in RUNTIME_KINDS:
+                if qual:
+                    raise ValueError(f"{rel}:{no}: {kind} is about the run time; it names "
+                                     "no checker")
+                if not arg:
+                    raise ValueError(f"{rel}:{no}: {kind} needs a reason or an exception")
             names = frozenset(qual.split(",")) if qual else frozenset(CHECKERS)
             unknown = names - set(CHECKERS)
             if unknown:
                 raise ValueError(f"{rel}:{no}: unknown checker {sorted(unknown)}")
-            directives.append(Directive(kind, arg, names))
+            if kind == "want" and not arg:
+                raise ValueError(f"{rel}:{no}: want needs a type (want: Tensor[F32, A])")
+            directives.append(Directive(kind, arg, frozenset() if kind in RUNTIME_KINDS
+                                        else names))
         if directives:
             out.append(Marked(rel, no, code.strip(), directives))
     return out
@@ -135,7 +165,9 @@ def _mypy(args: list[str], config: str, cache: str) -> Run:
     cmd = [str(BIN / "mypy"), "--config-file", config, "--cache-dir", cache, "--no-pretty",
            "--no-error-summary", "--hide-error-context", "--show-error-codes",
            "--show-column-numbers", *args]
-    env = {**os.environ, "MYPYPATH": str(CASES)}
+    # the plugin imports the op modules a configuration lists (`op_modules`): here userops.py
+    path = os.pathsep.join(p for p in (str(CASES), os.environ.get("PYTHONPATH", "")) if p)
+    env = {**os.environ, "MYPYPATH": str(CASES), "PYTHONPATH": path}
     t0 = time.perf_counter()
     p = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT, env=env)
     seconds = time.perf_counter() - t0
@@ -164,7 +196,8 @@ def _pyright(args: list[str]) -> Run:
 
 
 def case_files() -> list[str]:
-    return sorted(str(p.relative_to(ROOT)) for p in CASES.glob("*.py") if p.name != "axes.py")
+    """The case programs, ``cNN_*.py`` (``axes.py``, ``userops.py``: modules they import)."""
+    return sorted(str(p.relative_to(ROOT)) for p in CASES.glob("c[0-9][0-9]_*.py"))
 
 
 def project_paths() -> list[str]:
@@ -188,6 +221,93 @@ def run_all() -> dict[str, Run]:
     with ThreadPoolExecutor(len(jobs)) as pool:
         futures = {name: pool.submit(job) for name, job in jobs.items()}
         return {name: f.result() for name, f in futures.items()}
+
+
+# ----------------------------------------------------------------------------- run time
+@dataclass
+class Ran:
+    """One top-level statement of a case program, run: its lines and what it raised."""
+
+    first: int
+    last: int
+    body: bool  # a def or class: its body runs only where the program calls it
+    error: BaseException | None
+
+
+def execute(path: Path) -> list[Ran]:
+    """Run a case program top-level statement by statement, with real arrays.
+
+    A statement that raises does not stop the program: the next one runs in the same scope
+    (so a case never uses the result of a wrong line). ``reveal_type`` prints to stderr.
+    """
+    import ast
+    import contextlib
+    import io
+    import warnings
+
+    sys.path.insert(0, str(CASES))
+    try:
+        scope: dict[str, object] = {"__name__": "case"}
+        out = []
+        for stmt in ast.parse(path.read_text()).body:
+            code = compile(ast.Module([stmt], []), str(path), "exec")
+            error: BaseException | None = None
+            try:
+                with warnings.catch_warnings(), contextlib.redirect_stderr(io.StringIO()):
+                    warnings.simplefilter("ignore")  # e.g. a dtype=int a case passes on purpose
+                    exec(code, scope)
+            except Exception as e:  # noqa: BLE001 - judged by runtime_verdicts
+                error = e
+            out.append(Ran(stmt.lineno, stmt.end_lineno or stmt.lineno,
+                           isinstance(stmt, ast.FunctionDef | ast.ClassDef), error))
+        return out
+    finally:
+        sys.path.remove(str(CASES))
+
+
+def is_wrong(m: Marked) -> bool:
+    """A line with a mistake: some checker must (``want-error``) or cannot (``miss``) see it."""
+    return any(d.kind in ("want-error", "miss") for d in m.directives)
+
+
+def _error_text(e: BaseException) -> str:
+    return f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"
+
+
+def runtime_verdicts(case: str, ran: list[Ran]) -> list[tuple[str, str, str]]:
+    """``(where, status, detail)`` for every statement of a case program run by
+    :func:`execute`: ``PASS``, ``FAIL``, or ``INFO`` for a wrong line inside a body (it runs
+    only where called)."""
+    from axjax import AxisError
+
+    marks = {m.line: m for m in parse(ROOT / case)}
+    out = []
+    for r in ran:
+        inside = [m for line, m in marks.items() if r.first <= line <= r.last]
+        wrong = [m for m in inside if is_wrong(m)]
+        runs = [d.arg for m in inside for d in m.directives if d.kind == "runs"]
+        raises = [d.arg for m in inside for d in m.directives if d.kind == "raises"]
+        where = f"{case}:{r.first}"
+        got = "runs" if r.error is None else _error_text(r.error)
+        if r.body:
+            if r.error is not None:
+                out.append((where, "FAIL", f"the definition fails: {got}"))
+            out += [(f"{case}:{m.line}", "INFO", "inside a body: runs where it is called")
+                    for m in wrong]
+            continue
+        if wrong and runs:
+            ok = r.error is None
+            out.append((where, "PASS" if ok else "FAIL",
+                        f"wrong for the types only ({runs[0]}): {got}"))
+        elif wrong and raises:
+            ok = r.error is not None and type(r.error).__name__ in raises
+            out.append((where, "PASS" if ok else "FAIL", f"expected {raises[0]}: {got}"))
+        elif wrong:
+            ok = isinstance(r.error, AxisError)
+            out.append((where, "PASS" if ok else "FAIL", f"expected AxisError: {got}"))
+        else:
+            out.append((where, "PASS" if r.error is None else "FAIL", got))
+    return out
 
 
 # ----------------------------------------------------------------------------- judging
@@ -237,7 +357,8 @@ def judge(m: Marked, checker: str, diags: list[Diag]) -> tuple[str, str]:
             if not errs:
                 status = "FAIL"
                 details.append("no error (missed)")
-            elif d.arg and checker == "plugin" and not any(d.arg in e.message for e in errs):
+            elif d.arg and (checker == "plugin" or d.checkers != frozenset(CHECKERS)) \
+                    and not any(d.arg in e.message for e in errs):
                 status = "FAIL"
                 details.append(f"wrong message: {text}")
             else:
@@ -268,6 +389,7 @@ def outcomes(runs: dict[str, Run]) -> dict[str, Outcome]:
         out.unexpected += [d for d in diags if d.file == "?"]  # the checker did not run
         for f, lines in marked.items():
             here = [d for d in diags if d.file == f]
+            lines = [m for m in lines if any(checker in d.checkers for d in m.directives)]
             lines_marked = {m.line for m in lines}
             out.rows += [(m, *judge(m, checker, here)) for m in lines]
             out.unexpected += [d for d in here if d.severity == "error"
@@ -277,18 +399,37 @@ def outcomes(runs: dict[str, Run]) -> dict[str, Outcome]:
 
 
 def summary(runs: dict[str, Run], results: dict[str, Outcome]) -> str:
-    rows = ["| checker | lines as expected / judged | known misses | known false errors | "
-            "shown only | errors on unmarked lines | wall s |", "|---|---|---|---|---|---|---|"]
+    rows = ["| checker | lines as expected / judged | wrong lines caught | known misses | "
+            "known false errors | shown only | errors on unmarked lines | wall s |",
+            "|---|---|---|---|---|---|---|---|"]
     for c in CHECKERS:
         o = results[c]
         ok = sum(1 for _, s, _ in o.judged if s == "PASS")
-        kinds = [{d.kind for d in m.directives if c in d.checkers} for m, _, _ in o.judged]
-        misses = sum(1 for k in kinds if "miss" in k)
-        limits = sum(1 for k in kinds if "limit" in k)
+        kinds = [({d.kind for d in m.directives if c in d.checkers}, s) for m, s, _ in o.judged]
+        misses = sum(1 for k, _ in kinds if "miss" in k)
+        limits = sum(1 for k, _ in kinds if "limit" in k)
+        caught = sum(1 for k, s in kinds if "want-error" in k and s == "PASS")
+        wrong = sum(1 for k, _ in kinds if k & {"want-error", "miss"})
         info = len(o.rows) - len(o.judged)
-        rows.append(f"| {c} | {ok} / {len(o.judged)} | {misses} | {limits} | {info} | "
-                    f"{len(o.unexpected)} | {runs[c].seconds:.1f} |")
+        rows.append(f"| {c} | {ok} / {len(o.judged)} | {caught} / {wrong} | {misses} | {limits} | "
+                    f"{info} | {len(o.unexpected)} | {runs[c].seconds:.1f} |")
     return "\n".join(rows)
+
+
+def runtime_summary(verdicts: dict[str, list[tuple[str, str, str]]]) -> str:
+    """The run-time companion's table: wrong lines raising AxisError, statements running."""
+    rows = [r for rs in verdicts.values() for r in rs]
+    wrong = [r for r in rows if r[2].startswith("expected AxisError")]
+    other = [r for r in rows if r[2].startswith(("expected ", "wrong for the types"))
+             and r not in wrong]
+    correct = [r for r in rows if r[1] != "INFO" and r not in wrong and r not in other]
+    bodies = [r for r in rows if r[1] == "INFO"]
+    return ("| run time | wrong lines raising AxisError | wrong lines marked runs/raises | "
+            "correct statements running | wrong lines in bodies (not run) |\n"
+            "|---|---|---|---|---|\n"
+            f"| | {sum(r[1] == 'PASS' for r in wrong)} / {len(wrong)} | "
+            f"{sum(r[1] == 'PASS' for r in other)} / {len(other)} | "
+            f"{sum(r[1] == 'PASS' for r in correct)} / {len(correct)} | {len(bodies)} |")
 
 
 def main() -> int:
@@ -300,9 +441,18 @@ def main() -> int:
             print(f"{status:5} {m.file}:{m.line}: {m.code[:60]:60} {detail[:150]}")
         for d in results[c].unexpected:
             print(f"UNEXPECTED {d.file}:{d.line}: {d.message}")
+    print("\n## run time")
+    verdicts = {c: runtime_verdicts(c, execute(ROOT / c)) for c in case_files()}
+    for rows in verdicts.values():
+        for where, status, detail in rows:
+            if status != "PASS" or "AxisError" in detail:
+                print(f"{status:5} {where}: {detail[:150]}")
     print()
     print(summary(runs, results))
-    return 0 if all(not r.failures for r in results.values()) else 1
+    print()
+    print(runtime_summary(verdicts))
+    failed = any(s == "FAIL" for rows in verdicts.values() for _, s, _ in rows)
+    return 0 if all(not r.failures for r in results.values()) and not failed else 1
 
 
 if __name__ == "__main__":

@@ -7,11 +7,11 @@ equal to the run-time ones, statement by statement.
 from __future__ import annotations
 
 import ast
+import functools
 import re
 import subprocess
 import sys
 import tomllib
-import warnings
 from pathlib import Path
 
 import pytest
@@ -55,6 +55,41 @@ def test_examples_are_clean(checker: str, runs: dict[str, runner.Run]) -> None:
     assert not errors, "\n".join(f"{d.file}:{d.line}: {d.message} [{d.code}]" for d in errors)
 
 
+@pytest.mark.parametrize("comment", ["want_error: x", "wnat: Tensor[F32]", "ok[plugn]",
+                                     "want", "runs", "raises[plugin]: TypeError", "todo"])
+def test_misspelt_directives_are_rejected(comment: str, tmp_path: Path) -> None:
+    path = tmp_path / "case.py"
+    path.write_text(f"x = 1  # {comment}\n")
+    with pytest.raises(ValueError, match="case.py:1: "):
+        runner.parse(path)
+
+
+def test_directives_parse(tmp_path: Path) -> None:
+    path = tmp_path / "case.py"
+    path.write_text("x = 1  # noqa: E741\n"
+                    "y = f(x)  # want-error[pyright]: not assignable; ok[mypy]; runs: why\n")
+    (m,) = runner.parse(path)
+    assert [(d.kind, d.arg, sorted(d.checkers)) for d in m.directives] == [
+        ("want-error", "not assignable", ["pyright"]), ("ok", "", ["mypy"]),
+        ("runs", "why", [])]
+
+
+def test_plugin_options_are_read(tmp_path: Path) -> None:
+    """``[tool.axjax-mypy]`` (pyproject.toml) and ``[axjax-mypy]`` (mypy.ini) are read;
+    ``warn_untyped = true`` means every module, a list names module patterns."""
+    from axjax.mypy._options import read_options
+
+    toml = tmp_path / "pyproject.toml"
+    toml.write_text('[tool.axjax-mypy]\nwarn_untyped = true\nop_modules = ["pkg.ops"]\n')
+    opts = read_options(str(toml))
+    assert opts.warns("anything") and opts.op_modules == {"pkg.ops"}
+    ini = tmp_path / "mypy.ini"
+    ini.write_text("[mypy]\nstrict = True\n[axjax-mypy]\nwarn_untyped = pkg.model, pkg.train.*\n")
+    opts = read_options(str(ini))
+    assert opts.warns("pkg.train.loop") and not opts.warns("pkg.data") and not opts.op_modules
+    assert not read_options(None).warn_untyped
+
+
 def test_checkers_are_the_pinned_versions() -> None:
     """The expectations hold for the versions pinned in the ``dev`` extra (see P8 in the
     research report: inference changes between versions)."""
@@ -78,38 +113,37 @@ def _statements(path: Path) -> list[ast.stmt]:
     return ast.parse(path.read_text()).body
 
 
-def _runtime_errors(path: Path) -> dict[int, str]:
-    """Run a case file statement by statement: {first line: message} of each ``AxisError``
-    (or other ``TypeError``, e.g. a class that is not an axis label)."""
-    sys.path.insert(0, str(runner.CASES))
-    try:
-        scope: dict[str, object] = {"__name__": "case"}
-        out = {}
-        for stmt in _statements(path):
-            code = compile(ast.Module([stmt], []), str(path), "exec")
-            try:
-                with warnings.catch_warnings():  # e.g. a dtype=int a case passes on purpose
-                    warnings.simplefilter("ignore")
-                    exec(code, scope)
-            except TypeError as e:  # AxisError is a TypeError
-                out[stmt.lineno] = str(e)
-            except Exception:  # noqa: BLE001 - a statement that needs an earlier failed one
-                pass
-        return out
-    finally:
-        sys.path.remove(str(runner.CASES))
+@functools.cache
+def _ran(case: str) -> tuple[runner.Ran, ...]:
+    """The case program run statement by statement, once per session."""
+    return tuple(runner.execute(ROOT / case))
+
+
+def _runtime_errors(case: str) -> dict[int, str]:
+    """{first line: message} of each statement that raised an ``AxisError`` (or another
+    ``TypeError``, e.g. a class that is not an axis label)."""
+    return {r.first: str(r.error) for r in _ran(case) if isinstance(r.error, TypeError)}
 
 
 @pytest.mark.parametrize("case", runner.case_files())
-def test_plugin_messages_are_the_runtime_messages(case: str, runs: dict[str, runner.Run],
-                                                  capsys: pytest.CaptureFixture[str]) -> None:
+def test_runtime_companion(case: str) -> None:
+    """Every case program runs with real arrays: each wrong line raises ``ax.AxisError``
+    (or what its ``raises:`` names, or runs when its mistake is in the types only), and
+    every other statement runs."""
+    verdicts = runner.runtime_verdicts(case, list(_ran(case)))
+    failures = [f"{where}: {detail}" for where, status, detail in verdicts if status == "FAIL"]
+    assert not failures, "\n".join(failures)
+
+
+@pytest.mark.parametrize("case", runner.case_files())
+def test_plugin_messages_are_the_runtime_messages(case: str, runs: dict[str, runner.Run]
+                                                  ) -> None:
     """Run each case file statement by statement: a statement that raises at run time is
     rejected by the plugin too, in the same words (sizes dropped) when both name the same op
     (an error inside a user function is reported at its call instead); and the plugin
     rejects no statement that runs. Static and run-time checks agree."""
     path = ROOT / case
-    runtime = _runtime_errors(path)
-    capsys.readouterr()  # reveal_type prints at run time
+    runtime = _runtime_errors(case)
     diags = [d for d in runs["plugin"].diags if d.file == case and d.severity == "error"]
     problems = []
     for stmt in _statements(path):

@@ -57,7 +57,7 @@ reveal_type(ax.relu(whi))  # want: Tensor[I32, W, H]
 u1 = ax.exp(whi)  # want-error[plugin]: Cannot apply Exp to Tensor[I32, W, H]: Exp needs floating-point values, got I32 (convert with astype(ax.F32)); miss[mypy,pyright]
 
 # plain assignability: a Tensor type is exact
-x1: ax.Tensor[ax.F32, A] = b1  # want-error
-x2: ax.Tensor[ax.F32, W, H] = hw  # want-error
+x1: ax.Tensor[ax.F32, A] = b1  # want-error; runs: annotations are not checked at run time
+x2: ax.Tensor[ax.F32, W, H] = hw  # want-error; runs: annotations are not checked at run time
 x3: ax.Tensor[ax.F32, W, H] = wh  # ok
-x4: ax.Tensor[ax.I32, W, H] = wh  # want-error
+x4: ax.Tensor[ax.I32, W, H] = wh  # want-error; runs: annotations are not checked at run time

@@ -29,7 +29,7 @@ m1 = ax.matmul(ab, cb)  # want-error: Cannot apply MatMul to Tensor[F32, A, B] a
 m2 = ab @ cb  # want-error: Cannot apply MatMul to Tensor[F32, A, B] and Tensor[F32, C, B]: inner axes B and C differ
 m3 = bc @ ab  # want-error: inner axes C and A differ
 m4 = ab @ bci  # want-error: Cannot apply MatMul to Tensor[F32, A, B] and Tensor[I32, B, C]: dtypes F32 and I32 differ
-m5: Tensor[F32, A, B] = ab @ bc  # want-error
+m5: Tensor[F32, A, B] = ab @ bc  # want-error; runs: annotations are not checked at run time
 m6: Tensor[F32, A, C] = ab @ bc  # ok
 m7 = ab @ ax.zeros((3, 2), B, A)  # want-error[plugin]: the result would have axis A twice; miss[mypy,pyright]
 

@@ -61,7 +61,7 @@ reveal_type(ax.stack([ab, ab], N, -1))  # want: Tensor[F32, A, B, N]
 reveal_type(ax.concat([ab, ab], A))  # want: Tensor[F32, A, B]
 reveal_type(ax.tile(ab, B, 3))  # want: Tensor[F32, A, B]
 reveal_type(ax.slice(abc, B, 0, 2))  # want: Tensor[F32, A, B, C]
-k1 = ax.concat([ab, ax.zeros((3, 2), B, A)], A)  # miss[mypy]; want-error[plugin,pyright]: Cannot apply Concat(A) to Tensor[F32, A, B] and Tensor[F32, B, A]: axes differ (concat needs identical axes in identical order; transpose first)
+k1 = ax.concat([ab, ax.zeros((3, 2), B, A)], A)  # miss[mypy]; want-error[plugin]: Cannot apply Concat(A) to Tensor[F32, A, B] and Tensor[F32, B, A]: axes differ (concat needs identical axes in identical order; transpose first); want-error[pyright]
 k2 = ax.tile(ab, C, 2)  # want-error[plugin]: Cannot apply Tile(C, 2) to Tensor[F32, A, B]: C is not an axis of the tensor; miss[mypy,pyright]
 k3 = ax.slice(ab, C, 0, 1)  # want-error[plugin]: Cannot apply Slice(C, 0:1) to Tensor[F32, A, B]: C is not an axis of the tensor; miss[mypy,pyright]
 labels = ax.zeros((4,), N, dtype=ax.I32)

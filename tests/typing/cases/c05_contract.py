@@ -27,7 +27,7 @@ reveal_type(ax.contract(ab, cd))  # want[plugin]: Tensor[F32, A, B, C, D]; want[
 reveal_type(ax.contract(nab, nbc, over=B))  # want[plugin]: Tensor[F32, N, A, C]; want[mypy,pyright]: Tensor[F32, *tuple[Any, ...]]
 reveal_type(ax.contract(nab, nbc))  # want[plugin]: Tensor[F32, A, C]; want[mypy,pyright]: Tensor[F32, *tuple[Any, ...]]
 k1: Tensor[F32, A, C] = ax.contract(ab, bc)  # ok
-k2: Tensor[F32, C, A] = ax.contract(ab, bc)  # want-error[plugin]; miss[mypy,pyright]
+k2: Tensor[F32, C, A] = ax.contract(ab, bc)  # want-error[plugin]; miss[mypy,pyright]; runs: annotations are not checked at run time
 k3 = ax.contract(ab, bc) + ac  # ok
 k4 = ax.contract(ab, bc) + ca  # want-error[plugin]: Cannot apply Add to Tensor[F32, A, C] and Tensor[F32, C, A]: same axes in a different order; miss[mypy,pyright]
 k5 = ax.contract(ab, bc) @ ax.zeros((5, 6), D, N)  # want-error[plugin]: inner axes C and D differ; miss[mypy]; limit[pyright]: strict mode finds the result partly unknown

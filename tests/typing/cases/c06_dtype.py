@@ -23,10 +23,10 @@ reveal_type(ax.arange(A, 5))  # want: Tensor[I32, A]
 reveal_type(ax.tensor([[1.0, 2.0]], A, B))  # want: Tensor[Any, A, B]
 reveal_type(ax.tensor([[1.0, 2.0]], A, B, dtype=ax.F32))  # want: Tensor[F32, A, B]
 reveal_type(ax.zeros(()))  # want: Tensor[F32]
-c1 = ax.zeros((2, 3), A)  # want-error[plugin]: zeros: shape (2, 3) has 2 sizes but 1 axes were named (A); give one size per axis; miss[mypy,pyright]
-c2 = ax.zeros((2,), A, dtype=int)  # want-error
+c1 = ax.zeros((2, 3), A)  # want-error[plugin]: zeros: shape (2, 3) has 2 sizes but 1 axes were named (A); give one size per axis; miss[mypy,pyright]; raises: TypeError
+c2 = ax.zeros((2,), A, dtype=int)  # want-error; raises: TypeError
 c3 = ax.zeros((2, 2), A, A)  # want-error[plugin]: Tensor: axis A occurs twice in (A, A); a tensor never has the same axis twice (rename one of them); miss[mypy,pyright]
-c4 = ax.zeros((2,), ax.Axis)  # want-error[plugin]: Tensor: `Axis` itself is not an axis label; subclass it; miss[mypy,pyright]
+c4 = ax.zeros((2,), ax.Axis)  # want-error[plugin]: Tensor: `Axis` itself is not an axis label; subclass it; miss[mypy,pyright]; raises: TypeError
 
 f = ax.zeros((2, 3), A, B)
 i = ax.zeros((2, 3), A, B, dtype=I32)
@@ -34,8 +34,8 @@ e1 = f + i  # want-error: Cannot apply Add to Tensor[F32, A, B] and Tensor[I32, 
 reveal_type(f + ax.astype(i, F32))  # want: Tensor[F32, A, B]
 reveal_type(f + i.astype(F32))  # want: Tensor[F32, A, B]
 reveal_type(ax.astype(f, ax.BF16))  # want: Tensor[BF16, A, B]
-e2: Tensor[I32, A, B] = f  # want-error
-e3: Tensor[A, B] = f  # want-error
+e2: Tensor[I32, A, B] = f  # want-error; runs: annotations are not checked at run time
+e3: Tensor[A, B] = f  # want-error; runs: annotations are not checked at run time
 
 
 def scale(x: Tensor[DT, *Ts], y: Tensor[DT, *Ts]) -> Tensor[DT, *Ts]:

@@ -12,6 +12,7 @@ Batch = TypeVarTuple("Batch")
 In = TypeVar("In", bound=ax.Axis)
 Out = TypeVar("Out", bound=ax.Axis)
 DT = TypeVar("DT", bound=ax.DType)
+DR = TypeVar("DR", bound=ax.Floating)
 
 
 def affine(x: Tensor[DT, N, In], w: Tensor[DT, In, Out], b: Tensor[DT, Out]
@@ -40,11 +41,11 @@ def affine_any_batch(x: Tensor[DT, *Batch, In], w: Tensor[DT, In, Out]) -> Tenso
 
 
 # elementwise and reductions are exact over *Batch in every checker
-def normalise(x: Tensor[DT, *Batch, C]) -> Tensor[DT, *Batch, C]:
+def normalise(x: Tensor[DR, *Batch, C]) -> Tensor[DR, *Batch, C]:
     return x - ax.broadcast(ax.logsumexp(x, C), x)  # ok
 
 
-def mean_last(x: Tensor[DT, *Batch, C]) -> Tensor[DT, *Batch]:
+def mean_last(x: Tensor[DR, *Batch, C]) -> Tensor[DR, *Batch]:
     return ax.mean(x, C)  # ok
 
 

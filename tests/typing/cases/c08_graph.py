@@ -24,10 +24,10 @@ g1 = x @ ax.Param(ax.zeros((3, 2), B, A))  # want-error: Cannot apply MatMul to 
 g2 = h + x  # want-error: Cannot apply Add to Tensor[F32, N, B] and Tensor[F32, N, A]: axes differ
 g3 = ax.Input(ax.I32, N) + ax.Input(ax.F32, N)  # want-error: dtypes F32 and I32 differ
 g4 = ax.sum(x, C)  # want-error: Cannot apply Sum(C) to Tensor[F32, N, A]: C is not an axis of the tensor
-g5 = ax.Input(A, B)  # want-error[plugin]: Input: the first argument is the dtype marker, got axis A (write ax.Input(ax.F32, A, ...)); want-error[mypy,pyright]
+g5 = ax.Input(A, B)  # want-error[plugin]: Input: the first argument is the dtype marker, got axis A (write ax.Input(ax.F32, A, ...)); want-error[mypy,pyright]; raises: TypeError
 g6 = ax.Input(ax.F32, A, A)  # want-error[plugin]: Input: axis A occurs twice in (A, A); miss[mypy,pyright]
 x2: ax.Input[F32, N, A] = ax.Input(ax.F32, N, A, sizes={A: 2}, name="x")  # ok
 x3: Tensor[F32, N, A] = x  # ok
-x4: Tensor[F32, A, N] = x  # want-error
+x4: Tensor[F32, A, N] = x  # want-error; runs: annotations are not checked at run time
 predict = ax.compile(y, inputs=[x])
-reveal_type(predict)  # want: CompiledGraph
+reveal_type(predict)  # want[mypy,pyright]: CompiledGraph[Tensor[F32, N, B], *tuple[Any, ...]]; want[plugin]: CompiledGraph[Tensor[F32, N, B], Tensor[F32, N, A] | Array | ndarray[Any, Any]]

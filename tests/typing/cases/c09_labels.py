@@ -30,7 +30,7 @@ def labels(ok: Tensor[F32, A, Width],  # ok
 
 # mypy checks Tensor axes covariantly: without @final labels a sub-axis passes for its parent
 sub = ax.zeros((2,), SubHeight)
-up: Tensor[F32, Height] = sub  # want-error[pyright]; miss[mypy]; ok[plugin]
+up: Tensor[F32, Height] = sub  # want-error[pyright]; miss[mypy]; ok[plugin]; runs: annotations are not checked at run time
 
 # a list literal of different tensors joins their axes to Axis in mypy
 ab = ax.zeros((2, 3), A, B)

@@ -26,13 +26,13 @@ class Time(ax.Axis): ...
 key = jax.random.key(0)
 images = ax.zeros((8, 784), N, Pixel)
 
-# Affine[In, Out]: Tensor[D, *B, In] -> Tensor[D, *B, Out]
+# Affine[D, In, Out]: Tensor[D, *B, In] -> Tensor[D, *B, Out]
 layer = ax.nn.Affine(Pixel, Hidden, 784, 30, key=key)
-reveal_type(layer)  # want: Affine[Pixel, Hidden]
+reveal_type(layer)  # want: Affine[F32, Pixel, Hidden]
 reveal_type(layer(images))  # want: Tensor[F32, N, Hidden]
 hidden: Tensor[F32, N, Hidden] = layer(images)  # ok
 a1 = layer(ax.zeros((8, 30), N, Hidden))  # want-error
-a2: Tensor[F32, Hidden, N] = layer(images)  # want-error
+a2: Tensor[F32, Hidden, N] = layer(images)  # want-error; runs: annotations are not checked at run time
 mlp = ax.nn.MLP(Pixel, C, 784, 10, hidden={Hidden: 30}, key=key)
 reveal_type(mlp(images))  # want: Tensor[F32, N, C]
 
@@ -44,16 +44,16 @@ k1 = ax.conv(pictures, kernel, (H, C))  # want-error[plugin]: Cannot apply Conv;
 k2 = ax.max_pool(pictures, (H, W), window=2)  # ok
 reveal_type(k2)  # want: Tensor[F32, N, H, W, A]
 
-# Conv2D[S1, S2, In, Out]: channel-last [*B, S1, S2, In] or channel-first [*B, In, S1, S2]
+# Conv2D[D, S1, S2, In, Out]: channel-last [*B, S1, S2, In] or channel-first [*B, In, S1, S2]
 conv = ax.nn.Conv2D((H, W), A, B, 1, 4, 3, key=key)
-reveal_type(conv)  # want: Conv2D[H, W, A, B]
+reveal_type(conv)  # want: Conv2D[F32, H, W, A, B]
 features: Tensor[F32, N, H, W, B] = conv(pictures)  # ok
 reveal_type(conv(ax.zeros((8, 1, 5, 5), N, A, H, W)))  # want: Tensor[F32, N, B, H, W]
 reveal_type(conv(ax.zeros((5, 5, 1), H, W, A)))  # want: Tensor[F32, H, W, B]
-v1 = conv(ax.zeros((8, 5, 5, 1), N, H, W, C))  # want-error: incompatible type "Tensor[F32, N, H, W, C]"; expected "Tensor[F32, N, H, W, A]"
-v2: Tensor[F32, N, H, W, A] = conv(pictures)  # want-error
+v1 = conv(ax.zeros((8, 5, 5, 1), N, H, W, C))  # want-error: A is not an axis of the input
+v2: Tensor[F32, N, H, W, A] = conv(pictures)  # want-error; runs: annotations are not checked at run time
 v3 = ax.nn.Conv2D((H, W), A, B, 4, 8, 3, key=key)(features)  # want-error
-v4 = conv(ax.transpose(pictures, N, W, H, A))  # limit: runs (spatial axes in any order), but the types name two layouts
+v4 = conv(ax.transpose(pictures, N, W, H, A))  # ok
 reveal_type(ax.nn.Conv1D(W, A, B, 1, 4, 3, key=key)(ax.zeros((8, 5, 1), N, W, A)))  # want: Tensor[F32, N, W, B]
 bare: ax.nn.Conv2D = conv  # ok
 reveal_type(bare(pictures))  # want: Tensor[F32, N, Any, Any, Any]

@@ -1,0 +1,123 @@
+"""Collectives by axis name, for code inside ``jax.shard_map``.
+
+Inside ``shard_map`` each device holds one block, and communication is the user's. With
+named axes it is written by meaning: ``ax.psum(t, Hidden)`` sums the partial results over
+the mesh axis that the rules split ``Hidden`` over (the row-parallel half of a tensor
+parallel layer); ``ax.pmean(loss, Batch)`` averages over the data-parallel mesh axis;
+``ax.all_gather(t, Hidden)`` rebuilds the whole ``Hidden`` axis from its blocks::
+
+    with ax.axis_rules(mesh, {Batch: "data", Hidden: "model"}):
+        h = ax.contract(x, w1)              # Tensor[Batch, Hidden], Hidden blocks local
+        y = ax.psum(ax.contract(h, w2), Hidden)   # Hidden summed: add the blocks' parts
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, TypeVar, TypeVarTuple, cast
+
+import jax
+
+from ._axis import Axis, axes_names, axis_name, check_axis_label
+from ._dtype import DType
+from ._errors import AxisError, describe
+from ._rules import AxisRules, active_rules
+from ._sharding import MeshAxes, rules_table
+from ._tensor import Tensor
+
+__all__ = ["all_gather", "pmean", "psum"]
+
+D = TypeVar("D", bound=DType)
+Axes = TypeVarTuple("Axes")
+Over = type[Axis] | tuple[type[Axis], ...]
+
+
+def _mesh_axes(where: str, t: Tensor[Any, *tuple[Any, ...]], over: Over,
+               rules: Mapping[type[Axis], MeshAxes] | AxisRules | None) -> tuple[str, ...]:
+    if not isinstance(t, Tensor):
+        raise TypeError(f"{where}: expected a Tensor, got {type(t).__name__}")
+    labels = over if isinstance(over, tuple) else (over,)
+    labels = tuple(check_axis_label(a, where) for a in labels)
+    if isinstance(rules, AxisRules):
+        table = rules.rules
+    elif rules is not None:
+        table = rules_table(rules, where)
+    else:
+        state = active_rules()
+        if state is None:
+            raise RuntimeError(f"{where}: no axis rules (use `with ax.axis_rules(mesh, "
+                               "rules):` or pass rules=)")
+        table = state.rules
+    names: list[str] = []
+    for a in labels:
+        found = table.get(a, ())
+        if not found:
+            raise AxisError(
+                f"{where}({describe(t)}, {axis_name(a)}): {axis_name(a)} has no mesh axis "
+                f"in the rules ({', '.join(f'{axis_name(k)}: {v!r}' for k, v in table.items())}"
+                "): map it to a mesh axis, or there is nothing to communicate")
+        names += found
+    return tuple(names)
+
+
+def _reduce(where: str, fn: Any, t: Tensor[D, *Axes], over: Over,
+            rules: Mapping[type[Axis], MeshAxes] | AxisRules | None) -> Tensor[D, *Axes]:
+    names = _mesh_axes(where, t, over, rules)
+    labels = over if isinstance(over, tuple) else (over,)
+    kept = [a for a in labels if a in t._axes]
+    if kept:
+        raise AxisError(
+            f"{where}({describe(t)}, {axes_names(labels)}): the tensor still has axis "
+            f"{axis_name(kept[0])}, whose blocks hold different elements (sum it out first, "
+            f"with ax.sum or ax.contract, or use ax.all_gather to rebuild it)")
+    return cast("Tensor[D, *Axes]", Tensor._wrap(fn(t._array, names), t._axes))
+
+
+def psum(t: Tensor[D, *Axes], over: Over, *,
+         rules: Mapping[type[Axis], MeshAxes] | AxisRules | None = None) -> Tensor[D, *Axes]:
+    """Sum ``t`` over the mesh axes that the rules split ``over`` across (in ``shard_map``).
+
+    ``over`` is an axis ``t`` no longer has: each device holds a partial result from its
+    block of ``over`` (``contract`` over a split ``Hidden``), and ``psum`` adds them up.
+
+    Raises:
+        AxisError: ``over`` has no mesh axis in the rules, or ``t`` still has ``over``.
+
+    Example:
+        >>> y = ax.psum(ax.contract(h, w2), Hidden)   # row-parallel layer's output
+    """
+    return _reduce("psum", jax.lax.psum, t, over, rules)
+
+
+def pmean(t: Tensor[D, *Axes], over: Over, *,
+          rules: Mapping[type[Axis], MeshAxes] | AxisRules | None = None) -> Tensor[D, *Axes]:
+    """Average ``t`` over the mesh axes that the rules split ``over`` across (in
+    ``shard_map``). For data parallelism average the loss, not the gradients: with
+    ``check_vma=True`` (the default) JAX already sums the gradients of replicated
+    parameters over the data mesh axis.
+
+    Example:
+        >>> loss = ax.pmean(ax.mean(per_example, Batch), Batch)  # the whole batch's mean
+    """
+    return _reduce("pmean", jax.lax.pmean, t, over, rules)
+
+
+def all_gather(t: Tensor[D, *Axes], over: type[Axis], *,
+               rules: Mapping[type[Axis], MeshAxes] | AxisRules | None = None
+               ) -> Tensor[D, *Axes]:
+    """Concatenate the blocks of axis ``over`` from the devices that the rules split it
+    across (in ``shard_map``): each device then holds the whole axis.
+
+    Raises:
+        AxisError: ``t`` has no axis ``over``, or ``over`` has no mesh axis in the rules.
+
+    Example:
+        >>> w = ax.all_gather(w_block, Hidden)       # FSDP: the whole weight, for one use
+    """
+    names = _mesh_axes("all_gather", t, over, rules)
+    if over not in t._axes:
+        raise AxisError(f"all_gather({describe(t)}, {axis_name(over)}): the tensor has no "
+                        f"axis {axis_name(over)} to gather")
+    dim = t._axes.index(over)
+    return cast("Tensor[D, *Axes]", Tensor._wrap(
+        jax.lax.all_gather(t._array, names, axis=dim, tiled=True), t._axes))

@@ -1,0 +1,153 @@
+"""How ops run on sharded operands: Explicit meshes and ``jax.shard_map``'s varying axes.
+
+Two things JAX 0.10.2 asks of every op that axjax lowers (each op is a ``jax.custom_vjp``):
+
+- **Explicit mesh axes** (``jax.make_mesh``'s default): an array's type carries its
+  sharding, and a contraction over a sharded axis has no defined output sharding. axjax
+  knows each result axis by name, so it runs the op's forward under
+  ``jax.sharding.auto_axes`` with the output sharded by name: by the current compute rules
+  (:func:`axjax.axis_rules`) when there are any, else each result axis keeps the mesh axes
+  it had in the operands. The backward runs the same way with the cotangents sharded as
+  their primals, as ``custom_vjp`` requires.
+- **``shard_map`` with ``check_vma=True``**: a value's type says over which mesh axes it
+  varies. The operands are cast to their common varying axes before the ``custom_vjp``
+  (JAX transposes the cast into the ``psum`` the gradient needs), and each cotangent is
+  cast to its primal's varying axes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import jax
+import jax.core  # jax.core.Tracer: imported by name for type checkers
+from jax.sharding import AxisType, PartitionSpec
+
+from ._axis import Axis
+from ._rules import active_rules
+from ._tensor import TensorType
+
+__all__ = ["Layout", "explicit_layout", "match_varying", "cast_varying"]
+
+_get_abstract_mesh = jax.sharding.get_abstract_mesh
+_EXPLICIT = AxisType.Explicit
+_Tracer = jax.core.Tracer
+
+
+def _spec(a: Any) -> tuple[Any, ...]:
+    """The sharding spec of an array or tracer, one entry per dimension."""
+    sharding = getattr(jax.typeof(a), "sharding", None)
+    spec = getattr(sharding, "spec", ())
+    entries: tuple[Any, ...] = tuple(spec) + (None,) * (a.ndim - len(spec))
+    return entries
+
+
+def _names(entry: Any) -> tuple[str, ...]:
+    if entry is None:
+        return ()
+    return (entry,) if isinstance(entry, str) else tuple(entry)
+
+
+class Layout:
+    """The operands' shardings by axis, on the current Explicit mesh."""
+
+    __slots__ = ("mesh", "by_axis", "entered")
+
+    def __init__(self, mesh: Any, by_axis: dict[type[Axis], tuple[str, ...]],
+                 entered: bool = True) -> None:
+        self.mesh = mesh
+        self.by_axis = by_axis
+        self.entered = entered  # False: the mesh came from the operands, enter it to run
+
+    def spec(self, t: TensorType) -> PartitionSpec:
+        """The result's spec by name: the compute rules if any are active, else the mesh
+        axes each axis had in the operands. A mesh axis splits one axis at most, and an
+        axis that does not divide evenly stays whole."""
+        state = active_rules()
+        table = state.rules if state is not None else self.by_axis
+        sizes = dict(self.mesh.shape)
+        used: set[str] = set()
+        entries: list[Any] = []
+        for a, n in zip(t.axes, t.shape, strict=True):
+            names = tuple(m for m in table.get(a, ()) if m in sizes and m not in used)
+            ways = 1
+            for m in names:
+                ways *= sizes[m]
+            if not names or (n is not None and n % ways):
+                entries.append(None)
+                continue
+            used.update(names)
+            entries.append(names[0] if len(names) == 1 else names)
+        return PartitionSpec(*entries)  # type: ignore[no-untyped-call, unused-ignore]
+
+    def out_sharding(self, out: TensorType | tuple[TensorType, ...]) -> Any:
+        if isinstance(out, tuple):
+            return tuple(self.spec(t) for t in out)
+        return self.spec(out)
+
+    def primal_spec(self, a: Any) -> PartitionSpec:
+        """The spec an operand already has (its cotangent must have the same)."""
+        return PartitionSpec(*_spec(a))  # type: ignore[no-untyped-call, unused-ignore]
+
+    def run(self, fn: Callable[..., Any], out_sharding: Any, *arrays: Any) -> Any:
+        """``fn(*arrays)`` with the mesh's Explicit axes made Auto inside, its results
+        resharded to ``out_sharding``."""
+        wrapped = jax.sharding.auto_axes(fn, out_sharding=out_sharding)
+        if self.entered:
+            return wrapped(*arrays)
+        with jax.sharding.use_abstract_mesh(self.mesh):
+            return wrapped(*arrays)
+
+
+def explicit_layout(xs: Sequence[Any]) -> Layout | None:
+    """A :class:`Layout` when the current mesh has Explicit axes and an operand is sharded
+    over one of them; ``None`` otherwise (the common case: one cheap check)."""
+    mesh, entered = _get_abstract_mesh(), True
+    if not mesh.axis_types:  # no mesh context (``.empty`` costs more: the hot path)
+        mesh, entered = _tracers_mesh(xs), False  # under jax.jit: the operands' own mesh
+        if mesh is None:
+            return None
+    if _EXPLICIT not in mesh.axis_types:
+        return None
+    by_axis: dict[type[Axis], tuple[str, ...]] = {}
+    for x in xs:
+        for a, entry in zip(x._axes, _spec(x._array), strict=True):
+            names = _names(entry)
+            if names and a not in by_axis:
+                by_axis[a] = names
+    return Layout(mesh, by_axis, entered) if by_axis else None
+
+
+def _tracers_mesh(xs: Sequence[Any]) -> Any:
+    """The mesh of the first traced operand with one (explicitly sharded arrays passed to
+    ``jax.jit`` outside any mesh context), or ``None``."""
+    for x in xs:
+        a = x._array
+        if isinstance(a, _Tracer):
+            mesh = getattr(getattr(jax.typeof(a), "sharding", None), "mesh", None)
+            if mesh is not None and mesh.axis_types:
+                return mesh
+    return None
+
+
+def _varying(a: Any) -> frozenset[str]:
+    mat = getattr(jax.typeof(a), "mat", None)
+    found: frozenset[str] = getattr(mat, "varying", frozenset())
+    return found
+
+
+def match_varying(arrays: Sequence[Any]) -> list[Any]:
+    """Inside ``shard_map``: cast every operand to the union of their varying mesh axes."""
+    sets = [_varying(a) for a in arrays]
+    union = frozenset().union(*sets)
+    if not union:
+        return list(arrays)
+    return [a if s == union else jax.lax.pcast(a, tuple(sorted(union - s)), to="varying")
+            for a, s in zip(arrays, sets, strict=True)]
+
+
+def cast_varying(g: Any, like: Any) -> Any:
+    """Cast a cotangent to vary over the mesh axes its primal ``like`` varies over."""
+    missing = _varying(like) - _varying(g)
+    return jax.lax.pcast(g, tuple(sorted(missing)), to="varying") if missing else g

@@ -1,0 +1,140 @@
+"""Typed bases for user ops: the signature declared once, seen by every checker.
+
+``ax.Op`` applies to any operands and returns ``Tensor[Any, *tuple[Any, ...]]`` (or the
+declared ``R`` of ``ax.Op[R]``). Subclass one of these instead and mypy and pyright know
+the result from the operands, with no plugin:
+
+- :class:`ElementwiseOp`: operands of one type ``Tensor[D, *A]``, result ``Tensor[D, *A]``;
+- :class:`FloatElementwiseOp`: the same for floating-point dtypes only (``D`` bound to
+  :class:`~axjax.Floating`: integer and Bool tensors are a static error);
+- :class:`ReductionOp` ``[X]``: built with the axis ``X`` it removes, ``Tensor[D, ..., X,
+  ...] -> Tensor[D, ...]`` (exact when ``X`` is among the first 3 or the last 3 axes).
+
+Each has a default :meth:`infer` (the rule above, with axjax's messages): override
+``forward`` and ``backward`` (and ``infer`` to add checks).
+"""
+
+# Position overloads overlap by design (as in ops/_gen_*.py): call sites are what count.
+# mypy: disable-error-code="overload-overlap,overload-cannot-match"
+# pyright: reportOverlappingOverload=false, reportInvalidTypeVarUse=false
+# A typed base narrows Op's `__call__(*xs: Any)` to its own operands, on purpose.
+# pyright: reportIncompatibleMethodOverride=false
+
+from __future__ import annotations
+
+from typing import Any, Generic, TypeVar, TypeVarTuple, cast, overload
+
+from ._axis import Axis, axes_names, axis_name
+from ._dtype import DType, Floating
+from ._op import Op, apply, require_floating
+from ._tensor import AnyTensor, Tensor, TensorType
+
+__all__ = ["ElementwiseOp", "FloatElementwiseOp", "ReductionOp"]
+
+D = TypeVar("D", bound=DType)
+DR = TypeVar("DR", bound=Floating)
+X = TypeVar("X", bound=Axis)
+T0 = TypeVar("T0")
+T1 = TypeVar("T1")
+T2 = TypeVar("T2")
+Ts = TypeVarTuple("Ts")
+
+
+def _same_type(op: Op[Any], x: Any, others: tuple[Any, ...]) -> TensorType:
+    for o in others:
+        if o.dtype is not x.dtype:
+            raise op.fail((x, *others), f"dtypes {x.dtype.__name__} and {o.dtype.__name__} "
+                                        "differ (convert one operand with astype)")
+        if tuple(o.axes) != tuple(x.axes):
+            raise op.fail((x, *others), "axes differ (an elementwise op needs identical axes "
+                                        "in identical order; transpose first)")
+    out: TensorType = x.type
+    return out
+
+
+class ElementwiseOp(Op[AnyTensor]):
+    """A user op whose operands and result share one type: ``Tensor[D, *A] -> Tensor[D, *A]``.
+
+    Example:
+        >>> class Swish(ax.ElementwiseOp):
+        ...     def forward(self, x): return x.array * jax.nn.sigmoid(x.array)
+        ...     def backward(self, dy, y, x): ...
+        >>> Swish()(t)  # Tensor[F32, Batch, Pixel] for t: Tensor[F32, Batch, Pixel]
+    """
+
+    user_base = True  # a base for users' ops, not a primitive (tests/core/test_op_table.py)
+
+    def infer(self, x: Any, *others: Any) -> TensorType:
+        """The operands' common type (``AxisError`` if their dtypes or axes differ)."""
+        return _same_type(self, x, others)
+
+    def __call__(self, x: Tensor[D, *Ts], *others: Tensor[D, *Ts]
+                 ) -> Tensor[D, *Ts]:
+        return cast("Tensor[D, *Ts]", apply(self, (x, *others)))
+
+
+class FloatElementwiseOp(Op[AnyTensor]):
+    """:class:`ElementwiseOp` for floating-point dtypes: an ``I32`` or ``Bool`` operand is a
+    static error (and an ``AxisError`` when it runs).
+
+    Example:
+        >>> class SoftPlus(ax.FloatElementwiseOp): ...
+        >>> SoftPlus()(ax.zeros((2,), Batch, dtype=ax.I32))  # rejected by every checker
+    """
+
+    user_base = True  # a base for users' ops, not a primitive (tests/core/test_op_table.py)
+
+    def infer(self, x: Any, *others: Any) -> TensorType:
+        """The operands' common type; floating-point values only."""
+        require_floating(self, (x, *others))
+        return _same_type(self, x, others)
+
+    def __call__(self, x: Tensor[DR, *Ts], *others: Tensor[DR, *Ts]
+                 ) -> Tensor[DR, *Ts]:
+        return cast("Tensor[DR, *Ts]", apply(self, (x, *others)))
+
+
+class ReductionOp(Op[AnyTensor], Generic[X]):
+    """A user op that removes axis ``X`` (given to the constructor): ``Tensor[D, *A]`` with
+    ``X`` among its axes gives ``Tensor[D, *A]`` without it.
+
+    Example:
+        >>> class Norm(ax.ReductionOp[X]):
+        ...     def forward(self, x): return jnp.linalg.norm(x.array, axis=x.axes.index(self.over))
+        ...     def backward(self, dy, y, x): ...
+        >>> Norm(Pixel)(t)  # Tensor[F32, Batch] for t: Tensor[F32, Batch, Pixel]
+    """
+
+    user_base = True  # a base for users' ops, not a primitive (tests/core/test_op_table.py)
+
+    def __init__(self, over: type[X]) -> None:
+        self.over = over
+
+    def describe(self) -> str:
+        return f"{self.name}({axis_name(self.over)})"
+
+    def infer(self, x: Any) -> TensorType:
+        """``x``'s type without axis ``over``."""
+        if self.over not in x.axes:
+            raise self.fail((x,), f"{axis_name(self.over)} is not an axis of the tensor "
+                                  f"(name one of {axes_names(x.axes)})")
+        i = list(x.axes).index(self.over)
+        return TensorType(x.dtype, x.axes[:i] + x.axes[i + 1:], x.shape[:i] + x.shape[i + 1:])
+
+    @overload
+    def __call__(self, x: Tensor[D, X, *Ts]) -> Tensor[D, *Ts]: ...
+    @overload
+    def __call__(self, x: Tensor[D, T0, X, *Ts]) -> Tensor[D, T0, *Ts]: ...
+    @overload
+    def __call__(self, x: Tensor[D, T0, T1, X, *Ts]) -> Tensor[D, T0, T1, *Ts]: ...
+    @overload
+    def __call__(self, x: Tensor[D, *Ts, X]) -> Tensor[D, *Ts]: ...
+    @overload
+    def __call__(self, x: Tensor[D, *Ts, X, T0]) -> Tensor[D, *Ts, T0]: ...
+    @overload
+    def __call__(self, x: Tensor[D, *Ts, X, T0, T1]) -> Tensor[D, *Ts, T0, T1]: ...
+    @overload
+    def __call__(self, x: Tensor[D, T0, T1, T2, *Ts, Any, Any, Any]
+                 ) -> Tensor[D, *tuple[Any, ...]]: ...
+    def __call__(self, x: Any) -> Any:
+        return apply(self, (x,))

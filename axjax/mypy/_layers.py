@@ -1,0 +1,403 @@
+"""Hooks for the layers of ``axjax.nn``: a layer's call is judged by running the layer.
+
+A layer's type names its dtype and axes (``Affine[F32, Pixel, Hidden]``). For a call
+``layer(x)`` the plugin builds a stand-in of the layer from those type arguments (its
+parameters are ``ax.Input`` nodes with the layer's axes, sizes open), calls the layer's own
+``__call__`` on stand-ins of the arguments (see :mod:`._evaluate`), and maps the result back
+to a static type. Whatever the layer checks at run time (its input axis anywhere in the
+input, the axis it produces not there yet, the dtype, a mask's axes, a state's batch axes)
+is therefore checked statically in the run-time words, at any rank and position.
+
+``ax.nn.Sequential([...])`` keeps its layers' types as type arguments; its call threads the
+argument's type through each of them (a layer's call, a function's call), so a chain whose
+axes cannot line up is an error on the call.
+
+A layer whose type arguments are not known (a bare ``Affine`` annotation, ``Any``) gets the
+gradual result and no error, as ops do.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from mypy.checker import TypeChecker
+from mypy.maptype import map_instance_to_supertype
+from mypy.nodes import (
+    ARG_POS,
+    ARG_STAR,
+    ARG_STAR2,
+    ListExpr,
+    SymbolTableNode,
+    TempNode,
+    TupleExpr,
+    TypeInfo,
+)
+from mypy.plugin import FunctionContext, MethodContext
+from mypy.types import (
+    AnyType,
+    Instance,
+    TupleType,
+    Type,
+    TypeOfAny,
+    UnpackType,
+    get_proper_type,
+)
+
+from ..graph import Input, Node
+from ._calls import AXES_ERROR, JOIN_ERROR
+from ._evaluate import SIZE, CannotEvaluate, Env, Joined, deliberate, message
+from ._types import TENSOR, TT, class_of, make_tensor
+
+NN = "axjax.nn"
+SEQUENTIAL = f"{NN}._sequential.Sequential"
+CAST = f"{NN}._precision.cast"
+FLOATS = frozenset(f"axjax.core._dtype.{n}" for n in ("F16", "BF16", "F32", "F64"))
+#: the layer classes the plugin knows, by full name -> the public name of the class
+LAYERS = {
+    f"{NN}._linear.Affine": "Affine",
+    f"{NN}._linear.Linear": "Linear",
+    f"{NN}._linear.MLP": "MLP",
+    f"{NN}._embedding.Embedding": "Embedding",
+    f"{NN}._norm.LayerNorm": "LayerNorm",
+    f"{NN}._norm.RMSNorm": "RMSNorm",
+    f"{NN}._conv.Conv1D": "Conv1D",
+    f"{NN}._conv.Conv2D": "Conv2D",
+    f"{NN}._conv.Conv3D": "Conv3D",
+    f"{NN}._recurrent.RNNCell": "RNNCell",
+    f"{NN}._recurrent.GRUCell": "GRUCell",
+    f"{NN}._recurrent.LSTMCell": "LSTMCell",
+    f"{NN}._attention.MultiheadAttention": "MultiheadAttention",
+    f"{NN}._pool.MaxPool1D": "MaxPool1D",
+    f"{NN}._pool.MaxPool2D": "MaxPool2D",
+    f"{NN}._pool.AvgPool1D": "AvgPool1D",
+    f"{NN}._pool.AvgPool2D": "AvgPool2D",
+}
+#: keyword arguments that carry no axes (a PRNG key, a flag): not given to the stand-in
+IGNORED = frozenset({"key", "inference"})
+
+
+@dataclass
+class Tools:
+    """What the hooks need of the plugin (bound methods, so no private access)."""
+
+    lookup: Callable[[str], SymbolTableNode | None]
+    env: Callable[[FunctionContext | MethodContext, str, bool], Env]
+    gradual: Callable[[], Instance]
+    tensor: Callable[[], TypeInfo]
+    tuple_info: Callable[[], TypeInfo]
+
+
+class LayerHooks:
+    """The layer hooks of :class:`~axjax.mypy._plugin.AxjaxPlugin`."""
+
+    def __init__(self, tools: Tools) -> None:
+        self.tools = tools
+        self._known: dict[str, str | None] = {}
+
+    # ------------------------------------------------------------------ registration
+    def layer_of(self, cls: str) -> str | None:
+        """The known layer class ``cls`` is (or derives from, keeping its ``__call__``), by
+        full name; ``None`` for other classes and for a subclass with its own ``__call__``."""
+        if cls not in self._known:
+            sym = self.tools.lookup(cls) if "." in cls else None
+            info = sym.node if sym is not None else None
+            known = None
+            if isinstance(info, TypeInfo):
+                owner = next((c for c in info.mro if "__call__" in c.names), None)
+                if owner is not None and owner.fullname.startswith(NN + "."):
+                    known = next((k for k in LAYERS if info.has_base(k)), None)
+            self._known[cls] = known
+        return self._known[cls]
+
+    def is_layer_call(self, fullname: str) -> bool:
+        """``Affine.__call__`` (or a subclass's): a call the hooks judge."""
+        cls, _, method = fullname.rpartition(".")
+        if method != "__call__" or not cls:
+            return False
+        return cls == SEQUENTIAL or self.layer_of(cls) is not None
+
+    # ------------------------------------------------------------------ hooks
+    def judged(self, t: Type) -> bool:
+        """Whether the hooks judge a call on a layer of type ``t``: its dtype and axes are
+        known (a bare ``Conv2D`` annotation keeps the declared overloads), or a Sequential."""
+        p = get_proper_type(t)
+        if not isinstance(p, Instance):
+            return False
+        if p.type.has_base(SEQUENTIAL):
+            return _layers_of(p) is not None
+        known = self.layer_of(p.type.fullname)
+        if known is None:
+            return False
+        args = map_instance_to_supertype(p, self._info(known)).args
+        return not any(isinstance(get_proper_type(a), AnyType) or (
+            isinstance(a, UnpackType) and not isinstance(get_proper_type(a.type), TupleType))
+            for a in args)
+
+    def call(self, ctx: MethodContext) -> Type:
+        """The result of ``layer(x, ...)``, computed by the layer itself."""
+        p = get_proper_type(ctx.type)
+        if not isinstance(p, Instance):
+            return self.tools.gradual()
+        if not self.judged(p):
+            return ctx.default_return_type
+        if p.type.has_base(SEQUENTIAL):
+            return self.chain(ctx, p)
+        known = self.layer_of(p.type.fullname)
+        if known is None:
+            return self.tools.gradual()
+        args = list(map_instance_to_supertype(p, self._info(known)).args)
+
+        def run(env: Env) -> object:
+            layer = build(LAYERS[known], env, args)
+            pos: list[object] = []
+            kw: dict[str, object] = {}
+            for i, param in enumerate(ctx.callee_arg_names):
+                for expr, typ, kind, key in zip(ctx.args[i], ctx.arg_types[i], ctx.arg_kinds[i],
+                                                ctx.arg_names[i], strict=True):
+                    if kind in (ARG_STAR, ARG_STAR2):
+                        raise CannotEvaluate
+                    if param in IGNORED:
+                        continue
+                    value = env.value(expr, typ)
+                    if key is None:
+                        pos.append(value)
+                    else:
+                        kw[key] = value
+            return layer(*pos, **kw)
+
+        return self.evaluate(ctx, run)
+
+    def evaluate(self, ctx: MethodContext, run: Callable[[Env], object]) -> Type:
+        """Run ``run`` on stand-ins; its result as a type, or its error reported."""
+        env = self.tools.env(ctx, "float", False)
+        try:
+            try:
+                return self.result(env, run(env))
+            except Exception as e:
+                if isinstance(e, CannotEvaluate | Joined) or deliberate(e):
+                    raise
+                env = self.tools.env(ctx, "float", True)  # a rule that needs sizes
+                return self.result(env, run(env))
+        except CannotEvaluate:
+            return self.tools.gradual()
+        except Joined as j:
+            ctx.api.fail(f"{j.what} is an operand widened to a base class, as a join of "
+                         "different tensors makes it (a list literal, a conditional); annotate "
+                         "the variable with its exact Tensor[...] type", ctx.context,
+                         code=JOIN_ERROR)
+            return self.tools.gradual()
+        except Exception as e:  # noqa: BLE001 - the layer's own error, or one we cannot judge
+            if _reportable(env, e) and not self._passes_for_ints(ctx, env, run):
+                ctx.api.fail(message(e), ctx.context, code=AXES_ERROR)
+            return self.tools.gradual()
+
+    def _passes_for_ints(self, ctx: MethodContext, env: Env, run: Callable[[Env], object]
+                         ) -> bool:
+        if not env.dtype_vars:
+            return False
+        try:
+            run(self.tools.env(ctx, "int", env.sized))
+        except Exception:  # noqa: BLE001
+            return False
+        return True
+
+    def result(self, env: Env, out: object) -> Type:
+        """The static type of a layer's result: a Tensor, or a tuple of them (a state)."""
+        if isinstance(out, tuple):
+            items = [self.result(env, o) for o in out]
+            return TupleType(items, Instance(self.tools.tuple_info(),
+                                             [AnyType(TypeOfAny.special_form)]))
+        if not isinstance(out, Node):
+            raise CannotEvaluate
+        tt: TT = env.result(out)
+        return make_tensor(self.tools.tensor(), tt, self.tools.tuple_info())
+
+    # ------------------------------------------------------------------ ax.nn.cast
+    def cast(self, ctx: FunctionContext) -> Type:
+        """``ax.nn.cast(tree, BF16)``: a Tensor, a layer, a Sequential or a tuple of them with
+        its floating dtype replaced (``Affine[F32, In, Out]`` -> ``Affine[BF16, In, Out]``).
+        Other trees keep their type (their fields' types are not type arguments)."""
+        if len(ctx.arg_types) < 2 or not ctx.arg_types[0] or not ctx.arg_types[1]:
+            return ctx.default_return_type
+        target = class_of(ctx.arg_types[1][0])
+        if not (isinstance(target, Instance) and target.type.fullname in FLOATS):
+            return ctx.default_return_type
+        return self._recast(ctx.arg_types[0][0], target)
+
+    def _recast(self, t: Type, target: Instance) -> Type:
+        p = get_proper_type(t)
+        if isinstance(p, TupleType):
+            return p.copy_modified(items=[self._recast(i, target) for i in p.items])
+        if not isinstance(p, Instance) or not p.args:
+            return t
+        if p.type.fullname == TENSOR or p.type.fullname in LAYERS:
+            first = get_proper_type(p.args[0])
+            floating = isinstance(first, Instance) and first.type.fullname in FLOATS
+            return p.copy_modified(args=[target, *p.args[1:]]) if floating else t
+        if p.type.fullname == SEQUENTIAL:
+            layers = _layers_of(p)
+            if layers is not None:
+                return p.copy_modified(args=[self._recast(a, target) for a in layers])
+        return t
+
+    # ------------------------------------------------------------------ Sequential
+    def sequential(self, ctx: FunctionContext) -> Type:
+        """``Sequential([l1, f, l2])``: a ``Sequential`` typed by its layers, in order."""
+        ret = get_proper_type(ctx.default_return_type)
+        arg = ctx.args[0][0] if ctx.args and ctx.args[0] else None
+        lookup = getattr(ctx.api, "lookup_type_or_none", None)
+        if not isinstance(ret, Instance) or not isinstance(arg, ListExpr | TupleExpr) or (
+                lookup is None):
+            return ctx.default_return_type
+        items = [lookup(e) for e in arg.items]
+        if any(t is None for t in items) or not items:
+            return ctx.default_return_type
+        return ret.copy_modified(args=[t for t in items if t is not None])
+
+    def chain(self, ctx: MethodContext, seq: Instance) -> Type:
+        """``model(x)``: ``x``'s type through every layer of the Sequential in turn."""
+        layers = _layers_of(seq)
+        checker = ctx.api
+        if layers is None or not isinstance(checker, TypeChecker) or len(ctx.args[0]) != 1:
+            return ctx.default_return_type
+        current: Type = ctx.arg_types[0][0]
+        calls = checker.expr_checker
+        for layer in layers:
+            node = TempNode(current, context=ctx.context)
+            errors = checker.msg.errors.num_messages()
+            calls.type_context.append(None)  # each step is judged by its argument alone
+            try:
+                current, _ = calls.check_call(layer, [node], [ARG_POS], ctx.context)
+            finally:
+                calls.type_context.pop()
+            if checker.msg.errors.num_messages() != errors:
+                return self.tools.gradual()  # reported by the layer's own hook
+            if isinstance(get_proper_type(current), AnyType):
+                return current
+        return current
+
+    def _info(self, fullname: str) -> TypeInfo:
+        sym = self.tools.lookup(fullname)
+        assert sym is not None and isinstance(sym.node, TypeInfo), fullname
+        return sym.node
+
+
+def _layers_of(seq: Instance) -> list[Type] | None:
+    """The layer types a ``Sequential[...]`` carries (``None``: not known)."""
+    items: list[Type] = []
+    for a in seq.args:
+        if isinstance(a, UnpackType):
+            inner = get_proper_type(a.type)
+            if not isinstance(inner, TupleType):
+                return None  # a bare `Sequential`: *tuple[Any, ...]
+            items += inner.items
+        else:
+            items.append(a)
+    return items or None
+
+
+def _reportable(env: Env, e: Exception) -> bool:
+    if not isinstance(e, TypeError) or not deliberate(e) or "symbolic graph node" in str(e):
+        return False
+    if env.uncertain or env.variadic:
+        return False
+    return not (env.placeholders and type(e) is TypeError)
+
+
+# ---------------------------------------------------------------------- stand-in layers
+def _axes(env: Env, args: list[Type]) -> list[Any]:
+    """Stand-ins of type arguments that are axes (``*tuple[A, B]`` spliced)."""
+    out: list[Any] = []
+    for a in args:
+        if isinstance(a, UnpackType):
+            inner = get_proper_type(a.type)
+            if not isinstance(inner, TupleType):
+                raise CannotEvaluate  # *tuple[Any, ...] or a *Ts of the layer's axes
+            out += _axes(env, list(inner.items))
+            continue
+        if isinstance(get_proper_type(a), AnyType):
+            raise CannotEvaluate  # a bare annotation: the layer's axes are not known
+        out.append(env.klass(a))
+    return out
+
+
+def _param(env: Env, dtype: Any, *axes: Any, sized: bool = False,
+           known: dict[Any, int] | None = None) -> Input[Any, *tuple[Any, ...]]:
+    """A parameter of the stand-in: sizes open, unless the rule reads them (``sized``), and
+    those ``known`` (a cell's number of gates)."""
+    fill = SIZE if env.sized or sized else None
+    return Input(dtype, *axes, sizes=[(known or {}).get(a, fill) for a in axes])
+
+
+def _make(cls: type[Any], **fields: object) -> Any:
+    obj = object.__new__(cls)
+    for k, v in fields.items():
+        object.__setattr__(obj, k, v)
+    return obj
+
+
+def build(kind: str, env: Env, args: list[Type]) -> Any:
+    """A stand-in of a layer of class ``kind`` whose type arguments are ``args``."""
+    from .. import nn
+
+    if not args:
+        raise CannotEvaluate
+    if "Pool" in kind:  # no parameters, no dtype: the pooled axes only (a window of 1)
+        return _make(getattr(nn, kind), spatial=tuple(_axes(env, args)), window=1,
+                     stride=None, padding="VALID")
+    d = env.dtype(args[0])
+    axes = _axes(env, args[1:])
+    if kind in ("Affine", "Linear"):
+        i, o = axes
+        bias = _param(env, d, o) if kind == "Affine" else None
+        return _make(getattr(nn, kind), weight=_param(env, d, o, i),
+                     **({"bias": bias} if kind == "Affine" else {}), in_axis=i, out_axis=o)
+    if kind == "MLP":
+        i, o = axes
+        one = _make(nn.Affine, weight=_param(env, d, o, i), bias=_param(env, d, o), in_axis=i,
+                    out_axis=o)
+        return _make(nn.MLP, layers=(one,), activation=lambda x: x, final_activation=None)
+    if kind == "Embedding":
+        v, e = axes
+        return _make(nn.Embedding, weight=_param(env, d, v, e), vocab_axis=v, embed_axis=e)
+    if kind in ("LayerNorm", "RMSNorm"):
+        extra = {"bias": _param(env, d, *axes)} if kind == "LayerNorm" else {}
+        return _make(getattr(nn, kind), weight=_param(env, d, *axes), axes=tuple(axes),
+                     sizes=(None,) * len(axes), eps=1e-5, **extra)
+    if kind in ("Conv1D", "Conv2D", "Conv3D"):
+        *spatial, i, o = axes
+        n = len(spatial)
+        return _make(getattr(nn, kind), weight=_param(env, d, o, i, *spatial),
+                     bias=_param(env, d, o), spatial=tuple(spatial), in_axis=i, out_axis=o,
+                     stride=(1,) * n, padding="VALID", dilation=(1,) * n, groups=1)
+    if kind in ("RNNCell", "GRUCell", "LSTMCell"):
+        return _cell(kind, env, d, axes)
+    if kind == "MultiheadAttention":
+        q, k, e, h, hd = axes
+        proj = _param(env, d, h, hd, e, sized=True)  # the call reads the Embed size
+        return _make(nn.MultiheadAttention, query_proj=proj, key_proj=proj, value_proj=proj,
+                     output_proj=_param(env, d, e, h, hd), biases=None, dropout=None,
+                     embed_axis=e, query_pos=q, key_pos=k, head_axis=h, head_dim_axis=hd,
+                     causal=False, implementation="einsum")
+    raise CannotEvaluate
+
+
+def _cell(kind: str, env: Env, d: Any, axes: list[Any]) -> Any:
+    from .. import nn
+
+    i, h = axes
+    gates = (nn.Gate,) if kind != "RNNCell" else ()
+    known = {nn.Gate: 3 if kind == "GRUCell" else 4}
+    read = nn.Prev if i is h else i
+    fields: dict[str, object] = {
+        "weight_ih": _param(env, d, read, *gates, h, known=known),
+        "weight_hh": _param(env, d, nn.Prev, *gates, h, known=known),
+        "bias": _param(env, d, *gates, h, known=known), "in_axis": i, "hidden_axis": h}
+    if kind == "GRUCell":
+        fields["bias_n"] = _param(env, d, h)
+    return _make(getattr(nn, kind), **fields)
+
+
+__all__ = ["CAST", "LAYERS", "SEQUENTIAL", "LayerHooks", "Tools", "build"]

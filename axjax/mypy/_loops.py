@@ -1,0 +1,152 @@
+"""``ax.fold`` / ``ax.scan``: the unit, the initial state, ``xs`` and the mask, checked.
+
+``ax.fold(unit, over=X)`` is a ``Fold[U, X]`` (``ax.scan``: ``Scan[U, X]``, or
+``ScanAt[U, X, K]`` for ``at=K``). Calling it, ``(init, xs, mask=None)``, the plugin
+
+1. calls the unit's static type with ``(init, one step of xs)`` (``xs`` without ``X``), as
+   mypy checks any call: a unit given the wrong input or state axes is mypy's own argument
+   error, and its result type is the new state;
+2. runs the real ``fold``/``scan`` on stand-ins (as for every op, :mod:`._evaluate`) with a
+   unit that returns a stand-in of that result: ``xs`` without ``X``, an initial state with
+   ``X``, a unit that returns another state, a mask over axes the state lacks are reported
+   in the run-time words (``axjax-axes``), and the result (the state, or every state with
+   ``X`` inserted at ``at``) is read back from the loop node.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from mypy.nodes import ARG_POS, TempNode
+from mypy.plugin import FunctionContext, MethodContext
+from mypy.types import (
+    AnyType,
+    Instance,
+    LiteralType,
+    NoneType,
+    TupleType,
+    Type,
+    TypeOfAny,
+    get_proper_type,
+)
+
+from ..graph import Node
+from ..graph import fold as _fold
+from ..graph import scan as _scan
+from ._calls import AXES_ERROR, literal_int
+from ._evaluate import CannotEvaluate, Env, Joined, deliberate, message
+from ._types import GRAPH, TT, make_tensor, same, tensor_of
+
+FOLD = f"{GRAPH}._scan.Fold"
+SCAN = f"{GRAPH}._scan.Scan"
+SCAN_AT = f"{GRAPH}._scan.ScanAt"
+SCAN_FUNCTION = f"{GRAPH}._scan.scan"
+CALLS = frozenset(f"{c}.__call__" for c in (FOLD, SCAN, SCAN_AT))
+
+
+def scan_position(ctx: FunctionContext) -> Type:
+    """``ax.scan(unit, over=X, at=2)`` is a ``ScanAt[U, X, Literal[2]]``: the position, kept
+    in the type for the call."""
+    ret = get_proper_type(ctx.default_return_type)
+    at = [e for i, n in enumerate(ctx.callee_arg_names) if n == "at" for e in ctx.args[i]]
+    k = literal_int(at[0]) if at else None
+    if not isinstance(ret, Instance) or ret.type.fullname != SCAN_AT or k is None:
+        return ctx.default_return_type
+    fallback = ctx.api.named_generic_type("builtins.int", [])
+    return ret.copy_modified(args=[*ret.args[:2], LiteralType(k, fallback)])
+
+
+def _argument(ctx: MethodContext, name: str) -> Type | None:
+    for i, n in enumerate(ctx.callee_arg_names):
+        if n == name and ctx.arg_types[i]:
+            return ctx.arg_types[i][0]
+    return None
+
+
+def _step(t: Type, over: Type, tensor: Any, tuple_info: Any) -> Type | None:
+    """One step of ``xs``: its type without axis ``over`` (``None``: not known)."""
+    p = get_proper_type(t)
+    if isinstance(p, TupleType):
+        items = [_step(i, over, tensor, tuple_info) for i in p.items]
+        return None if any(i is None for i in items) else p.copy_modified(
+            items=[i for i in items if i is not None])
+    tt = tensor_of(t, tensor)
+    if tt is None or tt.axes is None or isinstance(get_proper_type(tt.dtype), AnyType):
+        return None
+    kept = [a for a in tt.axes if not same(a, over)]
+    if len(kept) != len(tt.axes) - 1:
+        return None  # no axis `over` (the run reports it) or an Any axis
+    return make_tensor(tensor, TT(tt.dtype, kept), tuple_info)
+
+
+def loop_call_type(ctx: MethodContext, make_env: Callable[[], Env], tensor: Any,
+                   tuple_info: Any) -> Type:
+    """The result of calling a ``Fold`` / ``Scan`` / ``ScanAt``, errors reported."""
+    this = get_proper_type(ctx.type)
+    init, xs, mask = (_argument(ctx, n) for n in ("init", "xs", "mask"))
+    if not isinstance(this, Instance) or len(this.args) < 2 or init is None or xs is None:
+        return ctx.default_return_type
+    unit, over = this.args[0], this.args[1]
+    if not isinstance(get_proper_type(over), Instance):
+        return ctx.default_return_type  # a label not known statically
+    kind = this.type.fullname
+    at: int | None = 0
+    if kind == SCAN_AT:
+        k = get_proper_type(this.args[2]) if len(this.args) > 2 else None
+        at = k.value if isinstance(k, LiteralType) and isinstance(k.value, int) else None
+
+    # 1. the unit, called as mypy calls anything: its own argument errors, its result
+    new: Type | None = None
+    step = _step(xs, over, tensor, tuple_info)
+    if step is not None and not isinstance(get_proper_type(unit), AnyType):
+        args = [TempNode(init, context=ctx.context), TempNode(step, context=ctx.context)]
+        checker: Any = ctx.api
+        new, _ = checker.expr_checker.check_call(unit, args, [ARG_POS, ARG_POS], ctx.context)
+
+    # 2. the real fold / scan on stand-ins, with a unit returning a stand-in of `new`
+    env = make_env()
+    try:
+        label = env.axis(over)
+        init_v: Any = env.value(None, init)
+        xs_v: Any = env.value(None, xs)
+        mask_v: Any = None
+        if mask is not None and not _is_none(mask):
+            mask_v = env.value(None, mask)
+
+        def unit_v(state: object, x: object) -> object:
+            if new is None or isinstance(get_proper_type(new), AnyType):
+                return state
+            return env.value(None, new)
+
+        if kind == FOLD:
+            out = _fold(unit_v, label)(init_v, xs_v, mask=mask_v)
+        else:
+            out = _scan(unit_v, label, at=at or 0)(init_v, xs_v, mask=mask_v)
+        if at is None:
+            return ctx.default_return_type
+        return _read(out, env, tensor, tuple_info)
+    except (CannotEvaluate, Joined):
+        return ctx.default_return_type
+    except Exception as e:  # noqa: BLE001 - the run-time error, or a rule we cannot run
+        if (isinstance(e, TypeError) and deliberate(e) and not env.uncertain
+                and not env.variadic and not env.placeholders):
+            ctx.api.fail(message(e), ctx.context, code=AXES_ERROR)
+        return ctx.default_return_type
+
+
+def _is_none(t: Type) -> bool:
+    return isinstance(get_proper_type(t), NoneType)
+
+
+def _read(out: object, env: Env, tensor: Any, tuple_info: Any) -> Type:
+    """The static type of the loop's result: a node, or a tuple of them."""
+    if isinstance(out, Node):
+        return make_tensor(tensor, env.result(out), tuple_info)
+    if isinstance(out, tuple):
+        items = [_read(o, env, tensor, tuple_info) for o in out]
+        return TupleType(items, Instance(tuple_info, [AnyType(TypeOfAny.special_form)]))
+    raise CannotEvaluate
+
+
+__all__ = ["CALLS", "SCAN_FUNCTION", "loop_call_type", "scan_position"]

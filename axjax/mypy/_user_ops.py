@@ -1,0 +1,77 @@
+"""User ops run by the plugin (``op_modules``), and ``D**-0.5`` typed as a float.
+
+A module listed in ``op_modules`` (see :mod:`._options`) is imported by the plugin, as
+axjax's own ops are: its public functions are evaluated on stand-ins like ``ax.sum`` (the
+user op's own ``infer`` runs and its ``AxisError`` is the message), and so is a call
+``Norm(Pixel)(x)`` of one of its ``ax.Op`` classes written in one expression (the plugin
+rebuilds the op from the constructor's arguments). An op instance held in a variable keeps
+the type its class declares (a typed base, ``ax.Op[R]``).
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Callable
+from typing import Any
+
+from mypy.nodes import ARG_NAMED, ARG_POS, CallExpr
+from mypy.plugin import MethodContext
+from mypy.types import AnyType, Instance, Type, get_proper_type
+
+from ._evaluate import CannotEvaluate, Env
+
+
+def power_type(ctx: MethodContext) -> Type:
+    """``n ** 0.5`` or ``n ** -0.5`` with ``n: int`` (``float.__rpow__``) or a float is a
+    ``float`` (typeshed says ``Any``, as a negative base would give a complex number; the
+    sizes and counts such scales are made of are not negative)."""
+    ret = get_proper_type(ctx.default_return_type)
+    if not isinstance(ret, AnyType) or not ctx.arg_types or not ctx.arg_types[0]:
+        return ctx.default_return_type
+    operands = [get_proper_type(ctx.type), get_proper_type(ctx.arg_types[0][0])]
+    names = {o.type.fullname for o in operands if isinstance(o, Instance)}
+    if len(names) == len(operands) and "builtins.float" in names and names <= {
+            "builtins.int", "builtins.float"}:
+        return ctx.api.named_generic_type("builtins.float", [])
+    return ctx.default_return_type
+
+
+def inline_op(call: object) -> bool:
+    """Whether a call applies an op built in the same expression: ``Norm(Pixel)(x)``."""
+    return isinstance(call, CallExpr) and isinstance(call.callee, CallExpr)
+
+
+def user_op_call(ctx: MethodContext,
+                 evaluate: Callable[[MethodContext, str, Callable[[Env], object]], Type]
+                 ) -> Type:
+    """``Norm(Pixel)(x)`` for an op class of a listed module: its own ``infer`` decides."""
+    this = get_proper_type(ctx.type)
+    call = ctx.context
+    if not isinstance(this, Instance) or not isinstance(call, CallExpr) or not inline_op(call):
+        return ctx.default_return_type  # an op held in a variable: its declared type
+    module, _, name = this.type.fullname.rpartition(".")
+    cls: Any = getattr(importlib.import_module(module), name)
+    checker: Any = ctx.api
+
+    def run(env: Env) -> object:
+        pos: list[object] = []
+        kw: dict[str, object] = {}
+        for e, kind, key in zip(ctor.args, ctor.arg_kinds, ctor.arg_names, strict=True):
+            t = checker.lookup_type_or_none(e)
+            if t is None or kind not in (ARG_POS, ARG_NAMED):
+                raise CannotEvaluate
+            if key is None:
+                pos.append(env.value(e, t))
+            else:
+                kw[key] = env.value(e, t)
+        op = cls(*pos, **kw)
+        xs = [env.value(e, t) for es, ts in zip(ctx.args, ctx.arg_types, strict=True)
+              for e, t in zip(es, ts, strict=True)]
+        return op(*xs)
+
+    assert isinstance(call.callee, CallExpr)
+    ctor = call.callee
+    return evaluate(ctx, "user:" + name, run)
+
+
+__all__ = ["inline_op", "power_type", "user_op_call"]

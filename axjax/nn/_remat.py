@@ -1,0 +1,78 @@
+"""Rematerialisation: recompute a module's activations in the backward pass.
+
+``ax.nn.remat(block)`` wraps a module so that its call runs under ``eqx.filter_checkpoint``
+(``jax.checkpoint`` on the arrays, everything else static): the forward keeps only the
+block's inputs (and what ``policy`` says to save), and the backward runs the block again.
+Memory for activations falls from one set per block to one set in all, at the cost of a
+second forward. Values and gradients are unchanged; axjax's ops are ``custom_vjp`` calls,
+which ``jax.checkpoint`` recomputes like any other primitive.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any, Generic, Literal, TypeVar
+
+import equinox as eqx
+import jax
+
+__all__ = ["Remat", "remat"]
+
+M = TypeVar("M")
+
+#: Named ``jax.checkpoint_policies``: ``"nothing"`` saves nothing (recompute all, the least
+#: memory), ``"dots"`` saves matrix products without batch dimensions, ``"everything"``
+#: saves all (no recomputation: for comparisons).
+PolicyName = Literal["nothing", "dots", "dots_with_batch", "everything"]
+Policy = PolicyName | Callable[..., bool] | None
+
+_POLICIES: dict[str, Callable[..., bool]] = {
+    "nothing": jax.checkpoint_policies.nothing_saveable,
+    "dots": jax.checkpoint_policies.dots_with_no_batch_dims_saveable,
+    "dots_with_batch": jax.checkpoint_policies.dots_saveable,
+    "everything": jax.checkpoint_policies.everything_saveable,
+}
+
+
+def _policy(policy: Policy) -> Callable[..., bool] | None:
+    if policy is None or callable(policy):
+        return policy
+    if policy not in _POLICIES:
+        raise ValueError(f"remat: unknown policy {policy!r}; use one of "
+                         f"{', '.join(map(repr, _POLICIES))} or a jax.checkpoint_policies "
+                         "function")
+    return _POLICIES[policy]
+
+
+def _call(module: Any, *args: Any, **kwargs: Any) -> Any:
+    return module(*args, **kwargs)
+
+
+class Remat(eqx.Module, Generic[M]):
+    """A module whose call is rematerialised in the backward pass (see :func:`remat`)."""
+
+    module: M
+    policy: Callable[..., bool] | None = eqx.field(static=True)
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        """Call the wrapped module under ``eqx.filter_checkpoint``."""
+        return eqx.filter_checkpoint(_call, policy=self.policy)(self.module, *args, **kwargs)
+
+
+def remat(module: M, policy: Policy = None) -> Remat[M]:
+    """Wrap ``module`` so its activations are recomputed in the backward pass.
+
+    Args:
+        module: any callable Equinox module (a transformer block, an MLP).
+        policy: what to save rather than recompute: ``None`` or ``"nothing"`` (save only
+            the inputs), ``"dots"`` (also matrix products without batch dimensions),
+            ``"dots_with_batch"``, ``"everything"``, or a ``jax.checkpoint_policies``
+            function.
+
+    Example:
+        >>> blocks = [ax.nn.remat(Block(cfg, key=k)) for k in keys]
+        >>> x = blocks[0](x)         # same value; its activations are not stored for grad
+    """
+    if not callable(module):
+        raise TypeError(f"remat: expected a callable module, got {type(module).__name__}")
+    return Remat(module, _policy(policy))

@@ -1,0 +1,370 @@
+"""``python -m benchmarks.transformer``: the transformer training step, axjax against JAX.
+
+One step of the byte-level language model of ``examples/transformer`` (forward, backward,
+Adam), in f32 and in bf16 compute with f32 weights, against the same model written in JAX
+the way an expert would: plain arrays, ``jax.nn.dot_product_attention`` (causal),
+``jax.nn.gelu``, one ``jax.jit`` with ``donate_argnums``. Both start from the same weights
+and batch. Timing is interleaved: each round times a window of each version in rotated
+order and the ratio is taken within the round. FLOPs count the matrix products
+(``2 m n k``), attention's two included, times 3 for forward and backward; the peak is
+``benchmarks.large.measured_peak``.
+
+It also reports: the attention paths of axjax on this backend (einsum against the fused
+op: the default is the faster), and the memory of the axjax step at two depths with and
+without ``ax.nn.remat`` (XLA's compiled memory analysis, and the bytes the forward keeps
+for the backward).
+
+Examples:
+    .venv/bin/python -m benchmarks.transformer                 # CPU sizes, f32 and bf16
+    .venv/bin/python -m benchmarks.transformer --preset quick  # seconds: the smoke run
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import importlib.util
+import json
+import math
+import statistics
+import sys
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optax
+
+import axjax as ax
+
+from ._common import summary
+
+__all__ = ["PRESETS", "TransformerBench", "bench_transformer", "main", "transformer_row"]
+
+EXAMPLE = Path(__file__).resolve().parent.parent / "examples" / "transformer"
+
+
+def example() -> ModuleType:
+    """``examples/transformer/train.py`` as a module (its model, corpus and ``Config``)."""
+    name = "axjax_example_transformer"
+    if name not in sys.modules:
+        spec = importlib.util.spec_from_file_location(name, EXAMPLE / "train.py")
+        assert spec is not None and spec.loader is not None
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[name] = module  # before running it: its dataclasses look it up
+        spec.loader.exec_module(module)
+    return sys.modules[name]
+
+
+def _presets() -> dict[str, Any]:
+    config = example().Config
+    return {"quick": config(context=16, embed=32, heads=2, layers=1, mlp=64, batch=4),
+            "cpu": config(),  # the example's tiny preset
+            "gpu": config(context=1024, embed=768, heads=12, layers=12, mlp=3072, batch=16)}
+
+
+PRESETS = _presets()
+DTYPES = {"f32": jnp.float32, "bf16": jnp.bfloat16}
+
+
+# ------------------------------------------------------------------ the expert JAX version
+def _layer_norm(x: jax.Array, w: jax.Array, b: jax.Array) -> jax.Array:
+    mu = x.mean(-1, keepdims=True)
+    var = jnp.square(x - mu).mean(-1, keepdims=True)
+    return (x - mu) * jax.lax.rsqrt(var + 1e-5) * w + b
+
+
+def jax_weights(lm: Any) -> dict[str, Any]:
+    """The axjax model's weights as a dict of plain arrays (the expert's layout)."""
+    def ln(n: Any) -> tuple[jax.Array, jax.Array]:
+        return n.weight.array, n.bias.array
+
+    blocks = [getattr(b, "module", b) for b in lm.blocks]  # remat wraps a block
+    blocks = [{"ln1": ln(b.ln1), "ln2": ln(b.ln2),
+               "qkv": jnp.stack([b.attn.query_proj.array, b.attn.key_proj.array,
+                                 b.attn.value_proj.array]),
+               "o": b.attn.output_proj.array,
+               "up": (b.up.weight.array.T, b.up.bias.array),
+               "down": (b.down.weight.array.T, b.down.bias.array)} for b in blocks]
+    return {"tok": lm.tokens.weight.array, "pos": lm.positions.array, "blocks": blocks,
+            "ln_f": ln(lm.ln_f)}
+
+
+def jax_loss(w: dict[str, Any], ids: jax.Array, targets: jax.Array, dtype: Any) -> jax.Array:
+    """Mean next-byte cross-entropy of the expert's model, computed in ``dtype``."""
+    with jax.numpy_rank_promotion("allow"):  # an expert's broadcasting (the tests forbid it)
+        return _jax_loss(w, ids, targets, dtype)
+
+
+def _jax_loss(w: dict[str, Any], ids: jax.Array, targets: jax.Array, dtype: Any) -> jax.Array:
+    w = jax.tree.map(lambda a: a.astype(dtype), w)
+    x = w["tok"][ids] + w["pos"][: ids.shape[1]]
+    for b in w["blocks"]:
+        h = _layer_norm(x, *b["ln1"])
+        q, k, v = jnp.einsum("bte,chde->cbthd", h, b["qkv"])
+        o = jax.nn.dot_product_attention(q, k, v, is_causal=True)
+        x = x + jnp.einsum("bthd,ehd->bte", o, b["o"])
+        h = _layer_norm(x, *b["ln2"])
+        x = x + jax.nn.gelu(h @ b["up"][0] + b["up"][1]) @ b["down"][0] + b["down"][1]
+    logits = (_layer_norm(x, *w["ln_f"]) @ w["tok"].T).astype(jnp.float32)
+    picked = jnp.take_along_axis(logits, targets[..., None], -1)[..., 0]
+    return jnp.mean(jax.nn.logsumexp(logits, -1) - picked)
+
+
+# ------------------------------------------------------------------ the two steps
+@dataclasses.dataclass
+class TransformerBench:
+    """Both versions' jitted steps ``(params, opt_state, ids, targets) -> (params,
+    opt_state, loss)`` (donating params and state), their start states, the batch."""
+
+    flops: float
+    steps: dict[str, Callable[..., Any]]
+    states: dict[str, tuple[Any, Any]]
+    batch: tuple[Any, Any]
+    static: Any
+
+
+def flops_per_step(cfg: Any) -> float:
+    """Matrix-product FLOPs of one step (forward x 3)."""
+    tokens = cfg.batch * cfg.context
+    per_token = cfg.layers * (2 * 4 * cfg.embed**2 + 2 * 2 * cfg.embed * cfg.mlp
+                              + 2 * 2 * cfg.context * cfg.embed) + 2 * cfg.embed * cfg.vocab
+    return 3.0 * tokens * per_token
+
+
+def build(cfg: Any, dtype: str, *, implementation: str = "auto", remat: bool = False,
+          seed: int = 0) -> TransformerBench:
+    """The axjax step (the example's model) and the expert's, same weights and batch."""
+    model_mod = data_mod = example()
+    cfg = dataclasses.replace(cfg, attention=implementation)
+    lm = model_mod.LM(cfg, key=jax.random.key(seed), remat=remat)
+    rng = np.random.default_rng(seed)
+    chunk = rng.integers(0, cfg.vocab, (cfg.batch, cfg.context + 1)).astype(np.int32)
+    ids, targets = chunk[:, :-1], chunk[:, 1:]
+    tids = ax.tensor(ids, data_mod.Batch, data_mod.Pos, dtype=ax.I32)
+    ttargets = ax.tensor(targets, data_mod.Batch, data_mod.Pos, dtype=ax.I32)
+    optimizer = optax.adam(1e-3)
+    policy = ax.nn.Policy.mixed(ax.BF16) if dtype == "bf16" else None
+    params, static = eqx.partition(lm, eqx.is_array)
+
+    def ax_loss(p: Any, x: Any, y: Any) -> jax.Array:
+        m = eqx.combine(p, static)
+        m = policy.cast_to_compute(m) if policy is not None else m
+        return model_mod.lm_loss(m, x, y).array
+
+    def ax_step(p: Any, s: Any, x: Any, y: Any) -> tuple[Any, Any, jax.Array]:
+        loss, g = jax.value_and_grad(ax_loss)(p, x, y)
+        u, s = optimizer.update(g, s, p)
+        return optax.apply_updates(p, u), s, loss
+
+    def jax_step(p: Any, s: Any, x: Any, y: Any) -> tuple[Any, Any, jax.Array]:
+        loss, g = jax.value_and_grad(jax_loss)(p, x, y, DTYPES[dtype])
+        u, s = optimizer.update(g, s, p)
+        return optax.apply_updates(p, u), s, loss
+
+    wj = _copy(jax_weights(lm))  # its own buffers: each step donates its state
+    return TransformerBench(
+        flops_per_step(cfg),
+        {"jax": jax.jit(jax_step, donate_argnums=(0, 1)),
+         "axjax": jax.jit(ax_step, donate_argnums=(0, 1))},
+        {"jax": (wj, optimizer.init(wj)), "axjax": (params, optimizer.init(params))},
+        (tids, ttargets), static)
+
+
+def _copy(tree: Any) -> Any:
+    return jax.tree.map(lambda a: jnp.array(a, copy=True), tree)
+
+
+def _args(bench: TransformerBench, k: str) -> tuple[Any, Any]:
+    x, y = bench.batch
+    return (x.array, y.array) if k == "jax" else (x, y)
+
+
+def losses(bench: TransformerBench, n: int = 3) -> dict[str, list[float]]:
+    """The first ``n`` losses of each version from the start state (they must agree)."""
+    out = {}
+    for k, step in bench.steps.items():
+        p, s = _copy(bench.states[k])
+        got = []
+        for _ in range(n):
+            p, s, loss = step(p, s, *_args(bench, k))
+            got.append(float(loss))
+        out[k] = got
+    return out
+
+
+def time_steps(bench: TransformerBench, rounds: int, window_s: float,
+               args: Callable[[TransformerBench, str], tuple[Any, Any]] = _args
+               ) -> dict[str, Any]:
+    """Interleaved windows of the ``"jax"`` and ``"axjax"`` steps; seconds per step and
+    the ratios (``jax`` time / ``axjax`` time, within each round)."""
+    state = {k: _copy(v) for k, v in bench.states.items()}
+    first = {}
+    for k, step in bench.steps.items():
+        t0 = time.perf_counter()
+        p, s, loss = step(*state[k], *args(bench, k))
+        jax.block_until_ready(loss)
+        first[k], state[k] = time.perf_counter() - t0, (p, s)
+
+    def window(k: str, n: int) -> float:
+        p, s = state[k]
+        loss = None
+        t0 = time.perf_counter()
+        for _ in range(n):
+            p, s, loss = bench.steps[k](p, s, *args(bench, k))
+        jax.block_until_ready(loss)
+        state[k] = (p, s)
+        return (time.perf_counter() - t0) / n
+
+    n = max(1, min(200, int(window_s / max(window("jax", 1), 1e-6))))
+    times: dict[str, list[float]] = {k: [] for k in bench.steps}
+    ratios = []
+    for r in range(rounds):
+        for k in (["jax", "axjax"] if r % 2 == 0 else ["axjax", "jax"]):
+            times[k].append(window(k, n))
+        ratios.append(times["jax"][-1] / times["axjax"][-1])  # >1: axjax faster
+    return {"times": times, "ratios": ratios, "first": first, "steps_per_window": n}
+
+
+def transformer_row(cfg: Any, dtype: str, rounds: int, window_s: float, peak: float
+                    ) -> dict[str, Any]:
+    """The transformer step as a row of ``benchmarks.large`` (its result format)."""
+    bench = build(cfg, dtype)
+    agree = losses(bench)
+    t = time_steps(bench, rounds, window_s)
+    out: dict[str, Any] = {"flops_per_step": bench.flops,
+                           "steps_per_window": t["steps_per_window"],
+                           "ratio": summary(t["ratios"]), "loss_jax": agree["jax"][0],
+                           "loss_axjax": agree["axjax"][0], "losses": agree}
+    for k, ts in t["times"].items():
+        best = statistics.median(ts)
+        out[k] = {"ms_per_step": summary([x * 1e3 for x in ts]),
+                  "tflops": summary([bench.flops / x / 1e12 for x in ts]),
+                  "fraction_of_peak": bench.flops / best / peak, "first_call_s": t["first"][k]}
+    return out
+
+
+def attention_paths(cfg: Any, dtype: str, rounds: int, window_s: float) -> dict[str, Any]:
+    """ms per axjax step with each attention path (the ratio: einsum time / fused time)."""
+    out: dict[str, Any] = {}
+    einsum, fused = build(cfg, dtype, implementation="einsum"), build(
+        cfg, dtype, implementation="fused")
+    # the einsum path in the "jax" slot, the fused one in the "axjax" slot
+    both = TransformerBench(einsum.flops, {"jax": einsum.steps["axjax"],
+                                           "axjax": fused.steps["axjax"]},
+                            {"jax": einsum.states["axjax"], "axjax": fused.states["axjax"]},
+                            einsum.batch, einsum.static)
+    t = time_steps(both, rounds, window_s, lambda b, k: b.batch)
+    out["einsum_ms"] = statistics.median(t["times"]["jax"]) * 1e3
+    out["fused_ms"] = statistics.median(t["times"]["axjax"]) * 1e3
+    out["fused_speedup"] = summary(t["ratios"])  # >1: fused faster
+    out["default"] = ax.nn.default_attention_path()
+    return out
+
+
+def _kept_bytes(b: TransformerBench) -> int:
+    """Bytes the axjax forward keeps for its backward (the leaves of ``jax.vjp``'s closure)."""
+    model_mod = example()
+    x, y = b.batch
+
+    def loss(q: Any) -> jax.Array:
+        return model_mod.lm_loss(eqx.combine(q, b.static), x, y).array
+
+    vjp = jax.eval_shape(lambda q: jax.vjp(loss, q)[1], b.states["axjax"][0])
+    return sum(math.prod(a.shape) * a.dtype.itemsize for a in jax.tree.leaves(vjp))
+
+
+def memory(cfg: Any, depths: Sequence[int] = (2, 4)) -> list[dict[str, Any]]:
+    """Compiled temporary memory of the axjax f32 step, and the bytes its forward keeps for
+    the backward, at each depth with and without remat."""
+    rows = []
+    for depth in depths:
+        c = dataclasses.replace(cfg, layers=depth)
+        row: dict[str, Any] = {"layers": depth}
+        for remat in (False, True):
+            b = build(c, "f32", remat=remat)
+            p, s = b.states["axjax"]
+            x, y = b.batch
+            compiled = b.steps["axjax"].lower(p, s, x, y).compile()
+            temp = compiled.memory_analysis().temp_size_in_bytes
+            kept = _kept_bytes(b)
+            key = "remat" if remat else "plain"
+            row[key] = {"temp_mib": temp / 2**20, "residual_mib": kept / 2**20}
+        rows.append(row)
+    return rows
+
+
+def bench_transformer(preset: str, dtypes: Sequence[str], rounds: int, window_s: float
+                      ) -> dict[str, Any]:
+    """Every figure: step rows per dtype, attention paths, memory."""
+    from .large import measured_peak
+
+    cfg = PRESETS[preset]
+    peak_n = {"quick": 64, "cpu": 1024, "gpu": 8192}[preset]
+    res: dict[str, Any] = {"device": str(jax.devices()[0].device_kind),
+                           "backend": jax.default_backend(), "preset": preset,
+                           "config": dataclasses.asdict(cfg), "rows": {}, "peak_tflops": {}}
+    for dtype in dtypes:
+        peak = measured_peak(peak_n, dtype)
+        res["peak_tflops"][dtype] = peak / 1e12
+        res["rows"][dtype] = transformer_row(cfg, dtype, rounds, window_s, peak)
+    res["attention"] = attention_paths(cfg, dtypes[0], rounds, window_s)
+    res["memory"] = memory(cfg)
+    return res
+
+
+def markdown(res: dict[str, Any]) -> str:
+    """The results as Markdown tables."""
+    c = res["config"]
+    lines = [f"Device: {res['device']} ({res['backend']}); preset {res['preset']}: batch "
+             f"{c['batch']}, context {c['context']}, width {c['embed']}, {c['heads']} heads, "
+             f"{c['layers']} layers, MLP {c['mlp']}; step = forward + backward + Adam.", "",
+             "| dtype | GFLOP/step | JAX ms | axjax ms | axjax ÷ JAX (speed) | JAX % of peak | "
+             "axjax % of peak | peak TFLOP/s |", "|---|---|---|---|---|---|---|---|"]
+    for dtype, r in res["rows"].items():
+        j, a, q = r["jax"], r["axjax"], r["ratio"]
+        lines.append(
+            f"| {dtype} | {r['flops_per_step'] / 1e9:.3g} | {j['ms_per_step']['median']:.4g} | "
+            f"{a['ms_per_step']['median']:.4g} | {q['median']:.2f} [{q['min']:.2f}–"
+            f"{q['max']:.2f}] | {100 * j['fraction_of_peak']:.0f} % | "
+            f"{100 * a['fraction_of_peak']:.0f} % | {res['peak_tflops'][dtype]:.3g} |")
+    at = res["attention"]
+    lines += ["", f"Attention paths (axjax step): einsum {at['einsum_ms']:.4g} ms, fused "
+              f"{at['fused_ms']:.4g} ms (fused speed-up {at['fused_speedup']['median']:.2f}); "
+              f"default here: {at['default']}.", "",
+              "| layers | temp MiB | temp MiB, remat | kept for backward MiB | kept, remat |",
+              "|---|---|---|---|---|"]
+    for m in res["memory"]:
+        lines.append(f"| {m['layers']} | {m['plain']['temp_mib']:.2f} | "
+                     f"{m['remat']['temp_mib']:.2f} | {m['plain']['residual_mib']:.2f} | "
+                     f"{m['remat']['residual_mib']:.2f} |")
+    return "\n".join(lines)
+
+
+def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
+    p = argparse.ArgumentParser(prog="python -m benchmarks.transformer",
+                                description=__doc__.split("\n")[0] if __doc__ else None)
+    p.add_argument("--preset", choices=sorted(PRESETS),
+                   help="sizes (default: gpu on a GPU, cpu otherwise)")
+    p.add_argument("--dtypes", default="f32,bf16")
+    p.add_argument("--rounds", type=int, default=5)
+    p.add_argument("--window", type=float, default=1.0, help="seconds per timed window")
+    p.add_argument("--json", help="write the results to this file")
+    args = p.parse_args(argv)
+    preset = args.preset or ("cpu" if jax.default_backend() == "cpu" else "gpu")
+    dtypes = [d.strip() for d in args.dtypes.split(",") if d.strip()]
+    res = bench_transformer(preset, dtypes, args.rounds, args.window)
+    print(markdown(res))
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(res, f, indent=1)
+    return res
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])

@@ -1,0 +1,333 @@
+"""Train a byte-level transformer language model on the Python standard library's source.
+
+The corpus is this Python's own standard library (``sysconfig.get_paths()["stdlib"]``),
+split into train and validation by file and read as bytes (``Vocab`` = 256): every machine
+with Python has it, so nothing is downloaded, and the figures name the Python version. The
+model is a decoder-only transformer on named axes, every tensor saying what its axes are:
+ids ``[Batch, Pos]``, activations ``[Batch, Pos, Embed]``, projections
+``[Head, HeadDim, Embed]``, the MLP's hidden ``[Batch, Pos, Mlp]``, logits
+``[Batch, Pos, Vocab]``; pre-norm blocks ``x + attn(ln(x))`` then ``x + mlp(ln(x))``, the
+unembedding tied to the token embedding. It trains with ``ax.train.fit``;
+the run writes curves and checkpoints under ``--logdir``, prints the validation bits per
+byte next to the unigram baseline, and samples text.
+
+    python examples/transformer/train.py --preset tiny            # CPU, a few minutes
+    python examples/transformer/train.py --preset gpt2-small --precision bf16   # a GPU
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import math
+import sys
+import sysconfig
+import time
+import zlib
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any, final
+
+import equinox as eqx
+import jax
+import numpy as np
+import optax
+
+import axjax as ax
+from axjax.nn import Head, HeadDim, KeyPos
+
+__all__ = ["Batch", "Block", "Config", "Embed", "Head", "HeadDim", "KeyPos", "LM", "Mlp",
+           "Pos", "Vocab", "Windows", "eval_windows", "lm_loss", "load_corpus", "main",
+           "sample", "unigram_bits"]
+
+
+# ----------------------------------------------------------------------------- corpus
+@final
+class Batch(ax.Axis):
+    """Windows of text trained on together."""
+
+
+@final
+class Pos(ax.Axis):
+    """Byte positions in a window (the query positions of attention)."""
+
+
+Window = tuple[ax.Tensor[ax.I32, Batch, Pos], ax.Tensor[ax.I32, Batch, Pos]]
+
+
+def stdlib_files(root: str | None = None) -> list[Path]:
+    """The ``.py`` files of the standard library (not ``site-packages``), in a fixed order."""
+    base = Path(root or sysconfig.get_paths()["stdlib"])
+    return sorted(p for p in base.rglob("*.py")
+                  if "site-packages" not in p.parts and "dist-packages" not in p.parts)
+
+
+def load_corpus(root: str | None = None, valid_every: int = 20, limit_bytes: int | None = None
+                ) -> tuple[np.ndarray, np.ndarray]:
+    """``(train, valid)`` byte arrays (uint8). A file goes to validation when the CRC of its
+    relative path is divisible by ``valid_every`` (the split is by file and stable; a
+    corpus too small for that holds out its last file)."""
+    base = Path(root or sysconfig.get_paths()["stdlib"])
+    files = stdlib_files(str(base))
+    if not files:
+        raise FileNotFoundError(f"no .py files under {base}")
+    train: list[bytes] = []
+    valid: list[bytes] = []
+    if len(files) < 2:
+        raise FileNotFoundError(f"{base} has {len(files)} .py file(s): need two or more")
+    for p in files:
+        rel = str(p.relative_to(base)).encode()
+        (valid if zlib.crc32(rel) % valid_every == 0 else train).append(p.read_bytes())
+    if not valid or not train:  # a small corpus: hold out its last file
+        both = train + valid
+        train, valid = both[:-1], both[-1:]
+    out: list[np.ndarray] = []
+    for parts in (train, valid):
+        data = np.frombuffer(b"".join(parts), np.uint8)
+        out.append(data[:limit_bytes] if limit_bytes else data)
+    return out[0], out[1]
+
+
+def unigram_bits(train: np.ndarray, valid: np.ndarray) -> float:
+    """Cross-entropy of ``valid`` under the byte frequencies of ``train`` (add-one smoothed),
+    in bits per byte: what a model that ignores context achieves."""
+    counts = np.bincount(train, minlength=256).astype(np.float64) + 1.0
+    logp = np.log2(counts / counts.sum())
+    return float(-(np.bincount(valid, minlength=256) * logp).sum() / len(valid))
+
+
+class Windows:
+    """Random windows of ``context + 1`` bytes: inputs ``[Batch, Pos]`` and next-byte targets.
+
+    A :class:`axjax.train.BatchSource`: epoch ``e`` gives the same ``steps`` batches each time
+    it is asked (the generator is seeded with ``(seed, e)``), so a resumed run sees the same
+    data.
+    """
+
+    def __init__(self, data: np.ndarray, batch: int, context: int, steps: int,
+                 seed: int = 0) -> None:
+        if len(data) <= context + 1:
+            raise ValueError(f"Windows: {len(data)} bytes is too short for context {context}")
+        self.data, self.batch, self.context, self.steps, self.seed = (
+            data, batch, context, steps, seed)
+
+    def __len__(self) -> int:
+        return self.steps
+
+    def epoch(self, epoch: int, start: int = 0) -> Iterator[Window]:
+        rng = np.random.default_rng((self.seed, epoch))
+        starts = rng.integers(0, len(self.data) - self.context - 1, (self.steps, self.batch))
+        for s in starts[start:]:
+            yield self.windows_at(s)
+
+    def windows_at(self, starts: np.ndarray) -> Window:
+        """The windows starting at ``starts`` (one per row of the batch)."""
+        idx = starts[:, None] + np.arange(self.context + 1)[None, :]
+        chunk = self.data[idx].astype(np.int32)
+        return (ax.tensor(chunk[:, :-1], Batch, Pos, dtype=ax.I32),
+                ax.tensor(chunk[:, 1:], Batch, Pos, dtype=ax.I32))
+
+
+def eval_windows(data: np.ndarray, batch: int, context: int, max_batches: int
+                 ) -> list[Window]:
+    """Non-overlapping windows from the start of ``data`` (at most ``max_batches`` batches),
+    the same every evaluation."""
+    per = context + 1
+    n = min(max_batches, math.floor(len(data) / (per * batch)))
+    w = Windows(data, batch, context, 1)
+    return [w.windows_at(np.arange(batch) * per + i * batch * per) for i in range(n)]
+
+
+# ----------------------------------------------------------------------------- model
+@final
+class Embed(ax.Axis):
+    """The model's feature axis."""
+
+
+@final
+class Mlp(ax.Axis):
+    """The hidden axis of each block's MLP."""
+
+
+@final
+class Vocab(ax.Axis):
+    """The 256 byte values."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Config:
+    """Sizes of the model and of its training run."""
+
+    context: int = 64
+    embed: int = 128
+    heads: int = 4
+    layers: int = 2
+    mlp: int = 512
+    batch: int = 32
+    steps: int = 600
+    lr: float = 3e-3
+    vocab: int = 256
+    attention: ax.nn.AttentionPath = "auto"  # the attention path (ax.nn.dot_product_attention)
+
+
+class Block(eqx.Module):
+    """``x + attn(ln1(x))``, then ``+ mlp(ln2(x))``: one pre-norm transformer block."""
+
+    ln1: ax.nn.LayerNorm[ax.F32, Embed]
+    attn: ax.nn.MultiheadAttention
+    ln2: ax.nn.LayerNorm[ax.F32, Embed]
+    up: ax.nn.Affine[ax.F32, Embed, Mlp]
+    down: ax.nn.Affine[ax.F32, Mlp, Embed]
+
+    def __init__(self, cfg: Config, key: jax.Array) -> None:
+        k1, k2, k3 = jax.random.split(key, 3)
+        self.ln1 = ax.nn.LayerNorm(Embed, cfg.embed)
+        self.attn = ax.nn.MultiheadAttention(Embed, cfg.embed, num_heads=cfg.heads,
+                                             query_pos=Pos, causal=True,
+                                             implementation=cfg.attention, key=k1)
+        self.ln2 = ax.nn.LayerNorm(Embed, cfg.embed)
+        self.up = ax.nn.Affine(Embed, Mlp, cfg.embed, cfg.mlp, key=k2)
+        self.down = ax.nn.Affine(Mlp, Embed, cfg.mlp, cfg.embed, key=k3)
+
+    def __call__(self, x: ax.Tensor[ax.F32, Batch, Pos, Embed]
+                 ) -> ax.Tensor[ax.F32, Batch, Pos, Embed]:
+        # typed F32; under a bf16 policy the same code runs on BF16 tensors
+        x = x + self.attn(self.ln1(x))
+        return x + self.down(ax.gelu(self.up(self.ln2(x))))
+
+
+class LM(eqx.Module):
+    """Token and position embeddings, ``layers`` blocks, a final norm, tied unembedding.
+
+    Example:
+        >>> lm = LM(Config(), key=jax.random.key(0))
+        >>> lm(ids)                  # Tensor[I32, Batch, Pos] -> Tensor[F32, Batch, Pos, Vocab]
+    """
+
+    tokens: ax.nn.Embedding[ax.F32, Vocab, Embed]
+    positions: ax.Tensor[ax.F32, Pos, Embed]
+    blocks: tuple[Any, ...]
+    ln_f: ax.nn.LayerNorm[ax.F32, Embed]
+
+    def __init__(self, cfg: Config, *, key: jax.Array, remat: bool = False) -> None:
+        kt, kp, *kb = jax.random.split(key, 2 + cfg.layers)
+        self.tokens = ax.nn.Embedding(Vocab, Embed, cfg.vocab, cfg.embed,
+                                      weight_init=ax.nn.init.normal(0.02), key=kt)
+        self.positions = ax.nn.init.normal(0.02)(kp, {Pos: cfg.context, Embed: cfg.embed})
+        blocks = [Block(cfg, k) for k in kb]
+        self.blocks = tuple(ax.nn.remat(b) for b in blocks) if remat else tuple(blocks)
+        self.ln_f = ax.nn.LayerNorm(Embed, cfg.embed)
+
+    def __call__(self, ids: ax.Tensor[ax.I32, Batch, Pos]
+                 ) -> ax.Tensor[Any, Batch, Pos, Vocab]:
+        # a precision policy casts the whole model, so the tables are in the compute dtype
+        x: ax.Tensor[ax.F32, Batch, Pos, Embed] = self.tokens(ids)
+        x = x + ax.broadcast(ax.slice(self.positions, Pos, 0, ids.size(Pos)), x)
+        for block in self.blocks:
+            x = block(x)
+        return ax.contract(self.ln_f(x), self.tokens.weight, over=Embed)
+
+
+def lm_loss(model: LM, ids: ax.Tensor[ax.I32, Batch, Pos],
+            targets: ax.Tensor[ax.I32, Batch, Pos]) -> ax.Tensor[ax.F32]:
+    """Mean next-byte cross-entropy (nats) over ``Batch`` and ``Pos``, computed in f32."""
+    logits: ax.Tensor[ax.F32, Batch, Pos, Vocab] = ax.astype(model(ids), ax.F32)
+    per_byte: ax.Tensor[ax.F32, Batch, Pos] = ax.train.softmax_cross_entropy(logits, targets,
+                                                                             Vocab)
+    loss: ax.Tensor[ax.F32] = ax.mean(ax.mean(per_byte, Pos), Batch)
+    return loss
+
+
+# ----------------------------------------------------------------------------- training
+ROOT = Path(__file__).resolve().parents[2]
+
+PRESETS = {
+    "test": Config(context=16, embed=32, heads=2, layers=1, mlp=64, batch=8, steps=4),
+    "tiny": Config(),
+    "gpt2-small": Config(context=1024, embed=768, heads=12, layers=12, mlp=3072, batch=16,
+                         steps=20_000, lr=6e-4),
+}
+
+PROMPT = b"def main(argv=None):\n    "
+
+
+def sample(model: LM, prompt: bytes, n: int, context: int, key: jax.Array,
+           temperature: float = 0.8) -> bytes:
+    """Continue ``prompt`` by ``n`` bytes, drawing each from the model's softmax."""
+    @eqx.filter_jit
+    def next_logits(m: LM, window: jax.Array | np.ndarray) -> jax.Array:
+        logits = m(ax.tensor(window[None, :], Batch, Pos, dtype=ax.I32))
+        return ax.index(ax.astype(logits, ax.F32), Batch, 0).array  # [Pos, Vocab]
+
+    out = list(prompt[-context:])
+    for k in jax.random.split(key, n):
+        window = np.zeros(context, np.int32)
+        tail = out[-context:]
+        window[:len(tail)] = tail
+        row = next_logits(model, window)[len(tail) - 1]
+        out.append(int(jax.random.categorical(k, row / temperature)))
+    return bytes(out[len(prompt[-context:]):])
+
+
+def parse(argv: list[str] | None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
+    p.add_argument("--preset", choices=sorted(PRESETS), default="tiny")
+    p.add_argument("--steps", type=int, default=None, help="training steps (preset's default)")
+    p.add_argument("--batch-size", type=int, default=None)
+    p.add_argument("--layers", type=int, default=None)
+    p.add_argument("--precision", choices=["f32", "bf16", "f16"], default="f32",
+                   help="compute dtype (parameters stay f32; f16 uses dynamic loss scaling)")
+    p.add_argument("--remat", action="store_true", help="recompute each block in backward")
+    p.add_argument("--eval-batches", type=int, default=16)
+    p.add_argument("--log-every", type=int, default=100)
+    p.add_argument("--sample-bytes", type=int, default=300)
+    p.add_argument("--limit-bytes", type=int, default=None, help="use the first N bytes")
+    p.add_argument("--stdlib", default=None, help="corpus root (default: this Python's)")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--logdir", default=str(ROOT / "runs" / "transformer"))
+    p.add_argument("--no-progress", action="store_true")
+    return p.parse_args(argv)
+
+
+def main(argv: list[str] | None = None) -> dict[str, Any]:
+    args = parse(argv)
+    cfg = PRESETS[args.preset]
+    cfg = dataclasses.replace(cfg, steps=args.steps or cfg.steps,
+                              batch=args.batch_size or cfg.batch,
+                              layers=args.layers or cfg.layers)
+    train_bytes, valid_bytes = load_corpus(args.stdlib, limit_bytes=args.limit_bytes)
+    baseline = unigram_bits(train_bytes, valid_bytes)
+    print(f"corpus: Python {sys.version.split()[0]} stdlib, {len(train_bytes):,} train bytes, "
+          f"{len(valid_bytes):,} validation bytes; unigram baseline {baseline:.3f} bits/byte")
+    init_key, run_key, sample_key = jax.random.split(jax.random.key(args.seed), 3)
+    model = LM(cfg, key=init_key, remat=args.remat)
+    train = Windows(train_bytes, cfg.batch, cfg.context, cfg.steps, seed=args.seed)
+    valid = eval_windows(valid_bytes, cfg.batch, cfg.context, args.eval_batches)
+    schedule = optax.warmup_cosine_decay_schedule(0.0, cfg.lr, min(100, cfg.steps // 10 + 1),
+                                                  cfg.steps, cfg.lr / 10)
+    optimizer = optax.chain(optax.clip_by_global_norm(1.0),
+                            optax.adamw(schedule, b2=0.99, weight_decay=0.01))
+    logdir = Path(args.logdir)
+    policy = None if args.precision == "f32" else ax.nn.Policy.mixed(
+        ax.BF16 if args.precision == "bf16" else ax.F16)
+    start = time.perf_counter()
+    result = ax.train.fit(model, optimizer, lm_loss, train, epochs=1, key=run_key,
+                          eval_data=valid, log_every=args.log_every, logdir=logdir,
+                          checkpoints=ax.train.Checkpoints(logdir / "checkpoints", keep=2),
+                          progress=not args.no_progress, precision=policy)
+    seconds = time.perf_counter() - start
+    bits = [r for r in result.history if "eval_loss" in r][-1]["eval_loss"] / math.log(2)
+    per_step = seconds / max(result.step, 1)
+    ax.nn.save_safetensors(result.model, logdir / "model.safetensors")
+    text = (sample(result.model, PROMPT, args.sample_bytes, cfg.context, sample_key)
+            if args.sample_bytes else b"")
+    print(f"validation {bits:.3f} bits/byte (unigram baseline {baseline:.3f}) after "
+          f"{result.step} steps, {seconds:.1f} s ({per_step * 1e3:.0f} ms/step); curves: "
+          f"{logdir / 'curves.png'}")
+    print("sample:\n" + (PROMPT + text).decode("utf-8", errors="replace"))
+    return {"bits": bits, "baseline": baseline, "seconds": seconds, "steps": result.step,
+            "model": result.model, "sample": text}
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,83 @@
+"""Sharding by axis name on 8 simulated CPU devices.
+
+JAX fixes the device count when it starts, so the checks (``_checks.py``) run in one
+subprocess and this module reports each of them as a test. CI runs a representative matrix
+(every rule set, model and mesh kind at least once); ``AXJAX_FULL_PARALLEL=1`` runs all of
+it (models x data/tensor/data+tensor/FSDP rules x Auto/Explicit meshes x SGD/Adam).
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+HERE = Path(__file__).resolve().parent
+CHECKS = [
+    "rules_errors_name_the_axes",
+    "shard_sharding_abstract",
+    "sharded_init_never_whole",
+    "shard_map_data_and_tensor_parallel",
+    "mlp_sharded_equals_unsharded",
+    "models_sharded_equal_unsharded",
+    "loader_rows_by_index",
+    "fit_parallel_equals_one_device",
+    "checkpoint_restores_into_template_shardings",
+    "sharded_checkpoint_restores_on_another_mesh",
+    "mnist_example_data_tensor",
+]
+
+
+@pytest.fixture(scope="module")
+def report() -> str:
+    env = {**os.environ, "JAX_PLATFORMS": "cpu"}
+    env.pop("XLA_FLAGS", None)  # the script asks for its 8 devices itself
+    done = subprocess.run([sys.executable, str(HERE / "_checks.py"), *CHECKS], env=env,
+                          capture_output=True, text=True, timeout=900,
+                          cwd=HERE.parents[1])
+    return done.stdout + done.stderr
+
+
+@pytest.mark.parametrize("name", CHECKS)
+def test_check(report: str, name: str) -> None:
+    passed = [line for line in report.splitlines() if line.startswith(f"PASS {name} ")]
+    assert passed, f"{name} did not pass:\n{report}"
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port: int = s.getsockname()[1]
+        return port
+
+
+def test_two_processes_fit_equals_one_device(tmp_path: Path) -> None:
+    """``jax.distributed`` on 127.0.0.1: two processes of 4 CPU devices, one global mesh
+    whose device order interleaves them; each builds its own rows of every batch. Then a
+    checkpoint saved by both (shards spanning the processes) restores in one process on
+    another mesh."""
+    env = {**os.environ, "JAX_PLATFORMS": "cpu"}
+    env.pop("XLA_FLAGS", None)
+    port = str(_free_port())
+    procs = [subprocess.Popen([sys.executable, str(HERE / "_two_process.py"), str(i), port,
+                               str(tmp_path)],
+                              env=env, cwd=HERE.parents[1], stdout=subprocess.PIPE,
+                              stderr=subprocess.STDOUT, text=True) for i in range(2)]
+    outs = []
+    for p in procs:
+        try:
+            outs.append(p.communicate(timeout=600)[0])
+        except subprocess.TimeoutExpired:
+            for q in procs:
+                q.kill()
+            raise
+    for i, (p, out) in enumerate(zip(procs, outs, strict=True)):
+        assert p.returncode == 0 and f"PASS two_process {i}" in out, out
+    done = subprocess.run([sys.executable, str(HERE / "_two_process.py"), "restore",
+                           str(tmp_path)], env=env, cwd=HERE.parents[1], capture_output=True,
+                          text=True, timeout=600)
+    assert done.returncode == 0 and "PASS restore" in done.stdout, done.stdout + done.stderr

@@ -1,0 +1,95 @@
+"""The transformer example (``examples/transformer``) in a handful of steps on a small part
+of the standard library: it trains, writes curves, checkpoints and safetensors weights,
+samples, and its bf16 run reaches the f32 loss. The tiny preset's full run is not a test
+(README: its figures)."""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import sysconfig
+from pathlib import Path
+from typing import Any
+
+import jax
+import pytest
+
+import axjax as ax
+
+CORPUS = str(Path(sysconfig.get_paths()["stdlib"]) / "email")  # ~500 kB of real source
+
+
+@pytest.fixture(scope="module")
+def example() -> Any:
+    from benchmarks.transformer import example as load
+
+    return load()  # examples/transformer/train.py, imported as a module
+
+
+def _run(example: Any, tmp: Path, *extra: str) -> dict[str, Any]:
+    return example.main(["--preset", "test", "--stdlib", CORPUS, "--eval-batches", "2",
+                         "--sample-bytes", "8", "--log-every", "5", "--logdir", str(tmp),
+                         "--no-progress", *extra])
+
+
+def test_the_example_trains_checkpoints_and_samples(example: Any, tmp_path: Path,
+                                                     capsys: pytest.CaptureFixture[str]) -> None:
+    Batch, Pos, LM = example.Batch, example.Pos, example.LM
+    out = _run(example, tmp_path, "--steps", "6", "--log-every", "3")
+    assert out["steps"] == 6 and len(out["sample"]) == 8 and math.isfinite(out["bits"])
+    assert out["baseline"] > 3.0  # bytes of Python source carry 4-5 bits each
+    text = capsys.readouterr().out
+    assert "unigram baseline" in text and "sample:" in text and "bits/byte" in text
+    assert (tmp_path / "curves.png").exists() and any((tmp_path / "checkpoints").iterdir())
+    rows = [json.loads(line) for line in (tmp_path / "metrics.jsonl").read_text().splitlines()]
+    assert [r["step"] for r in rows if "train_loss" in r] == [3, 6]
+    loaded = ax.nn.load_safetensors(LM(example.PRESETS["test"], key=jax.random.key(9)),
+                                    tmp_path / "model.safetensors")
+    assert loaded.tokens.weight.axes == out["model"].tokens.weight.axes
+    train, valid = example.load_corpus(CORPUS)
+    assert len(valid) > 0 and example.unigram_bits(train, valid) == out["baseline"]
+    x, y = next(example.Windows(train, 4, 16, 1).epoch(0))
+    assert x.axes == (Batch, Pos) and (x.array[:, 1:] == y.array[:, :-1]).all()
+
+
+@pytest.mark.skipif(not os.environ.get("AXJAX_LARGE_TESTS"),
+                    reason="two training runs (about a minute): set AXJAX_LARGE_TESTS=1; CI "
+                    "checks bf16 against f32 on the MLP (tests/nn/test_nn_precision.py)")
+def test_bf16_training_reaches_the_f32_loss(example: Any, tmp_path: Path) -> None:
+    f32 = _run(example, tmp_path / "f32", "--steps", "40", "--sample-bytes", "0")
+    bf16 = _run(example, tmp_path / "bf16", "--steps", "40", "--sample-bytes", "0",
+                "--precision", "bf16")
+    assert f32["bits"] < 6.5  # it learned: 8 bits/byte at initialisation (uniform bytes)
+    # bf16 compute, f32 weights: within 0.05 bits/byte of f32 after 40 steps
+    assert abs(bf16["bits"] - f32["bits"]) < 0.05, (bf16["bits"], f32["bits"])
+
+
+#: how many more compiled instructions of a kind the axjax step may have than the expert
+#: step (``benchmarks/transformer.py``), per layer, and why: the expert projects q, k and v
+#: with one einsum over a stacked weight, ``MultiheadAttention`` with three contractions
+#: (two more dots forward, four backward, and their fusions); the heads' layout adds two
+#: transposes. Everything else (gathers, scatters, loops) must not exceed the expert's.
+TRANSFORMER_ALLOWANCE = {"dot": 6, "fusion kCustom": 5, "transpose": 2}
+
+
+def test_the_step_agrees_with_the_expert_and_compiles_to_its_kinds() -> None:
+    from benchmarks._structure import COST_KINDS, cost_kinds
+    from benchmarks.transformer import PRESETS, build
+
+    bench = build(PRESETS["quick"], "f32", implementation="einsum")
+    kinds, loss = {}, {}
+    for k, step in bench.steps.items():
+        x, y = bench.batch
+        args = (x.array, y.array) if k == "jax" else (x, y)
+        compiled = step.lower(*bench.states[k], *args).compile()
+        kinds[k] = cost_kinds(compiled.as_text())
+        p, s, first = compiled(*bench.states[k], *args)  # donates the start state: last use
+        loss[k] = [float(first), float(compiled(p, s, *args)[2])]
+    assert loss["axjax"] == pytest.approx(loss["jax"], rel=1e-5)  # same model, same steps
+    layers = PRESETS["quick"].layers
+    excess = {kind: (kinds["axjax"][kind], kinds["jax"][kind])
+              for kind in COST_KINDS
+              if kinds["axjax"][kind] > kinds["jax"][kind]
+              + layers * TRANSFORMER_ALLOWANCE.get(kind, 0)}
+    assert not excess, f"axjax step has more of these kinds (axjax, expert): {excess}"
