@@ -3,7 +3,9 @@
 One step of the byte-level language model of ``examples/transformer`` (forward, backward,
 Adam), in f32 and in bf16 compute with f32 weights, against the same model written in JAX
 the way an expert would: plain arrays, ``jax.nn.dot_product_attention`` (causal),
-``jax.nn.gelu``, one ``jax.jit`` with ``donate_argnums``. Both start from the same weights
+``jax.nn.gelu``, one ``jax.jit`` with ``donate_argnums``; and again with the expert's
+attention written in einsums, which an expert who measures picks on CPU, where the fused
+call is slower (the table says which baseline each row uses). Both start from the same weights
 and batch. Timing is interleaved: each round times a window of each version in rotated
 order and the ratio is taken within the round. FLOPs count the matrix products
 (``2 m n k``), attention's two included, times 3 for forward and backward; the peak is
@@ -95,19 +97,33 @@ def jax_weights(lm: Any) -> dict[str, Any]:
             "ln_f": ln(lm.ln_f)}
 
 
-def jax_loss(w: dict[str, Any], ids: jax.Array, targets: jax.Array, dtype: Any) -> jax.Array:
-    """Mean next-byte cross-entropy of the expert's model, computed in ``dtype``."""
+def jax_loss(w: dict[str, Any], ids: jax.Array, targets: jax.Array, dtype: Any,
+             attention: str = "fused") -> jax.Array:
+    """Mean next-byte cross-entropy of the expert's model, computed in ``dtype``; its
+    attention is ``jax.nn.dot_product_attention`` (``"fused"``) or written out in einsums
+    (``"einsum"``: what an expert measures to be faster on CPU)."""
     with jax.numpy_rank_promotion("allow"):  # an expert's broadcasting (the tests forbid it)
-        return _jax_loss(w, ids, targets, dtype)
+        return _jax_loss(w, ids, targets, dtype, attention)
 
 
-def _jax_loss(w: dict[str, Any], ids: jax.Array, targets: jax.Array, dtype: Any) -> jax.Array:
+def _einsum_attention(q: jax.Array, k: jax.Array, v: jax.Array) -> jax.Array:
+    """Causal attention on ``[b, t, h, d]`` in einsums, softmax in float32 (as the fused
+    call's XLA implementation)."""
+    scores = jnp.einsum("bthd,bshd->bhts", q, k).astype(jnp.float32) / math.sqrt(q.shape[-1])
+    t = q.shape[1]
+    scores = jnp.where(jnp.tril(jnp.ones((t, t), bool)), scores, jnp.finfo(jnp.float32).min)
+    return jnp.einsum("bhts,bshd->bthd", jax.nn.softmax(scores, axis=-1).astype(q.dtype), v)
+
+
+def _jax_loss(w: dict[str, Any], ids: jax.Array, targets: jax.Array, dtype: Any,
+              attention: str) -> jax.Array:
     w = jax.tree.map(lambda a: a.astype(dtype), w)
     x = w["tok"][ids] + w["pos"][: ids.shape[1]]
     for b in w["blocks"]:
         h = _layer_norm(x, *b["ln1"])
         q, k, v = jnp.einsum("bte,chde->cbthd", h, b["qkv"])
-        o = jax.nn.dot_product_attention(q, k, v, is_causal=True)
+        o = (_einsum_attention(q, k, v) if attention == "einsum"
+             else jax.nn.dot_product_attention(q, k, v, is_causal=True))
         x = x + jnp.einsum("bthd,ehd->bte", o, b["o"])
         h = _layer_norm(x, *b["ln2"])
         x = x + jax.nn.gelu(h @ b["up"][0] + b["up"][1]) @ b["down"][0] + b["down"][1]
@@ -138,8 +154,9 @@ def flops_per_step(cfg: Any) -> float:
 
 
 def build(cfg: Any, dtype: str, *, implementation: str = "auto", remat: bool = False,
-          seed: int = 0) -> TransformerBench:
-    """The axjax step (the example's model) and the expert's, same weights and batch."""
+          seed: int = 0, jax_attention: str = "fused") -> TransformerBench:
+    """The axjax step (the example's model) and the expert's, same weights and batch; the
+    expert's attention is ``jax_attention`` (``"fused"`` or ``"einsum"``)."""
     model_mod = data_mod = example()
     cfg = dataclasses.replace(cfg, attention=implementation)
     lm = model_mod.LM(cfg, key=jax.random.key(seed), remat=remat)
@@ -163,7 +180,7 @@ def build(cfg: Any, dtype: str, *, implementation: str = "auto", remat: bool = F
         return optax.apply_updates(p, u), s, loss
 
     def jax_step(p: Any, s: Any, x: Any, y: Any) -> tuple[Any, Any, jax.Array]:
-        loss, g = jax.value_and_grad(jax_loss)(p, x, y, DTYPES[dtype])
+        loss, g = jax.value_and_grad(jax_loss)(p, x, y, DTYPES[dtype], jax_attention)
         u, s = optimizer.update(g, s, p)
         return optax.apply_updates(p, u), s, loss
 
@@ -231,10 +248,11 @@ def time_steps(bench: TransformerBench, rounds: int, window_s: float,
     return {"times": times, "ratios": ratios, "first": first, "steps_per_window": n}
 
 
-def transformer_row(cfg: Any, dtype: str, rounds: int, window_s: float, peak: float
-                    ) -> dict[str, Any]:
-    """The transformer step as a row of ``benchmarks.large`` (its result format)."""
-    bench = build(cfg, dtype)
+def transformer_row(cfg: Any, dtype: str, rounds: int, window_s: float, peak: float,
+                    jax_attention: str = "fused") -> dict[str, Any]:
+    """The transformer step as a row of ``benchmarks.large`` (its result format), against
+    the expert with ``jax_attention``."""
+    bench = build(cfg, dtype, jax_attention=jax_attention)
     agree = losses(bench)
     t = time_steps(bench, rounds, window_s)
     out: dict[str, Any] = {"flops_per_step": bench.flops,
@@ -308,11 +326,14 @@ def bench_transformer(preset: str, dtypes: Sequence[str], rounds: int, window_s:
     peak_n = {"quick": 64, "cpu": 1024, "gpu": 8192}[preset]
     res: dict[str, Any] = {"device": str(jax.devices()[0].device_kind),
                            "backend": jax.default_backend(), "preset": preset,
-                           "config": dataclasses.asdict(cfg), "rows": {}, "peak_tflops": {}}
+                           "config": dataclasses.asdict(cfg), "rows": {}, "rows_einsum": {},
+                           "peak_tflops": {}}
     for dtype in dtypes:
         peak = measured_peak(peak_n, dtype)
         res["peak_tflops"][dtype] = peak / 1e12
         res["rows"][dtype] = transformer_row(cfg, dtype, rounds, window_s, peak)
+        res["rows_einsum"][dtype] = transformer_row(cfg, dtype, rounds, window_s, peak,
+                                                    jax_attention="einsum")
     res["attention"] = attention_paths(cfg, dtypes[0], rounds, window_s)
     res["memory"] = memory(cfg)
     return res
@@ -324,12 +345,16 @@ def markdown(res: dict[str, Any]) -> str:
     lines = [f"Device: {res['device']} ({res['backend']}); preset {res['preset']}: batch "
              f"{c['batch']}, context {c['context']}, width {c['embed']}, {c['heads']} heads, "
              f"{c['layers']} layers, MLP {c['mlp']}; step = forward + backward + Adam.", "",
-             "| dtype | GFLOP/step | JAX ms | axjax ms | axjax ÷ JAX (speed) | JAX % of peak | "
-             "axjax % of peak | peak TFLOP/s |", "|---|---|---|---|---|---|---|---|"]
-    for dtype, r in res["rows"].items():
+             "| dtype | JAX attention | GFLOP/step | JAX ms | axjax ms | axjax ÷ JAX (speed) | "
+             "JAX % of peak | axjax % of peak | peak TFLOP/s |",
+             "|---|---|---|---|---|---|---|---|---|"]
+    rows = [(d, "fused", r) for d, r in res["rows"].items()]
+    rows += [(d, "einsum", r) for d, r in res.get("rows_einsum", {}).items()]
+    for dtype, path, r in rows:
         j, a, q = r["jax"], r["axjax"], r["ratio"]
         lines.append(
-            f"| {dtype} | {r['flops_per_step'] / 1e9:.3g} | {j['ms_per_step']['median']:.4g} | "
+            f"| {dtype} | {path} | {r['flops_per_step'] / 1e9:.3g} | "
+            f"{j['ms_per_step']['median']:.4g} | "
             f"{a['ms_per_step']['median']:.4g} | {q['median']:.2f} [{q['min']:.2f}–"
             f"{q['max']:.2f}] | {100 * j['fraction_of_peak']:.0f} % | "
             f"{100 * a['fraction_of_peak']:.0f} % | {res['peak_tflops'][dtype]:.3g} |")
