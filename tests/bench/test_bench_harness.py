@@ -134,3 +134,15 @@ def test_fit_guard_variants_compute_the_same_loss() -> None:
         r = _variant(kind)
         _, mon = r.step(r.state, *r.put(data.images[idx], data.labels[idx]))
         np.testing.assert_allclose(float(mon.sums["loss"]), want, rtol=1e-6)
+
+
+def test_provenance_benchmark_runs_both_modes_and_restores_the_switch() -> None:
+    import axjax as ax
+    from benchmarks.provenance import bench_provenance, markdown
+
+    before = ax.config.provenance
+    res = bench_provenance(rounds=2, calls=3, warmup=1)
+    assert ax.config.provenance == before
+    assert {"add", "transpose", "rename"} <= set(res)
+    assert all(r["on_cpu_us"]["median"] > 0 for r in res.values())
+    assert "| rename |" in markdown(res)
