@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import json
 import math
-import os
 import sysconfig
 from pathlib import Path
 from typing import Any
@@ -53,9 +52,6 @@ def test_the_example_trains_checkpoints_and_samples(example: Any, tmp_path: Path
     assert x.axes == (Batch, Pos) and (x.array[:, 1:] == y.array[:, :-1]).all()
 
 
-@pytest.mark.skipif(not os.environ.get("AXJAX_LARGE_TESTS"),
-                    reason="two training runs (about a minute): set AXJAX_LARGE_TESTS=1; CI "
-                    "checks bf16 against f32 on the MLP (tests/nn/test_nn_precision.py)")
 def test_bf16_training_reaches_the_f32_loss(example: Any, tmp_path: Path) -> None:
     f32 = _run(example, tmp_path / "f32", "--steps", "40", "--sample-bytes", "0")
     bf16 = _run(example, tmp_path / "bf16", "--steps", "40", "--sample-bytes", "0",
@@ -71,6 +67,40 @@ def test_bf16_training_reaches_the_f32_loss(example: Any, tmp_path: Path) -> Non
 #: (two more dots forward, four backward, and their fusions); the heads' layout adds two
 #: transposes. Everything else (gathers, scatters, loops) must not exceed the expert's.
 TRANSFORMER_ALLOWANCE = {"dot": 6, "fusion kCustom": 5, "transpose": 2}
+
+
+@pytest.mark.parametrize("layers", [1, 2])
+def test_remat_gives_the_transformers_gradients(example: Any, layers: int) -> None:
+    """``ax.nn.remat`` on every block of the language model (``--remat``), at two depths:
+    the same loss and gradients, and less kept for the backward (the memory figures:
+    ``python -m benchmarks.transformer``)."""
+    import dataclasses
+
+    import equinox as eqx
+    import numpy as np
+
+    cfg = dataclasses.replace(example.PRESETS["test"], layers=layers)
+    ids = jax.random.randint(jax.random.key(1), (2, cfg.context + 1), 0, cfg.vocab)
+    x = ax.tensor(ids[:, :-1], example.Batch, example.Pos, dtype=ax.I32)
+    y = ax.tensor(ids[:, 1:], example.Batch, example.Pos, dtype=ax.I32)
+    results = {}
+    for remat in (False, True):
+        lm = example.LM(cfg, key=jax.random.key(0), remat=remat)
+        params, static = eqx.partition(lm, eqx.is_array)
+
+        def loss(p: Any, static: Any = static) -> jax.Array:
+            return example.lm_loss(eqx.combine(p, static), x, y).array
+
+        value, grads = jax.jit(jax.value_and_grad(loss))(params)
+        kept = jax.eval_shape(lambda p, f=loss: jax.vjp(f, p)[1], params)
+        results[remat] = (value, jax.tree.leaves(grads),
+                          sum(a.size * a.dtype.itemsize for a in jax.tree.leaves(kept)))
+    (v0, g0, kept0), (v1, g1, kept1) = results[False], results[True]
+    np.testing.assert_allclose(v1, v0, rtol=1e-6)
+    assert len(g0) == len(g1)
+    for a, b in zip(g0, g1, strict=True):
+        np.testing.assert_allclose(b, a, rtol=2e-5, atol=1e-6)
+    assert kept1 < kept0
 
 
 def test_the_step_agrees_with_the_expert_and_compiles_to_its_kinds() -> None:
