@@ -23,7 +23,7 @@ import jax
 import jax.numpy as jnp
 import opt_einsum
 
-from ..core import AnyTensor, Axis, DType, Op, Tensor, TensorType
+from ..core import AnyTensor, Axis, AxisError, DType, Op, Tensor, TensorType
 from ..core.internal import (
     HasType,
     axes_names,
@@ -363,6 +363,11 @@ def contract(
         >>> ax.contract(a, b, c)           # Tensor[I, J] ⋈ Tensor[J, K] ⋈ Tensor[K, L]
         Tensor[F32, I=..., L=...]
     """
+    labels = [t for t in tensors if isinstance(t, type) and issubclass(t, Axis)]
+    if labels:  # the two-operand form of 0.1: contract(a, b, X)
+        raise AxisError(f"Cannot apply Contract: {labels[0].__name__} is an axis label among "
+                        f"the operands; `over` is keyword-only (ax.contract(a, b, "
+                        f"over={labels[0].__name__}))")
     return cached(Contract, over)(*tensors)
 
 
