@@ -76,9 +76,13 @@ DTYPES = {"f32": jnp.float32, "bf16": jnp.bfloat16}
 
 # ------------------------------------------------------------------ the expert JAX version
 def _layer_norm(x: jax.Array, w: jax.Array, b: jax.Array) -> jax.Array:
-    mu = x.mean(-1, keepdims=True)
-    var = jnp.square(x - mu).mean(-1, keepdims=True)
-    return (x - mu) * jax.lax.rsqrt(var + 1e-5) * w + b
+    xc = x - x.mean(-1, keepdims=True)  # centred once: one gradient path into the mean
+    return xc * jax.lax.rsqrt(jnp.square(xc).mean(-1, keepdims=True) + 1e-5) * w + b
+
+
+#: GELU recomputed in the backward: autodiff of ``jax.nn.gelu`` keeps its tanh
+#: intermediates, activation-sized (axjax's ``Gelu`` backward keeps only its input)
+_gelu = jax.checkpoint(jax.nn.gelu)
 
 
 def jax_weights(lm: Any) -> dict[str, Any]:
@@ -121,12 +125,15 @@ def _jax_loss(w: dict[str, Any], ids: jax.Array, targets: jax.Array, dtype: Any,
     x = w["tok"][ids] + w["pos"][: ids.shape[1]]
     for b in w["blocks"]:
         h = _layer_norm(x, *b["ln1"])
-        q, k, v = jnp.einsum("bte,chde->cbthd", h, b["qkv"])
+        q, k, v = (jnp.einsum("bte,hde->bthd", h, wi) for wi in b["qkv"])
         o = (_einsum_attention(q, k, v) if attention == "einsum"
              else jax.nn.dot_product_attention(q, k, v, is_causal=True))
         x = x + jnp.einsum("bthd,ehd->bte", o, b["o"])
-        h = _layer_norm(x, *b["ln2"])
-        x = x + jax.nn.gelu(h @ b["up"][0] + b["up"][1]) @ b["down"][0] + b["down"][1]
+        # the MLP on [b*t, e]: a 3-D ``h @ W``'s weight gradient is a dot and a transpose,
+        # which XLA:CPU materialises as a copy of the gradient
+        h = _layer_norm(x, *b["ln2"]).reshape(-1, x.shape[-1])
+        x = x + (_gelu(h @ b["up"][0] + b["up"][1]) @ b["down"][0]
+                 + b["down"][1]).reshape(x.shape)
     logits = (_layer_norm(x, *w["ln_f"]) @ w["tok"].T).astype(jnp.float32)
     picked = jnp.take_along_axis(logits, targets[..., None], -1)[..., 0]
     return jnp.mean(jax.nn.logsumexp(logits, -1) - picked)
