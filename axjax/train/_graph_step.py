@@ -16,11 +16,12 @@ from __future__ import annotations
 from typing import Any, cast
 
 import jax
+import jax.numpy as jnp
 import optax
 
 from ..core import AnyTensor, Tensor, config
 from ..graph import LossProgram, Param
-from ..nn import Policy
+from ..nn import LossScaled, Policy
 from ._run_state import copy_tree
 
 __all__ = ["GraphStep", "compile_step"]
@@ -39,15 +40,23 @@ class GraphStep:
 
     def __init__(self, loss: AnyTensor, optimizer: optax.GradientTransformation,
                  inputs: Any = None, wrt: Any = None, precision: Policy | None = None) -> None:
-        if precision is not None and precision.loss_scale is not None:
-            raise ValueError("compile_step: loss scaling is applied by ax.train.fit only; "
-                             "give the graph step a policy without loss_scale")
         self.precision = precision
         if not (hasattr(optimizer, "init") and hasattr(optimizer, "update")):
             raise TypeError("compile_step: optimizer must be an optax.GradientTransformation "
                             f"(optax.adam(1e-3), ...), got {type(optimizer).__name__}")
         self._lp = LossProgram(loss, wrt, inputs, "compile_step")
         self.optimizer = optimizer
+        # under a policy: the loss cast to its compute dtype and, with loss scaling, the
+        # trained values carried as a LossScaled and updated by a ScaledOptimizer (as fit)
+        self._policy_loss: Any = None
+        self._opt: Any = optimizer
+        self._scale: tuple[jax.Array, jax.Array] | None = None
+        if precision is not None:
+            _, self._opt, self._policy_loss, _ = precision.for_training(
+                (), optimizer, self._lp.loss, False)
+            first = precision.initial_scale()
+            if first is not None:
+                self._scale = (jnp.asarray(first, jnp.float32), jnp.zeros((), jnp.float32))
         self.graph = self._lp.program.graph
         self.wrt = self._lp.wrt
         values = list(self._lp.program.values(None))
@@ -55,7 +64,7 @@ class GraphStep:
         for i in self._trained:  # the step updates these in place: never the caller's arrays
             values[i] = copy_tree(values[i])
         self._values = tuple(values)
-        self.opt_state = copy_tree(optimizer.init(cast(Any, self._train())))  # Tensors
+        self.opt_state = copy_tree(self._opt.init(self._wrap(self._train())))  # Tensors
         self.trace_count = 0
         # 0: the autodiff mode; the trained values and the optimizer state are donated
         self._jit = jax.jit(self._step, static_argnums=0, donate_argnums=(1, 3))
@@ -63,26 +72,36 @@ class GraphStep:
     def _train(self) -> tuple[AnyTensor, ...]:
         return tuple(self._values[i] for i in self._lp.index)
 
+    def _wrap(self, train: tuple[AnyTensor, ...]) -> Any:
+        """The trained values as the step takes them (a LossScaled under loss scaling)."""
+        return train if self._scale is None else LossScaled(train, *self._scale)
+
+    @property
+    def loss_scale(self) -> float | None:
+        """The current loss scale (``None`` without loss scaling)."""
+        return None if self._scale is None else float(self._scale[0])
+
     def _step(self, mode: str, train: Any, values: Any, opt_state: Any, inputs: Any) -> Any:
         self.trace_count += 1
         value, grads = jax.value_and_grad(self._loss)(train, values, inputs)
-        updates, opt_state = self.optimizer.update(grads, opt_state, train)
+        updates, opt_state = self._opt.update(grads, opt_state, train)
         return optax.apply_updates(train, updates), opt_state, value
 
     def _loss(self, train: Any, values: Any, inputs: Any) -> Any:
-        """The graph's loss; under a precision policy, run in its compute dtype."""
-        p = self.precision
-        if p is None:
+        """The graph's loss; under a precision policy, run in its compute dtype (and its
+        gradient scaled by the loss scale on the way back)."""
+        if self._policy_loss is None:
             return self._lp.loss(train, values, inputs)
-        run = p.cast_to_compute((train, values, inputs))
-        return p.cast_to_output(self._lp.loss(*run))
+        return self._policy_loss(train, values, inputs)
 
     def __call__(self, *args: Any, **kwargs: Any) -> Tensor[Any]:
         """Run one update on these inputs; returns the loss before the update."""
         inputs = self._lp.program.bind(args, kwargs)
         fixed = tuple(None if i in self._trained else v for i, v in enumerate(self._values))
-        train, self.opt_state, value = self._jit(config.autodiff, self._train(), fixed,
-                                                 self.opt_state, inputs)
+        train, self.opt_state, value = self._jit(config.autodiff, self._wrap(self._train()),
+                                                 fixed, self.opt_state, inputs)
+        if isinstance(train, LossScaled):
+            self._scale, train = (train.scale, train.good), train.model
         values = list(self._values)
         for i, v in zip(self._lp.index, train, strict=True):
             values[i] = v
@@ -123,7 +142,9 @@ def compile_step(loss: Tensor[Any], optimizer: optax.GradientTransformation, inp
         wrt: the Params to train (default: all of the graph's Params).
         precision: an ``ax.nn.Policy``: Params, values and inputs are cast to its compute
             dtype for the loss and gradient, the loss to its output dtype; the Params are
-            updated in their own dtype (no loss scaling here: use ``fit`` for f16).
+            updated in their own dtype; with the policy's loss scaling (f16), the loss's
+            gradient is scaled, a non-finite step is skipped and the scale moves, as in
+            ``fit`` (``step.loss_scale`` reads it).
 
     Example:
         >>> step = ax.compile_step(loss, optax.adam(0.05), inputs=[x, y])

@@ -124,6 +124,33 @@ def test_the_graph_step_trains_in_bf16_with_f32_params() -> None:
         final[mixed] = (float(loss.array), step.value(w).dtype)
     assert final[True][1] is ax.F32  # the Param is updated in f32
     assert final[False][0] < 0.5 and abs(final[True][0] - final[False][0]) < 0.05, final
-    with pytest.raises(ValueError, match="loss scaling is applied by ax.train.fit only"):
-        ax.compile_step(ax.mean(d * d, (Batch, Class)), optax.sgd(0.1), inputs=[x, y],
-                        precision=ax.nn.Policy.mixed(ax.F16))
+
+
+def test_the_graph_step_trains_in_f16_with_dynamic_loss_scaling() -> None:
+    """f16 compute with the policy's dynamic loss scale: the step reaches the f32 loss, and
+    an overflowing step (a huge batch) is skipped with the Params unchanged and the scale
+    halved (its growth after ``period`` finite steps: the test of ``ScaledOptimizer``
+    above; here a short period would keep doubling it into overflow every few steps)."""
+    rng = np.random.default_rng(0)
+    xs = rng.normal(size=(64, 16)).astype(np.float32)
+    ys = xs @ rng.normal(size=(16, 4)).astype(np.float32)
+    final: dict[bool, float] = {}
+    for mixed in (False, True):
+        x, y = ax.Input(ax.F32, Batch, Pixel), ax.Input(ax.F32, Batch, Class)
+        w = ax.Param(ax.zeros((16, 4), Pixel, Class))
+        d = ax.contract(x, w) - y
+        policy = ax.nn.Policy(compute=ax.F16, loss_scale="dynamic") if mixed else None
+        step = ax.compile_step(ax.mean(d * d, (Batch, Class)), optax.adam(0.05),
+                               inputs=[x, y], precision=policy)
+        assert step.loss_scale == (2.0**15 if mixed else None)
+        for _ in range(60):
+            loss = step(ax.tensor(xs, Batch, Pixel), ax.tensor(ys, Batch, Class))
+        final[mixed] = float(loss.array)
+        if mixed:
+            assert step.value(w).dtype is ax.F32  # f32 master weights
+            before, scale = np.asarray(step.value(w).array), step.loss_scale
+            assert scale is not None
+            step(ax.tensor(xs * 3e4, Batch, Pixel), ax.tensor(ys, Batch, Class))  # overflows
+            assert np.array_equal(np.asarray(step.value(w).array), before)
+            assert step.loss_scale == scale / 2
+    assert final[False] < 0.5 and abs(final[True] - final[False]) < 0.05, final
