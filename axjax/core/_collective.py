@@ -106,7 +106,9 @@ def all_gather(t: Tensor[D, *Axes], over: type[Axis], *,
                rules: Mapping[type[Axis], MeshAxes] | AxisRules | None = None
                ) -> Tensor[D, *Axes]:
     """Concatenate the blocks of axis ``over`` from the devices that the rules split it
-    across (in ``shard_map``): each device then holds the whole axis.
+    across (in ``shard_map``): each device then holds the whole axis, and the result is
+    invariant over those mesh axes (``jax.lax.all_gather(..., to="invarying")``); its
+    gradient is each device's block of the cotangent.
 
     Raises:
         AxisError: ``t`` has no axis ``over``, or ``over`` has no mesh axis in the rules.
@@ -119,5 +121,9 @@ def all_gather(t: Tensor[D, *Axes], over: type[Axis], *,
         raise AxisError(f"all_gather({describe(t)}, {axis_name(over)}): the tensor has no "
                         f"axis {axis_name(over)} to gather")
     dim = t._axes.index(over)
+    # "invarying": the result is the same on every device of those mesh axes (its type says
+    # so under check_vma), so it mixes with replicated values and leaves shard_map through
+    # a spec without them; its transpose takes each device's block of the cotangent
     return cast("Tensor[D, *Axes]", Tensor._wrap(
-        jax.lax.all_gather(t._array, names, axis=dim, tiled=True), t._axes))
+        jax.lax.all_gather(t._array, names, axis=dim, tiled=True, to="invarying"),
+        t._axes))

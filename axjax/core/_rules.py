@@ -275,6 +275,24 @@ def sharded_init(fn: Callable[..., T], *args: Any,
         ...     mlp = ax.sharded_init(MLP, key)
     """
     state = _resolve(rules, mesh, "sharded_init")
+    with jax.set_mesh(state.mesh):
+        compiled, arrays, finish = _init_program(state, fn, args, kwargs)
+        out: T = finish(compiled(*arrays))
+    return out
+
+
+def _init_program(state: AxisRules, fn: Callable[..., Any], args: tuple[Any, ...],
+                  kwargs: dict[str, Any]
+                  ) -> tuple[Any, list[Any], Callable[[list[Any]], Any]]:
+    """The compiled program :func:`sharded_init` runs, its array arguments, and the function
+    that rebuilds ``fn``'s result from the program's outputs (the tests read the program's
+    HLO and memory: no buffer of a whole split parameter).
+
+    On an Explicit mesh every intermediate value has a sharding in its type, which for an
+    initialiser is its replicated key's: the parameters would be computed whole on every
+    device and sliced at the end. The body runs with the mesh axes made Auto
+    (``jax.sharding.auto_axes``), so XLA's propagation partitions the random bits and the
+    arithmetic from the output shardings."""
     in_leaves, in_def = jax.tree.flatten((args, kwargs))
     traced = [i for i, v in enumerate(in_leaves) if isinstance(v, jax.Array | np.ndarray)]
     box: dict[str, Any] = {}
@@ -292,7 +310,14 @@ def sharded_init(fn: Callable[..., T], *args: Any,
     arrays = [in_leaves[i] for i in traced]
     shapes = jax.eval_shape(dynamic, *arrays)
     shardings = sharding(shapes, state, params=True)
-    made = jax.jit(dynamic, out_shardings=shardings)(*arrays)
-    leaves = [m if s is None else s for m, s in zip(made, box["static"], strict=True)]
-    out: T = jax.tree.unflatten(box["def"], leaves)
-    return out
+    body: Callable[..., Any] = dynamic
+    if AxisType.Explicit in state.mesh.axis_types:
+        body = jax.sharding.auto_axes(dynamic, out_sharding=jax.tree.map(
+            lambda s: s.spec, shardings))
+    compiled = jax.jit(body, out_shardings=shardings).lower(*arrays).compile()
+
+    def finish(made: list[Any]) -> Any:
+        leaves = [m if s is None else s for m, s in zip(made, box["static"], strict=True)]
+        return jax.tree.unflatten(box["def"], leaves)
+
+    return compiled, arrays, finish

@@ -48,5 +48,5 @@ def note_origins(ctx: FunctionContext | MethodContext) -> None:
         if var.line <= 0 or var.line == ctx.context.line:
             continue
         seen.add(e.name)
-        ctx.api.note(f'"{e.name}" is {format_type(t, ctx.api.options)}, typed at line '
+        ctx.api.msg.note(f'"{e.name}" is {format_type(t, ctx.api.options)}, typed at line '
                      f"{var.line}", ctx.context, code=AXES_ERROR)

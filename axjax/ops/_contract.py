@@ -363,11 +363,12 @@ def contract(
         >>> ax.contract(a, b, c)           # Tensor[I, J] ⋈ Tensor[J, K] ⋈ Tensor[K, L]
         Tensor[F32, I=..., L=...]
     """
-    labels = [t for t in tensors if isinstance(t, type) and issubclass(t, Axis)]
+    given: tuple[object, ...] = tensors
+    labels = [t.__name__ for t in given if isinstance(t, type) and issubclass(t, Axis)]
     if labels:  # the two-operand form of 0.1: contract(a, b, X)
-        raise AxisError(f"Cannot apply Contract: {labels[0].__name__} is an axis label among "
-                        f"the operands; `over` is keyword-only (ax.contract(a, b, "
-                        f"over={labels[0].__name__}))")
+        raise AxisError(f"Cannot apply Contract: {labels[0]} is an axis label among the "
+                        f"operands; `over` is keyword-only (ax.contract(a, b, "
+                        f"over={labels[0]}))")
     return cached(Contract, over)(*tensors)
 
 

@@ -13,7 +13,24 @@ byte next to the unigram baseline, and samples text.
 
     python examples/transformer/train.py --preset tiny            # CPU, a few minutes
     python examples/transformer/train.py --preset gpt2-small --precision bf16   # a GPU
+    python examples/transformer/train.py --devices 8 --parallel data+tensor  # 8 simulated CPUs
+
+Two processes on one machine (each with 4 simulated CPU devices; one global mesh of 8)::
+
+    for i in 0 1; do python examples/transformer/train.py --devices 4 --parallel data \
+        --coordinator 127.0.0.1:12355 --num-processes 2 --process-id $i & done; wait
+
+``--devices N`` simulates N CPU devices (on a GPU or TPU machine the real ones are used) and
+``--parallel`` shards the run by axis name over a (data, model) mesh (docs/parallel.md):
+``data`` splits ``Batch``; ``tensor`` splits the MLP's hidden axis ``Mlp`` and the
+attention heads ``Head`` over 2 devices (Megatron-style: the projections into them are
+column-parallel, the ones out of them row-parallel); ``data+tensor`` both; ``fsdp`` also
+splits every parameter over ``data`` along ``Embed``.
 """
+
+# JAX annotates its device and process functions with partly unknown parameter types
+# (`backend: str | Unknown`), which pyright's strict mode reports at every use.
+# pyright: reportUnknownMemberType=false
 
 from __future__ import annotations
 
@@ -286,23 +303,81 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--logdir", default=str(ROOT / "runs" / "transformer"))
     p.add_argument("--no-progress", action="store_true")
+    p.add_argument("--devices", type=int, default=None,
+                   help="simulate N CPU devices (set before JAX starts)")
+    p.add_argument("--parallel", choices=tuple(PARALLEL), default=None,
+                   help="shard by axis name (default with --devices: data)")
+    p.add_argument("--coordinator", default=None,
+                   help="host:port of process 0 (jax.distributed; SLURM is detected itself)")
+    p.add_argument("--num-processes", type=int, default=None)
+    p.add_argument("--process-id", type=int, default=None)
     return p.parse_args(argv)
+
+
+#: ``--parallel``: (model-axis size, compute rules, parameter rules) by axis name.
+PARALLEL: dict[str, tuple[int, dict[type[ax.Axis], Any], dict[type[ax.Axis], Any] | None]] = {
+    "data": (1, {Batch: "data"}, None),
+    "tensor": (2, {Mlp: "model", Head: "model"}, None),
+    "data+tensor": (2, {Batch: "data", Mlp: "model", Head: "model"}, None),
+    "fsdp": (1, {Batch: "data"}, {Embed: "data"}),
+}
+
+
+def parallel(args: argparse.Namespace) -> ax.train.Parallel | None:
+    """The ``ax.train.Parallel`` of ``--parallel`` over all devices, or ``None``."""
+    if args.parallel is None and args.devices is None:
+        return None
+    model_size, rules, param_rules = PARALLEL[args.parallel or "data"]
+    n = jax.device_count()
+    mesh = jax.make_mesh((n // model_size, model_size), ("data", "model"))
+    return ax.train.Parallel(mesh, rules, param_rules=param_rules)
+
+
+def whole(model: LM) -> LM:
+    """``model`` with every array whole on one device (for sampling and saving a sharded
+    run's model; with several processes each gathers the shards of the others)."""
+    if jax.process_count() > 1:
+        from jax.experimental import multihost_utils
+
+        host: LM = multihost_utils.process_allgather(model, tiled=True)
+    else:
+        host = jax.device_get(model)
+
+    def on_device(a: object) -> object:
+        return jax.numpy.asarray(a) if isinstance(a, np.ndarray) else a
+
+    out: LM = jax.tree.map(on_device, host)
+    return out
 
 
 def main(argv: list[str] | None = None) -> dict[str, Any]:
     args = parse(argv)
+    if args.devices:  # before anything starts JAX's backend
+        jax.config.update("jax_num_cpu_devices", args.devices)  # type: ignore[no-untyped-call]
+    if args.coordinator or args.num_processes:  # several processes: JAX's own runtime
+        jax.distributed.initialize(args.coordinator, args.num_processes, args.process_id)
+    main_process = jax.process_index() == 0
+    par = parallel(args)
     cfg = PRESETS[args.preset]
     cfg = dataclasses.replace(cfg, steps=args.steps or cfg.steps,
                               batch=args.batch_size or cfg.batch,
                               layers=args.layers or cfg.layers)
     train_bytes, valid_bytes = load_corpus(args.stdlib, limit_bytes=args.limit_bytes)
     baseline = unigram_bits(train_bytes, valid_bytes)
-    print(f"corpus: Python {sys.version.split()[0]} stdlib, {len(train_bytes):,} train bytes, "
-          f"{len(valid_bytes):,} validation bytes; unigram baseline {baseline:.3f} bits/byte")
+
+    def say(text: str) -> None:  # only process 0 prints
+        if main_process:
+            print(text)
+
+    say(f"corpus: Python {sys.version.split()[0]} stdlib, {len(train_bytes):,} train bytes, "
+        f"{len(valid_bytes):,} validation bytes; unigram baseline {baseline:.3f} bits/byte"
+        + (f"; {par!r}" if par is not None else ""))
     init_key, run_key, sample_key = jax.random.split(jax.random.key(args.seed), 3)
     model = LM(cfg, key=init_key, remat=args.remat)
     train = Windows(train_bytes, cfg.batch, cfg.context, cfg.steps, seed=args.seed)
     valid = eval_windows(valid_bytes, cfg.batch, cfg.context, args.eval_batches)
+    if par is not None:  # fit places the training batches; these are placed here
+        valid = [par.place_batch(w) for w in valid]
     schedule = optax.warmup_cosine_decay_schedule(0.0, cfg.lr, min(100, cfg.steps // 10 + 1),
                                                   cfg.steps, cfg.lr / 10)
     optimizer = optax.chain(optax.clip_by_global_norm(1.0),
@@ -313,18 +388,22 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     start = time.perf_counter()
     result = ax.train.fit(model, optimizer, lm_loss, train, epochs=1, key=run_key,
                           eval_data=valid, log_every=args.log_every, logdir=logdir,
-                          checkpoints=ax.train.Checkpoints(logdir / "checkpoints", keep=2),
-                          progress=not args.no_progress, precision=policy)
+                          checkpoints=ax.train.Checkpoints(
+                              logdir / "checkpoints", keep=2,
+                              sharded=jax.process_count() > 1),  # orbax: shards per process
+                          progress=not args.no_progress, precision=policy, parallel=par)
     seconds = time.perf_counter() - start
     bits = [r for r in result.history if "eval_loss" in r][-1]["eval_loss"] / math.log(2)
     per_step = seconds / max(result.step, 1)
-    ax.nn.save_safetensors(result.model, logdir / "model.safetensors")
-    text = (sample(result.model, PROMPT, args.sample_bytes, cfg.context, sample_key)
+    trained = result.model if par is None else whole(result.model)
+    if main_process:
+        ax.nn.save_safetensors(trained, logdir / "model.safetensors")
+    text = (sample(trained, PROMPT, args.sample_bytes, cfg.context, sample_key)
             if args.sample_bytes else b"")
-    print(f"validation {bits:.3f} bits/byte (unigram baseline {baseline:.3f}) after "
-          f"{result.step} steps, {seconds:.1f} s ({per_step * 1e3:.0f} ms/step); curves: "
-          f"{logdir / 'curves.png'}")
-    print("sample:\n" + (PROMPT + text).decode("utf-8", errors="replace"))
+    say(f"validation {bits:.3f} bits/byte (unigram baseline {baseline:.3f}) after "
+        f"{result.step} steps, {seconds:.1f} s ({per_step * 1e3:.0f} ms/step); curves: "
+        f"{logdir / 'curves.png'}")
+    say("sample:\n" + (PROMPT + text).decode("utf-8", errors="replace"))
     return {"bits": bits, "baseline": baseline, "seconds": seconds, "steps": result.step,
             "model": result.model, "sample": text}
 

@@ -189,12 +189,18 @@ def loss_fn(model: Any, x: Any, y: Any) -> Any:
 
 
 def reference_steps(model: Any, opt: Any, x: Any, y: Any, n: int) -> tuple[Any, list[float]]:
+    """``n`` steps on one device (jitted: faster than op by op for the scan and attention)."""
     state = opt.init(eqx.filter(model, eqx.is_array))
-    losses = []
-    for _ in range(n):
+
+    @eqx.filter_jit
+    def step(model: Any, state: Any) -> Any:
         loss, g = eqx.filter_value_and_grad(loss_fn)(model, x, y)
         updates, state = opt.update(g, state, model)
-        model = eqx.apply_updates(model, updates)
+        return eqx.apply_updates(model, updates), state, loss
+
+    losses = []
+    for _ in range(n):
+        model, state, loss = step(model, state)
         losses.append(float(loss))
     return model, losses
 
@@ -213,11 +219,13 @@ def sharded_steps(model: Any, opt: Any, x: Any, y: Any, n: int, m: Any, rules: A
             updates, state = opt.update(g, state, model)
             return eqx.apply_updates(model, updates), state, loss
 
-        jitted = jax.jit(step, out_shardings=(p_sh, s_sh, None))
-        hlo = jitted.lower(model, state, x, y).compile().as_text()
+        # compiled once: the HLO checked is the program that runs
+        compiled = jax.jit(step, out_shardings=(p_sh, s_sh, None)).lower(
+            model, state, x, y).compile()
+        hlo = compiled.as_text()
         losses = []
         for _ in range(n):
-            model, state, loss = jitted(model, state, x, y)
+            model, state, loss = compiled(model, state, x, y)
             losses.append(float(loss))
         for t, s in zip(jax.tree.leaves(model, is_leaf=lambda v: isinstance(v, ax.Tensor)),
                         jax.tree.leaves(p_sh), strict=True):
@@ -255,9 +263,10 @@ def mlp_sharded_equals_unsharded() -> None:
     cases = [(r, k, o) for r in RULES for k in kinds for o in opts]
     if not FULL:  # representative: every rule set, both mesh kinds, both optimizers
         cases = [c for i, c in enumerate(cases) if i % 3 == 0]
+    refs = {o: reference_steps(model, opts[o], x, y, 3) for o in opts}  # one device
     for rname, kind, oname in cases:
         rules, param_rules = RULES[rname]
-        ref, ref_losses = reference_steps(model, opts[oname], x, y, 3)
+        ref, ref_losses = refs[oname]
         got, losses, hlo = sharded_steps(model, opts[oname], x, y, 3, mesh(kind), rules,
                                          param_rules)
         np.testing.assert_allclose(losses, ref_losses, rtol=2e-6, err_msg=f"{rname} {kind}")
@@ -275,29 +284,58 @@ def mlp_sharded_equals_unsharded() -> None:
             assert everything in collectives(hlo, "all-gather"), (kind, hlo)
 
 
+def model_rules(name: str, rname: str) -> tuple[dict[Any, Any], dict[Any, Any] | None]:
+    """(compute rules, parameter rules) of rule set ``rname`` for model ``name``: tensor
+    parallel splits the model's inner axis over "model"; FSDP splits the batch over all 8
+    devices and each weight along an axis that divides (the attention's Pixel=12 over the
+    4 of "data")."""
+    tensor = MODELS[name][1]
+    if rname == "fsdp":
+        weights = {Pixel: "data"} if name == "attention" else {Hidden: ("data", "model")}
+        return {Batch: ("data", "model")}, weights
+    return {"data": {Batch: "data"}, "tensor": tensor,
+            "data+tensor": {Batch: "data", **tensor}}[rname], None
+
+
+OPTS: dict[str, Callable[[], Any]] = {"sgd": lambda: optax.sgd(0.1),
+                                      "adam": lambda: optax.adam(1e-2)}
+
+
 @check
 def models_sharded_equal_unsharded() -> None:
     y = data()[1]
     # the LSTM's scan runs on Auto meshes only: on an Explicit mesh jax.lax.scan rejects an
     # unsharded initial carry whose update comes out sharded (graph/_scan.py would have to
     # reshard the initial carry to the body's output sharding)
-    cases = [(n, r, k) for n in MODELS for r in ("data", "tensor", "data+tensor")
-             for k in ("explicit", "auto") if not (n == "lstm" and k == "explicit")]
-    if not FULL:  # representative: each model once, under data+tensor rules
-        cases = [(n, "data+tensor", "explicit" if i % 2 == 0 else "auto")
-                 for i, n in enumerate(MODELS)]
-    for name, rname, kind in cases:
-        make, tensor = MODELS[name]
-        rules = {"data": {Batch: "data"}, "tensor": tensor,
-                 "data+tensor": {Batch: "data", **tensor}}[rname]
-        model, x = make(jax.random.key(3)), model_input(name)
-        ref, ref_losses = reference_steps(model, optax.sgd(0.1), x, y, 2)
-        got, losses, hlo = sharded_steps(model, optax.sgd(0.1), x, y, 2, mesh(kind), rules)
-        np.testing.assert_allclose(losses, ref_losses, rtol=5e-6, err_msg=f"{name} {rname}")
+    cases = [(n, r, k, o) for n in MODELS for r in ("data", "tensor", "data+tensor", "fsdp")
+             for k in ("explicit", "auto") for o in OPTS
+             if not (n == "lstm" and k == "explicit")]
+    if not FULL:  # representative: each model under data+tensor (SGD) and FSDP (Adam)
+        cases = []
+        for i, n in enumerate(MODELS):
+            kinds = ("auto", "auto") if n == "lstm" else (
+                ("explicit", "auto") if i % 2 == 0 else ("auto", "explicit"))
+            cases += [(n, "data+tensor", kinds[0], "sgd"), (n, "fsdp", kinds[1], "adam")]
+    refs: dict[tuple[str, str], tuple[Any, list[float]]] = {}
+    for name, rname, kind, oname in cases:
+        rules, param_rules = model_rules(name, rname)
+        model, x = MODELS[name][0](jax.random.key(3)), model_input(name)
+        if (name, oname) not in refs:  # the one-device run, once per model and optimizer
+            refs[name, oname] = reference_steps(model, OPTS[oname](), x, y, 2)
+        ref, ref_losses = refs[name, oname]
+        m = mesh(kind)
+        got, losses, hlo = sharded_steps(model, OPTS[oname](), x, y, 2, m, rules,
+                                         param_rules)
+        where = f"{name} {rname} {kind} {oname}"
+        np.testing.assert_allclose(losses, ref_losses, rtol=5e-6, err_msg=where)
         close(got, ref, 5e-6)
         reduces = collectives(hlo, "all-reduce")
-        if rname != "tensor":
-            assert groups_over(mesh(kind), "data") in reduces, (name, rname, kind)
+        if rname in ("data", "data+tensor"):  # the gradients summed over the batch blocks
+            assert groups_over(m, "data") in reduces, (where, reduces)
+        if rname in ("tensor", "data+tensor"):  # the partial sums over the split axis
+            assert groups_over(m, "model") in reduces, (where, reduces)
+        if rname == "fsdp":  # the weights gathered for use
+            assert collectives(hlo, "all-gather"), where
 
 
 @check
@@ -346,20 +384,49 @@ def shard_sharding_abstract() -> None:
             assert "AxisRules" in repr(rules)
 
 
+def largest_buffer(hlo: str) -> int:
+    """The element count of the largest array shape in compiled (per-device) HLO."""
+    shapes = re.findall(r"\b(?:pred|[suf]\d+|bf16|c\d+)\[([\d,]*)\]", hlo)
+    return max(int(np.prod([int(v) for v in s.split(",") if v])) for s in shapes)
+
+
 @check
 def sharded_init_never_whole() -> None:
-    m = mesh("explicit")
-    with ax.axis_rules(m, {Batch: "data"}, param_rules={Hidden: ("data", "model")}):
-        model = ax.sharded_init(Mlp, jax.random.key(1))
-        hlo = jax.jit(Mlp, out_shardings=ax.sharding(
-            jax.eval_shape(Mlp, jax.random.key(1)), params=True)).lower(
-            jax.random.key(1)).compile().as_text()
+    """The program ``ax.sharded_init`` runs (captured from it) has no buffer as large as a
+    whole split parameter: its largest is one device's block of the largest parameter, and
+    its outputs per device are the blocks; no collectives."""
+    from axjax.core import _rules
+
+    programs: list[Any] = []
+    build = _rules._init_program
+
+    def capture(*a: Any, **k: Any) -> Any:
+        programs.append(build(*a, **k))
+        return programs[-1]
+
     ref = Mlp(jax.random.key(1))
-    close(model, ref, 0)
-    w = model.l1.weight  # [Hidden=16, Pixel=12]
-    assert w.array.sharding.spec == P(("data", "model"), None)
-    assert {s.data.shape for s in w.array.addressable_shards} == {(2, 12)}
-    assert collectives(hlo, "all-gather") == [] and collectives(hlo, "all-reduce") == []
+    _rules._init_program = capture  # type: ignore[assignment]
+    try:
+        for kind in ("explicit", "auto"):
+            with ax.axis_rules(mesh(kind), {Batch: "data"},
+                               param_rules={Hidden: ("data", "model")}):
+                model = ax.sharded_init(Mlp, jax.random.key(1))
+            close(model, ref, 0)
+            w = model.l1.weight  # [Hidden=16, Pixel=12]: blocks of [2, 12]
+            assert w.array.sharding.spec == P(("data", "model"), None)
+            assert {s.data.shape for s in w.array.addressable_shards} == {(2, 12)}
+            compiled = programs[-1][0]
+            hlo = compiled.as_text()
+            assert largest_buffer(hlo) == 2 * 12 < 16 * 12, (kind, largest_buffer(hlo))
+            params = jax.tree.leaves(model, is_leaf=lambda v: isinstance(v, ax.Tensor))
+            blocks = sum(t.array.addressable_shards[0].data.nbytes for t in params)
+            whole = sum(t.array.nbytes for t in params)
+            out = compiled.memory_analysis().output_size_in_bytes  # + the tuple's pointers
+            assert blocks <= out <= blocks + 8 * len(params) < whole, (kind, out, blocks)
+            assert collectives(hlo, "all-gather") == [] and collectives(hlo, "all-reduce") == []
+    finally:
+        _rules._init_program = build  # type: ignore[assignment]
+    assert len(programs) == 2
 
 
 @check
@@ -398,6 +465,25 @@ def shard_map_data_and_tensor_parallel() -> None:
     close(g, ref_g, 2e-6)
     reduces = collectives(hlo, "all-reduce")
     assert groups_over(m, "model") in reduces and groups_over(m, "data") in reduces
+
+    # FSDP by hand: each device keeps its block of every Hidden weight, ax.all_gather
+    # rebuilds the whole weight for the forward (invariant over "model", so the loss leaves
+    # with P()), and its transpose gives each device the gradient of its block
+    def gathered_loss(model: Any, x: Any, y: Any) -> Any:
+        whole = jax.tree.map(lambda t: ax.all_gather(t, Hidden) if Hidden in t.axes else t,
+                             model, is_leaf=lambda v: isinstance(v, ax.Tensor))
+        d = whole(x) - y
+        return ax.pmean(ax.mean(ax.mean(d * d, Batch), Class), Batch).array
+
+    with ax.axis_rules(m, rules):
+        f = jax.jit(jax.shard_map(eqx.filter_value_and_grad(gathered_loss),
+                                  in_specs=(specs_m, P("data"), P("data")),
+                                  out_specs=(P(), specs_m)))
+        loss, g = f(model_s, x_s, y_s)
+        hlo = f.lower(model_s, x_s, y_s).compile().as_text()
+    np.testing.assert_allclose(loss, ref_loss, rtol=2e-6)
+    close(g, ref_g, 2e-6)
+    assert collectives(hlo, "all-gather").count(groups_over(m, "model")) >= 2, hlo
 
 
 TBatch, TPixel, TClass = ax.train.Batch, ax.train.Pixel, ax.train.Class
@@ -447,6 +533,22 @@ def loader_rows_by_index() -> None:
            lambda: ax.train.Loader(ds.subset(0, 10), 10, parallel=par))
 
 
+def assert_rules_shardings(tree: Any, par: Any, where: str) -> None:
+    """Every array of ``tree`` has the sharding ``ax.sharding(tree, params=True)`` gives
+    under ``par``'s rules (Tensors by their axes; bare arrays, like Adam's count,
+    replicated)."""
+    with par.active():
+        want = ax.sharding(tree, params=True)
+    is_t = lambda v: isinstance(v, ax.Tensor)  # noqa: E731
+    leaves = jax.tree.leaves(tree, is_leaf=is_t)
+    shardings = jax.tree.leaves(want)
+    assert len(leaves) == len(shardings) and any(
+        is_t(t) and t.array.sharding.spec != P() for t in leaves), (where, want)
+    for t, s in zip(leaves, shardings, strict=True):
+        a = t.array if is_t(t) else t
+        assert a.sharding.is_equivalent_to(s, a.ndim), (where, t, a.sharding, s)
+
+
 @check
 def fit_parallel_equals_one_device() -> None:
     ds, key = tiny_dataset(), jax.random.key(4)
@@ -469,6 +571,14 @@ def fit_parallel_equals_one_device() -> None:
             w = got.model.l1.weight
             assert w.array.sharding.spec == par.axis_rules.spec(w, params=True), (
                 kind, w.array.sharding)
+    # the shardings fit leaves the parameters and Adam's state in: what the rules give
+    for kind in ("explicit", "auto"):
+        par = ax.train.Parallel(interleaved_mesh(kind), {TBatch: "data"},
+                                param_rules={Hidden: ("data", "model")})
+        got = ax.train.fit(model, optax.adam(1e-2), fit_loss,
+                           ax.train.Loader(ds, 16, key=key, parallel=par), parallel=par,
+                           **{**common, "epochs": 1})
+        assert_rules_shardings((got.model, got.opt_state), par, kind)
     # a list of batches: each placed by the compute rules
     batches = list(ax.train.Loader(ds, 32).epoch(0))
     one = ax.train.fit(model, optax.sgd(0.1), fit_loss, batches, **common)
@@ -512,24 +622,55 @@ def checkpoint_restores_into_template_shardings() -> None:
 
 @check
 def mnist_example_data_tensor() -> None:
-    """``examples/mnist/train.py --parallel data+tensor`` (8 devices) against one device:
-    the same test accuracy. Only with AXJAX_FULL_PARALLEL=1 (two trainings on MNIST)."""
-    if not FULL:
-        return
+    """``examples/mnist/train.py --devices 8 --parallel data+tensor`` against one device:
+    the same test accuracy and parameters. CI: 1024 images, 8 steps; with
+    AXJAX_FULL_PARALLEL=1 one epoch of 4096 images."""
+    example = load_example("mnist")
+    limits = (["--limit", "4096", "--test-limit", "2000"] if FULL
+              else ["--limit", "1024", "--test-limit", "1000"])
+    with tempfile.TemporaryDirectory() as tmp:
+        args = [*limits, "--epochs", "1", "--no-progress", "--logdir", tmp]
+        one = example.main(args)
+        eight = example.main([*args, "--devices", "8", "--parallel", "data+tensor"])
+    assert one["steps"] == eight["steps"] == (32 if FULL else 8), (one, eight)
+    assert abs(one["accuracy"] - eight["accuracy"]) < 1e-9, (one, eight)
+    close(eight["model"], one["model"], 2e-5)
+    w = eight["model"].layers[0].weight  # [Hidden1, Pixel]: Hidden1 over "model"
+    assert w.array.sharding.spec == P("model", None), w.array.sharding
+
+
+def load_example(name: str) -> Any:
+    """``examples/<name>/train.py`` as a module."""
     import importlib.util
 
     root = Path(__file__).resolve().parents[2]
-    spec = importlib.util.spec_from_file_location("mnist_train",
-                                                  root / "examples/mnist/train.py")
+    spec = importlib.util.spec_from_file_location(f"{name}_train",
+                                                  root / "examples" / name / "train.py")
     assert spec is not None and spec.loader is not None
     example = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = example  # dataclasses look their module up there
     spec.loader.exec_module(example)
+    return example
+
+
+@check
+def transformer_example_data_tensor() -> None:
+    """``examples/transformer/train.py --devices 8 --parallel data+tensor`` (the test
+    preset, 3 AdamW steps) against one device: the same validation loss and parameters,
+    with the MLP's hidden axis and the heads split over mesh axis "model"."""
+    example = load_example("transformer")
     with tempfile.TemporaryDirectory() as tmp:
-        args = ["--limit", "4096", "--test-limit", "2000", "--epochs", "1", "--no-progress",
+        args = ["--preset", "test", "--steps", "3", "--eval-batches", "1", "--log-every", "3",
+                "--sample-bytes", "0", "--limit-bytes", "100000", "--no-progress",
                 "--logdir", tmp]
         one = example.main(args)
-        eight = example.main([*args, "--parallel", "data+tensor"])
-    assert abs(one["accuracy"] - eight["accuracy"]) < 1e-9, (one, eight)
+        eight = example.main([*args, "--devices", "8", "--parallel", "data+tensor"])
+    np.testing.assert_allclose(eight["bits"], one["bits"], rtol=1e-5)
+    close(eight["model"], one["model"], 2e-5)
+    block = eight["model"].blocks[0]
+    assert block.up.weight.array.sharding.spec == P("model", None), block.up.weight  # [Mlp, Embed]
+    assert block.attn.query_proj.array.sharding.spec == P("model", None, None), (
+        block.attn.query_proj.array.sharding)
 
 
 @check

@@ -5,8 +5,10 @@ runtime (``jax.distributed`` on 127.0.0.1, gloo collectives).
 <id>`` when this process's losses and parameters equal a one-device run of the same
 training (its first epoch saving sharded ``Checkpoints``, its second resumed from them),
 after both processes saved the model, sharded over all 8 devices, with
-``save_sharded`` into ``FOLDER/sharded``. ``_two_process.py restore FOLDER`` then loads it in
-one process on another mesh and compares it with the one-device run.
+``save_sharded`` into ``FOLDER/sharded``; only process 0 pruned old checkpoints (the
+folders each process deletes are recorded) and wrote the logs. ``_two_process.py restore
+FOLDER`` then loads it in one process on another mesh and compares it with the one-device
+run.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ from __future__ import annotations
 import os
 import sys
 from pathlib import Path
+from typing import Any
 
 os.environ["AXJAX_CHECK_DEVICES"] = "4"
 import jax  # noqa: E402
@@ -38,6 +41,24 @@ import _checks as c  # noqa: E402
 import axjax as ax  # noqa: E402
 
 
+def record_deletions(under: Path) -> list[Path]:
+    """The checkpoint folders under ``under`` that this process deletes from now on
+    (``shutil.rmtree`` is wrapped to note them; ``Checkpoints`` prunes with it)."""
+    import shutil
+
+    deleted: list[Path] = []
+    remove = shutil.rmtree
+
+    def rmtree(path: Any, *args: Any, **kwargs: Any) -> None:
+        p = Path(path).absolute()
+        if p.parent == under.absolute():
+            deleted.append(p)
+        remove(path, *args, **kwargs)
+
+    shutil.rmtree = rmtree  # type: ignore[assignment]
+    return deleted
+
+
 def main() -> None:
     assert jax.device_count() == 8 and jax.local_device_count() == 4
     ds, key = c.tiny_dataset(), jax.random.key(4)
@@ -54,13 +75,20 @@ def main() -> None:
     folder = Path(sys.argv[3])
     ckpts = ax.train.Checkpoints(folder / "ckpts", keep=1, every=3, sharded=True)
     loader = ax.train.Loader(ds, 16, key=key, parallel=par)
+    deleted = record_deletions(folder / "ckpts")
     first = ax.train.fit(model, optax.sgd(0.1), c.fit_loss, loader, parallel=par,
                          checkpoints=ckpts, **{**common, "epochs": 1})
     assert ckpts.steps() == [4], ckpts.steps()
+    # saved at steps 3 and 4: process 0 pruned step 3; process 1 deleted nothing
+    assert [p.name for p in deleted] == (["ckpt-000000003"] if process_id == 0 else []), (
+        process_id, deleted)
     logs = folder / f"logs-{process_id}"  # a folder per process: only process 0 writes
     got = ax.train.fit(model, optax.sgd(0.1), c.fit_loss, loader, parallel=par,
                        checkpoints=ckpts, resume=True, logdir=logs, **common)
     assert (logs / "metrics.jsonl").is_file() == (process_id == 0), list(folder.iterdir())
+    # the second epoch saved at steps 6 and 8: process 0 pruned 4 and 6, process 1 nothing
+    assert [p.name for p in deleted][1:] == (["ckpt-000000004", "ckpt-000000006"]
+                                             if process_id == 0 else []), (process_id, deleted)
     losses = [r["loss"] for r in first.history + got.history if "loss" in r]
     np.testing.assert_allclose(losses, [r["loss"] for r in ref.history if "loss" in r],
                                rtol=2e-6)
