@@ -217,7 +217,7 @@ def fit(
     loop = _Loop(
         source=source, loss_fn=loss_fn, donate=donate, guard=nan_guard,
         flat_step=functools.cache(functools.partial(
-            make_flat_train_step, loss_fn, optimizer, run.static, donate=donate,
+            _flat_step, run, parallel, loss_fn, optimizer, donate=donate,
             guard=guard == "step")),
         log=FitLog(logdir, resume_at=run.step, epochs=epochs, progress=progress),
         saver=FitCheckpoints(checkpoints, early_stopping), epochs=epochs,
@@ -227,6 +227,18 @@ def fit(
     loop.run(run)
     return FitResult(unwrap(run.model()), run.opt_state, run.step, loop.log.history,
                      run.stopped_early, run.seconds())
+
+
+def _flat_step(run: RunState, parallel: Parallel | None, loss_fn: Any, optimizer: Any,
+               treedef: Any, *, donate: bool, guard: bool) -> Any:
+    """The jitted step on the leaves of ``treedef``; under a :class:`Parallel`, its outputs
+    pinned to the parameter rules' shardings (the state it updates: ``run.hot``)."""
+    out = None
+    if parallel is not None and run.hot is not None:
+        state = jax.tree.unflatten(treedef, run.hot)
+        out = jax.tree.leaves(parallel.state_sharding(state))
+    return make_flat_train_step(loss_fn, optimizer, run.static, treedef, donate=donate,
+                                guard=guard, out_shardings=out)
 
 
 def _same(model: Any) -> Any:

@@ -16,7 +16,7 @@ from typing import Any, final
 import jax
 from jax.sharding import Mesh, NamedSharding
 
-from ..core import Axis, AxisRules, TensorType, axis_rules, shard
+from ..core import Axis, AxisRules, TensorType, axis_rules, shard, sharding
 
 __all__ = ["Parallel"]
 
@@ -66,6 +66,11 @@ class Parallel:
     def place_params(self, tree: Any) -> Any:
         """``tree`` (a model, an optimizer state) placed by the parameter rules."""
         return shard(tree, self.axis_rules, params=True)
+
+    def state_sharding(self, tree: Any) -> Any:
+        """The shardings of a training state (model, optimizer state, running sums) by the
+        parameter rules: a ``NamedSharding`` per Tensor, bare arrays replicated."""
+        return sharding(tree, self.axis_rules, params=True)
 
     def place_batch(self, batch: Any) -> Any:
         """A batch placed by the compute rules (a global array over the whole mesh)."""

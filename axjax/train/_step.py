@@ -199,12 +199,14 @@ def make_train_step(loss_fn: LossFn, optimizer: optax.GradientTransformation, st
 
 
 def make_flat_train_step(loss_fn: LossFn, optimizer: optax.GradientTransformation,
-                         static: Any, treedef: Any, *, donate: bool = True, guard: bool = True
-                         ) -> Callable[..., Any]:
+                         static: Any, treedef: Any, *, donate: bool = True, guard: bool = True,
+                         out_shardings: Any = None) -> Callable[..., Any]:
     """:func:`make_train_step` on the leaves of ``(params, opt_state, monitor)``: the jitted
     ``(leaves, batch, key, step) -> leaves`` for that ``treedef``. A list of arrays crosses
     ``jax.jit`` without the Python flatten and unflatten of every Equinox module in the
-    model and the optimizer state, which ``fit``'s loop would otherwise pay on every step."""
+    model and the optimizer state, which ``fit``'s loop would otherwise pay on every step.
+    ``out_shardings`` (one per leaf) pins where the updated state lives (``fit`` under a
+    :class:`Parallel`: the parameter rules)."""
     step = train_step_fn(loss_fn, optimizer, static, guard=guard)
 
     def flat(leaves: list[jax.Array], batch: Any, key: jax.Array, step_no: jax.Array
@@ -212,7 +214,7 @@ def make_flat_train_step(loss_fn: LossFn, optimizer: optax.GradientTransformatio
         params, opt_state, mon = jax.tree.unflatten(treedef, leaves)
         return jax.tree.leaves(step(params, opt_state, mon, batch, key, step_no))
 
-    return jax.jit(flat, donate_argnums=(0,) if donate else ())
+    return jax.jit(flat, donate_argnums=(0,) if donate else (), out_shardings=out_shardings)
 
 
 def train_step_fn(loss_fn: LossFn, optimizer: optax.GradientTransformation, static: Any, *,
