@@ -52,7 +52,8 @@ WINDOW_DOC = textwrap.fill(
     f"Window: an op that removes, keeps or renames a named axis is exact when the axis is "
     f"among the first {FRONT} or the last {BACK} axes (any position up to rank {FRONT + BACK}); "
     f"expand_dims and stack take a literal `at` in {-EXPAND_BACK}..{EXPAND_FRONT} (every valid "
-    f"index up to rank {EXPAND_FRONT}); transpose is exact up to rank {PERM_RANK}; "
+    f"index up to rank {EXPAND_FRONT}; a computed `at` is gradual); transpose is exact up to "
+    f"rank {PERM_RANK}; "
     f"constructors and broadcast targets up to rank {CTOR_RANK}. Larger ranks give the "
     "gradual Tensor[D, *tuple[Any, ...]].", width=94, initial_indent="# ",
     subsequent_indent="# ")
@@ -182,8 +183,10 @@ def at_positions(m: Module, name: str, x: str, wrap: Callable[[str], str], rest:
         post = tv("T", k - 1)
         m.overload(f"{name}({x}: {wrap(tensor('D', ['*Ts', *post]))}, axis: type[X], "
                    f"at: Literal[{-k}]) -> {tensor('D', ['*Ts', 'X', *post])}")
-    big = tv("T", EXPAND_FRONT + 1) + ["*Ts"]
-    m.overload(f"{name}({x}: {wrap(tensor('D', big))}, axis: type[Axis], at: int = 0)"
+    # the catch-all: larger ranks, and a computed index (`at: int`) at any rank, are gradual
+    # (no type says "a non-literal int", so a literal index out of range lands here too:
+    # the plugin, which sees the literal, still rejects it)
+    m.overload(f"{name}({x}: {wrap(tensor('D', ['*Ts']))}, axis: type[Axis], at: int = 0)"
                f" -> {tensor('D', [ANY])}")
     m.impl(name, f"({x}: {wrap(tensor('D', [ANY]))}, axis: Any, at: int = 0)"
                  f" -> {tensor('D', [ANY])}", rest)

@@ -77,8 +77,8 @@ class Named(int):
 
     text: str
 
-    def __new__(cls, text: str) -> Named:
-        out = super().__new__(cls, 1)
+    def __new__(cls, text: str, value: int = 1) -> Named:
+        out = super().__new__(cls, value)
         out.text = text
         return out
 

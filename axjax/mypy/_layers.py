@@ -18,13 +18,14 @@ gradual result and no error, as ops do.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from mypy.checker import TypeChecker
 from mypy.maptype import map_instance_to_supertype
 from mypy.nodes import (
+    ARG_NAMED,
     ARG_POS,
     ARG_STAR,
     ARG_STAR2,
@@ -52,7 +53,11 @@ from ._types import TENSOR, TT, class_of, make_tensor
 
 NN = "axjax.nn"
 SEQUENTIAL = f"{NN}._sequential.Sequential"
+STACKED = f"{NN}._sequence.Stacked"  # a Sequential of sequence layers, the mask passed along
+CHAINS = (SEQUENTIAL, STACKED)
 CAST = f"{NN}._precision.cast"
+#: a policy's cast (``policy.cast_to_compute(tree)``): ``DTypeCast[C]`` called
+POLICY_CAST = f"{NN}._precision.DTypeCast.__call__"
 FLOATS = frozenset(f"axjax.core._dtype.{n}" for n in ("F16", "BF16", "F32", "F64"))
 #: the layer classes the plugin knows, by full name -> the public name of the class
 LAYERS = {
@@ -73,7 +78,11 @@ LAYERS = {
     f"{NN}._pool.MaxPool2D": "MaxPool2D",
     f"{NN}._pool.AvgPool1D": "AvgPool1D",
     f"{NN}._pool.AvgPool2D": "AvgPool2D",
+    f"{NN}._sequence.Recurrent": "Recurrent",
+    f"{NN}._sequence.Bidirectional": "Bidirectional",
 }
+#: layers run on sized stand-ins (they build a zero state from the input's sizes)
+SIZED = frozenset({"Recurrent", "Bidirectional"})
 #: keyword arguments that carry no axes (a PRNG key, a flag): not given to the stand-in
 IGNORED = frozenset({"key", "inference"})
 
@@ -116,7 +125,7 @@ class LayerHooks:
         cls, _, method = fullname.rpartition(".")
         if method != "__call__" or not cls:
             return False
-        return cls == SEQUENTIAL or self.layer_of(cls) is not None
+        return cls in CHAINS or self.layer_of(cls) is not None
 
     # ------------------------------------------------------------------ hooks
     def judged(self, t: Type) -> bool:
@@ -125,24 +134,24 @@ class LayerHooks:
         p = get_proper_type(t)
         if not isinstance(p, Instance):
             return False
-        if p.type.has_base(SEQUENTIAL):
+        if any(p.type.has_base(c) for c in CHAINS):
             return _layers_of(p) is not None
         known = self.layer_of(p.type.fullname)
         if known is None:
             return False
         args = map_instance_to_supertype(p, self._info(known)).args
-        return not any(isinstance(get_proper_type(a), AnyType) or (
-            isinstance(a, UnpackType) and not isinstance(get_proper_type(a.type), TupleType))
-            for a in args)
+        return _known_args(args)
 
     def call(self, ctx: MethodContext) -> Type:
         """The result of ``layer(x, ...)``, computed by the layer itself."""
         p = get_proper_type(ctx.type)
         if not isinstance(p, Instance):
             return self.tools.gradual()
-        if not self.judged(p):
-            return ctx.default_return_type
-        if p.type.has_base(SEQUENTIAL):
+        if not self.judged(p):  # a sequence layer's overloads mean nothing with Any axes
+            known = self.layer_of(p.type.fullname)
+            return self.tools.gradual() if known is not None and LAYERS[known] in SIZED else (
+                ctx.default_return_type)
+        if any(p.type.has_base(c) for c in CHAINS):
             return self.chain(ctx, p)
         known = self.layer_of(p.type.fullname)
         if known is None:
@@ -167,11 +176,12 @@ class LayerHooks:
                         kw[key] = value
             return layer(*pos, **kw)
 
-        return self.evaluate(ctx, run)
+        return self.evaluate(ctx, run, LAYERS[known] in SIZED)
 
-    def evaluate(self, ctx: MethodContext, run: Callable[[Env], object]) -> Type:
+    def evaluate(self, ctx: MethodContext, run: Callable[[Env], object],
+                 sized: bool = False) -> Type:
         """Run ``run`` on stand-ins; its result as a type, or its error reported."""
-        env = self.tools.env(ctx, "float", False)
+        env = self.tools.env(ctx, "float", sized)
         try:
             try:
                 return self.result(env, run(env))
@@ -190,7 +200,10 @@ class LayerHooks:
             return self.tools.gradual()
         except Exception as e:  # noqa: BLE001 - the layer's own error, or one we cannot judge
             if _reportable(env, e) and not self._passes_for_ints(ctx, env, run):
-                ctx.api.fail(message(e), ctx.context, code=AXES_ERROR)
+                said = message(e)
+                if sized:  # the stand-in's own sizes, in a cell's name: not the program's
+                    said = said.replace(f"={SIZE})", ")")
+                ctx.api.fail(said, ctx.context, code=AXES_ERROR)
             return self.tools.gradual()
 
     def _passes_for_ints(self, ctx: MethodContext, env: Env, run: Callable[[Env], object]
@@ -225,6 +238,29 @@ class LayerHooks:
         if not (isinstance(target, Instance) and target.type.fullname in FLOATS):
             return ctx.default_return_type
         return self._recast(ctx.arg_types[0][0], target)
+
+    def policy_cast(self, ctx: MethodContext) -> Type:
+        """``policy.cast_to_compute(tree)`` (a ``DTypeCast[C]`` called): as :meth:`cast`
+        with the policy's dtype; another tree is ``Any``, as the overloads say."""
+        caster = get_proper_type(ctx.type)
+        if not (isinstance(caster, Instance) and caster.args and ctx.arg_types
+                and ctx.arg_types[0]):
+            return ctx.default_return_type
+        target = get_proper_type(caster.args[0])
+        if not (isinstance(target, Instance) and target.type.fullname in FLOATS):
+            return ctx.default_return_type
+        tree = ctx.arg_types[0][0]
+        if not self._typed_tree(tree):
+            return ctx.default_return_type
+        return self._recast(tree, target)
+
+    def _typed_tree(self, t: Type) -> bool:
+        """A Tensor, a known layer, a Sequential, or a tuple of these: what a cast types."""
+        p = get_proper_type(t)
+        if isinstance(p, TupleType):
+            return all(self._typed_tree(i) for i in p.items)
+        return isinstance(p, Instance) and bool(p.args) and (
+            p.type.fullname in (TENSOR, SEQUENTIAL) or p.type.fullname in LAYERS)
 
     def _recast(self, t: Type, target: Instance) -> Type:
         p = get_proper_type(t)
@@ -264,12 +300,18 @@ class LayerHooks:
             return ctx.default_return_type
         current: Type = ctx.arg_types[0][0]
         calls = checker.expr_checker
+        # a Stacked's mask goes to every layer
+        extra = [TempNode(t, context=ctx.context) for name, ts in
+                 zip(ctx.callee_arg_names, ctx.arg_types, strict=True) if name == "mask"
+                 for t in ts]
         for layer in layers:
             node = TempNode(current, context=ctx.context)
             errors = checker.msg.errors.num_messages()
             calls.type_context.append(None)  # each step is judged by its argument alone
             try:
-                current, _ = calls.check_call(layer, [node], [ARG_POS], ctx.context)
+                current, _ = calls.check_call(
+                    layer, [node, *extra], [ARG_POS] + [ARG_NAMED] * len(extra), ctx.context,
+                    [None] + ["mask"] * len(extra))
             finally:
                 calls.type_context.pop()
             if checker.msg.errors.num_messages() != errors:
@@ -296,6 +338,18 @@ def _layers_of(seq: Instance) -> list[Type] | None:
         else:
             items.append(a)
     return items or None
+
+
+def _known_args(args: Sequence[Type]) -> bool:
+    """Type arguments with no ``Any`` (a bare annotation), also inside a cell's type."""
+    for a in args:
+        p = get_proper_type(a)
+        if isinstance(p, AnyType) or (
+                isinstance(a, UnpackType) and not isinstance(get_proper_type(a.type), TupleType)):
+            return False
+        if isinstance(p, Instance) and p.type.fullname in LAYERS and not _known_args(p.args):
+            return False
+    return True
 
 
 def _reportable(env: Env, e: Exception) -> bool:
@@ -344,6 +398,21 @@ def build(kind: str, env: Env, args: list[Type]) -> Any:
 
     if not args:
         raise CannotEvaluate
+    if kind in SIZED:  # Recurrent[Cell, Over], Bidirectional[Cell, Cell2, Over]
+        *cells, over_type = args
+        units = []
+        for c in cells:
+            cell = get_proper_type(c)
+            cell_kind = LAYERS.get(cell.type.fullname) if isinstance(cell, Instance) else None
+            if cell_kind is None or not isinstance(cell, Instance):
+                raise CannotEvaluate  # a cell class the plugin does not know
+            units.append(build(cell_kind, env, list(cell.args)))
+        over = env.klass(over_type)
+        if kind == "Recurrent":
+            return _make(nn.Recurrent, cell=units[0], over=over, reverse=False)
+        return _make(nn.Bidirectional,
+                     forward=_make(nn.Recurrent, cell=units[0], over=over, reverse=False),
+                     backward=_make(nn.Recurrent, cell=units[1], over=over, reverse=True))
     if "Pool" in kind:  # no parameters, no dtype: the pooled axes only (a window of 1)
         return _make(getattr(nn, kind), spatial=tuple(_axes(env, args)), window=1,
                      stride=None, padding="VALID")
@@ -400,4 +469,4 @@ def _cell(kind: str, env: Env, d: Any, axes: list[Any]) -> Any:
     return _make(getattr(nn, kind), **fields)
 
 
-__all__ = ["CAST", "LAYERS", "SEQUENTIAL", "LayerHooks", "Tools", "build"]
+__all__ = ["CAST", "CHAINS", "LAYERS", "SEQUENTIAL", "LayerHooks", "Tools", "build"]

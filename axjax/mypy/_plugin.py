@@ -51,6 +51,7 @@ from mypy.types import (
     Instance,
     Type,
     TypeOfAny,
+    get_proper_type,
 )
 
 from ..core.internal import declared_ops
@@ -68,7 +69,7 @@ from ._calls import (
 from ._evaluate import CannotEvaluate, Env, Joined, Named, deliberate, message
 from ._graphs import COMPILE, compile_type
 from ._labels import analyzing, check_annotation, check_label_class
-from ._layers import CAST, SEQUENTIAL, LayerHooks, Tools
+from ._layers import CAST, CHAINS, POLICY_CAST, LayerHooks, Tools
 from ._loops import CALLS as LOOP_CALLS
 from ._loops import SCAN_FUNCTION, loop_call_type, scan_position
 from ._options import read_options, report_untyped
@@ -202,7 +203,7 @@ class AxjaxPlugin(Plugin):
             return safe(lambda ctx: self._constructor(short, ctx), default)
         if short is not None or fullname == INPUT:
             return safe(lambda ctx: self._function(fullname, short or "Input", ctx), default)
-        if fullname == SEQUENTIAL:
+        if fullname in CHAINS:  # Sequential([...]), Stacked([...]): typed by their layers
             return safe(self._layers.sequential, default)
         if fullname == CAST:  # ax.nn.cast: the layer's (or tensor's) dtype replaced
             return safe(self._layers.cast, default)
@@ -252,6 +253,8 @@ class AxjaxPlugin(Plugin):
             return safe(lambda ctx: self._method(method, ctx), default)
         if self._layers.is_layer_call(fullname):
             return safe(self._layers.call, default)
+        if fullname == POLICY_CAST:  # policy.cast_to_compute(tree): the policy's dtype
+            return safe(self._layers.policy_cast, default)
         if fullname in LOOP_CALLS:  # calling ax.fold(...) / ax.scan(...) (_loops)
             return safe(lambda ctx: loop_call_type(ctx, lambda: self._env(ctx, "float"),
                                                    self._info(TENSOR), self._tuple_info()),
@@ -321,7 +324,10 @@ class AxjaxPlugin(Plugin):
         module, name = fullname.rsplit(".", 1)
         fn = getattr(importlib.import_module(module), name)
 
+        computed = False  # a computed index (`at=i`): the dtype is known, not the axes
+
         def run(env: Env) -> object:
+            nonlocal computed
             pos: list[object] = []
             kw: dict[str, object] = {}
             for i in range(len(ctx.callee_arg_names)):
@@ -339,7 +345,18 @@ class AxjaxPlugin(Plugin):
             if short in BINARY:
                 pos, kw = _lift_numbers(env, short, pos, kw)
             if short in POSITIONAL and any(isinstance(v, Named) for v in [*pos, *kw.values()]):
-                raise CannotEvaluate  # a computed index: where the axis goes is unknown
+                # a computed index: where the axis goes is unknown, but index 0 is valid at
+                # any rank, so what fails there (an axis already present) fails everywhere
+                computed = True
+                names = [v.text for v in [*pos, *kw.values()] if isinstance(v, Named)]
+                pos = [Named(v.text, 0) if isinstance(v, Named) else v for v in pos]
+                kw = {k: Named(v.text, 0) if isinstance(v, Named) else v for k, v in kw.items()}
+                try:
+                    return fn(*pos, **kw)
+                except TypeError as e:  # the op names its index: the source's, not 0
+                    if len(e.args) == 1 and isinstance(e.args[0], str):
+                        e.args = (e.args[0].replace("at=0)", f"at={names[0]})", 1),)
+                    raise
             out = fn(*pos, **kw)
             if short in SET_ALGEBRA and (env.variadic or env.any_axis):
                 raise CannotEvaluate  # *Ts or an Any axis might be an axis the other shares
@@ -349,7 +366,11 @@ class AxjaxPlugin(Plugin):
             return out
 
         info = self._info(INPUT) if short == "Input" else None
-        return self._evaluate(ctx, short, run, info)
+        out = self._evaluate(ctx, short, run, info)
+        p = get_proper_type(out)
+        if computed and isinstance(p, Instance) and p.args:  # the rank is known, not the order
+            return make_tensor(p.type, TT(p.args[0], None), self._tuple_info())
+        return out
 
     def _method(self, method: str, ctx: MethodContext) -> Type:
         def run(env: Env) -> object:

@@ -168,8 +168,9 @@ class Conv2D(Conv, Generic[D, S1, S2, In, Out]):
 
     A ``Conv2D[F32, Height, Width, Chan, Feature]`` maps ``[*B, Height, Width, Chan]`` to
     ``[*B, Height, Width, Feature]`` and ``[*B, Chan, Height, Width]`` to ``[*B, Feature,
-    Height, Width]``, the spatial axes in either order (other layouts run too: the mypy
-    plugin accepts them, pyright needs a transpose).
+    Height, Width]``: the overloads take the three axes last in any order (``Out`` where
+    ``In`` was); other layouts run too (the mypy plugin accepts them, plain mypy and pyright
+    need a transpose).
 
     Example:
         >>> ax.nn.Conv2D((Height, Width), Chan, Feature, 1, 32, 3, key=key)(images)
@@ -198,6 +199,12 @@ class Conv2D(Conv, Generic[D, S1, S2, In, Out]):
     @overload
     def __call__(self, x: Tensor[D, *B, In, S2, S1], *, key: jax.Array | None = None
                  ) -> Tensor[D, *B, Out, S2, S1]: ...
+    @overload
+    def __call__(self, x: Tensor[D, *B, S1, In, S2], *, key: jax.Array | None = None
+                 ) -> Tensor[D, *B, S1, Out, S2]: ...
+    @overload
+    def __call__(self, x: Tensor[D, *B, S2, In, S1], *, key: jax.Array | None = None
+                 ) -> Tensor[D, *B, S2, Out, S1]: ...
     def __call__(self, x: AnyTensor, *, key: jax.Array | None = None) -> AnyTensor:
         """Convolve ``x``; ``key`` is ignored."""
         return super().__call__(x, key=key)

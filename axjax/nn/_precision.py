@@ -18,25 +18,26 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, Literal, TypeVar, TypeVarTuple, overload
+from typing import TYPE_CHECKING, Any, Generic, Literal, TypeVarTuple, overload
 
 import equinox as eqx
 import jax
 import jax.numpy as jnp
+from typing_extensions import TypeVar
 
-from ..core import BF16, F16, F32, DType, Tensor
+from ..core import BF16, F16, F32, DType, Floating, Tensor
 from ..core.internal import is_floating, jax_dtype
 
 if TYPE_CHECKING:
     from ..core import F64, Axis
     from ._attention import MultiheadAttention
-    from ._conv import Conv1D, Conv2D
+    from ._conv import Conv1D, Conv2D, Conv3D
     from ._embedding import Embedding
     from ._linear import MLP, Affine, Linear
     from ._norm import LayerNorm, RMSNorm
     from ._recurrent import GRUCell, LSTMCell, RNNCell
 
-__all__ = ["LossScaled", "Policy", "cast", "scale_gradient"]
+__all__ = ["DTypeCast", "LossScaled", "Policy", "cast", "scale_gradient"]
 
 T = TypeVar("T")
 DN = TypeVar("DN", bound=DType)  # the dtype cast to
@@ -46,6 +47,12 @@ A2 = TypeVar("A2", bound="Axis")
 A3 = TypeVar("A3", bound="Axis")
 A4 = TypeVar("A4", bound="Axis")
 A5 = TypeVar("A5", bound="Axis")
+# a policy's dtypes; a bare `Policy` annotation is `Policy[Any, Any, Any]` (any policy)
+PD = TypeVar("PD", bound=Floating, default=Any)
+CD = TypeVar("CD", bound=Floating, default=Any)
+OD = TypeVar("OD", bound=Floating, default=Any)
+DC = TypeVar("DC", bound=DType, default=Any)  # the dtype a DTypeCast casts to
+CF = TypeVar("CF", bound=Floating)  # Policy.mixed's compute dtype
 Ts = TypeVarTuple("Ts")
 LossScale = float | Literal["dynamic"] | None
 
@@ -80,6 +87,9 @@ def cast(tree: Conv1D[Any, A1, A2, A3], dtype: type[DN]) -> Conv1D[DN, A1, A2, A
 def cast(tree: Conv2D[Any, A1, A2, A3, A4], dtype: type[DN]
          ) -> Conv2D[DN, A1, A2, A3, A4]: ...
 @overload
+def cast(tree: Conv3D[Any, A1, A2, A3, A4, A5], dtype: type[DN]
+         ) -> Conv3D[DN, A1, A2, A3, A4, A5]: ...
+@overload
 def cast(tree: RNNCell[Any, A1, A2], dtype: type[DN]) -> RNNCell[DN, A1, A2]: ...
 @overload
 def cast(tree: GRUCell[Any, A1, A2], dtype: type[DN]) -> GRUCell[DN, A1, A2]: ...
@@ -110,9 +120,73 @@ def cast(tree: Any, dtype: type[DType]) -> Any:
                         is_leaf=lambda x: isinstance(x, Tensor))
 
 
+class DTypeCast(Generic[DC]):
+    """A policy's cast to one dtype (``policy.cast_to_compute`` is a ``DTypeCast[C]``).
+
+    Called on a tree it is :func:`cast` to its dtype, and typed like it: a Tensor's or a
+    layer's floating dtype is replaced in its type (``Tensor[F32, N, In]`` ->
+    ``Tensor[BF16, N, In]``, ``Affine[F32, In, Out]`` -> ``Affine[BF16, In, Out]``; under
+    the mypy plugin also a ``Sequential`` and tuples of these). Any other pytree is
+    ``Any`` after the cast: its fields' dtypes are not in its type.
+    """
+
+    __slots__ = ("dtype",)
+
+    def __init__(self, dtype: type[DC]) -> None:
+        self.dtype = dtype
+
+    def __repr__(self) -> str:
+        return f"DTypeCast({self.dtype.__name__})"
+
+    @overload
+    def __call__(self, tree: Affine[Any, A1, A2]) -> Affine[DC, A1, A2]: ...
+    @overload
+    def __call__(self, tree: Linear[Any, A1, A2]) -> Linear[DC, A1, A2]: ...
+    @overload
+    def __call__(self, tree: MLP[Any, A1, A2]) -> MLP[DC, A1, A2]: ...
+    @overload
+    def __call__(self, tree: Embedding[Any, A1, A2]) -> Embedding[DC, A1, A2]: ...
+    @overload
+    def __call__(self, tree: LayerNorm[Any, *Ts]) -> LayerNorm[DC, *Ts]: ...
+    @overload
+    def __call__(self, tree: RMSNorm[Any, *Ts]) -> RMSNorm[DC, *Ts]: ...
+    @overload
+    def __call__(self, tree: Conv1D[Any, A1, A2, A3]) -> Conv1D[DC, A1, A2, A3]: ...
+    @overload
+    def __call__(self, tree: Conv2D[Any, A1, A2, A3, A4]) -> Conv2D[DC, A1, A2, A3, A4]: ...
+    @overload
+    def __call__(self, tree: Conv3D[Any, A1, A2, A3, A4, A5]
+                 ) -> Conv3D[DC, A1, A2, A3, A4, A5]: ...
+    @overload
+    def __call__(self, tree: RNNCell[Any, A1, A2]) -> RNNCell[DC, A1, A2]: ...
+    @overload
+    def __call__(self, tree: GRUCell[Any, A1, A2]) -> GRUCell[DC, A1, A2]: ...
+    @overload
+    def __call__(self, tree: LSTMCell[Any, A1, A2]) -> LSTMCell[DC, A1, A2]: ...
+    @overload
+    def __call__(self, tree: MultiheadAttention[Any, A1, A2, A3, A4, A5]
+                 ) -> MultiheadAttention[DC, A1, A2, A3, A4, A5]: ...
+    @overload
+    def __call__(self, tree: Tensor[FD, *Ts]) -> Tensor[DC, *Ts]: ...
+    @overload
+    def __call__(self, tree: Tensor[DN, *Ts]) -> Tensor[DN, *Ts]: ...  # integers, Bool kept
+    @overload
+    def __call__(self, tree: Any) -> Any: ...
+    def __call__(self, tree: Any) -> Any:
+        """``tree`` with every floating-point Tensor and array cast to the dtype."""
+        return cast(tree, self.dtype)
+
+
 @dataclasses.dataclass(frozen=True)
-class Policy:
+class Policy(Generic[PD, CD, OD]):
     """Parameter, compute and output dtypes, and the loss scaling for f16.
+
+    A ``Policy[P, C, O]``: its casts are typed, so after
+    ``policy = ax.nn.Policy.mixed(ax.BF16)`` (a ``Policy[F32, BF16, F32]``),
+    ``policy.cast_to_compute(x)`` of a ``Tensor[F32, N, In]`` is ``Tensor[BF16, N, In]``
+    and of an ``Affine[F32, In, Out]`` an ``Affine[BF16, In, Out]``. A dtype left out of
+    the constructor is ``Any`` to mypy (pyright reads the default, ``F32``): give all three,
+    or use :meth:`mixed`.
 
     Args:
         param: dtype the parameters are stored and updated in (``ax.F32``).
@@ -128,9 +202,9 @@ class Policy:
         'dynamic'
     """
 
-    param: type[DType] = F32
-    compute: type[DType] = F32
-    output: type[DType] = F32
+    param: type[PD] = F32  # type: ignore[assignment]  # PD is Any when left out
+    compute: type[CD] = F32  # type: ignore[assignment]
+    output: type[OD] = F32  # type: ignore[assignment]
     loss_scale: LossScale = None
     period: int = 2000
 
@@ -145,22 +219,33 @@ class Policy:
             raise ValueError(f"Policy: loss_scale must be None, a positive number or "
                              f"'dynamic', got {s!r}")
 
+    @overload
     @classmethod
-    def mixed(cls, compute: type[DType] = BF16) -> Policy:
+    def mixed(cls) -> Policy[F32, BF16, F32]: ...
+    @overload
+    @classmethod
+    def mixed(cls, compute: type[CF]) -> Policy[F32, CF, F32]: ...
+    @classmethod
+    def mixed(cls, compute: type[DType] = BF16) -> Policy[Any, Any, Any]:
         """f32 parameters and output, ``compute`` inside; dynamic loss scaling for f16."""
-        return cls(F32, compute, F32, "dynamic" if compute is F16 else None)
+        return Policy(F32, compute, F32, "dynamic" if compute is F16 else None)
 
-    def cast_to_param(self, tree: T) -> T:
-        """Cast the floating leaves of ``tree`` to :attr:`param`."""
-        return cast(tree, self.param)
+    @property
+    def cast_to_param(self) -> DTypeCast[PD]:
+        """Cast the floating leaves of a tree to :attr:`param` (typed: see :class:`DTypeCast`)."""
+        return DTypeCast(self.param)
 
-    def cast_to_compute(self, tree: T) -> T:
-        """Cast the floating leaves of ``tree`` to :attr:`compute`."""
-        return cast(tree, self.compute)
+    @property
+    def cast_to_compute(self) -> DTypeCast[CD]:
+        """Cast the floating leaves of a tree to :attr:`compute` (typed: see
+        :class:`DTypeCast`)."""
+        return DTypeCast(self.compute)
 
-    def cast_to_output(self, tree: T) -> T:
-        """Cast the floating leaves of ``tree`` to :attr:`output`."""
-        return cast(tree, self.output)
+    @property
+    def cast_to_output(self) -> DTypeCast[OD]:
+        """Cast the floating leaves of a tree to :attr:`output` (typed: see
+        :class:`DTypeCast`)."""
+        return DTypeCast(self.output)
 
     def wrap_loss(self, loss_fn: Callable[..., Any], with_key: bool) -> Callable[..., Any]:
         """``loss_fn`` run in ``compute`` (model and floating batch cast), loss in ``output``.

@@ -15,7 +15,7 @@ import jax.core  # jax.core.Tracer: the submodule, imported by name for type che
 import jax.numpy as jnp
 import numpy as np
 
-from ..core import AnyTensor, Bool, DType, Op, Tensor, TensorType
+from ..core import AnyTensor, Bool, DType, Floating, Op, Tensor, TensorType
 from ..core.internal import (
     HasType,
     dtype_marker,
@@ -33,6 +33,9 @@ from ..core.internal import (
 
 D = TypeVar("D", bound=DType)
 D2 = TypeVar("D2", bound=DType)
+# the floats-only math: an integer or Bool tensor is a static error (tanh, expm1, softplus
+# keep D: axjax.nn's cells and activations call them with a dtype variable bound by DType)
+DF = TypeVar("DF", bound=Floating)
 Axes = TypeVarTuple("Axes")
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -145,17 +148,17 @@ def abs(x: Tensor[D, *Axes]) -> Tensor[D, *Axes]:  # noqa: A001
     return _ABS.same_type(x)
 
 
-def exp(x: Tensor[D, *Axes]) -> Tensor[D, *Axes]:
+def exp(x: Tensor[DF, *Axes]) -> Tensor[DF, *Axes]:
     """``e**x``, elementwise. Backward ``dy * y``."""
     return _EXP.same_type(x)
 
 
-def log(x: Tensor[D, *Axes]) -> Tensor[D, *Axes]:
+def log(x: Tensor[DF, *Axes]) -> Tensor[DF, *Axes]:
     """Natural logarithm, elementwise."""
     return _LOG.same_type(x)
 
 
-def log1p(x: Tensor[D, *Axes]) -> Tensor[D, *Axes]:
+def log1p(x: Tensor[DF, *Axes]) -> Tensor[DF, *Axes]:
     """``log(1 + x)``, accurate near 0."""
     return _LOG1P.same_type(x)
 
@@ -165,12 +168,12 @@ def expm1(x: Tensor[D, *Axes]) -> Tensor[D, *Axes]:
     return _EXPM1.same_type(x)
 
 
-def sqrt(x: Tensor[D, *Axes]) -> Tensor[D, *Axes]:
+def sqrt(x: Tensor[DF, *Axes]) -> Tensor[DF, *Axes]:
     """Square root, elementwise."""
     return _SQRT.same_type(x)
 
 
-def rsqrt(x: Tensor[D, *Axes]) -> Tensor[D, *Axes]:
+def rsqrt(x: Tensor[DF, *Axes]) -> Tensor[DF, *Axes]:
     """``1 / sqrt(x)``, elementwise."""
     return _RSQRT.same_type(x)
 
@@ -180,7 +183,7 @@ def square(x: Tensor[D, *Axes]) -> Tensor[D, *Axes]:
     return _SQUARE.same_type(x)
 
 
-def reciprocal(x: Tensor[D, *Axes]) -> Tensor[D, *Axes]:
+def reciprocal(x: Tensor[DF, *Axes]) -> Tensor[DF, *Axes]:
     """``1 / x``, elementwise."""
     return _RECIPROCAL.same_type(x)
 
@@ -190,7 +193,7 @@ def tanh(x: Tensor[D, *Axes]) -> Tensor[D, *Axes]:
     return _TANH.same_type(x)
 
 
-def sigmoid(x: Tensor[D, *Axes]) -> Tensor[D, *Axes]:
+def sigmoid(x: Tensor[DF, *Axes]) -> Tensor[DF, *Axes]:
     """Logistic sigmoid. Backward ``dy * y * (1 - y)``.
 
     Example:
@@ -205,12 +208,12 @@ def relu(x: Tensor[D, *Axes]) -> Tensor[D, *Axes]:
     return _RELU.same_type(x)
 
 
-def gelu(x: Tensor[D, *Axes]) -> Tensor[D, *Axes]:
+def gelu(x: Tensor[DF, *Axes]) -> Tensor[DF, *Axes]:
     """GELU, tanh approximation (as ``jax.nn.gelu``)."""
     return _GELU.same_type(x)
 
 
-def silu(x: Tensor[D, *Axes]) -> Tensor[D, *Axes]:
+def silu(x: Tensor[DF, *Axes]) -> Tensor[DF, *Axes]:
     """SiLU / swish: ``x * sigmoid(x)``."""
     return _SILU.same_type(x)
 
@@ -220,17 +223,17 @@ def softplus(x: Tensor[D, *Axes]) -> Tensor[D, *Axes]:
     return _SOFTPLUS.same_type(x)
 
 
-def sin(x: Tensor[D, *Axes]) -> Tensor[D, *Axes]:
+def sin(x: Tensor[DF, *Axes]) -> Tensor[DF, *Axes]:
     """Sine, elementwise."""
     return _SIN.same_type(x)
 
 
-def cos(x: Tensor[D, *Axes]) -> Tensor[D, *Axes]:
+def cos(x: Tensor[DF, *Axes]) -> Tensor[DF, *Axes]:
     """Cosine, elementwise."""
     return _COS.same_type(x)
 
 
-def erf(x: Tensor[D, *Axes]) -> Tensor[D, *Axes]:
+def erf(x: Tensor[DF, *Axes]) -> Tensor[DF, *Axes]:
     """The error function, elementwise."""
     return _ERF.same_type(x)
 

@@ -2,9 +2,9 @@
 # Regenerate with `.venv/bin/python tools/gen_overloads.py`; tests/typing checks it is current.
 # Window: an op that removes, keeps or renames a named axis is exact when the axis is among
 # the first 4 or the last 4 axes (any position up to rank 8); expand_dims and stack take a
-# literal `at` in -5..4 (every valid index up to rank 4); transpose is exact up to rank 4;
-# constructors and broadcast targets up to rank 6. Larger ranks give the gradual Tensor[D,
-# *tuple[Any, ...]].
+# literal `at` in -5..4 (every valid index up to rank 4; a computed `at` is gradual);
+# transpose is exact up to rank 4; constructors and broadcast targets up to rank 6. Larger
+# ranks give the gradual Tensor[D, *tuple[Any, ...]].
 # Definition-time overlap checks misfire on position overloads; call sites are what count
 # (tests/typing/cases), so those diagnostics are off here.
 # mypy: disable-error-code="overload-overlap,overload-cannot-match"
@@ -73,7 +73,7 @@ if TYPE_CHECKING:
     @overload
     def expand_dims(x: Tensor[D, *Ts, T0, T1, T2, T3], axis: type[X], at: Literal[-5]) -> Tensor[D, *Ts, X, T0, T1, T2, T3]: ...
     @overload
-    def expand_dims(x: Tensor[D, T0, T1, T2, T3, T4, *Ts], axis: type[Axis], at: int = 0) -> Tensor[D, *tuple[Any, ...]]: ...
+    def expand_dims(x: Tensor[D, *Ts], axis: type[Axis], at: int = 0) -> Tensor[D, *tuple[Any, ...]]: ...
     def expand_dims(x: Tensor[D, *tuple[Any, ...]], axis: Any, at: int = 0) -> Tensor[D, *tuple[Any, ...]]:
         """Insert a new axis of size 1 at position ``at`` (negative counts from the end)."""
         ...
@@ -99,7 +99,7 @@ if TYPE_CHECKING:
     @overload
     def stack(xs: Sequence[Tensor[D, *Ts, T0, T1, T2, T3]], axis: type[X], at: Literal[-5]) -> Tensor[D, *Ts, X, T0, T1, T2, T3]: ...
     @overload
-    def stack(xs: Sequence[Tensor[D, T0, T1, T2, T3, T4, *Ts]], axis: type[Axis], at: int = 0) -> Tensor[D, *tuple[Any, ...]]: ...
+    def stack(xs: Sequence[Tensor[D, *Ts]], axis: type[Axis], at: int = 0) -> Tensor[D, *tuple[Any, ...]]: ...
     def stack(xs: Sequence[Tensor[D, *tuple[Any, ...]]], axis: Any, at: int = 0) -> Tensor[D, *tuple[Any, ...]]:
         """Stack tensors with identical axes along a new axis ``axis`` at position ``at``."""
         ...

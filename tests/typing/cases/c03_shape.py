@@ -24,14 +24,16 @@ reveal_type(ax.expand_dims(ab, N, -3))  # want: Tensor[F32, N, A, B]
 reveal_type(ax.expand_dims(s0, N, 0))  # want: Tensor[F32, N]
 reveal_type(ax.expand_dims(r6, N, 4))  # want: Tensor[F32, A, B, C, D, N, E, F]
 reveal_type(ax.expand_dims(r6, N, 5))  # want[plugin]: Tensor[F32, A, B, C, D, E, N, F]; want[mypy]: Tensor[F32, *tuple[Any, ...]]; want[pyright]: Tensor[F32, *tuple[Any, ...]]
-x1 = ax.expand_dims(s0, N, 1)  # want-error: Cannot apply ExpandDims(N, at=1) to Tensor[F32]: index 1 out of range for rank 0
-x2 = ax.expand_dims(ab, N, 3)  # want-error: index 3 out of range for rank 2
-x3 = ax.expand_dims(ab, N, -4)  # want-error: index -4 out of range for rank 2
+x1 = ax.expand_dims(s0, N, 1)  # want-error[plugin]: Cannot apply ExpandDims(N, at=1) to Tensor[F32]: index 1 out of range for rank 0; miss[mypy,pyright]: a literal out of range takes the computed index's catch-all
+x2 = ax.expand_dims(ab, N, 3)  # want-error[plugin]: index 3 out of range for rank 2; miss[mypy,pyright]: a literal out of range takes the computed index's catch-all
+x3 = ax.expand_dims(ab, N, -4)  # want-error[plugin]: index -4 out of range for rank 2; miss[mypy,pyright]: a literal out of range takes the computed index's catch-all
 x4 = ax.expand_dims(ab, A, 0)  # want-error[plugin]: Cannot apply ExpandDims(A, at=0) to Tensor[F32, A, B]: axis A already present (a tensor never has the same axis twice; rename one); miss[mypy,pyright]
 
 
 def dynamic(i: int) -> None:
-    reveal_type(ax.expand_dims(abc, N, i))  # want[plugin]: Tensor[Any, *tuple[Any, ...]]; limit[mypy,pyright]: no overload for a computed index
+    reveal_type(ax.expand_dims(abc, N, i))  # want: Tensor[F32, *tuple[Any, ...]]
+    reveal_type(ax.stack([abc, abc], N, i))  # want: Tensor[F32, *tuple[Any, ...]]
+    x5 = ax.expand_dims(abc, A, i)  # want-error[plugin]: Cannot apply ExpandDims(A, at=i) to Tensor[F32, A, B, C]: axis A already present; miss[mypy,pyright]
 
 
 # squeeze, index, rename, transpose: the axis is found wherever it is

@@ -47,7 +47,7 @@ def mixed(x: Tensor[DT, *Ts], y: Tensor[F32, *Ts]) -> Tensor[DT, *Ts]:
 
 
 def any_float(x: Tensor[DT, A]) -> Tensor[DT, A]:
-    return ax.exp(x)  # ok
+    return ax.exp(x)  # ok[plugin]; limit[mypy,pyright]: DT is bound by ax.DType, so it might be I32: bound it by ax.Floating
 
 
 # a number takes the dtype of the tensor it meets, a type variable's too
