@@ -49,6 +49,7 @@ from mypy.types import (
 from ..graph import Input, Node
 from ._calls import AXES_ERROR, JOIN_ERROR
 from ._evaluate import SIZE, CannotEvaluate, Env, Joined, deliberate, message
+from ._origins import note_origins
 from ._types import TENSOR, TT, class_of, make_tensor
 
 NN = "axjax.nn"
@@ -204,6 +205,7 @@ class LayerHooks:
                 if sized:  # the stand-in's own sizes, in a cell's name: not the program's
                     said = said.replace(f"={SIZE})", ")")
                 ctx.api.fail(said, ctx.context, code=AXES_ERROR)
+                note_origins(ctx)
             return self.tools.gradual()
 
     def _passes_for_ints(self, ctx: MethodContext, env: Env, run: Callable[[Env], object]

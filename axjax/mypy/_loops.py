@@ -36,6 +36,7 @@ from ..graph import fold as _fold
 from ..graph import scan as _scan
 from ._calls import AXES_ERROR, literal_int
 from ._evaluate import CannotEvaluate, Env, Joined, deliberate, message
+from ._origins import note_origins
 from ._types import GRAPH, TT, make_tensor, same, tensor_of
 
 FOLD = f"{GRAPH}._scan.Fold"
@@ -132,6 +133,7 @@ def loop_call_type(ctx: MethodContext, make_env: Callable[[], Env], tensor: Any,
         if (isinstance(e, TypeError) and deliberate(e) and not env.uncertain
                 and not env.variadic and not env.placeholders):
             ctx.api.fail(message(e), ctx.context, code=AXES_ERROR)
+            note_origins(ctx)
         return ctx.default_return_type
 
 

@@ -73,6 +73,7 @@ from ._layers import CAST, CHAINS, POLICY_CAST, LayerHooks, Tools
 from ._loops import CALLS as LOOP_CALLS
 from ._loops import SCAN_FUNCTION, loop_call_type, scan_position
 from ._options import read_options, report_untyped
+from ._origins import note_origins
 from ._signature import widen
 from ._types import (
     AXIS,
@@ -405,6 +406,7 @@ class AxjaxPlugin(Plugin):
                 traceback.print_exc()
             if self._reportable(env, op, e) and not self._passes_for_ints(ctx, env, run):
                 ctx.api.fail(message(e), ctx.context, code=AXES_ERROR)
+                note_origins(ctx)
                 self._failed.add(id(ctx.context))  # no axjax-untyped report on top
             return self._gradual(info)
         return make_tensor(info or self._info(TENSOR), tt, self._tuple_info())

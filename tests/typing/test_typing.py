@@ -163,3 +163,15 @@ def test_plugin_messages_are_the_runtime_messages(case: str, runs: dict[str, run
         elif ours:
             problems.append(f"{where}: the plugin says {ours}, but the statement runs")
     assert not problems, "\n".join(problems)
+
+
+def test_plugin_notes_where_each_operand_was_typed(runs: dict[str, runner.Run]) -> None:
+    """The static counterpart of axis provenance (docs/errors.md): after an axis error, a
+    note per Tensor variable operand with its type and the line that typed it."""
+    case = "tests/typing/cases/c13_origins.py"
+    notes = {(d.line, d.message) for d in runs["plugin"].diags
+             if d.file == case and d.severity == "note"}
+    assert (18, '"wh" is "Tensor[F32, W, H]", typed at line 15') in notes
+    assert (18, '"hw" is "Tensor[F32, H, W]", typed at line 16') in notes
+    assert (19, '"hw" is "Tensor[F32, H, W]", typed at line 16') in notes
+    assert not [n for n in notes if n[0] not in (18, 19)]  # only after an error
