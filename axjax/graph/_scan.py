@@ -22,6 +22,7 @@ from typing import Any, Generic, Literal, TypeVar, TypeVarTuple, overload
 
 import jax
 import jax.numpy as jnp
+from jax.sharding import AxisType
 
 from ..core import Axis, AxisError, DType, Tensor, TensorType
 from ..core.internal import (
@@ -154,10 +155,42 @@ def _eager(unit: Callable[[Any, Any], Any], check: Callable[[Any], list[AnyTenso
         return out, (out if keep else None)
 
     carry0 = [t.array for t in s_leaves]
-    final, ys = jax.lax.scan(body, carry0, ([a for a, _ in moved], m_arr), reverse=reverse)
+    seqs = ([a for a, _ in moved], m_arr)
+    if _explicit([*carry0, *seqs[0]]):
+        carry0 = _match_carry(body, carry0, seqs)
+    final, ys = jax.lax.scan(body, carry0, seqs, reverse=reverse)
     if not keep:
         return unflatten(s_def, [wrap(a, ax_) for a, ax_ in zip(final, s_axes, strict=True)])
     return unflatten(s_def, _stacked(ys, s_axes, over, at, where_))
+
+
+def _explicit(arrays: list[Any]) -> bool:
+    """Whether the arrays run on a mesh with Explicit axes: the current (abstract) mesh, or
+    under ``jax.jit`` outside any mesh context the mesh in a traced array's type."""
+    mesh = jax.sharding.get_abstract_mesh()
+    if not mesh.axis_types:
+        for a in arrays:
+            m = getattr(getattr(jax.typeof(a), "sharding", None), "mesh", None)
+            if m is not None and m.axis_types:
+                mesh = m
+                break
+    return AxisType.Explicit in (mesh.axis_types or ())
+
+
+def _match_carry(body: Callable[..., Any], carry0: list[Any], seqs: Any) -> list[Any]:
+    """The initial state resharded to the sharding the unit gives its result.
+
+    On an Explicit mesh a sharding is part of an array's type and ``lax.scan`` needs the
+    carry's type unchanged by the body; but the unit's ops give their results the shardings
+    of the axis rules, while the initial state (often zeros) may be replicated. So trace one
+    step abstractly (``jax.eval_shape``: no computation) and reshard each leaf of the initial
+    state whose sharding differs; run only on Explicit meshes, so nothing changes otherwise.
+    """
+    out = jax.eval_shape(lambda c, s: body(c, jax.tree.map(lambda a: a[0], s))[0],
+                         carry0, seqs)
+    reshard: Callable[[Any, Any], Any] = jax.sharding.reshard
+    return [c if jax.typeof(c).sharding.spec == o.sharding.spec else reshard(c, o.sharding)
+            for c, o in zip(carry0, out, strict=True)]
 
 
 def _step(unit: Callable[[Any, Any], Any], check: Callable[[Any], list[AnyTensor]],
