@@ -4,11 +4,11 @@ runtime (``jax.distributed`` on 127.0.0.1, gloo collectives).
 ``python tests/parallel/_two_process.py PROCESS_ID PORT FOLDER``; prints ``PASS two_process
 <id>`` when this process's losses and parameters equal a one-device run of the same
 training (its first epoch saving sharded ``Checkpoints``, its second resumed from them,
-bit for bit the same as the two epochs run through), after both processes saved the model, sharded over all 8 devices, with
-``save_sharded`` into ``FOLDER/sharded``; only process 0 pruned old checkpoints (the
-folders each process deletes are recorded) and wrote the logs. ``_two_process.py restore
-FOLDER`` then loads it in one process on another mesh and compares it with the one-device
-run.
+bit for bit the same as the two epochs run through), after both processes saved the
+model, sharded over all 8 devices, with ``save_sharded`` into ``FOLDER/sharded``; only
+process 0 pruned old checkpoints (the folders each process deletes are recorded) and wrote
+the logs. ``_two_process.py restore FOLDER`` then loads it in one process on another mesh
+and compares it with the one-device run.
 """
 
 from __future__ import annotations
