@@ -24,6 +24,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.conftest import data_dir
+
 HERE = Path(__file__).resolve().parent
 CHECKS = [
     "rules_errors_name_the_axes",
@@ -41,6 +43,10 @@ CHECKS = [
 ]
 
 
+#: the checks that train on the real MNIST files (``../shared/data/mnist``)
+NEEDS_MNIST = {"mnist_example_data_tensor"}
+
+
 @pytest.fixture(scope="module")
 def report() -> str:
     env = {**os.environ, "JAX_PLATFORMS": "cpu"}
@@ -53,6 +59,8 @@ def report() -> str:
 
 @pytest.mark.parametrize("name", CHECKS)
 def test_check(report: str, name: str) -> None:
+    if name in NEEDS_MNIST:
+        data_dir("mnist")  # skips, saying where the files are expected, when they are absent
     passed = [line for line in report.splitlines() if line.startswith(f"PASS {name} ")]
     assert passed, f"{name} did not pass:\n{report}"
 
