@@ -17,6 +17,7 @@ mnist: $(VENV)/.installed   ## train the paper's 784-300-100-10 MLP on MNIST
 
 lint: $(VENV)/.installed
 	$(PY) -m ruff check .
+	$(PY) -m ruff format --check .
 
 test: lint   ## ruff, then the whole test suite (ops, typing under mypy+pyright, graph, nn, train)
 	$(PY) -m pytest -q $(ARGS)

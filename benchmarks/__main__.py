@@ -22,23 +22,32 @@ __all__ = ["main", "run"]
 def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="python -m benchmarks", description=__doc__.split("\n")[0])
     p.add_argument("--quick", action="store_true", help="a few steps of each: a smoke run")
-    p.add_argument("--models", default="mlp,cnn,lstm,attention",
-                   help="comma-separated: mlp, cnn, lstm, attention")
-    p.add_argument("--frameworks",
-                   default="jax,expert,expert-int,axjax,graph,fit,equinox,haliax,torch",
-                   help="comma-separated; haliax and torch are skipped when not installed")
+    p.add_argument(
+        "--models",
+        default="mlp,cnn,lstm,attention",
+        help="comma-separated: mlp, cnn, lstm, attention",
+    )
+    p.add_argument(
+        "--frameworks",
+        default="jax,expert,expert-int,axjax,graph,fit,equinox,haliax,torch",
+        help="comma-separated; haliax and torch are skipped when not installed",
+    )
     p.add_argument("--rounds", type=int, help="interleaved timing rounds (default 7)")
     p.add_argument("--compile-rounds", type=int, help="first-step repeats (default 5)")
     p.add_argument("--no-memory", action="store_true", help="skip the peak-memory children")
     p.add_argument("--no-dispatch", action="store_true", help="skip eager dispatch")
     p.add_argument("--no-structure", action="store_true", help="skip the op counts")
-    p.add_argument("--no-timing", action="store_true",
-                   help="skip the training-step timing (e.g. to redo memory or dispatch)")
+    p.add_argument(
+        "--no-timing",
+        action="store_true",
+        help="skip the training-step timing (e.g. to redo memory or dispatch)",
+    )
     p.add_argument("--data", help="folder with the MNIST IDX files")
     p.add_argument("--json", help="write the results to this file")
     p.add_argument("--report", help="print the tables of a results file and exit")
-    p.add_argument("--memory-child", nargs=2, metavar=("MODEL", "FRAMEWORK"),
-                   help=argparse.SUPPRESS)
+    p.add_argument(
+        "--memory-child", nargs=2, metavar=("MODEL", "FRAMEWORK"), help=argparse.SUPPRESS
+    )
     p.add_argument("--steps", type=int, default=20, help=argparse.SUPPRESS)
     return p
 
@@ -73,10 +82,16 @@ def run(args: argparse.Namespace, log: Any = None) -> dict[str, Any]:
         cfg.compile_rounds = args.compile_rounds
     data = load_mnist(args.data)
     results: dict[str, Any] = {
-        "environment": environment(), "data": data.source, "config": vars(cfg),
-        "not_installed": missing, "models": {}}
-    log(f"data: {data.source}; frameworks: {', '.join(frameworks)}"
-        + (f" (not installed: {', '.join(missing)})" if missing else ""))
+        "environment": environment(),
+        "data": data.source,
+        "config": vars(cfg),
+        "not_installed": missing,
+        "models": {},
+    }
+    log(
+        f"data: {data.source}; frameworks: {', '.join(frameworks)}"
+        + (f" (not installed: {', '.join(missing)})" if missing else "")
+    )
     t0 = time.perf_counter()
     _harness.warm_up()
     for name in models if not args.no_timing else ():
@@ -87,12 +102,12 @@ def run(args: argparse.Namespace, log: Any = None) -> dict[str, Any]:
         results["structure"] = structure_table(models)
     if not args.no_dispatch:
         log("eager dispatch:")
-        results["dispatch"] = (bench_dispatch(rounds=2, calls=20, warmup=5) if args.quick
-                               else bench_dispatch())
+        results["dispatch"] = (
+            bench_dispatch(rounds=2, calls=20, warmup=5) if args.quick else bench_dispatch()
+        )
     if not args.no_memory:
         log("peak memory (one process per model and framework):")
-        results["memory"] = bench_memory(models, frameworks, steps=3 if args.quick else 20,
-                                         log=log)
+        results["memory"] = bench_memory(models, frameworks, steps=3 if args.quick else 20, log=log)
     results["wall_s"] = round(time.perf_counter() - t0, 1)
     return results
 

@@ -58,7 +58,7 @@ class Data:
         while len(out) < count:
             perm = rng.permutation(len(self.labels))
             n = len(perm) // BATCH
-            out += [perm[i * BATCH:(i + 1) * BATCH] for i in range(n)]
+            out += [perm[i * BATCH : (i + 1) * BATCH] for i in range(n)]
         return out[:count]
 
 
@@ -86,9 +86,11 @@ def load_mnist(data_dir: str | os.PathLike[str] | None = None) -> Data:
         return Data(x.reshape(-1, 28, 28), y, f"MNIST train ({d})")
     rng = np.random.default_rng(0)
     n = 4 * BATCH
-    return Data(rng.random((n, 28, 28), dtype=np.float32),
-                rng.integers(0, 10, n).astype(np.int32),
-                f"synthetic noise ({d} not found)")
+    return Data(
+        rng.random((n, 28, 28), dtype=np.float32),
+        rng.integers(0, 10, n).astype(np.int32),
+        f"synthetic noise ({d} not found)",
+    )
 
 
 def uniform(rng: np.random.Generator, shape: tuple[int, ...], fan_in: int) -> np.ndarray:
@@ -113,10 +115,14 @@ class Runner:
     value: Callable[[Any], float] = float
 
 
-def jit_train_step(loss_fn: Callable[[Any, Any, Any], Any], params: Any,
-                   put: Callable[[np.ndarray, np.ndarray], tuple[Any, Any]],
-                   optimizer: optax.GradientTransformation | None = None,
-                   split: bool = False, donate: bool = True) -> Runner:
+def jit_train_step(
+    loss_fn: Callable[[Any, Any, Any], Any],
+    params: Any,
+    put: Callable[[np.ndarray, np.ndarray], tuple[Any, Any]],
+    optimizer: optax.GradientTransformation | None = None,
+    split: bool = False,
+    donate: bool = True,
+) -> Runner:
     """The hand-written training step: loss, gradient and optax update in one ``jax.jit``.
 
     ``loss_fn(params, x, y)`` returns a scalar array. Used by raw JAX, and by axjax modules
@@ -140,8 +146,9 @@ def jit_train_step(loss_fn: Callable[[Any, Any, Any], Any], params: Any,
         return optax.apply_updates(params, updates), opt_state, loss
 
     jitted = jax.jit(step, donate_argnums=(0, 1) if donate else ())
-    shapes = jax.tree.map(lambda a: jax.ShapeDtypeStruct(a.shape, a.dtype),
-                          (params, opt.init(params)))
+    shapes = jax.tree.map(
+        lambda a: jax.ShapeDtypeStruct(a.shape, a.dtype), (params, opt.init(params))
+    )
 
     def run(state: Any, x: Any, y: Any) -> tuple[Any, Any]:
         p, s, loss = jitted(state[0], state[1], x, y)
@@ -150,8 +157,9 @@ def jit_train_step(loss_fn: Callable[[Any, Any, Any], Any], params: Any,
     def lowered(x: Any, y: Any) -> Any:
         return jitted.lower(*shapes, x, y)
 
-    state = jax.tree.map(jnp.copy, (params, opt.init(params))) if donate else (
-        params, opt.init(params))
+    state = (
+        jax.tree.map(jnp.copy, (params, opt.init(params))) if donate else (params, opt.init(params))
+    )
     return Runner(state, run, put, traces=lambda: count[0], lowered=lowered)
 
 
@@ -163,8 +171,9 @@ def timed(fn: Callable[[], Any]) -> tuple[Any, float]:
     return out, time.perf_counter() - t0
 
 
-def window(runner: Runner, state: Any, n: int, batch: Callable[[int], tuple[Any, Any]]
-           ) -> tuple[Any, float, float]:
+def window(
+    runner: Runner, state: Any, n: int, batch: Callable[[int], tuple[Any, Any]]
+) -> tuple[Any, float, float]:
     """Run ``n`` steps on ``batch(i)`` and wait for the device.
 
     Returns ``(state, steps per second, host µs per step)``: the last is the CPU time the
@@ -185,8 +194,7 @@ def window(runner: Runner, state: Any, n: int, batch: Callable[[int], tuple[Any,
 def summary(values: Sequence[float]) -> dict[str, float]:
     """``{"median", "min", "max"}`` of the values (rounded for the report)."""
     v = list(values)
-    return {"median": _round(statistics.median(v)), "min": _round(min(v)),
-            "max": _round(max(v))}
+    return {"median": _round(statistics.median(v)), "min": _round(min(v)), "max": _round(max(v))}
 
 
 def _round(x: float) -> float:

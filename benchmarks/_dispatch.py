@@ -43,14 +43,21 @@ class P(ax.Axis):
 def _operands() -> dict[str, Any]:
     rng = np.random.default_rng(0)
     a, b = (rng.standard_normal((128, 300), dtype=np.float32) for _ in range(2))
-    x, w = rng.standard_normal((128, 784), dtype=np.float32), rng.standard_normal(
-        (784, 300), dtype=np.float32)
+    x, w = (
+        rng.standard_normal((128, 784), dtype=np.float32),
+        rng.standard_normal((784, 300), dtype=np.float32),
+    )
     bias = rng.standard_normal(300, dtype=np.float32)
-    arrays = {k: jnp.asarray(v) for k, v in (("a", a), ("b", b), ("x", x), ("w", w),
-                                              ("bias", bias))}
-    tensors = {"a": ax.tensor(arrays["a"], B, H), "b": ax.tensor(arrays["b"], B, H),
-               "x": ax.tensor(arrays["x"], B, P), "w": ax.tensor(arrays["w"], P, H),
-               "bias": ax.tensor(arrays["bias"], H)}
+    arrays = {
+        k: jnp.asarray(v) for k, v in (("a", a), ("b", b), ("x", x), ("w", w), ("bias", bias))
+    }
+    tensors = {
+        "a": ax.tensor(arrays["a"], B, H),
+        "b": ax.tensor(arrays["b"], B, H),
+        "x": ax.tensor(arrays["x"], B, P),
+        "w": ax.tensor(arrays["w"], P, H),
+        "bias": ax.tensor(arrays["bias"], H),
+    }
     return {"j": arrays, "t": tensors}
 
 
@@ -64,11 +71,15 @@ OPS: dict[str, Pair] = {
     "relu": (lambda j: jax.nn.relu(j["a"]), lambda t: ax.relu(t["a"])),
     "sum over an axis": (lambda j: jnp.sum(j["a"], axis=1), lambda t: ax.sum(t["a"], H)),
     "mean over an axis": (lambda j: jnp.mean(j["a"], axis=1), lambda t: ax.mean(t["a"], H)),
-    "log_softmax": (lambda j: jax.nn.log_softmax(j["a"], axis=1),
-                    lambda t: ax.log_softmax(t["a"], H)),
+    "log_softmax": (
+        lambda j: jax.nn.log_softmax(j["a"], axis=1),
+        lambda t: ax.log_softmax(t["a"], H),
+    ),
     "transpose": (lambda j: jnp.transpose(j["a"]), lambda t: ax.transpose(t["a"], H, B)),
-    "broadcast a bias": (lambda j: jnp.broadcast_to(j["bias"], (128, 300)),
-                         lambda t: ax.broadcast(t["bias"], t["a"])),
+    "broadcast a bias": (
+        lambda j: jnp.broadcast_to(j["bias"], (128, 300)),
+        lambda t: ax.broadcast(t["bias"], t["a"]),
+    ),
     "index along an axis": (lambda j: j["a"][:, 3], lambda t: ax.index(t["a"], H, 3)),
     "contract (x @ w)": (lambda j: j["x"] @ j["w"], lambda t: ax.contract(t["x"], t["w"])),
     "matmul (x @ w)": (lambda j: j["x"] @ j["w"], lambda t: t["x"] @ t["w"]),
@@ -86,8 +97,9 @@ def _time(fn: Callable[[], Any], calls: int) -> tuple[float, float]:
     return (time.perf_counter() - t0) / calls * 1e6, (c1 - c0) / calls * 1e6
 
 
-def bench_dispatch(rounds: int = 15, calls: int = 300, warmup: int = 100,
-                   ops: dict[str, Pair] | None = None) -> dict[str, Any]:
+def bench_dispatch(
+    rounds: int = 15, calls: int = 300, warmup: int = 100, ops: dict[str, Pair] | None = None
+) -> dict[str, Any]:
     """Microseconds per call of each op in both versions, and their ratio per round."""
     data = _operands()
     out: dict[str, Any] = {}
@@ -107,9 +119,11 @@ def bench_dispatch(rounds: int = 15, calls: int = 300, warmup: int = 100,
                 js.append(_time(j, calls))
                 ts.append(_time(t, calls))
         out[name] = {
-            "jnp_us": summary([w for w, _ in js]), "axjax_us": summary([w for w, _ in ts]),
+            "jnp_us": summary([w for w, _ in js]),
+            "axjax_us": summary([w for w, _ in ts]),
             "ratio": summary([a[0] / b[0] for a, b in zip(ts, js, strict=True)]),
             "jnp_cpu_us": summary([c for _, c in js]),
             "axjax_cpu_us": summary([c for _, c in ts]),
-            "cpu_ratio": summary([a[1] / b[1] for a, b in zip(ts, js, strict=True)])}
+            "cpu_ratio": summary([a[1] / b[1] for a, b in zip(ts, js, strict=True)]),
+        }
     return out

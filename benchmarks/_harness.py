@@ -45,8 +45,7 @@ class Config:
 
     @classmethod
     def quick(cls) -> Config:
-        return cls(rounds=2, compile_rounds=1, warmup=2, window_s=0.0, min_steps=3,
-                   max_steps=3)
+        return cls(rounds=2, compile_rounds=1, warmup=2, window_s=0.0, min_steps=3, max_steps=3)
 
 
 def _rotate(xs: Sequence[str], k: int) -> list[str]:
@@ -54,8 +53,12 @@ def _rotate(xs: Sequence[str], k: int) -> list[str]:
     return list(xs[k:]) + list(xs[:k])
 
 
-def _first_step(build: Callable[[dict[str, np.ndarray]], Runner], params: dict[str, Any],
-                x: np.ndarray, y: np.ndarray) -> tuple[Runner, Any, float, float, Any]:
+def _first_step(
+    build: Callable[[dict[str, np.ndarray]], Runner],
+    params: dict[str, Any],
+    x: np.ndarray,
+    y: np.ndarray,
+) -> tuple[Runner, Any, float, float, Any]:
     """Build a runner, then run its first step synced: ``(runner, state, build_s, first_s,
     loss)``."""
     runner, build_s = timed(lambda: build(params))
@@ -97,8 +100,13 @@ def warm_up() -> None:
     jax.block_until_ready(jax.jit(lambda t: ax.sum(ax.relu(t), B))(t).array)
 
 
-def bench_model(model: ModuleType, frameworks: Sequence[str], data: Data, cfg: Config,
-                log: Callable[[str], None] = print) -> dict[str, Any]:
+def bench_model(
+    model: ModuleType,
+    frameworks: Sequence[str],
+    data: Data,
+    cfg: Config,
+    log: Callable[[str], None] = print,
+) -> dict[str, Any]:
     """Run the protocol for one model; a dict per framework (see the module docstring)."""
     params = model.init(0)
     batches = data.batches(seed=1, count=64)
@@ -127,8 +135,10 @@ def bench_model(model: ModuleType, frameworks: Sequence[str], data: Data, cfg: C
             continue
         runners[fw] = (runner, state)
         res[fw] = {"build_s": build_s, "first_step_s": [first_s], "losses": losses}
-        log(f"  {model.NAME}/{fw}: first step {first_s:.2f} s, losses "
-            f"{', '.join(f'{v:.5f}' for v in losses)}")
+        log(
+            f"  {model.NAME}/{fw}: first step {first_s:.2f} s, losses "
+            f"{', '.join(f'{v:.5f}' for v in losses)}"
+        )
     live = [fw for fw in frameworks if fw in runners]
     ref = res.get("jax", {}).get("losses")
     for fw in live:
@@ -149,29 +159,37 @@ def bench_model(model: ModuleType, frameworks: Sequence[str], data: Data, cfg: C
     calib = "jax" if "jax" in live else (live[0] if live else None)
     n = cfg.min_steps
     if calib is not None and cfg.window_s > 0:
-        states[calib], rate, _ = window(runners[calib][0], states[calib], cfg.min_steps,
-                                        lambda i: fixed[calib])
+        states[calib], rate, _ = window(
+            runners[calib][0], states[calib], cfg.min_steps, lambda i: fixed[calib]
+        )
         n = int(min(cfg.max_steps, max(cfg.min_steps, rate * cfg.window_s)))
     out["steps_per_window"] = n
 
     # 4. interleaved rounds: fixed batch, then the real data loop
-    sps: dict[str, dict[str, list[float]]] = {fw: {"fixed": [], "loop": [], "host": []}
-                                              for fw in live}
+    sps: dict[str, dict[str, list[float]]] = {
+        fw: {"fixed": [], "loop": [], "host": []} for fw in live
+    }
     for r in range(cfg.rounds):
         order = _rotate(live, r)
         for fw in order:
-            states[fw], v, host_us = window(runners[fw][0], states[fw], n,
-                                            lambda i, f=fw: fixed[f])
+            states[fw], v, host_us = window(runners[fw][0], states[fw], n, lambda i, f=fw: fixed[f])
             sps[fw]["fixed"].append(v)
             sps[fw]["host"].append(host_us)
         for fw in order:
             runner = runners[fw][0]
-            states[fw], v, _ = window(runner, states[fw], n,
-                                   lambda i, rr=runner, k=r: rr.put(*host(batches[(k * n + i)
-                                                                                  % 64])))
+            states[fw], v, _ = window(
+                runner,
+                states[fw],
+                n,
+                lambda i, rr=runner, k=r: rr.put(*host(batches[(k * n + i) % 64])),
+            )
             sps[fw]["loop"].append(v)
-        log(f"  {model.NAME} round {r + 1}/{cfg.rounds}: " + ", ".join(
-            f"{fw} {sps[fw]['fixed'][-1]:.0f}/{sps[fw]['loop'][-1]:.0f}" for fw in order))
+        log(
+            f"  {model.NAME} round {r + 1}/{cfg.rounds}: "
+            + ", ".join(
+                f"{fw} {sps[fw]['fixed'][-1]:.0f}/{sps[fw]['loop'][-1]:.0f}" for fw in order
+            )
+        )
 
     experts = [e for e in EXPERTS if e in live]
     out["experts"] = experts
@@ -179,7 +197,8 @@ def bench_model(model: ModuleType, frameworks: Sequence[str], data: Data, cfg: C
         runner = runners[fw][0]
         entry = res[fw]
         entry["first_step_s"] = summary(entry["first_step_s"]) | {
-            "cold": round(entry["first_step_s"][0], 3)}
+            "cold": round(entry["first_step_s"][0], 3)
+        }
         for kind in ("fixed", "loop"):
             entry[f"{kind}_steps_per_s"] = summary(sps[fw][kind])
             if "jax" in live:
@@ -188,7 +207,8 @@ def bench_model(model: ModuleType, frameworks: Sequence[str], data: Data, cfg: C
             if experts:  # against the fastest expert baseline of the same round
                 best = [max(v) for v in zip(*(sps[e][kind] for e in experts), strict=True)]
                 entry[f"{kind}_best_ratio"] = summary(
-                    [a / b for a, b in zip(sps[fw][kind], best, strict=True)])
+                    [a / b for a, b in zip(sps[fw][kind], best, strict=True)]
+                )
         entry["host_us_per_step"] = summary(sps[fw]["host"])
         entry["traces"] = runner.traces() if runner.traces else None
     if "jax" in live:

@@ -35,8 +35,10 @@ def child(model_name: str, framework: str, steps: int) -> dict[str, Any]:
     # two batches of seeded noise: memory does not depend on the values, and reading the
     # training set would itself set the peak (the peak of a process never comes down)
     rng = np.random.default_rng(0)
-    host = [(rng.random((BATCH, 28, 28), dtype=np.float32),
-             rng.integers(0, 10, BATCH).astype(np.int32)) for _ in range(2)]
+    host = [
+        (rng.random((BATCH, 28, 28), dtype=np.float32), rng.integers(0, 10, BATCH).astype(np.int32))
+        for _ in range(2)
+    ]
     params = model.init(0)
     warm_up()  # the XLA client and the first compile are paid here, outside both figures
     gc.collect()
@@ -50,13 +52,17 @@ def child(model_name: str, framework: str, steps: int) -> dict[str, Any]:
         state, loss = runner.step(state, *runner.put(*host[k % 2]))
     runner.sync((state, loss))
     peak = peak_rss_mib()
-    return {"rss_before_mib": round(before, 1), "build_mib": round(built - before, 1),
-            "peak_rss_mib": round(peak, 1),
-            "delta_mib": round(peak - (built if reset else before), 1)}
+    return {
+        "rss_before_mib": round(before, 1),
+        "build_mib": round(built - before, 1),
+        "peak_rss_mib": round(peak, 1),
+        "delta_mib": round(peak - (built if reset else before), 1),
+    }
 
 
-def bench_memory(models: Sequence[str], frameworks: Sequence[str], steps: int = 20,
-                 log: Any = print) -> dict[str, dict[str, Any]]:
+def bench_memory(
+    models: Sequence[str], frameworks: Sequence[str], steps: int = 20, log: Any = print
+) -> dict[str, dict[str, Any]]:
     """``{model: {framework: {rss_before_mib, build_mib, peak_rss_mib, delta_mib,
     peak_ratio, delta_ratio} or {skipped}}}`` (ratios against raw JAX)."""
     out: dict[str, dict[str, Any]] = {}
@@ -65,8 +71,16 @@ def bench_memory(models: Sequence[str], frameworks: Sequence[str], steps: int = 
         for fw in frameworks:
             if builder(MODELS[m], fw) is None:
                 continue
-            cmd = [sys.executable, "-m", "benchmarks", "--memory-child", m, fw,
-                   "--steps", str(steps)]
+            cmd = [
+                sys.executable,
+                "-m",
+                "benchmarks",
+                "--memory-child",
+                m,
+                fw,
+                "--steps",
+                str(steps),
+            ]
             proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, check=False)
             lines = proc.stdout.strip().splitlines()
             if proc.returncode or not lines:
@@ -80,5 +94,6 @@ def bench_memory(models: Sequence[str], frameworks: Sequence[str], steps: int = 
             for key in ("peak_rss_mib", "delta_mib"):
                 if ref.get(key) and key in entry:
                     entry[key.replace("_mib", "").replace("_rss", "") + "_ratio"] = round(
-                        entry[key] / ref[key], 3)
+                        entry[key] / ref[key], 3
+                    )
     return out

@@ -32,9 +32,14 @@ def environment() -> dict[str, Any]:
             versions[pkg] = None
     import jax
 
-    return {"cpu": cpu, "cores": os.cpu_count(), "python": platform.python_version(),
-            "platform": platform.platform(), "devices": [str(d) for d in jax.devices()],
-            "versions": versions}
+    return {
+        "cpu": cpu,
+        "cores": os.cpu_count(),
+        "python": platform.python_version(),
+        "platform": platform.platform(),
+        "devices": [str(d) for d in jax.devices()],
+        "versions": versions,
+    }
 
 
 def _s(x: dict[str, float] | None, fmt: str = "{:.0f}") -> str:
@@ -49,17 +54,22 @@ def markdown(results: dict[str, Any]) -> str:
     env = results.get("environment", {})
     if env:
         vers = ", ".join(f"{k} {v}" for k, v in env["versions"].items() if v)
-        lines += [f"Machine: {env['cpu']}, {env['cores']} cores, {env['devices']}; "
-                  f"Python {env['python']}; {vers}.", ""]
+        lines += [
+            f"Machine: {env['cpu']}, {env['cores']} cores, {env['devices']}; "
+            f"Python {env['python']}; {vers}.",
+            "",
+        ]
     lines += [f"Data: {results.get('data', '?')}. Config: {results.get('config', {})}.", ""]
     memory = results.get("memory", {})
     for name, model in results.get("models", {}).items():
-        lines += [f"### {model['title']} (batch 128, {model.get('steps_per_window')} steps "
-                  "per window)", "",
-                  "| framework | fixed steps/s | ÷ JAX | ÷ best | loop steps/s | ÷ JAX | ÷ best "
-                  "| host µs/step | first step s | ÷ JAX | peak RSS MiB | ÷ JAX "
-                  "| build / train Δ MiB | traces | loss Δ |",
-                  "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+        lines += [
+            f"### {model['title']} (batch 128, {model.get('steps_per_window')} steps per window)",
+            "",
+            "| framework | fixed steps/s | ÷ JAX | ÷ best | loop steps/s | ÷ JAX | ÷ best "
+            "| host µs/step | first step s | ÷ JAX | peak RSS MiB | ÷ JAX "
+            "| build / train Δ MiB | traces | loss Δ |",
+            "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
+        ]
         for fw, r in model["frameworks"].items():
             if "skipped" in r:
                 lines.append(f"| {fw} | skipped: {r['skipped']} |||||||||||||| ")
@@ -74,37 +84,56 @@ def markdown(results: dict[str, Any]) -> str:
                 f"| {r.get('first_step_ratio', '–')} "
                 f"| {mem.get('peak_rss_mib', '–')} | {mem.get('peak_ratio', '–')} "
                 f"| {mem.get('build_mib', '–')} / {mem.get('delta_mib', '–')} "
-                f"| {r['traces']} | {r.get('loss_diff', 0):.1e} |")
+                f"| {r['traces']} | {r.get('loss_diff', 0):.1e} |"
+            )
         lines.append("")
     structure = results.get("structure")
     if structure:
         fws = ("jax", "expert", "expert-int", "axjax", "graph", "fit")
-        lines += ["### Op counts of one training step (StableHLO emitted / HLO compiled)", "",
-                  "| model | " + " | ".join(fws) + " |", "|---" * (len(fws) + 1) + "|"]
+        lines += [
+            "### Op counts of one training step (StableHLO emitted / HLO compiled)",
+            "",
+            "| model | " + " | ".join(fws) + " |",
+            "|---" * (len(fws) + 1) + "|",
+        ]
         for name, by_fw in structure.items():
-            cells = [f"{c['stablehlo']} / {c['compiled']}" if (c := by_fw.get(fw)) else "–"
-                     for fw in fws]
+            cells = [
+                f"{c['stablehlo']} / {c['compiled']}" if (c := by_fw.get(fw)) else "–" for fw in fws
+            ]
             lines.append(f"| {name} | " + " | ".join(cells) + " |")
-        lines += ["", "### What costs, per kind, in the compiled step (the guards' counts)", "",
-                  "| model | kind | " + " | ".join(fws) + " |", "|---" * (len(fws) + 2) + "|"]
+        lines += [
+            "",
+            "### What costs, per kind, in the compiled step (the guards' counts)",
+            "",
+            "| model | kind | " + " | ".join(fws) + " |",
+            "|---" * (len(fws) + 2) + "|",
+        ]
         for name, by_fw in structure.items():
-            kinds = [k for k in COST_KINDS
-                     if any(c.get("kinds", {}).get(k) for c in by_fw.values())]
+            kinds = [
+                k for k in COST_KINDS if any(c.get("kinds", {}).get(k) for c in by_fw.values())
+            ]
             for kind in kinds:
-                cells = [str(c.get("kinds", {}).get(kind, 0)) if (c := by_fw.get(fw)) else "–"
-                         for fw in fws]
+                cells = [
+                    str(c.get("kinds", {}).get(kind, 0)) if (c := by_fw.get(fw)) else "–"
+                    for fw in fws
+                ]
                 lines.append(f"| {name} | {kind} | " + " | ".join(cells) + " |")
         lines.append("")
     dispatch = results.get("dispatch")
     if dispatch:
-        lines += ["### Eager dispatch, µs per call (median [min–max] over rounds)", "",
-                  "| op | jax.numpy wall | axjax wall | ÷ jnp | jax.numpy CPU | axjax CPU "
-                  "| ÷ jnp |", "|---|---|---|---|---|---|---|"]
+        lines += [
+            "### Eager dispatch, µs per call (median [min–max] over rounds)",
+            "",
+            "| op | jax.numpy wall | axjax wall | ÷ jnp | jax.numpy CPU | axjax CPU | ÷ jnp |",
+            "|---|---|---|---|---|---|---|",
+        ]
         for op, r in dispatch.items():
-            lines.append(f"| {op} | {_s(r['jnp_us'], '{:.1f}')} | {_s(r['axjax_us'], '{:.1f}')} "
-                         f"| {_s(r['ratio'], '{:.2f}')} | {_s(r.get('jnp_cpu_us'), '{:.1f}')} "
-                         f"| {_s(r.get('axjax_cpu_us'), '{:.1f}')} "
-                         f"| {_s(r.get('cpu_ratio'), '{:.2f}')} |")
+            lines.append(
+                f"| {op} | {_s(r['jnp_us'], '{:.1f}')} | {_s(r['axjax_us'], '{:.1f}')} "
+                f"| {_s(r['ratio'], '{:.2f}')} | {_s(r.get('jnp_cpu_us'), '{:.1f}')} "
+                f"| {_s(r.get('axjax_cpu_us'), '{:.1f}')} "
+                f"| {_s(r.get('cpu_ratio'), '{:.2f}')} |"
+            )
         lines.append("")
     lines += ["### Targets", ""] + [f"- {t}" for t in targets(results)]
     return "\n".join(lines)
@@ -124,18 +153,21 @@ def targets(results: dict[str, Any]) -> list[str]:
                 v = (best or r.get(f"{kind}_ratio", {})).get("median")
                 if v is not None:
                     what = "best expert" if best else "JAX"
-                    out.append(_line(f"{name}/{fw} {kind} steps/s ÷ {what}", v, ">=",
-                                     TARGETS["steps_per_s"]))
+                    out.append(
+                        _line(
+                            f"{name}/{fw} {kind} steps/s ÷ {what}", v, ">=", TARGETS["steps_per_s"]
+                        )
+                    )
             v = r.get("first_step_ratio")
             if v is not None:
                 out.append(_line(f"{name}/{fw} first step ÷ JAX", v, "<=", TARGETS["first_step"]))
             v = memory.get(name, {}).get(fw, {}).get("delta_ratio")
             if v is not None:  # training's own peak: construction (eager initialisers) apart
-                out.append(_line(f"{name}/{fw} training peak memory Δ ÷ JAX", v, "<=",
-                                 TARGETS["memory"]))
+                out.append(
+                    _line(f"{name}/{fw} training peak memory Δ ÷ JAX", v, "<=", TARGETS["memory"])
+                )
     for op, r in results.get("dispatch", {}).items():
-        out.append(_line(f"dispatch {op} ÷ jnp", r["ratio"]["median"], "<=",
-                         TARGETS["dispatch"]))
+        out.append(_line(f"dispatch {op} ÷ jnp", r["ratio"]["median"], "<=", TARGETS["dispatch"]))
     return out
 
 

@@ -20,9 +20,22 @@ import numpy as np
 
 from ._common import load_mnist
 
-__all__ = ["ALLOWANCE", "COST_KINDS", "HOST_MARKERS", "KIND_ALLOWANCE", "MUTATIONS", "allowed",
-           "compiled_ops", "cost_kinds", "host_transfers", "kind_excess", "mutation",
-           "step_structure", "stablehlo_ops", "structure_table"]
+__all__ = [
+    "ALLOWANCE",
+    "COST_KINDS",
+    "HOST_MARKERS",
+    "KIND_ALLOWANCE",
+    "MUTATIONS",
+    "allowed",
+    "compiled_ops",
+    "cost_kinds",
+    "host_transfers",
+    "kind_excess",
+    "mutation",
+    "step_structure",
+    "stablehlo_ops",
+    "structure_table",
+]
 
 #: how many ops the axjax step may have beyond the hand-written one: 2 % plus 4. An op's
 #: own backward may take a different form (``select`` against ``multiply`` by a mask) and
@@ -30,8 +43,18 @@ __all__ = ["ALLOWANCE", "COST_KINDS", "HOST_MARKERS", "KIND_ALLOWANCE", "MUTATIO
 ALLOWANCE = (0.02, 4)
 
 #: text that marks a transfer between host and device inside compiled code
-HOST_MARKERS = ("callback", "infeed", "outfeed", "send(", "recv(", "send-done", "recv-done",
-                "host_compute", "MoveToHost", "MoveToDevice")
+HOST_MARKERS = (
+    "callback",
+    "infeed",
+    "outfeed",
+    "send(",
+    "recv(",
+    "send-done",
+    "recv-done",
+    "host_compute",
+    "MoveToHost",
+    "MoveToDevice",
+)
 
 _STABLEHLO = re.compile(r"=\s*\"?((?:stablehlo|chlo|mhlo)\.[a-z_]+|func\.call|call)\b")
 _FUSION = re.compile(r"\sfusion\(.*?\bkind=(k\w+)")
@@ -54,8 +77,19 @@ def compiled_ops(text: str) -> Counter[str]:
 
 
 #: what a compiled step spends its time on, counted per kind (:func:`cost_kinds`)
-COST_KINDS = ("dot", "convolution", "transpose", "copy", "gather", "scatter", "while",
-              "fusion kLoop", "fusion kInput", "fusion kOutput", "fusion kCustom")
+COST_KINDS = (
+    "dot",
+    "convolution",
+    "transpose",
+    "copy",
+    "gather",
+    "scatter",
+    "while",
+    "fusion kLoop",
+    "fusion kInput",
+    "fusion kOutput",
+    "fusion kCustom",
+)
 
 #: how many more of a kind an axjax step may have than the expert baseline, and why. Each
 #: entry is a documented difference of lowering that measures no slower; anything beyond
@@ -95,8 +129,9 @@ def kind_excess(got: Counter[str], ref: Counter[str], model: str) -> dict[str, t
 
 def host_transfers(text: str) -> list[str]:
     """The lines of compiled HLO text that move data between host and device."""
-    return [ln.strip()[:160] for ln in text.splitlines()
-            if any(mark in ln for mark in HOST_MARKERS)]
+    return [
+        ln.strip()[:160] for ln in text.splitlines() if any(mark in ln for mark in HOST_MARKERS)
+    ]
 
 
 def allowed(reference: int) -> int:
@@ -105,8 +140,9 @@ def allowed(reference: int) -> int:
     return int(reference * (1 + rel)) + absolute
 
 
-def step_structure(model: ModuleType, frameworks: tuple[str, ...] = ("jax", "axjax", "graph")
-                   ) -> dict[str, dict[str, Any]]:
+def step_structure(
+    model: ModuleType, frameworks: tuple[str, ...] = ("jax", "axjax", "graph")
+) -> dict[str, dict[str, Any]]:
     """Lower and compile each framework's step of ``model`` on one batch; count its ops.
 
     Returns ``{framework: {"stablehlo": n, "compiled": n, "host": [lines], "texts": ...}}``.
@@ -122,9 +158,13 @@ def step_structure(model: ModuleType, frameworks: tuple[str, ...] = ("jax", "axj
         lowered = runner.lowered(x, y)
         hlo = lowered.compile().as_text()
         shlo = lowered.as_text()
-        out[fw] = {"stablehlo": sum(stablehlo_ops(shlo).values()),
-                   "compiled": sum(compiled_ops(hlo).values()), "kinds": cost_kinds(hlo),
-                   "host": host_transfers(hlo), "texts": (shlo, hlo)}
+        out[fw] = {
+            "stablehlo": sum(stablehlo_ops(shlo).values()),
+            "compiled": sum(compiled_ops(hlo).values()),
+            "kinds": cost_kinds(hlo),
+            "host": host_transfers(hlo),
+            "texts": (shlo, hlo),
+        }
     return out
 
 
@@ -136,12 +176,19 @@ def structure_table(models: Sequence[str]) -> dict[str, dict[str, dict[str, Any]
     out: dict[str, dict[str, dict[str, Any]]] = {}
     for name in models:
         model = MODELS[name]
-        fws = tuple(fw for fw in ("jax", "expert", "expert-int", "axjax", "graph", "fit")
-                    if _has(model, fw))
+        fws = tuple(
+            fw for fw in ("jax", "expert", "expert-int", "axjax", "graph", "fit") if _has(model, fw)
+        )
         counts = step_structure(model, fws)
-        out[name] = {fw: {"stablehlo": c["stablehlo"], "compiled": c["compiled"],
-                          "kinds": dict(c["kinds"]), "host": len(c["host"])}
-                     for fw, c in counts.items()}
+        out[name] = {
+            fw: {
+                "stablehlo": c["stablehlo"],
+                "compiled": c["compiled"],
+                "kinds": dict(c["kinds"]),
+                "host": len(c["host"]),
+            }
+            for fw, c in counts.items()
+        }
     return out
 
 
@@ -150,8 +197,9 @@ def _has(model: ModuleType, fw: str) -> bool:
 
 
 # ----------------------------------------------------------------------------- mutations
-def _einsum_dot(x: Any, x_axes: tuple[Any, ...], y: Any, y_axes: tuple[Any, ...],
-                out: tuple[Any, ...]) -> Any:
+def _einsum_dot(
+    x: Any, x_axes: tuple[Any, ...], y: Any, y_axes: tuple[Any, ...], out: tuple[Any, ...]
+) -> Any:
     """``x ⋈ y`` through ``jnp.einsum`` (the lowering before ``contract`` had its own)."""
     import jax.numpy as jnp
 
@@ -187,11 +235,15 @@ def mutation(kind: str) -> Iterator[None]:
         return
     original = _contract.dot
 
-    def transposed(x: Any, x_axes: tuple[Any, ...], y: Any, y_axes: tuple[Any, ...],
-                   out: tuple[Any, ...]) -> Any:
+    def transposed(
+        x: Any, x_axes: tuple[Any, ...], y: Any, y_axes: tuple[Any, ...], out: tuple[Any, ...]
+    ) -> Any:
         batch = [a for a in out if a in x_axes and a in y_axes]
-        other = tuple(batch + [a for a in out if a in y_axes and a not in batch]
-                      + [a for a in out if a in x_axes and a not in y_axes])
+        other = tuple(
+            batch
+            + [a for a in out if a in y_axes and a not in batch]
+            + [a for a in out if a in x_axes and a not in y_axes]
+        )
         z = original(x, x_axes, y, y_axes, other)
         return jnp.transpose(z, [other.index(a) for a in out])
 

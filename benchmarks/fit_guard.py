@@ -33,7 +33,7 @@ import optax
 
 import axjax as ax
 from axjax.train import Monitor
-from axjax.train.internal import call_loss, copy_tree, finite_and_copy
+from axjax.train._internal import call_loss, copy_tree, finite_and_copy
 
 from ._common import LR, Runner, load_mnist, timed
 from ._harness import warm_up
@@ -67,8 +67,14 @@ def _variant(kind: str) -> Runner:
             new_params = jax.tree.map(keep, new_params, params)
             new_opt = jax.tree.map(keep, new_opt, opt_state)
         sums = {"loss": mon.sums["loss"] + jnp.where(ok, loss, 0.0)}
-        mon = Monitor(sums, mon.count + ok.astype(jnp.float32), mon.bad_step, mon.bad_loss,
-                      jnp.where(ok, mon.bad_grad_norm, gnorm.astype(jnp.float32)), mon.names)
+        mon = Monitor(
+            sums,
+            mon.count + ok.astype(jnp.float32),
+            mon.bad_step,
+            mon.bad_loss,
+            jnp.where(ok, mon.bad_grad_norm, gnorm.astype(jnp.float32)),
+            mon.names,
+        )
         return new_params, new_opt, mon
 
     jitted = jax.jit(step)
@@ -132,12 +138,12 @@ def _first_step(runner: Runner, images: Any, labels: Any) -> float:
 
 
 def _spread(values: Sequence[float], fmt: str) -> str:
-    return (f"{statistics.median(values):{fmt}} [{min(values):{fmt}}–"
-            f"{max(values):{fmt}}]")
+    return f"{statistics.median(values):{fmt}} [{min(values):{fmt}}–{max(values):{fmt}}]"
 
 
-def main(rounds: int = 15, steps: int = 200, first: int = 3, parts: bool = False
-         ) -> dict[str, dict[str, list[float]]]:
+def main(
+    rounds: int = 15, steps: int = 200, first: int = 3, parts: bool = False
+) -> dict[str, dict[str, list[float]]]:
     """Time every runner; print steps/s, CPU time per step and the first step, each with
     its ratio to ``jax``."""
     data = load_mnist()
@@ -148,41 +154,48 @@ def main(rounds: int = 15, steps: int = 200, first: int = 3, parts: bool = False
         builders |= {f"part: {k}": (lambda k=k: _variant(k)) for k in kinds}  # type: ignore[misc]
     warm_up()  # the process's one-time costs, paid by none of the runners
     res: dict[str, dict[str, list[float]]] = {
-        k: {"sps": [], "ratio": [], "cpu": [], "cpu_ratio": [], "first": []} for k in builders}
+        k: {"sps": [], "ratio": [], "cpu": [], "cpu_ratio": [], "first": []} for k in builders
+    }
     names = list(builders)
     for r in range(first):  # first step: a fresh jit each time, rotated order
-        for k in names[r % len(names):] + names[:r % len(names)]:
-            res[k]["first"].append(_first_step(builders[k](), data.images[idx],
-                                               data.labels[idx]))
+        for k in names[r % len(names) :] + names[: r % len(names)]:
+            res[k]["first"].append(_first_step(builders[k](), data.images[idx], data.labels[idx]))
     runners = {k: b() for k, b in builders.items()}
     fixed = {k: r.put(data.images[idx], data.labels[idx]) for k, r in runners.items()}
     # warm-up past a log point, so that its all-finite reduction is compiled beforehand
     states = {k: _window(r, r.state, LOG_EVERY + 10, fixed[k])[0] for k, r in runners.items()}
     for r in range(rounds):
         sps, cpu = {}, {}
-        for k in names[r % len(names):] + names[:r % len(names)]:
+        for k in names[r % len(names) :] + names[: r % len(names)]:
             states[k], sps[k], cpu[k] = _window(runners[k], states[k], steps, fixed[k])
         for k in names:
             res[k]["sps"].append(sps[k])
             res[k]["ratio"].append(sps[k] / sps["jax"])
             res[k]["cpu"].append(cpu[k])
             res[k]["cpu_ratio"].append(cpu[k] / cpu["jax"])
-    print(f"MLP 784-300-100-10, batch 128, Adam; {rounds} rounds of {steps} steps, "
-          f"log point every {LOG_EVERY} steps; {data.source}")
-    print(f"{'step':24s} {'steps/s':>14s} {'÷ jax':>17s} {'CPU ms/step':>17s} "
-          f"{'÷ jax':>17s} {'first step s':>17s} {'÷ jax':>5s}")
+    print(
+        f"MLP 784-300-100-10, batch 128, Adam; {rounds} rounds of {steps} steps, "
+        f"log point every {LOG_EVERY} steps; {data.source}"
+    )
+    print(
+        f"{'step':24s} {'steps/s':>14s} {'÷ jax':>17s} {'CPU ms/step':>17s} "
+        f"{'÷ jax':>17s} {'first step s':>17s} {'÷ jax':>5s}"
+    )
     jax_first = statistics.median(res["jax"]["first"])
     for k, v in res.items():
         f_ratio = statistics.median(v["first"]) / jax_first
-        print(f"{k:24s} {_spread(v['sps'], '.0f'):>14s} {_spread(v['ratio'], '.2f'):>17s} "
-              f"{_spread(v['cpu'], '.2f'):>17s} {_spread(v['cpu_ratio'], '.2f'):>17s} "
-              f"{_spread(v['first'], '.2f'):>17s} {f_ratio:5.2f}")
+        print(
+            f"{k:24s} {_spread(v['sps'], '.0f'):>14s} {_spread(v['ratio'], '.2f'):>17s} "
+            f"{_spread(v['cpu'], '.2f'):>17s} {_spread(v['cpu_ratio'], '.2f'):>17s} "
+            f"{_spread(v['first'], '.2f'):>17s} {f_ratio:5.2f}"
+        )
     return res
 
 
 def _parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="python -m benchmarks.fit_guard",
-                                description=__doc__.split("\n")[0])
+    p = argparse.ArgumentParser(
+        prog="python -m benchmarks.fit_guard", description=__doc__.split("\n")[0]
+    )
     p.add_argument("--rounds", type=int, default=15, help="interleaved rounds (default 15)")
     p.add_argument("--steps", type=int, default=200, help="steps per window (default 200)")
     p.add_argument("--first", type=int, default=3, help="first-step repeats (default 3)")

@@ -49,8 +49,9 @@ def expert_run(batches: Sequence[tuple[jax.Array, jax.Array]], epochs: int) -> N
     opt = optax.adam(LR)
     loss_fn = functools.partial(_mlp.expert_loss, onehot_xent)
 
-    def step(params: Any, opt_state: Any, total: jax.Array, x: jax.Array, y: jax.Array
-             ) -> tuple[Any, Any, jax.Array]:
+    def step(
+        params: Any, opt_state: Any, total: jax.Array, x: jax.Array, y: jax.Array
+    ) -> tuple[Any, Any, jax.Array]:
         loss, grads = jax.value_and_grad(loss_fn)(params, x, y)
         updates, opt_state = opt.update(grads, opt_state, params)
         return optax.apply_updates(params, updates), opt_state, total + loss
@@ -65,12 +66,20 @@ def expert_run(batches: Sequence[tuple[jax.Array, jax.Array]], epochs: int) -> N
     jax.block_until_ready(params)
 
 
-def fit_run(batches: Sequence[Any], epochs: int,
-            guard: Literal["replay", "step", "off"] = "replay") -> None:
+def fit_run(
+    batches: Sequence[Any], epochs: int, guard: Literal["replay", "step", "off"] = "replay"
+) -> None:
     """``ax.train.fit`` on the same batches as Tensors, its defaults but the bar."""
     model = _mlp.axjax_model(_mlp.init(0))
-    result = ax.train.fit(model, optax.adam(LR), _mlp.axjax_loss, list(batches),
-                          epochs=epochs, progress=False, guard=guard)
+    result = ax.train.fit(
+        model,
+        optax.adam(LR),
+        _mlp.axjax_loss,
+        list(batches),
+        epochs=epochs,
+        progress=False,
+        guard=guard,
+    )
     jax.block_until_ready(result.model)
 
 
@@ -80,22 +89,27 @@ def _timed(fn: Callable[[], None]) -> tuple[float, float]:
     return time.perf_counter() - t0, time.process_time() - c0
 
 
-def main(per_epoch: Sequence[int] = (40, 100, 469), rounds: int = 5
-         ) -> dict[int, dict[str, dict[str, list[float]]]]:
+def main(
+    per_epoch: Sequence[int] = (40, 100, 469), rounds: int = 5
+) -> dict[int, dict[str, dict[str, list[float]]]]:
     """Time every runner at every epoch length; print ms/step, its ratio to ``expert``
     (steps/s: above 1 is faster) and CPU ms/step."""
     data = load_mnist()
     warm_up()
     out: dict[int, dict[str, dict[str, list[float]]]] = {}
-    print(f"MLP 784-300-100-10, batch 128, Adam; ({EPOCHS} epochs - 1 epoch) / steps, "
-          f"{rounds} rounds; {data.source}")
+    print(
+        f"MLP 784-300-100-10, batch 128, Adam; ({EPOCHS} epochs - 1 epoch) / steps, "
+        f"{rounds} rounds; {data.source}"
+    )
     for n in per_epoch:
         res = _time_length(data, n, rounds)
         print(f"\n{n} batches per epoch")
         print(f"{'loop':16s} {'ms/step':>20s} {'÷ expert (speed)':>20s} {'CPU ms/step':>20s}")
         for k, v in res.items():
-            print(f"{k:16s} {_spread(v['ms'], '.3f'):>20s} {_spread(v['ratio'], '.2f'):>20s} "
-                  f"{_spread(v['cpu'], '.3f'):>20s}")
+            print(
+                f"{k:16s} {_spread(v['ms'], '.3f'):>20s} {_spread(v['ratio'], '.2f'):>20s} "
+                f"{_spread(v['cpu'], '.3f'):>20s}"
+            )
         out[n] = res
     return out
 
@@ -103,8 +117,9 @@ def main(per_epoch: Sequence[int] = (40, 100, 469), rounds: int = 5
 def _time_length(data: Data, n: int, rounds: int) -> dict[str, dict[str, list[float]]]:
     """The interleaved rounds at ``n`` batches per epoch."""
     idx = data.batches(seed=1, count=n)
-    jax_batches = [(jnp.asarray(data.images[i].reshape(len(i), -1)),
-                    jnp.asarray(data.labels[i])) for i in idx]
+    jax_batches = [
+        (jnp.asarray(data.images[i].reshape(len(i), -1)), jnp.asarray(data.labels[i])) for i in idx
+    ]
     ax_batches = [_mlp.put_axjax(data.images[i], data.labels[i]) for i in idx]
     runs: dict[str, Callable[[int], None]] = {
         "expert": functools.partial(expert_run, jax_batches),
@@ -112,13 +127,12 @@ def _time_length(data: Data, n: int, rounds: int) -> dict[str, dict[str, list[fl
         "fit guard=off": functools.partial(fit_run, ax_batches, guard="off"),
     }
     names = list(runs)
-    res: dict[str, dict[str, list[float]]] = {k: {"ms": [], "cpu": [], "ratio": []}
-                                              for k in names}
+    res: dict[str, dict[str, list[float]]] = {k: {"ms": [], "cpu": [], "ratio": []} for k in names}
     for k in names:  # one untimed pass each: imports, first compiles
         runs[k](1)
     for r in range(rounds):
         ms: dict[str, float] = {}
-        for k in names[r % len(names):] + names[:r % len(names)]:
+        for k in names[r % len(names) :] + names[: r % len(names)]:
             long = _timed(functools.partial(runs[k], EPOCHS))
             short = _timed(functools.partial(runs[k], 1))
             steps = (EPOCHS - 1) * n
@@ -135,10 +149,14 @@ def _spread(values: Sequence[float], fmt: str) -> str:
 
 
 def _parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="python -m benchmarks.fit_loop",
-                                description=__doc__.split("\n")[0])
-    p.add_argument("--per-epoch", default="40,100,469",
-                   help="batches per epoch, comma-separated (default 40,100,469)")
+    p = argparse.ArgumentParser(
+        prog="python -m benchmarks.fit_loop", description=__doc__.split("\n")[0]
+    )
+    p.add_argument(
+        "--per-epoch",
+        default="40,100,469",
+        help="batches per epoch, comma-separated (default 40,100,469)",
+    )
     p.add_argument("--rounds", type=int, default=5, help="interleaved rounds (default 5)")
     return p
 

@@ -80,10 +80,10 @@ class Sizes:
 
 PRESETS: dict[str, Sizes] = {
     "quick": Sizes(width=32, mlp_batch=16, layers=2, att_batch=2, seq=8, heads=2, peak_n=64),
-    "cpu": Sizes(width=512, mlp_batch=256, layers=2, att_batch=4, seq=256, heads=8,
-                 peak_n=2048),
-    "gpu": Sizes(width=4096, mlp_batch=8192, layers=4, att_batch=16, seq=2048, heads=16,
-                 peak_n=8192),
+    "cpu": Sizes(width=512, mlp_batch=256, layers=2, att_batch=4, seq=256, heads=8, peak_n=2048),
+    "gpu": Sizes(
+        width=4096, mlp_batch=8192, layers=4, att_batch=16, seq=2048, heads=16, peak_n=8192
+    ),
 }
 DTYPES = {"f32": (ax.F32, jnp.float32), "bf16": (ax.BF16, jnp.bfloat16)}
 
@@ -108,9 +108,13 @@ def mlp_block(s: Sizes, dtype: str, key: jax.Array) -> Block:
     marker, np_dtype = DTYPES[dtype]
     d, h, b = s.width, 4 * s.width, s.mlp_batch
     keys = jax.random.split(key, 2 * s.layers + 1)
-    ws = [(jax.random.normal(keys[2 * i], (d, h), np_dtype) / math.sqrt(d),
-           jax.random.normal(keys[2 * i + 1], (h, d), np_dtype) / math.sqrt(h))
-          for i in range(s.layers)]
+    ws = [
+        (
+            jax.random.normal(keys[2 * i], (d, h), np_dtype) / math.sqrt(d),
+            jax.random.normal(keys[2 * i + 1], (h, d), np_dtype) / math.sqrt(h),
+        )
+        for i in range(s.layers)
+    ]
     x = jax.random.normal(keys[-1], (b, d), np_dtype)
 
     def loss_jax(ws: Any, x: Any) -> Any:
@@ -118,8 +122,10 @@ def mlp_block(s: Sizes, dtype: str, key: jax.Array) -> Block:
             x = x + jax.nn.gelu(x @ w1) @ w2
         return jnp.mean(jnp.square(x.astype(jnp.float32)))
 
-    tws = [(ax.tensor(w1, Embed, Hidden, dtype=marker), ax.tensor(w2, Hidden, Embed, dtype=marker))
-           for w1, w2 in ws]
+    tws = [
+        (ax.tensor(w1, Embed, Hidden, dtype=marker), ax.tensor(w2, Hidden, Embed, dtype=marker))
+        for w1, w2 in ws
+    ]
     tx = ax.tensor(x, Batch, Embed, dtype=marker)
 
     def loss_axjax(ws: Any, x: Any) -> Any:
@@ -128,8 +134,16 @@ def mlp_block(s: Sizes, dtype: str, key: jax.Array) -> Block:
         return ax.mean(ax.square(ax.astype(x, ax.F32)), (Batch, Embed)).array
 
     flops = 3 * s.layers * 2 * (2 * b * d * h)
-    return Block("mlp", flops, jax.jit(jax.grad(loss_jax)), (ws, x),
-                 jax.jit(jax.grad(loss_axjax)), (tws, tx), loss_jax, loss_axjax)
+    return Block(
+        "mlp",
+        flops,
+        jax.jit(jax.grad(loss_jax)),
+        (ws, x),
+        jax.jit(jax.grad(loss_axjax)),
+        (tws, tx),
+        loss_jax,
+        loss_axjax,
+    )
 
 
 def attention_block(s: Sizes, dtype: str, key: jax.Array) -> Block:
@@ -138,13 +152,11 @@ def attention_block(s: Sizes, dtype: str, key: jax.Array) -> Block:
     b, t, e, heads = s.att_batch, s.seq, s.width, s.heads
     dh = e // heads
     k1, k2 = jax.random.split(key)
-    mha = ax.nn.MultiheadAttention(Embed, e, num_heads=heads, query_pos=Time, dtype=marker,
-                                   key=k1)
+    mha = ax.nn.MultiheadAttention(Embed, e, num_heads=heads, query_pos=Time, dtype=marker, key=k1)
     x = jax.random.normal(k2, (b, t, e), np_dtype)
     tx = ax.tensor(x, Batch, Time, Embed, dtype=marker)
     # [Head, HeadDim, Embed] x 3 and [Embed, Head, HeadDim], as the module stores them
-    ws = tuple(w.array for w in (mha.query_proj, mha.key_proj, mha.value_proj,
-                                 mha.output_proj))
+    ws = tuple(w.array for w in (mha.query_proj, mha.key_proj, mha.value_proj, mha.output_proj))
     scale = 1.0 / math.sqrt(dh)
 
     def loss_jax(ws: Any, x: Any) -> Any:
@@ -160,8 +172,16 @@ def attention_block(s: Sizes, dtype: str, key: jax.Array) -> Block:
         return ax.mean(ax.square(ax.astype(y, ax.F32)), (Batch, Time, Embed)).array
 
     flops = 3 * (4 * 2 * b * t * e * e + 2 * 2 * b * t * t * e)
-    return Block("attention", flops, jax.jit(jax.grad(loss_jax)), (ws, x),
-                 jax.jit(jax.grad(loss_axjax)), (mha, tx), loss_jax, loss_axjax)
+    return Block(
+        "attention",
+        flops,
+        jax.jit(jax.grad(loss_jax)),
+        (ws, x),
+        jax.jit(jax.grad(loss_axjax)),
+        (mha, tx),
+        loss_jax,
+        loss_axjax,
+    )
 
 
 # ----------------------------------------------------------------------------- timing
@@ -189,8 +209,7 @@ def measured_peak(n: int, dtype: str, repeats: int = 5) -> float:
 
 def bench_block(block: Block, rounds: int, window_s: float, peak: float) -> dict[str, Any]:
     """Interleaved rounds of both versions; times, TFLOP/s, ratios, fractions of peak."""
-    paths = {"jax": (block.grad_jax, block.args_jax),
-             "axjax": (block.grad_axjax, block.args_axjax)}
+    paths = {"jax": (block.grad_jax, block.args_jax), "axjax": (block.grad_axjax, block.args_axjax)}
     first = {}
     for k, (fn, args) in paths.items():  # compile, and the first call
         t0 = time.perf_counter()
@@ -208,33 +227,51 @@ def bench_block(block: Block, rounds: int, window_s: float, peak: float) -> dict
         ratios.append(times["jax"][-1] / times["axjax"][-1])  # >1: axjax faster
     loss_j = float(block.loss_jax(*block.args_jax))
     loss_a = float(block.loss_axjax(*block.args_axjax))
-    out: dict[str, Any] = {"flops_per_step": block.flops, "steps_per_window": n,
-                           "ratio": summary(ratios), "loss_jax": loss_j, "loss_axjax": loss_a}
+    out: dict[str, Any] = {
+        "flops_per_step": block.flops,
+        "steps_per_window": n,
+        "ratio": summary(ratios),
+        "loss_jax": loss_j,
+        "loss_axjax": loss_a,
+    }
     for k, ts in times.items():
         best = statistics.median(ts)
-        out[k] = {"ms_per_step": summary([t * 1e3 for t in ts]),
-                  "tflops": summary([block.flops / t / 1e12 for t in ts]),
-                  "fraction_of_peak": block.flops / best / peak,
-                  "first_call_s": first[k]}
+        out[k] = {
+            "ms_per_step": summary([t * 1e3 for t in ts]),
+            "tflops": summary([block.flops / t / 1e12 for t in ts]),
+            "fraction_of_peak": block.flops / best / peak,
+            "first_call_s": first[k],
+        }
     return out
 
 
-def bench_large(sizes: Sizes, dtype: str, rounds: int = 7, window_s: float = 0.5,
-                blocks: Sequence[str] = ("mlp", "attention")) -> dict[str, Any]:
+def bench_large(
+    sizes: Sizes,
+    dtype: str,
+    rounds: int = 7,
+    window_s: float = 0.5,
+    blocks: Sequence[str] = ("mlp", "attention"),
+) -> dict[str, Any]:
     """Run the blocks; return a results dict (see :func:`markdown`)."""
     peak = measured_peak(sizes.peak_n, dtype)
     makers = {"mlp": mlp_block, "attention": attention_block}
     results: dict[str, Any] = {
-        "device": str(jax.devices()[0].device_kind), "backend": jax.default_backend(),
-        "dtype": dtype, "sizes": asdict(sizes), "peak_tflops": peak / 1e12, "blocks": {}}
+        "device": str(jax.devices()[0].device_kind),
+        "backend": jax.default_backend(),
+        "dtype": dtype,
+        "sizes": asdict(sizes),
+        "peak_tflops": peak / 1e12,
+        "blocks": {},
+    }
     for i, name in enumerate(blocks):
         if name == "transformer":  # the whole LM training step: benchmarks/transformer.py
             from .transformer import PRESETS as LM_PRESETS
             from .transformer import transformer_row
 
             preset = next((k for k, v in PRESETS.items() if v == sizes), "quick")
-            results["blocks"][name] = transformer_row(LM_PRESETS[preset], dtype, rounds,
-                                                      window_s, peak)
+            results["blocks"][name] = transformer_row(
+                LM_PRESETS[preset], dtype, rounds, window_s, peak
+            )
             continue
         block = makers[name](sizes, dtype, jax.random.key(10 + i))
         results["blocks"][name] = bench_block(block, rounds, window_s, peak)
@@ -266,21 +303,26 @@ def markdown(res: dict[str, Any]) -> str:
             f"{a['ms_per_step']['median']:.4g} | {j['tflops']['median']:.3g} | "
             f"{a['tflops']['median']:.3g} | {spread(b['ratio'], '.2f')} | "
             f"{100 * j['fraction_of_peak']:.0f} % | {100 * a['fraction_of_peak']:.0f} % | "
-            f"{j['first_call_s']:.2f} / {a['first_call_s']:.2f} |")
+            f"{j['first_call_s']:.2f} / {a['first_call_s']:.2f} |"
+        )
     return "\n".join(lines)
 
 
 def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
-    p = argparse.ArgumentParser(prog="python -m benchmarks.large",
-                                description=__doc__.split("\n")[0] if __doc__ else None)
-    p.add_argument("--preset", choices=sorted(PRESETS),
-                   help="sizes (default: gpu on a GPU, cpu otherwise)")
-    p.add_argument("--dtype", choices=sorted(DTYPES),
-                   help="default: bf16 on a GPU or TPU, f32 on a CPU")
+    p = argparse.ArgumentParser(
+        prog="python -m benchmarks.large", description=__doc__.split("\n")[0] if __doc__ else None
+    )
+    p.add_argument(
+        "--preset", choices=sorted(PRESETS), help="sizes (default: gpu on a GPU, cpu otherwise)"
+    )
+    p.add_argument(
+        "--dtype", choices=sorted(DTYPES), help="default: bf16 on a GPU or TPU, f32 on a CPU"
+    )
     p.add_argument("--rounds", type=int, default=7)
     p.add_argument("--window", type=float, default=0.5, help="seconds per timed window")
-    p.add_argument("--blocks", default="mlp,attention",
-                   help="comma-separated: mlp, attention, transformer")
+    p.add_argument(
+        "--blocks", default="mlp,attention", help="comma-separated: mlp, attention, transformer"
+    )
     p.add_argument("--json", help="write the results to this file")
     args = p.parse_args(argv)
     accelerator = jax.default_backend() != "cpu"

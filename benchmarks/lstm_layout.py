@@ -52,20 +52,25 @@ def runners() -> dict[str, Runner]:
     p = _lstm.init(0)
     model = _lstm.AxLSTM(p)
     gate, prev, hid = ax.nn.Gate, ax.nn.Prev, _lstm.Hidden
-    out_major = eqx.tree_at(lambda m: (m.cell.weight_ih, m.cell.weight_hh), model,
-                            (ax.transpose(model.cell.weight_ih, gate, hid, _lstm.Feat),
-                             ax.transpose(model.cell.weight_hh, gate, hid, prev)))
+    out_major = eqx.tree_at(
+        lambda m: (m.cell.weight_ih, m.cell.weight_hh),
+        model,
+        (
+            ax.transpose(model.cell.weight_ih, gate, hid, _lstm.Feat),
+            ax.transpose(model.cell.weight_hh, gate, hid, prev),
+        ),
+    )
 
     def loss(m: Any, x: Any, y: Any) -> Any:
         return _lstm.axjax_loss(m, x, y).array
 
     return {
         "jax [in, out]": _lstm.build_jax(p),
-        "jax [out, in]": jit_train_step(_loss_out_in, {k: jnp.asarray(v) for k, v in p.items()},
-                                        put_jax),
+        "jax [out, in]": jit_train_step(
+            _loss_out_in, {k: jnp.asarray(v) for k, v in p.items()}, put_jax
+        ),
         "axjax [In, Gate, Hidden]": jit_train_step(loss, model, _lstm.put_axjax, split=True),
-        "axjax [Gate, Hidden, In]": jit_train_step(loss, out_major, _lstm.put_axjax,
-                                                   split=True),
+        "axjax [Gate, Hidden, In]": jit_train_step(loss, out_major, _lstm.put_axjax, split=True),
     }
 
 
@@ -89,8 +94,10 @@ def main(rounds: int = 7, steps: int = 40) -> dict[str, float]:
     for k, v in sps.items():
         out[k] = statistics.median(v)
         r = ratios[k]
-        print(f"{k:26s} {out[k]:6.1f} steps/s  {statistics.median(r):.2f} "
-              f"[{min(r):.2f}-{max(r):.2f}] x jax [in, out]")
+        print(
+            f"{k:26s} {out[k]:6.1f} steps/s  {statistics.median(r):.2f} "
+            f"[{min(r):.2f}-{max(r):.2f}] x jax [in, out]"
+        )
     return out
 
 

@@ -43,8 +43,7 @@ def _operands_in(mode: bool) -> dict[str, Any]:
         ax.config.provenance = before
 
 
-def bench_provenance(rounds: int = 15, calls: int = 300, warmup: int = 100
-                     ) -> dict[str, Any]:
+def bench_provenance(rounds: int = 15, calls: int = 300, warmup: int = 100) -> dict[str, Any]:
     """CPU µs per call of each op with provenance off and on, and the ratio per round."""
     data = {False: _operands_in(False), True: _operands_in(True)}
     fns = {name: t for name, (_, t) in OPS.items()} | EXTRA
@@ -57,12 +56,14 @@ def bench_provenance(rounds: int = 15, calls: int = 300, warmup: int = 100
                 ax.config.provenance = mode
                 _time(lambda f=fn, m=mode: f(data[m]), warmup)
             for r in range(rounds):
-                for mode in ((False, True) if r % 2 else (True, False)):
+                for mode in (False, True) if r % 2 else (True, False):
                     ax.config.provenance = mode
                     runs[mode].append(_time(lambda f=fn, m=mode: f(data[m]), calls)[1])
-            out[name] = {"off_cpu_us": summary(runs[False]), "on_cpu_us": summary(runs[True]),
-                         "ratio": summary([b / a for a, b in zip(runs[False], runs[True],
-                                                                strict=True)])}
+            out[name] = {
+                "off_cpu_us": summary(runs[False]),
+                "on_cpu_us": summary(runs[True]),
+                "ratio": summary([b / a for a, b in zip(runs[False], runs[True], strict=True)]),
+            }
     finally:
         ax.config.provenance = before
     return out
@@ -73,14 +74,17 @@ def markdown(res: dict[str, Any]) -> str:
     lines = ["| op | off, CPU µs/call | on, CPU µs/call | on ÷ off |", "|---|---|---|---|"]
     for name, r in res.items():
         off, on, q = r["off_cpu_us"], r["on_cpu_us"], r["ratio"]
-        lines.append(f"| {name} | {off['median']:.1f} | {on['median']:.1f} | "
-                     f"{q['median']:.2f} [{q['min']:.2f}–{q['max']:.2f}] |")
+        lines.append(
+            f"| {name} | {off['median']:.1f} | {on['median']:.1f} | "
+            f"{q['median']:.2f} [{q['min']:.2f}–{q['max']:.2f}] |"
+        )
     return "\n".join(lines)
 
 
 def main(argv: list[str] | None = None) -> dict[str, Any]:
-    p = argparse.ArgumentParser(prog="python -m benchmarks.provenance",
-                                description=__doc__.split("\n")[0])
+    p = argparse.ArgumentParser(
+        prog="python -m benchmarks.provenance", description=__doc__.split("\n")[0]
+    )
     p.add_argument("--rounds", type=int, default=15)
     p.add_argument("--calls", type=int, default=300)
     args = p.parse_args(argv)

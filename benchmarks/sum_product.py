@@ -89,25 +89,29 @@ def tree_problem(t: int, d: int, seed: int = 0) -> tuple[list[np.ndarray], list[
 
 def naive(subs: list[str], out: str) -> Callable[..., Array]:
     """Left to right, one pairwise einsum at a time, keeping what is still needed."""
+
     def run(*arrays: Array) -> Array:
         cur, cur_sub = arrays[0], subs[0]
         for k in range(1, len(arrays)):
-            later = set(out).union(*subs[k + 1:])
+            later = set(out).union(*subs[k + 1 :])
             keep = "".join(c for c in dict.fromkeys(cur_sub + subs[k]) if c in later)
             cur = jnp.einsum(f"{cur_sub},{subs[k]}->{keep}", cur, arrays[k])
             cur_sub = keep
         return jnp.einsum(f"{cur_sub}->{out}", cur)
+
     return run
 
 
-def variants(arrays: list[np.ndarray], subs: list[str], out: str
-             ) -> dict[str, tuple[Callable[..., Any], tuple[Any, ...]]]:
+def variants(
+    arrays: list[np.ndarray], subs: list[str], out: str
+) -> dict[str, tuple[Callable[..., Any], tuple[Any, ...]]]:
     """Each implementation with its arguments (Tensors for axjax, arrays for the others)."""
     letters = sorted(set("".join(subs)))
     labels = dict(zip(letters, _axes(len(letters)), strict=True))
     jarrays = tuple(jnp.asarray(a) for a in arrays)
-    tensors = tuple(ax.tensor(a, *(labels[c] for c in s)) for a, s in zip(jarrays, subs,
-                                                                          strict=True))
+    tensors = tuple(
+        ax.tensor(a, *(labels[c] for c in s)) for a, s in zip(jarrays, subs, strict=True)
+    )
     counts = {c: sum(c in s for s in subs) for c in letters}
     over = tuple(labels[c] for c in letters if c not in out)
     needs_over = any(n > 2 for n in counts.values())
@@ -132,8 +136,9 @@ def variants(arrays: list[np.ndarray], subs: list[str], out: str
     }
 
 
-def bench(problem: str, arrays: list[np.ndarray], subs: list[str], out: str, repeat: int
-          ) -> dict[str, tuple[float, float]]:
+def bench(
+    problem: str, arrays: list[np.ndarray], subs: list[str], out: str, repeat: int
+) -> dict[str, tuple[float, float]]:
     """Median and best milliseconds per call of each variant, interleaved; checks that
     they agree."""
     runs = variants(arrays, subs, out)
@@ -154,9 +159,13 @@ def main(argv: list[str] | None = None) -> dict[str, dict[str, tuple[float, floa
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--repeat", type=int, default=30)
     parser.add_argument("--chain", type=int, default=8, help="variables in the chain")
-    parser.add_argument("--tree", type=int, default=5,
-                        help="variables in the tree (einsum's optimize=True searches every "
-                        "order: 6 variables, 11 factors, take it minutes per call)")
+    parser.add_argument(
+        "--tree",
+        type=int,
+        default=5,
+        help="variables in the tree (einsum's optimize=True searches every "
+        "order: 6 variables, 11 factors, take it minutes per call)",
+    )
     parser.add_argument("--domain", type=int, default=256, help="values per variable")
     args = parser.parse_args(argv)
     problems = {
@@ -167,8 +176,10 @@ def main(argv: list[str] | None = None) -> dict[str, dict[str, tuple[float, floa
     for name, (arrays, subs, out) in problems.items():
         ms = bench(name, arrays, subs, out, args.repeat)
         results[name] = ms
-        print(f"\n{name}  (ms per call, median and best of {args.repeat}; ratio of medians "
-              "to einsum's in the same mode)")
+        print(
+            f"\n{name}  (ms per call, median and best of {args.repeat}; ratio of medians "
+            "to einsum's in the same mode)"
+        )
         for variant, (med, best) in ms.items():
             ratio = med / ms[f"einsum {variant.split()[1]}"][0]
             print(f"  {variant:18} {med:9.3f} {best:9.3f}   {ratio:6.2f}x")

@@ -48,32 +48,39 @@ def bench_depth(layers: int, repeats: int) -> dict[str, dict[str, float]]:
     times: dict[str, list[dict[str, float]]] = {"jax": [], "axjax": []}
     for r in range(repeats + 1):
         block = mlp_block(sizes, "f32", jax.random.key(r))  # fresh jits every repeat
-        paths = {"jax": (block.grad_jax, block.args_jax),
-                 "axjax": (block.grad_axjax, block.args_axjax)}
+        paths = {
+            "jax": (block.grad_jax, block.args_jax),
+            "axjax": (block.grad_axjax, block.args_axjax),
+        }
         order = list(paths) if r % 2 else list(paths)[::-1]
         for k in order:
             parts = first_step_parts(*paths[k])
             if r:  # the first repeat warms the library caches
                 times[k].append(parts)
-    return {k: {p: statistics.median(t[p] for t in ts) for p in ts[0]}
-            for k, ts in times.items()}
+    return {k: {p: statistics.median(t[p] for t in ts) for p in ts[0]} for k, ts in times.items()}
 
 
 def markdown(res: dict[int, dict[str, dict[str, float]]]) -> str:
-    lines = ["| blocks | axjax ops (forward) | JAX trace / lower / compile s | axjax trace / "
-             "lower / compile s | trace ÷ JAX | first step ÷ JAX |", "|---|---|---|---|---|---|"]
+    lines = [
+        "| blocks | axjax ops (forward) | JAX trace / lower / compile s | axjax trace / "
+        "lower / compile s | trace ÷ JAX | first step ÷ JAX |",
+        "|---|---|---|---|---|---|",
+    ]
     for layers, r in res.items():
         j, a = r["jax"], r["axjax"]
         lines.append(
             f"| {layers} | {4 * layers + 3} | {j['trace']:.3f} / {j['lower']:.3f} / "
             f"{j['compile']:.3f} | {a['trace']:.3f} / {a['lower']:.3f} / {a['compile']:.3f} | "
-            f"{a['trace'] / j['trace']:.2f} | {a['total'] / j['total']:.2f} |")
+            f"{a['trace'] / j['trace']:.2f} | {a['total'] / j['total']:.2f} |"
+        )
     return "\n".join(lines)
 
 
 def main(argv: Sequence[str] | None = None) -> dict[int, dict[str, dict[str, float]]]:
-    p = argparse.ArgumentParser(prog="python -m benchmarks.trace_depth",
-                                description=__doc__.split("\n")[0] if __doc__ else None)
+    p = argparse.ArgumentParser(
+        prog="python -m benchmarks.trace_depth",
+        description=__doc__.split("\n")[0] if __doc__ else None,
+    )
     p.add_argument("--depths", default="8,32,128", help="comma-separated block counts")
     p.add_argument("--repeats", type=int, default=3)
     args = p.parse_args(argv)

@@ -65,9 +65,11 @@ def example() -> ModuleType:
 
 def _presets() -> dict[str, Any]:
     config = example().Config
-    return {"quick": config(context=16, embed=32, heads=2, layers=1, mlp=64, batch=4),
-            "cpu": config(),  # the example's tiny preset
-            "gpu": config(context=1024, embed=768, heads=12, layers=12, mlp=3072, batch=16)}
+    return {
+        "quick": config(context=16, embed=32, heads=2, layers=1, mlp=64, batch=4),
+        "cpu": config(),  # the example's tiny preset
+        "gpu": config(context=1024, embed=768, heads=12, layers=12, mlp=3072, batch=16),
+    }
 
 
 PRESETS = _presets()
@@ -87,22 +89,35 @@ _gelu = jax.checkpoint(jax.nn.gelu)
 
 def jax_weights(lm: Any) -> dict[str, Any]:
     """The axjax model's weights as a dict of plain arrays (the expert's layout)."""
+
     def ln(n: Any) -> tuple[jax.Array, jax.Array]:
         return n.weight.array, n.bias.array
 
     blocks = [getattr(b, "module", b) for b in lm.blocks]  # remat wraps a block
-    blocks = [{"ln1": ln(b.ln1), "ln2": ln(b.ln2),
-               "qkv": jnp.stack([b.attn.query_proj.array, b.attn.key_proj.array,
-                                 b.attn.value_proj.array]),
-               "o": b.attn.output_proj.array,
-               "up": (b.up.weight.array.T, b.up.bias.array),
-               "down": (b.down.weight.array.T, b.down.bias.array)} for b in blocks]
-    return {"tok": lm.tokens.weight.array, "pos": lm.positions.array, "blocks": blocks,
-            "ln_f": ln(lm.ln_f)}
+    blocks = [
+        {
+            "ln1": ln(b.ln1),
+            "ln2": ln(b.ln2),
+            "qkv": jnp.stack(
+                [b.attn.query_proj.array, b.attn.key_proj.array, b.attn.value_proj.array]
+            ),
+            "o": b.attn.output_proj.array,
+            "up": (b.up.weight.array.T, b.up.bias.array),
+            "down": (b.down.weight.array.T, b.down.bias.array),
+        }
+        for b in blocks
+    ]
+    return {
+        "tok": lm.tokens.weight.array,
+        "pos": lm.positions.array,
+        "blocks": blocks,
+        "ln_f": ln(lm.ln_f),
+    }
 
 
-def jax_loss(w: dict[str, Any], ids: jax.Array, targets: jax.Array, dtype: Any,
-             attention: str = "fused") -> jax.Array:
+def jax_loss(
+    w: dict[str, Any], ids: jax.Array, targets: jax.Array, dtype: Any, attention: str = "fused"
+) -> jax.Array:
     """Mean next-byte cross-entropy of the expert's model, computed in ``dtype``; its
     attention is ``jax.nn.dot_product_attention`` (``"fused"``) or written out in einsums
     (``"einsum"``: what an expert measures to be faster on CPU)."""
@@ -119,21 +134,24 @@ def _einsum_attention(q: jax.Array, k: jax.Array, v: jax.Array) -> jax.Array:
     return jnp.einsum("bhts,bshd->bthd", jax.nn.softmax(scores, axis=-1).astype(q.dtype), v)
 
 
-def _jax_loss(w: dict[str, Any], ids: jax.Array, targets: jax.Array, dtype: Any,
-              attention: str) -> jax.Array:
+def _jax_loss(
+    w: dict[str, Any], ids: jax.Array, targets: jax.Array, dtype: Any, attention: str
+) -> jax.Array:
     w = jax.tree.map(lambda a: a.astype(dtype), w)
     x = w["tok"][ids] + w["pos"][: ids.shape[1]]
     for b in w["blocks"]:
         h = _layer_norm(x, *b["ln1"])
         q, k, v = (jnp.einsum("bte,hde->bthd", h, wi) for wi in b["qkv"])
-        o = (_einsum_attention(q, k, v) if attention == "einsum"
-             else jax.nn.dot_product_attention(q, k, v, is_causal=True))
+        o = (
+            _einsum_attention(q, k, v)
+            if attention == "einsum"
+            else jax.nn.dot_product_attention(q, k, v, is_causal=True)
+        )
         x = x + jnp.einsum("bthd,ehd->bte", o, b["o"])
         # the MLP on [b*t, e]: a 3-D ``h @ W``'s weight gradient is a dot and a transpose,
         # which XLA:CPU materialises as a copy of the gradient
         h = _layer_norm(x, *b["ln2"]).reshape(-1, x.shape[-1])
-        x = x + (_gelu(h @ b["up"][0] + b["up"][1]) @ b["down"][0]
-                 + b["down"][1]).reshape(x.shape)
+        x = x + (_gelu(h @ b["up"][0] + b["up"][1]) @ b["down"][0] + b["down"][1]).reshape(x.shape)
     logits = (_layer_norm(x, *w["ln_f"]) @ w["tok"].T).astype(jnp.float32)
     picked = jnp.take_along_axis(logits, targets[..., None], -1)[..., 0]
     return jnp.mean(jax.nn.logsumexp(logits, -1) - picked)
@@ -155,13 +173,23 @@ class TransformerBench:
 def flops_per_step(cfg: Any) -> float:
     """Matrix-product FLOPs of one step (forward x 3)."""
     tokens = cfg.batch * cfg.context
-    per_token = cfg.layers * (2 * 4 * cfg.embed**2 + 2 * 2 * cfg.embed * cfg.mlp
-                              + 2 * 2 * cfg.context * cfg.embed) + 2 * cfg.embed * cfg.vocab
+    per_token = (
+        cfg.layers
+        * (2 * 4 * cfg.embed**2 + 2 * 2 * cfg.embed * cfg.mlp + 2 * 2 * cfg.context * cfg.embed)
+        + 2 * cfg.embed * cfg.vocab
+    )
     return 3.0 * tokens * per_token
 
 
-def build(cfg: Any, dtype: str, *, implementation: str = "auto", remat: bool = False,
-          seed: int = 0, jax_attention: str = "fused") -> TransformerBench:
+def build(
+    cfg: Any,
+    dtype: str,
+    *,
+    implementation: str = "auto",
+    remat: bool = False,
+    seed: int = 0,
+    jax_attention: str = "fused",
+) -> TransformerBench:
     """The axjax step (the example's model) and the expert's, same weights and batch; the
     expert's attention is ``jax_attention`` (``"fused"`` or ``"einsum"``)."""
     model_mod = data_mod = example()
@@ -194,10 +222,14 @@ def build(cfg: Any, dtype: str, *, implementation: str = "auto", remat: bool = F
     wj = _copy(jax_weights(lm))  # its own buffers: each step donates its state
     return TransformerBench(
         flops_per_step(cfg),
-        {"jax": jax.jit(jax_step, donate_argnums=(0, 1)),
-         "axjax": jax.jit(ax_step, donate_argnums=(0, 1))},
+        {
+            "jax": jax.jit(jax_step, donate_argnums=(0, 1)),
+            "axjax": jax.jit(ax_step, donate_argnums=(0, 1)),
+        },
         {"jax": (wj, optimizer.init(wj)), "axjax": (params, optimizer.init(params))},
-        (tids, ttargets), static)
+        (tids, ttargets),
+        static,
+    )
 
 
 def _copy(tree: Any) -> Any:
@@ -222,9 +254,12 @@ def losses(bench: TransformerBench, n: int = 3) -> dict[str, list[float]]:
     return out
 
 
-def time_steps(bench: TransformerBench, rounds: int, window_s: float,
-               args: Callable[[TransformerBench, str], tuple[Any, Any]] = _args
-               ) -> dict[str, Any]:
+def time_steps(
+    bench: TransformerBench,
+    rounds: int,
+    window_s: float,
+    args: Callable[[TransformerBench, str], tuple[Any, Any]] = _args,
+) -> dict[str, Any]:
     """Interleaved windows of the ``"jax"`` and ``"axjax"`` steps; seconds per step and
     the ratios (``jax`` time / ``axjax`` time, within each round)."""
     state = {k: _copy(v) for k, v in bench.states.items()}
@@ -249,41 +284,54 @@ def time_steps(bench: TransformerBench, rounds: int, window_s: float,
     times: dict[str, list[float]] = {k: [] for k in bench.steps}
     ratios = []
     for r in range(rounds):
-        for k in (["jax", "axjax"] if r % 2 == 0 else ["axjax", "jax"]):
+        for k in ["jax", "axjax"] if r % 2 == 0 else ["axjax", "jax"]:
             times[k].append(window(k, n))
         ratios.append(times["jax"][-1] / times["axjax"][-1])  # >1: axjax faster
     return {"times": times, "ratios": ratios, "first": first, "steps_per_window": n}
 
 
-def transformer_row(cfg: Any, dtype: str, rounds: int, window_s: float, peak: float,
-                    jax_attention: str = "fused") -> dict[str, Any]:
+def transformer_row(
+    cfg: Any, dtype: str, rounds: int, window_s: float, peak: float, jax_attention: str = "fused"
+) -> dict[str, Any]:
     """The transformer step as a row of ``benchmarks.large`` (its result format), against
     the expert with ``jax_attention``."""
     bench = build(cfg, dtype, jax_attention=jax_attention)
     agree = losses(bench)
     t = time_steps(bench, rounds, window_s)
-    out: dict[str, Any] = {"flops_per_step": bench.flops,
-                           "steps_per_window": t["steps_per_window"],
-                           "ratio": summary(t["ratios"]), "loss_jax": agree["jax"][0],
-                           "loss_axjax": agree["axjax"][0], "losses": agree}
+    out: dict[str, Any] = {
+        "flops_per_step": bench.flops,
+        "steps_per_window": t["steps_per_window"],
+        "ratio": summary(t["ratios"]),
+        "loss_jax": agree["jax"][0],
+        "loss_axjax": agree["axjax"][0],
+        "losses": agree,
+    }
     for k, ts in t["times"].items():
         best = statistics.median(ts)
-        out[k] = {"ms_per_step": summary([x * 1e3 for x in ts]),
-                  "tflops": summary([bench.flops / x / 1e12 for x in ts]),
-                  "fraction_of_peak": bench.flops / best / peak, "first_call_s": t["first"][k]}
+        out[k] = {
+            "ms_per_step": summary([x * 1e3 for x in ts]),
+            "tflops": summary([bench.flops / x / 1e12 for x in ts]),
+            "fraction_of_peak": bench.flops / best / peak,
+            "first_call_s": t["first"][k],
+        }
     return out
 
 
 def attention_paths(cfg: Any, dtype: str, rounds: int, window_s: float) -> dict[str, Any]:
     """ms per axjax step with each attention path (the ratio: einsum time / fused time)."""
     out: dict[str, Any] = {}
-    einsum, fused = build(cfg, dtype, implementation="einsum"), build(
-        cfg, dtype, implementation="fused")
+    einsum, fused = (
+        build(cfg, dtype, implementation="einsum"),
+        build(cfg, dtype, implementation="fused"),
+    )
     # the einsum path in the "jax" slot, the fused one in the "axjax" slot
-    both = TransformerBench(einsum.flops, {"jax": einsum.steps["axjax"],
-                                           "axjax": fused.steps["axjax"]},
-                            {"jax": einsum.states["axjax"], "axjax": fused.states["axjax"]},
-                            einsum.batch, einsum.static)
+    both = TransformerBench(
+        einsum.flops,
+        {"jax": einsum.steps["axjax"], "axjax": fused.steps["axjax"]},
+        {"jax": einsum.states["axjax"], "axjax": fused.states["axjax"]},
+        einsum.batch,
+        einsum.static,
+    )
     t = time_steps(both, rounds, window_s, lambda b, k: b.batch)
     out["einsum_ms"] = statistics.median(t["times"]["jax"]) * 1e3
     out["fused_ms"] = statistics.median(t["times"]["axjax"]) * 1e3
@@ -324,23 +372,30 @@ def memory(cfg: Any, depths: Sequence[int] = (2, 4)) -> list[dict[str, Any]]:
     return rows
 
 
-def bench_transformer(preset: str, dtypes: Sequence[str], rounds: int, window_s: float
-                      ) -> dict[str, Any]:
+def bench_transformer(
+    preset: str, dtypes: Sequence[str], rounds: int, window_s: float
+) -> dict[str, Any]:
     """Every figure: step rows per dtype, attention paths, memory."""
     from .large import measured_peak
 
     cfg = PRESETS[preset]
     peak_n = {"quick": 64, "cpu": 1024, "gpu": 8192}[preset]
-    res: dict[str, Any] = {"device": str(jax.devices()[0].device_kind),
-                           "backend": jax.default_backend(), "preset": preset,
-                           "config": dataclasses.asdict(cfg), "rows": {}, "rows_einsum": {},
-                           "peak_tflops": {}}
+    res: dict[str, Any] = {
+        "device": str(jax.devices()[0].device_kind),
+        "backend": jax.default_backend(),
+        "preset": preset,
+        "config": dataclasses.asdict(cfg),
+        "rows": {},
+        "rows_einsum": {},
+        "peak_tflops": {},
+    }
     for dtype in dtypes:
         peak = measured_peak(peak_n, dtype)
         res["peak_tflops"][dtype] = peak / 1e12
         res["rows"][dtype] = transformer_row(cfg, dtype, rounds, window_s, peak)
-        res["rows_einsum"][dtype] = transformer_row(cfg, dtype, rounds, window_s, peak,
-                                                    jax_attention="einsum")
+        res["rows_einsum"][dtype] = transformer_row(
+            cfg, dtype, rounds, window_s, peak, jax_attention="einsum"
+        )
     res["attention"] = attention_paths(cfg, dtypes[0], rounds, window_s)
     res["memory"] = memory(cfg)
     return res
@@ -349,12 +404,15 @@ def bench_transformer(preset: str, dtypes: Sequence[str], rounds: int, window_s:
 def markdown(res: dict[str, Any]) -> str:
     """The results as Markdown tables."""
     c = res["config"]
-    lines = [f"Device: {res['device']} ({res['backend']}); preset {res['preset']}: batch "
-             f"{c['batch']}, context {c['context']}, width {c['embed']}, {c['heads']} heads, "
-             f"{c['layers']} layers, MLP {c['mlp']}; step = forward + backward + Adam.", "",
-             "| dtype | JAX attention | GFLOP/step | JAX ms | axjax ms | axjax ÷ JAX (speed) | "
-             "JAX % of peak | axjax % of peak | peak TFLOP/s |",
-             "|---|---|---|---|---|---|---|---|---|"]
+    lines = [
+        f"Device: {res['device']} ({res['backend']}); preset {res['preset']}: batch "
+        f"{c['batch']}, context {c['context']}, width {c['embed']}, {c['heads']} heads, "
+        f"{c['layers']} layers, MLP {c['mlp']}; step = forward + backward + Adam.",
+        "",
+        "| dtype | JAX attention | GFLOP/step | JAX ms | axjax ms | axjax ÷ JAX (speed) | "
+        "JAX % of peak | axjax % of peak | peak TFLOP/s |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
     rows = [(d, "fused", r) for d, r in res["rows"].items()]
     rows += [(d, "einsum", r) for d, r in res.get("rows_einsum", {}).items()]
     for dtype, path, r in rows:
@@ -364,25 +422,35 @@ def markdown(res: dict[str, Any]) -> str:
             f"{j['ms_per_step']['median']:.4g} | "
             f"{a['ms_per_step']['median']:.4g} | {q['median']:.2f} [{q['min']:.2f}–"
             f"{q['max']:.2f}] | {100 * j['fraction_of_peak']:.0f} % | "
-            f"{100 * a['fraction_of_peak']:.0f} % | {res['peak_tflops'][dtype]:.3g} |")
+            f"{100 * a['fraction_of_peak']:.0f} % | {res['peak_tflops'][dtype]:.3g} |"
+        )
     at = res["attention"]
-    lines += ["", f"Attention paths (axjax step): einsum {at['einsum_ms']:.4g} ms, fused "
-              f"{at['fused_ms']:.4g} ms (fused speed-up {at['fused_speedup']['median']:.2f}); "
-              f"default here: {at['default']}.", "",
-              "| layers | temp MiB | temp MiB, remat | kept for backward MiB | kept, remat |",
-              "|---|---|---|---|---|"]
+    lines += [
+        "",
+        f"Attention paths (axjax step): einsum {at['einsum_ms']:.4g} ms, fused "
+        f"{at['fused_ms']:.4g} ms (fused speed-up {at['fused_speedup']['median']:.2f}); "
+        f"default here: {at['default']}.",
+        "",
+        "| layers | temp MiB | temp MiB, remat | kept for backward MiB | kept, remat |",
+        "|---|---|---|---|---|",
+    ]
     for m in res["memory"]:
-        lines.append(f"| {m['layers']} | {m['plain']['temp_mib']:.2f} | "
-                     f"{m['remat']['temp_mib']:.2f} | {m['plain']['residual_mib']:.2f} | "
-                     f"{m['remat']['residual_mib']:.2f} |")
+        lines.append(
+            f"| {m['layers']} | {m['plain']['temp_mib']:.2f} | "
+            f"{m['remat']['temp_mib']:.2f} | {m['plain']['residual_mib']:.2f} | "
+            f"{m['remat']['residual_mib']:.2f} |"
+        )
     return "\n".join(lines)
 
 
 def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
-    p = argparse.ArgumentParser(prog="python -m benchmarks.transformer",
-                                description=__doc__.split("\n")[0] if __doc__ else None)
-    p.add_argument("--preset", choices=sorted(PRESETS),
-                   help="sizes (default: gpu on a GPU, cpu otherwise)")
+    p = argparse.ArgumentParser(
+        prog="python -m benchmarks.transformer",
+        description=__doc__.split("\n")[0] if __doc__ else None,
+    )
+    p.add_argument(
+        "--preset", choices=sorted(PRESETS), help="sizes (default: gpu on a GPU, cpu otherwise)"
+    )
     p.add_argument("--dtypes", default="f32,bf16")
     p.add_argument("--rounds", type=int, default=5)
     p.add_argument("--window", type=float, default=1.0, help="seconds per timed window")

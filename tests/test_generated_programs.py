@@ -53,10 +53,22 @@ DTYPES = {"f32": ax.F32, "i32": ax.I32, "bool": ax.Bool}
 NP_DTYPES = {"f32": np.float32, "i32": np.int32, "bool": np.bool_}
 
 _SUPPRESS = list(HealthCheck)
-settings.register_profile("programs-ci", max_examples=1000, derandomize=True, deadline=None,
-                          database=None, suppress_health_check=_SUPPRESS, print_blob=False)
-settings.register_profile("programs-thorough", max_examples=10_000, deadline=None,
-                          suppress_health_check=_SUPPRESS, print_blob=True)
+settings.register_profile(
+    "programs-ci",
+    max_examples=1000,
+    derandomize=True,
+    deadline=None,
+    database=None,
+    suppress_health_check=_SUPPRESS,
+    print_blob=False,
+)
+settings.register_profile(
+    "programs-thorough",
+    max_examples=10_000,
+    deadline=None,
+    suppress_health_check=_SUPPRESS,
+    print_blob=True,
+)
 
 
 def _profile() -> settings:
@@ -127,8 +139,11 @@ class Step:
             return f"{x[0]} {SYMBOL[op]} {x[1] if len(x) > 1 else _num(p[1])}"
         if k == "scalar":
             op, v, side = p
-            return (f"{x[0]} {SYMBOL[op]} {_num(v)}" if side == "right"
-                    else f"{_num(v)} {SYMBOL[op]} {x[0]}")
+            return (
+                f"{x[0]} {SYMBOL[op]} {_num(v)}"
+                if side == "right"
+                else f"{_num(v)} {SYMBOL[op]} {x[0]}"
+            )
         if k == "where":
             return f"ax.where({x[0]}, {x[1]}, {x[2] if len(x) > 2 else _num(p[0])})"
         if k == "astype":
@@ -136,8 +151,11 @@ class Step:
         if k == "matmul":
             return f"{x[0]} @ {x[1]}"
         if k == "contract":
-            return (f"ax.contract({x[0]}, {x[1]})" if p[0] is None
-                    else f"ax.contract({x[0]}, {x[1]}, over={_over(p[0])})")
+            return (
+                f"ax.contract({x[0]}, {x[1]})"
+                if p[0] is None
+                else f"ax.contract({x[0]}, {x[1]}, over={_over(p[0])})"
+            )
         if k == "transpose":
             return f"ax.transpose({x[0]}{', ' if p[0] else ''}{_names(p[0])})"
         if k == "rename":
@@ -173,9 +191,15 @@ class Program:
     mistake: tuple[str, str] | None  # (kind of mistake, op name the error must give)
 
     def __repr__(self) -> str:
-        head = (f"Program({self.dtype}, mode={self.mode}, seed={self.seed}"
-                + (f", mistake={self.mistake[0]} -> AxisError from {self.mistake[1]}"
-                   if self.mistake else "") + "):")
+        head = (
+            f"Program({self.dtype}, mode={self.mode}, seed={self.seed}"
+            + (
+                f", mistake={self.mistake[0]} -> AxisError from {self.mistake[1]}"
+                if self.mistake
+                else ""
+            )
+            + "):"
+        )
         lines = [head]
         for i, s in enumerate(self.steps):
             note = str(s.out) if s.out is not None else "<- the mistake"
@@ -199,19 +223,52 @@ class Program:
 
 
 # ----------------------------------------------------------------------------- op tables
-SYMBOL = {"add": "+", "sub": "-", "mul": "*", "div": "/", "gt": ">", "lt": "<", "ge": ">=",
-          "le": "<="}
+SYMBOL = {
+    "add": "+",
+    "sub": "-",
+    "mul": "*",
+    "div": "/",
+    "gt": ">",
+    "lt": "<",
+    "ge": ">=",
+    "le": "<=",
+}
 PY_OP: dict[str, Callable[[Any, Any], Any]] = {
-    "add": operator.add, "sub": operator.sub, "mul": operator.mul, "div": operator.truediv,
-    "gt": operator.gt, "lt": operator.lt, "ge": operator.ge, "le": operator.le,
-    "maximum": ax.maximum, "minimum": ax.minimum}
+    "add": operator.add,
+    "sub": operator.sub,
+    "mul": operator.mul,
+    "div": operator.truediv,
+    "gt": operator.gt,
+    "lt": operator.lt,
+    "ge": operator.ge,
+    "le": operator.le,
+    "maximum": ax.maximum,
+    "minimum": ax.minimum,
+}
 JNP_OP: dict[str, Callable[[Any, Any], Any]] = {
-    "add": jnp.add, "sub": jnp.subtract, "mul": jnp.multiply, "div": jnp.divide,
-    "gt": jnp.greater, "lt": jnp.less, "ge": jnp.greater_equal, "le": jnp.less_equal,
-    "maximum": jnp.maximum, "minimum": jnp.minimum}
-OP_NAME = {"add": "Add", "sub": "Subtract", "mul": "Multiply", "div": "Divide",
-           "maximum": "Maximum", "minimum": "Minimum", "gt": "Greater", "lt": "Less",
-           "ge": "GreaterEqual", "le": "LessEqual"}
+    "add": jnp.add,
+    "sub": jnp.subtract,
+    "mul": jnp.multiply,
+    "div": jnp.divide,
+    "gt": jnp.greater,
+    "lt": jnp.less,
+    "ge": jnp.greater_equal,
+    "le": jnp.less_equal,
+    "maximum": jnp.maximum,
+    "minimum": jnp.minimum,
+}
+OP_NAME = {
+    "add": "Add",
+    "sub": "Subtract",
+    "mul": "Multiply",
+    "div": "Divide",
+    "maximum": "Maximum",
+    "minimum": "Minimum",
+    "gt": "Greater",
+    "lt": "Less",
+    "ge": "GreaterEqual",
+    "le": "LessEqual",
+}
 
 
 def _sig(v: float) -> float:
@@ -232,8 +289,10 @@ def _even(f: Callable[[float], float]) -> Callable[[float, float], tuple[float, 
 
 _ALWAYS = (-math.inf, math.inf)
 #: name -> (jnp twin, interval of the result, allowed input interval (lo >= , hi <=))
-UNARY: dict[str, tuple[Callable[[Any], Any], Callable[[float, float], tuple[float, float]],
-                       tuple[float, float]]] = {
+UNARY: dict[
+    str,
+    tuple[Callable[[Any], Any], Callable[[float, float], tuple[float, float]], tuple[float, float]],
+] = {
     "negative": (jnp.negative, lambda lo, hi: (-hi, -lo), _ALWAYS),
     "abs": (jnp.abs, _even(abs), _ALWAYS),
     "square": (jnp.square, _even(lambda v: v * v), _ALWAYS),
@@ -243,8 +302,11 @@ UNARY: dict[str, tuple[Callable[[Any], Any], Callable[[float, float], tuple[floa
     "tanh": (jnp.tanh, _mono(math.tanh), _ALWAYS),
     "sigmoid": (jax.nn.sigmoid, _mono(_sig), _ALWAYS),
     "softplus": (jax.nn.softplus, _mono(_softplus), _ALWAYS),
-    "silu": (jax.nn.silu, lambda lo, hi: (-0.28 if lo < 0 else lo * _sig(lo), max(hi, 0.0)),
-             _ALWAYS),
+    "silu": (
+        jax.nn.silu,
+        lambda lo, hi: (-0.28 if lo < 0 else lo * _sig(lo), max(hi, 0.0)),
+        _ALWAYS,
+    ),
     "gelu": (jax.nn.gelu, lambda lo, hi: (-0.17 if lo < 0 else 0.0, max(hi, 0.0)), _ALWAYS),
     "sin": (jnp.sin, lambda lo, hi: (-1.0, 1.0), _ALWAYS),
     "cos": (jnp.cos, lambda lo, hi: (-1.0, 1.0), _ALWAYS),
@@ -252,7 +314,7 @@ UNARY: dict[str, tuple[Callable[[Any], Any], Callable[[float, float], tuple[floa
     "log": (jnp.log, _mono(math.log), (0.25, math.inf)),
     "log1p": (jnp.log1p, _mono(math.log1p), (-0.5, math.inf)),
     "sqrt": (jnp.sqrt, _mono(math.sqrt), (0.25, math.inf)),
-    "rsqrt": (jax.lax.rsqrt, lambda lo, hi: (hi ** -0.5, lo ** -0.5), (0.25, math.inf)),
+    "rsqrt": (jax.lax.rsqrt, lambda lo, hi: (hi**-0.5, lo**-0.5), (0.25, math.inf)),
     "reciprocal": (jnp.reciprocal, lambda lo, hi: (1 / hi, 1 / lo), (0.25, math.inf)),
 }
 INT_UNARY = ("negative", "abs", "square", "relu")
@@ -313,8 +375,12 @@ class Gen:
     def leaf(self, axes: Sequence[int], shape: Sequence[int], dtype: str | None = None) -> int:
         dtype = dtype or self.dtype
         lo, hi = (-2.0, 2.0) if dtype == "f32" else (-3.0, 3.0)
-        return self.emit("input", (), (dtype, tuple(axes), tuple(shape)),
-                         T(tuple(axes), tuple(shape), dtype, lo, hi))
+        return self.emit(
+            "input",
+            (),
+            (dtype, tuple(axes), tuple(shape)),
+            T(tuple(axes), tuple(shape), dtype, lo, hi),
+        )
 
     def fresh_leaf(self) -> int:
         r = self.draw(st.integers(1, 3))
@@ -322,8 +388,11 @@ class Gen:
         return self.leaf(axes, [self.sizes[a] for a in axes])
 
     def same(self, t: T, u: T) -> bool:
-        return (sorted(t.axes) == sorted(u.axes) and u.dtype == t.dtype
-                and all(u.size(a) == t.size(a) for a in t.axes))
+        return (
+            sorted(t.axes) == sorted(u.axes)
+            and u.dtype == t.dtype
+            and all(u.size(a) == t.size(a) for a in t.axes)
+        )
 
     def aligned(self, c: int, pred: Callable[[T], bool] = lambda u: True) -> int:
         """A value with ``c``'s axes, sizes and order: an earlier one transposed or
@@ -336,7 +405,7 @@ class Gen:
                 continue
             if self.same(t, u):
                 cands.append(("same", i))
-            elif (set(u.axes) < set(t.axes) and all(u.size(a) == t.size(a) for a in u.axes)):
+            elif set(u.axes) < set(t.axes) and all(u.size(a) == t.size(a) for a in u.axes):
                 cands.append(("bcast", i))
         how, i = self.pick(cands)
         u = self.ty(i)
@@ -345,11 +414,13 @@ class Gen:
         if how == "same":
             return self.emit("transpose", (i,), (t.axes,), T(t.axes, t.shape, u.dtype, u.lo, u.hi))
         if self.draw(st.booleans()):
-            return self.emit("broadcast", (i, c), ("like",), T(t.axes, t.shape, u.dtype, u.lo,
-                                                               u.hi))
+            return self.emit(
+                "broadcast", (i, c), ("like",), T(t.axes, t.shape, u.dtype, u.lo, u.hi)
+            )
         new = tuple((a, t.size(a)) for a in t.axes if a not in u.axes)
-        return self.emit("broadcast", (i,), ("sizes", t.axes, new),
-                         T(t.axes, t.shape, u.dtype, u.lo, u.hi))
+        return self.emit(
+            "broadcast", (i,), ("sizes", t.axes, new), T(t.axes, t.shape, u.dtype, u.lo, u.hi)
+        )
 
     # ------------------------------------------------------------------ valid ops
     def ops_for(self, c: int) -> list[str]:
@@ -382,7 +453,7 @@ class Gen:
         free = [a for a in range(5) if a not in t.axes]
         if name == "unary":
             cands = []
-            for f in (UNARY if fl else INT_UNARY):
+            for f in UNARY if fl else INT_UNARY:
                 _, iv, (lo_ok, hi_ok) = UNARY[f]
                 if t.lo >= lo_ok and t.hi <= hi_ok and self.fits(*iv(t.lo, t.hi)):
                     cands.append(f)
@@ -401,13 +472,21 @@ class Gen:
                 return None
             return self.emit("scalar", (c,), (op, v, side), T(t.axes, t.shape, t.dtype, *iv))
         if name == "binary":
-            op = self.pick(["add", "sub", "mul", "div", "maximum", "minimum"] if fl
-                           else ["add", "sub", "mul", "maximum"])
+            op = self.pick(
+                ["add", "sub", "mul", "div", "maximum", "minimum"]
+                if fl
+                else ["add", "sub", "mul", "maximum"]
+            )
             pred = (lambda u: u.lo >= 0.25 or u.hi <= -0.25) if op == "div" else (lambda u: True)
-            if op == "div" and not pred(t) and not any(
-                    s.out is not None and pred(s.out) and self.same(t, s.out) for s in self.steps):
+            if (
+                op == "div"
+                and not pred(t)
+                and not any(
+                    s.out is not None and pred(s.out) and self.same(t, s.out) for s in self.steps
+                )
+            ):
                 return None
-            if op == "mul" and t.mag ** 2 > CAP[self.dtype]:
+            if op == "mul" and t.mag**2 > CAP[self.dtype]:
                 return None
             u = self.aligned(c, pred)
             iv = _binary_interval(op, t, self.ty(u))
@@ -420,19 +499,29 @@ class Gen:
                 u = self.aligned(c)
                 cond = self.emit("compare", (c, u), (op,), T(t.axes, t.shape, "bool", 0, 1))
                 ut = self.ty(u)
-                return self.emit("where", (cond, c, u), (), T(
-                    t.axes, t.shape, t.dtype, min(t.lo, ut.lo), max(t.hi, ut.hi)))
+                return self.emit(
+                    "where",
+                    (cond, c, u),
+                    (),
+                    T(t.axes, t.shape, t.dtype, min(t.lo, ut.lo), max(t.hi, ut.hi)),
+                )
             v = self.pick([0.0, 0.5] if fl else [0, 1])
             cond = self.emit("compare", (c,), (op, v), T(t.axes, t.shape, "bool", 0, 1))
             w = self.pick([0.0, -1.0] if fl else [0, -1])
-            return self.emit("where", (cond, c), (w,), T(t.axes, t.shape, t.dtype,
-                                                         min(t.lo, w), max(t.hi, w)))
+            return self.emit(
+                "where", (cond, c), (w,), T(t.axes, t.shape, t.dtype, min(t.lo, w), max(t.hi, w))
+            )
         if name == "contract":
             if self.draw(st.integers(0, 3)) == 0:
                 u = self.fresh_leaf()
             else:
-                u = self.pick([i for i, s in enumerate(self.steps)
-                               if s.out is not None and s.out.dtype == t.dtype])
+                u = self.pick(
+                    [
+                        i
+                        for i, s in enumerate(self.steps)
+                        if s.out is not None and s.out.dtype == t.dtype
+                    ]
+                )
             ut = self.ty(u)
             shared = [a for a in t.axes if a in ut.axes]
             if any(t.size(a) != ut.size(a) for a in shared):
@@ -443,7 +532,8 @@ class Gen:
                 over = self.perm(shared)[:k]
             summed = shared if over is None else list(over)
             out = tuple(a for a in t.axes if a not in summed) + tuple(
-                a for a in ut.axes if a not in t.axes)
+                a for a in ut.axes if a not in t.axes
+            )
             if len(out) > MAX_RANK:
                 return None
             n = math.prod(t.size(a) for a in summed)
@@ -462,12 +552,20 @@ class Gen:
             n = t.shape[-1]
             lo, hi = _prod(t, self.ty(w))
             out = t.axes[:-1] + (k_axis,)
-            return self.emit("matmul", (c, w), (), T(out, t.shape[:-1] + (self.sizes[k_axis],),
-                                                     t.dtype, n * lo, n * hi))
+            return self.emit(
+                "matmul",
+                (c, w),
+                (),
+                T(out, t.shape[:-1] + (self.sizes[k_axis],), t.dtype, n * lo, n * hi),
+            )
         if name == "transpose":
             order = self.perm(t.axes)
-            return self.emit("transpose", (c,), (order,), T(
-                order, tuple(t.size(a) for a in order), t.dtype, t.lo, t.hi))
+            return self.emit(
+                "transpose",
+                (c,),
+                (order,),
+                T(order, tuple(t.size(a) for a in order), t.dtype, t.lo, t.hi),
+            )
         if name == "rename":
             old, new = self.pick(t.axes), self.pick(free) if free else None
             if new is None:
@@ -478,34 +576,62 @@ class Gen:
             a = self.pick(free)
             at = self.pick(list(range(r + 1)) + [-1])
             pos = r if at == -1 else at
-            return self.emit("expand", (c,), (a, at), T(
-                t.axes[:pos] + (a,) + t.axes[pos:], t.shape[:pos] + (1,) + t.shape[pos:],
-                t.dtype, t.lo, t.hi))
+            return self.emit(
+                "expand",
+                (c,),
+                (a, at),
+                T(
+                    t.axes[:pos] + (a,) + t.axes[pos:],
+                    t.shape[:pos] + (1,) + t.shape[pos:],
+                    t.dtype,
+                    t.lo,
+                    t.hi,
+                ),
+            )
         if name == "squeeze":
             a = self.pick([a for a, n in zip(t.axes, t.shape) if n == 1])
             p = t.axes.index(a)
-            return self.emit("squeeze", (c,), (a,), T(
-                t.axes[:p] + t.axes[p + 1:], t.shape[:p] + t.shape[p + 1:], t.dtype, t.lo, t.hi))
+            return self.emit(
+                "squeeze",
+                (c,),
+                (a,),
+                T(
+                    t.axes[:p] + t.axes[p + 1 :],
+                    t.shape[:p] + t.shape[p + 1 :],
+                    t.dtype,
+                    t.lo,
+                    t.hi,
+                ),
+            )
         if name == "broadcast":
             k = self.draw(st.integers(1, min(2, MAX_RANK - r, len(free))))
             new = self.perm(free)[:k]
             target = self.perm(t.axes + new)
             shape = tuple(t.size(a) if a in t.axes else self.sizes[a] for a in target)
             out = T(target, shape, t.dtype, t.lo, t.hi)
-            likes = [i for i, s in enumerate(self.steps)
-                     if s.out is not None and s.out.axes and set(s.out.axes) == set(target)
-                     and all(s.out.size(a) == t.size(a) for a in t.axes)]
+            likes = [
+                i
+                for i, s in enumerate(self.steps)
+                if s.out is not None
+                and s.out.axes
+                and set(s.out.axes) == set(target)
+                and all(s.out.size(a) == t.size(a) for a in t.axes)
+            ]
             if likes and self.draw(st.booleans()):
                 like = self.pick(likes)
                 lt = self.ty(like)
-                return self.emit("broadcast", (c, like), ("like",),
-                                 T(lt.axes, lt.shape, t.dtype, t.lo, t.hi))
-            return self.emit("broadcast", (c,), ("sizes", target,
-                                                 tuple((a, self.sizes[a]) for a in new)), out)
+                return self.emit(
+                    "broadcast", (c, like), ("like",), T(lt.axes, lt.shape, t.dtype, t.lo, t.hi)
+                )
+            return self.emit(
+                "broadcast", (c,), ("sizes", target, tuple((a, self.sizes[a]) for a in new)), out
+            )
         if name in ("reduce", "softmax"):
-            fn = self.pick((["sum", "mean", "max", "min", "logsumexp"] if fl
-                            else ["sum", "max", "min"]) if name == "reduce"
-                           else ["softmax", "log_softmax"])
+            fn = self.pick(
+                (["sum", "mean", "max", "min", "logsumexp"] if fl else ["sum", "max", "min"])
+                if name == "reduce"
+                else ["softmax", "log_softmax"]
+            )
             k = self.draw(st.integers(1, min(2, r)))
             over = self.perm(t.axes)[:k]
             n = math.prod(t.size(a) for a in over)
@@ -513,23 +639,40 @@ class Gen:
                 lo, hi = (0.0, 1.0) if fn == "softmax" else (t.lo - t.hi - math.log(n), 0.0)
                 return self.emit("softmax", (c,), (fn, over), T(t.axes, t.shape, t.dtype, lo, hi))
             lo, hi = {"sum": (n * t.lo, n * t.hi), "logsumexp": (t.lo, t.hi + math.log(n))}.get(
-                fn, (t.lo, t.hi))
+                fn, (t.lo, t.hi)
+            )
             if not self.fits(lo, hi):
                 return None
             keep = tuple(a for a in t.axes if a not in over)
-            return self.emit("reduce", (c,), (fn, over), T(
-                keep, tuple(t.size(a) for a in keep), t.dtype, lo, hi))
+            return self.emit(
+                "reduce", (c,), (fn, over), T(keep, tuple(t.size(a) for a in keep), t.dtype, lo, hi)
+            )
         if name == "index":
             a = self.pick(t.axes)
             n, p = t.size(a), t.axes.index(a)
             i = self.draw(st.integers(-n, n - 1))
-            return self.emit("index", (c,), (a, i), T(
-                t.axes[:p] + t.axes[p + 1:], t.shape[:p] + t.shape[p + 1:], t.dtype, t.lo, t.hi))
+            return self.emit(
+                "index",
+                (c,),
+                (a, i),
+                T(
+                    t.axes[:p] + t.axes[p + 1 :],
+                    t.shape[:p] + t.shape[p + 1 :],
+                    t.dtype,
+                    t.lo,
+                    t.hi,
+                ),
+            )
         if name == "slice":
             a = self.pick([a for a, n in zip(t.axes, t.shape) if n >= 2])
             n = t.size(a)
-            combos = [(s0, s1, s2) for s0 in (None, 0, 1, -2) for s1 in (None, -1, 2, 3)
-                      for s2 in (1, 2) if len(range(*slice(s0, s1, s2).indices(n))) >= 1]
+            combos = [
+                (s0, s1, s2)
+                for s0 in (None, 0, 1, -2)
+                for s1 in (None, -1, 2, 3)
+                for s2 in (1, 2)
+                if len(range(*slice(s0, s1, s2).indices(n))) >= 1
+            ]
             s0, s1, s2 = self.pick(combos)
             m = len(range(*slice(s0, s1, s2).indices(n)))
             shape = tuple(m if b == a else k for b, k in zip(t.axes, t.shape))
@@ -539,8 +682,9 @@ class Gen:
             kind, stride = self.pick(["max_pool", "avg_pool"]), self.pick([1, 2])
             m = (t.size(a) - 2) // stride + 1
             shape = tuple(m if b == a else k for b, k in zip(t.axes, t.shape))
-            return self.emit("pool", (c,), (kind, a, 2, stride), T(t.axes, shape, t.dtype,
-                                                                    t.lo, t.hi))
+            return self.emit(
+                "pool", (c,), (kind, a, 2, stride), T(t.axes, shape, t.dtype, t.lo, t.hi)
+            )
         if name == "conv":
             if not free:
                 return None
@@ -559,8 +703,9 @@ class Gen:
             w = self.leaf(w_axes, [sz[a] for a in w_axes])
             m = n if pad == "SAME" else n - k + 1
             axes = tuple(cout if a == cin else a for a in t.axes)
-            shape = tuple(self.sizes[cout] if a == cin else m if a == s_ax else t.size(a)
-                          for a in t.axes)
+            shape = tuple(
+                self.sizes[cout] if a == cin else m if a == s_ax else t.size(a) for a in t.axes
+            )
             return self.emit("conv", (c, w), (s_ax, pad), T(axes, shape, t.dtype, lo, hi))
         raise AssertionError(name)
 
@@ -590,8 +735,12 @@ class Gen:
             order = self.perm(t.axes)
             if order == t.axes:
                 order = order[::-1]
-            u = self.emit("transpose", (c,), (order,), T(
-                order, tuple(t.size(a) for a in order), t.dtype, t.lo, t.hi))
+            u = self.emit(
+                "transpose",
+                (c,),
+                (order,),
+                T(order, tuple(t.size(a) for a in order), t.dtype, t.lo, t.hi),
+            )
             op = self.pick(bin_ops)
             self.emit("binary", (c, u) if self.draw(st.booleans()) else (u, c), (op,), None)
             return OP_NAME[op]
@@ -604,18 +753,38 @@ class Gen:
             return "MatMul"
         if kind == "missing":
             x = self.pick(free)
-            what = self.pick(["sum", "max", "min", "squeeze", "transpose", "index", "slice",
-                              "rename", "contract"]
-                             + (["mean", "logsumexp", "softmax", "log_softmax", "max_pool",
-                                 "conv"] if fl else []))
+            what = self.pick(
+                [
+                    "sum",
+                    "max",
+                    "min",
+                    "squeeze",
+                    "transpose",
+                    "index",
+                    "slice",
+                    "rename",
+                    "contract",
+                ]
+                + (
+                    ["mean", "logsumexp", "softmax", "log_softmax", "max_pool", "conv"]
+                    if fl
+                    else []
+                )
+            )
             if what in ("sum", "max", "min", "mean", "logsumexp", "softmax", "log_softmax"):
                 over = (x,)
                 if r >= 1 and self.draw(st.booleans()):
                     over = self.perm((x, self.pick(t.axes)))
                 self.emit("softmax" if "softmax" in what else "reduce", (c,), (what, over), None)
-                return {"sum": "Sum", "max": "Max", "min": "Min", "mean": "Mean",
-                        "logsumexp": "LogSumExp", "softmax": "Softmax",
-                        "log_softmax": "LogSoftmax"}[what]
+                return {
+                    "sum": "Sum",
+                    "max": "Max",
+                    "min": "Min",
+                    "mean": "Mean",
+                    "logsumexp": "LogSumExp",
+                    "softmax": "Softmax",
+                    "log_softmax": "LogSoftmax",
+                }[what]
             if what == "squeeze":
                 self.emit("squeeze", (c,), (x,), None)
                 return "Squeeze"
@@ -667,8 +836,10 @@ class Gen:
         if kind == "size":
             a = self.pick([a for a, n in zip(t.axes, t.shape) if n >= 2])
             n = t.size(a)
-            what = self.pick(["binary", "contract", "squeeze", "index"]
-                             + (["matmul"] if r >= 2 and a == t.axes[-1] else []))
+            what = self.pick(
+                ["binary", "contract", "squeeze", "index"]
+                + (["matmul"] if r >= 2 and a == t.axes[-1] else [])
+            )
             if what == "squeeze":
                 self.emit("squeeze", (c,), (a,), None)
                 return "Squeeze"
@@ -684,8 +855,7 @@ class Gen:
             u = self.emit("slice", (c,), (a, 0, 1, 1), T(t.axes, shape, t.dtype, t.lo, t.hi))
             if what == "contract":
                 over = None if self.draw(st.booleans()) else (a,)
-                self.emit("contract", (c, u) if self.draw(st.booleans()) else (u, c), (over,),
-                          None)
+                self.emit("contract", (c, u) if self.draw(st.booleans()) else (u, c), (over,), None)
                 return "Contract"
             op = self.pick(bin_ops)
             self.emit("binary", (c, u) if self.draw(st.booleans()) else (u, c), (op,), None)
@@ -696,19 +866,24 @@ class Gen:
                 if what == "binary":
                     u = self.emit("astype", (c,), ("i32",), T(t.axes, t.shape, "i32", t.lo, t.hi))
                     op = self.pick(["add", "sub", "mul", "maximum"])
-                    self.emit("binary", (c, u) if self.draw(st.booleans()) else (u, c), (op,),
-                              None)
+                    self.emit("binary", (c, u) if self.draw(st.booleans()) else (u, c), (op,), None)
                     return OP_NAME[op]
                 if what == "where":  # a float condition
                     self.emit("where", (c, c, c), (), None)
                     return "Where"
                 k = self.pick([b for b in range(5) if b not in t.axes])
-                w = self.leaf(t.axes[:-2] + (t.axes[-1], k), t.shape[:-2] + (
-                    t.shape[-1], self.sizes[k]), dtype="i32")
+                w = self.leaf(
+                    t.axes[:-2] + (t.axes[-1], k),
+                    t.shape[:-2] + (t.shape[-1], self.sizes[k]),
+                    dtype="i32",
+                )
                 self.emit("matmul", (c, w), (), None)
                 return "MatMul"
-            what = self.pick(["exp", "tanh", "log", "div", "mean", "softmax", "max_pool"]
-                             if r >= 1 else ["exp", "tanh", "log", "div"])
+            what = self.pick(
+                ["exp", "tanh", "log", "div", "mean", "softmax", "max_pool"]
+                if r >= 1
+                else ["exp", "tanh", "log", "div"]
+            )
             if what in ("exp", "tanh", "log"):
                 self.emit("unary", (c,), (what,), None)
                 return {"exp": "Exp", "tanh": "Tanh", "log": "Log"}[what]
@@ -742,8 +917,9 @@ def programs(draw: Any) -> Program:
             out = g.op(current, "unary") if dtype == "f32" else None
             if out is None:
                 t = g.ty(current)
-                out = g.emit("unary", (current,), ("negative",), T(t.axes, t.shape, t.dtype,
-                                                                   -t.hi, -t.lo))
+                out = g.emit(
+                    "unary", (current,), ("negative",), T(t.axes, t.shape, t.dtype, -t.hi, -t.lo)
+                )
         current = out
     mistake = None
     if invalid:
@@ -784,8 +960,11 @@ def ax_step(s: Step, xs: list[Any], leaf: Any) -> Any:
     if k == "matmul":
         return xs[0] @ xs[1]
     if k == "contract":
-        return ax.contract(xs[0], xs[1]) if p[0] is None else ax.contract(
-            xs[0], xs[1], over=_over_arg(p[0]))
+        return (
+            ax.contract(xs[0], xs[1])
+            if p[0] is None
+            else ax.contract(xs[0], xs[1], over=_over_arg(p[0]))
+        )
     if k == "transpose":
         return ax.transpose(xs[0], *_ax(p[0]))
     if k == "rename":
@@ -817,8 +996,9 @@ def run_axjax(prog: Program, arrays: Sequence[Any], at: list[int] | None = None)
     for i, s in enumerate(prog.steps):
         if at is not None:
             at[0] = i
-        vals.append(ax_step(s, [vals[j] for j in s.ins], next(leaves) if s.kind == "input"
-                            else None))
+        vals.append(
+            ax_step(s, [vals[j] for j in s.ins], next(leaves) if s.kind == "input" else None)
+        )
     return vals[-1]
 
 
@@ -858,8 +1038,13 @@ def twin_step(s: Step, xs: list[Any], ts: list[T], leaf: Any) -> Any:
         return jnp.broadcast_to(x, out.shape)
     if k == "reduce":
         pos = tuple(ts[0].axes.index(a) for a in p[1])
-        fn = {"sum": jnp.sum, "mean": jnp.mean, "max": jnp.max, "min": jnp.min,
-              "logsumexp": jax.nn.logsumexp}[p[0]]
+        fn = {
+            "sum": jnp.sum,
+            "mean": jnp.mean,
+            "max": jnp.max,
+            "min": jnp.min,
+            "logsumexp": jax.nn.logsumexp,
+        }[p[0]]
         return fn(xs[0], axis=pos)
     if k == "softmax":
         pos = tuple(ts[0].axes.index(a) for a in p[1])
@@ -878,7 +1063,7 @@ def twin_step(s: Step, xs: list[Any], ts: list[T], leaf: Any) -> Any:
         hi = (kk - 1) - lo if pad == "SAME" else 0
         x = jnp.pad(x, [(0, 0)] * len(batch) + [(lo, hi), (0, 0)])
         m = x.shape[-2] - kk + 1
-        y = sum(jnp.einsum("...sc,co->...so", x[..., j:j + m, :], w[j]) for j in range(kk))
+        y = sum(jnp.einsum("...sc,co->...so", x[..., j : j + m, :], w[j]) for j in range(kk))
         cur = batch + [s_ax, cout]
         return jnp.transpose(y, [cur.index(a) for a in out.axes])
     if k == "pool":
@@ -888,11 +1073,13 @@ def twin_step(s: Step, xs: list[Any], ts: list[T], leaf: Any) -> Any:
         if kind == "max_pool":  # the same reduce_window (its gradient picks one of tied maxima)
             dims = [window if i == pos else 1 for i in range(x.ndim)]
             strides = [stride if i == pos else 1 for i in range(x.ndim)]
-            return jax.lax.reduce_window(x, np.array(-np.inf, x.dtype), jax.lax.max, dims,
-                                         strides, "VALID")
+            return jax.lax.reduce_window(
+                x, np.array(-np.inf, x.dtype), jax.lax.max, dims, strides, "VALID"
+            )
         m = out.shape[pos]
-        parts = [jax.lax.slice_in_dim(x, j, j + (m - 1) * stride + 1, stride, pos)
-                 for j in range(window)]
+        parts = [
+            jax.lax.slice_in_dim(x, j, j + (m - 1) * stride + 1, stride, pos) for j in range(window)
+        ]
         return sum(parts) / window
     if k == "slice":
         pos = ts[0].axes.index(p[0])
@@ -908,8 +1095,14 @@ def run_twin(prog: Program, arrays: Sequence[Any]) -> Any:
     leaves = iter(arrays)
     for s in prog.steps:
         ts = [prog.steps[j].out for j in s.ins]
-        vals.append(twin_step(s, [vals[j] for j in s.ins], ts,  # type: ignore[arg-type]
-                              next(leaves) if s.kind == "input" else None))
+        vals.append(
+            twin_step(
+                s,
+                [vals[j] for j in s.ins],
+                ts,  # type: ignore[arg-type]
+                next(leaves) if s.kind == "input" else None,
+            )
+        )
     return vals[-1]
 
 
@@ -972,7 +1165,8 @@ def check_invalid(prog: Program, stats: Counter[str]) -> None:
     except ax.AxisError as e:
         msg = str(e)
         assert at[0] == len(prog.steps) - 1, (
-            f"AxisError at step t{at[0]}, not at the mistake t{len(prog.steps) - 1}: {msg}")
+            f"AxisError at step t{at[0]}, not at the mistake t{len(prog.steps) - 1}: {msg}"
+        )
         assert name in msg, f"the AxisError does not name {name}: {msg}"
     else:
         raise AssertionError(f"no AxisError: the mistake gave {result!r}")
@@ -983,9 +1177,14 @@ def check_invalid(prog: Program, stats: Counter[str]) -> None:
 def check_program(prog: Program, stats: Counter[str]) -> None:
     stats["programs"] += 1
     for s in prog.steps:
-        stats[f"op: {s.kind}" + (f" {s.p[0]}" if s.kind in ("unary", "binary", "reduce",
-                                                              "softmax", "pool", "scalar",
-                                                              "compare") else "")] += 1
+        stats[
+            f"op: {s.kind}"
+            + (
+                f" {s.p[0]}"
+                if s.kind in ("unary", "binary", "reduce", "softmax", "pool", "scalar", "compare")
+                else ""
+            )
+        ] += 1
     if prog.mistake is None:
         check_valid(prog, stats)
     else:
@@ -1014,20 +1213,27 @@ def test_generated_programs(capsys: pytest.CaptureFixture[str]) -> None:
     valid = sum(v for k, v in stats.items() if k.startswith("valid"))
     mistakes = sum(v for k, v in stats.items() if k.startswith("mistake:"))
     with capsys.disabled():
-        print(f"\ngenerated programs: {stats['programs']} run, {valid} valid "
-              f"({stats['valid (jit)']} under jit, {stats['valid (eager)']} eager; "
-              f"{stats['gradients checked']} with gradients), {mistakes} with an injected "
-              "mistake (" + ", ".join(f"{k[9:]}: {v}" for k, v in sorted(stats.items())
-                                      if k.startswith("mistake:")) + ")")
+        print(
+            f"\ngenerated programs: {stats['programs']} run, {valid} valid "
+            f"({stats['valid (jit)']} under jit, {stats['valid (eager)']} eager; "
+            f"{stats['gradients checked']} with gradients), {mistakes} with an injected "
+            "mistake ("
+            + ", ".join(
+                f"{k[9:]}: {v}" for k, v in sorted(stats.items()) if k.startswith("mistake:")
+            )
+            + ")"
+        )
         ops = sorted((k[4:], v) for k, v in stats.items() if k.startswith("op: "))
         print("ops applied: " + ", ".join(f"{k} {v}" for k, v in ops))
     assert stats["programs"] >= MIN_PROGRAMS
     assert mistakes >= MIN_PROGRAMS // 4 and valid >= MIN_PROGRAMS // 4
 
 
-@pytest.mark.parametrize("prog", [pytest.param(p, marks=pytest.mark.xfail(strict=True,
-                                                                          reason=r))
-                                  for p, r in KNOWN_BUGS] or [None])
+@pytest.mark.parametrize(
+    "prog",
+    [pytest.param(p, marks=pytest.mark.xfail(strict=True, reason=r)) for p, r in KNOWN_BUGS]
+    or [None],
+)
 def test_known_library_bugs(prog: Program | None) -> None:
     """Generated programs that reproduce a library bug (none known: this case passes)."""
     if prog is not None:

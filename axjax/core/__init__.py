@@ -1,7 +1,7 @@
 """axjax core: axes, dtypes, errors, ``Tensor``, ``Op`` and its lowering, transforms.
 
 The foundations every other package builds on; it imports none of them (ops, graph, nn,
-train). The library's packages take core's helpers from :mod:`axjax.core.internal`.
+train). The library's packages take core's helpers from :mod:`axjax.core._internal`.
 """
 
 from ._axis import Axis as Axis

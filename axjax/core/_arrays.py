@@ -48,9 +48,16 @@ ArrayData: TypeAlias = Shaped[ArrayLike, "..."] | Sequence[Any]
 
 # jaxtyping's dtype class for each axjax marker (``Shaped`` accepts every dtype).
 _JAXTYPING_DTYPES: dict[type[DType], Any] = {
-    F16: jaxtyping.Float16, BF16: jaxtyping.BFloat16, F32: jaxtyping.Float32,
-    F64: jaxtyping.Float64, I8: jaxtyping.Int8, I32: jaxtyping.Int32, I64: jaxtyping.Int64,
-    U8: jaxtyping.UInt8, U32: jaxtyping.UInt32, Bool: jaxtyping.Bool,
+    F16: jaxtyping.Float16,
+    BF16: jaxtyping.BFloat16,
+    F32: jaxtyping.Float32,
+    F64: jaxtyping.Float64,
+    I8: jaxtyping.Int8,
+    I32: jaxtyping.Int32,
+    I64: jaxtyping.Int64,
+    U8: jaxtyping.UInt8,
+    U32: jaxtyping.UInt32,
+    Bool: jaxtyping.Bool,
 }
 
 _names: dict[object, str] = {}  # axis class -> its dimension name, never reused

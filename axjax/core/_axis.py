@@ -17,8 +17,15 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-__all__ = ["Axis", "axis_name", "axes_names", "check_axis_label", "check_unique_axes",
-           "same_named_axes", "same_name_note"]
+__all__ = [
+    "Axis",
+    "axis_name",
+    "axes_names",
+    "check_axis_label",
+    "check_unique_axes",
+    "same_named_axes",
+    "same_name_note",
+]
 
 
 class Axis:
@@ -104,9 +111,13 @@ def same_name_note(axes: Iterable[object]) -> str:
     if not names:
         return ""
     if len(names) == 1:
-        return (f"two different axis classes are both named {names[0]} (was the class defined "
-                "twice, as when a notebook cell runs again? Define each axis once, in a module, "
-                "and rebuild the tensors that use the old class)")
-    return (f"different axis classes share the names {', '.join(names)} (were the classes "
-            "defined twice, as when a notebook cell runs again? Define each axis once, in a "
-            "module, and rebuild the tensors that use the old classes)")
+        return (
+            f"two different axis classes are both named {names[0]} (was the class defined "
+            "twice, as when a notebook cell runs again? Define each axis once, in a module, "
+            "and rebuild the tensors that use the old class)"
+        )
+    return (
+        f"different axis classes share the names {', '.join(names)} (were the classes "
+        "defined twice, as when a notebook cell runs again? Define each axis once, in a "
+        "module, and rebuild the tensors that use the old classes)"
+    )

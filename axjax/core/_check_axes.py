@@ -54,7 +54,7 @@ class _Spec:
         stars = [i for i, p in enumerate(pats) if _variadic(p) is not None]
         self.star = bool(stars)  # a *Ts or *tuple[Any, ...] somewhere
         k = stars[0] if stars else len(pats)
-        self.head, self.tail = pats[:k], pats[k + 1:]
+        self.head, self.tail = pats[:k], pats[k + 1 :]
         self.inner = _variadic(pats[k]) if stars else None
 
 
@@ -97,8 +97,10 @@ class _Call:
         self.seen: list[tuple[str, Any]] = []
 
     def fail(self, value: Any, what: str, pattern: Pattern, why: str) -> AxisError:
-        return AxisError(f"Cannot apply {self.name} to {describe(value)}: {what} should be "
-                         f"{_annotation(pattern, self.bound)}, but {why}")
+        return AxisError(
+            f"Cannot apply {self.name} to {describe(value)}: {what} should be "
+            f"{_annotation(pattern, self.bound)}, but {why}"
+        )
 
     def one(self, pat: object, got: Any, where: str) -> str | None:
         """Match one dtype or axis; the reason it does not match, or ``None``."""
@@ -107,8 +109,10 @@ class _Call:
         if isinstance(pat, TypeVar):
             was = self.bound.setdefault(pat, got)
             if was is not got:
-                return (f"{pat.__name__} is {axis_name(was)} elsewhere in this call and "
-                        f"{axis_name(got)} {where}")
+                return (
+                    f"{pat.__name__} is {axis_name(was)} elsewhere in this call and "
+                    f"{axis_name(got)} {where}"
+                )
             return None
         if pat is not got:
             return f"it has {axis_name(got)} {where}"
@@ -116,9 +120,11 @@ class _Call:
 
     def match(self, value: Any, what: str, spec: _Spec) -> None:
         if not isinstance(value, spec.cls):
-            raise TypeError(f"Cannot apply {self.name}: {what} should be "
-                            f"{_annotation(spec.pattern, self.bound)}, got "
-                            f"{type(value).__name__}")
+            raise TypeError(
+                f"Cannot apply {self.name}: {what} should be "
+                f"{_annotation(spec.pattern, self.bound)}, got "
+                f"{type(value).__name__}"
+            )
         why = self.one(spec.dtype, value.dtype, "as its dtype")
         if why is not None:
             raise self.fail(value, what, spec.pattern, why + " (convert it with astype)")
@@ -138,12 +144,17 @@ class _Call:
                 raise self.fail(value, what, spec.pattern, why)
         inner = spec.inner
         if isinstance(inner, TypeVarTuple):
-            run = tuple(axes[len(head):end])
+            run = tuple(axes[len(head) : end])
             was = self.bound.setdefault(inner, run)
             if was != run:
-                raise self.fail(value, what, spec.pattern, f"*{inner.__name__} is "
-                                f"({axes_names(was)}) elsewhere in this call and "
-                                f"({axes_names(run)}) here")
+                raise self.fail(
+                    value,
+                    what,
+                    spec.pattern,
+                    f"*{inner.__name__} is "
+                    f"({axes_names(was)}) elsewhere in this call and "
+                    f"({axes_names(run)}) here",
+                )
         self.sizes(value, what, spec, axes)
 
     def sizes(self, value: Any, what: str, spec: _Spec, axes: tuple[Any, ...]) -> None:

@@ -32,8 +32,12 @@ Axes = TypeVarTuple("Axes")
 Over = type[Axis] | tuple[type[Axis], ...]
 
 
-def _mesh_axes(where: str, t: Tensor[Any, *tuple[Any, ...]], over: Over,
-               rules: Mapping[type[Axis], MeshAxes] | AxisRules | None) -> tuple[str, ...]:
+def _mesh_axes(
+    where: str,
+    t: Tensor[Any, *tuple[Any, ...]],
+    over: Over,
+    rules: Mapping[type[Axis], MeshAxes] | AxisRules | None,
+) -> tuple[str, ...]:
     if not isinstance(t, Tensor):
         raise TypeError(f"{where}: expected a Tensor, got {type(t).__name__}")
     labels = over if isinstance(over, tuple) else (over,)
@@ -45,8 +49,9 @@ def _mesh_axes(where: str, t: Tensor[Any, *tuple[Any, ...]], over: Over,
     else:
         state = active_rules()
         if state is None:
-            raise RuntimeError(f"{where}: no axis rules (use `with ax.axis_rules(mesh, "
-                               "rules):` or pass rules=)")
+            raise RuntimeError(
+                f"{where}: no axis rules (use `with ax.axis_rules(mesh, rules):` or pass rules=)"
+            )
         table = state.rules
     names: list[str] = []
     for a in labels:
@@ -55,13 +60,19 @@ def _mesh_axes(where: str, t: Tensor[Any, *tuple[Any, ...]], over: Over,
             raise AxisError(
                 f"{where}({describe(t)}, {axis_name(a)}): {axis_name(a)} has no mesh axis "
                 f"in the rules ({', '.join(f'{axis_name(k)}: {v!r}' for k, v in table.items())}"
-                "): map it to a mesh axis, or there is nothing to communicate")
+                "): map it to a mesh axis, or there is nothing to communicate"
+            )
         names += found
     return tuple(names)
 
 
-def _reduce(where: str, fn: Any, t: Tensor[D, *Axes], over: Over,
-            rules: Mapping[type[Axis], MeshAxes] | AxisRules | None) -> Tensor[D, *Axes]:
+def _reduce(
+    where: str,
+    fn: Any,
+    t: Tensor[D, *Axes],
+    over: Over,
+    rules: Mapping[type[Axis], MeshAxes] | AxisRules | None,
+) -> Tensor[D, *Axes]:
     names = _mesh_axes(where, t, over, rules)
     labels = over if isinstance(over, tuple) else (over,)
     kept = [a for a in labels if a in t._axes]
@@ -69,12 +80,17 @@ def _reduce(where: str, fn: Any, t: Tensor[D, *Axes], over: Over,
         raise AxisError(
             f"{where}({describe(t)}, {axes_names(labels)}): the tensor still has axis "
             f"{axis_name(kept[0])}, whose blocks hold different elements (sum it out first, "
-            f"with ax.sum or ax.contract, or use ax.all_gather to rebuild it)")
+            f"with ax.sum or ax.contract, or use ax.all_gather to rebuild it)"
+        )
     return cast("Tensor[D, *Axes]", Tensor._wrap(fn(t._array, names), t._axes))
 
 
-def psum(t: Tensor[D, *Axes], over: Over, *,
-         rules: Mapping[type[Axis], MeshAxes] | AxisRules | None = None) -> Tensor[D, *Axes]:
+def psum(
+    t: Tensor[D, *Axes],
+    over: Over,
+    *,
+    rules: Mapping[type[Axis], MeshAxes] | AxisRules | None = None,
+) -> Tensor[D, *Axes]:
     """Sum ``t`` over the mesh axes that the rules split ``over`` across (in ``shard_map``).
 
     ``over`` is an axis ``t`` no longer has: each device holds a partial result from its
@@ -89,8 +105,12 @@ def psum(t: Tensor[D, *Axes], over: Over, *,
     return _reduce("psum", jax.lax.psum, t, over, rules)
 
 
-def pmean(t: Tensor[D, *Axes], over: Over, *,
-          rules: Mapping[type[Axis], MeshAxes] | AxisRules | None = None) -> Tensor[D, *Axes]:
+def pmean(
+    t: Tensor[D, *Axes],
+    over: Over,
+    *,
+    rules: Mapping[type[Axis], MeshAxes] | AxisRules | None = None,
+) -> Tensor[D, *Axes]:
     """Average ``t`` over the mesh axes that the rules split ``over`` across (in
     ``shard_map``). For data parallelism average the loss, not the gradients: with
     ``check_vma=True`` (the default) JAX already sums the gradients of replicated
@@ -102,9 +122,12 @@ def pmean(t: Tensor[D, *Axes], over: Over, *,
     return _reduce("pmean", jax.lax.pmean, t, over, rules)
 
 
-def all_gather(t: Tensor[D, *Axes], over: type[Axis], *,
-               rules: Mapping[type[Axis], MeshAxes] | AxisRules | None = None
-               ) -> Tensor[D, *Axes]:
+def all_gather(
+    t: Tensor[D, *Axes],
+    over: type[Axis],
+    *,
+    rules: Mapping[type[Axis], MeshAxes] | AxisRules | None = None,
+) -> Tensor[D, *Axes]:
     """Concatenate the blocks of axis ``over`` from the devices that the rules split it
     across (in ``shard_map``): each device then holds the whole axis, and the result is
     invariant over those mesh axes (``jax.lax.all_gather(..., to="invarying")``); its
@@ -118,12 +141,17 @@ def all_gather(t: Tensor[D, *Axes], over: type[Axis], *,
     """
     names = _mesh_axes("all_gather", t, over, rules)
     if over not in t._axes:
-        raise AxisError(f"all_gather({describe(t)}, {axis_name(over)}): the tensor has no "
-                        f"axis {axis_name(over)} to gather")
+        raise AxisError(
+            f"all_gather({describe(t)}, {axis_name(over)}): the tensor has no "
+            f"axis {axis_name(over)} to gather"
+        )
     dim = t._axes.index(over)
     # "invarying": the result is the same on every device of those mesh axes (its type says
     # so under check_vma), so it mixes with replicated values and leaves shard_map through
     # a spec without them; its transpose takes each device's block of the cotangent
-    return cast("Tensor[D, *Axes]", Tensor._wrap(
-        jax.lax.all_gather(t._array, names, axis=dim, tiled=True, to="invarying"),
-        t._axes))
+    return cast(
+        "Tensor[D, *Axes]",
+        Tensor._wrap(
+            jax.lax.all_gather(t._array, names, axis=dim, tiled=True, to="invarying"), t._axes
+        ),
+    )

@@ -26,8 +26,17 @@ import numpy as np
 from ._errors import describe
 from ._source import user_site
 
-__all__ = ["NonFiniteError", "NonFiniteReport", "check_finite", "debug_nans", "checking_finite",
-           "check_forward", "check_backward", "op_site", "node_site"]
+__all__ = [
+    "NonFiniteError",
+    "NonFiniteReport",
+    "check_finite",
+    "debug_nans",
+    "checking_finite",
+    "check_forward",
+    "check_backward",
+    "op_site",
+    "node_site",
+]
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -53,8 +62,7 @@ class NonFiniteReport:
 
     def __str__(self) -> str:
         where = "forward" if self.phase == "forward" else "backward (its cotangents)"
-        lines = [f"the first non-finite value came from the {where} of {self.op} at "
-                 f"{self.site}"]
+        lines = [f"the first non-finite value came from the {where} of {self.op} at {self.site}"]
         lines += [f"  {v}" for v in self.values]
         return "\n".join(lines)
 
@@ -160,9 +168,13 @@ def check_finite(fun: Callable[P, R]) -> Callable[P, R]:
         raise NonFiniteError(
             f"{getattr(fun, '__name__', 'the function')} returned NaN or infinity, but no "
             "axjax op produced it when run again op by op: "
-            + ("its inputs already hold non-finite values" if bad_inputs else
-               "it came from code outside axjax's ops (plain jax.numpy, an optimizer) or "
-               "from a non-deterministic computation"))
+            + (
+                "its inputs already hold non-finite values"
+                if bad_inputs
+                else "it came from code outside axjax's ops (plain jax.numpy, an optimizer) or "
+                "from a non-deterministic computation"
+            )
+        )
 
     return checked
 
@@ -179,22 +191,28 @@ def all_finite(tree: Any) -> bool:
 def check_forward(op: Any, operands: Sequence[Any], result: Any, site: str) -> None:
     """Raise (or record, under a trace) if the op's ``result`` arrays are not finite."""
     results = list(result) if isinstance(result, tuple) else [result]
-    _check(op, "forward", site, [("result", r) for r in results],
-           [(f"operand {i}", x) for i, x in enumerate(operands)])
+    _check(
+        op,
+        "forward",
+        site,
+        [("result", r) for r in results],
+        [(f"operand {i}", x) for i, x in enumerate(operands)],
+    )
 
 
-def check_backward(op: Any, cotangent: Any, operands: Sequence[Any], grads: Sequence[Any],
-                   site: str) -> None:
+def check_backward(
+    op: Any, cotangent: Any, operands: Sequence[Any], grads: Sequence[Any], site: str
+) -> None:
     """Raise (or record) if the cotangents the op's backward returned are not finite."""
     dys = list(cotangent) if isinstance(cotangent, tuple) else [cotangent]
     context = [("incoming cotangent", d) for d in dys]
     context += [(f"operand {i}", x) for i, x in enumerate(operands)]
-    _check(op, "backward", site, [(f"cotangent {i}", g) for i, g in enumerate(grads)],
-           context)
+    _check(op, "backward", site, [(f"cotangent {i}", g) for i, g in enumerate(grads)], context)
 
 
-def _check(op: Any, phase: Phase, site: str, checked: list[tuple[str, Any]],
-           context: list[tuple[str, Any]]) -> None:
+def _check(
+    op: Any, phase: Phase, site: str, checked: list[tuple[str, Any]], context: list[tuple[str, Any]]
+) -> None:
     checked = [(n, v) for n, v in checked if _is_float(_array(v))]
     if not checked:
         return
@@ -207,17 +225,27 @@ def _check(op: Any, phase: Phase, site: str, checked: list[tuple[str, Any]],
 
     def inspect(*values: Any) -> None:
         values_np = [np.asarray(v) for v in values]
-        if all(np.isfinite(v).all() for v in values_np[:n_checked]
-               if np.issubdtype(v.dtype, np.inexact)):
+        if all(
+            np.isfinite(v).all()
+            for v in values_np[:n_checked]
+            if np.issubdtype(v.dtype, np.inexact)
+        ):
             return
-        lines = tuple(f"{n} {t}: {_range(v)}" for n, t, v in zip(names, types, values_np,
-                                                                    strict=True))
-        inherited = [n for n, v in zip(names[n_checked:], values_np[n_checked:], strict=True)
-                     if n.startswith("operand") and np.issubdtype(v.dtype, np.inexact)
-                     and not np.isfinite(v).all()]
+        lines = tuple(
+            f"{n} {t}: {_range(v)}" for n, t, v in zip(names, types, values_np, strict=True)
+        )
+        inherited = [
+            n
+            for n, v in zip(names[n_checked:], values_np[n_checked:], strict=True)
+            if n.startswith("operand")
+            and np.issubdtype(v.dtype, np.inexact)
+            and not np.isfinite(v).all()
+        ]
         if phase == "forward" and inherited:
-            lines += (f"({' and '.join(inherited)} already held non-finite values: they came "
-                      "from this op's inputs, the data or a parameter, not from the op)",)
+            lines += (
+                f"({' and '.join(inherited)} already held non-finite values: they came "
+                "from this op's inputs, the data or a parameter, not from the op)",
+            )
         report = NonFiniteReport(op.describe(), phase, site, lines)
         if concrete:
             raise NonFiniteError(str(report), report)
@@ -253,9 +281,8 @@ def _range(v: np.ndarray[Any, Any]) -> str:
         return f"range [{v.min()}, {v.max()}]"
     finite = np.isfinite(v)
     parts = []
-    for what, mask in (("NaN", np.isnan(v)), ("+inf", np.isposinf(v)),
-                       ("-inf", np.isneginf(v))):
-        if (k := int(mask.sum())):
+    for what, mask in (("NaN", np.isnan(v)), ("+inf", np.isposinf(v)), ("-inf", np.isneginf(v))):
+        if k := int(mask.sum()):
             parts.append(f"{k} {what}")
     bad = f"{', '.join(parts)} of {v.size}" if parts else ""
     if not finite.any():

@@ -41,17 +41,21 @@ def forward_mode_error(op_name: str, error: TypeError) -> TypeError:
         "jax.hessian, jax.linearize): axjax ops differentiate with their own backward, a "
         "jax.custom_vjp, which JAX can only run in reverse mode (run it inside `with "
         "ax.jax_autodiff():`, where ops lower to plain JAX autodiff with the same values and "
-        "gradients)")
+        "gradients)"
+    )
 
 
 def _not_a_jax_value(x: Any) -> NoReturn:
     rank = "a rank-0 " if not x.axes else ""
-    fix = ("use ax.grad or ax.value_and_grad, which take a rank-0 Tensor result, or return "
-           "its .array" if not x.axes else
-           "reduce it to rank 0 first (ax.sum or ax.mean over its axes), or pass its .array")
+    fix = (
+        "use ax.grad or ax.value_and_grad, which take a rank-0 Tensor result, or return its .array"
+        if not x.axes
+        else "reduce it to rank 0 first (ax.sum or ax.mean over its axes), or pass its .array"
+    )
     raise TransformError(
         f"{describe(x)} is {rank}axjax Tensor, not a JAX array: JAX transformations and "
-        f"functions that take arrays (jax.grad's result, jax.lax) need .array ({fix})")
+        f"functions that take arrays (jax.grad's result, jax.lax) need .array ({fix})"
+    )
 
 
 def install_jax_hints() -> None:

@@ -197,8 +197,9 @@ class _Unverified:
         self.out, self.key = out, key
 
 
-def _cached_infer(op: Op[Any], xs: Sequence[Any]
-                  ) -> TensorType | tuple[TensorType, ...] | _Unverified | None:
+def _cached_infer(
+    op: Op[Any], xs: Sequence[Any]
+) -> TensorType | tuple[TensorType, ...] | _Unverified | None:
     """``op.infer(*xs)``, memoised when every operand is a Tensor; ``None`` if not cacheable.
 
     A cache miss returns an :class:`_Unverified`, cached by ``apply`` once the forward's
@@ -295,13 +296,13 @@ def apply(op: Op[Any], xs: Sequence[Any]) -> Any:
 def _typed(y: Any, out: TensorType | tuple[TensorType, ...]) -> Any:
     """The forward's result ``y`` as Tensors of the declared types (for reports)."""
     if isinstance(out, tuple):
-        return tuple(Tensor._wrap(getattr(v, "_array", v), t.axes)
-                     for v, t in zip(y, out, strict=True))
+        return tuple(
+            Tensor._wrap(getattr(v, "_array", v), t.axes) for v, t in zip(y, out, strict=True)
+        )
     return Tensor._wrap(getattr(y, "_array", y), out.axes)
 
 
-def _check_results(op: Op[Any], out: TensorType | tuple[TensorType, ...], y: Any,
-                   key: Any) -> None:
+def _check_results(op: Op[Any], out: TensorType | tuple[TensorType, ...], y: Any, key: Any) -> None:
     """Raise unless the forward's result ``y`` has the shape and dtype that ``infer``
     declared; then cache the type rule's result under ``key`` (unless it is ``True``)."""
     if isinstance(out, tuple):
@@ -310,7 +311,8 @@ def _check_results(op: Op[Any], out: TensorType | tuple[TensorType, ...], y: Any
             raise TypeError(
                 f"{op.describe()}.forward returned {got}, but {op.describe()}.infer declared "
                 f"{len(out)} ({', '.join(map(describe, out))}): forward returns one array per "
-                "declared result")
+                "declared result"
+            )
         for i, (v, t) in enumerate(zip(y, out, strict=True)):
             _check_result(op, t, v, f" result {i}")
     else:
@@ -329,32 +331,48 @@ def _what(y: Any) -> str:
 def _check_result(op: Op[Any], t: TensorType, y: Any, which: str) -> None:
     shape, dtype = getattr(y, "shape", None), getattr(y, "dtype", None)
     want = t.dtype.numpy
-    if (shape is not None and dtype is not None and dtype == want
-            and all(n is None or n == m for n, m in zip(t.shape, shape, strict=False))
-            and len(shape) == len(t.shape)):
+    if (
+        shape is not None
+        and dtype is not None
+        and dtype == want
+        and all(n is None or n == m for n, m in zip(t.shape, shape, strict=False))
+        and len(shape) == len(t.shape)
+    ):
         return
     declared = tuple("?" if n is None else n for n in t.shape)
-    if (dtype is not None and dtype != want and shape is not None
-            and len(shape) == len(t.shape) and jax.dtypes.canonicalize_dtype(want) == dtype):
+    if (
+        dtype is not None
+        and dtype != want
+        and shape is not None
+        and len(shape) == len(t.shape)
+        and jax.dtypes.canonicalize_dtype(want) == dtype
+    ):
         raise TypeError(
             f"{op.describe()} declares {describe(t)}, but JAX computed it in "
             f"{np.dtype(dtype).name}: "
             f"{want.name} needs 64-bit mode (jax.config.update('jax_enable_x64', True) before "
-            f"creating arrays), or use the 32-bit dtype")
+            f"creating arrays), or use the 32-bit dtype"
+        )
     raise TypeError(
         f"{op.describe()}.forward returned{which} {'a' if shape is None else 'an'} {_what(y)}, "
         f"but {op.describe()}.infer declared {describe(t)} (shape {declared}, dtype "
         f"{want.name}): forward must return the declared shape and dtype (fix forward, or "
-        "infer if its rule is wrong)")
+        "infer if its rule is wrong)"
+    )
 
 
 def check_layout(op: Op[Any], x: Any) -> None:
     """Raise unless a concrete Tensor's array has one dimension per axis (not stacked)."""
     problem = unnamed_dims(x) if isinstance(x, Tensor) and not x._is_symbolic else ""
     if problem:
-        fix = "" if problem.startswith("array") else (
-            " (name them with ax.tensor(t.array, Axis, *t.axes), or take them off with "
-            "jax.vmap / jax.lax.scan first)")
+        fix = (
+            ""
+            if problem.startswith("array")
+            else (
+                " (name them with ax.tensor(t.array, Axis, *t.axes), or take them off with "
+                "jax.vmap / jax.lax.scan first)"
+            )
+        )
         raise TypeError(f"Cannot apply {op.describe()} to {bare_type(x)}: {problem}{fix}")
 
 
@@ -370,8 +388,12 @@ def not_a_tensor(op: Op[Any], x: Any, numbers_ok: bool = False) -> TypeError:
     )
 
 
-def _custom_vjp_call(op: Op[Any], xs: Sequence[Tensor[Any, *tuple[Any, ...]]],
-                     out: TensorType | tuple[TensorType, ...], site: str | None) -> Any:
+def _custom_vjp_call(
+    op: Op[Any],
+    xs: Sequence[Tensor[Any, *tuple[Any, ...]]],
+    out: TensorType | tuple[TensorType, ...],
+    site: str | None,
+) -> Any:
     """``op.forward`` in a ``jax.custom_vjp`` whose bwd is ``op.backward``; with ``site``
     (inside :func:`axjax.debug_nans`), both check their results for NaN and infinity."""
     in_axes = [x._axes for x in xs]
@@ -385,8 +407,11 @@ def _custom_vjp_call(op: Op[Any], xs: Sequence[Tensor[Any, *tuple[Any, ...]]],
     def fwd_arrays(*arrays: Any) -> Any:
         wrapped = [Tensor._wrap(a, ax_) for a, ax_ in zip(arrays, in_axes, strict=True)]
         y = _forward(op, wrapped, out, layout)
-        y = tuple(getattr(v, "_array", v) for v in y) if isinstance(out, tuple) else \
-            getattr(y, "_array", y)
+        y = (
+            tuple(getattr(v, "_array", v) for v in y)
+            if isinstance(out, tuple)
+            else getattr(y, "_array", y)
+        )
         if site is not None:
             _finite.check_forward(op, wrapped, wrap_out(y), site)
         return y
@@ -400,9 +425,16 @@ def _custom_vjp_call(op: Op[Any], xs: Sequence[Tensor[Any, *tuple[Any, ...]]],
         wrapped = [Tensor._wrap(a, ax_) for a, ax_ in zip(arrays, in_axes, strict=True)]
         grads = _backward(op, wrap_out, dy, y, wrapped, layout)
         if site is not None:
-            _finite.check_backward(op, wrap_out(dy), wrapped, [
-                Tensor._wrap(g, x._axes) if g.shape == x._array.shape else g
-                for g, x in zip(grads, wrapped, strict=True)], site)
+            _finite.check_backward(
+                op,
+                wrap_out(dy),
+                wrapped,
+                [
+                    Tensor._wrap(g, x._axes) if g.shape == x._array.shape else g
+                    for g, x in zip(grads, wrapped, strict=True)
+                ],
+                site,
+            )
         return grads
 
     f = jax.custom_vjp(fwd_arrays)
@@ -416,8 +448,9 @@ def _custom_vjp_call(op: Op[Any], xs: Sequence[Tensor[Any, *tuple[Any, ...]]],
         raise error from e
 
 
-def _forward(op: Op[Any], xs: Sequence[Any], out: TensorType | tuple[TensorType, ...],
-             layout: Layout | None) -> Any:
+def _forward(
+    op: Op[Any], xs: Sequence[Any], out: TensorType | tuple[TensorType, ...], layout: Layout | None
+) -> Any:
     """``op.forward(*xs)``; on an Explicit mesh with sharded operands, run with the result
     sharded by axis name (see ``core/_placement.py``)."""
     if layout is None:
@@ -433,8 +466,14 @@ def _forward(op: Op[Any], xs: Sequence[Any], out: TensorType | tuple[TensorType,
     return layout.run(arrays_fn, layout.out_sharding(out), *[x._array for x in xs])
 
 
-def _backward(op: Op[Any], wrap_out: Callable[[Any], Any], dy: Any, y: Any,
-              xs: Sequence[Any], layout: Layout | None) -> tuple[Any, ...]:
+def _backward(
+    op: Op[Any],
+    wrap_out: Callable[[Any], Any],
+    dy: Any,
+    y: Any,
+    xs: Sequence[Any],
+    layout: Layout | None,
+) -> tuple[Any, ...]:
     """``op.backward``'s checked cotangents, each with its primal's sharding (Explicit mesh)
     and varying mesh axes (``shard_map``), as ``jax.custom_vjp`` requires."""
     if layout is None:
@@ -454,8 +493,10 @@ def _backward(op: Op[Any], wrap_out: Callable[[Any], Any], dy: Any, y: Any,
         for i, g in zip(floating, got, strict=True):
             filled[i] = g
         grads = tuple(filled)
-    return tuple(g if isinstance(g, np.ndarray) else cast_varying(g, x._array)
-                 for g, x in zip(grads, xs, strict=True))
+    return tuple(
+        g if isinstance(g, np.ndarray) else cast_varying(g, x._array)
+        for g, x in zip(grads, xs, strict=True)
+    )
 
 
 def _check_cotangents(op: Op[Any], grads: Sequence[Any], xs: Sequence[Any]) -> tuple[Any, ...]:
@@ -523,8 +564,9 @@ def require_floating(op: Op[Any], xs: Sequence[Any]) -> None:
     for x in xs:
         if not is_floating(x.dtype):
             raise op.fail(
-                xs, f"{op.name} needs floating-point values, got {x.dtype.__name__} "
-                "(convert with astype(ax.F32))"
+                xs,
+                f"{op.name} needs floating-point values, got {x.dtype.__name__} "
+                "(convert with astype(ax.F32))",
             )
 
 
@@ -533,6 +575,7 @@ def require_numbers(op: Op[Any], xs: Sequence[Any]) -> None:
     for x in xs:
         if x.dtype is Bool:
             raise op.fail(
-                xs, f"{op.name} needs numbers, got Bool (convert with astype(ax.I32) or "
-                "astype(ax.F32))"
+                xs,
+                f"{op.name} needs numbers, got Bool (convert with astype(ax.I32) or "
+                "astype(ax.F32))",
             )

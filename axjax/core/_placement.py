@@ -54,8 +54,9 @@ class Layout:
 
     __slots__ = ("mesh", "by_axis", "entered")
 
-    def __init__(self, mesh: Any, by_axis: dict[type[Axis], tuple[str, ...]],
-                 entered: bool = True) -> None:
+    def __init__(
+        self, mesh: Any, by_axis: dict[type[Axis], tuple[str, ...]], entered: bool = True
+    ) -> None:
         self.mesh = mesh
         self.by_axis = by_axis
         self.entered = entered  # False: the mesh came from the operands, enter it to run
@@ -143,8 +144,10 @@ def match_varying(arrays: Sequence[Any]) -> list[Any]:
     union = frozenset().union(*sets)
     if not union:
         return list(arrays)
-    return [a if s == union else jax.lax.pcast(a, tuple(sorted(union - s)), to="varying")
-            for a, s in zip(arrays, sets, strict=True)]
+    return [
+        a if s == union else jax.lax.pcast(a, tuple(sorted(union - s)), to="varying")
+        for a, s in zip(arrays, sets, strict=True)
+    ]
 
 
 def cast_varying(g: Any, like: Any) -> Any:

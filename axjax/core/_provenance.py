@@ -34,13 +34,27 @@ from typing import Any, NamedTuple
 from ._axis import Axis, axis_name
 from ._source import entry_name, user_site
 
-__all__ = ["Origin", "constructed", "explain", "origin", "origins", "provenance_enabled",
-           "record", "recording", "set_enabled"]
+__all__ = [
+    "Origin",
+    "constructed",
+    "explain",
+    "origin",
+    "origins",
+    "provenance_enabled",
+    "record",
+    "recording",
+    "set_enabled",
+]
 
 #: the switch (``ax.config.provenance`` reads and sets it): a module global, so the hot path
 #: of an op pays one attribute read when it is off
 recording: bool = os.environ.get("AXJAX_PROVENANCE", "").strip().lower() not in (
-    "", "0", "false", "no", "off")
+    "",
+    "0",
+    "false",
+    "no",
+    "off",
+)
 
 
 def provenance_enabled() -> bool:
@@ -111,8 +125,7 @@ def _record_one(op: Any, operands: Sequence[Any], y: Any) -> None:
     for a in out:
         having = [x for x in tensors if a in x.axes]
         if having and not _moved(a, having[0].axes, out):
-            rec.append(next((o for o in (origin(x, a) for x in having) if o is not None),
-                            None))
+            rec.append(next((o for o in (origin(x, a) for x in having) if o is not None), None))
             continue
         site = user_site() if site is None else site
         name = op.describe() if hasattr(op, "describe") else str(op)
@@ -148,5 +161,7 @@ def _lines(a: type[Axis], operands: Sequence[Any]) -> Iterable[str]:
     if len({o for _, o in known}) == 1:
         return [f"{axis_name(a)}: {known[0][1]}"]
     ordinal = ("first", "second", "third", "fourth", "fifth", "sixth")
-    return [f"{axis_name(a)} ({ordinal[i] if i < len(ordinal) else f'#{i + 1}'} operand): {o}"
-            for i, o in known]
+    return [
+        f"{axis_name(a)} ({ordinal[i] if i < len(ordinal) else f'#{i + 1}'} operand): {o}"
+        for i, o in known
+    ]

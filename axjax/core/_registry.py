@@ -35,8 +35,9 @@ __all__ = ["Kind", "OpSpec", "declared_ops", "operator", "register_op"]
 #: literal index (``expand_dims``, ``stack``); ``set_algebra`` computes its axes from sets
 #: (``contract``); ``matmul`` is ``@``; ``internal`` has no public function (an op other ops
 #: apply); ``other`` is typed by its hand-written signature alone.
-Kind = Literal["unary", "binary", "axis", "positional", "set_algebra", "matmul", "internal",
-               "other"]
+Kind = Literal[
+    "unary", "binary", "axis", "positional", "set_algebra", "matmul", "internal", "other"
+]
 OpT = TypeVar("OpT", bound=type[Op[Any]])
 
 
@@ -61,8 +62,9 @@ _BY_OPERATOR: dict[str, OpSpec] = {}
 _FUNCTIONS: dict[str, Callable[..., Any]] = {}
 
 
-def register_op(*functions: str, kind: Kind, namespace: str = "axjax",
-                operators: tuple[str, ...] = ()) -> Callable[[OpT], OpT]:
+def register_op(
+    *functions: str, kind: Kind, namespace: str = "axjax", operators: tuple[str, ...] = ()
+) -> Callable[[OpT], OpT]:
     """Declare an op class: its public functions (defined in the same module), their kind.
 
     ``operators`` names the ``Tensor`` methods that call the (first) function: ``("__add__",
@@ -92,8 +94,10 @@ def operator(name: str) -> Callable[..., Any]:
     if fn is None:
         spec = _BY_OPERATOR.get(name)
         if spec is None:
-            raise TypeError(f"Tensor.{name}: no op declares this operator (is axjax.ops "
-                            "imported? import axjax, not axjax.core alone)")
+            raise TypeError(
+                f"Tensor.{name}: no op declares this operator (is axjax.ops "
+                "imported? import axjax, not axjax.core alone)"
+            )
         fn = getattr(sys.modules[spec.module], spec.functions[0])
         _FUNCTIONS[name] = fn
     return fn

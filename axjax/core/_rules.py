@@ -31,8 +31,15 @@ from ._pytree import is_tensor
 from ._sharding import MeshAxes, Table, rules_table, spec_of
 from ._tensor import Tensor
 
-__all__ = ["AxisRules", "abstract", "active_rules", "axis_rules", "shard", "sharded_init",
-           "sharding"]
+__all__ = [
+    "AxisRules",
+    "abstract",
+    "active_rules",
+    "axis_rules",
+    "shard",
+    "sharded_init",
+    "sharding",
+]
 
 T = TypeVar("T")
 Rules = Mapping[type[Axis], MeshAxes]
@@ -48,15 +55,19 @@ class AxisRules:
 
     __slots__ = ("mesh", "rules", "param_rules")
 
-    def __init__(self, mesh: Mesh, rules: Rules, param_rules: Rules | None = None,
-                 where: str = "axis_rules") -> None:
+    def __init__(
+        self, mesh: Mesh, rules: Rules, param_rules: Rules | None = None, where: str = "axis_rules"
+    ) -> None:
         if not isinstance(mesh, Mesh):
-            raise TypeError(f"{where}: the first argument is a jax.sharding.Mesh "
-                            f"(jax.make_mesh(...)), got {type(mesh).__name__}")
+            raise TypeError(
+                f"{where}: the first argument is a jax.sharding.Mesh "
+                f"(jax.make_mesh(...)), got {type(mesh).__name__}"
+            )
         self.mesh = mesh
         self.rules: Table = rules_table(rules, where)
-        self.param_rules: Table = (self.rules if param_rules is None
-                                   else rules_table(param_rules, where))
+        self.param_rules: Table = (
+            self.rules if param_rules is None else rules_table(param_rules, where)
+        )
         names = set(mesh.axis_names)
         for table in (self.rules, self.param_rules):
             for label, mesh_axes in table.items():
@@ -64,7 +75,8 @@ class AxisRules:
                     if name not in names:
                         raise AxisError(
                             f"{where}: {axis_name(label)} maps to mesh axis {name!r}, but the "
-                            f"mesh has axes ({', '.join(map(repr, mesh.axis_names))})")
+                            f"mesh has axes ({', '.join(map(repr, mesh.axis_names))})"
+                        )
 
     def table(self, params: bool = False) -> Table:
         return self.param_rules if params else self.rules
@@ -79,6 +91,7 @@ class AxisRules:
     def __repr__(self) -> str:
         def show(table: Table) -> str:
             return "{" + ", ".join(f"{axis_name(a)}: {v!r}" for a, v in table.items()) + "}"
+
         extra = "" if self.param_rules is self.rules else f", param_rules={show(self.param_rules)}"
         return f"AxisRules({dict(self.mesh.shape)}, {show(self.rules)}{extra})"
 
@@ -98,8 +111,9 @@ def active_rules() -> AxisRules | None:
 
 
 @contextlib.contextmanager
-def axis_rules(mesh: Mesh, rules: Rules, *,
-               param_rules: Rules | None = None) -> Generator[AxisRules, None, None]:
+def axis_rules(
+    mesh: Mesh, rules: Rules, *, param_rules: Rules | None = None
+) -> Generator[AxisRules, None, None]:
     """Shard by axis name inside the block: enters ``mesh`` and makes ``rules`` current.
 
     Args:
@@ -131,8 +145,10 @@ def _resolve(rules: Rules | AxisRules | None, mesh: Mesh | None, where: str) -> 
     if rules is None:
         found = active_rules()
         if found is None:
-            raise RuntimeError(f"{where}: no axis rules (use `with ax.axis_rules(mesh, rules):` "
-                               "or pass rules= and mesh=)")
+            raise RuntimeError(
+                f"{where}: no axis rules (use `with ax.axis_rules(mesh, rules):` "
+                "or pass rules= and mesh=)"
+            )
         if mesh is not None and mesh is not found.mesh:
             return AxisRules(mesh, found.rules, found.param_rules, where)
         return found
@@ -140,8 +156,10 @@ def _resolve(rules: Rules | AxisRules | None, mesh: Mesh | None, where: str) -> 
         found = active_rules()
         mesh = found.mesh if found is not None else jax.sharding.get_mesh()
         if not isinstance(mesh, Mesh) or mesh.empty:
-            raise RuntimeError(f"{where}: rules= given without a mesh (pass mesh=, or enter "
-                               "one with ax.axis_rules or jax.set_mesh)")
+            raise RuntimeError(
+                f"{where}: rules= given without a mesh (pass mesh=, or enter "
+                "one with ax.axis_rules or jax.set_mesh)"
+            )
     return AxisRules(mesh, rules, None, where)
 
 
@@ -152,8 +170,13 @@ def _is_array(x: Any) -> bool:
     return isinstance(x, jax.Array | np.ndarray | jax.ShapeDtypeStruct)
 
 
-def sharding(tree: Any, rules: Rules | AxisRules | None = None, *, mesh: Mesh | None = None,
-             params: bool = False) -> Any:
+def sharding(
+    tree: Any,
+    rules: Rules | AxisRules | None = None,
+    *,
+    mesh: Mesh | None = None,
+    params: bool = False,
+) -> Any:
     """The ``NamedSharding`` of every Tensor in ``tree`` under the rules.
 
     Each Tensor is replaced by its sharding (a pytree prefix of ``tree``, as
@@ -193,8 +216,13 @@ def _explicit_mesh() -> bool:
     return any(t == AxisType.Explicit for t in jax.sharding.get_abstract_mesh().axis_types)
 
 
-def shard(tree: T, rules: Rules | AxisRules | None = None, *, mesh: Mesh | None = None,
-          params: bool = False) -> T:
+def shard(
+    tree: T,
+    rules: Rules | AxisRules | None = None,
+    *,
+    mesh: Mesh | None = None,
+    params: bool = False,
+) -> T:
     """Place every Tensor of ``tree`` as the rules say.
 
     Outside ``jax.jit`` it moves the data (``jax.device_put``); inside, it is a sharding
@@ -206,8 +234,10 @@ def shard(tree: T, rules: Rules | AxisRules | None = None, *, mesh: Mesh | None 
         ...     x = ax.shard(x)          # x.array.sharding.spec == P('data', None)
     """
     if _manual():
-        raise RuntimeError("shard: inside jax.shard_map each array is one device's block; "
-                           "place arrays before shard_map (its in_specs) instead")
+        raise RuntimeError(
+            "shard: inside jax.shard_map each array is one device's block; "
+            "place arrays before shard_map (its in_specs) instead"
+        )
     state = _resolve(rules, mesh, "shard")
 
     def one(x: Any) -> Any:
@@ -221,15 +251,21 @@ def shard(tree: T, rules: Rules | AxisRules | None = None, *, mesh: Mesh | None 
             placed = jax.sharding.reshard(a, s.spec)  # type: ignore[no-untyped-call, unused-ignore]
         else:
             placed = jax.lax.with_sharding_constraint(  # type: ignore[no-untyped-call, unused-ignore]
-                a, s)
+                a, s
+            )
         return Tensor._wrap(placed, x._axes)
 
     out: T = jax.tree.map(one, tree, is_leaf=is_tensor)
     return out
 
 
-def abstract(tree: T, rules: Rules | AxisRules | None = None, *, mesh: Mesh | None = None,
-             params: bool = False) -> T:
+def abstract(
+    tree: T,
+    rules: Rules | AxisRules | None = None,
+    *,
+    mesh: Mesh | None = None,
+    params: bool = False,
+) -> T:
     """``tree`` with every array replaced by a ``jax.ShapeDtypeStruct`` carrying the
     sharding the rules give (Tensors stay Tensors): a target for restoring a checkpoint
     or for ``jax.jit(...).lower``. Arguments as :func:`sharding`.
@@ -244,8 +280,9 @@ def abstract(tree: T, rules: Rules | AxisRules | None = None, *, mesh: Mesh | No
     def one(x: Any) -> Any:
         if is_tensor(x):
             a = x._array
-            return Tensor._wrap(_struct(a.shape, a.dtype, state.named(x, params, "abstract")),
-                                x._axes)
+            return Tensor._wrap(
+                _struct(a.shape, a.dtype, state.named(x, params, "abstract")), x._axes
+            )
         if _is_array(x):
             return _struct(x.shape, x.dtype, replicated)
         return x
@@ -256,13 +293,18 @@ def abstract(tree: T, rules: Rules | AxisRules | None = None, *, mesh: Mesh | No
 
 def _struct(shape: tuple[int, ...], dtype: Any, sharding: NamedSharding) -> jax.ShapeDtypeStruct:
     out: jax.ShapeDtypeStruct = jax.ShapeDtypeStruct(  # type: ignore[no-untyped-call, unused-ignore]
-        shape, dtype, sharding=sharding)
+        shape, dtype, sharding=sharding
+    )
     return out
 
 
-def sharded_init(fn: Callable[..., T], *args: Any,
-                 rules: Rules | AxisRules | None = None, mesh: Mesh | None = None,
-                 **kwargs: Any) -> T:
+def sharded_init(
+    fn: Callable[..., T],
+    *args: Any,
+    rules: Rules | AxisRules | None = None,
+    mesh: Mesh | None = None,
+    **kwargs: Any,
+) -> T:
     """Call ``fn(*args, **kwargs)`` (a model's constructor) so that its parameters are
     created already sharded by the parameter rules, never whole on one device.
 
@@ -281,9 +323,9 @@ def sharded_init(fn: Callable[..., T], *args: Any,
     return out
 
 
-def _init_program(state: AxisRules, fn: Callable[..., Any], args: tuple[Any, ...],
-                  kwargs: dict[str, Any]
-                  ) -> tuple[Any, list[Any], Callable[[list[Any]], Any]]:
+def _init_program(
+    state: AxisRules, fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]
+) -> tuple[Any, list[Any], Callable[[list[Any]], Any]]:
     """The compiled program :func:`sharded_init` runs, its array arguments, and the function
     that rebuilds ``fn``'s result from the program's outputs (the tests read the program's
     HLO and memory: no buffer of a whole split parameter).
@@ -312,8 +354,9 @@ def _init_program(state: AxisRules, fn: Callable[..., Any], args: tuple[Any, ...
     shardings = sharding(shapes, state, params=True)
     body: Callable[..., Any] = dynamic
     if AxisType.Explicit in state.mesh.axis_types:
-        body = jax.sharding.auto_axes(dynamic, out_sharding=jax.tree.map(
-            lambda s: s.spec, shardings))
+        body = jax.sharding.auto_axes(
+            dynamic, out_sharding=jax.tree.map(lambda s: s.spec, shardings)
+        )
     compiled = jax.jit(body, out_shardings=shardings).lower(*arrays).compile()
 
     def finish(made: list[Any]) -> Any:

@@ -34,22 +34,23 @@ def _mesh_names(value: MeshAxes, where: str) -> tuple[str, ...]:
         return (value,)
     if isinstance(value, tuple) and all(isinstance(v, str) for v in value):
         return value
-    raise TypeError(
-        f"{where}: a mesh axis is a string, a tuple of strings or None, got {value!r}"
-    )
+    raise TypeError(f"{where}: a mesh axis is a string, a tuple of strings or None, got {value!r}")
 
 
 def rules_table(rules: Mapping[type[Axis], MeshAxes], where: str) -> Table:
     """Check ``rules`` (axis labels to mesh axis names) and normalise each value to a tuple."""
     if not isinstance(rules, Mapping):
-        raise TypeError(f"{where}: rules are a mapping {{Axis: mesh axis name}}, got "
-                        f"{type(rules).__name__}")
-    return {check_axis_label(label, where): _mesh_names(value, where)
-            for label, value in rules.items()}
+        raise TypeError(
+            f"{where}: rules are a mapping {{Axis: mesh axis name}}, got {type(rules).__name__}"
+        )
+    return {
+        check_axis_label(label, where): _mesh_names(value, where) for label, value in rules.items()
+    }
 
 
-def spec_of(t: HasType, table: Table, where: str,
-            sizes: Mapping[str, int] | None = None) -> PartitionSpec:
+def spec_of(
+    t: HasType, table: Table, where: str, sizes: Mapping[str, int] | None = None
+) -> PartitionSpec:
     """The ``PartitionSpec`` of ``t`` under checked rules; with the mesh's ``sizes``, also
     check that every split axis divides evenly."""
     entries: list[MeshAxes] = []
@@ -71,20 +72,33 @@ def spec_of(t: HasType, table: Table, where: str,
     return PartitionSpec(*entries)  # type: ignore[no-untyped-call, unused-ignore]
 
 
-def _check_divides(a: type[Axis], n: int | None, names: tuple[str, ...],
-                   sizes: Mapping[str, int], where: str, t: HasType) -> None:
+def _check_divides(
+    a: type[Axis],
+    n: int | None,
+    names: tuple[str, ...],
+    sizes: Mapping[str, int],
+    where: str,
+    t: HasType,
+) -> None:
     ways = 1
     for name in names:
         if name not in sizes:
-            raise AxisError(f"{where}: {axis_name(a)} maps to mesh axis {name!r}, but the "
-                            f"mesh has axes ({', '.join(map(repr, sizes))})")
+            raise AxisError(
+                f"{where}: {axis_name(a)} maps to mesh axis {name!r}, but the "
+                f"mesh has axes ({', '.join(map(repr, sizes))})"
+            )
         ways *= sizes[name]
     if n is not None and n % ways:
-        over = (f"mesh axis {names[0]!r}" if len(names) == 1
-                else f"mesh axes ({', '.join(map(repr, names))})")
-        raise AxisError(f"{where}: {axis_name(a)}={n} cannot be split {ways} ways over {over} "
-                        f"in {describe(t)} (make its size a multiple of {ways}, or map "
-                        f"{axis_name(a)} to None)")
+        over = (
+            f"mesh axis {names[0]!r}"
+            if len(names) == 1
+            else f"mesh axes ({', '.join(map(repr, names))})"
+        )
+        raise AxisError(
+            f"{where}: {axis_name(a)}={n} cannot be split {ways} ways over {over} "
+            f"in {describe(t)} (make its size a multiple of {ways}, or map "
+            f"{axis_name(a)} to None)"
+        )
 
 
 def partition_spec(t: HasType, rules: Mapping[type[Axis], MeshAxes]) -> PartitionSpec:

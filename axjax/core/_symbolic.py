@@ -21,8 +21,9 @@ __all__ = ["Symbolic", "is_symbolic"]
 class Symbolic(Protocol):
     """A graph node as core sees it (``axjax.graph.Node`` implements it)."""
 
-    def record_apply(self, op: Op, operands: tuple[Any, ...],
-                     out_type: TensorType | tuple[TensorType, ...]) -> Any:
+    def record_apply(
+        self, op: Op, operands: tuple[Any, ...], out_type: TensorType | tuple[TensorType, ...]
+    ) -> Any:
         """The node (or nodes) that applying ``op`` to ``operands`` builds."""
         ...
 

@@ -278,9 +278,7 @@ class Tensor(Generic[D, *Axes]):
     ) -> Tensor[Bool, *Axes]:
         return _compare("__ge__", self, other)
 
-    def __matmul__(
-        self: Tensor[D, *Bs, I, J], other: Tensor[D, *Bs, J, K]
-    ) -> Tensor[D, *Bs, I, K]:
+    def __matmul__(self: Tensor[D, *Bs, I, J], other: Tensor[D, *Bs, J, K]) -> Tensor[D, *Bs, I, K]:
         return cast("Tensor[D, *Bs, I, K]", _operator("__matmul__")(self, other))
 
     # ------------------------------------------------------------------ display
@@ -313,7 +311,8 @@ class Tensor(Generic[D, *Axes]):
         )
         preview = ""
         if isinstance(self._array, (jax.Array, np.ndarray)) and not isinstance(
-                self._array, jax.core.Tracer):
+            self._array, jax.core.Tracer
+        ):
             arr = np.asarray(self._array)
             if arr.ndim <= 2:
                 clipped = arr[tuple(slice(0, 8) for _ in range(arr.ndim))]
@@ -354,12 +353,16 @@ def unnamed_dims(t: Tensor[Any, *tuple[Any, ...]]) -> str:
     extra = getattr(t._array, "ndim", len(t._axes)) - len(t._axes)
     if extra > 0:
         lead = tuple(t._array.shape[:extra])
-        return (f"stacked: array of shape {tuple(t._array.shape)}, {extra} unnamed leading "
-                f"dimension{'s' if extra > 1 else ''} {lead}")
+        return (
+            f"stacked: array of shape {tuple(t._array.shape)}, {extra} unnamed leading "
+            f"dimension{'s' if extra > 1 else ''} {lead}"
+        )
     if extra < 0:
-        return (f"array of shape {tuple(t._array.shape)} has lost {-extra} named "
-                f"dimension{'s' if extra < -1 else ''}: a raw jax.vmap or jax.lax.scan sliced "
-                "a named axis (use ax.vmap(f, over=Axis))")
+        return (
+            f"array of shape {tuple(t._array.shape)} has lost {-extra} named "
+            f"dimension{'s' if extra < -1 else ''}: a raw jax.vmap or jax.lax.scan sliced "
+            "a named axis (use ax.vmap(f, over=Axis))"
+        )
     return ""
 
 
@@ -466,14 +469,27 @@ def _number(v: Any) -> Any:
 #: numpy ufuncs that Python operators with a numpy left operand call, and the Tensor
 #: operator each stands for (``np.float32(2) * t`` is ``multiply(np.float32(2), t)``).
 _UFUNC_OPERATORS = {
-    "add": "__add__", "subtract": "__sub__", "multiply": "__mul__", "divide": "__truediv__",
-    "true_divide": "__truediv__", "power": "__pow__", "less": "__lt__", "less_equal": "__le__",
-    "greater": "__gt__", "greater_equal": "__ge__",
+    "add": "__add__",
+    "subtract": "__sub__",
+    "multiply": "__mul__",
+    "divide": "__truediv__",
+    "true_divide": "__truediv__",
+    "power": "__pow__",
+    "less": "__lt__",
+    "less_equal": "__le__",
+    "greater": "__gt__",
+    "greater_equal": "__ge__",
 }
 _COMPARISONS = frozenset({"__lt__", "__le__", "__gt__", "__ge__"})
 #: numpy names whose axjax function is spelled differently (``ufunc.reduce`` by method).
-_AX_NAMES = {"absolute": "abs", "true_divide": "divide", "add.reduce": "sum",
-             "maximum.reduce": "max", "minimum.reduce": "min", "matmul": "matmul"}
+_AX_NAMES = {
+    "absolute": "abs",
+    "true_divide": "divide",
+    "add.reduce": "sum",
+    "maximum.reduce": "max",
+    "minimum.reduce": "min",
+    "matmul": "matmul",
+}
 
 
 def _no_ufunc(t: Tensor[Any, *tuple[Any, ...]], name: str, method: str) -> TypeError:
@@ -496,17 +512,26 @@ def _not_one_value(t: Tensor[Any, *tuple[Any, ...]], to: str) -> TypeError:
     n = math.prod(shape)
     axes = t._axes
     over = axis_name(axes[0]) if len(axes) == 1 else "(" + axes_names(axes) + ")"
-    what = f"Cannot convert {_shown(t)} to {to}" if to != "item()" else (
-        f"Cannot read {_shown(t)} with item()")
+    what = (
+        f"Cannot convert {_shown(t)} to {to}"
+        if to != "item()"
+        else (f"Cannot read {_shown(t)} with item()")
+    )
     if n == 1:
-        return TypeError(f"{what}: it has axes {axes_names(axes)} (read its one value with "
-                         "t.item(), or take the axes off with ax.squeeze)")
+        return TypeError(
+            f"{what}: it has axes {axes_names(axes)} (read its one value with "
+            "t.item(), or take the axes off with ax.squeeze)"
+        )
     if to == "bool":
-        fix = (f"reduce it first: ax.max(t, {over}) is true if any entry is, ax.min(t, {over}) "
-               f"if all are; or compare a reduction, e.g. ax.sum(t, {over}) > 0")
+        fix = (
+            f"reduce it first: ax.max(t, {over}) is true if any entry is, ax.min(t, {over}) "
+            f"if all are; or compare a reduction, e.g. ax.sum(t, {over}) > 0"
+        )
     else:
-        fix = (f"reduce it first, e.g. ax.sum(t, {over}), ax.mean or ax.max, or pick one entry "
-               "with ax.index")
+        fix = (
+            f"reduce it first, e.g. ax.sum(t, {over}), ax.mean or ax.max, or pick one entry "
+            "with ax.index"
+        )
     return TypeError(f"{what}: it has {n} elements, not one ({fix})")
 
 
@@ -520,12 +545,16 @@ def _no_positions(t: Tensor[Any, *tuple[Any, ...]], key: object) -> TypeError:
         start = "None" if key.start is None else repr(key.start)
         stop = "None" if key.stop is None else repr(key.stop)
         step = "" if key.step is None else f", step={key.step!r}"
-        fix = (f"use ax.slice(t, {a}, {start}, {stop}{step}) for that range along {a}, or "
-               f"ax.index(t, {a}, i) for one entry")
+        fix = (
+            f"use ax.slice(t, {a}, {start}, {stop}{step}) for that range along {a}, or "
+            f"ax.index(t, {a}, i) for one entry"
+        )
     else:
         i = key if isinstance(key, int) else "i"
-        fix = (f"use ax.index(t, {a}, {i}) for entry {i} along {a}, or "
-               f"ax.slice(t, {a}, start, stop) for a range")
+        fix = (
+            f"use ax.index(t, {a}, {i}) for entry {i} along {a}, or "
+            f"ax.slice(t, {a}, start, stop) for a range"
+        )
     return TypeError(f"{what}: axjax picks entries by axis name, not position ({fix})")
 
 

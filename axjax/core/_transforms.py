@@ -26,9 +26,14 @@ AxisLabels = tuple[type[Axis], ...]
 # ---------------------------------------------------------------------- grad, value_and_grad
 
 
-def value_and_grad(fun: Callable[..., Any] | Tensor[Any], argnums: int | Sequence[int] = 0,
-                   has_aux: bool = False, *, wrt: Any = None, inputs: Any = None
-                   ) -> Callable[..., Any]:
+def value_and_grad(
+    fun: Callable[..., Any] | Tensor[Any],
+    argnums: int | Sequence[int] = 0,
+    has_aux: bool = False,
+    *,
+    wrt: Any = None,
+    inputs: Any = None,
+) -> Callable[..., Any]:
     """``jax.value_and_grad`` for functions returning a scalar ``Tensor`` (or array).
 
     Gradients have the structure of the arguments: a Tensor's gradient is a Tensor with
@@ -46,8 +51,14 @@ def value_and_grad(fun: Callable[..., Any] | Tensor[Any], argnums: int | Sequenc
     return _value_and_grad(cast(Callable[..., Any], fun), argnums, has_aux, "value_and_grad")
 
 
-def grad(fun: Callable[..., Any] | Tensor[Any], argnums: int | Sequence[int] = 0,
-         has_aux: bool = False, *, wrt: Any = None, inputs: Any = None) -> Callable[..., Any]:
+def grad(
+    fun: Callable[..., Any] | Tensor[Any],
+    argnums: int | Sequence[int] = 0,
+    has_aux: bool = False,
+    *,
+    wrt: Any = None,
+    inputs: Any = None,
+) -> Callable[..., Any]:
     """``jax.grad`` for functions returning a scalar ``Tensor`` (or array).
 
     Given a graph node (a scalar loss) instead of a function, returns a jitted function of
@@ -78,12 +89,15 @@ def grad(fun: Callable[..., Any] | Tensor[Any], argnums: int | Sequence[int] = 0
 def _reject_graph_args(wrt: Any, inputs: Any, name: str) -> None:
     """``wrt=`` and ``inputs=`` name a graph's Params and Inputs: refuse them for a function."""
     if wrt is not None or inputs is not None:
-        raise TypeError(f"{name}: wrt= and inputs= are for graph losses (ax.{name}(loss_node, "
-                        "wrt=[...], inputs=[...])); a function is differentiated by argnums=")
+        raise TypeError(
+            f"{name}: wrt= and inputs= are for graph losses (ax.{name}(loss_node, "
+            "wrt=[...], inputs=[...])); a function is differentiated by argnums="
+        )
 
 
-def _value_and_grad(fun: Callable[..., Any], argnums: int | Sequence[int], has_aux: bool,
-                    name: str) -> Callable[..., Any]:
+def _value_and_grad(
+    fun: Callable[..., Any], argnums: int | Sequence[int], has_aux: bool, name: str
+) -> Callable[..., Any]:
     """``jax.value_and_grad`` of ``fun`` with its scalar result unwrapped going in and the
     value wrapped as a 0-axis Tensor coming out; ``name`` is the transform errors speak of."""
 
@@ -183,15 +197,17 @@ class _VmapResults:
                 raise AxisError(
                     f"Cannot apply vmap over {axis_name(self.over)} to {describe(leaf)}: a "
                     f"result already has axis {axis_name(self.over)} (rename it, or return it "
-                    "without the mapped axis)")
+                    "without the mapped axis)"
+                )
         self.leaf_axes = [leaf.axes if isinstance(leaf, Tensor) else None for leaf in leaves]
         return _unwrap(leaves)
 
     def rebuild(self, arrays: Sequence[Any], at: int) -> Any:
         """The recorded structure with ``arrays`` as leaves, Tensors named with ``over`` at
         ``at``."""
-        batched_axes = [None if axes is None else _insert_axis(axes, self.over, at)
-                        for axes in self.leaf_axes]
+        batched_axes = [
+            None if axes is None else _insert_axis(axes, self.over, at) for axes in self.leaf_axes
+        ]
         return jax.tree_util.tree_unflatten(self.treedef, _wrap(arrays, batched_axes))
 
 
@@ -214,9 +230,11 @@ def _check_mapped_sizes(leaves: Sequence[Any], over: type[Axis]) -> None:
             )
         size = n
     if size is None:
-        raise AxisError(f"Cannot apply vmap over {axis_name(over)}: no argument has axis "
-                        f"{axis_name(over)} (add it with ax.expand_dims or map over "
-                        "another axis)")
+        raise AxisError(
+            f"Cannot apply vmap over {axis_name(over)}: no argument has axis "
+            f"{axis_name(over)} (add it with ax.expand_dims or map over "
+            "another axis)"
+        )
 
 
 def _is_tensor(x: object) -> bool:
@@ -264,5 +282,7 @@ def _unwrap(leaves: Sequence[Any]) -> list[Any]:
 
 def _wrap(arrays: Sequence[Any], leaf_axes: Sequence[AxisLabels | None]) -> list[Any]:
     """The inverse of :func:`_unwrap`: name each array whose axes are given."""
-    return [arr if axes is None else Tensor._wrap(arr, axes)
-            for arr, axes in zip(arrays, leaf_axes, strict=True)]
+    return [
+        arr if axes is None else Tensor._wrap(arr, axes)
+        for arr, axes in zip(arrays, leaf_axes, strict=True)
+    ]

@@ -43,11 +43,17 @@ Ts = TypeVarTuple("Ts")
 def _same_type(op: Op[Any], x: Any, others: tuple[Any, ...]) -> TensorType:
     for o in others:
         if o.dtype is not x.dtype:
-            raise op.fail((x, *others), f"dtypes {x.dtype.__name__} and {o.dtype.__name__} "
-                                        "differ (convert one operand with astype)")
+            raise op.fail(
+                (x, *others),
+                f"dtypes {x.dtype.__name__} and {o.dtype.__name__} "
+                "differ (convert one operand with astype)",
+            )
         if tuple(o.axes) != tuple(x.axes):
-            raise op.fail((x, *others), "axes differ (an elementwise op needs identical axes "
-                                        "in identical order; transpose first)")
+            raise op.fail(
+                (x, *others),
+                "axes differ (an elementwise op needs identical axes "
+                "in identical order; transpose first)",
+            )
     out: TensorType = x.type
     return out
 
@@ -68,8 +74,7 @@ class ElementwiseOp(Op[AnyTensor]):
         """The operands' common type (``AxisError`` if their dtypes or axes differ)."""
         return _same_type(self, x, others)
 
-    def __call__(self, x: Tensor[D, *Ts], *others: Tensor[D, *Ts]
-                 ) -> Tensor[D, *Ts]:
+    def __call__(self, x: Tensor[D, *Ts], *others: Tensor[D, *Ts]) -> Tensor[D, *Ts]:
         return cast("Tensor[D, *Ts]", apply(self, (x, *others)))
 
 
@@ -89,8 +94,7 @@ class FloatElementwiseOp(Op[AnyTensor]):
         require_floating(self, (x, *others))
         return _same_type(self, x, others)
 
-    def __call__(self, x: Tensor[DR, *Ts], *others: Tensor[DR, *Ts]
-                 ) -> Tensor[DR, *Ts]:
+    def __call__(self, x: Tensor[DR, *Ts], *others: Tensor[DR, *Ts]) -> Tensor[DR, *Ts]:
         return cast("Tensor[DR, *Ts]", apply(self, (x, *others)))
 
 
@@ -116,10 +120,13 @@ class ReductionOp(Op[AnyTensor], Generic[X]):
     def infer(self, x: Any) -> TensorType:
         """``x``'s type without axis ``over``."""
         if self.over not in x.axes:
-            raise self.fail((x,), f"{axis_name(self.over)} is not an axis of the tensor "
-                                  f"(name one of {axes_names(x.axes)})")
+            raise self.fail(
+                (x,),
+                f"{axis_name(self.over)} is not an axis of the tensor "
+                f"(name one of {axes_names(x.axes)})",
+            )
         i = list(x.axes).index(self.over)
-        return TensorType(x.dtype, x.axes[:i] + x.axes[i + 1:], x.shape[:i] + x.shape[i + 1:])
+        return TensorType(x.dtype, x.axes[:i] + x.axes[i + 1 :], x.shape[:i] + x.shape[i + 1 :])
 
     @overload
     def __call__(self, x: Tensor[D, X, *Ts]) -> Tensor[D, *Ts]: ...
@@ -134,7 +141,8 @@ class ReductionOp(Op[AnyTensor], Generic[X]):
     @overload
     def __call__(self, x: Tensor[D, *Ts, X, T0, T1]) -> Tensor[D, *Ts, T0, T1]: ...
     @overload
-    def __call__(self, x: Tensor[D, T0, T1, T2, *Ts, Any, Any, Any]
-                 ) -> Tensor[D, *tuple[Any, ...]]: ...
+    def __call__(
+        self, x: Tensor[D, T0, T1, T2, *Ts, Any, Any, Any]
+    ) -> Tensor[D, *tuple[Any, ...]]: ...
     def __call__(self, x: Any) -> Any:
         return apply(self, (x,))

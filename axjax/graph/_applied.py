@@ -8,12 +8,13 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
 from ..core import Op
-from ..core.internal import user_site as user_site
+from ..core._internal import user_site as user_site
 
 if TYPE_CHECKING:
     from ._nodes import AnyNode
 
 __all__ = ["Applied", "toposort", "user_site"]
+
 
 class Applied:
     """What a node made by applying an op has (:class:`~axjax.graph.Apply`,
@@ -46,8 +47,9 @@ class Applied:
         return self._op.describe()
 
 
-def toposort(outputs: Sequence[AnyNode],
-             descend: Callable[[AnyNode], bool] | None = None) -> tuple[AnyNode, ...]:
+def toposort(
+    outputs: Sequence[AnyNode], descend: Callable[[AnyNode], bool] | None = None
+) -> tuple[AnyNode, ...]:
     """Operands before users, each node once (iterative DFS: linear, no recursion limit).
 
     ``descend(node) -> False`` keeps a node but not its operands (a loop body stops there).

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 import jax
 
 from ..core import Axis, AxisError, Tensor, TensorType
-from ..core.internal import axis_name, describe, is_symbolic
+from ..core._internal import axis_name, describe, is_symbolic
 
 if TYPE_CHECKING:
     from ._nodes import AnyNode
@@ -17,23 +17,28 @@ if TYPE_CHECKING:
 __all__ = ["input_sizes", "check_value", "mismatch"]
 
 
-def input_sizes(axes: tuple[type[Axis], ...],
-                sizes: Mapping[type[Axis], int | None] | Sequence[int | None] | None
-                ) -> tuple[int | None, ...]:
+def input_sizes(
+    axes: tuple[type[Axis], ...],
+    sizes: Mapping[type[Axis], int | None] | Sequence[int | None] | None,
+) -> tuple[int | None, ...]:
     """The shape of an ``Input`` over ``axes`` from its ``sizes=`` (``None`` where open)."""
     if sizes is None:
         return (None,) * len(axes)
     if isinstance(sizes, Mapping):
         for a in sizes:
             if a not in axes:
-                raise AxisError(f"Input: sizes names axis {axis_name(a)}, which is not one of "
-                                f"its axes ({', '.join(axis_name(b) for b in axes)})")
+                raise AxisError(
+                    f"Input: sizes names axis {axis_name(a)}, which is not one of "
+                    f"its axes ({', '.join(axis_name(b) for b in axes)})"
+                )
         shape = tuple(sizes.get(a) for a in axes)
     else:
         shape = tuple(sizes)
         if len(shape) != len(axes):
-            raise TypeError(f"Input: {len(shape)} sizes for {len(axes)} axes (give one int or "
-                            "None per axis, or a dict {Axis: size})")
+            raise TypeError(
+                f"Input: {len(shape)} sizes for {len(axes)} axes (give one int or "
+                "None per axis, or a dict {Axis: size})"
+            )
     for n in shape:
         if n is not None and (not isinstance(n, int) or isinstance(n, bool) or n < 0):
             raise TypeError(f"Input: sizes must be non-negative ints or None, got {n!r}")
@@ -43,12 +48,14 @@ def input_sizes(axes: tuple[type[Axis], ...],
 def check_value(node: AnyNode, value: Any, where: str) -> None:
     """Raise unless ``value`` is a Tensor with the node's dtype, axes and known sizes."""
     if not isinstance(value, Tensor) or is_symbolic(value):  # a node has no value
-        raise TypeError(f"{where}: the value of {node.label()} must be a Tensor, "
-                        f"got {type(value).__name__}")
+        raise TypeError(
+            f"{where}: the value of {node.label()} must be a Tensor, got {type(value).__name__}"
+        )
     why = mismatch(node.type, value)
     if why:
-        raise AxisError(f"{where}: {node.label()} is {describe(node.type)}, got "
-                        f"{describe(value)}: {why}")
+        raise AxisError(
+            f"{where}: {node.label()} is {describe(node.type)}, got {describe(value)}: {why}"
+        )
 
 
 def mismatch(want: TensorType, got: Any) -> str:
@@ -60,12 +67,15 @@ def mismatch(want: TensorType, got: Any) -> str:
     if got.dtype is not want.dtype:
         numpy_dtype = want.dtype.numpy
         if jax.dtypes.canonicalize_dtype(numpy_dtype) != numpy_dtype:  # 64-bit, x64 off
-            return (f"dtype {got.dtype.__name__} differs, and JAX makes no "
-                    f"{want.dtype.__name__} while jax_enable_x64 is off (enable it for "
-                    '64-bit types: jax.config.update("jax_enable_x64", True) before building '
-                    f"the data, or declare the Input {got.dtype.__name__})")
-        return (f"dtype {got.dtype.__name__} differs (convert it with "
-                f"astype(ax.{want.dtype.__name__}))")
+            return (
+                f"dtype {got.dtype.__name__} differs, and JAX makes no "
+                f"{want.dtype.__name__} while jax_enable_x64 is off (enable it for "
+                '64-bit types: jax.config.update("jax_enable_x64", True) before building '
+                f"the data, or declare the Input {got.dtype.__name__})"
+            )
+        return (
+            f"dtype {got.dtype.__name__} differs (convert it with astype(ax.{want.dtype.__name__}))"
+        )
     for a, n, m in zip(want.axes, want.shape, got.shape, strict=True):
         if n is not None and n != m:
             return f"axis {axis_name(a)} has size {m}, expected {n}"

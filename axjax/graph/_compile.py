@@ -19,7 +19,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from ..core import AxisError, DType, Op, Tensor, config
-from ..core.internal import apply, checking_finite, describe, node_site, trusted_tensor
+from ..core._internal import apply, checking_finite, describe, node_site, trusted_tensor
 from ._check import check_value, mismatch
 from ._graph import Graph, Outputs
 from ._loop import Loop
@@ -61,8 +61,9 @@ class Program:
         self.steps = plan_steps(graph.nodes, {k for k, _, _ in self.leaves}, graph.names)
         self.out_slots = tuple(slot[id(o)] for o in graph.outputs)
 
-    def run(self, params: Sequence[AnyTensor], consts: Sequence[AnyTensor],
-            inputs: Sequence[AnyTensor]) -> tuple[AnyTensor, ...]:
+    def run(
+        self, params: Sequence[AnyTensor], consts: Sequence[AnyTensor], inputs: Sequence[AnyTensor]
+    ) -> tuple[AnyTensor, ...]:
         """Evaluate the graph on concrete (or traced) Tensors: one op call per Apply node."""
         env: list[Any] = [None] * len(self.graph.nodes)
         sources = (params, consts, inputs)
@@ -81,8 +82,10 @@ class Program:
         names = [x.name or f"input{i}" for i, x in enumerate(self.inputs)]
         listing = ", ".join(names)
         if len(args) > len(names):
-            raise TypeError(f"{self.where} takes {len(names)} input{'s' * (len(names) != 1)} "
-                            f"({listing}) but {len(args)} were given")
+            raise TypeError(
+                f"{self.where} takes {len(names)} input{'s' * (len(names) != 1)} "
+                f"({listing}) but {len(args)} were given"
+            )
         given: dict[int, Any] = dict(enumerate(args))
         for key, value in kwargs.items():
             if key not in names:
@@ -93,8 +96,10 @@ class Program:
             given[i] = value
         missing = [names[i] for i in range(len(names)) if i not in given]
         if missing:
-            raise TypeError(f"{self.where} is missing input{'s' * (len(missing) > 1)} "
-                            f"{', '.join(missing)} (inputs: {listing})")
+            raise TypeError(
+                f"{self.where} is missing input{'s' * (len(missing) > 1)} "
+                f"{', '.join(missing)} (inputs: {listing})"
+            )
         return tuple(self._tensor(x, names[i], given[i]) for i, x in enumerate(self.inputs))
 
     def _tensor(self, x: AnyInput, name: str, value: Any) -> AnyTensor:
@@ -123,8 +128,10 @@ class Program:
             leaves = jax.tree_util.tree_leaves(override, is_leaf=lambda t: isinstance(t, Param))
             pairs = [(p, p.value) for p in leaves if isinstance(p, Param)]
             if not pairs:
-                raise TypeError(f"{self.where}: params= holds no Params (give {{param: value}}"
-                                ", Params with new values, or a model holding Params)")
+                raise TypeError(
+                    f"{self.where}: params= holds no Params (give {{param: value}}"
+                    ", Params with new values, or a model holding Params)"
+                )
         for p, v in pairs:
             if not isinstance(p, Param):
                 raise TypeError(f"{self.where}: params= maps Params to values, got key {p!r}")
@@ -135,8 +142,9 @@ class Program:
         return tuple(vals)
 
 
-def plan_steps(nodes: Sequence[AnyNode], given: set[int], names: Mapping[AnyNode, str]
-               ) -> list[Step]:
+def plan_steps(
+    nodes: Sequence[AnyNode], given: set[int], names: Mapping[AnyNode, str]
+) -> list[Step]:
     """One step per computed node of ``nodes`` (the slots in ``given`` get their values
     from outside); a Loop's step holds the plan of its body."""
     slot = {id(n): k for k, n in enumerate(nodes)}
@@ -145,13 +153,22 @@ def plan_steps(nodes: Sequence[AnyNode], given: set[int], names: Mapping[AnyNode
         if k in given:
             continue
         if not isinstance(n, Apply | MultiApply | Loop | Part):
-            where = ("it is a placeholder of a fold/scan body, with no value outside it "
-                     "(use the state that fold/scan returned)"
-                     if n.kind in ("Carry", "Slice") else "it has no value here")
-            raise TypeError(f"Cannot compile the graph: node {names.get(n, '?')} ({n!r}) is "
-                            f"used, but {where}")
-        how: Op | LoopPlan | int = (n.op if isinstance(n, Apply | MultiApply) else n.index
-                                    if isinstance(n, Part) else LoopPlan(n, names))
+            where = (
+                "it is a placeholder of a fold/scan body, with no value outside it "
+                "(use the state that fold/scan returned)"
+                if n.kind in ("Carry", "Slice")
+                else "it has no value here"
+            )
+            raise TypeError(
+                f"Cannot compile the graph: node {names.get(n, '?')} ({n!r}) is used, but {where}"
+            )
+        how: Op | LoopPlan | int = (
+            n.op
+            if isinstance(n, Apply | MultiApply)
+            else n.index
+            if isinstance(n, Part)
+            else LoopPlan(n, names)
+        )
         steps.append((k, n, tuple(slot[id(a)] for a in n.args), how))
     return steps
 
@@ -172,9 +189,11 @@ def execute(steps: Sequence[Step], env: list[Any], names: Mapping[AnyNode, str])
             else:
                 env[k] = apply(how, args)
         except Exception as e:
-            e.add_note(f"while running graph node {names[node]} = {node.op_label()}"
-                       f"({', '.join(names[a] for a in node.args)}), built at "
-                       f"{getattr(node, 'site', '?')}")
+            e.add_note(
+                f"while running graph node {names[node]} = {node.op_label()}"
+                f"({', '.join(names[a] for a in node.args)}), built at "
+                f"{getattr(node, 'site', '?')}"
+            )
             raise
 
 
@@ -197,18 +216,17 @@ class LoopPlan:
         """The loop's results from the values of its operands (``loop.args``)."""
         loop = self.loop
         n_init, n_xs = len(loop.carries), len(loop.slices)
-        captured = list(args[len(args) - len(loop.captured):])
+        captured = list(args[len(args) - len(loop.captured) :])
         mask = args[n_init + n_xs] if loop.masked else None
 
         def unit(state: Any, x_t: Any) -> Any:
             env: list[Any] = [*captured, *_leaves(state), *_leaves(x_t)]
             env += [None] * (len(self.nodes) - len(env))
             execute(self.steps, env, self.names)
-            return jax.tree_util.tree_unflatten(loop.state_def,
-                                                [env[s] for s in self.out_slots])
+            return jax.tree_util.tree_unflatten(loop.state_def, [env[s] for s in self.out_slots])
 
         init = jax.tree_util.tree_unflatten(loop.state_def, args[:n_init])
-        xs = jax.tree_util.tree_unflatten(loop.xs_def, args[n_init:n_init + n_xs])
+        xs = jax.tree_util.tree_unflatten(loop.xs_def, args[n_init : n_init + n_xs])
         return tuple(_leaves(loop.lowering(unit, init, xs, mask)))
 
 
@@ -224,12 +242,16 @@ def _from_array(x: AnyInput, value: Any, head: str) -> AnyTensor:
     want = x.dtype.numpy
     ok = {"f": "fiub", "c": "fiubc", "i": "iub", "u": "iub", "b": "b"}.get(want.kind, "")
     if arr.dtype.kind not in ok:
-        raise AxisError(f"{head}, got an array of dtype {arr.dtype}: it cannot become "
-                        f"{x.dtype.__name__} without losing values (convert it first)")
+        raise AxisError(
+            f"{head}, got an array of dtype {arr.dtype}: it cannot become "
+            f"{x.dtype.__name__} without losing values (convert it first)"
+        )
     if arr.ndim != len(x.axes):
-        raise AxisError(f"{head}, got an array of shape {tuple(arr.shape)}: {arr.ndim} "
-                        f"dimension{'s' * (arr.ndim != 1)} for {len(x.axes)} axes (give one "
-                        "dimension per axis, in the input's axis order)")
+        raise AxisError(
+            f"{head}, got an array of shape {tuple(arr.shape)}: {arr.ndim} "
+            f"dimension{'s' * (arr.ndim != 1)} for {len(x.axes)} axes (give one "
+            "dimension per axis, in the input's axis order)"
+        )
     return trusted_tensor(jnp.asarray(arr, dtype=want), x.axes)
 
 
@@ -237,28 +259,34 @@ def _check_inputs(graph: Graph, inputs: Any, where: str) -> tuple[AnyInput, ...]
     if inputs is None:
         if len(graph.inputs) > 1:
             names = ", ".join(graph.names[x] for x in graph.inputs)
-            raise TypeError(f"{where}: the graph has inputs {names}; pass inputs=[...] to fix "
-                            "the order of the arguments")
+            raise TypeError(
+                f"{where}: the graph has inputs {names}; pass inputs=[...] to fix "
+                "the order of the arguments"
+            )
         return graph.inputs
     listed = (inputs,) if isinstance(inputs, Node) else tuple(inputs)
     for x in listed:
         if not isinstance(x, Input):
-            raise TypeError(f"{where}: inputs= lists ax.Input nodes, got {x!r}"
-                            + (" (Params and Consts carry their own values)"
-                               if isinstance(x, Node) else ""))
+            raise TypeError(
+                f"{where}: inputs= lists ax.Input nodes, got {x!r}"
+                + (" (Params and Consts carry their own values)" if isinstance(x, Node) else "")
+            )
     if len({id(x) for x in listed}) != len(listed):
         raise TypeError(f"{where}: an Input is listed twice in inputs=")
     used = {id(x) for x in graph.inputs}
     for x in listed:
         if id(x) not in used:
-            raise TypeError(f"{where}: {x!r} is listed in inputs= but the outputs do not use "
-                            "it (remove it)")
+            raise TypeError(
+                f"{where}: {x!r} is listed in inputs= but the outputs do not use it (remove it)"
+            )
     listed_ids = {id(x) for x in listed}
     for x in graph.inputs:
         if id(x) not in listed_ids:
             shown = ", ".join(graph.names[i] for i in listed) or "nothing"
-            raise TypeError(f"{where}: the outputs depend on {graph.names[x]} ({x!r}), which is "
-                            f"not in inputs= (it lists {shown}; add it)")
+            raise TypeError(
+                f"{where}: the outputs depend on {graph.names[x]} ({x!r}), which is "
+                f"not in inputs= (it lists {shown}; add it)"
+            )
     return cast(tuple[AnyInput, ...], listed)
 
 
@@ -302,8 +330,7 @@ class CompiledGraph(Generic[R, *Ins]):
         self.trace_count = 0
         self._jit = jax.jit(self._run, static_argnums=0)  # 0: the autodiff mode
 
-    def _run(self, mode: str, params: Any, consts: Any, inputs: Any
-             ) -> tuple[AnyTensor, ...]:
+    def _run(self, mode: str, params: Any, consts: Any, inputs: Any) -> tuple[AnyTensor, ...]:
         self.trace_count += 1
         return self._program.run(params, consts, inputs)
 
@@ -324,13 +351,16 @@ class CompiledGraph(Generic[R, *Ins]):
 
 
 @overload
-def compile(outputs: Tensor[D, *Os], inputs: Sequence[AnyTensor] | AnyTensor | None = None
-            ) -> CompiledGraph[Tensor[D, *Os], *tuple[Any, ...]]: ...
+def compile(
+    outputs: Tensor[D, *Os], inputs: Sequence[AnyTensor] | AnyTensor | None = None
+) -> CompiledGraph[Tensor[D, *Os], *tuple[Any, ...]]: ...
 @overload
-def compile(outputs: Outputs, inputs: Sequence[AnyTensor] | AnyTensor | None = None
-            ) -> CompiledGraph[Any, *tuple[Any, ...]]: ...
-def compile(outputs: Outputs, inputs: Sequence[AnyTensor] | AnyTensor | None = None
-            ) -> CompiledGraph[Any, *tuple[Any, ...]]:
+def compile(
+    outputs: Outputs, inputs: Sequence[AnyTensor] | AnyTensor | None = None
+) -> CompiledGraph[Any, *tuple[Any, ...]]: ...
+def compile(
+    outputs: Outputs, inputs: Sequence[AnyTensor] | AnyTensor | None = None
+) -> CompiledGraph[Any, *tuple[Any, ...]]:
     """Lower a graph to one jitted function of its inputs that returns Tensors.
 
     One output node of type ``Tensor[D, *A]`` (an ``Input``, an ``Apply``, ...) makes a

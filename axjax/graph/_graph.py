@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any, cast
 
 from ..core import Tensor
-from ..core.internal import describe
+from ..core._internal import describe
 from ._applied import toposort
 from ._loop import Loop
 from ._nodes import Const, Input, Node, Param
@@ -53,11 +53,14 @@ class Graph:
         self.structure, self.outputs = _flatten_outputs(outputs, "Graph")
         self.nodes: tuple[AnyNode, ...] = toposort(self.outputs)
         self.inputs: tuple[Input[Any, *tuple[Any, ...]], ...] = tuple(
-            n for n in self.nodes if isinstance(n, Input))
+            n for n in self.nodes if isinstance(n, Input)
+        )
         self.params: tuple[Param[Any, *tuple[Any, ...]], ...] = tuple(
-            dict.fromkeys(n for n in self.nodes if isinstance(n, Param)))
+            dict.fromkeys(n for n in self.nodes if isinstance(n, Param))
+        )
         self.consts: tuple[Const[Any, *tuple[Any, ...]], ...] = tuple(
-            n for n in self.nodes if isinstance(n, Const))
+            n for n in self.nodes if isinstance(n, Const)
+        )
         self.names: dict[AnyNode, str] = _names(self.nodes, self.structure, self.outputs)
         #: the loops (fold/scan nodes) at any depth, each with its body named in ``names``
         self.loops: tuple[Loop, ...] = _name_bodies(self.nodes, self.names)
@@ -76,21 +79,24 @@ class Graph:
     def rows(self, nodes: Sequence[AnyNode] | None = None) -> list[tuple[str, str, str, str]]:
         """One ``(name, op, inputs, type)`` row per node (of ``nodes``: default, the graph's;
         ``graph.rows(loop.body)`` lists a loop's body), in topological order."""
-        return [(self.names[n], n.op_label(), ", ".join(self.names[a] for a in n.args),
-                 type_label(n)) for n in (self.nodes if nodes is None else nodes)]
+        return [
+            (self.names[n], n.op_label(), ", ".join(self.names[a] for a in n.args), type_label(n))
+            for n in (self.nodes if nodes is None else nodes)
+        ]
 
     def summary(self) -> str:
         """``Graph: 2 inputs, 4 params, 0 consts, 13 nodes; outputs: loss``."""
         outs = ", ".join(self.names[o] for o in self.outputs)
-        return (f"Graph: {_count(len(self.inputs), 'input')}, {_count(len(self.params), 'param')}"
-                f", {_count(len(self.consts), 'const')}, {_count(len(self.nodes), 'node')}; "
-                f"outputs: {outs}")
+        return (
+            f"Graph: {_count(len(self.inputs), 'input')}, {_count(len(self.params), 'param')}"
+            f", {_count(len(self.consts), 'const')}, {_count(len(self.nodes), 'node')}; "
+            f"outputs: {outs}"
+        )
 
     def __str__(self) -> str:
         return "\n".join([self.summary(), *self._listing(self.nodes, "  ", header=True)])
 
-    def _listing(self, nodes: Sequence[AnyNode], indent: str, header: bool = False
-                 ) -> list[str]:
+    def _listing(self, nodes: Sequence[AnyNode], indent: str, header: bool = False) -> list[str]:
         """The table of ``nodes``; each loop's body follows its row, indented."""
         rows = self.rows(nodes)
         head = [("name", "op", "inputs", "type")] if header else []
@@ -139,8 +145,10 @@ class Graph:
     def to_html(self) -> str:
         """The drawing and the listing as HTML (what Jupyter shows)."""
         listing = html.escape(str(self))
-        return (f"<div class='axjax-graph'>{self.to_svg()}<details><summary>"
-                f"{html.escape(self.summary())}</summary><pre>{listing}</pre></details></div>")
+        return (
+            f"<div class='axjax-graph'>{self.to_svg()}<details><summary>"
+            f"{html.escape(self.summary())}</summary><pre>{listing}</pre></details></div>"
+        )
 
 
 def _count(n: int, what: str) -> str:
@@ -160,8 +168,10 @@ def _flatten_outputs(outputs: Any, where: str) -> tuple[Any, tuple[AnyNode, ...]
     elif isinstance(outputs, Sequence) and not isinstance(outputs, str):
         structure, items = len(outputs), tuple(outputs)
     else:
-        raise TypeError(f"{where}: outputs are a graph node, a list of nodes or a dict of "
-                        f"nodes, got {type(outputs).__name__}")
+        raise TypeError(
+            f"{where}: outputs are a graph node, a list of nodes or a dict of "
+            f"nodes, got {type(outputs).__name__}"
+        )
     if not items:
         raise TypeError(f"{where}: give at least one output node")
     for o in items:
@@ -169,7 +179,8 @@ def _flatten_outputs(outputs: Any, where: str) -> tuple[Any, tuple[AnyNode, ...]
             got = describe(o) if isinstance(o, Tensor) else type(o).__name__
             raise TypeError(
                 f"{where}: outputs must be graph nodes, got {got} (an eager value: build "
-                "outputs from ax.Input / ax.Param nodes so the ops are recorded)")
+                "outputs from ax.Input / ax.Param nodes so the ops are recorded)"
+            )
     return structure, cast(tuple[AnyNode, ...], items)
 
 
@@ -178,9 +189,14 @@ def type_label(node: AnyNode) -> str:
     return node.types() if isinstance(node, Results) else describe(node.type)
 
 
-def _names(nodes: Sequence[AnyNode], structure: Any, outputs: Sequence[AnyNode],
-           names: dict[AnyNode, str] | None = None, wanted: dict[int, str] | None = None,
-           prefix: str = "%") -> dict[AnyNode, str]:
+def _names(
+    nodes: Sequence[AnyNode],
+    structure: Any,
+    outputs: Sequence[AnyNode],
+    names: dict[AnyNode, str] | None = None,
+    wanted: dict[int, str] | None = None,
+    prefix: str = "%",
+) -> dict[AnyNode, str]:
     """Unique display names: given names, output names, then ``%k`` by position (``prefix``
     and ``names``, the names already taken, serve a loop's body)."""
     wanted = {} if wanted is None else wanted

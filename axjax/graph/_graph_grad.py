@@ -17,11 +17,12 @@ from typing import Any
 import jax
 
 from ..core import AxisError, Tensor, config
-from ..core.internal import describe, is_floating, trusted_tensor
+from ..core._internal import describe, is_floating, trusted_tensor
 from ._compile import AnyParam, AnyTensor, Program
 from ._nodes import Node, Param
 
 __all__ = ["GraphGrad", "LossProgram", "graph_grad"]
+
 
 class LossProgram:
     """A scalar loss, the Params to differentiate, and the loss as a function of them."""
@@ -30,27 +31,33 @@ class LossProgram:
         if not isinstance(loss, Node):
             raise TypeError(f"{where}: the loss must be a graph node, got {type(loss).__name__}")
         if loss.axes or not is_floating(loss.dtype):
-            raise AxisError(f"{where}: the loss must be a floating-point scalar, got "
-                            f"{describe(loss.type)} (reduce the remaining axes with ax.sum or "
-                            "ax.mean)")
+            raise AxisError(
+                f"{where}: the loss must be a floating-point scalar, got "
+                f"{describe(loss.type)} (reduce the remaining axes with ax.sum or "
+                "ax.mean)"
+            )
         self.program = p = Program(loss, inputs, where)
         self.single = isinstance(wrt, Node)
         wanted = p.params if wrt is None else (wrt,) if self.single else tuple(wrt)
         for w in wanted:
             if not isinstance(w, Param):
                 kind = f"{w!r}" if isinstance(w, Node) else type(w).__name__
-                raise TypeError(f"{where}: wrt= lists Params, got {kind} (only Params get "
-                                "gradients; make it an ax.Param)")
+                raise TypeError(
+                    f"{where}: wrt= lists Params, got {kind} (only Params get "
+                    "gradients; make it an ax.Param)"
+                )
             if w not in p.param_index:
                 raise TypeError(f"{where}: {w!r} is not used by the loss (remove it from wrt=)")
             if not is_floating(w.dtype):
-                raise TypeError(f"{where}: {w!r} holds {w.dtype.__name__} values, which have no "
-                                "gradient")
+                raise TypeError(
+                    f"{where}: {w!r} holds {w.dtype.__name__} values, which have no gradient"
+                )
         self.wrt: tuple[AnyParam, ...] = tuple(wanted)
         self.index = tuple(p.param_index[w] for w in self.wrt)
 
-    def loss(self, train: Sequence[AnyTensor], values: Sequence[AnyTensor],
-             inputs: Sequence[AnyTensor]) -> Any:
+    def loss(
+        self, train: Sequence[AnyTensor], values: Sequence[AnyTensor], inputs: Sequence[AnyTensor]
+    ) -> Any:
         vals = list(values)
         for i, v in zip(self.index, train, strict=True):
             vals[i] = v
@@ -65,8 +72,9 @@ class GraphGrad:
     for a list ``wrt``), preceded by the loss when built by ``ax.value_and_grad``.
     """
 
-    def __init__(self, loss: AnyTensor, wrt: Any = None, inputs: Any = None,
-                 with_value: bool = False) -> None:
+    def __init__(
+        self, loss: AnyTensor, wrt: Any = None, inputs: Any = None, with_value: bool = False
+    ) -> None:
         where = "ax.value_and_grad" if with_value else "ax.grad"
         self._lp = LossProgram(loss, wrt, inputs, where)
         self.with_value = with_value
@@ -88,8 +96,9 @@ class GraphGrad:
         return (trusted_tensor(value, ()), g) if self.with_value else g
 
 
-def graph_grad(loss: Tensor[Any], wrt: Any = None, inputs: Any = None,
-               with_value: bool = False) -> GraphGrad:
+def graph_grad(
+    loss: Tensor[Any], wrt: Any = None, inputs: Any = None, with_value: bool = False
+) -> GraphGrad:
     """Gradients of a scalar graph ``loss`` with respect to Params (``ax.grad`` on a node).
 
     Args:

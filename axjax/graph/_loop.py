@@ -63,8 +63,21 @@ class Loop(Results):
 
     _parts_hint = "the state that ax.nn.fold / ax.nn.scan returned"
 
-    __slots__ = ("_what", "_args", "_site", "_carries", "_slices", "_results", "_body",
-                 "_captured", "_parts", "_lowering", "_state_def", "_xs_def", "_masked")
+    __slots__ = (
+        "_what",
+        "_args",
+        "_site",
+        "_carries",
+        "_slices",
+        "_results",
+        "_body",
+        "_captured",
+        "_parts",
+        "_lowering",
+        "_state_def",
+        "_xs_def",
+        "_masked",
+    )
     kind = "Loop"
 
     _what: str
@@ -81,10 +94,21 @@ class Loop(Results):
     _xs_def: Any
     _masked: bool
 
-    def __init__(self, what: str, lowering: Lowering, init: Sequence[Any], xs: Sequence[Any],
-                 mask: Any, carries: Sequence[AnyNode], slices: Sequence[AnyNode],
-                 results: Sequence[Any], types: Sequence[TensorType], state_def: Any,
-                 xs_def: Any, start: int) -> None:
+    def __init__(
+        self,
+        what: str,
+        lowering: Lowering,
+        init: Sequence[Any],
+        xs: Sequence[Any],
+        mask: Any,
+        carries: Sequence[AnyNode],
+        slices: Sequence[AnyNode],
+        results: Sequence[Any],
+        types: Sequence[TensorType],
+        state_def: Any,
+        xs_def: Any,
+        start: int,
+    ) -> None:
         self._blank()
         holes = {id(n) for n in (*carries, *slices)}
         results = [r if isinstance(r, Node) else Const(r) for r in results]  # eager: Consts
@@ -95,19 +119,39 @@ class Loop(Results):
         walked = toposort(results, inside)
         body = (*carries, *slices, *(n for n in walked if inside(n)))
         captured = tuple(n for n in walked if id(n) not in holes and not inside(n))
-        outer = [x if isinstance(x, Node) else Const(x)
-                 for x in (*init, *xs, *(() if mask is None else (mask,)))]
-        fields = {"_what": what, "_args": (*outer, *captured), "_site": user_site(),
-                  "_carries": tuple(carries), "_slices": tuple(slices),
-                  "_results": tuple(results), "_body": body, "_captured": captured,
-                  "_lowering": lowering, "_state_def": state_def, "_xs_def": xs_def,
-                  "_masked": mask is not None}
+        outer = [
+            x if isinstance(x, Node) else Const(x)
+            for x in (*init, *xs, *(() if mask is None else (mask,)))
+        ]
+        fields = {
+            "_what": what,
+            "_args": (*outer, *captured),
+            "_site": user_site(),
+            "_carries": tuple(carries),
+            "_slices": tuple(slices),
+            "_results": tuple(results),
+            "_body": body,
+            "_captured": captured,
+            "_lowering": lowering,
+            "_state_def": state_def,
+            "_xs_def": xs_def,
+            "_masked": mask is not None,
+        }
         for k, v in fields.items():
             object.__setattr__(self, k, v)
-        paths = [jax.tree_util.keystr(p) for p, _ in jax.tree_util.tree_flatten_with_path(
-            jax.tree_util.tree_unflatten(state_def, [0] * len(types)))[0]]
-        object.__setattr__(self, "_parts", tuple(
-            Part(self, k, t, path) for k, (t, path) in enumerate(zip(types, paths, strict=True))))
+        paths = [
+            jax.tree_util.keystr(p)
+            for p, _ in jax.tree_util.tree_flatten_with_path(
+                jax.tree_util.tree_unflatten(state_def, [0] * len(types))
+            )[0]
+        ]
+        object.__setattr__(
+            self,
+            "_parts",
+            tuple(
+                Part(self, k, t, path) for k, (t, path) in enumerate(zip(types, paths, strict=True))
+            ),
+        )
 
     # ------------------------------------------------------------------ structure
     @property

@@ -20,7 +20,7 @@ from typing import Any, TypeVar
 import jax
 
 from ..core import Tensor
-from ..core.internal import is_floating
+from ..core._internal import is_floating
 from ._nodes import Node, Param
 
 __all__ = ["as_params", "as_values"]

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ..core.internal import describe
+from ..core._internal import describe
 from ._loop import Loop
 from ._nodes import Node
 from ._results import Results
@@ -26,10 +26,24 @@ if TYPE_CHECKING:
 __all__ = ["to_dot", "to_svg", "save", "layout"]
 
 CHAR_W, LINE_H, PAD, ROW_GAP, COL_GAP, MARGIN = 7.2, 15.0, 8.0, 34.0, 18.0, 12.0
-FILL = {"Input": "#dbeafe", "Param": "#fde68a", "Const": "#e5e7eb", "Apply": "#ffffff",
-        "MultiApply": "#ffffff", "Loop": "#dcfce7", "Part": "#ffffff"}
-STROKE = {"Input": "#2563eb", "Param": "#b45309", "Const": "#6b7280", "Apply": "#374151",
-          "MultiApply": "#374151", "Loop": "#15803d", "Part": "#374151"}
+FILL = {
+    "Input": "#dbeafe",
+    "Param": "#fde68a",
+    "Const": "#e5e7eb",
+    "Apply": "#ffffff",
+    "MultiApply": "#ffffff",
+    "Loop": "#dcfce7",
+    "Part": "#ffffff",
+}
+STROKE = {
+    "Input": "#2563eb",
+    "Param": "#b45309",
+    "Const": "#6b7280",
+    "Apply": "#374151",
+    "MultiApply": "#374151",
+    "Loop": "#15803d",
+    "Part": "#374151",
+}
 
 
 @dataclass
@@ -89,8 +103,14 @@ def layout(graph: Graph) -> tuple[list[Box], list[tuple[int, int]], float, float
 
     def sweep(rows_: list[list[int]], neighbours: list[list[int]]) -> None:
         for row in rows_:
-            keys = {k: (sum(pos[m] for m in neighbours[k]) / len(neighbours[k])
-                        if neighbours[k] else pos[k]) for k in row}
+            keys = {
+                k: (
+                    sum(pos[m] for m in neighbours[k]) / len(neighbours[k])
+                    if neighbours[k]
+                    else pos[k]
+                )
+                for k in row
+            }
             row.sort(key=lambda k: keys[k])
             place(row)
 
@@ -115,8 +135,9 @@ def layout(graph: Graph) -> tuple[list[Box], list[tuple[int, int]], float, float
     return boxes, edges, width, y - ROW_GAP + MARGIN
 
 
-def _edge_points(boxes: list[Box], edges: list[tuple[int, int]]
-                 ) -> list[tuple[float, float, float, float]]:
+def _edge_points(
+    boxes: list[Box], edges: list[tuple[int, int]]
+) -> list[tuple[float, float, float, float]]:
     """Edge ends: from the operand's bottom centre to the user's top, spread left to right
     in argument order (the first operand arrives leftmost)."""
     count = [0] * len(boxes)
@@ -143,9 +164,11 @@ def _builtin_svg(graph: Graph) -> str:
     ]
     for x1, y1, x2, y2 in _edge_points(boxes, edges):
         ym = (y1 + y2) / 2
-        parts.append(f'<path d="M{x1:.1f},{y1:.1f} C{x1:.1f},{ym:.1f} {x2:.1f},{ym:.1f} '
-                     f'{x2:.1f},{y2:.1f}" fill="none" stroke="#9ca3af" '
-                     'marker-end="url(#axjax-arrow)"/>')
+        parts.append(
+            f'<path d="M{x1:.1f},{y1:.1f} C{x1:.1f},{ym:.1f} {x2:.1f},{ym:.1f} '
+            f'{x2:.1f},{y2:.1f}" fill="none" stroke="#9ca3af" '
+            'marker-end="url(#axjax-arrow)"/>'
+        )
     for b in boxes:
         kind = b.node.kind
         sw = 2.5 if id(b.node) in outputs else 1.0
@@ -157,7 +180,8 @@ def _builtin_svg(graph: Graph) -> str:
             f'stroke-width="{sw}"/>'
             f'<text x="{b.x + PAD:.1f}" y="{b.y + PAD + 11:.1f}" font-weight="bold">{head}</text>'
             f'<text x="{b.x + PAD:.1f}" y="{b.y + PAD + 11 + LINE_H:.1f}" fill="#374151">'
-            f"{typ}</text></g>")
+            f"{typ}</text></g>"
+        )
     parts.append("</svg>")
     return "\n".join(parts)
 
@@ -170,14 +194,19 @@ def to_dot(graph: Graph) -> str:
     """Graphviz DOT text: one box per node (name, op, type), one edge per operand."""
     index = {id(n): k for k, n in enumerate(graph.nodes)}
     outputs = {id(o) for o in graph.outputs}
-    lines = ["digraph axjax {", "  rankdir=TB;",
-             '  node [shape=box, style="rounded,filled", fontname="monospace", fontsize=10];']
+    lines = [
+        "digraph axjax {",
+        "  rankdir=TB;",
+        '  node [shape=box, style="rounded,filled", fontname="monospace", fontsize=10];',
+    ]
     for k, n in enumerate(graph.nodes):
         head, typ = _lines(graph, n)
         extra = ", penwidth=2.5" if id(n) in outputs else ""
-        lines.append(f'  n{k} [label="{_dot_label(head)}\\n{_dot_label(typ)}", '
-                     f'fillcolor="{FILL.get(n.kind, "#ffffff")}", '
-                     f'color="{STROKE.get(n.kind, "#000000")}"{extra}];')
+        lines.append(
+            f'  n{k} [label="{_dot_label(head)}\\n{_dot_label(typ)}", '
+            f'fillcolor="{FILL.get(n.kind, "#ffffff")}", '
+            f'color="{STROKE.get(n.kind, "#000000")}"{extra}];'
+        )
     for k, n in enumerate(graph.nodes):
         lines.extend(f"  n{index[id(a)]} -> n{k};" for a in n.args)
     lines.append("}")
@@ -189,14 +218,17 @@ def _engine(engine: str) -> str:
         raise ValueError(f"engine must be 'auto', 'builtin' or 'dot', got {engine!r}")
     have_dot = shutil.which("dot") is not None
     if engine == "dot" and not have_dot:
-        raise RuntimeError("engine='dot' needs the Graphviz `dot` program on PATH (install "
-                           "the graphviz system package, or use engine='builtin')")
+        raise RuntimeError(
+            "engine='dot' needs the Graphviz `dot` program on PATH (install "
+            "the graphviz system package, or use engine='builtin')"
+        )
     return "dot" if engine == "dot" or (engine == "auto" and have_dot) else "builtin"
 
 
 def _run_dot(graph: Graph, fmt: str) -> bytes:
-    done = subprocess.run(["dot", f"-T{fmt}"], input=to_dot(graph).encode(),
-                          capture_output=True, check=False)
+    done = subprocess.run(
+        ["dot", f"-T{fmt}"], input=to_dot(graph).encode(), capture_output=True, check=False
+    )
     if done.returncode != 0:
         raise RuntimeError(f"dot -T{fmt} failed: {done.stderr.decode(errors='replace')}")
     return done.stdout
@@ -222,19 +254,47 @@ def _png(graph: Graph, path: Path) -> None:
     axes.axis("off")
     size = 12 * 72 / 100  # 12 px text at 1 unit = 1 px (independent of the dpi)
     for x1, y1, x2, y2 in _edge_points(boxes, edges):
-        axes.annotate("", xy=(x2, y2), xytext=(x1, y1),
-                      arrowprops={"arrowstyle": "->", "color": "#9ca3af"}, zorder=1)
+        axes.annotate(
+            "",
+            xy=(x2, y2),
+            xytext=(x1, y1),
+            arrowprops={"arrowstyle": "->", "color": "#9ca3af"},
+            zorder=1,
+        )
     outputs = {id(o) for o in graph.outputs}
     for b in boxes:
         kind = b.node.kind
-        axes.add_patch(FancyBboxPatch((b.x, b.y), b.w, b.h, boxstyle="round,pad=0,rounding_size=6",
-                                      facecolor=FILL.get(kind, "#fff"), zorder=2,
-                                      linewidth=2.5 if id(b.node) in outputs else 1.0,
-                                      edgecolor=STROKE.get(kind, "#000")))
-        axes.text(b.x + PAD, b.y + PAD + 6, b.lines[0], family="monospace", fontsize=size,
-                  weight="bold", va="center", zorder=3)
-        axes.text(b.x + PAD, b.y + PAD + 6 + LINE_H, b.lines[1], family="monospace",
-                  fontsize=size, va="center", zorder=3)
+        axes.add_patch(
+            FancyBboxPatch(
+                (b.x, b.y),
+                b.w,
+                b.h,
+                boxstyle="round,pad=0,rounding_size=6",
+                facecolor=FILL.get(kind, "#fff"),
+                zorder=2,
+                linewidth=2.5 if id(b.node) in outputs else 1.0,
+                edgecolor=STROKE.get(kind, "#000"),
+            )
+        )
+        axes.text(
+            b.x + PAD,
+            b.y + PAD + 6,
+            b.lines[0],
+            family="monospace",
+            fontsize=size,
+            weight="bold",
+            va="center",
+            zorder=3,
+        )
+        axes.text(
+            b.x + PAD,
+            b.y + PAD + 6 + LINE_H,
+            b.lines[1],
+            family="monospace",
+            fontsize=size,
+            va="center",
+            zorder=3,
+        )
     fig.savefig(path, format="png", dpi=dpi)
 
 
@@ -253,6 +313,7 @@ def save(graph: Graph, path: Path, engine: str = "auto") -> Path:
     elif suffix == ".txt":
         path.write_text(str(graph) + "\n")
     else:
-        raise ValueError(f"Graph.save: unknown suffix {path.suffix!r} (use .svg, .png, .dot, "
-                         ".gv or .txt)")
+        raise ValueError(
+            f"Graph.save: unknown suffix {path.suffix!r} (use .svg, .png, .dot, .gv or .txt)"
+        )
     return path

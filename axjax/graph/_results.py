@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, ClassVar, NoReturn, TypeVar, TypeVarTuple
 
 from ..core import Axis, DType, Op, TensorType
-from ..core.internal import describe
+from ..core._internal import describe
 from ._applied import Applied
 from ._nodes import AnyNode, Node, mark
 
@@ -56,9 +56,11 @@ class Results(Node[Any]):
         return shown if len(self._parts) == 1 else f"({shown})"
 
     def _several(self) -> NoReturn:
-        raise TypeError(f"{self!r} holds {len(self._parts)} result"
-                        f"{'s' * (len(self._parts) != 1)}, not one Tensor: use its parts "
-                        f"({self._parts_hint})")
+        raise TypeError(
+            f"{self!r} holds {len(self._parts)} result"
+            f"{'s' * (len(self._parts) != 1)}, not one Tensor: use its parts "
+            f"({self._parts_hint})"
+        )
 
     _parts_hint: ClassVar[str] = "node.parts"
 
@@ -108,8 +110,9 @@ class MultiApply(Applied, Results):
     def __init__(self, op: Op, args: tuple[AnyNode, ...], types: Sequence[TensorType]) -> None:
         self._blank()
         self._applied(op, args)
-        object.__setattr__(self, "_parts", tuple(
-            Part(self, k, t, f"[{k}]") for k, t in enumerate(types)))
+        object.__setattr__(
+            self, "_parts", tuple(Part(self, k, t, f"[{k}]") for k, t in enumerate(types))
+        )
 
     def __repr__(self) -> str:
         return f"MultiApply {self._op.describe()}: {self.types()}"

@@ -25,7 +25,7 @@ import jax.numpy as jnp
 from jax.sharding import AxisType
 
 from ..core import Axis, AxisError, DType, Tensor, TensorType
-from ..core.internal import (
+from ..core._internal import (
     axes_names,
     axis_name,
     check_axis_label,
@@ -60,11 +60,20 @@ def _leading(t: Any, over: type[Axis], where_: str) -> tuple[Any, tuple[type[Axi
     """The array with ``over`` moved to the front (no copy when it is already there)."""
     i = t.axes.index(over)
     arr = t.array if i == 0 else jnp.moveaxis(t.array, i, 0)
-    return arr, t.axes[:i] + t.axes[i + 1:]
+    return arr, t.axes[:i] + t.axes[i + 1 :]
 
 
-def _run(unit: Callable[[Any, Any], Any], over: type[Axis], init: Any, xs: Any,
-         mask: AnyTensor | None, reverse: bool, keep: bool, at: int, where_: str) -> Any:
+def _run(
+    unit: Callable[[Any, Any], Any],
+    over: type[Axis],
+    init: Any,
+    xs: Any,
+    mask: AnyTensor | None,
+    reverse: bool,
+    keep: bool,
+    at: int,
+    where_: str,
+) -> Any:
     """Run ``unit`` along ``over`` (fold, or scan when ``keep``): check the state and the
     sequences, then build one Loop node (on graph nodes) or run one ``lax.scan``."""
     over = check_axis_label(over, where_)
@@ -77,10 +86,24 @@ def _run(unit: Callable[[Any, Any], Any], over: type[Axis], init: Any, xs: Any,
     _check_init(s_leaves, over, where_)
     check = _state_check(s_leaves, s_def, over, where_)
     if any(is_symbolic(t) for t in [*s_leaves, *seqs]):
-        return _loop(unit, check, over, s_leaves, s_def, x_leaves, x_def, mask, reverse, keep,
-                     at, length, where_)
-    return _eager(unit, check, over, s_leaves, s_def, x_leaves, x_def, mask, reverse, keep,
-                  at, where_)
+        return _loop(
+            unit,
+            check,
+            over,
+            s_leaves,
+            s_def,
+            x_leaves,
+            x_def,
+            mask,
+            reverse,
+            keep,
+            at,
+            length,
+            where_,
+        )
+    return _eager(
+        unit, check, over, s_leaves, s_def, x_leaves, x_def, mask, reverse, keep, at, where_
+    )
 
 
 def _length(seqs: list[Any], over: type[Axis], where_: str) -> int | None:
@@ -88,15 +111,18 @@ def _length(seqs: list[Any], over: type[Axis], where_: str) -> int | None:
     be a Tensor with that axis."""
     for t in seqs:
         if not is_tensor(t):
-            raise TypeError(f"{where_}: every leaf of xs must be a Tensor, got "
-                            f"{type(t).__name__}")
+            raise TypeError(f"{where_}: every leaf of xs must be a Tensor, got {type(t).__name__}")
         if over not in t.axes:
-            raise AxisError(f"Cannot {where_} over {axis_name(over)}: {describe(t)} has no "
-                            f"axis {axis_name(over)} (every input must have it)")
+            raise AxisError(
+                f"Cannot {where_} over {axis_name(over)}: {describe(t)} has no "
+                f"axis {axis_name(over)} (every input must have it)"
+            )
     n = {dict(zip(t.axes, t.shape, strict=True))[over] for t in seqs}
     if len(n - {None}) > 1:
-        raise AxisError(f"Cannot {where_} over {axis_name(over)}: the inputs give it sizes "
-                        f"{sorted(n - {None})} (equal axes must have equal sizes)")
+        raise AxisError(
+            f"Cannot {where_} over {axis_name(over)}: the inputs give it sizes "
+            f"{sorted(n - {None})} (equal axes must have equal sizes)"
+        )
     return next(iter(n - {None}), None)
 
 
@@ -104,42 +130,61 @@ def _check_init(s_leaves: list[Any], over: type[Axis], where_: str) -> None:
     """Raise unless every leaf of the initial state is a Tensor without axis ``over``."""
     for t in s_leaves:
         if not is_tensor(t):
-            raise TypeError(f"{where_}: every leaf of the state must be a Tensor, got "
-                            f"{type(t).__name__}")
+            raise TypeError(
+                f"{where_}: every leaf of the state must be a Tensor, got {type(t).__name__}"
+            )
         if over in t.axes:
-            raise AxisError(f"Cannot {where_} over {axis_name(over)}: the initial state "
-                            f"{describe(t)} has axis {axis_name(over)}")
+            raise AxisError(
+                f"Cannot {where_} over {axis_name(over)}: the initial state "
+                f"{describe(t)} has axis {axis_name(over)}"
+            )
 
 
-def _state_check(s_leaves: list[Any], s_def: Any, over: type[Axis], where_: str
-                 ) -> Callable[[Any], list[AnyTensor]]:
+def _state_check(
+    s_leaves: list[Any], s_def: Any, over: type[Axis], where_: str
+) -> Callable[[Any], list[AnyTensor]]:
     """``check(new)``: the leaves of the unit's result, if it is a state like ``s_leaves``
     (same structure, axes and dtypes); an ``AxisError`` otherwise."""
     s_axes = [t.axes for t in s_leaves]
 
     def check(new: Any) -> list[AnyTensor]:
         new_leaves, new_def = flatten(new)
-        if new_def != s_def or any(not is_tensor(t) or t.axes != a
-                                   for t, a in zip(new_leaves, s_axes, strict=True)):
-            got = ", ".join(describe(t) if is_tensor(t) else type(t).__name__
-                            for t in new_leaves)
+        if new_def != s_def or any(
+            not is_tensor(t) or t.axes != a for t, a in zip(new_leaves, s_axes, strict=True)
+        ):
+            got = ", ".join(describe(t) if is_tensor(t) else type(t).__name__ for t in new_leaves)
             want = ", ".join(f"[{axes_names(a)}]" for a in s_axes)
-            raise AxisError(f"Cannot {where_} over {axis_name(over)}: the unit returned "
-                            f"({got}) but the state has axes ({want}); a unit must return "
-                            "a state like the one it is given (transpose it back)")
+            raise AxisError(
+                f"Cannot {where_} over {axis_name(over)}: the unit returned "
+                f"({got}) but the state has axes ({want}); a unit must return "
+                "a state like the one it is given (transpose it back)"
+            )
         for t, s0 in zip(new_leaves, s_leaves, strict=True):
             if t.dtype is not s0.dtype:
-                raise AxisError(f"Cannot {where_} over {axis_name(over)}: the unit returned "
-                                f"{describe(t)} for the state {describe(s0)}; a unit must "
-                                f"keep the state's dtype (convert with astype)")
+                raise AxisError(
+                    f"Cannot {where_} over {axis_name(over)}: the unit returned "
+                    f"{describe(t)} for the state {describe(s0)}; a unit must "
+                    f"keep the state's dtype (convert with astype)"
+                )
         return new_leaves
 
     return check
 
 
-def _eager(unit: Callable[[Any, Any], Any], check: Callable[[Any], list[AnyTensor]],
-           over: type[Axis], s_leaves: list[Any], s_def: Any, x_leaves: list[Any], x_def: Any,
-           mask: AnyTensor | None, reverse: bool, keep: bool, at: int, where_: str) -> Any:
+def _eager(
+    unit: Callable[[Any, Any], Any],
+    check: Callable[[Any], list[AnyTensor]],
+    over: type[Axis],
+    s_leaves: list[Any],
+    s_def: Any,
+    x_leaves: list[Any],
+    x_def: Any,
+    mask: AnyTensor | None,
+    reverse: bool,
+    keep: bool,
+    at: int,
+    where_: str,
+) -> Any:
     """The Tensor form: one ``jax.lax.scan`` over the arrays, ``over`` moved to the front."""
     s_axes = [t.axes for t in s_leaves]
     moved = [_leading(t, over, where_) for t in x_leaves]
@@ -148,8 +193,7 @@ def _eager(unit: Callable[[Any, Any], Any], check: Callable[[Any], list[AnyTenso
     def body(carry: list[Any], sliced: tuple[list[Any], Any]) -> tuple[list[Any], Any]:
         x_arrays, m = sliced
         state = unflatten(s_def, [wrap(a, ax_) for a, ax_ in zip(carry, s_axes, strict=True)])
-        x_t = unflatten(x_def, [wrap(a, ax_) for a, (_, ax_) in zip(x_arrays, moved,
-                                                                     strict=True)])
+        x_t = unflatten(x_def, [wrap(a, ax_) for a, (_, ax_) in zip(x_arrays, moved, strict=True)])
         m_t = None if m is None else wrap(m, m_axes)
         out = [t.array for t in _step(unit, check, state, x_t, m_t, where_)]
         return out, (out if keep else None)
@@ -186,32 +230,38 @@ def _match_carry(body: Callable[..., Any], carry0: list[Any], seqs: Any) -> list
     step abstractly (``jax.eval_shape``: no computation) and reshard each leaf of the initial
     state whose sharding differs; run only on Explicit meshes, so nothing changes otherwise.
     """
-    out = jax.eval_shape(lambda c, s: body(c, jax.tree.map(lambda a: a[0], s))[0],
-                         carry0, seqs)
+    out = jax.eval_shape(lambda c, s: body(c, jax.tree.map(lambda a: a[0], s))[0], carry0, seqs)
     reshard: Callable[[Any, Any], Any] = jax.sharding.reshard
-    return [c if jax.typeof(c).sharding.spec == o.sharding.spec else reshard(c, o.sharding)
-            for c, o in zip(carry0, out, strict=True)]
+    return [
+        c if jax.typeof(c).sharding.spec == o.sharding.spec else reshard(c, o.sharding)
+        for c, o in zip(carry0, out, strict=True)
+    ]
 
 
-def _step(unit: Callable[[Any, Any], Any], check: Callable[[Any], list[AnyTensor]],
-          state: Any, x_t: Any, m_t: AnyTensor | None, where_: str) -> list[AnyTensor]:
+def _step(
+    unit: Callable[[Any, Any], Any],
+    check: Callable[[Any], list[AnyTensor]],
+    state: Any,
+    x_t: Any,
+    m_t: AnyTensor | None,
+    where_: str,
+) -> list[AnyTensor]:
     """The leaves of the next state: the unit's, or the old ones where the mask is false."""
     new_leaves = check(unit(state, x_t))
     if m_t is None:
         return new_leaves
     old = flatten(state)[0]
-    return [_keep(m_t, t_new, t_old, where_)
-            for t_new, t_old in zip(new_leaves, old, strict=True)]
+    return [_keep(m_t, t_new, t_old, where_) for t_new, t_old in zip(new_leaves, old, strict=True)]
 
 
-def _stacked(ys: list[Any], s_axes: list[tuple[type[Axis], ...]], over: type[Axis], at: int,
-             where_: str) -> list[AnyTensor]:
+def _stacked(
+    ys: list[Any], s_axes: list[tuple[type[Axis], ...]], over: type[Axis], at: int, where_: str
+) -> list[AnyTensor]:
     """Every state of a scan as Tensors: axis ``over`` (leading in ``ys``) moved to ``at``."""
     out: list[AnyTensor] = []
     for arr, axes in zip(ys, s_axes, strict=True):
         k = _position(at, len(axes), where_)
-        out.append(wrap(arr if k == 0 else jnp.moveaxis(arr, 0, k),
-                        axes[:k] + (over,) + axes[k:]))
+        out.append(wrap(arr if k == 0 else jnp.moveaxis(arr, 0, k), axes[:k] + (over,) + axes[k:]))
     return out
 
 
@@ -225,14 +275,24 @@ def _position(at: int, rank: int, where_: str) -> int:
 def _without(t: Any, over: type[Axis]) -> TensorType:
     """The type of one step of ``t``: its type without axis ``over``."""
     keep = [i for i, a in enumerate(t.axes) if a is not over]
-    return TensorType(t.dtype, tuple(t.axes[i] for i in keep),
-                      tuple(t.shape[i] for i in keep))
+    return TensorType(t.dtype, tuple(t.axes[i] for i in keep), tuple(t.shape[i] for i in keep))
 
 
-def _loop(unit: Callable[[Any, Any], Any], check: Callable[[Any], list[AnyTensor]],
-          over: type[Axis], s_leaves: list[Any], s_def: Any, x_leaves: list[Any], x_def: Any,
-          mask: AnyTensor | None, reverse: bool, keep: bool, at: int, length: int | None,
-          where_: str) -> Any:
+def _loop(
+    unit: Callable[[Any, Any], Any],
+    check: Callable[[Any], list[AnyTensor]],
+    over: type[Axis],
+    s_leaves: list[Any],
+    s_def: Any,
+    x_leaves: list[Any],
+    x_def: Any,
+    mask: AnyTensor | None,
+    reverse: bool,
+    keep: bool,
+    at: int,
+    length: int | None,
+    where_: str,
+) -> Any:
     """The graph form: trace ``unit`` once on placeholders into one ``Loop`` node.
 
     The axes are checked here, as the graph is built (the unit's ops run their type rules
@@ -251,28 +311,48 @@ def _loop(unit: Callable[[Any, Any], Any], check: Callable[[Any], list[AnyTensor
         shape = tuple(a if a is not None else b for a, b in zip(c.shape, r.shape, strict=True))
         if keep:
             k = _position(at, len(c.axes), where_)
-            types.append(TensorType(c.dtype, c.axes[:k] + (over,) + c.axes[k:],
-                                    shape[:k] + (length,) + shape[k:]))
+            types.append(
+                TensorType(
+                    c.dtype, c.axes[:k] + (over,) + c.axes[k:], shape[:k] + (length,) + shape[k:]
+                )
+            )
         else:
             types.append(TensorType(c.dtype, c.axes, shape))
-    flags = (", reverse" * reverse + (f", at={at}" if keep and at else "")
-             + ", masked" * (mask is not None))
+    flags = (
+        ", reverse" * reverse
+        + (f", at={at}" if keep and at else "")
+        + ", masked" * (mask is not None)
+    )
     what = f"{'Scan' if keep else 'Fold'}({axis_name(over)}{flags})"
 
     def lowering(unit_: Callable[[Any, Any], Any], init: Any, xs: Any, mask_: Any) -> Any:
         return _run(unit_, over, init, xs, mask_, reverse, keep, at, where_)
 
-    loop = Loop(what, lowering, s_leaves, x_leaves, mask, carries, slices, results, types,
-                s_def, x_def, start)
+    loop = Loop(
+        what,
+        lowering,
+        s_leaves,
+        x_leaves,
+        mask,
+        carries,
+        slices,
+        results,
+        types,
+        s_def,
+        x_def,
+        start,
+    )
     return unflatten(s_def, loop.parts)
 
 
 def _keep(m: AnyTensor, new: AnyTensor, old: AnyTensor, where_: str) -> AnyTensor:
     extra = [a for a in m.axes if a not in new.axes]
     if extra:
-        raise AxisError(f"Cannot {where_} with mask {describe(m)}: the state {describe(new)} "
-                        f"has no axis {axis_name(extra[0])} (the mask may only have the "
-                        "state's batch axes and the scanned axis)")
+        raise AxisError(
+            f"Cannot {where_} with mask {describe(m)}: the state {describe(new)} "
+            f"has no axis {axis_name(extra[0])} (the mask may only have the "
+            "state's batch axes and the scanned axis)"
+        )
     return where(broadcast(m, new), new, old)
 
 
@@ -302,12 +382,17 @@ class Scan(Generic[U, X]):
         self.unit, self.over, self.reverse = unit, over, reverse
 
     @overload
-    def __call__(self, init: Tensor[D, *Ss], xs: Any, *, mask: AnyTensor | None = None
-                 ) -> Tensor[D, X, *Ss]: ...
+    def __call__(
+        self, init: Tensor[D, *Ss], xs: Any, *, mask: AnyTensor | None = None
+    ) -> Tensor[D, X, *Ss]: ...
     @overload
-    def __call__(self, init: tuple[Tensor[D, *Ss], Tensor[D2, *Ss2]], xs: Any, *,
-                 mask: AnyTensor | None = None
-                 ) -> tuple[Tensor[D, X, *Ss], Tensor[D2, X, *Ss2]]: ...
+    def __call__(
+        self,
+        init: tuple[Tensor[D, *Ss], Tensor[D2, *Ss2]],
+        xs: Any,
+        *,
+        mask: AnyTensor | None = None,
+    ) -> tuple[Tensor[D, X, *Ss], Tensor[D2, X, *Ss2]]: ...
     @overload
     def __call__(self, init: object, xs: Any, *, mask: AnyTensor | None = None) -> Any: ...
     def __call__(self, init: Any, xs: Any, *, mask: AnyTensor | None = None) -> Any:
@@ -323,8 +408,9 @@ class ScanAt(Generic[U, X, K]):
         self.unit, self.over, self.reverse, self.at = unit, over, reverse, at
 
     @overload
-    def __call__(self, init: Tensor[D, *Ss], xs: Any, *, mask: AnyTensor | None = None
-                 ) -> Tensor[D, *tuple[Any, ...]]: ...
+    def __call__(
+        self, init: Tensor[D, *Ss], xs: Any, *, mask: AnyTensor | None = None
+    ) -> Tensor[D, *tuple[Any, ...]]: ...
     @overload
     def __call__(self, init: object, xs: Any, *, mask: AnyTensor | None = None) -> Any: ...
     def __call__(self, init: Any, xs: Any, *, mask: AnyTensor | None = None) -> Any:
@@ -349,12 +435,18 @@ def fold(unit: U, over: type[X], *, reverse: bool = False) -> Fold[U, X]:
 
 
 @overload
-def scan(unit: U, over: type[X], *, reverse: bool = False, at: Literal[0] = 0  # type: ignore[overload-overlap]
-         ) -> Scan[U, X]: ...
+def scan(
+    unit: U,
+    over: type[X],
+    *,
+    reverse: bool = False,
+    at: Literal[0] = 0,  # type: ignore[overload-overlap]
+) -> Scan[U, X]: ...
 @overload
 def scan(unit: U, over: type[X], *, reverse: bool = False, at: int) -> ScanAt[U, X, int]: ...
-def scan(unit: U, over: type[X], *, reverse: bool = False, at: int = 0
-         ) -> Scan[U, X] | ScanAt[U, X, int]:
+def scan(
+    unit: U, over: type[X], *, reverse: bool = False, at: int = 0
+) -> Scan[U, X] | ScanAt[U, X, int]:
     """The paper's scanLeft: every state of :func:`fold`, stacked along ``over``.
 
     Returns the states after each step (not the initial one), with axis ``over`` inserted

@@ -75,14 +75,23 @@ def no_repeated_axis(ctx: FunctionContext | MethodContext) -> Type:
         twice = duplicate(list(ret.args[1:]))
         if twice is not None:
             axes = list(ret.args[1:])
-            ctx.api.fail(f"The call returns {describe(TT(ret.args[0], axes))}: axis "
-                         f"{name(twice)} occurs twice in ({names(axes)}); a tensor never has the "
-                         "same axis twice (rename one of them)", ctx.context, code=AXES_ERROR)
+            ctx.api.fail(
+                f"The call returns {describe(TT(ret.args[0], axes))}: axis "
+                f"{name(twice)} occurs twice in ({names(axes)}); a tensor never has the "
+                "same axis twice (rename one of them)",
+                ctx.context,
+                code=AXES_ERROR,
+            )
     return ctx.default_return_type
 
 
-def vmap_type(ctx: FunctionContext, tensor: TypeInfo, tuple_info: TypeInfo, obj: Instance,
-              gradual: Callable[[], Instance]) -> Type:
+def vmap_type(
+    ctx: FunctionContext,
+    tensor: TypeInfo,
+    tuple_info: TypeInfo,
+    obj: Instance,
+    gradual: Callable[[], Instance],
+) -> Type:
     """``ax.vmap(f, over=X, at=k)``: ``f``'s parameters, its Tensor results with ``X``
     inserted at ``k`` (the arguments are not checked: any may carry ``X`` anywhere)."""
     args = {n: ctx.arg_types[i] for i, n in enumerate(ctx.callee_arg_names) if n is not None}
@@ -90,8 +99,12 @@ def vmap_type(ctx: FunctionContext, tensor: TypeInfo, tuple_info: TypeInfo, obj:
     over = class_of(args["over"][0]) if args.get("over") else None
     at_expr = [e for i, n in enumerate(ctx.callee_arg_names) if n == "at" for e in ctx.args[i]]
     at = literal_int(at_expr[0]) if at_expr else 0
-    if not isinstance(fun, CallableType) or over is None or at is None or not held_label_known(
-            args["over"][0]):
+    if (
+        not isinstance(fun, CallableType)
+        or over is None
+        or at is None
+        or not held_label_known(args["over"][0])
+    ):
         return ctx.default_return_type
 
     def batched(t: Type) -> Type:
@@ -108,12 +121,14 @@ def vmap_type(ctx: FunctionContext, tensor: TypeInfo, tuple_info: TypeInfo, obj:
             return gradual()
         return make_tensor(tensor, TT(tt.dtype, [*tt.axes[:k], over, *tt.axes[k:]]), tuple_info)
 
-    return fun.copy_modified(arg_types=[obj] * len(fun.arg_types), ret_type=batched(fun.ret_type),
-                             variables=[])
+    return fun.copy_modified(
+        arg_types=[obj] * len(fun.arg_types), ret_type=batched(fun.ret_type), variables=[]
+    )
 
 
-def exact_index(ctx: FunctionContext, pos: list[object], kw: dict[str, object],
-                tensor: TypeInfo) -> bool:
+def exact_index(
+    ctx: FunctionContext, pos: list[object], kw: dict[str, object], tensor: TypeInfo
+) -> bool:
     """With ``*Ts`` in the operand, a literal index is exact only outside the variadic part."""
     at = kw.get("at", pos[2] if len(pos) > 2 else 0)
     operand = ctx.arg_types[0][0] if ctx.arg_types and ctx.arg_types[0] else None

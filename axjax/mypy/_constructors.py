@@ -13,7 +13,7 @@ from mypy.plugin import FunctionContext
 from mypy.types import AnyType, NoneType, Type, TypeOfAny, TypeType, get_proper_type
 
 from ..core import Axis
-from ..core.internal import check_axis_label, check_unique_axes
+from ..core._internal import check_axis_label, check_unique_axes
 from ..ops import _construct
 from ._evaluate import CannotEvaluate, Env, Joined, message
 from ._types import DTYPE, TT, class_of, fullname
@@ -31,8 +31,14 @@ def _formal(ctx: FunctionContext, name: str) -> int | None:
         return None
 
 
-def constructor_type(short: str, ctx: FunctionContext, env: Env, default: str,
-                     marker: Callable[[str], Type | None], code: ErrorCode) -> TT | None:
+def constructor_type(
+    short: str,
+    ctx: FunctionContext,
+    env: Env,
+    default: str,
+    marker: Callable[[str], Type | None],
+    code: ErrorCode,
+) -> TT | None:
     """The result type of a constructor call, reporting bad labels; ``None``: gradual."""
     i = _formal(ctx, _AXES.get(short, "axes"))
     if i is None:

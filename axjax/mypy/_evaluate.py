@@ -193,8 +193,11 @@ class Env:
         if isinstance(p, TypeType):
             return self.klass(p.item, held=True)
         if isinstance(p, TupleType):
-            exprs = (expr.items if isinstance(expr, TupleExpr) and len(expr.items) == len(p.items)
-                     else [None] * len(p.items))
+            exprs = (
+                expr.items
+                if isinstance(expr, TupleExpr) and len(expr.items) == len(p.items)
+                else [None] * len(p.items)
+            )
             return tuple(self.value(e, t) for e, t in zip(exprs, p.items, strict=True))
         if isinstance(p, NoneType):
             return None
@@ -240,16 +243,23 @@ class Env:
             if literal is not None:
                 return literal
             self.placeholders = True
-            return {"builtins.int": Named(_text(expr)), "builtins.float": 1.0,
-                    "builtins.bool": True}[full]
+            return {
+                "builtins.int": Named(_text(expr)),
+                "builtins.float": 1.0,
+                "builtins.bool": True,
+            }[full]
         if full in ("builtins.list", "builtins.tuple") or p.type.has_base("typing.Sequence"):
             elem = p.args[0] if p.args else AnyType(TypeOfAny.special_form)
             if isinstance(expr, ListExpr | TupleExpr):
                 return [self.value(e, self._element(e, elem)) for e in expr.items]
             return [self.value(None, elem)]
         if isinstance(expr, DictExpr) and len(p.args) == 2:
-            return {self.value(k, self._element(k, p.args[0]) if k else p.args[0]):
-                    self.value(v, self._element(v, p.args[1])) for k, v in expr.items}
+            return {
+                self.value(k, self._element(k, p.args[0]) if k else p.args[0]): self.value(
+                    v, self._element(v, p.args[1])
+                )
+                for k, v in expr.items
+            }
         if full == "builtins.str":
             raise CannotEvaluate
         if full == "builtins.object":  # the join of tensors of different ranks or dtypes
@@ -327,4 +337,3 @@ def deliberate(error: BaseException) -> bool:
     frames = traceback.extract_tb(error.__traceback__)
     line = (frames[-1].line or "") if frames else ""
     return line.lstrip().startswith("raise")
-

@@ -31,8 +31,7 @@ def _listed(ctx: FunctionContext, name: str) -> list[Expression] | None:
     return None
 
 
-def compile_type(ctx: FunctionContext, tensor: Any, tuple_info: Any,
-                 lookup: Any) -> Type:
+def compile_type(ctx: FunctionContext, tensor: Any, tuple_info: Any, lookup: Any) -> Type:
     """``CompiledGraph[R, *Ins]`` with one argument type per listed Input."""
     ret = get_proper_type(ctx.default_return_type)
     items = _listed(ctx, "inputs")
@@ -45,8 +44,7 @@ def compile_type(ctx: FunctionContext, tensor: Any, tuple_info: Any,
         node = sym.node if sym is not None else None
         if node is None or not hasattr(node, "defn"):
             return ctx.default_return_type  # the arrays' classes are not analysed
-        arrays.append(Instance(node, [AnyType(TypeOfAny.special_form)] * len(
-            node.defn.type_vars)))
+        arrays.append(Instance(node, [AnyType(TypeOfAny.special_form)] * len(node.defn.type_vars)))
     ins: list[Type] = []
     for e in items:
         t = checker.lookup_type_or_none(e)

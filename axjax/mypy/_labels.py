@@ -25,7 +25,9 @@ def check_label_class(ctx: ClassDefContext) -> None:
         ctx.api.fail(
             f"Axis label {ctx.cls.name} must be decorated with @final (mypy treats Tensor "
             "axes covariantly, so a sub-axis would be accepted in its place)",
-            ctx.cls, code=LABEL_ERROR)
+            ctx.cls,
+            code=LABEL_ERROR,
+        )
 
 
 def analyzing() -> bool:
@@ -47,23 +49,36 @@ def check_annotation(ctx: AnalyzeTypeContext) -> Type:
     dtype, axes = p.args[0], list(p.args[1:])
     pd = get_proper_type(dtype)
     if isinstance(pd, Instance) and pd.type.fullname == DTYPE:
-        ctx.api.fail("DType itself is not a dtype marker: write ax.F32, ax.I32, ... or a type "
-                     "variable bound to ax.DType", ctx.context, code=LABEL_ERROR)
+        ctx.api.fail(
+            "DType itself is not a dtype marker: write ax.F32, ax.I32, ... or a type "
+            "variable bound to ax.DType",
+            ctx.context,
+            code=LABEL_ERROR,
+        )
     seen: list[Instance] = []
     for a in axes:
         pa = get_proper_type(a)
         if not isinstance(pa, Instance):
             continue  # a type variable, *Ts, Any
         if pa.type.fullname == AXIS:
-            ctx.api.fail("Tensor: `Axis` itself is not an axis label; subclass it",
-                         ctx.context, code=LABEL_ERROR)
+            ctx.api.fail(
+                "Tensor: `Axis` itself is not an axis label; subclass it",
+                ctx.context,
+                code=LABEL_ERROR,
+            )
         elif not pa.type.has_base(AXIS):
-            ctx.api.fail(f'"{pa.type.name}" is not an axis label: the arguments after the '
-                         "dtype are @final subclasses of ax.Axis (or type variables)",
-                         ctx.context, code=LABEL_ERROR)
+            ctx.api.fail(
+                f'"{pa.type.name}" is not an axis label: the arguments after the '
+                "dtype are @final subclasses of ax.Axis (or type variables)",
+                ctx.context,
+                code=LABEL_ERROR,
+            )
         elif any(s.type is pa.type for s in seen):
-            ctx.api.fail(f"Tensor: axis {name(pa)} occurs twice in ({names(axes)}); a tensor "
-                         "never has the same axis twice (rename one of them)",
-                         ctx.context, code=LABEL_ERROR)
+            ctx.api.fail(
+                f"Tensor: axis {name(pa)} occurs twice in ({names(axes)}); a tensor "
+                "never has the same axis twice (rename one of them)",
+                ctx.context,
+                code=LABEL_ERROR,
+            )
         seen.append(pa)
     return typ

@@ -150,8 +150,11 @@ class LayerHooks:
             return self.tools.gradual()
         if not self.judged(p):  # a sequence layer's overloads mean nothing with Any axes
             known = self.layer_of(p.type.fullname)
-            return self.tools.gradual() if known is not None and LAYERS[known] in SIZED else (
-                ctx.default_return_type)
+            return (
+                self.tools.gradual()
+                if known is not None and LAYERS[known] in SIZED
+                else (ctx.default_return_type)
+            )
         if any(p.type.has_base(c) for c in CHAINS):
             return self.chain(ctx, p)
         known = self.layer_of(p.type.fullname)
@@ -164,8 +167,9 @@ class LayerHooks:
             pos: list[object] = []
             kw: dict[str, object] = {}
             for i, param in enumerate(ctx.callee_arg_names):
-                for expr, typ, kind, key in zip(ctx.args[i], ctx.arg_types[i], ctx.arg_kinds[i],
-                                                ctx.arg_names[i], strict=True):
+                for expr, typ, kind, key in zip(
+                    ctx.args[i], ctx.arg_types[i], ctx.arg_kinds[i], ctx.arg_names[i], strict=True
+                ):
                     if kind in (ARG_STAR, ARG_STAR2):
                         raise CannotEvaluate
                     if param in IGNORED:
@@ -179,8 +183,9 @@ class LayerHooks:
 
         return self.evaluate(ctx, run, LAYERS[known] in SIZED)
 
-    def evaluate(self, ctx: MethodContext, run: Callable[[Env], object],
-                 sized: bool = False) -> Type:
+    def evaluate(
+        self, ctx: MethodContext, run: Callable[[Env], object], sized: bool = False
+    ) -> Type:
         """Run ``run`` on stand-ins; its result as a type, or its error reported."""
         env = self.tools.env(ctx, "float", sized)
         try:
@@ -194,10 +199,13 @@ class LayerHooks:
         except CannotEvaluate:
             return self.tools.gradual()
         except Joined as j:
-            ctx.api.fail(f"{j.what} is an operand widened to a base class, as a join of "
-                         "different tensors makes it (a list literal, a conditional); annotate "
-                         "the variable with its exact Tensor[...] type", ctx.context,
-                         code=JOIN_ERROR)
+            ctx.api.fail(
+                f"{j.what} is an operand widened to a base class, as a join of "
+                "different tensors makes it (a list literal, a conditional); annotate "
+                "the variable with its exact Tensor[...] type",
+                ctx.context,
+                code=JOIN_ERROR,
+            )
             return self.tools.gradual()
         except Exception as e:  # noqa: BLE001 - the layer's own error, or one we cannot judge
             if _reportable(env, e) and not self._passes_for_ints(ctx, env, run):
@@ -208,8 +216,7 @@ class LayerHooks:
                 note_origins(ctx)
             return self.tools.gradual()
 
-    def _passes_for_ints(self, ctx: MethodContext, env: Env, run: Callable[[Env], object]
-                         ) -> bool:
+    def _passes_for_ints(self, ctx: MethodContext, env: Env, run: Callable[[Env], object]) -> bool:
         if not env.dtype_vars:
             return False
         try:
@@ -222,8 +229,9 @@ class LayerHooks:
         """The static type of a layer's result: a Tensor, or a tuple of them (a state)."""
         if isinstance(out, tuple):
             items = [self.result(env, o) for o in out]
-            return TupleType(items, Instance(self.tools.tuple_info(),
-                                             [AnyType(TypeOfAny.special_form)]))
+            return TupleType(
+                items, Instance(self.tools.tuple_info(), [AnyType(TypeOfAny.special_form)])
+            )
         if not isinstance(out, Node):
             raise CannotEvaluate
         tt: TT = env.result(out)
@@ -245,8 +253,9 @@ class LayerHooks:
         """``policy.cast_to_compute(tree)`` (a ``DTypeCast[C]`` called): as :meth:`cast`
         with the policy's dtype; another tree is ``Any``, as the overloads say."""
         caster = get_proper_type(ctx.type)
-        if not (isinstance(caster, Instance) and caster.args and ctx.arg_types
-                and ctx.arg_types[0]):
+        if not (
+            isinstance(caster, Instance) and caster.args and ctx.arg_types and ctx.arg_types[0]
+        ):
             return ctx.default_return_type
         target = get_proper_type(caster.args[0])
         if not (isinstance(target, Instance) and target.type.fullname in FLOATS):
@@ -261,8 +270,11 @@ class LayerHooks:
         p = get_proper_type(t)
         if isinstance(p, TupleType):
             return all(self._typed_tree(i) for i in p.items)
-        return isinstance(p, Instance) and bool(p.args) and (
-            p.type.fullname in (TENSOR, SEQUENTIAL) or p.type.fullname in LAYERS)
+        return (
+            isinstance(p, Instance)
+            and bool(p.args)
+            and (p.type.fullname in (TENSOR, SEQUENTIAL) or p.type.fullname in LAYERS)
+        )
 
     def _recast(self, t: Type, target: Instance) -> Type:
         p = get_proper_type(t)
@@ -286,8 +298,11 @@ class LayerHooks:
         ret = get_proper_type(ctx.default_return_type)
         arg = ctx.args[0][0] if ctx.args and ctx.args[0] else None
         lookup = getattr(ctx.api, "lookup_type_or_none", None)
-        if not isinstance(ret, Instance) or not isinstance(arg, ListExpr | TupleExpr) or (
-                lookup is None):
+        if (
+            not isinstance(ret, Instance)
+            or not isinstance(arg, ListExpr | TupleExpr)
+            or (lookup is None)
+        ):
             return ctx.default_return_type
         items = [lookup(e) for e in arg.items]
         if any(t is None for t in items) or not items:
@@ -303,17 +318,24 @@ class LayerHooks:
         current: Type = ctx.arg_types[0][0]
         calls = checker.expr_checker
         # a Stacked's mask goes to every layer
-        extra = [TempNode(t, context=ctx.context) for name, ts in
-                 zip(ctx.callee_arg_names, ctx.arg_types, strict=True) if name == "mask"
-                 for t in ts]
+        extra = [
+            TempNode(t, context=ctx.context)
+            for name, ts in zip(ctx.callee_arg_names, ctx.arg_types, strict=True)
+            if name == "mask"
+            for t in ts
+        ]
         for layer in layers:
             node = TempNode(current, context=ctx.context)
             errors = checker.msg.errors.num_messages()
             calls.type_context.append(None)  # each step is judged by its argument alone
             try:
                 current, _ = calls.check_call(
-                    layer, [node, *extra], [ARG_POS] + [ARG_NAMED] * len(extra), ctx.context,
-                    [None] + ["mask"] * len(extra))
+                    layer,
+                    [node, *extra],
+                    [ARG_POS] + [ARG_NAMED] * len(extra),
+                    ctx.context,
+                    [None] + ["mask"] * len(extra),
+                )
             finally:
                 calls.type_context.pop()
             if checker.msg.errors.num_messages() != errors:
@@ -347,7 +369,8 @@ def _known_args(args: Sequence[Type]) -> bool:
     for a in args:
         p = get_proper_type(a)
         if isinstance(p, AnyType) or (
-                isinstance(a, UnpackType) and not isinstance(get_proper_type(a.type), TupleType)):
+            isinstance(a, UnpackType) and not isinstance(get_proper_type(a.type), TupleType)
+        ):
             return False
         if isinstance(p, Instance) and p.type.fullname in LAYERS and not _known_args(p.args):
             return False
@@ -379,8 +402,9 @@ def _axes(env: Env, args: list[Type]) -> list[Any]:
     return out
 
 
-def _param(env: Env, dtype: Any, *axes: Any, sized: bool = False,
-           known: dict[Any, int] | None = None) -> Input[Any, *tuple[Any, ...]]:
+def _param(
+    env: Env, dtype: Any, *axes: Any, sized: bool = False, known: dict[Any, int] | None = None
+) -> Input[Any, *tuple[Any, ...]]:
     """A parameter of the stand-in: sizes open, unless the rule reads them (``sized``), and
     those ``known`` (a cell's number of gates)."""
     fill = SIZE if env.sized or sized else None
@@ -412,46 +436,86 @@ def build(kind: str, env: Env, args: list[Type]) -> Any:
         over = env.klass(over_type)
         if kind == "Recurrent":
             return _make(nn.Recurrent, cell=units[0], over=over, reverse=False)
-        return _make(nn.Bidirectional,
-                     forward=_make(nn.Recurrent, cell=units[0], over=over, reverse=False),
-                     backward=_make(nn.Recurrent, cell=units[1], over=over, reverse=True))
+        return _make(
+            nn.Bidirectional,
+            forward=_make(nn.Recurrent, cell=units[0], over=over, reverse=False),
+            backward=_make(nn.Recurrent, cell=units[1], over=over, reverse=True),
+        )
     if "Pool" in kind:  # no parameters, no dtype: the pooled axes only (a window of 1)
-        return _make(getattr(nn, kind), spatial=tuple(_axes(env, args)), window=1,
-                     stride=None, padding="VALID")
+        return _make(
+            getattr(nn, kind),
+            spatial=tuple(_axes(env, args)),
+            window=1,
+            stride=None,
+            padding="VALID",
+        )
     d = env.dtype(args[0])
     axes = _axes(env, args[1:])
     if kind in ("Affine", "Linear"):
         i, o = axes
         bias = _param(env, d, o) if kind == "Affine" else None
-        return _make(getattr(nn, kind), weight=_param(env, d, o, i),
-                     **({"bias": bias} if kind == "Affine" else {}), in_axis=i, out_axis=o)
+        return _make(
+            getattr(nn, kind),
+            weight=_param(env, d, o, i),
+            **({"bias": bias} if kind == "Affine" else {}),
+            in_axis=i,
+            out_axis=o,
+        )
     if kind == "MLP":
         i, o = axes
-        one = _make(nn.Affine, weight=_param(env, d, o, i), bias=_param(env, d, o), in_axis=i,
-                    out_axis=o)
+        one = _make(
+            nn.Affine, weight=_param(env, d, o, i), bias=_param(env, d, o), in_axis=i, out_axis=o
+        )
         return _make(nn.MLP, layers=(one,), activation=lambda x: x, final_activation=None)
     if kind == "Embedding":
         v, e = axes
         return _make(nn.Embedding, weight=_param(env, d, v, e), vocab_axis=v, embed_axis=e)
     if kind in ("LayerNorm", "RMSNorm"):
         extra = {"bias": _param(env, d, *axes)} if kind == "LayerNorm" else {}
-        return _make(getattr(nn, kind), weight=_param(env, d, *axes), axes=tuple(axes),
-                     sizes=(None,) * len(axes), eps=1e-5, **extra)
+        return _make(
+            getattr(nn, kind),
+            weight=_param(env, d, *axes),
+            axes=tuple(axes),
+            sizes=(None,) * len(axes),
+            eps=1e-5,
+            **extra,
+        )
     if kind in ("Conv1D", "Conv2D", "Conv3D"):
         *spatial, i, o = axes
         n = len(spatial)
-        return _make(getattr(nn, kind), weight=_param(env, d, o, i, *spatial),
-                     bias=_param(env, d, o), spatial=tuple(spatial), in_axis=i, out_axis=o,
-                     stride=(1,) * n, padding="VALID", dilation=(1,) * n, groups=1)
+        return _make(
+            getattr(nn, kind),
+            weight=_param(env, d, o, i, *spatial),
+            bias=_param(env, d, o),
+            spatial=tuple(spatial),
+            in_axis=i,
+            out_axis=o,
+            stride=(1,) * n,
+            padding="VALID",
+            dilation=(1,) * n,
+            groups=1,
+        )
     if kind in ("RNNCell", "GRUCell", "LSTMCell"):
         return _cell(kind, env, d, axes)
     if kind == "MultiheadAttention":
         q, k, e, h, hd = axes
         proj = _param(env, d, h, hd, e, sized=True)  # the call reads the Embed size
-        return _make(nn.MultiheadAttention, query_proj=proj, key_proj=proj, value_proj=proj,
-                     output_proj=_param(env, d, e, h, hd), biases=None, dropout=None,
-                     embed_axis=e, query_pos=q, key_pos=k, head_axis=h, head_dim_axis=hd,
-                     causal=False, implementation="einsum")
+        return _make(
+            nn.MultiheadAttention,
+            query_proj=proj,
+            key_proj=proj,
+            value_proj=proj,
+            output_proj=_param(env, d, e, h, hd),
+            biases=None,
+            dropout=None,
+            embed_axis=e,
+            query_pos=q,
+            key_pos=k,
+            head_axis=h,
+            head_dim_axis=hd,
+            causal=False,
+            implementation="einsum",
+        )
     raise CannotEvaluate
 
 
@@ -465,7 +529,10 @@ def _cell(kind: str, env: Env, d: Any, axes: list[Any]) -> Any:
     fields: dict[str, object] = {
         "weight_ih": _param(env, d, read, *gates, h, known=known),
         "weight_hh": _param(env, d, nn.Prev, *gates, h, known=known),
-        "bias": _param(env, d, *gates, h, known=known), "in_axis": i, "hidden_axis": h}
+        "bias": _param(env, d, *gates, h, known=known),
+        "in_axis": i,
+        "hidden_axis": h,
+    }
     if kind == "GRUCell":
         fields["bias_n"] = _param(env, d, h)
     return _make(getattr(nn, kind), **fields)

@@ -70,8 +70,11 @@ def _step(t: Type, over: Type, tensor: Any, tuple_info: Any) -> Type | None:
     p = get_proper_type(t)
     if isinstance(p, TupleType):
         items = [_step(i, over, tensor, tuple_info) for i in p.items]
-        return None if any(i is None for i in items) else p.copy_modified(
-            items=[i for i in items if i is not None])
+        return (
+            None
+            if any(i is None for i in items)
+            else p.copy_modified(items=[i for i in items if i is not None])
+        )
     tt = tensor_of(t, tensor)
     if tt is None or tt.axes is None or isinstance(get_proper_type(tt.dtype), AnyType):
         return None
@@ -81,8 +84,9 @@ def _step(t: Type, over: Type, tensor: Any, tuple_info: Any) -> Type | None:
     return make_tensor(tensor, TT(tt.dtype, kept), tuple_info)
 
 
-def loop_call_type(ctx: MethodContext, make_env: Callable[[], Env], tensor: Any,
-                   tuple_info: Any) -> Type:
+def loop_call_type(
+    ctx: MethodContext, make_env: Callable[[], Env], tensor: Any, tuple_info: Any
+) -> Type:
     """The result of calling a ``Fold`` / ``Scan`` / ``ScanAt``, errors reported."""
     this = get_proper_type(ctx.type)
     init, xs, mask = (_argument(ctx, n) for n in ("init", "xs", "mask"))
@@ -130,8 +134,13 @@ def loop_call_type(ctx: MethodContext, make_env: Callable[[], Env], tensor: Any,
     except (CannotEvaluate, Joined):
         return ctx.default_return_type
     except Exception as e:  # noqa: BLE001 - the run-time error, or a rule we cannot run
-        if (isinstance(e, TypeError) and deliberate(e) and not env.uncertain
-                and not env.variadic and not env.placeholders):
+        if (
+            isinstance(e, TypeError)
+            and deliberate(e)
+            and not env.uncertain
+            and not env.variadic
+            and not env.placeholders
+        ):
             ctx.api.fail(message(e), ctx.context, code=AXES_ERROR)
             note_origins(ctx)
         return ctx.default_return_type

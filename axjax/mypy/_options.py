@@ -48,8 +48,11 @@ def _patterns(value: object) -> tuple[str, ...]:
     if value is True or (isinstance(value, str) and value.strip().lower() in ("true", "1")):
         return ("*",)
     if isinstance(value, str):
-        return tuple(v.strip() for v in value.replace(",", " ").split() if v.strip()
-                     and v.strip().lower() not in ("false", "0"))
+        return tuple(
+            v.strip()
+            for v in value.replace(",", " ").split()
+            if v.strip() and v.strip().lower() not in ("false", "0")
+        )
     if isinstance(value, list | tuple):
         return tuple(str(v) for v in value)
     return ()
@@ -96,14 +99,16 @@ def _degraded(t: Type, tensor: object) -> str | None:
         return f"{describe(tt)} (rank unknown)"
     if isinstance(get_proper_type(tt.dtype), AnyType):
         return f"{describe(tt)} (dtype unknown)"
-    if any(not isinstance(a, UnpackType) and isinstance(get_proper_type(a), AnyType)
-           for a in tt.axes):
+    if any(
+        not isinstance(a, UnpackType) and isinstance(get_proper_type(a), AnyType) for a in tt.axes
+    ):
         return f"{describe(tt)} (an axis unknown)"
     return None
 
 
-def report_untyped(ctx: FunctionContext | MethodContext, result: Type, callee: str,
-                   tensor: object) -> None:
+def report_untyped(
+    ctx: FunctionContext | MethodContext, result: Type, callee: str, tensor: object
+) -> None:
     """Report a call whose Tensor result has degraded, naming the cause (not where the
     result meets a declared, exact Tensor type: ``x: Tensor[F32, N] = load()``)."""
     got = _degraded(result, tensor)
@@ -112,8 +117,12 @@ def report_untyped(ctx: FunctionContext | MethodContext, result: Type, callee: s
     context: object = getattr(ctx.api, "type_context", None)
     stack = context() if callable(context) else context
     target = stack[-1] if isinstance(stack, list) and stack else None
-    if isinstance(target, Type) and _degraded(target, tensor) is None and isinstance(
-            get_proper_type(target), Instance) and tensor_of(target, tensor) is not None:  # type: ignore[arg-type]
+    if (
+        isinstance(target, Type)
+        and _degraded(target, tensor) is None
+        and isinstance(get_proper_type(target), Instance)
+        and tensor_of(target, tensor) is not None
+    ):  # type: ignore[arg-type]
         return
     causes = []
     for exprs, types in zip(ctx.args, ctx.arg_types, strict=True):
@@ -122,10 +131,16 @@ def report_untyped(ctx: FunctionContext | MethodContext, result: Type, callee: s
             if bad is not None:
                 causes.append(f"its argument {_text(e)} is {bad}")
     if not causes:
-        causes.append("its declared result or its type rule is gradual for these arguments "
-                      "(see docs/typing.md, Known limits)")
-    ctx.api.fail(f"{callee} returns {got}: the axes are no longer checked after this call; "
-                 f"{'; '.join(causes)}", ctx.context, code=UNTYPED_ERROR)
+        causes.append(
+            "its declared result or its type rule is gradual for these arguments "
+            "(see docs/typing.md, Known limits)"
+        )
+    ctx.api.fail(
+        f"{callee} returns {got}: the axes are no longer checked after this call; "
+        f"{'; '.join(causes)}",
+        ctx.context,
+        code=UNTYPED_ERROR,
+    )
 
 
 __all__ = ["UNTYPED_ERROR", "Options", "read_options", "report_untyped"]

@@ -48,5 +48,8 @@ def note_origins(ctx: FunctionContext | MethodContext) -> None:
         if var.line <= 0 or var.line == ctx.context.line:
             continue
         seen.add(e.name)
-        ctx.api.msg.note(f'"{e.name}" is {format_type(t, ctx.api.options)}, typed at line '
-                     f"{var.line}", ctx.context, code=AXES_ERROR)
+        ctx.api.msg.note(
+            f'"{e.name}" is {format_type(t, ctx.api.options)}, typed at line {var.line}',
+            ctx.context,
+            code=AXES_ERROR,
+        )

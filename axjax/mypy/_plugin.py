@@ -54,7 +54,7 @@ from mypy.types import (
     get_proper_type,
 )
 
-from ..core.internal import declared_ops
+from ..core._internal import declared_ops
 from ._calls import (
     AXES_ERROR,
     DEBUG,
@@ -91,8 +91,12 @@ C = TypeVar("C", FunctionContext, MethodContext)
 
 def _functions(*kinds: str) -> frozenset[str]:
     """The public functions the op registry (axjax/core/_registry.py) declares of ``kinds``."""
-    return frozenset(f for spec in declared_ops() if spec.namespace == "axjax"
-                     and spec.kind in kinds for f in spec.functions)
+    return frozenset(
+        f
+        for spec in declared_ops()
+        if spec.namespace == "axjax" and spec.kind in kinds
+        for f in spec.functions
+    )
 
 
 UNARY = _functions("unary")
@@ -105,18 +109,57 @@ STRUCTURAL = UNARY | BINARY | _functions("matmul")
 POSITIONAL = _functions("positional")
 #: set algebra on axes: a *Ts or an Any axis might be any axis, so the result is not known
 SET_ALGEBRA = _functions("set_algebra")
-CONSTRUCTORS = {"tensor": "Any", "zeros": "F32", "ones": "F32", "full": "F32", "normal": "F32",
-                "uniform": "F32", "randint": "I32", "arange": "I32"}
-METHODS = frozenset({"__add__", "__radd__", "__sub__", "__rsub__", "__mul__", "__rmul__",
-                     "__truediv__", "__rtruediv__", "__pow__", "__lt__", "__le__", "__gt__",
-                     "__ge__", "__matmul__"})
+CONSTRUCTORS = {
+    "tensor": "Any",
+    "zeros": "F32",
+    "ones": "F32",
+    "full": "F32",
+    "normal": "F32",
+    "uniform": "F32",
+    "randint": "I32",
+    "arange": "I32",
+}
+METHODS = frozenset(
+    {
+        "__add__",
+        "__radd__",
+        "__sub__",
+        "__rsub__",
+        "__mul__",
+        "__rmul__",
+        "__truediv__",
+        "__rtruediv__",
+        "__pow__",
+        "__lt__",
+        "__le__",
+        "__gt__",
+        "__ge__",
+        "__matmul__",
+    }
+)
 INPUT = f"{GRAPH}._nodes.Input"
 VMAP = f"{CORE}._transforms.vmap"
-NODES = frozenset({TENSOR, INPUT, *(f"{GRAPH}._nodes.{n}" for n in ("Node", "Param", "Const",
-                                                                   "Apply"))})
+NODES = frozenset(
+    {TENSOR, INPUT, *(f"{GRAPH}._nodes.{n}" for n in ("Node", "Param", "Const", "Apply"))}
+)
 #: calls into these packages return no axjax tensors: no hook for them
-FOREIGN = ("builtins.", "typing.", "jax.", "jaxlib.", "numpy.", "equinox.", "optax.", "mypy.",
-           "collections.", "functools.", "itertools.", "os.", "re.", "matplotlib.", "tqdm.")
+FOREIGN = (
+    "builtins.",
+    "typing.",
+    "jax.",
+    "jaxlib.",
+    "numpy.",
+    "equinox.",
+    "optax.",
+    "mypy.",
+    "collections.",
+    "functools.",
+    "itertools.",
+    "os.",
+    "re.",
+    "matplotlib.",
+    "tqdm.",
+)
 
 
 def _short(fullname: str) -> str | None:
@@ -135,8 +178,15 @@ class AxjaxPlugin(Plugin):
         self._tensor_classes: dict[str, bool] = {}
         self._options = read_options(options.config_file)
         self._failed: set[int] = set()  # calls whose type rule was reported failing
-        self._layers = LayerHooks(Tools(self.lookup_fully_qualified, self._env, self._gradual,
-                                        lambda: self._info(TENSOR), self._tuple_info))
+        self._layers = LayerHooks(
+            Tools(
+                self.lookup_fully_qualified,
+                self._env,
+                self._gradual,
+                lambda: self._info(TENSOR),
+                self._tuple_info,
+            )
+        )
 
     def _is_tensor_method(self, fullname: str) -> bool:
         """``Tensor.__add__``, ``Input.__matmul__``, ...: an operator of a Tensor class."""
@@ -162,8 +212,10 @@ class AxjaxPlugin(Plugin):
         self, fullname: str
     ) -> Callable[[FunctionSigContext], CallableType] | None:
         if _short(fullname) or fullname == INPUT:
-            return safe(lambda ctx: self._widened(fullname, ctx.default_signature),
-                         lambda ctx: ctx.default_signature)
+            return safe(
+                lambda ctx: self._widened(fullname, ctx.default_signature),
+                lambda ctx: ctx.default_signature,
+            )
         return None
 
     def get_function_hook(self, fullname: str) -> Callable[[FunctionContext], Type] | None:
@@ -171,12 +223,14 @@ class AxjaxPlugin(Plugin):
         sym = self.lookup_fully_qualified(fullname) if module in self._options.op_modules else None
         if sym is not None and not isinstance(sym.node, TypeInfo):  # a user op's function
             name = "user:" + fullname.rpartition(".")[2]
-            return self._watched(fullname, safe(
-                lambda ctx: self._function(fullname, name, ctx), default))
+            return self._watched(
+                fullname, safe(lambda ctx: self._function(fullname, name, ctx), default)
+            )
         return self._watched(fullname, self._function_hook(fullname))
 
-    def _watched(self, fullname: str, hook: Callable[[C], Type] | None
-                 ) -> Callable[[C], Type] | None:
+    def _watched(
+        self, fullname: str, hook: Callable[[C], Type] | None
+    ) -> Callable[[C], Type] | None:
         """``hook``, reporting a degraded Tensor result where ``warn_untyped`` asks to."""
         if hook is None or not self._options.warn_untyped or fullname.startswith(FOREIGN):
             return hook
@@ -211,40 +265,63 @@ class AxjaxPlugin(Plugin):
         if fullname == SCAN_FUNCTION:
             return safe(scan_position, default)
         if fullname == COMPILE:
-            return safe(lambda ctx: compile_type(ctx, self._info(TENSOR), self._tuple_info(),
-                                                 self.lookup_fully_qualified), default)
+            return safe(
+                lambda ctx: compile_type(
+                    ctx, self._info(TENSOR), self._tuple_info(), self.lookup_fully_qualified
+                ),
+                default,
+            )
         if fullname == VMAP:
-            return safe(lambda ctx: vmap_type(ctx, self._info(TENSOR), self._tuple_info(),
-                                              self._object(), self._gradual), default)
+            return safe(
+                lambda ctx: vmap_type(
+                    ctx, self._info(TENSOR), self._tuple_info(), self._object(), self._gradual
+                ),
+                default,
+            )
         return None if fullname.startswith(FOREIGN) else safe(no_repeated_axis, default)
 
     def get_method_signature_hook(
         self, fullname: str
     ) -> Callable[[MethodSigContext], CallableType] | None:
         if self._is_tensor_method(fullname):
-            return safe(lambda ctx: widen(ctx.default_signature, self._object(),
-                                           self._gradual()),
-                         lambda ctx: ctx.default_signature)
+            return safe(
+                lambda ctx: widen(ctx.default_signature, self._object(), self._gradual()),
+                lambda ctx: ctx.default_signature,
+            )
         if self._layers.is_layer_call(fullname):  # a layer's call: the layer judges (_layers)
-            return safe(lambda ctx: widen(ctx.default_signature, self._object(), self._gradual())
-                        if self._layers.judged(ctx.type) else ctx.default_signature,
-                        lambda ctx: ctx.default_signature)
+            return safe(
+                lambda ctx: (
+                    widen(ctx.default_signature, self._object(), self._gradual())
+                    if self._layers.judged(ctx.type)
+                    else ctx.default_signature
+                ),
+                lambda ctx: ctx.default_signature,
+            )
         cls, _, method = fullname.rpartition(".")
         if method == "__call__" and cls.rpartition(".")[0] in self._options.op_modules:
             # `Norm(Pixel)(x)`: the op's own infer judges (_user_ops); a held op keeps its type
-            return safe(lambda ctx: widen(ctx.default_signature, self._object(), self._gradual())
-                        if inline_op(ctx.context) else ctx.default_signature,
-                        lambda ctx: ctx.default_signature)
+            return safe(
+                lambda ctx: (
+                    widen(ctx.default_signature, self._object(), self._gradual())
+                    if inline_op(ctx.context)
+                    else ctx.default_signature
+                ),
+                lambda ctx: ctx.default_signature,
+            )
         return None
 
     def get_method_hook(self, fullname: str) -> Callable[[MethodContext], Type] | None:
-        if fullname in ("builtins.int.__pow__", "builtins.float.__pow__",
-                        "builtins.float.__rpow__"):
+        if fullname in (
+            "builtins.int.__pow__",
+            "builtins.float.__pow__",
+            "builtins.float.__rpow__",
+        ):
             return safe(power_type, default)
         cls, _, method = fullname.rpartition(".")
         if method == "__call__" and cls.rpartition(".")[0] in self._options.op_modules:
             op_call: Callable[[MethodContext], Type] = safe(
-                lambda ctx: user_op_call(ctx, self._evaluate), default)
+                lambda ctx: user_op_call(ctx, self._evaluate), default
+            )
             return self._watched(fullname, op_call)
         return self._watched(fullname, self._method_hook(fullname))
 
@@ -257,9 +334,12 @@ class AxjaxPlugin(Plugin):
         if fullname == POLICY_CAST:  # policy.cast_to_compute(tree): the policy's dtype
             return safe(self._layers.policy_cast, default)
         if fullname in LOOP_CALLS:  # calling ax.fold(...) / ax.scan(...) (_loops)
-            return safe(lambda ctx: loop_call_type(ctx, lambda: self._env(ctx, "float"),
-                                                   self._info(TENSOR), self._tuple_info()),
-                        default)
+            return safe(
+                lambda ctx: loop_call_type(
+                    ctx, lambda: self._env(ctx, "float"), self._info(TENSOR), self._tuple_info()
+                ),
+                default,
+            )
         return None if fullname.startswith(FOREIGN) else safe(no_repeated_axis, default)
 
     def get_type_analyze_hook(self, fullname: str) -> Callable[[AnalyzeTypeContext], Type] | None:
@@ -300,17 +380,22 @@ class AxjaxPlugin(Plugin):
         if not isinstance(impl, CallableType):
             impl = default
         elif drop_self:
-            impl = impl.copy_modified(arg_types=impl.arg_types[1:], arg_kinds=impl.arg_kinds[1:],
-                                      arg_names=impl.arg_names[1:])
+            impl = impl.copy_modified(
+                arg_types=impl.arg_types[1:],
+                arg_kinds=impl.arg_kinds[1:],
+                arg_names=impl.arg_names[1:],
+            )
         ret = self._gradual(self._info(INPUT) if fullname == INPUT else None)
         return widen(impl.copy_modified(fallback=default.fallback), self._object(), ret)
 
     def _gradual(self, info: TypeInfo | None = None) -> Instance:
-        return make_tensor(info or self._info(TENSOR), TT(AnyType(TypeOfAny.special_form), None),
-                           self._tuple_info())
+        return make_tensor(
+            info or self._info(TENSOR),
+            TT(AnyType(TypeOfAny.special_form), None),
+            self._tuple_info(),
+        )
 
-    def _env(self, ctx: FunctionContext | MethodContext, flavour: str, sized: bool = False
-             ) -> Env:
+    def _env(self, ctx: FunctionContext | MethodContext, flavour: str, sized: bool = False) -> Env:
         api = ctx.api
         # the type mypy already inferred for a list element (no second evaluation)
         lookup = getattr(api, "lookup_type_or_none", None)
@@ -332,8 +417,9 @@ class AxjaxPlugin(Plugin):
             pos: list[object] = []
             kw: dict[str, object] = {}
             for i in range(len(ctx.callee_arg_names)):
-                for expr, typ, kind, key in zip(ctx.args[i], ctx.arg_types[i], ctx.arg_kinds[i],
-                                                ctx.arg_names[i], strict=True):
+                for expr, typ, kind, key in zip(
+                    ctx.args[i], ctx.arg_types[i], ctx.arg_kinds[i], ctx.arg_names[i], strict=True
+                ):
                     if kind in (ARG_STAR, ARG_STAR2):
                         raise CannotEvaluate
                     value = env.value(expr, typ)
@@ -382,8 +468,13 @@ class AxjaxPlugin(Plugin):
 
         return self._evaluate(ctx, "matmul" if method == "__matmul__" else "add", run)
 
-    def _evaluate(self, ctx: FunctionContext | MethodContext, op: str,
-                  run: Callable[[Env], object], info: TypeInfo | None = None) -> Type:
+    def _evaluate(
+        self,
+        ctx: FunctionContext | MethodContext,
+        op: str,
+        run: Callable[[Env], object],
+        info: TypeInfo | None = None,
+    ) -> Type:
         env = self._env(ctx, "float")
         try:
             try:
@@ -396,10 +487,13 @@ class AxjaxPlugin(Plugin):
         except CannotEvaluate:
             return self._gradual(info)
         except Joined as j:
-            ctx.api.fail(f"{j.what} is an operand widened to a base class, as a join of "
-                         "different tensors makes it (a list literal, a conditional); annotate "
-                         "the variable with its exact Tensor[...] type", ctx.context,
-                         code=JOIN_ERROR)
+            ctx.api.fail(
+                f"{j.what} is an operand widened to a base class, as a join of "
+                "different tensors makes it (a list literal, a conditional); annotate "
+                "the variable with its exact Tensor[...] type",
+                ctx.context,
+                code=JOIN_ERROR,
+            )
             return self._gradual(info)
         except Exception as e:  # noqa: BLE001 - the op's own error, or a rule we cannot run
             if DEBUG:
@@ -419,8 +513,9 @@ class AxjaxPlugin(Plugin):
             return False
         return not (env.placeholders and type(e) is TypeError)
 
-    def _passes_for_ints(self, ctx: FunctionContext | MethodContext, env: Env,
-                         run: Callable[[Env], object]) -> bool:
+    def _passes_for_ints(
+        self, ctx: FunctionContext | MethodContext, env: Env, run: Callable[[Env], object]
+    ) -> bool:
         """A dtype type variable may be an integer type: is the error only for floats?"""
         if not env.dtype_vars:
             return False
@@ -433,23 +528,24 @@ class AxjaxPlugin(Plugin):
     def _constructor(self, short: str, ctx: FunctionContext) -> Type:
         from ._constructors import constructor_type
 
-        tt = constructor_type(short, ctx, self._env(ctx, "float"), CONSTRUCTORS[short],
-                              self._marker, AXES_ERROR)
+        tt = constructor_type(
+            short, ctx, self._env(ctx, "float"), CONSTRUCTORS[short], self._marker, AXES_ERROR
+        )
         if tt is None:
             return self._gradual()
         return make_tensor(self._info(TENSOR), tt, self._tuple_info())
 
 
-def _lift_numbers(env: Env, short: str, pos: list[object], kw: dict[str, object]
-                  ) -> tuple[list[object], dict[str, object]]:
+def _lift_numbers(
+    env: Env, short: str, pos: list[object], kw: dict[str, object]
+) -> tuple[list[object], dict[str, object]]:
     """The operands ``a`` and ``b`` of an elementwise op (not ``where``'s ``cond``), numbers
     among them made tensors of a stand-in dtype (:meth:`Env.lift`)."""
     params = ("cond", "a", "b") if short == "where" else ("a", "b")
     bound = {**dict(zip(params, pos, strict=False)), **kw}
     names: list[str] = [n for n in ("a", "b") if n in bound]
-    lifted: dict[str, object] = dict(zip(names, env.lift([bound[n] for n in names]),
-                                         strict=True))
-    pos = [lifted.get(n, v) for n, v in zip(params, pos, strict=False)] + pos[len(params):]
+    lifted: dict[str, object] = dict(zip(names, env.lift([bound[n] for n in names]), strict=True))
+    pos = [lifted.get(n, v) for n, v in zip(params, pos, strict=False)] + pos[len(params) :]
     return pos, {k: lifted.get(k, v) for k, v in kw.items()}
 
 

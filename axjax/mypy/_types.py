@@ -64,8 +64,7 @@ def tensor_of(t: Type, tensor_info: TypeInfo) -> TT | None:
         return TT(AnyType(TypeOfAny.from_omitted_generics), None)
     dtype, axes = p.args[0], list(p.args[1:])
     for a in axes:
-        if isinstance(a, UnpackType) and not isinstance(get_proper_type(a.type),
-                                                        TypeVarTupleType):
+        if isinstance(a, UnpackType) and not isinstance(get_proper_type(a.type), TypeVarTupleType):
             inner = get_proper_type(a.type)
             if isinstance(inner, TupleType):  # *tuple[A, B]: spelled out
                 axes = _splice(axes, a, inner.items)
@@ -76,7 +75,7 @@ def tensor_of(t: Type, tensor_info: TypeInfo) -> TT | None:
 
 def _splice(items: list[Type], old: Type, new: list[Type]) -> list[Type]:
     i = items.index(old)
-    return items[:i] + list(new) + items[i + 1:]
+    return items[:i] + list(new) + items[i + 1 :]
 
 
 def make_tensor(info: TypeInfo, tt: TT, tuple_info: TypeInfo) -> Instance:
@@ -123,8 +122,9 @@ def is_known(t: Type) -> bool:
 def same(a: Type, b: Type) -> bool:
     """Two axes (or dtypes) are the same; ``Any`` matches anything, ``*Ts`` only ``*Ts``."""
     if isinstance(a, UnpackType) or isinstance(b, UnpackType):
-        return (isinstance(a, UnpackType) and isinstance(b, UnpackType)
-                and is_same_type(a.type, b.type))
+        return (
+            isinstance(a, UnpackType) and isinstance(b, UnpackType) and is_same_type(a.type, b.type)
+        )
     pa, pb = get_proper_type(a), get_proper_type(b)
     if isinstance(pa, AnyType) or isinstance(pb, AnyType):
         return True
@@ -170,7 +170,11 @@ def describe(tt: TT) -> str:
 def duplicate(items: list[Type]) -> Type | None:
     """The first concrete axis that occurs twice, if any."""
     for i, a in enumerate(items):
-        if (is_known(a) and not isinstance(a, UnpackType) and fullname(a) not in WIDENED
-                and contains(items[:i], a)):
+        if (
+            is_known(a)
+            and not isinstance(a, UnpackType)
+            and fullname(a) not in WIDENED
+            and contains(items[:i], a)
+        ):
             return a
     return None

@@ -30,8 +30,11 @@ def power_type(ctx: MethodContext) -> Type:
         return ctx.default_return_type
     operands = [get_proper_type(ctx.type), get_proper_type(ctx.arg_types[0][0])]
     names = {o.type.fullname for o in operands if isinstance(o, Instance)}
-    if len(names) == len(operands) and "builtins.float" in names and names <= {
-            "builtins.int", "builtins.float"}:
+    if (
+        len(names) == len(operands)
+        and "builtins.float" in names
+        and names <= {"builtins.int", "builtins.float"}
+    ):
         return ctx.api.named_generic_type("builtins.float", [])
     return ctx.default_return_type
 
@@ -41,9 +44,9 @@ def inline_op(call: object) -> bool:
     return isinstance(call, CallExpr) and isinstance(call.callee, CallExpr)
 
 
-def user_op_call(ctx: MethodContext,
-                 evaluate: Callable[[MethodContext, str, Callable[[Env], object]], Type]
-                 ) -> Type:
+def user_op_call(
+    ctx: MethodContext, evaluate: Callable[[MethodContext, str, Callable[[Env], object]], Type]
+) -> Type:
     """``Norm(Pixel)(x)`` for an op class of a listed module: its own ``infer`` decides."""
     this = get_proper_type(ctx.type)
     call = ctx.context
@@ -65,8 +68,11 @@ def user_op_call(ctx: MethodContext,
             else:
                 kw[key] = env.value(e, t)
         op = cls(*pos, **kw)
-        xs = [env.value(e, t) for es, ts in zip(ctx.args, ctx.arg_types, strict=True)
-              for e, t in zip(es, ts, strict=True)]
+        xs = [
+            env.value(e, t)
+            for es, ts in zip(ctx.args, ctx.arg_types, strict=True)
+            for e, t in zip(es, ts, strict=True)
+        ]
         return op(*xs)
 
     assert isinstance(call.callee, CallExpr)

@@ -79,7 +79,11 @@ def __getattr__(name: str) -> object:
     if name == "Node":
         import warnings
 
-        warnings.warn("ax.nn.Node is renamed ax.nn.TreeNode (ax.Node is a graph node); the old "
-                      "name goes in the next release", DeprecationWarning, stacklevel=2)
+        warnings.warn(
+            "ax.nn.Node is renamed ax.nn.TreeNode (ax.Node is a graph node); the old "
+            "name goes in the next release",
+            DeprecationWarning,
+            stacklevel=2,
+        )
         return TreeNode
     raise AttributeError(f"module 'axjax.nn' has no attribute {name!r}")

@@ -16,8 +16,21 @@ from typing import TypeVar, TypeVarTuple
 from ..core import DType, Tensor
 from ..ops import expm1, gelu, log_softmax, relu, sigmoid, silu, softmax, softplus, tanh, where
 
-__all__ = ["relu", "gelu", "silu", "swish", "sigmoid", "tanh", "softplus", "softmax",
-           "log_softmax", "leaky_relu", "elu", "log_sigmoid", "identity"]
+__all__ = [
+    "relu",
+    "gelu",
+    "silu",
+    "swish",
+    "sigmoid",
+    "tanh",
+    "softplus",
+    "softmax",
+    "log_softmax",
+    "leaky_relu",
+    "elu",
+    "log_sigmoid",
+    "identity",
+]
 
 D = TypeVar("D", bound=DType)
 Axes = TypeVarTuple("Axes")
@@ -55,5 +68,3 @@ def log_sigmoid(x: Tensor[D, *Axes]) -> Tensor[D, *Axes]:
 def identity(x: Tensor[D, *Axes]) -> Tensor[D, *Axes]:
     """``x`` itself (a placeholder activation)."""
     return x
-
-

@@ -18,15 +18,21 @@ import jax.numpy as jnp
 from typing_extensions import TypeVar
 
 from ..core import F32, Axis, Bool, DType, Tensor
-from ..core.internal import axes_names, axis_name, check_axis_label, fail
+from ..core._internal import axes_names, axis_name, check_axis_label, fail
 from ..ops import arange, broadcast, contract, greater_equal, rename, softmax, where
 from . import _init
 from ._dropout import Dropout
 from ._fused_attention import AttentionPath, FusedAttention, default_attention_path
 from ._util import distinct, require
 
-__all__ = ["Head", "HeadDim", "KeyPos", "MultiheadAttention", "dot_product_attention",
-           "causal_mask"]
+__all__ = [
+    "Head",
+    "HeadDim",
+    "KeyPos",
+    "MultiheadAttention",
+    "dot_product_attention",
+    "causal_mask",
+]
 
 AnyTensor = Tensor[Any, *tuple[Any, ...]]
 
@@ -61,8 +67,9 @@ _QPos = TypeVar("_QPos", bound=Axis)
 _KPos = TypeVar("_KPos", bound=Axis)
 
 
-def causal_mask(query_pos: type[_QPos], key_pos: type[_KPos], n_query: int, n_key: int
-                ) -> Tensor[Bool, _QPos, _KPos]:
+def causal_mask(
+    query_pos: type[_QPos], key_pos: type[_KPos], n_query: int, n_key: int
+) -> Tensor[Bool, _QPos, _KPos]:
     """``[QPos, KPos]`` mask, true where the key position is not after the query's.
 
     Example:
@@ -74,10 +81,16 @@ def causal_mask(query_pos: type[_QPos], key_pos: type[_KPos], n_query: int, n_ke
     return greater_equal(q, k)
 
 
-def dot_product_attention(query: AnyTensor, key: AnyTensor, value: AnyTensor, *,
-                          over: type[Axis], key_pos: type[Axis],
-                          mask: AnyTensor | None = None,
-                          implementation: AttentionPath = "auto") -> AnyTensor:
+def dot_product_attention(
+    query: AnyTensor,
+    key: AnyTensor,
+    value: AnyTensor,
+    *,
+    over: type[Axis],
+    key_pos: type[Axis],
+    mask: AnyTensor | None = None,
+    implementation: AttentionPath = "auto",
+) -> AnyTensor:
     """``softmax(q ⋈ k / sqrt(d), key_pos) ⋈ v``: attention by axis names.
 
     ``query`` and ``key`` share the feature axis ``over`` (summed, scaled by
@@ -98,35 +111,58 @@ def dot_product_attention(query: AnyTensor, key: AnyTensor, value: AnyTensor, *,
     require(name, (query, key, value), key, key_pos, None, "key")
     require(name, (query, key, value), value, key_pos, None, "value")
     if key_pos in query.axes:
-        raise fail(name, (query, key, value), f"the query has the key position axis "
-                   f"{axis_name(key_pos)}; queries and keys need different position axes "
-                   "(rename one, e.g. ax.rename(k, Time, KeyPos))")
-    return _attention(query, key, value, over, key_pos, mask, None,
-                      implementation=implementation)
+        raise fail(
+            name,
+            (query, key, value),
+            f"the query has the key position axis "
+            f"{axis_name(key_pos)}; queries and keys need different position axes "
+            "(rename one, e.g. ax.rename(k, Time, KeyPos))",
+        )
+    return _attention(query, key, value, over, key_pos, mask, None, implementation=implementation)
 
 
-def _fused_path(q: AnyTensor, k: AnyTensor, v: AnyTensor, over: type[Axis],
-                drop: Any, implementation: AttentionPath) -> str | None:
+def _fused_path(
+    q: AnyTensor,
+    k: AnyTensor,
+    v: AnyTensor,
+    over: type[Axis],
+    drop: Any,
+    implementation: AttentionPath,
+) -> str | None:
     """The ``implementation=`` of the fused call, or ``None`` for the einsum path."""
     path = default_attention_path() if implementation == "auto" else implementation
-    fits = (set(v.axes) == set(k.axes) and over in v.axes
-            and sum(a not in k.axes for a in q.axes) == 1)
+    fits = (
+        set(v.axes) == set(k.axes) and over in v.axes and sum(a not in k.axes for a in q.axes) == 1
+    )
     if path == "einsum" or drop is not None or (implementation == "auto" and not fits):
         return None
     return "" if path == "fused" else path
 
 
-def _attention(q: AnyTensor, k: AnyTensor, v: AnyTensor, over: type[Axis],
-               key_pos: type[Axis], mask: AnyTensor | None,
-               drop: Callable[[AnyTensor], AnyTensor] | None, *,
-               implementation: AttentionPath = "auto", heads: type[Axis] | None = None,
-               causal: tuple[type[Axis], int] | None = None) -> AnyTensor:
+def _attention(
+    q: AnyTensor,
+    k: AnyTensor,
+    v: AnyTensor,
+    over: type[Axis],
+    key_pos: type[Axis],
+    mask: AnyTensor | None,
+    drop: Callable[[AnyTensor], AnyTensor] | None,
+    *,
+    implementation: AttentionPath = "auto",
+    heads: type[Axis] | None = None,
+    causal: tuple[type[Axis], int] | None = None,
+) -> AnyTensor:
     """Attention by the einsum or the fused path; ``causal``: (query_pos, its size)."""
     fused = _fused_path(q, k, v, over, drop, implementation)
     if fused is not None:
-        op = FusedAttention(over, key_pos, heads=heads if heads in k.axes else None,
-                            causal=causal is not None, masked=mask is not None,
-                            implementation=fused or None)
+        op = FusedAttention(
+            over,
+            key_pos,
+            heads=heads if heads in k.axes else None,
+            causal=causal is not None,
+            masked=mask is not None,
+            implementation=fused or None,
+        )
         return op(q, k, v, mask) if mask is not None else op(q, k, v)
     if causal is not None:
         c = causal_mask(causal[0], key_pos, causal[1], k.size(key_pos))
@@ -136,9 +172,13 @@ def _attention(q: AnyTensor, k: AnyTensor, v: AnyTensor, over: type[Axis],
     if mask is not None:
         extra = [a for a in mask.axes if a not in scores.axes]
         if extra:
-            raise fail("Attention mask", (scores, mask), f"the mask has axis "
-                       f"{axis_name(extra[0])}, which the scores lack (they have "
-                       f"{axes_names(scores.axes)})")
+            raise fail(
+                "Attention mask",
+                (scores, mask),
+                f"the mask has axis "
+                f"{axis_name(extra[0])}, which the scores lack (they have "
+                f"{axes_names(scores.axes)})",
+            )
         low = float(jnp.finfo(scores.dtype.numpy).min)  # type: ignore[no-untyped-call]
         scores = where(broadcast(mask, scores), scores, low)
     weights = softmax(scores, key_pos)
@@ -196,41 +236,68 @@ class MultiheadAttention(eqx.Module, Generic[D, Q, K, E, H, HD]):
     causal: bool = eqx.field(static=True)
     implementation: AttentionPath = eqx.field(static=True)
 
-    def __init__(self, embed_axis: type[E], embed_size: int, *, num_heads: int,
-                 query_pos: type[Q],
-                 key_pos: type[K] = KeyPos,  # type: ignore[assignment]  # K's default
-                 head_size: int | None = None,
-                 head_axis: type[H] = Head,  # type: ignore[assignment]  # H's default
-                 head_dim_axis: type[HD] = HeadDim,  # type: ignore[assignment]  # HD's default
-                 causal: bool = False, use_bias: bool = False, dropout_p: float = 0.0,
-                 weight_init: _init.Initializer | None = None,
-                 dtype: type[D] = F32,  # type: ignore[assignment]  # D defaults to F32
-                 implementation: AttentionPath = "auto", key: jax.Array) -> None:
+    def __init__(
+        self,
+        embed_axis: type[E],
+        embed_size: int,
+        *,
+        num_heads: int,
+        query_pos: type[Q],
+        key_pos: type[K] = KeyPos,  # type: ignore[assignment]  # K's default
+        head_size: int | None = None,
+        head_axis: type[H] = Head,  # type: ignore[assignment]  # H's default
+        head_dim_axis: type[HD] = HeadDim,  # type: ignore[assignment]  # HD's default
+        causal: bool = False,
+        use_bias: bool = False,
+        dropout_p: float = 0.0,
+        weight_init: _init.Initializer | None = None,
+        dtype: type[D] = F32,  # type: ignore[assignment]  # D defaults to F32
+        implementation: AttentionPath = "auto",
+        key: jax.Array,
+    ) -> None:
         axes = (embed_axis, query_pos, key_pos, head_axis, head_dim_axis)
         for a in axes:
             check_axis_label(a, "MultiheadAttention")
         distinct("MultiheadAttention", axes)
-        (self.embed_axis, self.query_pos, self.key_pos, self.head_axis,
-         self.head_dim_axis) = axes
+        (self.embed_axis, self.query_pos, self.key_pos, self.head_axis, self.head_dim_axis) = axes
         if head_size is None:
             if embed_size % num_heads:
-                raise ValueError(f"MultiheadAttention: embed_size {embed_size} does not "
-                                 f"divide into {num_heads} heads; give head_size")
+                raise ValueError(
+                    f"MultiheadAttention: embed_size {embed_size} does not "
+                    f"divide into {num_heads} heads; give head_size"
+                )
             head_size = embed_size // num_heads
         init = weight_init or _init.glorot_uniform()
         heads = {head_axis: num_heads, head_dim_axis: head_size}
         k1, k2, k3, k4 = jax.random.split(key, 4)
         self.query_proj, self.key_proj, self.value_proj = (
-            init(k, {**heads, embed_axis: embed_size}, fan_in=embed_axis,
-                 fan_out=(head_axis, head_dim_axis), dtype=dtype) for k in (k1, k2, k3))
-        self.output_proj = init(k4, {embed_axis: embed_size, **heads},
-                                fan_in=(head_axis, head_dim_axis), fan_out=embed_axis,
-                                dtype=dtype)
+            init(
+                k,
+                {**heads, embed_axis: embed_size},
+                fan_in=embed_axis,
+                fan_out=(head_axis, head_dim_axis),
+                dtype=dtype,
+            )
+            for k in (k1, k2, k3)
+        )
+        self.output_proj = init(
+            k4,
+            {embed_axis: embed_size, **heads},
+            fan_in=(head_axis, head_dim_axis),
+            fan_out=embed_axis,
+            dtype=dtype,
+        )
         zeros = _init.zeros()
         self.biases = (
-            zeros(k1, heads, dtype=dtype), zeros(k1, heads, dtype=dtype),
-            zeros(k1, heads, dtype=dtype), zeros(k1, {embed_axis: embed_size}, dtype=dtype),
-        ) if use_bias else None
+            (
+                zeros(k1, heads, dtype=dtype),
+                zeros(k1, heads, dtype=dtype),
+                zeros(k1, heads, dtype=dtype),
+                zeros(k1, {embed_axis: embed_size}, dtype=dtype),
+            )
+            if use_bias
+            else None
+        )
         self.dropout = Dropout(dropout_p) if dropout_p > 0 else None
         self.causal = causal
         self.implementation = implementation
@@ -241,20 +308,36 @@ class MultiheadAttention(eqx.Module, Generic[D, Q, K, E, H, HD]):
 
     @overload  # the two layouts overlap where the batch is empty (the same result)
     def __call__(  # type: ignore[overload-overlap]
-            self, query: Tensor[D, *B, Q, E], key_: Tensor[D, *BK, K, E] | None = None,
-                 value: Tensor[D, *BK, K, E] | None = None, *,
-                 mask: Tensor[Bool, *tuple[Any, ...]] | None = None,
-                 key: jax.Array | None = None, inference: bool | None = None
-                 ) -> Tensor[D, *B, Q, E]: ...
+        self,
+        query: Tensor[D, *B, Q, E],
+        key_: Tensor[D, *BK, K, E] | None = None,
+        value: Tensor[D, *BK, K, E] | None = None,
+        *,
+        mask: Tensor[Bool, *tuple[Any, ...]] | None = None,
+        key: jax.Array | None = None,
+        inference: bool | None = None,
+    ) -> Tensor[D, *B, Q, E]: ...
     @overload
-    def __call__(self, query: Tensor[D, Q, *B, E], key_: Tensor[D, K, *BK, E] | None = None,
-                 value: Tensor[D, K, *BK, E] | None = None, *,
-                 mask: Tensor[Bool, *tuple[Any, ...]] | None = None,
-                 key: jax.Array | None = None, inference: bool | None = None
-                 ) -> Tensor[D, Q, *B, E]: ...
-    def __call__(self, query: AnyTensor, key_: AnyTensor | None = None,
-                 value: AnyTensor | None = None, *, mask: AnyTensor | None = None,
-                 key: jax.Array | None = None, inference: bool | None = None) -> AnyTensor:
+    def __call__(
+        self,
+        query: Tensor[D, Q, *B, E],
+        key_: Tensor[D, K, *BK, E] | None = None,
+        value: Tensor[D, K, *BK, E] | None = None,
+        *,
+        mask: Tensor[Bool, *tuple[Any, ...]] | None = None,
+        key: jax.Array | None = None,
+        inference: bool | None = None,
+    ) -> Tensor[D, Q, *B, E]: ...
+    def __call__(
+        self,
+        query: AnyTensor,
+        key_: AnyTensor | None = None,
+        value: AnyTensor | None = None,
+        *,
+        mask: AnyTensor | None = None,
+        key: jax.Array | None = None,
+        inference: bool | None = None,
+    ) -> AnyTensor:
         """Attend from ``query`` to ``key_``/``value`` (both default to ``query``).
 
         ``mask`` is a Bool tensor over any of the score axes (batch axes, ``query_pos``,
@@ -282,9 +365,18 @@ class MultiheadAttention(eqx.Module, Generic[D, Q, K, E, H, HD]):
 
             drop = dropped
         causal = (self.query_pos, query.size(self.query_pos)) if self.causal else None
-        out = _attention(q, k, v, self.head_dim_axis, self.key_pos, mask, drop,
-                         implementation=self.implementation, heads=self.head_axis,
-                         causal=causal)
+        out = _attention(
+            q,
+            k,
+            v,
+            self.head_dim_axis,
+            self.key_pos,
+            mask,
+            drop,
+            implementation=self.implementation,
+            heads=self.head_axis,
+            causal=causal,
+        )
         y = contract(out, self.output_proj, over=(self.head_axis, self.head_dim_axis))
         return y + broadcast(self.biases[3], y) if self.biases is not None else y
 
@@ -294,4 +386,3 @@ def _and(a: AnyTensor, b: AnyTensor) -> AnyTensor:
     sizes = {**a.sizes, **b.sizes}
     ab, bb = broadcast(a, axes, sizes), broadcast(b, axes, sizes)
     return where(ab, bb, False)
-

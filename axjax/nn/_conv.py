@@ -29,9 +29,9 @@ import jax
 from typing_extensions import TypeVar
 
 from ..core import F32, Axis, AxisError, DType, Tensor
-from ..core.internal import axes_names, axis_name, fail
+from ..core._internal import axes_names, axis_name, fail
 from ..ops import broadcast, conv
-from ..ops.internal import Padding, per_axis
+from ..ops._internal import Padding, per_axis
 from . import _init
 from ._util import AxisArg, as_axes, distinct, forbid, require, size_of
 
@@ -80,40 +80,70 @@ class Conv(eqx.Module):
     dilation: tuple[int, ...] = eqx.field(static=True)
     groups: int = eqx.field(static=True)
 
-    def __init__(self, spatial: AxisArg, in_axis: type[Axis], out_axis: type[Axis],
-                 in_size: int, out_size: int, kernel_size: int | Sequence[int], *,
-                 stride: int | Sequence[int] = 1, padding: Padding = "VALID",
-                 dilation: int | Sequence[int] = 1, groups: int = 1, use_bias: bool = True,
-                 weight_init: _init.Initializer | None = None,
-                 bias_init: _init.Initializer | None = None,
-                 dtype: type[DType] = F32, key: jax.Array) -> None:
+    def __init__(
+        self,
+        spatial: AxisArg,
+        in_axis: type[Axis],
+        out_axis: type[Axis],
+        in_size: int,
+        out_size: int,
+        kernel_size: int | Sequence[int],
+        *,
+        stride: int | Sequence[int] = 1,
+        padding: Padding = "VALID",
+        dilation: int | Sequence[int] = 1,
+        groups: int = 1,
+        use_bias: bool = True,
+        weight_init: _init.Initializer | None = None,
+        bias_init: _init.Initializer | None = None,
+        dtype: type[DType] = F32,
+        key: jax.Array,
+    ) -> None:
         self.spatial = as_axes(spatial, type(self).__name__)
         in_axis, out_axis = as_axes((in_axis, out_axis), type(self).__name__)
         distinct(type(self).__name__, (*self.spatial, in_axis, out_axis))
         if in_size % groups or out_size % groups:
-            raise ValueError(f"{type(self).__name__}: {in_size} input and {out_size} output "
-                             f"channels must both divide into {groups} groups")
+            raise ValueError(
+                f"{type(self).__name__}: {in_size} input and {out_size} output "
+                f"channels must both divide into {groups} groups"
+            )
         self.in_axis, self.out_axis = in_axis, out_axis
         n = len(self.spatial)
         kernel = per_axis(kernel_size, n, "kernel_size")
         self.stride = per_axis(stride, n, "stride")
         self.dilation = per_axis(dilation, n, "dilation")
-        self.padding = padding if isinstance(padding, str | int) else tuple(
-            p if isinstance(p, int) else tuple(p) for p in padding)
+        self.padding = (
+            padding
+            if isinstance(padding, str | int)
+            else tuple(p if isinstance(p, int) else tuple(p) for p in padding)
+        )
         self.groups = int(groups)
         wkey, bkey = jax.random.split(key)
-        sizes = {out_axis: out_size, in_axis: in_size // groups,
-                 **dict(zip(self.spatial, kernel, strict=True))}
+        sizes = {
+            out_axis: out_size,
+            in_axis: in_size // groups,
+            **dict(zip(self.spatial, kernel, strict=True)),
+        }
         self.weight = (weight_init or _init.glorot_uniform())(
-            wkey, sizes, fan_in=(in_axis, *self.spatial), fan_out=(out_axis, *self.spatial),
-            dtype=dtype)
-        self.bias = (bias_init or _init.zeros())(
-            bkey, {out_axis: out_size}, fan_in=(), fan_out=out_axis, dtype=dtype
-        ) if use_bias else None
+            wkey,
+            sizes,
+            fan_in=(in_axis, *self.spatial),
+            fan_out=(out_axis, *self.spatial),
+            dtype=dtype,
+        )
+        self.bias = (
+            (bias_init or _init.zeros())(
+                bkey, {out_axis: out_size}, fan_in=(), fan_out=out_axis, dtype=dtype
+            )
+            if use_bias
+            else None
+        )
 
     def _name(self) -> str:
-        return (f"{type(self).__name__}(({axes_names(self.spatial)}), "
-                f"{axis_name(self.in_axis)} -> {axis_name(self.out_axis)})")
+        return (
+            f"{type(self).__name__}(({axes_names(self.spatial)}), "
+            f"{axis_name(self.in_axis)} -> {axis_name(self.out_axis)})"
+        )
 
     def __call__(self, x: AnyTensor, *, key: jax.Array | None = None) -> AnyTensor:
         """Convolve ``x``; ``key`` is ignored."""
@@ -124,8 +154,9 @@ class Conv(eqx.Module):
             require(name, (x,), x, a, None)
         forbid(name, (x,), x, (self.out_axis,))
         try:
-            y = conv(x, self.weight, self.spatial, self.stride, self.padding, self.dilation,
-                     self.groups)
+            y = conv(
+                x, self.weight, self.spatial, self.stride, self.padding, self.dilation, self.groups
+            )
         except AxisError as e:  # re-word size errors with the layer's name
             why = str(e).split(": ", 1)[-1]
             raise fail(name, (x,), why) from None
@@ -143,21 +174,32 @@ class Conv1D(Conv, Generic[D, S1, In, Out]):
         >>> ax.nn.Conv1D(Time, Chan, Feature, 8, 16, 5, key=key)(signal)
     """
 
-    def __init__(self, spatial: type[S1], in_axis: type[In], out_axis: type[Out],
-                 in_size: int, out_size: int, kernel_size: int, *,
-                 dtype: type[D] = F32,  # type: ignore[assignment]  # D defaults to F32
-                 **kwargs: Any) -> None:
+    def __init__(
+        self,
+        spatial: type[S1],
+        in_axis: type[In],
+        out_axis: type[Out],
+        in_size: int,
+        out_size: int,
+        kernel_size: int,
+        *,
+        dtype: type[D] = F32,  # type: ignore[assignment]  # D defaults to F32
+        **kwargs: Any,
+    ) -> None:
         if isinstance(spatial, tuple):
             raise TypeError("Conv1D: give one spatial axis (use Conv for several)")
-        super().__init__(spatial, in_axis, out_axis, in_size, out_size, kernel_size,
-                         dtype=dtype, **kwargs)
+        super().__init__(
+            spatial, in_axis, out_axis, in_size, out_size, kernel_size, dtype=dtype, **kwargs
+        )
 
     @overload
-    def __call__(self, x: Tensor[D, *B, S1, In], *, key: jax.Array | None = None
-                 ) -> Tensor[D, *B, S1, Out]: ...
+    def __call__(
+        self, x: Tensor[D, *B, S1, In], *, key: jax.Array | None = None
+    ) -> Tensor[D, *B, S1, Out]: ...
     @overload
-    def __call__(self, x: Tensor[D, *B, In, S1], *, key: jax.Array | None = None
-                 ) -> Tensor[D, *B, Out, S1]: ...
+    def __call__(
+        self, x: Tensor[D, *B, In, S1], *, key: jax.Array | None = None
+    ) -> Tensor[D, *B, Out, S1]: ...
     def __call__(self, x: AnyTensor, *, key: jax.Array | None = None) -> AnyTensor:
         """Convolve ``x``; ``key`` is ignored."""
         return super().__call__(x, key=key)
@@ -176,35 +218,50 @@ class Conv2D(Conv, Generic[D, S1, S2, In, Out]):
         >>> ax.nn.Conv2D((Height, Width), Chan, Feature, 1, 32, 3, key=key)(images)
     """
 
-    def __init__(self, spatial: tuple[type[S1], type[S2]], in_axis: type[In],
-                 out_axis: type[Out], in_size: int, out_size: int,
-                 kernel_size: int | tuple[int, int], *,
-                 dtype: type[D] = F32,  # type: ignore[assignment]  # D defaults to F32
-                 **kwargs: Any) -> None:
+    def __init__(
+        self,
+        spatial: tuple[type[S1], type[S2]],
+        in_axis: type[In],
+        out_axis: type[Out],
+        in_size: int,
+        out_size: int,
+        kernel_size: int | tuple[int, int],
+        *,
+        dtype: type[D] = F32,  # type: ignore[assignment]  # D defaults to F32
+        **kwargs: Any,
+    ) -> None:
         if type(spatial) is not tuple or len(spatial) != 2:
-            raise TypeError(f"Conv2D: spatial must be two axes such as (Height, Width), got "
-                            f"{spatial!r}")
-        super().__init__(spatial, in_axis, out_axis, in_size, out_size, kernel_size,
-                         dtype=dtype, **kwargs)
+            raise TypeError(
+                f"Conv2D: spatial must be two axes such as (Height, Width), got {spatial!r}"
+            )
+        super().__init__(
+            spatial, in_axis, out_axis, in_size, out_size, kernel_size, dtype=dtype, **kwargs
+        )
 
     @overload
-    def __call__(self, x: Tensor[D, *B, S1, S2, In], *, key: jax.Array | None = None
-                 ) -> Tensor[D, *B, S1, S2, Out]: ...
+    def __call__(
+        self, x: Tensor[D, *B, S1, S2, In], *, key: jax.Array | None = None
+    ) -> Tensor[D, *B, S1, S2, Out]: ...
     @overload
-    def __call__(self, x: Tensor[D, *B, In, S1, S2], *, key: jax.Array | None = None
-                 ) -> Tensor[D, *B, Out, S1, S2]: ...
+    def __call__(
+        self, x: Tensor[D, *B, In, S1, S2], *, key: jax.Array | None = None
+    ) -> Tensor[D, *B, Out, S1, S2]: ...
     @overload
-    def __call__(self, x: Tensor[D, *B, S2, S1, In], *, key: jax.Array | None = None
-                 ) -> Tensor[D, *B, S2, S1, Out]: ...
+    def __call__(
+        self, x: Tensor[D, *B, S2, S1, In], *, key: jax.Array | None = None
+    ) -> Tensor[D, *B, S2, S1, Out]: ...
     @overload
-    def __call__(self, x: Tensor[D, *B, In, S2, S1], *, key: jax.Array | None = None
-                 ) -> Tensor[D, *B, Out, S2, S1]: ...
+    def __call__(
+        self, x: Tensor[D, *B, In, S2, S1], *, key: jax.Array | None = None
+    ) -> Tensor[D, *B, Out, S2, S1]: ...
     @overload
-    def __call__(self, x: Tensor[D, *B, S1, In, S2], *, key: jax.Array | None = None
-                 ) -> Tensor[D, *B, S1, Out, S2]: ...
+    def __call__(
+        self, x: Tensor[D, *B, S1, In, S2], *, key: jax.Array | None = None
+    ) -> Tensor[D, *B, S1, Out, S2]: ...
     @overload
-    def __call__(self, x: Tensor[D, *B, S2, In, S1], *, key: jax.Array | None = None
-                 ) -> Tensor[D, *B, S2, Out, S1]: ...
+    def __call__(
+        self, x: Tensor[D, *B, S2, In, S1], *, key: jax.Array | None = None
+    ) -> Tensor[D, *B, S2, Out, S1]: ...
     def __call__(self, x: AnyTensor, *, key: jax.Array | None = None) -> AnyTensor:
         """Convolve ``x``; ``key`` is ignored."""
         return super().__call__(x, key=key)
@@ -215,22 +272,32 @@ class Conv3D(Conv, Generic[D, S1, S2, S3, In, Out]):
     ``Conv3D[F32, Depth, Height, Width, Chan, Feature]`` maps ``[*B, Depth, Height, Width,
     Chan]`` and ``[*B, Chan, Depth, Height, Width]``."""
 
-    def __init__(self, spatial: tuple[type[S1], type[S2], type[S3]], in_axis: type[In],
-                 out_axis: type[Out], in_size: int, out_size: int,
-                 kernel_size: int | tuple[int, int, int], *,
-                 dtype: type[D] = F32,  # type: ignore[assignment]  # D defaults to F32
-                 **kwargs: Any) -> None:
+    def __init__(
+        self,
+        spatial: tuple[type[S1], type[S2], type[S3]],
+        in_axis: type[In],
+        out_axis: type[Out],
+        in_size: int,
+        out_size: int,
+        kernel_size: int | tuple[int, int, int],
+        *,
+        dtype: type[D] = F32,  # type: ignore[assignment]  # D defaults to F32
+        **kwargs: Any,
+    ) -> None:
         if type(spatial) is not tuple or len(spatial) != 3:
             raise TypeError(f"Conv3D: spatial must be three axes, got {spatial!r}")
-        super().__init__(spatial, in_axis, out_axis, in_size, out_size, kernel_size,
-                         dtype=dtype, **kwargs)
+        super().__init__(
+            spatial, in_axis, out_axis, in_size, out_size, kernel_size, dtype=dtype, **kwargs
+        )
 
     @overload
-    def __call__(self, x: Tensor[D, *B, S1, S2, S3, In], *, key: jax.Array | None = None
-                 ) -> Tensor[D, *B, S1, S2, S3, Out]: ...
+    def __call__(
+        self, x: Tensor[D, *B, S1, S2, S3, In], *, key: jax.Array | None = None
+    ) -> Tensor[D, *B, S1, S2, S3, Out]: ...
     @overload
-    def __call__(self, x: Tensor[D, *B, In, S1, S2, S3], *, key: jax.Array | None = None
-                 ) -> Tensor[D, *B, Out, S1, S2, S3]: ...
+    def __call__(
+        self, x: Tensor[D, *B, In, S1, S2, S3], *, key: jax.Array | None = None
+    ) -> Tensor[D, *B, Out, S1, S2, S3]: ...
     def __call__(self, x: AnyTensor, *, key: jax.Array | None = None) -> AnyTensor:
         """Convolve ``x``; ``key`` is ignored."""
         return super().__call__(x, key=key)

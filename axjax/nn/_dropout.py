@@ -39,23 +39,29 @@ class Dropout(eqx.Module):
         self.p = float(p)
         self.inference = inference
 
-    def __call__(self, x: Tensor[D, *Axes], *, key: jax.Array | None = None,
-                 inference: bool | None = None) -> Tensor[D, *Axes]:
+    def __call__(
+        self, x: Tensor[D, *Axes], *, key: jax.Array | None = None, inference: bool | None = None
+    ) -> Tensor[D, *Axes]:
         """Apply dropout to ``x`` (any axes)."""
         off = self.inference if inference is None else inference
         if type(off) is not bool:
-            raise TypeError("Dropout: the inference flag is a traced value; jit the model "
-                            "with eqx.filter_jit or partition it with eqx.partition so that "
-                            "boolean flags stay static")
+            raise TypeError(
+                "Dropout: the inference flag is a traced value; jit the model "
+                "with eqx.filter_jit or partition it with eqx.partition so that "
+                "boolean flags stay static"
+            )
         if off or self.p == 0.0:
             return x
         if is_symbolic(x):
-            raise TypeError("Dropout: a graph input has no values to drop yet; build graphs "
-                            "with inference=True (or apply dropout to concrete Tensors)")
+            raise TypeError(
+                "Dropout: a graph input has no values to drop yet; build graphs "
+                "with inference=True (or apply dropout to concrete Tensors)"
+            )
         if key is None:
-            raise ValueError("Dropout: training mode needs a PRNG key (call it with key=...), "
-                             "or pass inference=True")
-        keep: Tensor[Bool, *Axes] = Tensor(jax.random.bernoulli(key, 1.0 - self.p, x.shape),
-                                           x.axes)
+            raise ValueError(
+                "Dropout: training mode needs a PRNG key (call it with key=...), "
+                "or pass inference=True"
+            )
+        keep: Tensor[Bool, *Axes] = Tensor(jax.random.bernoulli(key, 1.0 - self.p, x.shape), x.axes)
         scale = 0.0 if self.p == 1.0 else 1.0 / (1.0 - self.p)
         return where(keep, x * scale, 0.0)

@@ -10,7 +10,7 @@ import jax.numpy as jnp
 from typing_extensions import TypeVar
 
 from ..core import F32, Axis, DType, Integer, Tensor
-from ..core.internal import axis_name, check_axis_label, fail
+from ..core._internal import axis_name, check_axis_label, fail
 from ..ops import take
 from . import _init
 from ._util import distinct, forbid
@@ -50,27 +50,42 @@ class Embedding(eqx.Module, Generic[D, V, E]):
     vocab_axis: type[V] = eqx.field(static=True)
     embed_axis: type[E] = eqx.field(static=True)
 
-    def __init__(self, vocab_axis: type[V], embed_axis: type[E], vocab_size: int,
-                 embed_size: int, *, weight_init: _init.Initializer | None = None,
-                 dtype: type[D] = F32,  # type: ignore[assignment]  # D defaults to F32
-                 key: jax.Array) -> None:
+    def __init__(
+        self,
+        vocab_axis: type[V],
+        embed_axis: type[E],
+        vocab_size: int,
+        embed_size: int,
+        *,
+        weight_init: _init.Initializer | None = None,
+        dtype: type[D] = F32,  # type: ignore[assignment]  # D defaults to F32
+        key: jax.Array,
+    ) -> None:
         check_axis_label(vocab_axis, "Embedding")
         check_axis_label(embed_axis, "Embedding")
         distinct("Embedding", (vocab_axis, embed_axis))
         self.vocab_axis, self.embed_axis = vocab_axis, embed_axis
         self.weight = (weight_init or _init.normal(1.0))(
-            key, {vocab_axis: vocab_size, embed_axis: embed_size}, fan_in=vocab_axis,
-            fan_out=embed_axis, dtype=dtype)
+            key,
+            {vocab_axis: vocab_size, embed_axis: embed_size},
+            fan_in=vocab_axis,
+            fan_out=embed_axis,
+            dtype=dtype,
+        )
 
-    def __call__(self, ids: Tensor[Int, *B], *, key: jax.Array | None = None
-                 ) -> Tensor[D, *B, E]:
+    def __call__(self, ids: Tensor[Int, *B], *, key: jax.Array | None = None) -> Tensor[D, *B, E]:
         """Look up ``ids`` (an integer Tensor); ``key`` is ignored."""
         n, d = self.weight.shape  # None in the type checker's stand-in
-        name = (f"Embedding({axis_name(self.vocab_axis)}{'' if n is None else f'={n}'} -> "
-                f"{axis_name(self.embed_axis)}{'' if d is None else f'={d}'})")
+        name = (
+            f"Embedding({axis_name(self.vocab_axis)}{'' if n is None else f'={n}'} -> "
+            f"{axis_name(self.embed_axis)}{'' if d is None else f'={d}'})"
+        )
         if not jnp.issubdtype(ids.dtype.numpy, jnp.integer):
-            raise fail(name, (ids,), f"ids must be integers, got {ids.dtype.__name__} "
-                       "(convert with astype(ax.I32))")
+            raise fail(
+                name,
+                (ids,),
+                f"ids must be integers, got {ids.dtype.__name__} (convert with astype(ax.I32))",
+            )
         forbid(name, (ids,), ids, (self.vocab_axis, self.embed_axis), what="ids")
         out: Tensor[D, *B, E] = take(self.weight, self.vocab_axis, ids)
         return out

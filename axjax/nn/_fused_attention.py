@@ -21,7 +21,7 @@ import jax
 import jax.numpy as jnp
 
 from ..core import AnyTensor, Axis, Bool, Op, TensorType
-from ..core.internal import axes_names, axis_name, is_floating, register_op, result_dtype
+from ..core._internal import axes_names, axis_name, is_floating, register_op, result_dtype
 
 __all__ = ["AttentionPath", "FusedAttention", "default_attention_path"]
 
@@ -51,9 +51,16 @@ class FusedAttention(Op):
         >>> op(q, k, v)              # q [Batch, Pos, Head, HeadDim] -> same axes
     """
 
-    def __init__(self, over: type[Axis], key_pos: type[Axis], *,
-                 heads: type[Axis] | None = None, causal: bool = False,
-                 masked: bool = False, implementation: str | None = None) -> None:
+    def __init__(
+        self,
+        over: type[Axis],
+        key_pos: type[Axis],
+        *,
+        heads: type[Axis] | None = None,
+        causal: bool = False,
+        masked: bool = False,
+        implementation: str | None = None,
+    ) -> None:
         self.over, self.key_pos, self.heads = over, key_pos, heads
         self.causal, self.masked, self.implementation = causal, masked, implementation
 
@@ -64,8 +71,11 @@ class FusedAttention(Op):
         """The batch axes (in the query's order) and the query's position axis."""
         own = [a for a in q.axes if a not in k.axes]
         if len(own) != 1:
-            raise self.fail((q, k), f"the query needs exactly one position axis that the key "
-                            f"lacks, has {len(own)} ({axes_names(tuple(own))})")
+            raise self.fail(
+                (q, k),
+                f"the query needs exactly one position axis that the key "
+                f"lacks, has {len(own)} ({axes_names(tuple(own))})",
+            )
         batch = tuple(a for a in q.axes if a in k.axes and a not in (self.over, self.heads))
         return batch, own[0]
 
@@ -77,29 +87,47 @@ class FusedAttention(Op):
         batch, qpos = self._layout(q, k)
         sizes: dict[type[Axis], int | None] = {}
         want = {*batch, self.over, *((self.heads,) if self.heads else ())}
-        for name, t, axes in (("query", q, want | {qpos}), ("key", k, want | {self.key_pos}),
-                              ("value", v, want | {self.key_pos})):
+        for name, t, axes in (
+            ("query", q, want | {qpos}),
+            ("key", k, want | {self.key_pos}),
+            ("value", v, want | {self.key_pos}),
+        ):
             if set(t.axes) != axes:
-                raise self.fail(xs, f"the {name} has axes ({axes_names(t.axes)}), expected "
-                                f"({axes_names(tuple(axes))}) in any order")
+                raise self.fail(
+                    xs,
+                    f"the {name} has axes ({axes_names(t.axes)}), expected "
+                    f"({axes_names(tuple(axes))}) in any order",
+                )
             for a, n in zip(t.axes, t.shape, strict=True):
                 if sizes.setdefault(a, n) != n:
-                    raise self.fail(xs, f"axis {axis_name(a)} has size {sizes[a]} in one "
-                                    f"operand and {n} in another")
+                    raise self.fail(
+                        xs,
+                        f"axis {axis_name(a)} has size {sizes[a]} in one "
+                        f"operand and {n} in another",
+                    )
         if mask:
             m = mask[0]
             if m.dtype is not Bool:
                 raise self.fail(xs, f"the mask must be Bool, got {m.dtype.__name__}")
             extra = [a for a in m.axes if a not in (*batch, qpos, self.key_pos, self.heads)]
             if extra:
-                raise self.fail(xs, f"the mask has axis {axis_name(extra[0])}, which the "
-                                "scores lack")
+                raise self.fail(
+                    xs, f"the mask has axis {axis_name(extra[0])}, which the scores lack"
+                )
         out = tuple(a for a in q.axes if a != self.over) + (self.over,)
         return TensorType(dtype, out, tuple(sizes[a] for a in out))
 
     # -- the fused call on arrays ------------------------------------------------------
-    def _call(self, q: AnyTensor, k: AnyTensor, v: AnyTensor, mask: AnyTensor | None,
-              qa: jax.Array, ka: jax.Array, va: jax.Array) -> jax.Array:
+    def _call(
+        self,
+        q: AnyTensor,
+        k: AnyTensor,
+        v: AnyTensor,
+        mask: AnyTensor | None,
+        qa: jax.Array,
+        ka: jax.Array,
+        va: jax.Array,
+    ) -> jax.Array:
         batch, qpos = self._layout(q, k)
         heads = (self.heads,) if self.heads else ()
         sizes = {**q.sizes, **k.sizes}
@@ -121,11 +149,17 @@ class FusedAttention(Op):
             m4 = m.reshape(nb, nh, sizes[qpos], sizes[self.key_pos])
         impl: Any = self.implementation
         y = jax.nn.dot_product_attention(
-            to4(q, qa, qpos), to4(k, ka, self.key_pos), to4(v, va, self.key_pos), mask=m4,
-            scale=1.0 / math.sqrt(sizes[self.over]), is_causal=self.causal,
-            implementation=impl)
-        y = y.reshape(*(sizes[a] for a in batch), sizes[qpos], *(sizes[a] for a in heads),
-                      sizes[self.over])
+            to4(q, qa, qpos),
+            to4(k, ka, self.key_pos),
+            to4(v, va, self.key_pos),
+            mask=m4,
+            scale=1.0 / math.sqrt(sizes[self.over]),
+            is_causal=self.causal,
+            implementation=impl,
+        )
+        y = y.reshape(
+            *(sizes[a] for a in batch), sizes[qpos], *(sizes[a] for a in heads), sizes[self.over]
+        )
         have = (*batch, qpos, *heads, self.over)
         out = tuple(a for a in q.axes if a != self.over) + (self.over,)
         return jnp.transpose(y, [have.index(a) for a in out])
@@ -133,10 +167,16 @@ class FusedAttention(Op):
     def forward(self, q: AnyTensor, k: AnyTensor, v: AnyTensor, *mask: AnyTensor) -> jax.Array:
         return self._call(q, k, v, mask[0] if mask else None, q.array, k.array, v.array)
 
-    def backward(self, dy: AnyTensor, y: AnyTensor, q: AnyTensor, k: AnyTensor, v: AnyTensor,
-                 *mask: AnyTensor) -> tuple[jax.Array | None, ...]:
+    def backward(
+        self,
+        dy: AnyTensor,
+        y: AnyTensor,
+        q: AnyTensor,
+        k: AnyTensor,
+        v: AnyTensor,
+        *mask: AnyTensor,
+    ) -> tuple[jax.Array | None, ...]:
         m = mask[0] if mask else None
-        _, vjp = jax.vjp(lambda a, b, c: self._call(q, k, v, m, a, b, c),
-                         q.array, k.array, v.array)
+        _, vjp = jax.vjp(lambda a, b, c: self._call(q, k, v, m, a, b, c), q.array, k.array, v.array)
         dq, dk, dv = vjp(dy.array)
         return (dq, dk, dv, *((None,) if mask else ()))

@@ -24,12 +24,24 @@ import jax
 import jax.numpy as jnp
 
 from ..core import F32, Axis, DType, Tensor
-from ..core.internal import axes_names, axis_name, check_axis_label, jax_dtype
+from ..core._internal import axes_names, axis_name, check_axis_label, jax_dtype
 
 __all__ = [
-    "Initializer", "constant", "zeros", "ones", "uniform", "normal", "variance_scaling",
-    "glorot_uniform", "glorot_normal", "he_uniform", "he_normal", "lecun_uniform",
-    "lecun_normal", "orthogonal", "fan",
+    "Initializer",
+    "constant",
+    "zeros",
+    "ones",
+    "uniform",
+    "normal",
+    "variance_scaling",
+    "glorot_uniform",
+    "glorot_normal",
+    "he_uniform",
+    "he_normal",
+    "lecun_uniform",
+    "lecun_normal",
+    "orthogonal",
+    "fan",
 ]
 
 AxisArg = type[Axis] | tuple[type[Axis], ...]
@@ -39,9 +51,15 @@ AnyTensor = Tensor[Any, *tuple[Any, ...]]
 class Initializer(Protocol):
     """``init(key, sizes, *, fan_in, fan_out, dtype) -> Tensor`` (see the module doc)."""
 
-    def __call__(self, key: jax.Array, sizes: Mapping[type[Axis], int], *,
-                 fan_in: AxisArg = (), fan_out: AxisArg = (),
-                 dtype: type[DType] = F32) -> AnyTensor: ...
+    def __call__(
+        self,
+        key: jax.Array,
+        sizes: Mapping[type[Axis], int],
+        *,
+        fan_in: AxisArg = (),
+        fan_out: AxisArg = (),
+        dtype: type[DType] = F32,
+    ) -> AnyTensor: ...
 
 
 def _axes(arg: AxisArg, where: str) -> tuple[type[Axis], ...]:
@@ -77,8 +95,14 @@ def _shape(sizes: Mapping[type[Axis], int]) -> tuple[int, ...]:
 def constant(value: float) -> Initializer:
     """Every entry equal to ``value``."""
 
-    def init(key: jax.Array, sizes: Mapping[type[Axis], int], *, fan_in: AxisArg = (),
-             fan_out: AxisArg = (), dtype: type[DType] = F32) -> AnyTensor:
+    def init(
+        key: jax.Array,
+        sizes: Mapping[type[Axis], int],
+        *,
+        fan_in: AxisArg = (),
+        fan_out: AxisArg = (),
+        dtype: type[DType] = F32,
+    ) -> AnyTensor:
         del key, fan_in, fan_out
         return _make(sizes, jnp.full(_shape(sizes), value, jax_dtype(dtype, "initializer")))
 
@@ -98,8 +122,14 @@ def ones() -> Initializer:
 def uniform(limit: float) -> Initializer:
     """Uniform in ``[-limit, limit)``, whatever the fans."""
 
-    def init(key: jax.Array, sizes: Mapping[type[Axis], int], *, fan_in: AxisArg = (),
-             fan_out: AxisArg = (), dtype: type[DType] = F32) -> AnyTensor:
+    def init(
+        key: jax.Array,
+        sizes: Mapping[type[Axis], int],
+        *,
+        fan_in: AxisArg = (),
+        fan_out: AxisArg = (),
+        dtype: type[DType] = F32,
+    ) -> AnyTensor:
         del fan_in, fan_out
         arr = jax.random.uniform(key, _shape(sizes), jax_dtype(dtype, "initializer"), -limit, limit)
         return _make(sizes, arr)
@@ -110,8 +140,14 @@ def uniform(limit: float) -> Initializer:
 def normal(stddev: float) -> Initializer:
     """Normal with standard deviation ``stddev``, whatever the fans."""
 
-    def init(key: jax.Array, sizes: Mapping[type[Axis], int], *, fan_in: AxisArg = (),
-             fan_out: AxisArg = (), dtype: type[DType] = F32) -> AnyTensor:
+    def init(
+        key: jax.Array,
+        sizes: Mapping[type[Axis], int],
+        *,
+        fan_in: AxisArg = (),
+        fan_out: AxisArg = (),
+        dtype: type[DType] = F32,
+    ) -> AnyTensor:
         del fan_in, fan_out
         arr = jax.random.normal(key, _shape(sizes), jax_dtype(dtype, "initializer")) * stddev
         return _make(sizes, arr.astype(jax_dtype(dtype, "initializer")))
@@ -119,16 +155,25 @@ def normal(stddev: float) -> Initializer:
     return init
 
 
-def variance_scaling(scale: float, mode: Literal["fan_in", "fan_out", "fan_avg"],
-                     distribution: Literal["uniform", "normal"]) -> Initializer:
+def variance_scaling(
+    scale: float,
+    mode: Literal["fan_in", "fan_out", "fan_avg"],
+    distribution: Literal["uniform", "normal"],
+) -> Initializer:
     """Variance ``scale / n`` where ``n`` is the fan-in, fan-out or their mean.
 
     ``normal`` is an untruncated normal; ``uniform`` has limit ``sqrt(3 * scale / n)``.
     Glorot, He and LeCun are special cases.
     """
 
-    def init(key: jax.Array, sizes: Mapping[type[Axis], int], *, fan_in: AxisArg = (),
-             fan_out: AxisArg = (), dtype: type[DType] = F32) -> AnyTensor:
+    def init(
+        key: jax.Array,
+        sizes: Mapping[type[Axis], int],
+        *,
+        fan_in: AxisArg = (),
+        fan_out: AxisArg = (),
+        dtype: type[DType] = F32,
+    ) -> AnyTensor:
         where = f"{distribution} {mode} initialiser"
         n_in, n_out = fan(sizes, fan_in, where), fan(sizes, fan_out, where)
         n = {"fan_in": n_in, "fan_out": n_out, "fan_avg": (n_in + n_out) / 2}[mode]
@@ -181,8 +226,14 @@ def orthogonal(gain: float = 1.0) -> Initializer:
     (whichever are fewer); any other axes (a Gate axis, say) get independent blocks.
     """
 
-    def init(key: jax.Array, sizes: Mapping[type[Axis], int], *, fan_in: AxisArg = (),
-             fan_out: AxisArg = (), dtype: type[DType] = F32) -> AnyTensor:
+    def init(
+        key: jax.Array,
+        sizes: Mapping[type[Axis], int],
+        *,
+        fan_in: AxisArg = (),
+        fan_out: AxisArg = (),
+        dtype: type[DType] = F32,
+    ) -> AnyTensor:
         ins, outs = _axes(fan_in, "orthogonal"), _axes(fan_out, "orthogonal")
         n_in, n_out = fan(sizes, ins, "orthogonal"), fan(sizes, outs, "orthogonal")
         if set(ins) & set(outs):

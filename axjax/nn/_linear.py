@@ -18,7 +18,7 @@ import jax
 from typing_extensions import TypeVar
 
 from ..core import F32, Axis, DType, Tensor
-from ..core.internal import axis_name, check_axis_label, fail
+from ..core._internal import axis_name, check_axis_label, fail
 from ..ops import broadcast, contract, relu
 from . import _init
 from ._util import distinct, forbid, require
@@ -38,22 +38,28 @@ AnyTensor = Tensor[Any, *tuple[Any, ...]]
 Activation = Callable[[Any], Any]
 
 
-def _dense(name: str, x: Any, weight: Any, bias: Any, in_axis: type[Axis],
-           out_axis: type[Axis]) -> Any:
+def _dense(
+    name: str, x: Any, weight: Any, bias: Any, in_axis: type[Axis], out_axis: type[Axis]
+) -> Any:
     n_in = dict(zip(weight.axes, weight.shape, strict=True))[in_axis]
     require(name, (x,), x, in_axis, n_in)
     forbid(name, (x,), x, (out_axis,))
     if x.dtype is not weight.dtype:
-        raise fail(name, (x,), f"the input is {x.dtype.__name__}, the layer's parameters "
-                   f"{weight.dtype.__name__} (convert the input with astype, or cast the layer)")
+        raise fail(
+            name,
+            (x,),
+            f"the input is {x.dtype.__name__}, the layer's parameters "
+            f"{weight.dtype.__name__} (convert the input with astype, or cast the layer)",
+        )
     y = contract(x, weight, over=in_axis)
     if bias is not None:
         y = y + broadcast(bias, y)
     return y
 
 
-def _describe(kind: str, in_axis: type[Axis], out_axis: type[Axis], n_in: int | None,
-              n_out: int | None) -> str:
+def _describe(
+    kind: str, in_axis: type[Axis], out_axis: type[Axis], n_in: int | None, n_out: int | None
+) -> str:
     def sized(a: type[Axis], n: int | None) -> str:
         return axis_name(a) if n is None else f"{axis_name(a)}={n}"
 
@@ -70,23 +76,29 @@ class _Dense(eqx.Module, Generic[D, In, Out]):
     """
 
     @overload
-    def __call__(self, x: Tensor[D, *B, In], *, key: jax.Array | None = None
-                 ) -> Tensor[D, *B, Out]: ...
+    def __call__(
+        self, x: Tensor[D, *B, In], *, key: jax.Array | None = None
+    ) -> Tensor[D, *B, Out]: ...
     @overload
-    def __call__(self, x: Tensor[D, *B, In, T0], *, key: jax.Array | None = None
-                 ) -> Tensor[D, *B, T0, Out]: ...
+    def __call__(
+        self, x: Tensor[D, *B, In, T0], *, key: jax.Array | None = None
+    ) -> Tensor[D, *B, T0, Out]: ...
     @overload
-    def __call__(self, x: Tensor[D, *B, In, T0, T1], *, key: jax.Array | None = None
-                 ) -> Tensor[D, *B, T0, T1, Out]: ...
+    def __call__(
+        self, x: Tensor[D, *B, In, T0, T1], *, key: jax.Array | None = None
+    ) -> Tensor[D, *B, T0, T1, Out]: ...
     @overload
-    def __call__(self, x: Tensor[D, In, *B], *, key: jax.Array | None = None
-                 ) -> Tensor[D, *B, Out]: ...
+    def __call__(
+        self, x: Tensor[D, In, *B], *, key: jax.Array | None = None
+    ) -> Tensor[D, *B, Out]: ...
     @overload
-    def __call__(self, x: Tensor[D, T0, In, *B], *, key: jax.Array | None = None
-                 ) -> Tensor[D, T0, *B, Out]: ...
+    def __call__(
+        self, x: Tensor[D, T0, In, *B], *, key: jax.Array | None = None
+    ) -> Tensor[D, T0, *B, Out]: ...
     @overload
-    def __call__(self, x: Tensor[D, T0, T1, T2, Any, Any, Any, *B], *,
-                 key: jax.Array | None = None) -> Tensor[D, *tuple[Any, ...]]: ...
+    def __call__(
+        self, x: Tensor[D, T0, T1, T2, Any, Any, Any, *B], *, key: jax.Array | None = None
+    ) -> Tensor[D, *tuple[Any, ...]]: ...
     def __call__(self, x: AnyTensor, *, key: jax.Array | None = None) -> AnyTensor:
         """Apply the layer; ``key`` is ignored (accepted for a uniform signature)."""
         return self._apply(x)
@@ -122,26 +134,39 @@ class Affine(_Dense[D, In, Out]):
     in_axis: type[In] = eqx.field(static=True)
     out_axis: type[Out] = eqx.field(static=True)
 
-    def __init__(self, in_axis: type[In], out_axis: type[Out], in_size: int, out_size: int, *,
-                 weight_init: _init.Initializer | None = None,
-                 bias_init: _init.Initializer | None = None,
-                 dtype: type[D] = F32,  # type: ignore[assignment]  # D defaults to F32
-                 key: jax.Array) -> None:
+    def __init__(
+        self,
+        in_axis: type[In],
+        out_axis: type[Out],
+        in_size: int,
+        out_size: int,
+        *,
+        weight_init: _init.Initializer | None = None,
+        bias_init: _init.Initializer | None = None,
+        dtype: type[D] = F32,  # type: ignore[assignment]  # D defaults to F32
+        key: jax.Array,
+    ) -> None:
         check_axis_label(in_axis, "Affine")
         check_axis_label(out_axis, "Affine")
         self.in_axis, self.out_axis = in_axis, out_axis
         distinct("Affine", (self.in_axis, self.out_axis))
         wkey, bkey = jax.random.split(key)
         w_init = weight_init or _init.glorot_uniform()
-        self.weight = w_init(wkey, {out_axis: out_size, in_axis: in_size},
-                             fan_in=in_axis, fan_out=out_axis, dtype=dtype)
-        self.bias = (bias_init or _init.zeros())(bkey, {out_axis: out_size},
-                                                 fan_in=(), fan_out=out_axis,
-                                                 dtype=dtype)
+        self.weight = w_init(
+            wkey,
+            {out_axis: out_size, in_axis: in_size},
+            fan_in=in_axis,
+            fan_out=out_axis,
+            dtype=dtype,
+        )
+        self.bias = (bias_init or _init.zeros())(
+            bkey, {out_axis: out_size}, fan_in=(), fan_out=out_axis, dtype=dtype
+        )
 
     def _apply(self, x: AnyTensor) -> AnyTensor:
-        out: AnyTensor = _dense(self._name(), x, self.weight, self.bias, self.in_axis,
-                                self.out_axis)
+        out: AnyTensor = _dense(
+            self._name(), x, self.weight, self.bias, self.in_axis, self.out_axis
+        )
         return out
 
     def _name(self) -> str:
@@ -161,17 +186,29 @@ class Linear(_Dense[D, In, Out]):
     in_axis: type[In] = eqx.field(static=True)
     out_axis: type[Out] = eqx.field(static=True)
 
-    def __init__(self, in_axis: type[In], out_axis: type[Out], in_size: int, out_size: int, *,
-                 weight_init: _init.Initializer | None = None,
-                 dtype: type[D] = F32,  # type: ignore[assignment]  # D defaults to F32
-                 key: jax.Array) -> None:
+    def __init__(
+        self,
+        in_axis: type[In],
+        out_axis: type[Out],
+        in_size: int,
+        out_size: int,
+        *,
+        weight_init: _init.Initializer | None = None,
+        dtype: type[D] = F32,  # type: ignore[assignment]  # D defaults to F32
+        key: jax.Array,
+    ) -> None:
         check_axis_label(in_axis, "Linear")
         check_axis_label(out_axis, "Linear")
         self.in_axis, self.out_axis = in_axis, out_axis
         distinct("Linear", (self.in_axis, self.out_axis))
         w_init = weight_init or _init.glorot_uniform()
-        self.weight = w_init(key, {out_axis: out_size, in_axis: in_size},
-                             fan_in=in_axis, fan_out=out_axis, dtype=dtype)
+        self.weight = w_init(
+            key,
+            {out_axis: out_size, in_axis: in_size},
+            fan_in=in_axis,
+            fan_out=out_axis,
+            dtype=dtype,
+        )
 
     def _apply(self, x: AnyTensor) -> AnyTensor:
         n_out, n_in = self.weight.shape
@@ -204,20 +241,27 @@ class MLP(_Dense[D, In, Out]):
     activation: Activation = eqx.field(static=True)
     final_activation: Activation | None = eqx.field(static=True)
 
-    def __init__(self, in_axis: type[In], out_axis: type[Out], in_size: int, out_size: int, *,
-                 hidden: Mapping[type[Axis], int] | None = None,
-                 activation: Activation = relu, final_activation: Activation | None = None,
-                 weight_init: _init.Initializer | None = None,
-                 bias_init: _init.Initializer | None = None,
-                 dtype: type[D] = F32,  # type: ignore[assignment]  # D defaults to F32
-                 key: jax.Array) -> None:
+    def __init__(
+        self,
+        in_axis: type[In],
+        out_axis: type[Out],
+        in_size: int,
+        out_size: int,
+        *,
+        hidden: Mapping[type[Axis], int] | None = None,
+        activation: Activation = relu,
+        final_activation: Activation | None = None,
+        weight_init: _init.Initializer | None = None,
+        bias_init: _init.Initializer | None = None,
+        dtype: type[D] = F32,  # type: ignore[assignment]  # D defaults to F32
+        key: jax.Array,
+    ) -> None:
         axes: list[Any] = [in_axis, *(hidden or {}), out_axis]
         sizes = [in_size, *(hidden or {}).values(), out_size]
         distinct("MLP", axes)
         keys = list(jax.random.split(key, len(axes) - 1))
         self.layers = tuple(
-            Affine(a, b, n, m, weight_init=weight_init, bias_init=bias_init, dtype=dtype,
-                   key=k)
+            Affine(a, b, n, m, weight_init=weight_init, bias_init=bias_init, dtype=dtype, key=k)
             for a, b, n, m, k in zip(axes, axes[1:], sizes, sizes[1:], keys, strict=False)
         )
         self.activation = activation

@@ -21,7 +21,7 @@ import jax
 from typing_extensions import TypeVar, TypeVarTuple, Unpack
 
 from ..core import F32, Axis, DType, Tensor
-from ..core.internal import axes_names, fail
+from ..core._internal import axes_names, fail
 from ..ops import broadcast, mean, rsqrt, var
 from . import _init
 from ._util import AxisArg, as_axes, require
@@ -46,8 +46,9 @@ AnyTensor = Tensor[Any, *tuple[Any, ...]]
 Sizes = int | Sequence[int]
 
 
-def _params(axes: tuple[type[Axis], ...], sizes: int | Sequence[int], where: str
-            ) -> dict[type[Axis], int]:
+def _params(
+    axes: tuple[type[Axis], ...], sizes: int | Sequence[int], where: str
+) -> dict[type[Axis], int]:
     ns = (sizes,) if isinstance(sizes, int) else tuple(sizes)
     if len(ns) != len(axes):
         raise ValueError(f"{where}: {len(axes)} axes ({axes_names(axes)}) but {len(ns)} sizes")
@@ -58,8 +59,12 @@ def _check(name: str, x: Any, sizes: dict[type[Axis], int], weight: Any) -> None
     for a, n in sizes.items():
         require(name, (x,), x, a, n)
     if weight is not None and x.dtype is not weight.dtype:
-        raise fail(name, (x,), f"the input is {x.dtype.__name__}, the layer's parameters "
-                   f"{weight.dtype.__name__} (convert the input with astype, or cast the layer)")
+        raise fail(
+            name,
+            (x,),
+            f"the input is {x.dtype.__name__}, the layer's parameters "
+            f"{weight.dtype.__name__} (convert the input with astype, or cast the layer)",
+        )
 
 
 class _Norm(eqx.Module, Generic[D, *N]):
@@ -67,26 +72,36 @@ class _Norm(eqx.Module, Generic[D, *N]):
     over among the input's (checked statically for one axis, see the module doc)."""
 
     @overload
-    def __call__(self: _Norm[D, A0], x: Tensor[D, *Axes, A0], *,
-                 key: jax.Array | None = None) -> Tensor[D, *Axes, A0]: ...
+    def __call__(
+        self: _Norm[D, A0], x: Tensor[D, *Axes, A0], *, key: jax.Array | None = None
+    ) -> Tensor[D, *Axes, A0]: ...
     @overload
-    def __call__(self: _Norm[D, A0], x: Tensor[D, *Axes, A0, T0], *,
-                 key: jax.Array | None = None) -> Tensor[D, *Axes, A0, T0]: ...
+    def __call__(
+        self: _Norm[D, A0], x: Tensor[D, *Axes, A0, T0], *, key: jax.Array | None = None
+    ) -> Tensor[D, *Axes, A0, T0]: ...
     @overload
-    def __call__(self: _Norm[D, A0], x: Tensor[D, *Axes, A0, T0, T1], *,
-                 key: jax.Array | None = None) -> Tensor[D, *Axes, A0, T0, T1]: ...
+    def __call__(
+        self: _Norm[D, A0], x: Tensor[D, *Axes, A0, T0, T1], *, key: jax.Array | None = None
+    ) -> Tensor[D, *Axes, A0, T0, T1]: ...
     @overload
-    def __call__(self: _Norm[D, A0], x: Tensor[D, A0, *Axes], *,
-                 key: jax.Array | None = None) -> Tensor[D, A0, *Axes]: ...
+    def __call__(
+        self: _Norm[D, A0], x: Tensor[D, A0, *Axes], *, key: jax.Array | None = None
+    ) -> Tensor[D, A0, *Axes]: ...
     @overload
-    def __call__(self: _Norm[D, A0], x: Tensor[D, T0, A0, *Axes], *,
-                 key: jax.Array | None = None) -> Tensor[D, T0, A0, *Axes]: ...
+    def __call__(
+        self: _Norm[D, A0], x: Tensor[D, T0, A0, *Axes], *, key: jax.Array | None = None
+    ) -> Tensor[D, T0, A0, *Axes]: ...
     @overload
-    def __call__(self: _Norm[D, A0], x: Tensor[D, T0, T1, T2, T3, T4, T5, *Axes], *,
-                 key: jax.Array | None = None) -> Tensor[D, *tuple[Any, ...]]: ...
+    def __call__(
+        self: _Norm[D, A0],
+        x: Tensor[D, T0, T1, T2, T3, T4, T5, *Axes],
+        *,
+        key: jax.Array | None = None,
+    ) -> Tensor[D, *tuple[Any, ...]]: ...
     @overload
-    def __call__(self: _Norm[D, A0, A1, *Rest], x: Tensor[D, *Axes], *,
-                 key: jax.Array | None = None) -> Tensor[D, *Axes]: ...
+    def __call__(
+        self: _Norm[D, A0, A1, *Rest], x: Tensor[D, *Axes], *, key: jax.Array | None = None
+    ) -> Tensor[D, *Axes]: ...
     def __call__(self, x: AnyTensor, *, key: jax.Array | None = None) -> AnyTensor:
         """Normalise ``x``; ``key`` is ignored."""
         return self._apply(x)
@@ -117,25 +132,68 @@ class LayerNorm(_Norm[D, *N]):
     eps: float = eqx.field(static=True)
 
     @overload
-    def __init__(self: LayerNorm[F32, A0], axes: type[A0], sizes: Sizes, *, eps: float = ...,
-                 use_weight: bool = ..., use_bias: bool = ...) -> None: ...
+    def __init__(
+        self: LayerNorm[F32, A0],
+        axes: type[A0],
+        sizes: Sizes,
+        *,
+        eps: float = ...,
+        use_weight: bool = ...,
+        use_bias: bool = ...,
+    ) -> None: ...
     @overload
-    def __init__(self: LayerNorm[DI, A0], axes: type[A0], sizes: Sizes, *, eps: float = ...,
-                 use_weight: bool = ..., use_bias: bool = ..., dtype: type[DI]) -> None: ...
+    def __init__(
+        self: LayerNorm[DI, A0],
+        axes: type[A0],
+        sizes: Sizes,
+        *,
+        eps: float = ...,
+        use_weight: bool = ...,
+        use_bias: bool = ...,
+        dtype: type[DI],
+    ) -> None: ...
     @overload
-    def __init__(self: LayerNorm[F32, A0, A1], axes: tuple[type[A0], type[A1]], sizes: Sizes,
-                 *, eps: float = ..., use_weight: bool = ..., use_bias: bool = ...) -> None: ...
+    def __init__(
+        self: LayerNorm[F32, A0, A1],
+        axes: tuple[type[A0], type[A1]],
+        sizes: Sizes,
+        *,
+        eps: float = ...,
+        use_weight: bool = ...,
+        use_bias: bool = ...,
+    ) -> None: ...
     @overload
-    def __init__(self: LayerNorm[DI, A0, A1], axes: tuple[type[A0], type[A1]], sizes: Sizes,
-                 *, eps: float = ..., use_weight: bool = ..., use_bias: bool = ...,
-                 dtype: type[DI]) -> None: ...
+    def __init__(
+        self: LayerNorm[DI, A0, A1],
+        axes: tuple[type[A0], type[A1]],
+        sizes: Sizes,
+        *,
+        eps: float = ...,
+        use_weight: bool = ...,
+        use_bias: bool = ...,
+        dtype: type[DI],
+    ) -> None: ...
     @overload
-    def __init__(self: LayerNorm[Any, *tuple[Any, ...]], axes: AxisArg, sizes: Sizes, *,
-                 eps: float = ..., use_weight: bool = ..., use_bias: bool = ...,
-                 dtype: type[DType] = ...) -> None: ...
-    def __init__(self, axes: AxisArg, sizes: Sizes, *, eps: float = 1e-5,
-                 use_weight: bool = True, use_bias: bool = True,
-                 dtype: type[DType] = F32) -> None:
+    def __init__(
+        self: LayerNorm[Any, *tuple[Any, ...]],
+        axes: AxisArg,
+        sizes: Sizes,
+        *,
+        eps: float = ...,
+        use_weight: bool = ...,
+        use_bias: bool = ...,
+        dtype: type[DType] = ...,
+    ) -> None: ...
+    def __init__(
+        self,
+        axes: AxisArg,
+        sizes: Sizes,
+        *,
+        eps: float = 1e-5,
+        use_weight: bool = True,
+        use_bias: bool = True,
+        dtype: type[DType] = F32,
+    ) -> None:
         self.axes = as_axes(axes, "LayerNorm")
         shape = _params(self.axes, sizes, "LayerNorm")
         self.sizes = tuple(shape.values())
@@ -145,8 +203,9 @@ class LayerNorm(_Norm[D, *N]):
         self.eps = float(eps)
 
     def _apply(self, x: AnyTensor) -> AnyTensor:
-        _check(f"LayerNorm({axes_names(self.axes)})", x, dict(zip(self.axes, self.sizes)),
-               self.weight)
+        _check(
+            f"LayerNorm({axes_names(self.axes)})", x, dict(zip(self.axes, self.sizes)), self.weight
+        )
         centred = x - broadcast(mean(x, self.axes), x)
         out = centred * broadcast(rsqrt(var(x, self.axes) + self.eps), x)
         if self.weight is not None:
@@ -169,23 +228,62 @@ class RMSNorm(_Norm[D, *N]):
     eps: float = eqx.field(static=True)
 
     @overload
-    def __init__(self: RMSNorm[F32, A0], axes: type[A0], sizes: Sizes, *, eps: float = ...,
-                 use_weight: bool = ...) -> None: ...
+    def __init__(
+        self: RMSNorm[F32, A0],
+        axes: type[A0],
+        sizes: Sizes,
+        *,
+        eps: float = ...,
+        use_weight: bool = ...,
+    ) -> None: ...
     @overload
-    def __init__(self: RMSNorm[DI, A0], axes: type[A0], sizes: Sizes, *, eps: float = ...,
-                 use_weight: bool = ..., dtype: type[DI]) -> None: ...
+    def __init__(
+        self: RMSNorm[DI, A0],
+        axes: type[A0],
+        sizes: Sizes,
+        *,
+        eps: float = ...,
+        use_weight: bool = ...,
+        dtype: type[DI],
+    ) -> None: ...
     @overload
-    def __init__(self: RMSNorm[F32, A0, A1], axes: tuple[type[A0], type[A1]], sizes: Sizes,
-                 *, eps: float = ..., use_weight: bool = ...) -> None: ...
+    def __init__(
+        self: RMSNorm[F32, A0, A1],
+        axes: tuple[type[A0], type[A1]],
+        sizes: Sizes,
+        *,
+        eps: float = ...,
+        use_weight: bool = ...,
+    ) -> None: ...
     @overload
-    def __init__(self: RMSNorm[DI, A0, A1], axes: tuple[type[A0], type[A1]], sizes: Sizes,
-                 *, eps: float = ..., use_weight: bool = ..., dtype: type[DI]) -> None: ...
+    def __init__(
+        self: RMSNorm[DI, A0, A1],
+        axes: tuple[type[A0], type[A1]],
+        sizes: Sizes,
+        *,
+        eps: float = ...,
+        use_weight: bool = ...,
+        dtype: type[DI],
+    ) -> None: ...
     @overload
-    def __init__(self: RMSNorm[Any, *tuple[Any, ...]], axes: AxisArg, sizes: Sizes, *,
-                 eps: float = ..., use_weight: bool = ..., dtype: type[DType] = ...
-                 ) -> None: ...
-    def __init__(self, axes: AxisArg, sizes: Sizes, *, eps: float = 1e-5,
-                 use_weight: bool = True, dtype: type[DType] = F32) -> None:
+    def __init__(
+        self: RMSNorm[Any, *tuple[Any, ...]],
+        axes: AxisArg,
+        sizes: Sizes,
+        *,
+        eps: float = ...,
+        use_weight: bool = ...,
+        dtype: type[DType] = ...,
+    ) -> None: ...
+    def __init__(
+        self,
+        axes: AxisArg,
+        sizes: Sizes,
+        *,
+        eps: float = 1e-5,
+        use_weight: bool = True,
+        dtype: type[DType] = F32,
+    ) -> None:
         self.axes = as_axes(axes, "RMSNorm")
         shape = _params(self.axes, sizes, "RMSNorm")
         self.sizes = tuple(shape.values())
@@ -193,10 +291,10 @@ class RMSNorm(_Norm[D, *N]):
         self.eps = float(eps)
 
     def _apply(self, x: AnyTensor) -> AnyTensor:
-        _check(f"RMSNorm({axes_names(self.axes)})", x, dict(zip(self.axes, self.sizes)),
-               self.weight)
+        _check(
+            f"RMSNorm({axes_names(self.axes)})", x, dict(zip(self.axes, self.sizes)), self.weight
+        )
         out = x * broadcast(rsqrt(mean(x * x, self.axes) + self.eps), x)
         if self.weight is not None:
             out = out * broadcast(self.weight, x)
         return out
-

@@ -22,11 +22,19 @@ from ..core import Axis, DType, Tensor
 from ..ops import avg_pool, max_pool
 from ..ops import max as reduce_max
 from ..ops import mean as reduce_mean
-from ..ops.internal import Padding
+from ..ops._internal import Padding
 from ._util import AxisArg, as_axes
 
-__all__ = ["MaxPool", "AvgPool", "MaxPool1D", "MaxPool2D", "AvgPool1D", "AvgPool2D",
-           "GlobalMaxPool", "GlobalAvgPool"]
+__all__ = [
+    "MaxPool",
+    "AvgPool",
+    "MaxPool1D",
+    "MaxPool2D",
+    "AvgPool1D",
+    "AvgPool2D",
+    "GlobalMaxPool",
+    "GlobalAvgPool",
+]
 
 AnyTensor = Tensor[Any, *tuple[Any, ...]]
 D = TypeVar("D", bound=DType)
@@ -46,13 +54,17 @@ class _Pool(eqx.Module):
     stride: int | tuple[int, ...] | None = eqx.field(static=True)
     padding: Any = eqx.field(static=True)
 
-    def __init__(self, spatial: AxisArg, window: Ints, stride: Ints | None = None,
-                 padding: Padding = "VALID") -> None:
+    def __init__(
+        self, spatial: AxisArg, window: Ints, stride: Ints | None = None, padding: Padding = "VALID"
+    ) -> None:
         self.spatial = as_axes(spatial, type(self).__name__)
         self.window = window if isinstance(window, int) else tuple(window)
         self.stride = stride if stride is None or isinstance(stride, int) else tuple(stride)
-        self.padding = padding if isinstance(padding, str | int) else tuple(
-            p if isinstance(p, int) else tuple(p) for p in padding)
+        self.padding = (
+            padding
+            if isinstance(padding, str | int)
+            else tuple(p if isinstance(p, int) else tuple(p) for p in padding)
+        )
 
 
 class MaxPool(_Pool):
@@ -63,12 +75,12 @@ class MaxPool(_Pool):
         >>> pool(maps)     # [Batch, Height=28, Width=28, Feature] -> Height=14, Width=14
     """
 
-    def __init__(self, spatial: AxisArg, window: Ints, stride: Ints | None = None,
-                 padding: Padding = "VALID") -> None:
+    def __init__(
+        self, spatial: AxisArg, window: Ints, stride: Ints | None = None, padding: Padding = "VALID"
+    ) -> None:
         super().__init__(spatial, window, stride, padding)
 
-    def __call__(self, x: Tensor[D, *Axes], *, key: jax.Array | None = None
-                 ) -> Tensor[D, *Axes]:
+    def __call__(self, x: Tensor[D, *Axes], *, key: jax.Array | None = None) -> Tensor[D, *Axes]:
         """Pool ``x`` (the same axes, smaller sizes); ``key`` is ignored."""
         return max_pool(x, self.spatial, self.window, self.stride, self.padding)
 
@@ -80,12 +92,12 @@ class AvgPool(_Pool):
         >>> ax.nn.AvgPool((Height, Width), window=2)(maps)
     """
 
-    def __init__(self, spatial: AxisArg, window: Ints, stride: Ints | None = None,
-                 padding: Padding = "VALID") -> None:
+    def __init__(
+        self, spatial: AxisArg, window: Ints, stride: Ints | None = None, padding: Padding = "VALID"
+    ) -> None:
         super().__init__(spatial, window, stride, padding)
 
-    def __call__(self, x: Tensor[D, *Axes], *, key: jax.Array | None = None
-                 ) -> Tensor[D, *Axes]:
+    def __call__(self, x: Tensor[D, *Axes], *, key: jax.Array | None = None) -> Tensor[D, *Axes]:
         """Pool ``x`` (the same axes, smaller sizes); ``key`` is ignored."""
         return avg_pool(x, self.spatial, self.window, self.stride, self.padding)
 
@@ -93,8 +105,13 @@ class AvgPool(_Pool):
 class MaxPool1D(MaxPool, Generic[S1]):
     """:class:`MaxPool` over one axis: ``ax.nn.MaxPool1D(Time, 2)``, a ``MaxPool1D[Time]``."""
 
-    def __init__(self, spatial: type[S1], window: Ints, stride: Ints | None = None,
-                 padding: Padding = "VALID") -> None:
+    def __init__(
+        self,
+        spatial: type[S1],
+        window: Ints,
+        stride: Ints | None = None,
+        padding: Padding = "VALID",
+    ) -> None:
         super().__init__(spatial, window, stride, padding)
 
 
@@ -102,16 +119,26 @@ class MaxPool2D(MaxPool, Generic[S1, S2]):
     """:class:`MaxPool` over two axes: ``ax.nn.MaxPool2D((Height, Width), 2)``, a
     ``MaxPool2D[Height, Width]``."""
 
-    def __init__(self, spatial: tuple[type[S1], type[S2]], window: Ints,
-                 stride: Ints | None = None, padding: Padding = "VALID") -> None:
+    def __init__(
+        self,
+        spatial: tuple[type[S1], type[S2]],
+        window: Ints,
+        stride: Ints | None = None,
+        padding: Padding = "VALID",
+    ) -> None:
         super().__init__(spatial, window, stride, padding)
 
 
 class AvgPool1D(AvgPool, Generic[S1]):
     """:class:`AvgPool` over one axis: ``ax.nn.AvgPool1D(Time, 2)``, an ``AvgPool1D[Time]``."""
 
-    def __init__(self, spatial: type[S1], window: Ints, stride: Ints | None = None,
-                 padding: Padding = "VALID") -> None:
+    def __init__(
+        self,
+        spatial: type[S1],
+        window: Ints,
+        stride: Ints | None = None,
+        padding: Padding = "VALID",
+    ) -> None:
         super().__init__(spatial, window, stride, padding)
 
 
@@ -119,8 +146,13 @@ class AvgPool2D(AvgPool, Generic[S1, S2]):
     """:class:`AvgPool` over two axes: ``ax.nn.AvgPool2D((Height, Width), 2)``, an
     ``AvgPool2D[Height, Width]``."""
 
-    def __init__(self, spatial: tuple[type[S1], type[S2]], window: Ints,
-                 stride: Ints | None = None, padding: Padding = "VALID") -> None:
+    def __init__(
+        self,
+        spatial: tuple[type[S1], type[S2]],
+        window: Ints,
+        stride: Ints | None = None,
+        padding: Padding = "VALID",
+    ) -> None:
         super().__init__(spatial, window, stride, padding)
 
 

@@ -26,7 +26,7 @@ import jax.numpy as jnp
 from typing_extensions import TypeVar
 
 from ..core import BF16, F16, F32, DType, Floating, Tensor
-from ..core.internal import is_floating, jax_dtype
+from ..core._internal import is_floating, jax_dtype
 
 if TYPE_CHECKING:
     from ..core import F64, Axis
@@ -84,11 +84,11 @@ def cast(tree: RMSNorm[Any, *Ts], dtype: type[DN]) -> RMSNorm[DN, *Ts]: ...
 @overload
 def cast(tree: Conv1D[Any, A1, A2, A3], dtype: type[DN]) -> Conv1D[DN, A1, A2, A3]: ...
 @overload
-def cast(tree: Conv2D[Any, A1, A2, A3, A4], dtype: type[DN]
-         ) -> Conv2D[DN, A1, A2, A3, A4]: ...
+def cast(tree: Conv2D[Any, A1, A2, A3, A4], dtype: type[DN]) -> Conv2D[DN, A1, A2, A3, A4]: ...
 @overload
-def cast(tree: Conv3D[Any, A1, A2, A3, A4, A5], dtype: type[DN]
-         ) -> Conv3D[DN, A1, A2, A3, A4, A5]: ...
+def cast(
+    tree: Conv3D[Any, A1, A2, A3, A4, A5], dtype: type[DN]
+) -> Conv3D[DN, A1, A2, A3, A4, A5]: ...
 @overload
 def cast(tree: RNNCell[Any, A1, A2], dtype: type[DN]) -> RNNCell[DN, A1, A2]: ...
 @overload
@@ -96,8 +96,9 @@ def cast(tree: GRUCell[Any, A1, A2], dtype: type[DN]) -> GRUCell[DN, A1, A2]: ..
 @overload
 def cast(tree: LSTMCell[Any, A1, A2], dtype: type[DN]) -> LSTMCell[DN, A1, A2]: ...
 @overload
-def cast(tree: MultiheadAttention[Any, A1, A2, A3, A4, A5], dtype: type[DN]
-         ) -> MultiheadAttention[DN, A1, A2, A3, A4, A5]: ...
+def cast(
+    tree: MultiheadAttention[Any, A1, A2, A3, A4, A5], dtype: type[DN]
+) -> MultiheadAttention[DN, A1, A2, A3, A4, A5]: ...
 @overload
 def cast(tree: Tensor[FD, *Ts], dtype: type[DN]) -> Tensor[DN, *Ts]: ...
 @overload
@@ -113,11 +114,14 @@ def cast(tree: Any, dtype: type[DType]) -> Any:
         >>> half(ax.nn.cast(x, ax.BF16))
     """
     if not is_floating(dtype):
-        raise TypeError(f"cast: {dtype.__name__} is not a floating-point dtype (cast "
-                        "integer tensors one by one with ax.astype)")
+        raise TypeError(
+            f"cast: {dtype.__name__} is not a floating-point dtype (cast "
+            "integer tensors one by one with ax.astype)"
+        )
     target = jax_dtype(dtype, "cast")
-    return jax.tree.map(lambda x: _cast_leaf(x, target), tree,
-                        is_leaf=lambda x: isinstance(x, Tensor))
+    return jax.tree.map(
+        lambda x: _cast_leaf(x, target), tree, is_leaf=lambda x: isinstance(x, Tensor)
+    )
 
 
 class DTypeCast(Generic[DC]):
@@ -155,8 +159,7 @@ class DTypeCast(Generic[DC]):
     @overload
     def __call__(self, tree: Conv2D[Any, A1, A2, A3, A4]) -> Conv2D[DC, A1, A2, A3, A4]: ...
     @overload
-    def __call__(self, tree: Conv3D[Any, A1, A2, A3, A4, A5]
-                 ) -> Conv3D[DC, A1, A2, A3, A4, A5]: ...
+    def __call__(self, tree: Conv3D[Any, A1, A2, A3, A4, A5]) -> Conv3D[DC, A1, A2, A3, A4, A5]: ...
     @overload
     def __call__(self, tree: RNNCell[Any, A1, A2]) -> RNNCell[DC, A1, A2]: ...
     @overload
@@ -164,8 +167,9 @@ class DTypeCast(Generic[DC]):
     @overload
     def __call__(self, tree: LSTMCell[Any, A1, A2]) -> LSTMCell[DC, A1, A2]: ...
     @overload
-    def __call__(self, tree: MultiheadAttention[Any, A1, A2, A3, A4, A5]
-                 ) -> MultiheadAttention[DC, A1, A2, A3, A4, A5]: ...
+    def __call__(
+        self, tree: MultiheadAttention[Any, A1, A2, A3, A4, A5]
+    ) -> MultiheadAttention[DC, A1, A2, A3, A4, A5]: ...
     @overload
     def __call__(self, tree: Tensor[FD, *Ts]) -> Tensor[DC, *Ts]: ...
     @overload
@@ -212,12 +216,15 @@ class Policy(Generic[PD, CD, OD]):
         for name in ("param", "compute", "output"):
             d = getattr(self, name)
             if not (isinstance(d, type) and issubclass(d, DType) and is_floating(d)):
-                raise TypeError(f"Policy: {name} must be a floating-point dtype (ax.F32, "
-                                f"ax.BF16, ax.F16), got {d!r}")
+                raise TypeError(
+                    f"Policy: {name} must be a floating-point dtype (ax.F32, "
+                    f"ax.BF16, ax.F16), got {d!r}"
+                )
         s = self.loss_scale
         if not (s is None or s == "dynamic" or (isinstance(s, int | float) and s > 0)):
-            raise ValueError(f"Policy: loss_scale must be None, a positive number or "
-                             f"'dynamic', got {s!r}")
+            raise ValueError(
+                f"Policy: loss_scale must be None, a positive number or 'dynamic', got {s!r}"
+            )
 
     @overload
     @classmethod
@@ -253,13 +260,15 @@ class Policy(Generic[PD, CD, OD]):
         With loss scaling the model argument is a :class:`LossScaled` and the loss's
         gradient is multiplied by its scale on the way back (the value is unchanged).
         """
+
         def run(model: Any, batch: tuple[Any, ...], key: Any) -> Any:
             scale = None
             if isinstance(model, LossScaled):
                 model, scale = model.model, model.scale
             args = self.cast_to_compute((model, batch))
-            out = loss_fn(*args[:1], *args[1], key=key) if with_key else loss_fn(
-                *args[:1], *args[1])
+            out = (
+                loss_fn(*args[:1], *args[1], key=key) if with_key else loss_fn(*args[:1], *args[1])
+            )
             loss, metrics = out if isinstance(out, tuple) else (out, None)
             loss = self.cast_to_output(loss)
             if scale is not None:
@@ -267,17 +276,20 @@ class Policy(Generic[PD, CD, OD]):
             return loss if metrics is None else (loss, self.cast_to_output(metrics))
 
         if with_key:
+
             def keyed(model: Any, *batch: Any, key: Any = None) -> Any:
                 return run(model, batch, key)
+
             return keyed
 
         def plain(model: Any, *batch: Any) -> Any:
             return run(model, batch, None)
+
         return plain
 
-    def for_training(self, model: Any, optimizer: Any, loss_fn: Callable[..., Any],
-                     with_key: bool) -> tuple[Any, Any, Callable[..., Any],
-                                              Callable[[Any], Any]]:
+    def for_training(
+        self, model: Any, optimizer: Any, loss_fn: Callable[..., Any], with_key: bool
+    ) -> tuple[Any, Any, Callable[..., Any], Callable[[Any], Any]]:
         """What ``fit`` trains: ``(model, optimizer, loss_fn, unwrap)`` (see
         :func:`for_training`)."""
         return for_training(self, model, optimizer, loss_fn, with_key)
@@ -288,14 +300,16 @@ class Policy(Generic[PD, CD, OD]):
             return None
         return 2.0**15 if self.loss_scale == "dynamic" else float(self.loss_scale)
 
-    def next_scale(self, scale: jax.Array, good: jax.Array, finite: jax.Array
-                   ) -> tuple[jax.Array, jax.Array]:
+    def next_scale(
+        self, scale: jax.Array, good: jax.Array, finite: jax.Array
+    ) -> tuple[jax.Array, jax.Array]:
         """The scale and finite-step count after a step (fixed scales never change)."""
         if self.loss_scale != "dynamic":
             return scale, good
         grow = finite & (good + 1 >= self.period)
-        new_scale = jnp.where(finite, jnp.where(grow, scale * 2, scale),
-                              jnp.maximum(scale / 2, 1.0))
+        new_scale = jnp.where(
+            finite, jnp.where(grow, scale * 2, scale), jnp.maximum(scale / 2, 1.0)
+        )
         new_good = jnp.where(finite & ~grow, good + 1, 0.0)
         return new_scale, new_good
 
@@ -351,8 +365,9 @@ class ScaledOptimizer:
     def init(self, params: LossScaled) -> Any:
         return self.inner.init(params.model)
 
-    def update(self, grads: LossScaled, state: Any, params: LossScaled | None = None
-               ) -> tuple[LossScaled, Any]:
+    def update(
+        self, grads: LossScaled, state: Any, params: LossScaled | None = None
+    ) -> tuple[LossScaled, Any]:
         if params is None:
             raise ValueError("ScaledOptimizer.update needs params (the current scale)")
         inv = 1.0 / params.scale
@@ -367,8 +382,9 @@ class ScaledOptimizer:
         return LossScaled(updates, scale - params.scale, good - params.good), new_state
 
 
-def for_training(policy: Policy, model: Any, optimizer: Any, loss_fn: Callable[..., Any],
-                 with_key: bool) -> tuple[Any, Any, Callable[..., Any], Callable[[Any], Any]]:
+def for_training(
+    policy: Policy, model: Any, optimizer: Any, loss_fn: Callable[..., Any], with_key: bool
+) -> tuple[Any, Any, Callable[..., Any], Callable[[Any], Any]]:
     """What ``fit`` trains under ``policy``: ``(model, optimizer, loss_fn, unwrap)``.
 
     The model's parameters are cast to ``policy.param``; with loss scaling the model is a

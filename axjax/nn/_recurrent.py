@@ -33,7 +33,7 @@ import jax
 from typing_extensions import TypeVar
 
 from ..core import F32, Axis, AxisError, DType, Tensor
-from ..core.internal import axes_names, axis_name, check_axis_label, fail
+from ..core._internal import axes_names, axis_name, check_axis_label, fail
 from ..ops import broadcast, contract, rename, sigmoid, tanh, transpose, unstack
 from ..ops import zeros as zeros_tensor
 from . import _init
@@ -75,15 +75,26 @@ class AbstractCell(eqx.Module, Generic[D, In, H]):
     in_axis: type[Axis] = eqx.field(static=True)
     hidden_axis: type[Axis] = eqx.field(static=True)
 
-    def _setup(self, in_axis: type[Axis], hidden_axis: type[Axis], in_size: int,
-               hidden_size: int, gates: int, use_bias: bool, init: _init.Initializer | None,
-               dtype: type[DType], key: jax.Array) -> None:
+    def _setup(
+        self,
+        in_axis: type[Axis],
+        hidden_axis: type[Axis],
+        in_size: int,
+        hidden_size: int,
+        gates: int,
+        use_bias: bool,
+        init: _init.Initializer | None,
+        dtype: type[DType],
+        key: jax.Array,
+    ) -> None:
         self.in_axis = check_axis_label(in_axis, type(self).__name__)
         self.hidden_axis = check_axis_label(hidden_axis, type(self).__name__)
         for a in (in_axis, hidden_axis):
             if a in (Gate, Prev):
-                raise ValueError(f"{type(self).__name__}: {axis_name(a)} is reserved for the "
-                                 "cell's weights; label the input and hidden axes otherwise")
+                raise ValueError(
+                    f"{type(self).__name__}: {axis_name(a)} is reserved for the "
+                    "cell's weights; label the input and hidden axes otherwise"
+                )
         init = init or _init.uniform(math.sqrt(1.0 / hidden_size))
         read = Prev if in_axis is hidden_axis else in_axis
         out: dict[type[Axis], int] = {Gate: gates} if gates else {}
@@ -104,11 +115,12 @@ class AbstractCell(eqx.Module, Generic[D, In, H]):
 
     def _name(self) -> str:
         n = size_of(self.weight_hh, self.hidden_axis)  # None in the type checker's stand-in
-        return (f"{type(self).__name__}({axis_name(self.in_axis)} -> "
-                f"{axis_name(self.hidden_axis)}{'' if n is None else f'={n}'})")
+        return (
+            f"{type(self).__name__}({axis_name(self.in_axis)} -> "
+            f"{axis_name(self.hidden_axis)}{'' if n is None else f'={n}'})"
+        )
 
-    def _gates(self, h: AnyTensor, x: AnyTensor, bias: bool = True) -> tuple[AnyTensor,
-                                                                              AnyTensor]:
+    def _gates(self, h: AnyTensor, x: AnyTensor, bias: bool = True) -> tuple[AnyTensor, AnyTensor]:
         """``(W_ih x (+ b), W_hh h)``, both in the state's axis order plus ``(Gate,) Hidden``."""
         name, hid = self._name(), self.hidden_axis
         require(name, (h, x), h, hid, size_of(self.weight_hh, hid), "state")
@@ -117,15 +129,23 @@ class AbstractCell(eqx.Module, Generic[D, In, H]):
         batch_h = [a for a in h.axes if a is not hid]
         batch_x = [a for a in x.axes if a is not self.in_axis]
         if set(batch_h) != set(batch_x):
-            raise fail(name, (h, x), f"the state's batch axes ({axes_names(batch_h)}) differ "
-                       f"from the input's ({axes_names(batch_x)}) (the state must have one "
-                       "entry per sequence: build it with cell.init_state)")
+            raise fail(
+                name,
+                (h, x),
+                f"the state's batch axes ({axes_names(batch_h)}) differ "
+                f"from the input's ({axes_names(batch_x)}) (the state must have one "
+                "entry per sequence: build it with cell.init_state)",
+            )
         forbid(name, (h, x), x, (Gate, Prev))
         for what, t in (("state", h), ("input", x)):
             if t.dtype is not self.weight_hh.dtype:
-                raise fail(name, (h, x), f"the {what} is {t.dtype.__name__}, the cell's "
-                           f"parameters {self.weight_hh.dtype.__name__} (convert it with "
-                           "astype, or cast the cell)")
+                raise fail(
+                    name,
+                    (h, x),
+                    f"the {what} is {t.dtype.__name__}, the cell's "
+                    f"parameters {self.weight_hh.dtype.__name__} (convert it with "
+                    "astype, or cast the cell)",
+                )
         if self.in_axis is hid:
             x = rename(x, hid, Prev)
         xg = contract(x, self.weight_ih, over=Prev if self.in_axis is hid else self.in_axis)
@@ -139,8 +159,12 @@ class AbstractCell(eqx.Module, Generic[D, In, H]):
     def init_state(self, batch: Mapping[type[Axis], int] | None = None) -> Any:
         """The zero state for the given batch axes: ``cell.init_state({Batch: 32})``."""
         sizes = dict(batch or {})
-        return zeros_tensor((*sizes.values(), self.hidden_size), *sizes, self.hidden_axis,
-                            dtype=self.weight_hh.dtype)
+        return zeros_tensor(
+            (*sizes.values(), self.hidden_size),
+            *sizes,
+            self.hidden_axis,
+            dtype=self.weight_hh.dtype,
+        )
 
     def output(self, state: Any) -> AnyTensor:
         """The part of the state a layer emits at each step (the state itself here)."""
@@ -158,16 +182,25 @@ class RNNCell(AbstractCell[D, In, H]):
         >>> h = cell(cell.init_state({Batch: 4}), x)   # x [Batch, In] -> h [Batch, Hidden]
     """
 
-    def __init__(self, in_axis: type[In], hidden_axis: type[H], in_size: int,
-                 hidden_size: int, *, use_bias: bool = True,
-                 weight_init: _init.Initializer | None = None,
-                 dtype: type[D] = F32,  # type: ignore[assignment]  # D defaults to F32
-                 key: jax.Array) -> None:
-        self._setup(in_axis, hidden_axis, in_size, hidden_size, 0, use_bias, weight_init,
-                    dtype, key)
+    def __init__(
+        self,
+        in_axis: type[In],
+        hidden_axis: type[H],
+        in_size: int,
+        hidden_size: int,
+        *,
+        use_bias: bool = True,
+        weight_init: _init.Initializer | None = None,
+        dtype: type[D] = F32,  # type: ignore[assignment]  # D defaults to F32
+        key: jax.Array,
+    ) -> None:
+        self._setup(
+            in_axis, hidden_axis, in_size, hidden_size, 0, use_bias, weight_init, dtype, key
+        )
 
-    def __call__(self, state: Tensor[D, *B, H], x: Tensor[D, *BX, In], *,
-                 key: jax.Array | None = None) -> Tensor[D, *B, H]:
+    def __call__(
+        self, state: Tensor[D, *B, H], x: Tensor[D, *BX, In], *, key: jax.Array | None = None
+    ) -> Tensor[D, *B, H]:
         """One step: the next state from ``state [*B, Hidden]`` and ``x [*B, In]``."""
         xg, hg = self._gates(state, x)
         out: Tensor[D, *B, H] = tanh(xg + hg)
@@ -188,20 +221,32 @@ class GRUCell(AbstractCell[D, In, H]):
 
     bias_n: AnyTensor | None
 
-    def __init__(self, in_axis: type[In], hidden_axis: type[H], in_size: int,
-                 hidden_size: int, *, use_bias: bool = True,
-                 weight_init: _init.Initializer | None = None,
-                 dtype: type[D] = F32,  # type: ignore[assignment]  # D defaults to F32
-                 key: jax.Array) -> None:
+    def __init__(
+        self,
+        in_axis: type[In],
+        hidden_axis: type[H],
+        in_size: int,
+        hidden_size: int,
+        *,
+        use_bias: bool = True,
+        weight_init: _init.Initializer | None = None,
+        dtype: type[D] = F32,  # type: ignore[assignment]  # D defaults to F32
+        key: jax.Array,
+    ) -> None:
         key, kn = jax.random.split(key)
-        self._setup(in_axis, hidden_axis, in_size, hidden_size, 3, use_bias, weight_init,
-                    dtype, key)
+        self._setup(
+            in_axis, hidden_axis, in_size, hidden_size, 3, use_bias, weight_init, dtype, key
+        )
         init = weight_init or _init.uniform(math.sqrt(1.0 / hidden_size))
-        self.bias_n = init(kn, {hidden_axis: hidden_size}, fan_in=(), fan_out=hidden_axis,
-                           dtype=dtype) if use_bias else None
+        self.bias_n = (
+            init(kn, {hidden_axis: hidden_size}, fan_in=(), fan_out=hidden_axis, dtype=dtype)
+            if use_bias
+            else None
+        )
 
-    def __call__(self, state: Tensor[D, *B, H], x: Tensor[D, *BX, In], *,
-                 key: jax.Array | None = None) -> Tensor[D, *B, H]:
+    def __call__(
+        self, state: Tensor[D, *B, H], x: Tensor[D, *BX, In], *, key: jax.Array | None = None
+    ) -> Tensor[D, *B, H]:
         """One step: the next state from ``state [*B, Hidden]`` and ``x [*B, In]``."""
         xg, hg = self._gates(state, x)
         xr, xu, xn = unstack(xg, Gate)
@@ -226,21 +271,34 @@ class LSTMCell(AbstractCell[D, In, H]):
         >>> h, c = cell(cell.init_state({Batch: 4}), x)
     """
 
-    def __init__(self, in_axis: type[In], hidden_axis: type[H], in_size: int,
-                 hidden_size: int, *, use_bias: bool = True,
-                 weight_init: _init.Initializer | None = None,
-                 dtype: type[D] = F32,  # type: ignore[assignment]  # D defaults to F32
-                 key: jax.Array) -> None:
-        self._setup(in_axis, hidden_axis, in_size, hidden_size, 4, use_bias, weight_init,
-                    dtype, key)
+    def __init__(
+        self,
+        in_axis: type[In],
+        hidden_axis: type[H],
+        in_size: int,
+        hidden_size: int,
+        *,
+        use_bias: bool = True,
+        weight_init: _init.Initializer | None = None,
+        dtype: type[D] = F32,  # type: ignore[assignment]  # D defaults to F32
+        key: jax.Array,
+    ) -> None:
+        self._setup(
+            in_axis, hidden_axis, in_size, hidden_size, 4, use_bias, weight_init, dtype, key
+        )
 
-    def __call__(self, state: tuple[Tensor[D, *B, H], Tensor[D, *B, H]],
-                 x: Tensor[D, *BX, In], *, key: jax.Array | None = None
-                 ) -> tuple[Tensor[D, *B, H], Tensor[D, *B, H]]:
+    def __call__(
+        self,
+        state: tuple[Tensor[D, *B, H], Tensor[D, *B, H]],
+        x: Tensor[D, *BX, In],
+        *,
+        key: jax.Array | None = None,
+    ) -> tuple[Tensor[D, *B, H], Tensor[D, *B, H]]:
         """One step: ``(h, c)`` and ``x [*B, In]`` -> the next ``(h, c)``."""
         if type(state) is not tuple or len(state) != 2:
-            raise AxisError(f"{self._name()}: the state is a pair (h, c); build it with "
-                            "cell.init_state")
+            raise AxisError(
+                f"{self._name()}: the state is a pair (h, c); build it with cell.init_state"
+            )
         h, c = state
         xg, hg = self._gates(h, x)
         zi, zf, zg, zo = unstack(xg + hg, Gate)  # one op: its backward is one concatenate
@@ -249,8 +307,9 @@ class LSTMCell(AbstractCell[D, In, H]):
         h_next: Tensor[D, *B, H] = o * tanh(c_next)
         return h_next, c_next
 
-    def init_state(self, batch: Mapping[type[Axis], int] | None = None
-                   ) -> tuple[AnyTensor, AnyTensor]:
+    def init_state(
+        self, batch: Mapping[type[Axis], int] | None = None
+    ) -> tuple[AnyTensor, AnyTensor]:
         """``(h, c)`` of zeros: ``cell.init_state({Batch: 32})``."""
         h = super().init_state(batch)
         return h, h

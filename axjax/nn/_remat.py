@@ -38,9 +38,11 @@ def _policy(policy: Policy) -> Callable[..., bool] | None:
     if policy is None or callable(policy):
         return policy
     if policy not in _POLICIES:
-        raise ValueError(f"remat: unknown policy {policy!r}; use one of "
-                         f"{', '.join(map(repr, _POLICIES))} or a jax.checkpoint_policies "
-                         "function")
+        raise ValueError(
+            f"remat: unknown policy {policy!r}; use one of "
+            f"{', '.join(map(repr, _POLICIES))} or a jax.checkpoint_policies "
+            "function"
+        )
     return _POLICIES[policy]
 
 

@@ -38,8 +38,9 @@ class SafetensorsError(ValueError):
 
 
 def _entries(module: Any) -> list[tuple[str, Any]]:
-    leaves = jax.tree_util.tree_flatten_with_path(
-        module, is_leaf=lambda x: isinstance(x, Tensor))[0]
+    leaves = jax.tree_util.tree_flatten_with_path(module, is_leaf=lambda x: isinstance(x, Tensor))[
+        0
+    ]
     out = []
     for path, leaf in leaves:
         if isinstance(leaf, Tensor) or isinstance(leaf, jax.Array | np.ndarray):
@@ -56,13 +57,17 @@ def _describe(entry: dict[str, Any]) -> str:
 
 def _info(leaf: Any) -> dict[str, Any]:
     if isinstance(leaf, Tensor):
-        return {"axes": [a.__name__ for a in leaf.axes], "shape": list(leaf.shape),
-                "dtype": np.dtype(leaf.array.dtype).name}
+        return {
+            "axes": [a.__name__ for a in leaf.axes],
+            "shape": list(leaf.shape),
+            "dtype": np.dtype(leaf.array.dtype).name,
+        }
     return {"axes": None, "shape": list(leaf.shape), "dtype": np.dtype(leaf.dtype).name}
 
 
-def save_safetensors(module: Any, path: str | os.PathLike[str],
-                     metadata: dict[str, str] | None = None) -> None:
+def save_safetensors(
+    module: Any, path: str | os.PathLike[str], metadata: dict[str, str] | None = None
+) -> None:
     """Write the arrays of ``module`` (Tensors and plain arrays) to a safetensors file.
 
     Args:
@@ -75,8 +80,9 @@ def save_safetensors(module: Any, path: str | os.PathLike[str],
         >>> model = ax.nn.load_safetensors(LM(cfg, key=jax.random.key(0)), "model.safetensors")
     """
     entries = _entries(module)
-    arrays = {name: np.asarray(leaf.array if isinstance(leaf, Tensor) else leaf)
-              for name, leaf in entries}
+    arrays = {
+        name: np.asarray(leaf.array if isinstance(leaf, Tensor) else leaf) for name, leaf in entries
+    }
     extra = dict(metadata or {})
     if _KEY in extra:
         raise ValueError(f"save_safetensors: the metadata key {_KEY!r} is axjax's own")
@@ -103,33 +109,43 @@ def load_safetensors(template: M, path: str | os.PathLike[str]) -> M:
             if name not in names:
                 raise SafetensorsError(
                     f"load_safetensors: {where} has no entry {name!r} (the module's "
-                    f"{_describe(_info(leaf))}); it has {', '.join(sorted(names)) or 'none'}")
+                    f"{_describe(_info(leaf))}); it has {', '.join(sorted(names)) or 'none'}"
+                )
             loaded[name] = _check(name, leaf, f.get_tensor(name), meta.get(name), where)
     out: M = jax.tree_util.tree_map_with_path(
-        lambda p, x: _replace(loaded, p, x), template,
-        is_leaf=lambda x: isinstance(x, Tensor))
+        lambda p, x: _replace(loaded, p, x), template, is_leaf=lambda x: isinstance(x, Tensor)
+    )
     return out
 
 
-def _check(name: str, leaf: Any, array: np.ndarray, saved: dict[str, Any] | None,
-           where: str) -> Any:
+def _check(
+    name: str, leaf: Any, array: np.ndarray, saved: dict[str, Any] | None, where: str
+) -> Any:
     want = _info(leaf)
-    got = saved if saved is not None else {"axes": want["axes"], "shape": list(array.shape),
-                                           "dtype": array.dtype.name}
+    got = (
+        saved
+        if saved is not None
+        else {"axes": want["axes"], "shape": list(array.shape), "dtype": array.dtype.name}
+    )
     if got["axes"] != want["axes"] or list(array.shape) != want["shape"]:
         got = {**got, "shape": list(array.shape)}
-        if got["axes"] is not None and want["axes"] is not None and (
-                sorted(got["axes"]) == sorted(want["axes"]) and got["axes"] != want["axes"]):
+        if (
+            got["axes"] is not None
+            and want["axes"] is not None
+            and (sorted(got["axes"]) == sorted(want["axes"]) and got["axes"] != want["axes"])
+        ):
             hint = " (same axes in another order: transpose the saved array)"
         else:
             hint = ""
         raise SafetensorsError(
             f"load_safetensors: entry {name!r} of {where} is {_describe(got)}, but the module "
-            f"has {_describe(want)}{hint}")
+            f"has {_describe(want)}{hint}"
+        )
     if array.dtype.name != want["dtype"]:
         raise SafetensorsError(
             f"load_safetensors: entry {name!r} of {where} is {array.dtype.name}, the module's "
-            f"is {want['dtype']} (cast the module first, e.g. ax.nn.cast(model, ax.BF16))")
+            f"is {want['dtype']} (cast the module first, e.g. ax.nn.cast(model, ax.BF16))"
+        )
     value = jnp.asarray(array)
     return Tensor(value, leaf.axes) if isinstance(leaf, Tensor) else value
 

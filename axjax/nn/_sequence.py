@@ -19,7 +19,7 @@ import jax
 from typing_extensions import TypeVar, TypeVarTuple, Unpack
 
 from ..core import Axis, Bool, DType, Tensor
-from ..core.internal import axis_name, check_axis_label, fail
+from ..core._internal import axis_name, check_axis_label, fail
 from ..graph import scan
 from ..ops import concat
 from ._recurrent import AbstractCell
@@ -30,10 +30,18 @@ __all__ = ["Recurrent", "Bidirectional", "Stacked"]
 AnyTensor = Tensor[Any, *tuple[Any, ...]]
 # a sequence layer's type names its cell(s) and the scanned axis: Recurrent[LSTMCell[F32, In,
 # Hidden], Time]; covariant, so that the call's self-typed overloads read the cell's D, In, H
-Cell = TypeVar("Cell", bound="AbstractCell[Any, Any, Any]", covariant=True,
-               default="AbstractCell[Any, Any, Any]")
-Cell2 = TypeVar("Cell2", bound="AbstractCell[Any, Any, Any]", covariant=True,
-                default="AbstractCell[Any, Any, Any]")
+Cell = TypeVar(
+    "Cell",
+    bound="AbstractCell[Any, Any, Any]",
+    covariant=True,
+    default="AbstractCell[Any, Any, Any]",
+)
+Cell2 = TypeVar(
+    "Cell2",
+    bound="AbstractCell[Any, Any, Any]",
+    covariant=True,
+    default="AbstractCell[Any, Any, Any]",
+)
 Over = TypeVar("Over", bound=Axis, covariant=True, default=Any)
 D = TypeVar("D", bound=DType)
 In = TypeVar("In", bound=Axis)
@@ -46,12 +54,19 @@ Layers = TypeVarTuple("Layers", default=Unpack[tuple[Any, ...]])
 
 
 def _init_state(cell: Any, xs: AnyTensor, over: type[Axis]) -> Any:
-    batch = {a: n for a, n in zip(xs.axes, xs.shape, strict=True)
-             if a is not over and a is not cell.in_axis}
+    batch = {
+        a: n
+        for a, n in zip(xs.axes, xs.shape, strict=True)
+        if a is not over and a is not cell.in_axis
+    }
     unknown = [a for a, n in batch.items() if n is None]
     if unknown:
-        raise fail("Recurrent", (xs,), f"the size of {axis_name(unknown[0])} is not known, so "
-                   "the zero state cannot be built (pass init=, e.g. an ax.Input)")
+        raise fail(
+            "Recurrent",
+            (xs,),
+            f"the size of {axis_name(unknown[0])} is not known, so "
+            "the zero state cannot be built (pass init=, e.g. an ax.Input)",
+        )
     return cell.init_state(batch)
 
 
@@ -86,23 +101,47 @@ class Recurrent(eqx.Module, Generic[Cell, Over]):
         self.reverse = reverse
 
     @overload
-    def __call__(self: Recurrent[AbstractCell[D, In, H], T], xs: Tensor[D, *B, T, In], *,
-                 init: Any = None, mask: Mask | None = None, key: jax.Array | None = None
-                 ) -> Tensor[D, T, *B, H]: ...
+    def __call__(
+        self: Recurrent[AbstractCell[D, In, H], T],
+        xs: Tensor[D, *B, T, In],
+        *,
+        init: Any = None,
+        mask: Mask | None = None,
+        key: jax.Array | None = None,
+    ) -> Tensor[D, T, *B, H]: ...
     @overload
-    def __call__(self: Recurrent[AbstractCell[D, In, H], T], xs: Tensor[D, T, *B, In], *,
-                 init: Any = None, mask: Mask | None = None, key: jax.Array | None = None
-                 ) -> Tensor[D, T, *B, H]: ...
+    def __call__(
+        self: Recurrent[AbstractCell[D, In, H], T],
+        xs: Tensor[D, T, *B, In],
+        *,
+        init: Any = None,
+        mask: Mask | None = None,
+        key: jax.Array | None = None,
+    ) -> Tensor[D, T, *B, H]: ...
     @overload
-    def __call__(self: Recurrent[AbstractCell[D, In, H], T], xs: Tensor[D, *B, T, A1, In],
-                 *, init: Any = None, mask: Mask | None = None, key: jax.Array | None = None
-                 ) -> Tensor[D, T, *B, A1, H]: ...
-    def __call__(self, xs: AnyTensor, *, init: Any = None, mask: AnyTensor | None = None,
-                 key: jax.Array | None = None) -> AnyTensor:
+    def __call__(
+        self: Recurrent[AbstractCell[D, In, H], T],
+        xs: Tensor[D, *B, T, A1, In],
+        *,
+        init: Any = None,
+        mask: Mask | None = None,
+        key: jax.Array | None = None,
+    ) -> Tensor[D, T, *B, A1, H]: ...
+    def __call__(
+        self,
+        xs: AnyTensor,
+        *,
+        init: Any = None,
+        mask: AnyTensor | None = None,
+        key: jax.Array | None = None,
+    ) -> AnyTensor:
         """Run over ``xs``; ``init`` defaults to the zero state of ``xs``'s batch axes."""
         if self.over not in xs.axes:
-            raise fail(f"Recurrent(over={axis_name(self.over)})", (xs,),
-                       f"{axis_name(self.over)} is not an axis of the input")
+            raise fail(
+                f"Recurrent(over={axis_name(self.over)})",
+                (xs,),
+                f"{axis_name(self.over)} is not an axis of the input",
+            )
         cell: Any = self.cell  # a cell subclass's call (AbstractCell declares none)
         state = _init_state(cell, xs, self.over) if init is None else init
         states = scan(cell, self.over, reverse=self.reverse)(state, xs, mask=mask)
@@ -129,22 +168,33 @@ class Bidirectional(eqx.Module, Generic[Cell, Cell2, Over]):
 
     def __init__(self, forward_cell: Cell, backward_cell: Cell2, over: type[Over]) -> None:
         if forward_cell.hidden_axis is not backward_cell.hidden_axis:
-            raise ValueError("Bidirectional: both cells must have the same hidden axis, got "
-                             f"{axis_name(forward_cell.hidden_axis)} and "
-                             f"{axis_name(backward_cell.hidden_axis)}")
+            raise ValueError(
+                "Bidirectional: both cells must have the same hidden axis, got "
+                f"{axis_name(forward_cell.hidden_axis)} and "
+                f"{axis_name(backward_cell.hidden_axis)}"
+            )
         self.forward = Recurrent(forward_cell, over)
         self.backward = Recurrent(backward_cell, over, reverse=True)
 
     @overload
-    def __call__(self: Bidirectional[AbstractCell[D, In, H], AbstractCell[D, In, H], T],
-                 xs: Tensor[D, *B, T, In], *, mask: Mask | None = None,
-                 key: jax.Array | None = None) -> Tensor[D, T, *B, H]: ...
+    def __call__(
+        self: Bidirectional[AbstractCell[D, In, H], AbstractCell[D, In, H], T],
+        xs: Tensor[D, *B, T, In],
+        *,
+        mask: Mask | None = None,
+        key: jax.Array | None = None,
+    ) -> Tensor[D, T, *B, H]: ...
     @overload
-    def __call__(self: Bidirectional[AbstractCell[D, In, H], AbstractCell[D, In, H], T],
-                 xs: Tensor[D, T, *B, In], *, mask: Mask | None = None,
-                 key: jax.Array | None = None) -> Tensor[D, T, *B, H]: ...
-    def __call__(self, xs: AnyTensor, *, mask: AnyTensor | None = None,
-                 key: jax.Array | None = None) -> AnyTensor:
+    def __call__(
+        self: Bidirectional[AbstractCell[D, In, H], AbstractCell[D, In, H], T],
+        xs: Tensor[D, T, *B, In],
+        *,
+        mask: Mask | None = None,
+        key: jax.Array | None = None,
+    ) -> Tensor[D, T, *B, H]: ...
+    def __call__(
+        self, xs: AnyTensor, *, mask: AnyTensor | None = None, key: jax.Array | None = None
+    ) -> AnyTensor:
         """Run both directions over ``xs`` and concatenate their outputs."""
         fw = self.forward(xs, mask=mask)
         bw = self.backward(xs, mask=mask)
@@ -176,8 +226,9 @@ class Stacked(eqx.Module, Generic[*Layers]):
             raise ValueError("Stacked: give at least one layer")
         self.layers = tuple(layers)
 
-    def __call__(self, xs: AnyTensor, *, mask: AnyTensor | None = None,
-                 key: jax.Array | None = None) -> AnyTensor:
+    def __call__(
+        self, xs: AnyTensor, *, mask: AnyTensor | None = None, key: jax.Array | None = None
+    ) -> AnyTensor:
         """Apply every layer in order."""
         for layer, _k in zip(self.layers, split(key, len(self.layers)), strict=True):
             xs = layer(xs, mask=mask)

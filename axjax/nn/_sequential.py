@@ -57,8 +57,10 @@ class Sequential(eqx.Module, Generic[*Layers]):
         wrapped: list[Any] = []
         for layer in layers:
             if not callable(layer):
-                raise TypeError(f"Sequential: {layer!r} is not callable (give layers or "
-                                "functions such as ax.relu)")
+                raise TypeError(
+                    f"Sequential: {layer!r} is not callable (give layers or "
+                    "functions such as ax.relu)"
+                )
             wrapped.append(layer if isinstance(layer, eqx.Module) else Lambda(layer))
         self.layers = tuple(wrapped)
 

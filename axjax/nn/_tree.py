@@ -24,15 +24,24 @@ import jax.numpy as jnp
 import numpy as np
 
 from ..core import F32, I32, Axis, AxisError, Bool, DType, Tensor
-from ..core.internal import axis_name, check_axis_label, describe
+from ..core._internal import axis_name, check_axis_label, describe
 from ..ops import broadcast, contract, index, rename, sigmoid, take, tanh, tensor, transpose
 from ..ops import sum as reduce_sum
 from . import _init
 from ._recurrent import AbstractCell, Gate, Prev
 from ._util import flatten, is_tensor, require, unflatten, wrap
 
-__all__ = ["Tree", "TreeBatch", "TreeNode", "Level", "Slot", "Child", "tree_fold", "tree_scan",
-           "ChildSumTreeLSTMCell"]
+__all__ = [
+    "Tree",
+    "TreeBatch",
+    "TreeNode",
+    "Level",
+    "Slot",
+    "Child",
+    "tree_fold",
+    "tree_scan",
+    "ChildSumTreeLSTMCell",
+]
 
 AnyTensor = Tensor[Any, *tuple[Any, ...]]
 
@@ -86,10 +95,17 @@ class TreeBatch(eqx.Module):
     node_axis: type[Axis] = eqx.field(static=True)
 
     @classmethod
-    def from_trees(cls, trees: Sequence[Tree], batch_axis: type[Axis], *,
-                   node_axis: type[Axis] = TreeNode, max_nodes: int | None = None,
-                   max_levels: int | None = None, max_width: int | None = None,
-                   max_children: int | None = None) -> TreeBatch:
+    def from_trees(
+        cls,
+        trees: Sequence[Tree],
+        batch_axis: type[Axis],
+        *,
+        node_axis: type[Axis] = TreeNode,
+        max_nodes: int | None = None,
+        max_levels: int | None = None,
+        max_width: int | None = None,
+        max_children: int | None = None,
+    ) -> TreeBatch:
         """Number the nodes of ``trees`` level by level and build the index tensors.
 
         The ``max_*`` arguments pad to fixed sizes, so batches of different trees share one
@@ -121,14 +137,15 @@ class TreeBatch(eqx.Module):
         n_pad = _fit(max_nodes, n, "max_nodes")
         n_levels = _fit(max_levels, len(levels), "max_levels")
         width = _fit(max_width, max(map(len, levels), default=1), "max_width")
-        n_child = _fit(max_children, max((len(t.children) for t in order), default=1) or 1,
-                       "max_children")
+        n_child = _fit(
+            max_children, max((len(t.children) for t in order), default=1) or 1, "max_children"
+        )
         nodes = np.full((n_levels, width), n_pad, np.int32)
         children = np.full((n_levels, width, n_child), n_pad, np.int32)
         for li, level in enumerate(levels):
             for si, t in enumerate(level):
                 nodes[li, si] = ids[id(t)]
-                children[li, si, :len(t.children)] = [ids[id(c)] for c in t.children]
+                children[li, si, : len(t.children)] = [ids[id(c)] for c in t.children]
         values = np.zeros(n_pad, np.int32)
         values[:n] = [int(t.value) for t in order]
         roots = np.array([ids[id(t)] for t in trees], np.int32)
@@ -162,14 +179,19 @@ def _run(unit: Any, batch: TreeBatch, xs: Any) -> tuple[Any, list[AnyTensor]]:
     for t in flatten(xs)[0]:
         if not is_tensor(t) or node not in t.axes or t.size(node) != n:
             shown = describe(t) if is_tensor(t) else type(t).__name__
-            raise AxisError(f"Cannot apply tree_fold to {shown}: the inputs need axis "
-                            f"{axis_name(node)} of size {n} (one entry per node of the batch)")
+            raise AxisError(
+                f"Cannot apply tree_fold to {shown}: the inputs need axis "
+                f"{axis_name(node)} of size {n} (one entry per node of the batch)"
+            )
     s_leaves, s_def = flatten(unit.init_state({node: n + 1}))
     s_axes: list[tuple[type[Axis], ...]] = [t.axes for t in s_leaves]
 
     def step(buf: list[Any], level: tuple[Any, Any, Any]) -> tuple[list[Any], None]:
-        ids, ch, m = (wrap(level[0], (Slot,)), wrap(level[1], (Slot, Child)),
-                      wrap(level[2], (Slot, Child)))
+        ids, ch, m = (
+            wrap(level[0], (Slot,)),
+            wrap(level[1], (Slot, Child)),
+            wrap(level[2], (Slot, Child)),
+        )
         state = [wrap(a, ax_) for a, ax_ in zip(buf, s_axes, strict=True)]
         kids = unflatten(s_def, [take(s, node, ch) for s in state])
         x_leaves, x_def = flatten(xs)
@@ -178,9 +200,11 @@ def _run(unit: Any, batch: TreeBatch, xs: Any) -> tuple[Any, list[AnyTensor]]:
         out: list[Any] = []
         for old, t in zip(state, new, strict=True):
             if t.axes != tuple(Slot if a is node else a for a in old.axes):
-                raise AxisError(f"Cannot apply tree_fold: the unit returned {describe(t)}, "
-                                f"expected the axes of the state with {axis_name(node)} "
-                                f"replaced by Slot")
+                raise AxisError(
+                    f"Cannot apply tree_fold: the unit returned {describe(t)}, "
+                    f"expected the axes of the state with {axis_name(node)} "
+                    f"replaced by Slot"
+                )
             p = old.axes.index(node)
             arr = jnp.moveaxis(old.array, p, 0).at[ids.array].set(jnp.moveaxis(t.array, p, 0))
             out.append(jnp.moveaxis(arr.at[n].set(0), 0, p))
@@ -240,15 +264,29 @@ class ChildSumTreeLSTMCell(AbstractCell):
         >>> h, c = ax.nn.tree_fold(cell, batch)(xs)
     """
 
-    def __init__(self, in_axis: type[Axis], hidden_axis: type[Axis], in_size: int,
-                 hidden_size: int, *, use_bias: bool = True,
-                 weight_init: _init.Initializer | None = None, dtype: type[DType] = F32,
-                 key: jax.Array) -> None:
+    def __init__(
+        self,
+        in_axis: type[Axis],
+        hidden_axis: type[Axis],
+        in_size: int,
+        hidden_size: int,
+        *,
+        use_bias: bool = True,
+        weight_init: _init.Initializer | None = None,
+        dtype: type[DType] = F32,
+        key: jax.Array,
+    ) -> None:
         init = weight_init or _init.uniform(math.sqrt(1.0 / hidden_size))
         self._setup(in_axis, hidden_axis, in_size, hidden_size, 4, use_bias, init, dtype, key)
 
-    def __call__(self, children: tuple[AnyTensor, AnyTensor], x: AnyTensor, *,
-                 mask: AnyTensor, key: jax.Array | None = None) -> tuple[AnyTensor, AnyTensor]:
+    def __call__(
+        self,
+        children: tuple[AnyTensor, AnyTensor],
+        x: AnyTensor,
+        *,
+        mask: AnyTensor,
+        key: jax.Array | None = None,
+    ) -> tuple[AnyTensor, AnyTensor]:
         """``(h [*B, Child, Hidden], c [...])``, ``x [*B, In]``, ``mask [*B, Child]`` -> (h, c)."""
         hk, ck = children
         hid, name = self.hidden_axis, self._name()

@@ -8,7 +8,7 @@ from typing import Any
 import jax
 
 from ..core import Axis, AxisError
-from ..core.internal import (
+from ..core._internal import (
     axes_names,
     axis_name,
     check_axis_label,
@@ -20,8 +20,21 @@ from ..core.internal import (
     wrap,
 )
 
-__all__ = ["AxisArg", "as_axes", "distinct", "flatten", "forbid", "is_symbolic", "is_tensor",
-           "require", "size_of", "split", "tensors", "unflatten", "wrap"]
+__all__ = [
+    "AxisArg",
+    "as_axes",
+    "distinct",
+    "flatten",
+    "forbid",
+    "is_symbolic",
+    "is_tensor",
+    "require",
+    "size_of",
+    "split",
+    "tensors",
+    "unflatten",
+    "wrap",
+]
 
 AxisArg = type[Axis] | tuple[type[Axis], ...]
 
@@ -39,57 +52,78 @@ def size_of(x: Any, axis: type[Axis]) -> int | None:
     return dict(zip(x.axes, x.shape, strict=True)).get(axis)
 
 
-def tensors(layer: str, xs: Sequence[Any], x: Any, what: str,
-            axes: Sequence[type[Axis]] = ()) -> None:
+def tensors(
+    layer: str, xs: Sequence[Any], x: Any, what: str, axes: Sequence[type[Axis]] = ()
+) -> None:
     """``TypeError`` unless ``x`` and the other operands ``xs`` are Tensors (or graph nodes):
     a layer reads axes by name, which a raw ``jax.Array`` does not have."""
     for t in (x, *xs):
         if is_tensor(t) or is_symbolic(t):
             continue
         shape = getattr(t, "shape", None)
-        got = ("a jax.Array" if isinstance(t, jax.Array) else
-               f"a {type(t).__module__.split('.')[0]}.{type(t).__name__}"
-               if shape is not None else f"a {type(t).__name__}")
+        got = (
+            "a jax.Array"
+            if isinstance(t, jax.Array)
+            else f"a {type(t).__module__.split('.')[0]}.{type(t).__name__}"
+            if shape is not None
+            else f"a {type(t).__name__}"
+        )
         got += "" if shape is None else f" of shape {tuple(shape)}"
         role = what if t is x else "operand"
         reads = f" (it reads axis {axes_names(axes)})" if axes else ""
         raise TypeError(
             f"{layer} takes a Tensor as its {role}, got {got}: a layer reads axes by name"
             f"{reads}, so wrap the array with ax.tensor(array, *axes), one axis label per "
-            "dimension")
+            "dimension"
+        )
 
 
-def require(layer: str, xs: Sequence[Any], x: Any, axis: type[Axis], size: int | None,
-            what: str = "input") -> None:
+def require(
+    layer: str, xs: Sequence[Any], x: Any, axis: type[Axis], size: int | None, what: str = "input"
+) -> None:
     """``AxisError`` unless ``x`` has ``axis`` (of ``size``, when both are known); a
     ``TypeError`` if ``x`` or an operand is not a Tensor (a raw array)."""
     tensors(layer, xs, x, what, (axis,))
     if axis not in x.axes:
-        raise fail(layer, xs, f"{axis_name(axis)} is not an axis of the {what} (the layer "
-                   f"reads {axis_name(axis)}; rename or transpose the {what} first)")
+        raise fail(
+            layer,
+            xs,
+            f"{axis_name(axis)} is not an axis of the {what} (the layer "
+            f"reads {axis_name(axis)}; rename or transpose the {what} first)",
+        )
     n = size_of(x, axis)
     if size is not None and n is not None and n != size:
-        raise fail(layer, xs, f"axis {axis_name(axis)} of the {what} has size {n}, the layer "
-                   f"expects {size}")
+        raise fail(
+            layer,
+            xs,
+            f"axis {axis_name(axis)} of the {what} has size {n}, the layer expects {size}",
+        )
 
 
-def forbid(layer: str, xs: Sequence[Any], x: Any, axes: Sequence[type[Axis]],
-           what: str = "input") -> None:
+def forbid(
+    layer: str, xs: Sequence[Any], x: Any, axes: Sequence[type[Axis]], what: str = "input"
+) -> None:
     """``AxisError`` if ``x`` already has one of ``axes`` (the layer would add it twice); a
     ``TypeError`` if ``x`` or an operand is not a Tensor."""
     tensors(layer, xs, x, what)
     clash = [a for a in axes if a in x.axes]
     if clash:
-        raise fail(layer, xs, f"the {what} already has axis {axis_name(clash[0])}, which the "
-                   f"layer produces (rename it first; a tensor never has an axis twice)")
+        raise fail(
+            layer,
+            xs,
+            f"the {what} already has axis {axis_name(clash[0])}, which the "
+            f"layer produces (rename it first; a tensor never has an axis twice)",
+        )
 
 
 def distinct(where: str, axes: Sequence[type[Axis]]) -> None:
     """``AxisError`` if a layer is configured with the same axis twice."""
     if len(set(axes)) != len(axes):
-        raise AxisError(f"{where}: the axes ({axes_names(axes)}) must all differ (a weight "
-                        "cannot have the same axis twice; use a distinct label such as "
-                        "Hidden2 for the second one)")
+        raise AxisError(
+            f"{where}: the axes ({axes_names(axes)}) must all differ (a weight "
+            "cannot have the same axis twice; use a distinct label such as "
+            "Hidden2 for the second one)"
+        )
 
 
 def split(key: jax.Array | None, n: int) -> list[jax.Array | None]:

@@ -16,7 +16,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from ..core import F32, I32, Axis, DType, Tensor
-from ..core.internal import (
+from ..core._internal import (
     ArrayData,
     axes_names,
     dtype_marker,
@@ -33,8 +33,9 @@ AnyTensor = Tensor[Any, *tuple[Any, ...]]
 # the dtype/axes parameters of the Tensor aliases.
 
 
-def tensor(data: ArrayData | AnyTensor, *axes: type[Axis], dtype: type[DType] | None = None
-           ) -> AnyTensor:
+def tensor(
+    data: ArrayData | AnyTensor, *axes: type[Axis], dtype: type[DType] | None = None
+) -> AnyTensor:
     """Wrap an array (or nested lists, a numpy array, a scalar) with one axis per dimension.
 
     Example:
@@ -82,9 +83,13 @@ def _nested_problem(data: list[Any] | tuple[Any, ...]) -> Exception | None:
             break
         lengths = list(dict.fromkeys(len(x) for x in seqs))
         if len(seqs) != len(level) or len(lengths) > 1:
-            what = ("some entries are lists and some are not" if len(seqs) != len(level) else
-                    "the lists have lengths " + ", ".join(map(str, lengths[:-1]))
-                    + f" and {lengths[-1]}")
+            what = (
+                "some entries are lists and some are not"
+                if len(seqs) != len(level)
+                else "the lists have lengths "
+                + ", ".join(map(str, lengths[:-1]))
+                + f" and {lengths[-1]}"
+            )
             return ValueError(
                 f"tensor: the nested lists are ragged: after shape {shape} {what}; every "
                 "list at one depth needs the same length (pad them, or make one tensor per row)"
@@ -107,8 +112,9 @@ def _nested_problem(data: list[Any] | tuple[Any, ...]) -> Exception | None:
 
 def _shape(shape: Any, axes: tuple[type[Axis], ...], where: str) -> tuple[int, ...]:
     try:
-        sizes: tuple[int, ...] = ((int(shape),) if isinstance(shape, int) else
-                                  tuple(operator.index(n) for n in shape))
+        sizes: tuple[int, ...] = (
+            (int(shape),) if isinstance(shape, int) else tuple(operator.index(n) for n in shape)
+        )
     except TypeError:
         raise TypeError(
             f"{where}: the shape must be an int or a tuple of ints, one per axis (e.g. "
@@ -138,23 +144,41 @@ def full(shape: Any, *axes: type[Axis], value: Any, dtype: type[DType] = F32) ->
     return Tensor(jnp.full(_shape(shape, axes, "full"), value, jax_dtype(dtype, "full")), axes)
 
 
-def normal(key: jax.Array, shape: Any, *axes: type[Axis], stddev: float = 1.0,
-           mean: float = 0.0, dtype: type[DType] = F32) -> AnyTensor:
+def normal(
+    key: jax.Array,
+    shape: Any,
+    *axes: type[Axis],
+    stddev: float = 1.0,
+    mean: float = 0.0,
+    dtype: type[DType] = F32,
+) -> AnyTensor:
     """Normal samples: ``ax.normal(key, (784, 300), Pixel, Hidden, stddev=0.05)``."""
     s, dt = _shape(shape, axes, "normal"), jax_dtype(dtype, "normal")
     arr = jax.random.normal(key, s, dt) * stddev + mean
     return Tensor(arr.astype(dt), axes)
 
 
-def uniform(key: jax.Array, shape: Any, *axes: type[Axis], minval: float = 0.0,
-            maxval: float = 1.0, dtype: type[DType] = F32) -> AnyTensor:
+def uniform(
+    key: jax.Array,
+    shape: Any,
+    *axes: type[Axis],
+    minval: float = 0.0,
+    maxval: float = 1.0,
+    dtype: type[DType] = F32,
+) -> AnyTensor:
     """Uniform samples in ``[minval, maxval)``."""
     s, dt = _shape(shape, axes, "uniform"), jax_dtype(dtype, "uniform")
     return Tensor(jax.random.uniform(key, s, dt, minval, maxval), axes)
 
 
-def randint(key: jax.Array, shape: Any, *axes: type[Axis], minval: int, maxval: int,
-            dtype: type[DType] = I32) -> AnyTensor:
+def randint(
+    key: jax.Array,
+    shape: Any,
+    *axes: type[Axis],
+    minval: int,
+    maxval: int,
+    dtype: type[DType] = I32,
+) -> AnyTensor:
     """Uniform integers in ``[minval, maxval)``."""
     s, dt = _shape(shape, axes, "randint"), jax_dtype(dtype, "randint")
     return Tensor(jax.random.randint(key, s, minval, maxval, dt), axes)

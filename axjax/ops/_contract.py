@@ -24,7 +24,7 @@ import jax.numpy as jnp
 import opt_einsum
 
 from ..core import AnyTensor, Axis, AxisError, DType, Op, Tensor, TensorType
-from ..core.internal import (
+from ..core._internal import (
     HasType,
     axes_names,
     axis_name,
@@ -55,27 +55,38 @@ class MatMul(Op):
 
     def infer(self, a: HasType, b: HasType) -> TensorType:
         if len(a.axes) < 2 or len(b.axes) < 2:
-            raise self.fail((a, b), "both operands need at least 2 axes (use ax.contract for "
-                            "vectors)")
+            raise self.fail(
+                (a, b), "both operands need at least 2 axes (use ax.contract for vectors)"
+            )
         dtype = result_dtype(self, (a, b))
         if a.axes[-1] is not b.axes[-2]:
-            raise self.fail((a, b), f"inner axes {axis_name(a.axes[-1])} and "
-                            f"{axis_name(b.axes[-2])} differ (rename one, or use ax.contract)")
+            raise self.fail(
+                (a, b),
+                f"inner axes {axis_name(a.axes[-1])} and "
+                f"{axis_name(b.axes[-2])} differ (rename one, or use ax.contract)",
+            )
         if a.axes[:-2] != b.axes[:-2]:
-            raise self.fail((a, b), f"batch axes [{axes_names(a.axes[:-2])}] and "
-                            f"[{axes_names(b.axes[:-2])}] differ (transpose one operand first)")
+            raise self.fail(
+                (a, b),
+                f"batch axes [{axes_names(a.axes[:-2])}] and "
+                f"[{axes_names(b.axes[:-2])}] differ (transpose one operand first)",
+            )
         same_sizes(self, (a, b))
         axes = a.axes[:-1] + b.axes[-1:]
         if len(set(axes)) != len(axes):
-            raise self.fail((a, b), f"the result would have axis {axis_name(b.axes[-1])} twice "
-                            "(rename one operand's axis first)")
+            raise self.fail(
+                (a, b),
+                f"the result would have axis {axis_name(b.axes[-1])} twice "
+                "(rename one operand's axis first)",
+            )
         return TensorType(dtype, axes, a.shape[:-1] + b.shape[-1:])
 
     def forward(self, a: AnyTensor, b: AnyTensor) -> Array:
         return jnp.matmul(a.array, b.array)
 
-    def backward(self, dy: AnyTensor, y: AnyTensor, a: AnyTensor,
-                 b: AnyTensor) -> tuple[Array, Array]:
+    def backward(
+        self, dy: AnyTensor, y: AnyTensor, a: AnyTensor, b: AnyTensor
+    ) -> tuple[Array, Array]:
         # one dot_general each, contracting the right dimensions directly: no transposes
         g, n = dy.array, dy.array.ndim
         lead = tuple(range(n - 2))
@@ -109,24 +120,33 @@ class Contract(Op):
             axes = over if isinstance(over, tuple) else (over,)
             self.over = tuple(check_axis_label(a, "Contract") for a in axes)
             if len(set(self.over)) != len(self.over) or not self.over:
-                raise TypeError(f"Contract: name each summed axis once, got "
-                                f"over=({axes_names(self.over)})")
+                raise TypeError(
+                    f"Contract: name each summed axis once, got over=({axes_names(self.over)})"
+                )
 
     def describe(self) -> str:
         return "Contract" if self.over is None else f"Contract(over={axes_names(self.over)})"
 
-    def _plan(self, a: HasType,
-              b: HasType) -> tuple[tuple[type[Axis], ...], tuple[type[Axis], ...]]:
+    def _plan(
+        self, a: HasType, b: HasType
+    ) -> tuple[tuple[type[Axis], ...], tuple[type[Axis], ...]]:
         shared = tuple(x for x in a.axes if x in b.axes)
         if self.over is None:
             return shared, tuple(x for x in a.axes if x not in shared) + tuple(
-                x for x in b.axes if x not in a.axes)
+                x for x in b.axes if x not in a.axes
+            )
         for x in self.over:
             if x not in a.axes or x not in b.axes:
-                which = "either operand" if x not in a.axes and x not in b.axes else (
-                    "the first operand" if x not in a.axes else "the second operand")
-                raise self.fail((a, b), f"{axis_name(x)} is not an axis of {which} "
-                                "(contract sums axes the operands share)")
+                which = (
+                    "either operand"
+                    if x not in a.axes and x not in b.axes
+                    else ("the first operand" if x not in a.axes else "the second operand")
+                )
+                raise self.fail(
+                    (a, b),
+                    f"{axis_name(x)} is not an axis of {which} "
+                    "(contract sums axes the operands share)",
+                )
         keep_a = tuple(x for x in a.axes if x not in self.over)
         return self.over, keep_a + tuple(x for x in b.axes if x not in a.axes)
 
@@ -139,23 +159,30 @@ class Contract(Op):
         if self.over is None:
             for a, ops in where.items():
                 if len(ops) > 2:
-                    raise self.fail(xs, f"axis {axis_name(a)} is in {len(ops)} operands "
-                                    f"({_ordinals(ops)}), so which two sum it is ambiguous "
-                                    f"(sum it with over={axis_name(a)}, or keep it batched "
-                                    "by naming the summed axes in over=)")
+                    raise self.fail(
+                        xs,
+                        f"axis {axis_name(a)} is in {len(ops)} operands "
+                        f"({_ordinals(ops)}), so which two sum it is ambiguous "
+                        f"(sum it with over={axis_name(a)}, or keep it batched "
+                        "by naming the summed axes in over=)",
+                    )
             return tuple(a for a, ops in where.items() if len(ops) == 1)
         for a in self.over:
             ops = where.get(a, [])
             if len(ops) < 2:
                 which = "no operand" if not ops else f"only the {_ordinals(ops)} operand"
-                raise self.fail(xs, f"{axis_name(a)} is an axis of {which} (contract sums "
-                                "axes the operands share)")
+                raise self.fail(
+                    xs,
+                    f"{axis_name(a)} is an axis of {which} (contract sums axes the operands share)",
+                )
         return tuple(a for a in where if a not in self.over)
 
     def infer(self, *xs: HasType) -> TensorType:
         if len(xs) < 2:
-            raise TypeError(f"{self.describe()} needs two operands or more, got {len(xs)} "
-                            "(ax.contract(a, b, ...))")
+            raise TypeError(
+                f"{self.describe()} needs two operands or more, got {len(xs)} "
+                "(ax.contract(a, b, ...))"
+            )
         dtype = result_dtype(self, xs)
         same_sizes(self, xs)
         out = self._plan(*xs)[1] if len(xs) == 2 else self._kept(xs)
@@ -176,8 +203,10 @@ class Contract(Op):
         g = dy.array
         if len(xs) == 2:
             a, b = xs
-            return (dot(g, dy.axes, b.array, b.axes, a.axes),
-                    dot(g, dy.axes, a.array, a.axes, b.axes))
+            return (
+                dot(g, dy.axes, b.array, b.axes, a.axes),
+                dot(g, dy.axes, a.array, a.axes, b.axes),
+            )
         plan = _tree(tuple(x.axes for x in xs), tuple(x.shape for x in xs), dy.axes)
         grads: tuple[Array, ...] = _run_tree_vjp(g, tuple(x.array for x in xs), plan=plan)
         return grads
@@ -195,8 +224,9 @@ _Plan = tuple[_Dims, tuple[int, ...] | None, bool]  # dimension numbers, permuta
 _PLANS: dict[tuple[tuple[type[Axis], ...], ...], _Plan] = {}
 
 
-def _dot_plan(x_axes: tuple[type[Axis], ...], y_axes: tuple[type[Axis], ...],
-              out: tuple[type[Axis], ...]) -> _Plan:
+def _dot_plan(
+    x_axes: tuple[type[Axis], ...], y_axes: tuple[type[Axis], ...], out: tuple[type[Axis], ...]
+) -> _Plan:
     """``dot_general`` dimension numbers and the final permutation for ``x ⋈ y -> out``.
 
     An axis of both operands is a batch axis if ``out`` keeps it, else it is summed; an
@@ -211,10 +241,14 @@ def _dot_plan(x_axes: tuple[type[Axis], ...], y_axes: tuple[type[Axis], ...],
     x_free = [a for a in x_axes if a not in y_axes]
     y_free = [a for a in y_axes if a not in x_axes]
     if not set(x_free + y_free) <= set(out):
-        raise ValueError(f"contraction of ({axes_names(x_axes)}) and ({axes_names(y_axes)}) "
-                         f"cannot keep only ({axes_names(out)}): an unshared axis is dropped")
-    dims = ((tuple(x_axes.index(a) for a in summed), tuple(y_axes.index(a) for a in summed)),
-            (tuple(x_axes.index(a) for a in batch), tuple(y_axes.index(a) for a in batch)))
+        raise ValueError(
+            f"contraction of ({axes_names(x_axes)}) and ({axes_names(y_axes)}) "
+            f"cannot keep only ({axes_names(out)}): an unshared axis is dropped"
+        )
+    dims = (
+        (tuple(x_axes.index(a) for a in summed), tuple(y_axes.index(a) for a in summed)),
+        (tuple(x_axes.index(a) for a in batch), tuple(y_axes.index(a) for a in batch)),
+    )
     got = batch + x_free + y_free
     perm = tuple(got.index(a) for a in out)
     plan = dims, (None if perm == tuple(range(len(perm))) else perm), False
@@ -244,15 +278,21 @@ def _consecutive(d: tuple[int, ...]) -> bool:
     return d == tuple(range(d[0], d[0] + len(d)))
 
 
-def _merge(a: Array, c: tuple[int, ...], b: tuple[int, ...]
-           ) -> tuple[Array, tuple[int, ...], tuple[int, ...]]:
+def _merge(
+    a: Array, c: tuple[int, ...], b: tuple[int, ...]
+) -> tuple[Array, tuple[int, ...], tuple[int, ...]]:
     k, m = c[0], len(c)
-    shape = a.shape[:k] + (math.prod(a.shape[k:k + m]),) + a.shape[k + m:]
+    shape = a.shape[:k] + (math.prod(a.shape[k : k + m]),) + a.shape[k + m :]
     return a.reshape(shape), (k,), tuple(d if d < k else d - m + 1 for d in b)
 
 
-def dot(x: Array, x_axes: tuple[type[Axis], ...], y: Array, y_axes: tuple[type[Axis], ...],
-        out: tuple[type[Axis], ...]) -> Array:
+def dot(
+    x: Array,
+    x_axes: tuple[type[Axis], ...],
+    y: Array,
+    y_axes: tuple[type[Axis], ...],
+    out: tuple[type[Axis], ...],
+) -> Array:
     """``x ⋈ y`` laid out as ``out``: one ``dot_general`` (and a transpose only when the
     result's order differs from ``dot_general``'s batch, x, y order).
 
@@ -260,8 +300,11 @@ def dot(x: Array, x_axes: tuple[type[Axis], ...], y: Array, y_axes: tuple[type[A
     parsing and path search (about 250 µs of CPU per eager call, and as much per trace).
     """
     dims, perm, swap = _dot_plan(x_axes, y_axes, out)
-    product: Array = _dot_general(y, x, dims=dims, perm=None) if swap else _dot_general(
-        x, y, dims=dims, perm=perm)
+    product: Array = (
+        _dot_general(y, x, dims=dims, perm=None)
+        if swap
+        else _dot_general(x, y, dims=dims, perm=perm)
+    )
     return product
 
 
@@ -273,8 +316,9 @@ _Step = tuple[int, int, Axes, Axes, Axes]
 _TREES: dict[tuple[tuple[Axes, ...], tuple[tuple[int, ...], ...], Axes], tuple[_Step, ...]] = {}
 
 
-def _tree(axes: tuple[Axes, ...], shapes: tuple[tuple[int, ...], ...],
-          out: Axes) -> tuple[_Step, ...]:
+def _tree(
+    axes: tuple[Axes, ...], shapes: tuple[tuple[int, ...], ...], out: Axes
+) -> tuple[_Step, ...]:
     """The pairwise steps of ``einsum(axes -> out)`` in the order opt_einsum finds cheapest
     for these sizes (memoised: eager calls and re-traces skip the search)."""
     key = (axes, shapes, out)
@@ -284,8 +328,11 @@ def _tree(axes: tuple[Axes, ...], shapes: tuple[tuple[int, ...], ...],
         for xa in (*axes, out):
             for a in xa:
                 letters.setdefault(a, opt_einsum.get_symbol(len(letters)))
-        eq = ",".join("".join(letters[a] for a in xa) for xa in axes) + "->" + "".join(
-            letters[a] for a in out)
+        eq = (
+            ",".join("".join(letters[a] for a in xa) for xa in axes)
+            + "->"
+            + "".join(letters[a] for a in out)
+        )
         path, _ = opt_einsum.contract_path(eq, *shapes, shapes=True, optimize="auto")
         steps = _steps(axes, out, [tuple(p) for p in path])
         if len(_TREES) < 1 << 12:
@@ -327,8 +374,9 @@ def _run_tree(arrays: tuple[Array, ...], plan: tuple[_Step, ...]) -> Array:
 
 
 @functools.partial(jax.jit, static_argnames=("plan",), inline=True)
-def _run_tree_vjp(dy: Array, arrays: tuple[Array, ...],
-                  plan: tuple[_Step, ...]) -> tuple[Array, ...]:
+def _run_tree_vjp(
+    dy: Array, arrays: tuple[Array, ...], plan: tuple[_Step, ...]
+) -> tuple[Array, ...]:
     """Each operand's cotangent: the intermediates again, then the tree in reverse, each
     step's VJP the binary rule ``∇x = ∇(x ⋈ y) ⋈ y``."""
     vals = list(arrays)
@@ -366,9 +414,11 @@ def contract(
     given: tuple[object, ...] = tensors
     labels = [t.__name__ for t in given if isinstance(t, type) and issubclass(t, Axis)]
     if labels:  # the two-operand form of 0.1: contract(a, b, X)
-        raise AxisError(f"Cannot apply Contract: {labels[0]} is an axis label among the "
-                        f"operands; `over` is keyword-only (ax.contract(a, b, "
-                        f"over={labels[0]}))")
+        raise AxisError(
+            f"Cannot apply Contract: {labels[0]} is an axis label among the "
+            f"operands; `over` is keyword-only (ax.contract(a, b, "
+            f"over={labels[0]}))"
+        )
     return cached(Contract, over)(*tensors)
 
 

@@ -26,7 +26,7 @@ import jax.numpy as jnp
 from jax import lax
 
 from ..core import AnyTensor, Axis, DType, Op, Tensor, TensorType
-from ..core.internal import (
+from ..core._internal import (
     HasType,
     axes_names,
     axis_name,
@@ -36,8 +36,15 @@ from ..core.internal import (
     result_dtype,
 )
 
-__all__ = ["Conv", "conv", "Padding", "per_axis", "normalize_padding", "resolve_padding",
-           "window_out"]
+__all__ = [
+    "Conv",
+    "conv",
+    "Padding",
+    "per_axis",
+    "normalize_padding",
+    "resolve_padding",
+    "window_out",
+]
 
 # Remaining Any: the dtype/axes parameters of the public Tensor aliases.
 
@@ -68,9 +75,12 @@ def normalize_padding(padding: Padding, n: int) -> str | tuple[tuple[int, int], 
     return tuple((p, p) if isinstance(p, int) else (int(p[0]), int(p[1])) for p in pads)
 
 
-def resolve_padding(padding: str | tuple[tuple[int, int], ...], sizes: Sequence[int | None],
-                    windows: Sequence[int], strides: Sequence[int]
-                    ) -> list[tuple[int, int] | None]:
+def resolve_padding(
+    padding: str | tuple[tuple[int, int], ...],
+    sizes: Sequence[int | None],
+    windows: Sequence[int],
+    strides: Sequence[int],
+) -> list[tuple[int, int] | None]:
     """Explicit ``(lo, hi)`` pads per axis (``None`` where a ``SAME`` size is unknown)."""
     if padding == "VALID":
         return [(0, 0)] * len(sizes)
@@ -96,9 +106,14 @@ def window_out(n: int | None, k: int, s: int, pad: tuple[int, int] | None) -> in
 class Conv(Op):
     """Convolution over the named ``spatial`` axes; see the module docstring."""
 
-    def __init__(self, spatial: tuple[type[Axis], ...], stride: int | Sequence[int] = 1,
-                 padding: Padding = "VALID", dilation: int | Sequence[int] = 1,
-                 groups: int = 1) -> None:
+    def __init__(
+        self,
+        spatial: tuple[type[Axis], ...],
+        stride: int | Sequence[int] = 1,
+        padding: Padding = "VALID",
+        dilation: int | Sequence[int] = 1,
+        groups: int = 1,
+    ) -> None:
         self.spatial = tuple(check_axis_label(a, "Conv") for a in spatial)
         n = len(self.spatial)
         if n == 0 or len(set(self.spatial)) != n:
@@ -114,19 +129,26 @@ class Conv(Op):
     def channels(self, x: HasType, w: HasType) -> tuple[type[Axis], type[Axis]]:
         """The input and output channel axes, read from the kernel's axes."""
         if len(w.axes) != len(self.spatial) + 2:
-            raise self.fail((x, w), f"the kernel needs {len(self.spatial) + 2} axes: "
-                            f"{axes_names(self.spatial)}, an input and an output channel")
+            raise self.fail(
+                (x, w),
+                f"the kernel needs {len(self.spatial) + 2} axes: "
+                f"{axes_names(self.spatial)}, an input and an output channel",
+            )
         for a in self.spatial:
             if a not in x.axes or a not in w.axes:
                 which = "input" if a not in x.axes else "kernel"
-                raise self.fail((x, w), f"spatial axis {axis_name(a)} is not an axis of the "
-                                f"{which}")
+                raise self.fail(
+                    (x, w), f"spatial axis {axis_name(a)} is not an axis of the {which}"
+                )
         rest = [a for a in w.axes if a not in self.spatial]
         shared = [a for a in rest if a in x.axes]
         if len(shared) != 1:
-            raise self.fail((x, w), "the kernel must share exactly one non-spatial axis with "
-                            "the input (the input channel axis), not "
-                            f"{len(shared)}{': ' + axes_names(shared) if shared else ''}")
+            raise self.fail(
+                (x, w),
+                "the kernel must share exactly one non-spatial axis with "
+                "the input (the input channel axis), not "
+                f"{len(shared)}{': ' + axes_names(shared) if shared else ''}",
+            )
         return shared[0], next(a for a in rest if a is not shared[0])
 
     def infer(self, x: HasType, w: HasType) -> TensorType:
@@ -136,29 +158,39 @@ class Conv(Op):
         xs, ws = dict(zip(x.axes, x.shape, strict=True)), dict(zip(w.axes, w.shape, strict=True))
         n_in, k_in, k_out = xs[cin], ws[cin], ws[cout]
         if n_in is not None and k_in is not None and n_in != k_in * self.groups:
-            raise self.fail((x, w), f"the input has {n_in} {axis_name(cin)} channels but the "
-                            f"kernel reads {k_in} x {self.groups} groups")
+            raise self.fail(
+                (x, w),
+                f"the input has {n_in} {axis_name(cin)} channels but the "
+                f"kernel reads {k_in} x {self.groups} groups",
+            )
         if k_out is not None and k_out % self.groups:
-            raise self.fail((x, w), f"{k_out} output channels do not split into {self.groups} "
-                            "groups")
+            raise self.fail(
+                (x, w), f"{k_out} output channels do not split into {self.groups} groups"
+            )
         sizes = {a: xs[a] for a in self.spatial}
-        eff = [(cast(int, ws[a]) - 1) * d + 1
-               for a, d in zip(self.spatial, self.dilation, strict=True)]
+        eff = [
+            (cast(int, ws[a]) - 1) * d + 1 for a, d in zip(self.spatial, self.dilation, strict=True)
+        ]
         pads = resolve_padding(self.padding, list(sizes.values()), eff, self.stride)
         out: dict[type[Axis], int | None] = {}
         for a, k, s, p in zip(self.spatial, eff, self.stride, pads, strict=True):
             m = window_out(sizes[a], k, s, p)
             if m is not None and m < 1:
-                raise self.fail((x, w), f"the kernel (extent {k}) is larger than the padded "
-                                f"{axis_name(a)} axis (size {sizes[a]})")
+                raise self.fail(
+                    (x, w),
+                    f"the kernel (extent {k}) is larger than the padded "
+                    f"{axis_name(a)} axis (size {sizes[a]})",
+                )
             out[a] = m
         axes = tuple(cout if a is cin else a for a in x.axes)
-        shape = tuple(k_out if a is cin else out.get(a, n) for a, n in zip(x.axes, x.shape,
-                                                                          strict=True))
+        shape = tuple(
+            k_out if a is cin else out.get(a, n) for a, n in zip(x.axes, x.shape, strict=True)
+        )
         return TensorType(dtype, axes, shape)
 
-    def run(self, xa: Array, wa: Array, x_axes: tuple[type[Axis], ...],
-            w_axes: tuple[type[Axis], ...]) -> Array:
+    def run(
+        self, xa: Array, wa: Array, x_axes: tuple[type[Axis], ...], w_axes: tuple[type[Axis], ...]
+    ) -> Array:
         """The convolution on raw arrays laid out as ``x_axes`` and ``w_axes``."""
         cin = next(a for a in w_axes if a in x_axes and a not in self.spatial)
         cout = next(a for a in w_axes if a not in x_axes)
@@ -173,21 +205,31 @@ class Conv(Op):
                 batch = list(range(len(batch)))
             b0 = batch[0] if batch else 0
             bshape = tuple(xa.shape[i] for i in batch)
-            xa = xa.reshape(xa.shape[:b0] + (math.prod(bshape),) + xa.shape[b0 + len(batch):])
-            axes = axes[:b0] + [None] + axes[b0 + len(batch):]
-        lhs = (axes.index(None) if len(batch) != 1 else batch[0], axes.index(cin),
-               *[axes.index(a) for a in self.spatial])
+            xa = xa.reshape(xa.shape[:b0] + (math.prod(bshape),) + xa.shape[b0 + len(batch) :])
+            axes = axes[:b0] + [None] + axes[b0 + len(batch) :]
+        lhs = (
+            axes.index(None) if len(batch) != 1 else batch[0],
+            axes.index(cin),
+            *[axes.index(a) for a in self.spatial],
+        )
         rhs = (w_axes.index(cout), w_axes.index(cin), *[w_axes.index(a) for a in self.spatial])
-        eff = [(wa.shape[w_axes.index(a)] - 1) * d + 1
-               for a, d in zip(self.spatial, self.dilation, strict=True)]
+        eff = [
+            (wa.shape[w_axes.index(a)] - 1) * d + 1
+            for a, d in zip(self.spatial, self.dilation, strict=True)
+        ]
         pads = resolve_padding(self.padding, [xa.shape[i] for i in lhs[2:]], eff, self.stride)
         ya = lax.conv_general_dilated(
-            xa, wa, self.stride, pads, rhs_dilation=self.dilation,  # type: ignore[arg-type]
+            xa,
+            wa,
+            self.stride,
+            pads,
+            rhs_dilation=self.dilation,  # type: ignore[arg-type]
             dimension_numbers=lax.ConvDimensionNumbers(lhs, rhs, lhs),
-            feature_group_count=self.groups)
+            feature_group_count=self.groups,
+        )
         if len(batch) != 1:
             b0 = lhs[0]
-            ya = ya.reshape(ya.shape[:b0] + bshape + ya.shape[b0 + 1:])
+            ya = ya.reshape(ya.shape[:b0] + bshape + ya.shape[b0 + 1 :])
             if perm is not None:
                 ya = jnp.transpose(ya, [perm.index(i) for i in range(len(perm))])
         return ya
@@ -195,8 +237,9 @@ class Conv(Op):
     def forward(self, x: AnyTensor, w: AnyTensor) -> Array:
         return self.run(x.array, w.array, x.axes, w.axes)
 
-    def backward(self, dy: AnyTensor, y: AnyTensor, x: AnyTensor,
-                 w: AnyTensor) -> tuple[Array, Array]:
+    def backward(
+        self, dy: AnyTensor, y: AnyTensor, x: AnyTensor, w: AnyTensor
+    ) -> tuple[Array, Array]:
         def run(xa: Array, wa: Array) -> Array:
             return self.run(xa, wa, x.axes, w.axes)
 
@@ -205,9 +248,15 @@ class Conv(Op):
         return grads
 
 
-def conv(x: AnyOf[D], kernel: AnyOf[D], spatial: type[Axis] | tuple[type[Axis], ...],
-         stride: int | Sequence[int] = 1, padding: Padding = "VALID",
-         dilation: int | Sequence[int] = 1, groups: int = 1) -> AnyOf[D]:
+def conv(
+    x: AnyOf[D],
+    kernel: AnyOf[D],
+    spatial: type[Axis] | tuple[type[Axis], ...],
+    stride: int | Sequence[int] = 1,
+    padding: Padding = "VALID",
+    dilation: int | Sequence[int] = 1,
+    groups: int = 1,
+) -> AnyOf[D]:
     """Convolve ``x`` with ``kernel`` over the named ``spatial`` axes.
 
     The kernel has the spatial axes, the input channel axis (shared with ``x``) and an

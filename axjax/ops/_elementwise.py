@@ -16,7 +16,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from ..core import AnyTensor, Bool, DType, Floating, Op, Tensor, TensorType
-from ..core.internal import (
+from ..core._internal import (
     HasType,
     dtype_marker,
     is_floating,
@@ -82,8 +82,14 @@ def _traced_once(rule: F) -> F:
     return jax.jit(rule, inline=True)  # type: ignore[return-value]
 
 
-def _unary(name: str, fn: Callable[[Array], Array], grad: UnaryRule, *, floating_only: bool = True,
-           doc: str = "") -> type[UnaryOp]:
+def _unary(
+    name: str,
+    fn: Callable[[Array], Array],
+    grad: UnaryRule,
+    *,
+    floating_only: bool = True,
+    doc: str = "",
+) -> type[UnaryOp]:
     cls = type(
         name,
         (UnaryOp,),
@@ -107,35 +113,65 @@ def _gelu_grad(dy: Array, y: Array, x: Array) -> Array:
     return dy * (0.5 * (1.0 + t) + 0.5 * x * (1.0 - t**2) * dinner)
 
 
-Negative = _unary("Negative", jnp.negative, lambda dy, y, x: -dy, floating_only=False,
-                  doc="-x; backward -dy.")
-Abs = _unary("Abs", jnp.abs, lambda dy, y, x: dy * jnp.sign(x), floating_only=False,
-             doc="|x|; backward dy·sign(x).")
+Negative = _unary(
+    "Negative", jnp.negative, lambda dy, y, x: -dy, floating_only=False, doc="-x; backward -dy."
+)
+Abs = _unary(
+    "Abs",
+    jnp.abs,
+    lambda dy, y, x: dy * jnp.sign(x),
+    floating_only=False,
+    doc="|x|; backward dy·sign(x).",
+)
 Exp = _unary("Exp", jnp.exp, lambda dy, y, x: dy * y, doc="e^x; backward dy·y.")
 Log = _unary("Log", jnp.log, lambda dy, y, x: dy / x, doc="ln x; backward dy/x.")
 Log1p = _unary("Log1p", jnp.log1p, lambda dy, y, x: dy / (1 + x), doc="ln(1+x).")
 Expm1 = _unary("Expm1", jnp.expm1, lambda dy, y, x: dy * (y + 1), doc="e^x − 1.")
 Sqrt = _unary("Sqrt", jnp.sqrt, lambda dy, y, x: dy / (2 * y), doc="√x; backward dy/(2y).")
 Rsqrt = _unary("Rsqrt", jax.lax.rsqrt, lambda dy, y, x: -0.5 * dy * y / x, doc="1/√x.")
-Square = _unary("Square", jnp.square, lambda dy, y, x: 2 * x * dy, floating_only=False,
-                doc="x²; backward 2x·dy.")
+Square = _unary(
+    "Square",
+    jnp.square,
+    lambda dy, y, x: 2 * x * dy,
+    floating_only=False,
+    doc="x²; backward 2x·dy.",
+)
 Reciprocal = _unary("Reciprocal", jnp.reciprocal, lambda dy, y, x: -dy * y * y, doc="1/x.")
 Tanh = _unary("Tanh", jnp.tanh, lambda dy, y, x: dy * (1 - y * y), doc="tanh; dy·(1−y²).")
-Sigmoid = _unary("Sigmoid", jax.nn.sigmoid, lambda dy, y, x: dy * y * (1 - y),
-                 doc="σ(x); backward dy·y·(1−y) (the paper's example).")
-Relu = _unary("Relu", jax.nn.relu, lambda dy, y, x: jnp.where(x > 0, dy, jnp.zeros((), dy.dtype)),
-              floating_only=False, doc="max(x, 0); backward dy·[x>0].")
+Sigmoid = _unary(
+    "Sigmoid",
+    jax.nn.sigmoid,
+    lambda dy, y, x: dy * y * (1 - y),
+    doc="σ(x); backward dy·y·(1−y) (the paper's example).",
+)
+Relu = _unary(
+    "Relu",
+    jax.nn.relu,
+    lambda dy, y, x: jnp.where(x > 0, dy, jnp.zeros((), dy.dtype)),
+    floating_only=False,
+    doc="max(x, 0); backward dy·[x>0].",
+)
 Gelu = _unary("Gelu", jax.nn.gelu, _gelu_grad, doc="GELU (tanh approximation).")
-Softplus = _unary("Softplus", jax.nn.softplus, lambda dy, y, x: dy * jax.nn.sigmoid(x),
-                  doc="ln(1+eˣ); backward dy·σ(x).")
+Softplus = _unary(
+    "Softplus",
+    jax.nn.softplus,
+    lambda dy, y, x: dy * jax.nn.sigmoid(x),
+    doc="ln(1+eˣ); backward dy·σ(x).",
+)
 Sin = _unary("Sin", jnp.sin, lambda dy, y, x: dy * jnp.cos(x), doc="sin; dy·cos x.")
 Cos = _unary("Cos", jnp.cos, lambda dy, y, x: -dy * jnp.sin(x), doc="cos; −dy·sin x.")
-Silu = _unary("Silu", jax.nn.silu,
-              lambda dy, y, x: dy * (jax.nn.sigmoid(x) * (1 + x * (1 - jax.nn.sigmoid(x)))),
-              doc="x·σ(x).")
-Erf = _unary("Erf", jax.scipy.special.erf,
-             lambda dy, y, x: dy * (2 / jnp.sqrt(jnp.pi)).astype(x.dtype) * jnp.exp(-x * x),
-             doc="the error function.")
+Silu = _unary(
+    "Silu",
+    jax.nn.silu,
+    lambda dy, y, x: dy * (jax.nn.sigmoid(x) * (1 + x * (1 - jax.nn.sigmoid(x)))),
+    doc="x·σ(x).",
+)
+Erf = _unary(
+    "Erf",
+    jax.scipy.special.erf,
+    lambda dy, y, x: dy * (2 / jnp.sqrt(jnp.pi)).astype(x.dtype) * jnp.exp(-x * x),
+    doc="the error function.",
+)
 
 
 def negative(x: Tensor[D, *Axes]) -> Tensor[D, *Axes]:
@@ -268,17 +304,24 @@ def _scalar_like(value: Any, other: Any, op: Op[Any]) -> Tensor[Any]:
     if isinstance(value, float) and not isinstance(value, bool) and not is_floating(dtype):
         if not float(value).is_integer():
             raise op.fail(
-                (other,), f"the float {value} cannot mix with {dtype.__name__} values "
-                "(convert the tensor with astype(ax.F32))"
+                (other,),
+                f"the float {value} cannot mix with {dtype.__name__} values "
+                "(convert the tensor with astype(ax.F32))",
             )
     if dtype is Bool and not isinstance(value, bool):
-        raise op.fail((other,), f"the number {value} cannot mix with Bool values (use True "
-                      "or False, or convert the tensor with astype(ax.I32))")
+        raise op.fail(
+            (other,),
+            f"the number {value} cannot mix with Bool values (use True "
+            "or False, or convert the tensor with astype(ax.I32))",
+        )
     try:
         arr = np.asarray(value, dtype=to_numpy_dtype(dtype))
     except OverflowError:
-        raise op.fail((other,), f"the number {value} does not fit in {dtype.__name__} "
-                      "(convert the tensor to a wider dtype with astype)") from None
+        raise op.fail(
+            (other,),
+            f"the number {value} does not fit in {dtype.__name__} "
+            "(convert the tensor to a wider dtype with astype)",
+        ) from None
     if not eager:  # tracing: a numpy constant is a literal in the jaxpr (never a tracer)
         return trusted_tensor(arr, ())
     out = trusted_tensor(jnp.asarray(arr), ())
@@ -293,8 +336,9 @@ def _scalar_like(value: Any, other: Any, op: Op[Any]) -> Tensor[Any]:
 _SCALARS: dict[tuple[type, str, Any], Tensor[Any]] = {}
 
 
-def _binary_type(op: Op[Any], a: HasType, b: HasType, *,
-                 out_dtype: type[DType] | None = None) -> TensorType:
+def _binary_type(
+    op: Op[Any], a: HasType, b: HasType, *, out_dtype: type[DType] | None = None
+) -> TensorType:
     dtype = result_dtype(op, (a, b))
     if a.axes != b.axes and a.axes and b.axes:
         if set(a.axes) == set(b.axes) and len(a.axes) == len(b.axes):
@@ -343,18 +387,31 @@ class BinaryOp(Op):
     def forward(self, a: AnyTensor, b: AnyTensor) -> Array:
         return self.fn(a.array, b.array)
 
-    def backward(self, dy: AnyTensor, y: AnyTensor, a: AnyTensor,
-                 b: AnyTensor) -> tuple[Array | None, Array | None]:
+    def backward(
+        self, dy: AnyTensor, y: AnyTensor, a: AnyTensor, b: AnyTensor
+    ) -> tuple[Array | None, Array | None]:
         ga, gb = self.grads(dy.array, y.array, a.array, b.array)
         return _unbroadcast(ga, a.array), _unbroadcast(gb, b.array)
 
 
-def _binary(name: str, fn: Callable[[Array, Array], Array],
-            grads: Callable[[Array, Array, Array, Array], tuple[Array, Array]], doc: str,
-            accepts: str = "numbers") -> type[BinaryOp]:
-    return type(name, (BinaryOp,), {"fn": staticmethod(fn),
-                                    "grads": staticmethod(_traced_once(grads)),
-                                    "accepts": accepts, "__doc__": doc, "__module__": __name__})
+def _binary(
+    name: str,
+    fn: Callable[[Array, Array], Array],
+    grads: Callable[[Array, Array, Array, Array], tuple[Array, Array]],
+    doc: str,
+    accepts: str = "numbers",
+) -> type[BinaryOp]:
+    return type(
+        name,
+        (BinaryOp,),
+        {
+            "fn": staticmethod(fn),
+            "grads": staticmethod(_traced_once(grads)),
+            "accepts": accepts,
+            "__doc__": doc,
+            "__module__": __name__,
+        },
+    )
 
 
 def _pow_grads(dy: Array, y: Array, a: Array, b: Array) -> tuple[Array, Array]:
@@ -373,15 +430,23 @@ def _chooser(first_wins: Callable[[Array, Array], Array]) -> Callable[..., tuple
 
 Add = _binary("Add", jnp.add, lambda dy, y, a, b: (dy, dy), "a + b; backward (dy, dy).")
 Subtract = _binary("Subtract", jnp.subtract, lambda dy, y, a, b: (dy, -dy), "a − b.")
-Multiply = _binary("Multiply", jnp.multiply, lambda dy, y, a, b: (dy * b, dy * a),
-                   "a · b; backward (dy·b, dy·a).")
-Divide = _binary("Divide", jnp.divide, lambda dy, y, a, b: (dy / b, -dy * y / b),
-                 "a / b; backward (dy/b, −dy·y/b).", accepts="floating")
+Multiply = _binary(
+    "Multiply", jnp.multiply, lambda dy, y, a, b: (dy * b, dy * a), "a · b; backward (dy·b, dy·a)."
+)
+Divide = _binary(
+    "Divide",
+    jnp.divide,
+    lambda dy, y, a, b: (dy / b, -dy * y / b),
+    "a / b; backward (dy/b, −dy·y/b).",
+    accepts="floating",
+)
 Power = _binary("Power", jnp.power, _pow_grads, "a ** b.")
-Maximum = _binary("Maximum", jnp.maximum, _chooser(jnp.greater), "max(a, b); ties split.",
-                  accepts="any")
-Minimum = _binary("Minimum", jnp.minimum, _chooser(jnp.less), "min(a, b); ties split.",
-                  accepts="any")
+Maximum = _binary(
+    "Maximum", jnp.maximum, _chooser(jnp.greater), "max(a, b); ties split.", accepts="any"
+)
+Minimum = _binary(
+    "Minimum", jnp.minimum, _chooser(jnp.less), "min(a, b); ties split.", accepts="any"
+)
 
 
 class Compare(BinaryOp):
@@ -390,14 +455,18 @@ class Compare(BinaryOp):
     def infer(self, a: HasType, b: HasType) -> TensorType:
         return _binary_type(self, a, b, out_dtype=Bool)
 
-    def backward(self, dy: AnyTensor, y: AnyTensor, a: AnyTensor,
-                 b: AnyTensor) -> tuple[None, None]:
+    def backward(
+        self, dy: AnyTensor, y: AnyTensor, a: AnyTensor, b: AnyTensor
+    ) -> tuple[None, None]:
         return None, None
 
 
 def _compare(name: str, fn: Callable[[Array, Array], Array]) -> type[Compare]:
-    return type(name, (Compare,), {"fn": staticmethod(fn), "__doc__": f"{name}; Bool result.",
-                                   "__module__": __name__})
+    return type(
+        name,
+        (Compare,),
+        {"fn": staticmethod(fn), "__doc__": f"{name}; Bool result.", "__module__": __name__},
+    )
 
 
 Equal = _compare("Equal", jnp.equal)
@@ -408,13 +477,28 @@ Greater = _compare("Greater", jnp.greater)
 GreaterEqual = _compare("GreaterEqual", jnp.greater_equal)
 
 _BINARY: dict[str, Op] = {
-    c.__name__: c() for c in (Add, Subtract, Multiply, Divide, Power, Maximum, Minimum, Equal,
-                              NotEqual, Less, LessEqual, Greater, GreaterEqual)
+    c.__name__: c()
+    for c in (
+        Add,
+        Subtract,
+        Multiply,
+        Divide,
+        Power,
+        Maximum,
+        Minimum,
+        Equal,
+        NotEqual,
+        Less,
+        LessEqual,
+        Greater,
+        GreaterEqual,
+    )
 }
 
 
-def _apply_binary(name: str, a: Tensor[D, *Axes] | float, b: Tensor[D, *Axes] | float
-                  ) -> Tensor[D, *Axes]:
+def _apply_binary(
+    name: str, a: Tensor[D, *Axes] | float, b: Tensor[D, *Axes] | float
+) -> Tensor[D, *Axes]:
     """Apply a binary op; a number becomes a rank-0 tensor of the other operand's dtype.
     The result has the tensor operands' type (the rule: identical axes, or rank 0)."""
     op = _BINARY[name]
@@ -427,8 +511,9 @@ def _apply_binary(name: str, a: Tensor[D, *Axes] | float, b: Tensor[D, *Axes] | 
     return cast("Tensor[D, *Axes]", out)
 
 
-def _apply_compare(name: str, a: Tensor[D, *Axes] | float, b: Tensor[D, *Axes] | float
-                   ) -> Tensor[Bool, *Axes]:
+def _apply_compare(
+    name: str, a: Tensor[D, *Axes] | float, b: Tensor[D, *Axes] | float
+) -> Tensor[Bool, *Axes]:
     """A comparison: the operands' axes, Bool values."""
     return cast("Tensor[Bool, *Axes]", _apply_binary(name, a, b))
 
@@ -493,8 +578,7 @@ def greater(a: Tensor[D, *Axes] | float, b: Tensor[D, *Axes] | float) -> Tensor[
     return _apply_compare("Greater", a, b)
 
 
-def greater_equal(a: Tensor[D, *Axes] | float, b: Tensor[D, *Axes] | float
-                  ) -> Tensor[Bool, *Axes]:
+def greater_equal(a: Tensor[D, *Axes] | float, b: Tensor[D, *Axes] | float) -> Tensor[Bool, *Axes]:
     """``a >= b`` elementwise (Bool)."""
     return _apply_compare("GreaterEqual", a, b)
 
@@ -510,32 +594,42 @@ class Where(Op):
         if cond.axes and not t.axes:  # rank-0 values spread over the condition's axes
             return TensorType(t.dtype, cond.axes, cond.shape)
         if cond.axes and cond.axes != t.axes:
-            raise self.fail((cond, a, b), "the condition's axes differ from the values' axes "
-                            "(transpose or broadcast the condition first)")
+            raise self.fail(
+                (cond, a, b),
+                "the condition's axes differ from the values' axes "
+                "(transpose or broadcast the condition first)",
+            )
         same_sizes(self, (cond, a, b))
         return t
 
     def forward(self, cond: AnyTensor, a: AnyTensor, b: AnyTensor) -> Array:
         return jnp.where(cond.array, a.array, b.array)
 
-    def backward(self, dy: AnyTensor, y: AnyTensor, cond: AnyTensor, a: AnyTensor,
-                 b: AnyTensor) -> tuple[Array | None, ...]:
+    def backward(
+        self, dy: AnyTensor, y: AnyTensor, cond: AnyTensor, a: AnyTensor, b: AnyTensor
+    ) -> tuple[Array | None, ...]:
         c, g = cond.array, dy.array
         zero = jnp.zeros((), g.dtype)
-        return None, _unbroadcast(jnp.where(c, g, zero), a.array), _unbroadcast(
-            jnp.where(c, zero, g), b.array)
+        return (
+            None,
+            _unbroadcast(jnp.where(c, g, zero), a.array),
+            _unbroadcast(jnp.where(c, zero, g), b.array),
+        )
 
 
 _WHERE = Where()
 
 
-def where(cond: Tensor[Bool, *Axes], a: Tensor[D, *Axes] | float,
-          b: Tensor[D, *Axes] | float) -> Tensor[D, *Axes]:
+def where(
+    cond: Tensor[Bool, *Axes], a: Tensor[D, *Axes] | float, b: Tensor[D, *Axes] | float
+) -> Tensor[D, *Axes]:
     """Pick ``a`` where ``cond`` holds, else ``b`` (identical axes)."""
     like = a if isinstance(a, Tensor) or getattr(type(a), "_is_symbolic", False) else b
     if not isinstance(like, Tensor) and not getattr(type(like), "_is_symbolic", False):
-        raise TypeError("where: at least one of a, b must be a Tensor (wrap a number with "
-                        "ax.full(shape, *axes, value=...))")
+        raise TypeError(
+            "where: at least one of a, b must be a Tensor (wrap a number with "
+            "ax.full(shape, *axes, value=...))"
+        )
     out = _WHERE(cond, _scalar_like(a, like, _WHERE), _scalar_like(b, like, _WHERE))
     return cast("Tensor[D, *Axes]", out)  # the rule: a's dtype, the shared axes
 

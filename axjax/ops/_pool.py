@@ -18,7 +18,7 @@ import numpy as np
 from jax import lax
 
 from ..core import AnyTensor, Axis, DType, Op, Tensor, TensorType
-from ..core.internal import (
+from ..core._internal import (
     HasType,
     axes_names,
     axis_name,
@@ -44,9 +44,14 @@ class Pool(Op):
     The mean divides by the full window size, padding included (as Equinox and Flax do).
     """
 
-    def __init__(self, kind: Literal["max", "avg"], spatial: tuple[type[Axis], ...],
-                 window: int | Sequence[int], stride: int | Sequence[int] | None = None,
-                 padding: Padding = "VALID") -> None:
+    def __init__(
+        self,
+        kind: Literal["max", "avg"],
+        spatial: tuple[type[Axis], ...],
+        window: int | Sequence[int],
+        stride: int | Sequence[int] | None = None,
+        padding: Padding = "VALID",
+    ) -> None:
         if kind not in ("max", "avg"):
             raise ValueError(f"Pool: kind must be 'max' or 'avg', got {kind!r}")
         self.kind = kind
@@ -68,22 +73,27 @@ class Pool(Op):
             if a not in x.axes:
                 raise self.fail((x,), f"{axis_name(a)} is not an axis of the tensor")
         sizes = dict(zip(x.axes, x.shape, strict=True))
-        pads = resolve_padding(self.padding, [sizes[a] for a in self.spatial], self.window,
-                               self.stride)
+        pads = resolve_padding(
+            self.padding, [sizes[a] for a in self.spatial], self.window, self.stride
+        )
         out = dict(sizes)
         for a, k, s, p in zip(self.spatial, self.window, self.stride, pads, strict=True):
             m = window_out(sizes[a], k, s, p)
             if m is not None and m < 1:
-                raise self.fail((x,), f"the window ({k}) is larger than the padded "
-                                f"{axis_name(a)} axis (size {sizes[a]})")
+                raise self.fail(
+                    (x,),
+                    f"the window ({k}) is larger than the padded "
+                    f"{axis_name(a)} axis (size {sizes[a]})",
+                )
             out[a] = m
         return TensorType(x.dtype, x.axes, tuple(out[a] for a in x.axes))
 
     def run(self, xa: Array, axes: tuple[type[Axis], ...]) -> Array:
         """The pooling on a raw array laid out as ``axes``."""
         pos = {a: i for i, a in enumerate(axes)}
-        pads = resolve_padding(self.padding, [xa.shape[pos[a]] for a in self.spatial],
-                               self.window, self.stride)
+        pads = resolve_padding(
+            self.padding, [xa.shape[pos[a]] for a in self.spatial], self.window, self.stride
+        )
         dims, strides = [1] * xa.ndim, [1] * xa.ndim
         padding: list[tuple[int, int]] = [(0, 0)] * xa.ndim
         for a, k, s, p in zip(self.spatial, self.window, self.stride, pads, strict=True):
@@ -94,8 +104,7 @@ class Pool(Op):
             init = np.array(-np.inf, xa.dtype)
             peak: Array = lax.reduce_window(xa, init, lax.max, dims, strides, padding)
             return peak
-        total: Array = lax.reduce_window(xa, np.array(0, xa.dtype), lax.add, dims, strides,
-                                         padding)
+        total: Array = lax.reduce_window(xa, np.array(0, xa.dtype), lax.add, dims, strides, padding)
         return total / jnp.array(math.prod(self.window), xa.dtype)
 
     def forward(self, x: AnyTensor) -> Array:
@@ -114,9 +123,13 @@ def _spatial(spatial: type[Axis] | tuple[type[Axis], ...]) -> tuple[type[Axis], 
     return spatial if isinstance(spatial, tuple) else (spatial,)
 
 
-def max_pool(x: Tensor[D, *Axes], spatial: type[Axis] | tuple[type[Axis], ...],
-             window: int | Sequence[int], stride: int | Sequence[int] | None = None,
-             padding: Padding = "VALID") -> Tensor[D, *Axes]:
+def max_pool(
+    x: Tensor[D, *Axes],
+    spatial: type[Axis] | tuple[type[Axis], ...],
+    window: int | Sequence[int],
+    stride: int | Sequence[int] | None = None,
+    padding: Padding = "VALID",
+) -> Tensor[D, *Axes]:
     """Maximum over windows of the named axes (stride defaults to the window).
 
     Example:
@@ -125,9 +138,13 @@ def max_pool(x: Tensor[D, *Axes], spatial: type[Axis] | tuple[type[Axis], ...],
     return Pool("max", _spatial(spatial), window, stride, padding).same_type(x)
 
 
-def avg_pool(x: Tensor[D, *Axes], spatial: type[Axis] | tuple[type[Axis], ...],
-             window: int | Sequence[int], stride: int | Sequence[int] | None = None,
-             padding: Padding = "VALID") -> Tensor[D, *Axes]:
+def avg_pool(
+    x: Tensor[D, *Axes],
+    spatial: type[Axis] | tuple[type[Axis], ...],
+    window: int | Sequence[int],
+    stride: int | Sequence[int] | None = None,
+    padding: Padding = "VALID",
+) -> Tensor[D, *Axes]:
     """Mean over windows of the named axes (padding counts as zeros in the mean).
 
     Example:

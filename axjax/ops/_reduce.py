@@ -13,7 +13,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from ..core import I32, Axis, Bool, DType, Op, Tensor, TensorType
-from ..core.internal import (
+from ..core._internal import (
     HasType,
     axes_names,
     axis_name,
@@ -39,8 +39,10 @@ def _as_axes(over: AxisArg, where: str) -> tuple[type[Axis], ...]:
     return tuple(check_axis_label(a, where) for a in axes)
 
 
-_INEXACT = frozenset(np.dtype(t) for t in (jnp.float16, jnp.bfloat16, jnp.float32, jnp.float64,
-                                            jnp.complex64, jnp.complex128))
+_INEXACT = frozenset(
+    np.dtype(t)
+    for t in (jnp.float16, jnp.bfloat16, jnp.float32, jnp.float64, jnp.complex64, jnp.complex128)
+)
 
 
 class AxisOp(Op):
@@ -57,8 +59,11 @@ class AxisOp(Op):
     def check_present(self, x: HasType) -> None:
         for a in self.over:
             if a not in x.axes:
-                raise self.fail((x,), f"{axis_name(a)} is not an axis of the tensor "
-                                f"(name one of {axes_names(x.axes)})")
+                raise self.fail(
+                    (x,),
+                    f"{axis_name(a)} is not an axis of the tensor "
+                    f"(name one of {axes_names(x.axes)})",
+                )
 
     def positions(self, x: HasType) -> tuple[int, ...]:
         return tuple(x.axes.index(a) for a in self.over)
@@ -97,8 +102,9 @@ class Sum(Reduction):
 
     def infer(self, x: HasType) -> TensorType:
         if x.dtype is Bool:
-            raise self.fail((x,), "cannot sum Bool values (count them with "
-                            "ax.sum(t.astype(ax.I32), ...))")
+            raise self.fail(
+                (x,), "cannot sum Bool values (count them with ax.sum(t.astype(ax.I32), ...))"
+            )
         return super().infer(x)
 
     def forward(self, x: AnyTensor) -> Array:
@@ -128,10 +134,13 @@ def _nonempty(op: AxisOp, x: HasType, what: str) -> None:
     for a in op.over:
         n = dict(zip(x.axes, x.shape, strict=True)).get(a)
         if n == 0:
-            raise op.fail((x,), f"cannot take the {what} over {axis_name(a)} of size 0 (an "
-                          f"empty axis has no {what}: make sure {axis_name(a)} has at least "
-                          "one entry, e.g. skip empty batches, or concatenate a fill value "
-                          "such as -inf / +inf first)")
+            raise op.fail(
+                (x,),
+                f"cannot take the {what} over {axis_name(a)} of size 0 (an "
+                f"empty axis has no {what}: make sure {axis_name(a)} has at least "
+                "one entry, e.g. skip empty batches, or concatenate a fill value "
+                "such as -inf / +inf first)",
+            )
 
 
 class _Chooser(Reduction):

@@ -11,7 +11,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from ..core import F32, AnyTensor, Axis, DType, Op, Tensor, TensorType
-from ..core.internal import (
+from ..core._internal import (
     HasType,
     axes_names,
     axis_name,
@@ -33,8 +33,10 @@ Axes = TypeVarTuple("Axes")
 
 def _require(op: Op, x: HasType, axis: type[Axis]) -> int:
     if axis not in x.axes:
-        raise op.fail((x,), f"{axis_name(axis)} is not an axis of the tensor "
-                      f"(name one of {axes_names(x.axes)})")
+        raise op.fail(
+            (x,),
+            f"{axis_name(axis)} is not an axis of the tensor (name one of {axes_names(x.axes)})",
+        )
     return int(x.axes.index(axis))
 
 
@@ -57,15 +59,17 @@ class Index(Op):
         p = _require(self, x, self.axis)
         n = x.shape[p]
         if self.i is None:
-            if len(pos) != 1 or pos[0].axes or not jnp.issubdtype(pos[0].dtype.numpy,
-                                                                   jnp.integer):
+            if len(pos) != 1 or pos[0].axes or not jnp.issubdtype(pos[0].dtype.numpy, jnp.integer):
                 raise self.fail((x, *pos), "the position must be one rank-0 integer tensor")
         elif pos:
             raise self.fail((x, *pos), "a static position takes no position operand")
         elif n is not None and not -n <= self.i < n:
-            raise self.fail((x,), f"index {self.i} out of range for {axis_name(self.axis)} of "
-                            f"size {n} (use -{n} to {n - 1})")
-        return TensorType(x.dtype, x.axes[:p] + x.axes[p + 1:], x.shape[:p] + x.shape[p + 1:])
+            raise self.fail(
+                (x,),
+                f"index {self.i} out of range for {axis_name(self.axis)} of "
+                f"size {n} (use -{n} to {n - 1})",
+            )
+        return TensorType(x.dtype, x.axes[:p] + x.axes[p + 1 :], x.shape[:p] + x.shape[p + 1 :])
 
     def _at(self, x: AnyTensor, pos: tuple[AnyTensor, ...]) -> Array | int:
         if self.i is None:
@@ -75,13 +79,13 @@ class Index(Op):
     def forward(self, x: AnyTensor, *pos: AnyTensor) -> Array:
         p = x.axes.index(self.axis)
         if self.i is None:
-            picked: Array = jax.lax.dynamic_index_in_dim(x.array, pos[0].array, p,
-                                                         keepdims=False)
+            picked: Array = jax.lax.dynamic_index_in_dim(x.array, pos[0].array, p, keepdims=False)
             return picked
         return jax.lax.index_in_dim(x.array, self.i % x.array.shape[p], p, keepdims=False)
 
-    def backward(self, dy: AnyTensor, y: AnyTensor, x: AnyTensor,
-                 *pos: AnyTensor) -> tuple[Array | None, ...]:
+    def backward(
+        self, dy: AnyTensor, y: AnyTensor, x: AnyTensor, *pos: AnyTensor
+    ) -> tuple[Array | None, ...]:
         p = x.axes.index(self.axis)
         zeros = jnp.zeros(x.array.shape, dy.array.dtype)
         g = jnp.expand_dims(dy.array, p)
@@ -100,19 +104,21 @@ def index(x: AnyOf[D], axis: type[Axis], i: int | Any) -> AnyOf[D]:
     pos = i
     if not isinstance(i, Tensor) and getattr(i, "ndim", None) == 0:
         pos = trusted_tensor(i, ())
-    if not isinstance(pos, Tensor) or pos.axes or not jnp.issubdtype(pos.dtype.numpy,
-                                                                     jnp.integer):
+    if not isinstance(pos, Tensor) or pos.axes or not jnp.issubdtype(pos.dtype.numpy, jnp.integer):
         got = describe(pos) if isinstance(pos, Tensor) else repr(i)
-        raise TypeError(f"index: the position must be an int or a rank-0 integer Tensor, "
-                        f"got {got} (gather many positions with ax.take)")
+        raise TypeError(
+            f"index: the position must be an int or a rank-0 integer Tensor, "
+            f"got {got} (gather many positions with ax.take)"
+        )
     return Index(axis)(x, pos)
 
 
 class Slice(Op):
     """Entries ``start:stop:step`` along axis ``X`` (static bounds); backward pads."""
 
-    def __init__(self, axis: type[Axis], start: int | None, stop: int | None, step: int = 1
-                 ) -> None:
+    def __init__(
+        self, axis: type[Axis], start: int | None, stop: int | None, step: int = 1
+    ) -> None:
         self.axis = check_axis_label(axis, "Slice")
         self.start, self.stop = _slice_bound("start", start), _slice_bound("stop", stop)
         self.step = _slice_bound("step", step, none_ok=False)
@@ -132,7 +138,7 @@ class Slice(Op):
             raise self.fail((x,), "slice step must be positive")
         bounds = builtins.slice(self.start, self.stop, self.step)
         size = None if n is None else len(range(*bounds.indices(n)))
-        return TensorType(x.dtype, x.axes, x.shape[:p] + (size,) + x.shape[p + 1:])
+        return TensorType(x.dtype, x.axes, x.shape[:p] + (size,) + x.shape[p + 1 :])
 
     def _key(self, x: AnyTensor) -> tuple[builtins.slice, ...]:
         p: int = x.axes.index(self.axis)
@@ -145,8 +151,13 @@ class Slice(Op):
         return (jnp.zeros(x.array.shape, dy.array.dtype).at[self._key(x)].set(dy.array),)
 
 
-def slice(x: Tensor[D, *Axes], axis: type[Axis], start: int | None = None,
-          stop: int | None = None, step: int = 1) -> Tensor[D, *Axes]:
+def slice(
+    x: Tensor[D, *Axes],
+    axis: type[Axis],
+    start: int | None = None,
+    stop: int | None = None,
+    step: int = 1,
+) -> Tensor[D, *Axes]:
     """Entries ``start:stop:step`` along ``axis`` (kept, with its new size).
 
     The bounds are Python ints (or ``None``); a float or a traced value is a ``TypeError``
@@ -162,14 +173,16 @@ def _slice_bound(name: str, v: Any, none_ok: bool = True) -> int | None:
         return None
     if isinstance(v, int | np.integer) and not isinstance(v, bool | np.bool_):
         return int(v)
-    got = f"{type(v).__name__} {v!r}" if isinstance(v, float | np.floating) else (
-        "a traced value" if isinstance(v, jax.core.Tracer) else type(v).__name__)
+    got = (
+        f"{type(v).__name__} {v!r}"
+        if isinstance(v, float | np.floating)
+        else ("a traced value" if isinstance(v, jax.core.Tracer) else type(v).__name__)
+    )
     raise TypeError(
         f"slice: {name} must be an int{' or None' if none_ok else ''}, got {got} (slice "
         "bounds are static Python ints; convert with int(), or for a position known only "
-        "at run time use ax.index, ax.take or jax.lax.dynamic_slice_in_dim)")
-
-
+        "at run time use ax.index, ax.take or jax.lax.dynamic_slice_in_dim)"
+    )
 
 
 class Take(Op):
@@ -192,20 +205,28 @@ class Take(Op):
         clash = [a for a in idx.axes if a in x.axes and a is not self.axis]
         if clash or self.axis in idx.axes:
             a = (clash or [self.axis])[0]
-            raise self.fail((x, idx), f"axis {axis_name(a)} would occur twice in the result "
-                            "(rename it in the indices)")
-        return TensorType(x.dtype, x.axes[:p] + idx.axes + x.axes[p + 1:],
-                          x.shape[:p] + idx.shape + x.shape[p + 1:])
+            raise self.fail(
+                (x, idx),
+                f"axis {axis_name(a)} would occur twice in the result (rename it in the indices)",
+            )
+        return TensorType(
+            x.dtype,
+            x.axes[:p] + idx.axes + x.axes[p + 1 :],
+            x.shape[:p] + idx.shape + x.shape[p + 1 :],
+        )
 
     def forward(self, x: AnyTensor, idx: AnyTensor) -> Array:
         return jnp.take(x.array, idx.array, axis=x.axes.index(self.axis), mode="clip")
 
-    def backward(self, dy: AnyTensor, y: AnyTensor, x: AnyTensor,
-                 idx: AnyTensor) -> tuple[Array, None]:
+    def backward(
+        self, dy: AnyTensor, y: AnyTensor, x: AnyTensor, idx: AnyTensor
+    ) -> tuple[Array, None]:
         p, k = x.axes.index(self.axis), idx.array.ndim
         g = jnp.moveaxis(dy.array, tuple(range(p, p + k)), tuple(range(k)))
-        zeros = jnp.zeros((x.array.shape[p],) + tuple(
-            n for i, n in enumerate(x.array.shape) if i != p), dy.array.dtype)
+        zeros = jnp.zeros(
+            (x.array.shape[p],) + tuple(n for i, n in enumerate(x.array.shape) if i != p),
+            dy.array.dtype,
+        )
         n = x.array.shape[p]
         table = zeros.at[jnp.clip(idx.array, 0, n - 1)].add(g)
         return jnp.moveaxis(table, 0, p), None
@@ -230,8 +251,11 @@ class OneHot(Op):
         if not jnp.issubdtype(idx.dtype.numpy, jnp.integer):
             raise self.fail((idx,), f"labels must be integers, got {idx.dtype.__name__}")
         if self.axis in idx.axes:
-            raise self.fail((idx,), f"axis {axis_name(self.axis)} already present (a tensor "
-                            "never has the same axis twice; rename one)")
+            raise self.fail(
+                (idx,),
+                f"axis {axis_name(self.axis)} already present (a tensor "
+                "never has the same axis twice; rename one)",
+            )
         return TensorType(self.dtype, idx.axes + (self.axis,), idx.shape + (self.n,))
 
     def forward(self, idx: AnyTensor) -> Array:
@@ -241,8 +265,9 @@ class OneHot(Op):
         return (None,)
 
 
-def one_hot(labels: Tensor[Any, *tuple[Any, ...]], axis: type[Axis], n: int,
-            dtype: type[D] = F32) -> AnyOf[D]:  # type: ignore[assignment]
+def one_hot(
+    labels: Tensor[Any, *tuple[Any, ...]], axis: type[Axis], n: int, dtype: type[D] = F32
+) -> AnyOf[D]:  # type: ignore[assignment]
     """One-hot encode integer ``labels`` along a new last axis ``axis`` of size ``n``.
 
     Raises:
@@ -255,8 +280,13 @@ def one_hot(labels: Tensor[Any, *tuple[Any, ...]], axis: type[Axis], n: int,
     return op(labels)
 
 
-def check_labels(where: str, labels: AnyTensor, n: int, axis: type[Axis],
-                 too_large: str = "pass n={classes} if they are right") -> None:
+def check_labels(
+    where: str,
+    labels: AnyTensor,
+    n: int,
+    axis: type[Axis],
+    too_large: str = "pass n={classes} if they are right",
+) -> None:
     """Raise a ``ValueError`` naming the first label outside ``[0, n)``, when the labels'
     values are known (a concrete Tensor: eagerly, or closed over by ``jax.grad``). Under
     ``jax.jit`` they are not, and nothing is checked. ``too_large`` is the fix offered for a
@@ -274,12 +304,15 @@ def check_labels(where: str, labels: AnyTensor, n: int, axis: type[Axis],
     at = ", ".join(f"{axis_name(a)}={i}" for a, i in zip(labels.axes, first, strict=True))
     count, label = int(bad.sum()), int(host[first])
     more = f"; {count} of {host.size} labels are out of range" if count > 1 else ""
-    fix = ("negative labels are not class indices: drop or mask those examples"
-           if label < 0 else
-           "fix the labels, or " + too_large.format(classes=int(host.max()) + 1))
+    fix = (
+        "negative labels are not class indices: drop or mask those examples"
+        if label < 0
+        else "fix the labels, or " + too_large.format(classes=int(host.max()) + 1)
+    )
     raise ValueError(
         f"{where}: label {label}{f' (at {at})' if at else ''} is not a class: labels must lie "
-        f"in [0, {n}) for {axis_name(axis)} of size {n}{more} ({fix})")
+        f"in [0, {n}) for {axis_name(axis)} of size {n}{more} ({fix})"
+    )
 
 
 # ----------------------------------------------------------------------------- registry

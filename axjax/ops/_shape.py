@@ -13,7 +13,7 @@ import jax
 import jax.numpy as jnp
 
 from ..core import AnyTensor, Axis, DType, Op, Tensor, TensorType
-from ..core.internal import (
+from ..core._internal import (
     HasType,
     axes_names,
     axis_name,
@@ -33,14 +33,19 @@ AnyOf = Tensor[D, *tuple[Any, ...]]
 
 def _missing(op: Op[Any], x: HasType, axis: type[Axis]) -> None:
     if axis not in x.axes:
-        raise op.fail((x,), f"{axis_name(axis)} is not an axis of the tensor "
-                      f"(name one of {axes_names(x.axes)})")
+        raise op.fail(
+            (x,),
+            f"{axis_name(axis)} is not an axis of the tensor (name one of {axes_names(x.axes)})",
+        )
 
 
 def _present(op: Op[Any], x: HasType, axis: type[Axis]) -> None:
     if axis in x.axes:
-        raise op.fail((x,), f"axis {axis_name(axis)} already present (a tensor never has the "
-                      "same axis twice; rename one)")
+        raise op.fail(
+            (x,),
+            f"axis {axis_name(axis)} already present (a tensor never has the "
+            "same axis twice; rename one)",
+        )
 
 
 def _perm(src: Sequence[type[Axis]], dst: Sequence[type[Axis]]) -> tuple[int, ...]:
@@ -69,12 +74,14 @@ class ExpandDims(Op):
     def infer(self, x: HasType) -> TensorType:
         r = len(x.axes)
         if not -r - 1 <= self.at <= r:
-            raise self.fail((x,), f"index {self.at} out of range for rank {r} (use {-r - 1} "
-                            f"to {r})")
+            raise self.fail(
+                (x,), f"index {self.at} out of range for rank {r} (use {-r - 1} to {r})"
+            )
         _present(self, x, self.axis)
         i = self._index(x)
-        return TensorType(x.dtype, x.axes[:i] + (self.axis,) + x.axes[i:],
-                          x.shape[:i] + (1,) + x.shape[i:])
+        return TensorType(
+            x.dtype, x.axes[:i] + (self.axis,) + x.axes[i:], x.shape[:i] + (1,) + x.shape[i:]
+        )
 
     def forward(self, x: AnyTensor) -> Array:
         return jnp.expand_dims(x.array, self._index(x))
@@ -96,9 +103,12 @@ class Squeeze(Op):
         _missing(self, x, self.axis)
         i = x.axes.index(self.axis)
         if x.shape[i] not in (1, None):
-            raise self.fail((x,), f"axis {axis_name(self.axis)} has size {x.shape[i]}, not 1 "
-                            "(reduce it with ax.sum/ax.mean or pick one entry with ax.index)")
-        return TensorType(x.dtype, x.axes[:i] + x.axes[i + 1:], x.shape[:i] + x.shape[i + 1:])
+            raise self.fail(
+                (x,),
+                f"axis {axis_name(self.axis)} has size {x.shape[i]}, not 1 "
+                "(reduce it with ax.sum/ax.mean or pick one entry with ax.index)",
+            )
+        return TensorType(x.dtype, x.axes[:i] + x.axes[i + 1 :], x.shape[:i] + x.shape[i + 1 :])
 
     def forward(self, x: AnyTensor) -> Array:
         return jnp.squeeze(x.array, x.axes.index(self.axis))
@@ -128,10 +138,16 @@ class Transpose(Op):
         return f"Transpose({axes_names(self.axes)})"
 
     def infer(self, x: HasType) -> TensorType:
-        if len(self.axes) != len(x.axes) or set(self.axes) != set(x.axes) or len(
-                set(self.axes)) != len(self.axes):
-            raise self.fail((x,), f"({axes_names(self.axes)}) is not a permutation of the "
-                            f"tensor's axes (name each of {axes_names(x.axes)} once)")
+        if (
+            len(self.axes) != len(x.axes)
+            or set(self.axes) != set(x.axes)
+            or len(set(self.axes)) != len(self.axes)
+        ):
+            raise self.fail(
+                (x,),
+                f"({axes_names(self.axes)}) is not a permutation of the "
+                f"tensor's axes (name each of {axes_names(x.axes)} once)",
+            )
         sizes = dict(zip(x.axes, x.shape, strict=True))
         return TensorType(x.dtype, self.axes, tuple(sizes[a] for a in self.axes))
 
@@ -162,8 +178,7 @@ class Rename(Op):
         _missing(self, x, self.old)
         if self.new is not self.old:
             _present(self, x, self.new)
-        return TensorType(x.dtype, tuple(self.new if a is self.old else a for a in x.axes),
-                          x.shape)
+        return TensorType(x.dtype, tuple(self.new if a is self.old else a for a in x.axes), x.shape)
 
     def forward(self, x: AnyTensor) -> Array:
         return x.array
@@ -196,12 +211,16 @@ class Broadcast(Op):
         target = TensorType(x.dtype, self.axes, self.shape)
         for a, n in zip(x.axes, x.shape, strict=True):
             if a not in self.axes:
-                raise self.fail((x, target), f"{axis_name(a)} is not an axis of the target "
-                                "(broadcast only adds axes; reduce or index it away first)")
+                raise self.fail(
+                    (x, target),
+                    f"{axis_name(a)} is not an axis of the target "
+                    "(broadcast only adds axes; reduce or index it away first)",
+                )
             m = self.shape[self.axes.index(a)]
             if n is not None and m is not None and n != m:
-                raise self.fail((x, target), f"axis {axis_name(a)} has size {n}, the target "
-                                f"has {m}")
+                raise self.fail(
+                    (x, target), f"axis {axis_name(a)} has size {n}, the target has {m}"
+                )
         return target
 
     def forward(self, x: AnyTensor) -> Array:
@@ -217,8 +236,9 @@ class Broadcast(Op):
         return (_transpose(g, _perm(order, x.axes)),)
 
 
-def broadcast(x: AnyOf[D], to: HasType | tuple[type[Axis], ...],
-              sizes: dict[type[Axis], int] | None = None) -> AnyOf[D]:
+def broadcast(
+    x: AnyOf[D], to: HasType | tuple[type[Axis], ...], sizes: dict[type[Axis], int] | None = None
+) -> AnyOf[D]:
     """Broadcast explicitly to the axes (and sizes) of ``to``.
 
     ``to`` is a Tensor (its axes and sizes), or a tuple of axes with ``sizes`` giving the
@@ -254,8 +274,9 @@ class BroadcastLike(Op):
     def forward(self, x: AnyTensor, like: AnyTensor) -> Array:
         return Broadcast(like.axes, like.array.shape).forward(x)
 
-    def backward(self, dy: AnyTensor, y: AnyTensor, x: AnyTensor,
-                 like: AnyTensor) -> tuple[Array, None]:
+    def backward(
+        self, dy: AnyTensor, y: AnyTensor, x: AnyTensor, like: AnyTensor
+    ) -> tuple[Array, None]:
         return Broadcast(like.axes, like.array.shape).backward(dy, y, x)[0], None
 
 
@@ -273,7 +294,7 @@ class Tile(Op):
         i = x.axes.index(self.axis)
         n = x.shape[i]
         size = None if n is None else n * self.n
-        return TensorType(x.dtype, x.axes, x.shape[:i] + (size,) + x.shape[i + 1:])
+        return TensorType(x.dtype, x.axes, x.shape[:i] + (size,) + x.shape[i + 1 :])
 
     def forward(self, x: AnyTensor) -> Array:
         reps = [1] * x.array.ndim
@@ -283,7 +304,7 @@ class Tile(Op):
     def backward(self, dy: AnyTensor, y: AnyTensor, x: AnyTensor) -> tuple[Array]:
         i = x.axes.index(self.axis)
         g = dy.array
-        g = g.reshape(g.shape[:i] + (self.n, x.array.shape[i]) + g.shape[i + 1:])
+        g = g.reshape(g.shape[:i] + (self.n, x.array.shape[i]) + g.shape[i + 1 :])
         return (jnp.sum(g, axis=i),)
 
 
@@ -310,17 +331,22 @@ class Concat(Op):
         for x in xs:
             _missing(self, x, self.axis)
             if x.axes != first.axes:
-                raise self.fail(xs, "axes differ (concat needs identical axes in identical "
-                                "order; transpose first)")
+                raise self.fail(
+                    xs,
+                    "axes differ (concat needs identical axes in identical order; transpose first)",
+                )
         i = first.axes.index(self.axis)
         for x in xs:
             for j, (n, m) in enumerate(zip(x.shape, first.shape, strict=True)):
                 if j != i and n is not None and m is not None and n != m:
-                    raise self.fail(xs, f"axis {axis_name(first.axes[j])} has sizes {m} and {n} "
-                                    f"(only {axis_name(self.axis)} may differ)")
+                    raise self.fail(
+                        xs,
+                        f"axis {axis_name(first.axes[j])} has sizes {m} and {n} "
+                        f"(only {axis_name(self.axis)} may differ)",
+                    )
         sizes = [x.shape[i] for x in xs]
         total = None if None in sizes else sum(cast(list[int], sizes))
-        return TensorType(dtype, first.axes, first.shape[:i] + (total,) + first.shape[i + 1:])
+        return TensorType(dtype, first.axes, first.shape[:i] + (total,) + first.shape[i + 1 :])
 
     def forward(self, *xs: AnyTensor) -> Array:
         return jnp.concatenate([x.array for x in xs], axis=xs[0].axes.index(self.axis))
@@ -354,19 +380,26 @@ class Stack(Op):
         first = xs[0]
         for x in xs:
             if x.axes != first.axes:
-                raise self.fail(xs, "axes differ (stack needs identical axes in identical "
-                                "order; transpose first)")
-            if any(n != m and None not in (n, m) for n, m in zip(x.shape, first.shape,
-                                                                 strict=True)):
+                raise self.fail(
+                    xs,
+                    "axes differ (stack needs identical axes in identical order; transpose first)",
+                )
+            if any(
+                n != m and None not in (n, m) for n, m in zip(x.shape, first.shape, strict=True)
+            ):
                 raise self.fail(xs, "sizes differ (stack needs equal sizes)")
         _present(self, first, self.axis)
         r = len(first.axes)
         if not -r - 1 <= self.at <= r:
-            raise self.fail(xs[:1], f"index {self.at} out of range for rank {r} (use {-r - 1} "
-                            f"to {r})")
+            raise self.fail(
+                xs[:1], f"index {self.at} out of range for rank {r} (use {-r - 1} to {r})"
+            )
         i = self.at if self.at >= 0 else r + 1 + self.at
-        return TensorType(dtype, first.axes[:i] + (self.axis,) + first.axes[i:],
-                          first.shape[:i] + (len(xs),) + first.shape[i:])
+        return TensorType(
+            dtype,
+            first.axes[:i] + (self.axis,) + first.axes[i:],
+            first.shape[:i] + (len(xs),) + first.shape[i:],
+        )
 
     def _index(self, x: HasType) -> int:
         return self.at if self.at >= 0 else len(x.axes) + 1 + self.at
@@ -406,24 +439,30 @@ class Unstack(Op[tuple[AnyTensor, ...]]):
         i = x.axes.index(self.axis)
         n: int | None = x.shape[i]
         if n is None:
-            raise self.fail((x,), f"the size of {axis_name(self.axis)} is not known (unstack "
-                            f"makes one tensor per entry: give {axis_name(self.axis)} a size)")
+            raise self.fail(
+                (x,),
+                f"the size of {axis_name(self.axis)} is not known (unstack "
+                f"makes one tensor per entry: give {axis_name(self.axis)} a size)",
+            )
         if n == 0:
-            raise self.fail((x,), f"{axis_name(self.axis)} has size 0 (unstack makes one tensor "
-                            "per entry)")
-        return (TensorType(x.dtype, x.axes[:i] + x.axes[i + 1:],
-                           x.shape[:i] + x.shape[i + 1:]),) * n
+            raise self.fail(
+                (x,), f"{axis_name(self.axis)} has size 0 (unstack makes one tensor per entry)"
+            )
+        return (
+            TensorType(x.dtype, x.axes[:i] + x.axes[i + 1 :], x.shape[:i] + x.shape[i + 1 :]),
+        ) * n
 
     def forward(self, x: AnyTensor) -> tuple[Array, ...]:
         i, a = x.axes.index(self.axis), x.array
         return tuple(jax.lax.index_in_dim(a, k, i, keepdims=False) for k in range(a.shape[i]))
 
-    def backward(self, dy: tuple[AnyTensor, ...], y: tuple[AnyTensor, ...],
-                 x: AnyTensor) -> tuple[Array]:
+    def backward(
+        self, dy: tuple[AnyTensor, ...], y: tuple[AnyTensor, ...], x: AnyTensor
+    ) -> tuple[Array]:
         # [*pre, post] pieces joined along the merged [X, *post] axis: XLA emits one
         # concatenate of the pieces as computed, as for a split of a matrix's last axis
         i, shape = x.axes.index(self.axis), x.array.shape
-        merged = (*shape[:i], math.prod(shape[i + 1:]))
+        merged = (*shape[:i], math.prod(shape[i + 1 :]))
         parts = [d.array.reshape(merged) for d in dy]
         return (jnp.concatenate(parts, axis=i).reshape(shape),)
 
@@ -503,8 +542,9 @@ def flatten(x: AnyOf[D], axes: tuple[type[Axis], ...], into: type[Axis]) -> AnyO
 class Unflatten(Op):
     """Split axis ``X`` into ``axes`` with ``sizes`` (first = major); inverse of Flatten."""
 
-    def __init__(self, axis: type[Axis], axes: tuple[type[Axis], ...], sizes: tuple[int, ...]
-                 ) -> None:
+    def __init__(
+        self, axis: type[Axis], axes: tuple[type[Axis], ...], sizes: tuple[int, ...]
+    ) -> None:
         self.axis = check_axis_label(axis, "Unflatten")
         self.axes = tuple(check_axis_label(a, "Unflatten") for a in axes)
         self.sizes = tuple(int(n) for n in sizes)
@@ -521,26 +561,36 @@ class Unflatten(Op):
             if a is not self.axis:
                 _present(self, x, a)
         if len(set(self.axes)) != len(self.axes):
-            raise self.fail((x,), f"an axis occurs twice in ({axes_names(self.axes)}) (a tensor "
-                            "never has the same axis twice; name each new axis once)")
+            raise self.fail(
+                (x,),
+                f"an axis occurs twice in ({axes_names(self.axes)}) (a tensor "
+                "never has the same axis twice; name each new axis once)",
+            )
         n = x.shape[i]
         if n is not None and math.prod(self.sizes) != n:
-            raise self.fail((x,), f"sizes {self.sizes} multiply to {math.prod(self.sizes)}, but "
-                            f"{axis_name(self.axis)} has size {n}")
-        return TensorType(x.dtype, x.axes[:i] + self.axes + x.axes[i + 1:],
-                          x.shape[:i] + self.sizes + x.shape[i + 1:])
+            raise self.fail(
+                (x,),
+                f"sizes {self.sizes} multiply to {math.prod(self.sizes)}, but "
+                f"{axis_name(self.axis)} has size {n}",
+            )
+        return TensorType(
+            x.dtype,
+            x.axes[:i] + self.axes + x.axes[i + 1 :],
+            x.shape[:i] + self.sizes + x.shape[i + 1 :],
+        )
 
     def forward(self, x: AnyTensor) -> Array:
         i = x.axes.index(self.axis)
         s = x.array.shape
-        return x.array.reshape(s[:i] + self.sizes + s[i + 1:])
+        return x.array.reshape(s[:i] + self.sizes + s[i + 1 :])
 
     def backward(self, dy: AnyTensor, y: AnyTensor, x: AnyTensor) -> tuple[Array]:
         return (dy.array.reshape(x.array.shape),)
 
 
-def unflatten(x: AnyOf[D], axis: type[Axis], axes: tuple[type[Axis], ...],
-              sizes: tuple[int, ...]) -> AnyOf[D]:
+def unflatten(
+    x: AnyOf[D], axis: type[Axis], axes: tuple[type[Axis], ...], sizes: tuple[int, ...]
+) -> AnyOf[D]:
     """Split ``axis`` into ``axes`` of the given ``sizes`` (first = major)."""
     return Unflatten(axis, axes, sizes)(x)
 

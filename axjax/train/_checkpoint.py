@@ -24,7 +24,7 @@ import jax
 import numpy as np
 
 from ..core import Tensor
-from ..core.internal import axis_name, describe
+from ..core._internal import axis_name, describe
 
 __all__ = [
     "CheckpointError",
@@ -66,8 +66,9 @@ def _is_key(x: Any) -> bool:
 
 def _show(entry: dict[str, Any]) -> str:
     if entry["kind"] == "tensor":
-        parts = [entry["dtype"]] + [f"{a}={n}" for a, n in
-                                    zip(entry["axes"], entry["shape"], strict=True)]
+        parts = [entry["dtype"]] + [
+            f"{a}={n}" for a, n in zip(entry["axes"], entry["shape"], strict=True)
+        ]
         return "Tensor[" + ", ".join(parts) + "]"
     if entry["kind"] in ("array", "key"):
         return f"{entry['kind']} {entry['dtype']}{list(entry['shape'])}"
@@ -77,12 +78,20 @@ def _show(entry: dict[str, Any]) -> str:
 def _describe_leaf(x: Any) -> dict[str, Any]:
     """The manifest entry of a leaf (without its path)."""
     if isinstance(x, Tensor):
-        return {"kind": "tensor", "dtype": np.dtype(x.array.dtype).name,
-                "axes": [axis_name(a) for a in x.axes], "shape": list(x.shape)}
+        return {
+            "kind": "tensor",
+            "dtype": np.dtype(x.array.dtype).name,
+            "axes": [axis_name(a) for a in x.axes],
+            "shape": list(x.shape),
+        }
     if _is_key(x):
         data = jax.random.key_data(x)
-        return {"kind": "key", "dtype": np.dtype(data.dtype).name, "shape": list(x.shape),
-                "impl": str(jax.random.key_impl(x))}
+        return {
+            "kind": "key",
+            "dtype": np.dtype(data.dtype).name,
+            "shape": list(x.shape),
+            "impl": str(jax.random.key_impl(x)),
+        }
     if isinstance(x, (jax.Array, np.ndarray, np.generic)):
         return {"kind": "array", "dtype": np.dtype(x.dtype).name, "shape": list(np.shape(x))}
     if isinstance(x, _SCALARS):
@@ -98,8 +107,10 @@ def _payload(x: Any) -> Any:
     return x
 
 
-_JSON_HELP = ("metadata must be JSON: a dict with str keys whose values are str, int, float, "
-              "bool, None, lists or dicts of these")
+_JSON_HELP = (
+    "metadata must be JSON: a dict with str keys whose values are str, int, float, "
+    "bool, None, lists or dicts of these"
+)
 
 
 def _json_problem(value: Any, where: str, seen: tuple[int, ...] = ()) -> str | None:
@@ -113,8 +124,10 @@ def _json_problem(value: Any, where: str, seen: tuple[int, ...] = ()) -> str | N
         mapping: dict[Any, Any] = value
         for k, v in mapping.items():
             if not isinstance(k, str):
-                return (f"{where} has the key {k!r} ({type(k).__name__}); JSON keys are "
-                        f"strings, so use {str(k)!r}")
+                return (
+                    f"{where} has the key {k!r} ({type(k).__name__}); JSON keys are "
+                    f"strings, so use {str(k)!r}"
+                )
             found = _json_problem(v, f"{where}[{k!r}]", seen)
             if found:
                 return found
@@ -127,8 +140,10 @@ def _json_problem(value: Any, where: str, seen: tuple[int, ...] = ()) -> str | N
                 return found
         return None
     if isinstance(value, (np.ndarray, jax.Array)):
-        return (f"{where} is an array ({value.dtype}{list(value.shape)}); "
-                "store arrays in the tree, or pass .tolist()")
+        return (
+            f"{where} is an array ({value.dtype}{list(value.shape)}); "
+            "store arrays in the tree, or pass .tolist()"
+        )
     if isinstance(value, np.generic):
         return f"{where} is a numpy {type(value).__name__}; pass .item() (or int()/float())"
     return f"{where} is a {type(value).__module__}.{type(value).__qualname__}, not JSON"
@@ -151,31 +166,43 @@ def check_step(step: Any) -> int:
 def _check_destination(path: Path) -> None:
     """Raise CheckpointError if ``path`` cannot be written as a file; create nothing."""
     if path.is_dir():
-        raise CheckpointError(f"cannot save a checkpoint to {path}: it is a folder; give a file "
-                              "name such as ckpt.npz inside it")
+        raise CheckpointError(
+            f"cannot save a checkpoint to {path}: it is a folder; give a file "
+            "name such as ckpt.npz inside it"
+        )
     folder = path.parent
     while not folder.exists():
         if folder.is_symlink():  # a dangling link
-            raise CheckpointError(f"cannot save a checkpoint to {path}: {folder} is a broken "
-                                  "symbolic link; remove it or choose another folder")
+            raise CheckpointError(
+                f"cannot save a checkpoint to {path}: {folder} is a broken "
+                "symbolic link; remove it or choose another folder"
+            )
         folder = folder.parent
     if not folder.is_dir():
-        raise CheckpointError(f"cannot save a checkpoint to {path}: {folder} is a file, not a "
-                              "folder; choose another folder or move that file away")
+        raise CheckpointError(
+            f"cannot save a checkpoint to {path}: {folder} is a file, not a "
+            "folder; choose another folder or move that file away"
+        )
     if not os.access(folder, os.W_OK | os.X_OK):
-        raise CheckpointError(f"cannot save a checkpoint to {path}: the folder {folder} is not "
-                              "writable; choose a writable folder or fix its permissions")
+        raise CheckpointError(
+            f"cannot save a checkpoint to {path}: the folder {folder} is not "
+            "writable; choose a writable folder or fix its permissions"
+        )
 
 
 def checked_metadata(path: Path, metadata: dict[str, Any] | None) -> dict[str, Any]:
     """``metadata`` (``{}`` for ``None``); CheckpointError if it would not survive JSON."""
     if metadata is None:
         metadata = {}
-    problem = (_json_problem(metadata, "metadata") if isinstance(metadata, dict) else
-               f"metadata is a {type(metadata).__name__}, not a dict")
+    problem = (
+        _json_problem(metadata, "metadata")
+        if isinstance(metadata, dict)
+        else f"metadata is a {type(metadata).__name__}, not a dict"
+    )
     if problem:
-        raise CheckpointError(f"cannot save a checkpoint to {path}: {problem}. {_JSON_HELP}. "
-                              "Nothing was written.")
+        raise CheckpointError(
+            f"cannot save a checkpoint to {path}: {problem}. {_JSON_HELP}. Nothing was written."
+        )
     return metadata
 
 
@@ -204,8 +231,9 @@ def _manifest_json(path: Path, manifest: dict[str, Any]) -> str:
     try:
         return json.dumps(manifest, indent=1)
     except (TypeError, ValueError) as e:  # pragma: no cover - _json_problem catches these
-        raise CheckpointError(f"cannot save a checkpoint to {path}: {e}. {_JSON_HELP}. "
-                              "Nothing was written.") from None
+        raise CheckpointError(
+            f"cannot save a checkpoint to {path}: {e}. {_JSON_HELP}. Nothing was written."
+        ) from None
 
 
 def _make_folder(path: Path) -> None:
@@ -213,12 +241,15 @@ def _make_folder(path: Path) -> None:
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
     except OSError as e:
-        raise CheckpointError(f"cannot save a checkpoint to {path}: its folder cannot be "
-                              f"created ({e.strerror or e}); choose another folder") from None
+        raise CheckpointError(
+            f"cannot save a checkpoint to {path}: its folder cannot be "
+            f"created ({e.strerror or e}); choose another folder"
+        ) from None
 
 
-def _write_atomically(path: Path, text: str, entries: list[dict[str, Any]],
-                      host: list[Any]) -> None:
+def _write_atomically(
+    path: Path, text: str, entries: list[dict[str, Any]], host: list[Any]
+) -> None:
     """Write the zip (``host`` arrays, then ``text`` as the manifest) to ``path`` atomically.
 
     The zip goes to a temporary file in the same folder, is ``fsync``-ed, then renamed over
@@ -241,14 +272,20 @@ def _write_atomically(path: Path, text: str, entries: list[dict[str, Any]],
         raise CheckpointError(
             f"cannot save a checkpoint to {path}: writing {where} failed "
             f"({e.strerror or e}); free some space or choose another folder. The previous "
-            "file under that name, if any, is unchanged.") from None
+            "file under that name, if any, is unchanged."
+        ) from None
     except BaseException:
         tmp.unlink(missing_ok=True)
         raise
 
 
-def save_checkpoint(path: str | os.PathLike[str], tree: Any, *, step: int = 0,
-                    metadata: dict[str, Any] | None = None) -> Path:
+def save_checkpoint(
+    path: str | os.PathLike[str],
+    tree: Any,
+    *,
+    step: int = 0,
+    metadata: dict[str, Any] | None = None,
+) -> Path:
     """Write ``tree`` (models, optimizer states, keys, ...) to ``path`` atomically.
 
     Array and Tensor leaves are stored with their dtype, shape and axes; Python scalars go
@@ -272,8 +309,17 @@ def save_checkpoint(path: str | os.PathLike[str], tree: Any, *, step: int = 0,
     step = check_step(step)
     metadata = checked_metadata(path, metadata)
     entries, arrays, treedef = flatten_tree(tree)
-    text = _manifest_json(path, {"format": FORMAT, "version": VERSION, "step": step,
-                                 "metadata": metadata, "treedef": treedef, "leaves": entries})
+    text = _manifest_json(
+        path,
+        {
+            "format": FORMAT,
+            "version": VERSION,
+            "step": step,
+            "metadata": metadata,
+            "treedef": treedef,
+            "leaves": entries,
+        },
+    )
     _check_destination(path)
     host = jax.device_get(arrays)
     _make_folder(path)
@@ -297,8 +343,10 @@ def _fsync_dir(folder: Path) -> None:
 
 def _open(path: Path) -> tuple[zipfile.ZipFile, dict[str, Any]]:
     if path.is_dir():
-        raise CheckpointError(f"{path} is a folder, not a checkpoint file (for a folder of "
-                              "checkpoints use Checkpoints(folder).restore)")
+        raise CheckpointError(
+            f"{path} is a folder, not a checkpoint file (for a folder of "
+            "checkpoints use Checkpoints(folder).restore)"
+        )
     if not path.is_file():
         raise CheckpointError(f"{path} does not exist")
     try:
@@ -314,8 +362,10 @@ def _open(path: Path) -> tuple[zipfile.ZipFile, dict[str, Any]]:
         raise CheckpointError(f"{path} is a zip file but not an axjax checkpoint")
     if manifest.get("version", 0) > VERSION:
         zf.close()
-        raise CheckpointError(f"{path} was written by a newer axjax (format version "
-                              f"{manifest['version']}); upgrade axjax to read it")
+        raise CheckpointError(
+            f"{path} was written by a newer axjax (format version "
+            f"{manifest['version']}); upgrade axjax to read it"
+        )
     return zf, manifest
 
 
@@ -331,14 +381,17 @@ def _read_array(zf: zipfile.ZipFile, path: Path, entry: dict[str, Any]) -> np.nd
         with zf.open(entry["file"]) as member:
             arr = np.lib.format.read_array(io.BytesIO(member.read()), allow_pickle=False)
     except (zipfile.BadZipFile, KeyError, ValueError, OSError, EOFError) as e:
-        raise CheckpointError(f"{path} is corrupt: cannot read {entry['path']} ({e}); load an "
-                              "earlier checkpoint") from None
+        raise CheckpointError(
+            f"{path} is corrupt: cannot read {entry['path']} ({e}); load an earlier checkpoint"
+        ) from None
     want = np.dtype(entry["dtype"]) if entry["dtype"] != "bfloat16" else jax.numpy.bfloat16
     if arr.dtype != want:
         arr = arr.view(want)
     if list(arr.shape) != list(entry["shape"]) and entry["kind"] != "key":
-        raise CheckpointError(f"{path} is corrupt: {entry['path']} has shape {arr.shape}, the "
-                              f"manifest says {tuple(entry['shape'])}")
+        raise CheckpointError(
+            f"{path} is corrupt: {entry['path']} has shape {arr.shape}, the "
+            f"manifest says {tuple(entry['shape'])}"
+        )
     return arr
 
 
@@ -394,7 +447,8 @@ def check_leaf(path: Path, where: str, leaf: Any, entry: dict[str, Any]) -> None
     if entry["path"] != where or entry["kind"] != mine["kind"]:
         raise CheckpointMismatchError(
             f"{path} does not fit: it stores {entry['path']} as {_show(entry)}, the "
-            f"template has {where} as {_show(mine)} (a different model or optimizer?)")
+            f"template has {where} as {_show(mine)} (a different model or optimizer?)"
+        )
     if entry["kind"] in ("tensor", "array", "key"):
         fields = ("axes", "shape", "dtype") if entry["kind"] == "tensor" else ("shape", "dtype")
         bad = [f for f in fields if entry.get(f) != mine.get(f)]
@@ -403,7 +457,8 @@ def check_leaf(path: Path, where: str, leaf: Any, entry: dict[str, Any]) -> None
             raise CheckpointMismatchError(
                 f"{path} does not fit at {where}: the checkpoint has {_show(entry)}, the "
                 f"template has {got} ({' and '.join(bad)} differ; restore into a model "
-                "built with the same axes and sizes)")
+                "built with the same axes and sizes)"
+            )
 
 
 def rebuild_leaf(entry: dict[str, Any], leaf: Any, arr: Any) -> Any:

@@ -60,13 +60,21 @@ MNIST = DatasetSpec(
     title="MNIST",
     files={
         "train-images-idx3-ubyte.gz": (
-            "440fcabf73cc546fa21475e81ea370265605f56be210a4024d2ca8f203523609", 9912422),
+            "440fcabf73cc546fa21475e81ea370265605f56be210a4024d2ca8f203523609",
+            9912422,
+        ),
         "train-labels-idx1-ubyte.gz": (
-            "3552534a0a558bbed6aed32b30c495cca23d567ec52cac8be1a0730e8010255c", 28881),
+            "3552534a0a558bbed6aed32b30c495cca23d567ec52cac8be1a0730e8010255c",
+            28881,
+        ),
         "t10k-images-idx3-ubyte.gz": (
-            "8d422c7b0a1c1c79245a5bcf07fe86e33eeafee792b84584aec276f5a2dbc4e6", 1648877),
+            "8d422c7b0a1c1c79245a5bcf07fe86e33eeafee792b84584aec276f5a2dbc4e6",
+            1648877,
+        ),
         "t10k-labels-idx1-ubyte.gz": (
-            "f7ae60f92e00ec6debd23a6088c31dbd2371eca3ffa0defaefb259924204aec6", 4542),
+            "f7ae60f92e00ec6debd23a6088c31dbd2371eca3ffa0defaefb259924204aec6",
+            4542,
+        ),
     },
     mirrors=(
         "https://ossci-datasets.s3.amazonaws.com/mnist/",
@@ -81,20 +89,38 @@ FASHION_MNIST = DatasetSpec(
     title="Fashion-MNIST",
     files={
         "train-images-idx3-ubyte.gz": (
-            "3aede38d61863908ad78613f6a32ed271626dd12800ba2636569512369268a84", 26421880),
+            "3aede38d61863908ad78613f6a32ed271626dd12800ba2636569512369268a84",
+            26421880,
+        ),
         "train-labels-idx1-ubyte.gz": (
-            "a04f17134ac03560a47e3764e11b92fc97de4d1bfaf8ba1a3aa29af54cc90845", 29515),
+            "a04f17134ac03560a47e3764e11b92fc97de4d1bfaf8ba1a3aa29af54cc90845",
+            29515,
+        ),
         "t10k-images-idx3-ubyte.gz": (
-            "346e55b948d973a97e58d2351dde16a484bd415d4595297633bb08f03db6a073", 4422102),
+            "346e55b948d973a97e58d2351dde16a484bd415d4595297633bb08f03db6a073",
+            4422102,
+        ),
         "t10k-labels-idx1-ubyte.gz": (
-            "67da17c76eaffca5446c3361aaab5c3cd6d1c2608764d35dfb1850b086bf8dd5", 5148),
+            "67da17c76eaffca5446c3361aaab5c3cd6d1c2608764d35dfb1850b086bf8dd5",
+            5148,
+        ),
     },
     mirrors=(
         "http://fashion-mnist.s3-website.eu-central-1.amazonaws.com/",
         "https://github.com/zalandoresearch/fashion-mnist/raw/master/data/fashion/",
     ),
-    classes=("T-shirt/top", "Trouser", "Pullover", "Dress", "Coat", "Sandal", "Shirt",
-             "Sneaker", "Bag", "Ankle boot"),
+    classes=(
+        "T-shirt/top",
+        "Trouser",
+        "Pullover",
+        "Dress",
+        "Coat",
+        "Sandal",
+        "Shirt",
+        "Sneaker",
+        "Bag",
+        "Ankle boot",
+    ),
 )
 
 
@@ -127,8 +153,9 @@ class Dataset:
 
     def subset(self, start: int, stop: int) -> Dataset:
         """Examples ``start:stop`` (a small slice for quick runs and tests)."""
-        return dataclasses.replace(self, images=self.images[start:stop],
-                                   labels=self.labels[start:stop])
+        return dataclasses.replace(
+            self, images=self.images[start:stop], labels=self.labels[start:stop]
+        )
 
 
 def cache_dir() -> Path:
@@ -191,8 +218,15 @@ def find_dataset(
     for n in names:
         if not (target / n).is_file():
             sha, size = spec.files[n]
-            download(n, mirrors or spec.mirrors, target / n, sha, size=size, progress=progress,
-                     timeout=timeout)
+            download(
+                n,
+                mirrors or spec.mirrors,
+                target / n,
+                sha,
+                size=size,
+                progress=progress,
+                timeout=timeout,
+            )
     return target
 
 
@@ -250,8 +284,15 @@ def load_dataset(
     """
     if split not in ("train", "test"):
         raise ValueError(f"split must be 'train' or 'test', got {split!r}")
-    folder = find_dataset(spec, data_dir, split=split, download_missing=download_missing,
-                          mirrors=mirrors, progress=progress, timeout=timeout)
+    folder = find_dataset(
+        spec,
+        data_dir,
+        split=split,
+        download_missing=download_missing,
+        mirrors=mirrors,
+        progress=progress,
+        timeout=timeout,
+    )
     image_file, label_file = (folder / n for n in spec.split_files(split))
     if verify:
         _verify(image_file, spec)
@@ -259,13 +300,20 @@ def load_dataset(
     images = read_idx(image_file, ndim=3)
     labels = read_idx(label_file, ndim=1)
     if len(spec.classes) and labels.size and int(labels.max()) >= len(spec.classes):
-        raise DataError(f"{label_file} has label {int(labels.max())}, but {spec.title} has "
-                        f"{len(spec.classes)} classes")
+        raise DataError(
+            f"{label_file} has label {int(labels.max())}, but {spec.title} has "
+            f"{len(spec.classes)} classes"
+        )
     return Dataset(images, labels, spec.classes, f"{spec.title} {split}")
 
 
-def mnist(split: Split = "train", *, data_dir: str | os.PathLike[str] | None = None,
-          download_missing: bool = True, timeout: float | None = None) -> Dataset:
+def mnist(
+    split: Split = "train",
+    *,
+    data_dir: str | os.PathLike[str] | None = None,
+    download_missing: bool = True,
+    timeout: float | None = None,
+) -> Dataset:
     """MNIST digits: 60000 training or 10000 test images, ``uint8[N, 28, 28]``.
 
     Found and downloaded as by :func:`load_dataset`; ``timeout`` is the download deadline
@@ -274,12 +322,18 @@ def mnist(split: Split = "train", *, data_dir: str | os.PathLike[str] | None = N
     Example:
         >>> train = ax.train.mnist("train", data_dir="data/")
     """
-    return load_dataset(MNIST, split, data_dir=data_dir, download_missing=download_missing,
-                        timeout=timeout)
+    return load_dataset(
+        MNIST, split, data_dir=data_dir, download_missing=download_missing, timeout=timeout
+    )
 
 
-def fashion_mnist(split: Split = "train", *, data_dir: str | os.PathLike[str] | None = None,
-                  download_missing: bool = True, timeout: float | None = None) -> Dataset:
+def fashion_mnist(
+    split: Split = "train",
+    *,
+    data_dir: str | os.PathLike[str] | None = None,
+    download_missing: bool = True,
+    timeout: float | None = None,
+) -> Dataset:
     """Fashion-MNIST: 10 kinds of clothing, the same format and sizes as MNIST.
 
     Found and downloaded as by :func:`load_dataset`; ``timeout`` is the download deadline
@@ -288,5 +342,6 @@ def fashion_mnist(split: Split = "train", *, data_dir: str | os.PathLike[str] | 
     Example:
         >>> test = ax.train.fashion_mnist("test")
     """
-    return load_dataset(FASHION_MNIST, split, data_dir=data_dir,
-                        download_missing=download_missing, timeout=timeout)
+    return load_dataset(
+        FASHION_MNIST, split, data_dir=data_dir, download_missing=download_missing, timeout=timeout
+    )

@@ -60,8 +60,9 @@ def download_timeout(timeout: float | None = None) -> float:
         except (TypeError, ValueError):
             value = math.nan
         if not (math.isfinite(value) and value > 0):
-            raise ValueError(f"download timeout must be a positive number of seconds, got "
-                             f"{timeout!r}")
+            raise ValueError(
+                f"download timeout must be a positive number of seconds, got {timeout!r}"
+            )
         return value
     text = os.environ.get(TIMEOUT_ENV, "").strip()
     if not text:
@@ -71,8 +72,10 @@ def download_timeout(timeout: float | None = None) -> float:
     except ValueError:
         value = math.nan
     if not (math.isfinite(value) and value > 0):
-        raise DataError(f"${TIMEOUT_ENV} must be a positive number of seconds (such as 300), "
-                        f"got {text!r}; fix or unset it")
+        raise DataError(
+            f"${TIMEOUT_ENV} must be a positive number of seconds (such as 300), "
+            f"got {text!r}; fix or unset it"
+        )
     return value
 
 
@@ -104,8 +107,7 @@ def _reason(e: BaseException) -> str:
     return f"{type(e).__name__}: {text}" if text else type(e).__name__
 
 
-def _reader(url: str, socket_timeout: float, out: queue.Queue[_Msg],
-            stop: threading.Event) -> None:
+def _reader(url: str, socket_timeout: float, out: queue.Queue[_Msg], stop: threading.Event) -> None:
     """Read ``url`` block by block into ``out`` until the end, an error, or ``stop``."""
     try:
         with urllib.request.urlopen(url, timeout=socket_timeout) as response:  # noqa: S310
@@ -139,15 +141,20 @@ class _Attempt:
     def late(self, now: float) -> _MirrorFailed:
         """The failure for a mirror that missed the deadline or stalled, as of ``now``."""
         if now >= self.end or self.last + self.stall >= self.end:
-            where = (f"{self.got} bytes received, the last {now - self.last:.1f} s ago"
-                     if self.got else "0 bytes received")
+            where = (
+                f"{self.got} bytes received, the last {now - self.last:.1f} s ago"
+                if self.got
+                else "0 bytes received"
+            )
             what = "no answer" if self.length is None else f"not finished ({where})"
-            return _MirrorFailed(f"{what} within the {self.deadline:g} s deadline",
-                                 timed_out=True)
+            return _MirrorFailed(f"{what} within the {self.deadline:g} s deadline", timed_out=True)
         what = "no answer" if self.length is None else f"stalled after {self.got} bytes"
-        return _MirrorFailed(f"{what}: nothing received for {self.stall:g} s (a stalled "
-                             f"mirror is left after {self.stall:g} s; the deadline is "
-                             f"{self.deadline:g} s)", timed_out=True)
+        return _MirrorFailed(
+            f"{what}: nothing received for {self.stall:g} s (a stalled "
+            f"mirror is left after {self.stall:g} s; the deadline is "
+            f"{self.deadline:g} s)",
+            timed_out=True,
+        )
 
     def wait(self, messages: queue.Queue[_Msg]) -> _Msg:
         """The reader's next message, waited for until the deadline or the stall limit."""
@@ -162,8 +169,9 @@ class _Attempt:
         return msg
 
 
-def _receive(messages: queue.Queue[_Msg], attempt: _Attempt, out: BinaryIO,
-             bar: tqdm[NoReturn]) -> str:
+def _receive(
+    messages: queue.Queue[_Msg], attempt: _Attempt, out: BinaryIO, bar: tqdm[NoReturn]
+) -> str:
     """Write the reader's blocks to ``out`` until the end of the file; return their sha256.
 
     Raises:
@@ -207,13 +215,20 @@ def _fetch(url: str, dest: Path, size: int | None, progress: bool, deadline: flo
     stop = threading.Event()
     # the reader's own socket timeout is a little longer than ours, so that we (not it)
     # notice a stall first, and it still ends by itself soon after we give up
-    worker = threading.Thread(target=_reader, args=(url, stall + 1.0, messages, stop),
-                              name="axjax-download", daemon=True)
+    worker = threading.Thread(
+        target=_reader, args=(url, stall + 1.0, messages, stop), name="axjax-download", daemon=True
+    )
     try:
         with (
             open(dest, "wb") as out,
-            tqdm(total=size, unit="B", unit_scale=True, desc=dest.name.removesuffix(".part"),
-                 disable=not progress, leave=False) as bar,
+            tqdm(
+                total=size,
+                unit="B",
+                unit_scale=True,
+                desc=dest.name.removesuffix(".part"),
+                disable=not progress,
+                leave=False,
+            ) as bar,
         ):
             worker.start()
             digest = _receive(messages, attempt, out, bar)
@@ -226,13 +241,24 @@ def _fetch(url: str, dest: Path, size: int | None, progress: bool, deadline: flo
 
 def _local_error(name: str, what: str, e: OSError) -> DataError:
     """The error for a local problem (not a mirror's) while downloading ``name``."""
-    return DataError(f"Cannot download {name}: {what} ({e.strerror or e}); copy {name} into a "
-                     "writable folder and pass it as data_dir / --data-dir, or set AXJAX_DATA "
-                     "to it.")
+    return DataError(
+        f"Cannot download {name}: {what} ({e.strerror or e}); copy {name} into a "
+        "writable folder and pass it as data_dir / --data-dir, or set AXJAX_DATA "
+        "to it."
+    )
 
 
-def _install(url: str, part: Path, dest: Path, *, name: str, sha256: str, size: int | None,
-             progress: bool, deadline: float) -> None:
+def _install(
+    url: str,
+    part: Path,
+    dest: Path,
+    *,
+    name: str,
+    sha256: str,
+    size: int | None,
+    progress: bool,
+    deadline: float,
+) -> None:
     """Fetch ``url`` into ``part``, check its sha256 and rename it to ``dest``.
 
     ``part`` is deleted whatever goes wrong.
@@ -259,13 +285,18 @@ def _install(url: str, part: Path, dest: Path, *, name: str, sha256: str, size: 
         raise _local_error(name, f"renaming {part} to {dest} failed", e) from None
 
 
-def _no_mirror_error(name: str, folder: Path, failures: Sequence[str], timed_out: bool,
-                     deadline: float) -> DataError:
+def _no_mirror_error(
+    name: str, folder: Path, failures: Sequence[str], timed_out: bool, deadline: float
+) -> DataError:
     """The error when no mirror served ``name``: each mirror's failure and what to do."""
     tried = "\n  ".join(failures) if failures else "(no mirrors given)"
-    slow = (f"A mirror that times out may be down or the link slow: try another mirror "
-            f"(mirrors=...), or allow more than {deadline:g} s per file with timeout= or "
-            f"${TIMEOUT_ENV}.\n" if timed_out else "")
+    slow = (
+        f"A mirror that times out may be down or the link slow: try another mirror "
+        f"(mirrors=...), or allow more than {deadline:g} s per file with timeout= or "
+        f"${TIMEOUT_ENV}.\n"
+        if timed_out
+        else ""
+    )
     return DataError(
         f"Could not download {name}:\n  {tried}\n{slow}"
         f"If this machine is offline, copy {name} into {folder} "
@@ -317,8 +348,16 @@ def download(
     for base in mirrors:
         url = base if base.endswith(name) else base.rstrip("/") + "/" + name
         try:
-            _install(url, part, dest, name=name, sha256=sha256, size=size, progress=progress,
-                     deadline=deadline)
+            _install(
+                url,
+                part,
+                dest,
+                name=name,
+                sha256=sha256,
+                size=size,
+                progress=progress,
+                deadline=deadline,
+            )
         except _MirrorFailed as e:
             failures.append(f"{url}: {e.reason}")
             timed_out = timed_out or e.timed_out

@@ -38,8 +38,7 @@ __all__ = ["EarlyStopping", "FitResult", "Guard", "evaluate", "fit"]
 
 #: ``treedef -> step``, the step ``(leaves, batch, key, step) -> leaves`` on the leaves of
 #: ``(params, opt_state, monitor)`` (``make_flat_train_step``, one per tree structure)
-FlatSteps = Callable[[Any], Callable[[list[jax.Array], Any, jax.Array, int],
-                                     list[jax.Array]]]
+FlatSteps = Callable[[Any], Callable[[list[jax.Array], Any, jax.Array, int], list[jax.Array]]]
 
 
 @dataclasses.dataclass
@@ -89,8 +88,9 @@ class FitResult(NamedTuple):
     seconds: float
 
 
-def evaluate(model: Any, loss_fn: Callable[..., Any], data: Any,
-             _step: Callable[..., Any] | None = None) -> dict[str, float]:
+def evaluate(
+    model: Any, loss_fn: Callable[..., Any], data: Any, _step: Callable[..., Any] | None = None
+) -> dict[str, float]:
     """Mean loss and metrics of ``loss_fn`` over all batches of ``data`` (weighted by size).
 
     The model is put in inference mode first (``eqx.nn.inference_mode``: dropout off), and
@@ -194,10 +194,13 @@ def fit(
     unwrap: Callable[[Any], Any] = _same
     if precision is not None:
         if guard == "step" and precision.loss_scale is not None:
-            raise ValueError("fit: guard='step' stops at the first overflow, which loss "
-                             "scaling expects and skips; use guard='replay' or 'off'")
+            raise ValueError(
+                "fit: guard='step' stops at the first overflow, which loss "
+                "scaling expects and skips; use guard='replay' or 'off'"
+            )
         model, optimizer, loss_fn, unwrap = precision.for_training(
-            model, optimizer, loss_fn, takes_key(loss_fn))
+            model, optimizer, loss_fn, takes_key(loss_fn)
+        )
     source = as_source(data)
     if parallel is not None:  # the model (so its optimizer state) and batches placed by rules
         model, source = parallel.prepare(model, source)
@@ -205,52 +208,85 @@ def fit(
             logdir, progress = None, False
     key = jax.random.key(0) if key is None else key
     opt_state = optimizer.init(eqx.filter(model, eqx.is_array))
-    run = start_run(model, opt_state, key, len(source), checkpoints if resume else None,
-                    early_stopping)
+    run = start_run(
+        model, opt_state, key, len(source), checkpoints if resume else None, early_stopping
+    )
     donate = True  # in place on every backend: faster on CPU too (benchmarks.fit_loop)
     # the first snapshot holds these arrays: never donated (the step gets copies if it donates)
-    nan_guard = NanGuard(guard, run, source, donate=donate, make_replay=functools.partial(
-        make_replay_step, loss_fn, optimizer, run.static))
+    nan_guard = NanGuard(
+        guard,
+        run,
+        source,
+        donate=donate,
+        make_replay=functools.partial(make_replay_step, loss_fn, optimizer, run.static),
+    )
     if donate:  # the caller's arrays must survive the donation of the step's inputs
         run.params, run.opt_state = copy_tree((run.params, run.opt_state))
     eval_static = eqx.partition(eqx.nn.inference_mode(run.model()), eqx.is_array)[1]
     loop = _Loop(
-        source=source, loss_fn=loss_fn, donate=donate, guard=nan_guard,
-        flat_step=functools.cache(functools.partial(
-            _flat_step, run, parallel, loss_fn, optimizer, donate=donate,
-            guard=guard == "step")),
+        source=source,
+        loss_fn=loss_fn,
+        donate=donate,
+        guard=nan_guard,
+        flat_step=functools.cache(
+            functools.partial(
+                _flat_step, run, parallel, loss_fn, optimizer, donate=donate, guard=guard == "step"
+            )
+        ),
         log=FitLog(logdir, resume_at=run.step, epochs=epochs, progress=progress),
-        saver=FitCheckpoints(checkpoints, early_stopping), epochs=epochs,
-        max_steps=max_steps, log_every=log_every, eval_data=eval_data,
+        saver=FitCheckpoints(checkpoints, early_stopping),
+        epochs=epochs,
+        max_steps=max_steps,
+        log_every=log_every,
+        eval_data=eval_data,
         eval_step=make_eval_step(loss_fn, eval_static) if eval_data is not None else None,
-        early_stopping=early_stopping)
+        early_stopping=early_stopping,
+    )
     loop.run(run)
-    return FitResult(unwrap(run.model()), run.opt_state, run.step, loop.log.history,
-                     run.stopped_early, run.seconds())
+    return FitResult(
+        unwrap(run.model()),
+        run.opt_state,
+        run.step,
+        loop.log.history,
+        run.stopped_early,
+        run.seconds(),
+    )
 
 
-def _flat_step(run: RunState, parallel: Parallel | None, loss_fn: Any, optimizer: Any,
-               treedef: Any, *, donate: bool, guard: bool) -> Any:
+def _flat_step(
+    run: RunState,
+    parallel: Parallel | None,
+    loss_fn: Any,
+    optimizer: Any,
+    treedef: Any,
+    *,
+    donate: bool,
+    guard: bool,
+) -> Any:
     """The jitted step on the leaves of ``treedef``; under a :class:`Parallel`, its outputs
     pinned to the parameter rules' shardings (the state it updates: ``run.hot``)."""
     out = None
     if parallel is not None and run.hot is not None:
         state = jax.tree.unflatten(treedef, run.hot)
         out = jax.tree.leaves(parallel.state_sharding(state))
-    return make_flat_train_step(loss_fn, optimizer, run.static, treedef, donate=donate,
-                                guard=guard, out_shardings=out)
+    return make_flat_train_step(
+        loss_fn, optimizer, run.static, treedef, donate=donate, guard=guard, out_shardings=out
+    )
 
 
 def _same(model: Any) -> Any:
     return model
 
 
-def _check_arguments(guard: Guard, log_every: int, early_stopping: EarlyStopping | None,
-                     eval_data: Any) -> None:
+def _check_arguments(
+    guard: Guard, log_every: int, early_stopping: EarlyStopping | None, eval_data: Any
+) -> None:
     """Raise the ``ValueError`` of an unknown guard or an impossible setting."""
     if guard not in GUARDS:
-        raise ValueError(f"fit: guard must be 'replay' (check at log points, replay on NaN), "
-                         f"'step' (check every step) or 'off', got {guard!r}")
+        raise ValueError(
+            f"fit: guard must be 'replay' (check at log points, replay on NaN), "
+            f"'step' (check every step) or 'off', got {guard!r}"
+        )
     if log_every < 1:
         raise ValueError(f"fit: log_every must be at least 1, got {log_every}")
     if early_stopping is not None and eval_data is None:
@@ -267,12 +303,16 @@ def _warn_if_not_finite(run: RunState, ev: dict[str, float], train: dict[str, fl
     train_finite = finite and all(math.isfinite(v) for v in train.values())
     where = f"the evaluation after epoch {run.epoch + 1} (step {run.step}) gave {', '.join(bad)}"
     if train_finite:
-        why = ("while training was finite (the model's parameters and the training loss are "
-               "finite): look for NaN or Inf in eval_data, or in what loss_fn computes in "
-               "evaluation (key=None, inference mode)")
+        why = (
+            "while training was finite (the model's parameters and the training loss are "
+            "finite): look for NaN or Inf in eval_data, or in what loss_fn computes in "
+            "evaluation (key=None, inference mode)"
+        )
     else:
-        why = ("and the model's parameters or the training loss are not finite: training "
-               "diverged (with guard='off' nothing stops it; use guard='replay' or 'step')")
+        why = (
+            "and the model's parameters or the training loss are not finite: training "
+            "diverged (with guard='off' nothing stops it; use guard='replay' or 'step')"
+        )
     warnings.warn(f"fit: {where}, {why}", RuntimeWarning, stacklevel=6)
 
 
@@ -391,8 +431,10 @@ class _Loop:
         when it says so (returning the note for the summary line)."""
         name = rule.metric.removeprefix("eval_")
         if name not in ev:
-            raise ValueError(f"EarlyStopping: the evaluation reports no {rule.metric!r}; it "
-                             f"has {', '.join('eval_' + k for k in ev)}")
+            raise ValueError(
+                f"EarlyStopping: the evaluation reports no {rule.metric!r}; it "
+                f"has {', '.join('eval_' + k for k in ev)}"
+            )
         improved, stop = rule.update(ev[name])
         if improved and rule.restore_best:
             run.best = copy_tree(run.params) if self.donate else run.params

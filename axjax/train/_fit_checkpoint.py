@@ -15,9 +15,14 @@ if TYPE_CHECKING:
 __all__ = ["FitCheckpoints", "start_run"]
 
 
-def start_run(model: Any, opt_state: PyTree, key: jax.Array, per_epoch: int,
-              checkpoints: Checkpoints | None, early_stopping: EarlyStopping | None
-              ) -> RunState:
+def start_run(
+    model: Any,
+    opt_state: PyTree,
+    key: jax.Array,
+    per_epoch: int,
+    checkpoints: Checkpoints | None,
+    early_stopping: EarlyStopping | None,
+) -> RunState:
     """A fresh run, or the newest checkpoint's in ``checkpoints`` (``None``: no resume).
 
     A resumed run gets the model, optimizer state, key, step, data position and time of
@@ -30,17 +35,25 @@ def start_run(model: Any, opt_state: PyTree, key: jax.Array, per_epoch: int,
     if early_stopping is not None and meta.get("early_stopping"):
         early_stopping.best = meta["early_stopping"]["best"]
         early_stopping.wait = meta["early_stopping"]["wait"]
-    return RunState.create(r.tree["model"], r.tree["opt_state"], r.tree["key"], per_epoch,
-                           step=r.step, epoch=meta["epoch"], batch=meta["batch"],
-                           seconds=meta.get("seconds", 0.0))
+    return RunState.create(
+        r.tree["model"],
+        r.tree["opt_state"],
+        r.tree["key"],
+        per_epoch,
+        step=r.step,
+        epoch=meta["epoch"],
+        batch=meta["batch"],
+        seconds=meta.get("seconds", 0.0),
+    )
 
 
 class FitCheckpoints:
     """Saves a run to ``checkpoints`` (if any): every ``checkpoints.every`` steps inside
     an epoch, and at each epoch end; the metadata says where to resume."""
 
-    def __init__(self, checkpoints: Checkpoints | None,
-                 early_stopping: EarlyStopping | None) -> None:
+    def __init__(
+        self, checkpoints: Checkpoints | None, early_stopping: EarlyStopping | None
+    ) -> None:
         self.checkpoints = checkpoints
         self.early_stopping = early_stopping
 
@@ -57,7 +70,11 @@ class FitCheckpoints:
             return
         epoch, batch = run.position()
         stopping = self.early_stopping.state() if self.early_stopping else None
-        meta = {"epoch": epoch, "batch": batch, "seconds": run.seconds(),
-                "early_stopping": stopping}
+        meta = {
+            "epoch": epoch,
+            "batch": batch,
+            "seconds": run.seconds(),
+            "early_stopping": stopping,
+        }
         state = {"model": run.model(), "opt_state": run.opt_state, "key": run.key}
         self.checkpoints.save(run.step, state, meta)

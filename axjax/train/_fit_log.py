@@ -24,8 +24,9 @@ class FitLog:
         progress: show the bar and the per-epoch summary lines.
     """
 
-    def __init__(self, logdir: str | os.PathLike[str] | None, *, resume_at: int, epochs: int,
-                 progress: bool) -> None:
+    def __init__(
+        self, logdir: str | os.PathLike[str] | None, *, resume_at: int, epochs: int, progress: bool
+    ) -> None:
         self.log = MetricsLog(logdir, resume_at=resume_at) if logdir is not None else None
         self.history: list[dict[str, Any]] = self.log.rows if self.log is not None else []
         self.epochs = epochs
@@ -34,8 +35,11 @@ class FitLog:
 
     def record(self, run: RunState, prefix: str, means: Mapping[str, float]) -> None:
         """Add a row of ``{prefix}_{name}`` columns at the run's step, epoch and time."""
-        row: dict[str, Any] = {"step": run.step, "epoch": run.epoch_fraction(),
-                               "time": round(run.seconds(), 3)}
+        row: dict[str, Any] = {
+            "step": run.step,
+            "epoch": run.epoch_fraction(),
+            "time": round(run.seconds(), 3),
+        }
         row |= {f"{prefix}_{k}": v for k, v in means.items()}
         if self.log is None:
             self.history.append(row)
@@ -44,9 +48,14 @@ class FitLog:
 
     def open_bar(self, run: RunState) -> None:
         """A progress bar for the run's current epoch, from the batch it stands at."""
-        self.bar = tqdm(total=run.per_epoch, initial=run.batch,
-                        desc=f"epoch {run.epoch + 1}/{self.epochs}", disable=not self.progress,
-                        dynamic_ncols=True, mininterval=0.5)
+        self.bar = tqdm(
+            total=run.per_epoch,
+            initial=run.batch,
+            desc=f"epoch {run.epoch + 1}/{self.epochs}",
+            disable=not self.progress,
+            dynamic_ncols=True,
+            mininterval=0.5,
+        )
 
     def advance(self) -> None:
         """One more batch on the bar."""

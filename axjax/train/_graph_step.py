@@ -38,12 +38,20 @@ class GraphStep:
             times JAX traced the step (once per distinct input sizes).
     """
 
-    def __init__(self, loss: AnyTensor, optimizer: optax.GradientTransformation,
-                 inputs: Any = None, wrt: Any = None, precision: Policy | None = None) -> None:
+    def __init__(
+        self,
+        loss: AnyTensor,
+        optimizer: optax.GradientTransformation,
+        inputs: Any = None,
+        wrt: Any = None,
+        precision: Policy | None = None,
+    ) -> None:
         self.precision = precision
         if not (hasattr(optimizer, "init") and hasattr(optimizer, "update")):
-            raise TypeError("compile_step: optimizer must be an optax.GradientTransformation "
-                            f"(optax.adam(1e-3), ...), got {type(optimizer).__name__}")
+            raise TypeError(
+                "compile_step: optimizer must be an optax.GradientTransformation "
+                f"(optax.adam(1e-3), ...), got {type(optimizer).__name__}"
+            )
         self._lp = LossProgram(loss, wrt, inputs, "compile_step")
         self.optimizer = optimizer
         # under a policy: the loss cast to its compute dtype and, with loss scaling, the
@@ -53,7 +61,8 @@ class GraphStep:
         self._scale: tuple[jax.Array, jax.Array] | None = None
         if precision is not None:
             _, self._opt, self._policy_loss, _ = precision.for_training(
-                (), optimizer, self._lp.loss, False)
+                (), optimizer, self._lp.loss, False
+            )
             first = precision.initial_scale()
             if first is not None:
                 self._scale = (jnp.asarray(first, jnp.float32), jnp.zeros((), jnp.float32))
@@ -98,8 +107,9 @@ class GraphStep:
         """Run one update on these inputs; returns the loss before the update."""
         inputs = self._lp.program.bind(args, kwargs)
         fixed = tuple(None if i in self._trained else v for i, v in enumerate(self._values))
-        train, self.opt_state, value = self._jit(config.autodiff, self._wrap(self._train()),
-                                                 fixed, self.opt_state, inputs)
+        train, self.opt_state, value = self._jit(
+            config.autodiff, self._wrap(self._train()), fixed, self.opt_state, inputs
+        )
         if isinstance(train, LossScaled):
             self._scale, train = (train.scale, train.good), train.model
         values = list(self._values)
@@ -126,8 +136,13 @@ class GraphStep:
         return self._held(i)
 
 
-def compile_step(loss: Tensor[Any], optimizer: optax.GradientTransformation, inputs: Any = None,
-                 wrt: Any = None, precision: Policy | None = None) -> GraphStep:
+def compile_step(
+    loss: Tensor[Any],
+    optimizer: optax.GradientTransformation,
+    inputs: Any = None,
+    wrt: Any = None,
+    precision: Policy | None = None,
+) -> GraphStep:
     """A jitted training step: gradients of ``loss`` by each op's backward, then ``optimizer``.
 
     The step updates its own copies of the trained Params' values and the optimizer state in

@@ -22,8 +22,9 @@ Guard = Literal["replay", "step", "off"]
 GUARDS: tuple[Guard, ...] = ("replay", "step", "off")
 
 #: ``(params, opt_state, batch, key, step) -> (params, opt_state, loss, grad_norm, finite)``
-ReplayStep = Callable[[PyTree, PyTree, PyTree, jax.Array, int],
-                      tuple[PyTree, PyTree, jax.Array, jax.Array, jax.Array]]
+ReplayStep = Callable[
+    [PyTree, PyTree, PyTree, jax.Array, int], tuple[PyTree, PyTree, jax.Array, jax.Array, jax.Array]
+]
 
 
 class Snapshot(NamedTuple):
@@ -48,8 +49,15 @@ class NanGuard:
     holds the caller's (never donated) arrays.
     """
 
-    def __init__(self, mode: Guard, run: RunState, source: BatchSource, *, donate: bool,
-                 make_replay: Callable[[], ReplayStep]) -> None:
+    def __init__(
+        self,
+        mode: Guard,
+        run: RunState,
+        source: BatchSource,
+        *,
+        donate: bool,
+        make_replay: Callable[[], ReplayStep],
+    ) -> None:
         self.mode = mode
         self.source = source
         self.donate = donate
@@ -70,8 +78,12 @@ class NanGuard:
             flag = all_finite((run.params, run.opt_state))
         means, bad, finite = run.monitor.read_with(flag)
         if self.mode == "step" and bad is not None:
-            raise TrainingDiverged(*bad, model=run.model(), opt_state=run.opt_state,
-                                   report=self._explain(run, int(bad[0])))
+            raise TrainingDiverged(
+                *bad,
+                model=run.model(),
+                opt_state=run.opt_state,
+                report=self._explain(run, int(bad[0])),
+            )
         if self.mode == "replay":
             if not (finite and math.isfinite(means.get("loss", 0.0))):
                 run.params, run.opt_state = self._replay(run)
@@ -96,8 +108,7 @@ class NanGuard:
         if self.replay_step is None:
             self.replay_step = self.make_replay()
         batch = next(iter(self.source.epoch(run.epoch, index)))
-        return explain_step(self.replay_step, run.params, run.opt_state, batch, run.key,
-                            step - 1)
+        return explain_step(self.replay_step, run.params, run.opt_state, batch, run.key, step - 1)
 
     def _replay(self, run: RunState) -> tuple[PyTree, PyTree]:
         """Run the steps since the snapshot again, checking each; raise at the first bad
@@ -110,23 +121,37 @@ class NanGuard:
         batches = self.source.epoch(snap.epoch, snap.batch)
         for k, batch in zip(range(snap.step, run.step), batches, strict=False):
             new_params, new_opt_state, loss, gnorm, finite = self.replay_step(
-                params, opt_state, batch, run.key, k)
+                params, opt_state, batch, run.key, k
+            )
             loss, gnorm, finite = jax.device_get((loss, gnorm, finite))
             if not (math.isfinite(loss) and math.isfinite(gnorm) and finite):
-                raise TrainingDiverged(k + 1, float(loss), float(gnorm),
-                                       model=eqx.combine(params, run.static), opt_state=opt_state,
-                                       report=explain_step(self.replay_step, params, opt_state,
-                                                           batch, run.key, k))
+                raise TrainingDiverged(
+                    k + 1,
+                    float(loss),
+                    float(gnorm),
+                    model=eqx.combine(params, run.static),
+                    opt_state=opt_state,
+                    report=explain_step(self.replay_step, params, opt_state, batch, run.key, k),
+                )
             params, opt_state = new_params, new_opt_state
-        warnings.warn(f"fit: steps {snap.step + 1}-{run.step} left a non-finite loss or "
-                      "state, but replaying them gave finite values throughout (a "
-                      "non-deterministic computation?); training goes on from the replayed "
-                      "state", stacklevel=3)
+        warnings.warn(
+            f"fit: steps {snap.step + 1}-{run.step} left a non-finite loss or "
+            "state, but replaying them gave finite values throughout (a "
+            "non-deterministic computation?); training goes on from the replayed "
+            "state",
+            stacklevel=3,
+        )
         return params, opt_state
 
 
-def explain_step(replay_step: ReplayStep, params: PyTree, opt_state: PyTree, batch: PyTree,
-                 key: jax.Array, step: int) -> NonFiniteReport | None:
+def explain_step(
+    replay_step: ReplayStep,
+    params: PyTree,
+    opt_state: PyTree,
+    batch: PyTree,
+    key: jax.Array,
+    step: int,
+) -> NonFiniteReport | None:
     """Run one step again op by op under :func:`axjax.debug_nans` and return the report of
     the first op whose forward or backward result is not finite (``None`` if no op's is:
     the optimizer's update made the state non-finite)."""

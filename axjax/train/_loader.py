@@ -19,7 +19,7 @@ import numpy as np
 from jaxtyping import Float32, Int32, Shaped
 
 from ..core import F32, I32, Axis, Tensor, TensorType
-from ..core.internal import axes_names, check_axis_label, check_unique_axes
+from ..core._internal import axes_names, check_axis_label, check_unique_axes
 from ._axes import Batch, Pixel
 from ._datasets import Dataset
 from ._parallel import Parallel
@@ -45,9 +45,18 @@ class BatchSource(Protocol):
 
 
 @functools.partial(jax.jit, static_argnames=("size", "shape", "scale", "mean", "std"))
-def _gather(images: Stored, labels: PerExample, order: PerExample, start: jax.Array, *,
-            size: int, shape: tuple[int, ...], scale: float, mean: float, std: float
-            ) -> tuple[Images, Labels]:
+def _gather(
+    images: Stored,
+    labels: PerExample,
+    order: PerExample,
+    start: jax.Array,
+    *,
+    size: int,
+    shape: tuple[int, ...],
+    scale: float,
+    mean: float,
+    std: float,
+) -> tuple[Images, Labels]:
     idx = jax.lax.dynamic_slice_in_dim(order, start, size)
     x = jnp.take(images, idx, axis=0).astype(jnp.float32)
     x = (x * scale - mean) / std
@@ -101,8 +110,10 @@ class Loader:
             raise ValueError(f"Loader: {dataset.name or 'the dataset'} is empty")
         self.batch_size = min(int(batch_size), n) if not drop_last else int(batch_size)
         if drop_last and self.batch_size > n:
-            raise ValueError(f"Loader: batch_size {batch_size} is larger than the dataset "
-                             f"({n} examples) and drop_last=True leaves no batch")
+            raise ValueError(
+                f"Loader: batch_size {batch_size} is larger than the dataset "
+                f"({n} examples) and drop_last=True leaves no batch"
+            )
         self.shape = self._shape(tuple(dataset.images.shape[1:]))
         self.dataset = dataset
         self.key = key
@@ -157,12 +168,21 @@ class Loader:
         if self.parallel is not None:
             host_order = np.asarray(order)
             for i in range(start, len(self)):
-                yield self._global_batch(host_order[i * b: i * b + min(b, n - i * b)])
+                yield self._global_batch(host_order[i * b : i * b + min(b, n - i * b)])
             return
         for i in range(start, len(self)):
             size = min(b, n - i * b)
-            x, y = _gather(self._images, self._labels, order, jnp.int32(i * b), size=size,
-                           shape=self.shape, scale=self._scale, mean=self._mean, std=self._std)
+            x, y = _gather(
+                self._images,
+                self._labels,
+                order,
+                jnp.int32(i * b),
+                size=size,
+                shape=self.shape,
+                scale=self._scale,
+                mean=self._mean,
+                std=self._std,
+            )
             yield Tensor(x, self.axes), Tensor(y, (self.axes[0],))
 
     def __iter__(self) -> Iterator[Pair]:
@@ -206,17 +226,25 @@ def _normalization(normalize: Any) -> tuple[float, float]:
         mean, std = normalize
         mean, std = float(mean), float(std)
     except (TypeError, ValueError):
-        raise ValueError(f"Loader: normalize must be a pair (mean, std) of numbers, got "
-                         f"{normalize!r}") from None
+        raise ValueError(
+            f"Loader: normalize must be a pair (mean, std) of numbers, got {normalize!r}"
+        ) from None
     if not (math.isfinite(mean) and math.isfinite(std)) or std <= 0:
-        problem = ("mean and std must be finite numbers" if not (
-            math.isfinite(mean) and math.isfinite(std)) else
-            f"std must be positive (a std of {std:g} "
-            + ("divides by zero: the images would be -inf, +inf or nan)" if std == 0 else
-               "flips the images' sign)"))
-        raise ValueError(f"Loader: normalize=({mean:g}, {std:g}): {problem}; pass the mean "
-                         "and standard deviation of the pixel values scaled to [0, 1], e.g. "
-                         "normalize=(0.1307, 0.3081) for MNIST")
+        problem = (
+            "mean and std must be finite numbers"
+            if not (math.isfinite(mean) and math.isfinite(std))
+            else f"std must be positive (a std of {std:g} "
+            + (
+                "divides by zero: the images would be -inf, +inf or nan)"
+                if std == 0
+                else "flips the images' sign)"
+            )
+        )
+        raise ValueError(
+            f"Loader: normalize=({mean:g}, {std:g}): {problem}; pass the mean "
+            "and standard deviation of the pixel values scaled to [0, 1], e.g. "
+            "normalize=(0.1307, 0.3081) for MNIST"
+        )
     return mean, std
 
 
@@ -232,9 +260,11 @@ def _check_labels(dataset: Dataset) -> None:
         bad = low if low < 0 else high
         i = int(np.argmax(labels == bad))
         limit = f"in [0, {n}) for its {n} classes" if n else "0 or more"
-        raise ValueError(f"Loader: {dataset.name or 'the dataset'} has label {bad} at example "
-                         f"{i}; labels must be class indices, {limit} (fix the labels"
-                         f"{', or list every class in Dataset(classes=...)' if n else ''})")
+        raise ValueError(
+            f"Loader: {dataset.name or 'the dataset'} has label {bad} at example "
+            f"{i}; labels must be class indices, {limit} (fix the labels"
+            f"{', or list every class in Dataset(classes=...)' if n else ''})"
+        )
 
 
 class _Batches:

@@ -77,8 +77,12 @@ def read_jsonl(path: str | os.PathLike[str]) -> list[Row]:
     return rows
 
 
-def plot_history(history: Sequence[Row] | str | os.PathLike[str],
-                 path: str | os.PathLike[str], *, title: str = "") -> Path:
+def plot_history(
+    history: Sequence[Row] | str | os.PathLike[str],
+    path: str | os.PathLike[str],
+    *,
+    title: str = "",
+) -> Path:
     """Draw the training curves (losses, then the other metrics) against the step as a PNG.
 
     Args:
@@ -91,8 +95,10 @@ def plot_history(history: Sequence[Row] | str | os.PathLike[str],
     from matplotlib.figure import Figure  # no pyplot: no global backend state
 
     rows = read_jsonl(history) if isinstance(history, (str, os.PathLike)) else list(history)
-    keys = sorted({k for r in rows for k in r if k not in ("step", "epoch", "time")},
-                  key=lambda k: (not k.startswith("train"), k))
+    keys = sorted(
+        {k for r in rows for k in r if k not in ("step", "epoch", "time")},
+        key=lambda k: (not k.startswith("train"), k),
+    )
     losses = [k for k in keys if "loss" in k]
     others = [k for k in keys if "loss" not in k]
     panels = [p for p in (losses, others) if p]
@@ -104,8 +110,13 @@ def plot_history(history: Sequence[Row] | str | os.PathLike[str],
             pts = [(r["step"], r[k]) for r in rows if isinstance(r.get(k), (int, float))]
             if pts:
                 xs, ys = zip(*pts, strict=True)
-                ax.plot(xs, ys, marker="o" if k.startswith("eval") else None,
-                        markersize=4, label=k.replace("_", " "))
+                ax.plot(
+                    xs,
+                    ys,
+                    marker="o" if k.startswith("eval") else None,
+                    markersize=4,
+                    label=k.replace("_", " "),
+                )
         ax.set_xlabel("step")
         ax.grid(alpha=0.3)
         ax.legend()

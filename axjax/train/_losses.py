@@ -14,7 +14,7 @@ import jax
 import jax.numpy as jnp
 
 from ..core import AnyTensor, Axis, DType, Floating, Op, Tensor, TensorType
-from ..core.internal import (
+from ..core._internal import (
     HasType,
     axes_names,
     axis_name,
@@ -24,7 +24,7 @@ from ..core.internal import (
     register_op,
 )
 from ..ops import mean as _mean
-from ..ops.internal import check_labels as check_class_labels
+from ..ops._internal import check_labels as check_class_labels
 from ._axes import Class
 
 __all__ = [
@@ -61,26 +61,38 @@ class SoftmaxCrossEntropy(Op):
     def infer(self, logits: HasType, labels: HasType) -> TensorType:
         ops = (logits, labels)
         if self.axis not in logits.axes:
-            raise self.fail(ops, f"the logits have no axis {axis_name(self.axis)} (name the "
-                            "class axis with axis=...)")
+            raise self.fail(
+                ops,
+                f"the logits have no axis {axis_name(self.axis)} (name the "
+                "class axis with axis=...)",
+            )
         if not is_floating(logits.dtype):
             raise self.fail(ops, f"logits must be floating-point, got {logits.dtype.__name__}")
         if not _integer(labels):
-            raise self.fail(ops, f"labels must be integer class indices, got "
-                            f"{labels.dtype.__name__} (for probabilities use "
-                            "-ax.sum(p * ax.log_softmax(logits, Class), Class))")
+            raise self.fail(
+                ops,
+                f"labels must be integer class indices, got "
+                f"{labels.dtype.__name__} (for probabilities use "
+                "-ax.sum(p * ax.log_softmax(logits, Class), Class))",
+            )
         p = logits.axes.index(self.axis)
-        rest, sizes = logits.axes[:p] + logits.axes[p + 1:], logits.shape[:p] + logits.shape[p + 1:]
+        rest, sizes = (
+            logits.axes[:p] + logits.axes[p + 1 :],
+            logits.shape[:p] + logits.shape[p + 1 :],
+        )
         if tuple(labels.axes) != rest:
-            hint = ("same axes in a different order: transpose the labels"
-                    if set(labels.axes) == set(rest) else
-                    f"the labels need the logits' axes without {axis_name(self.axis)}: "
-                    f"({axes_names(rest)})")
+            hint = (
+                "same axes in a different order: transpose the labels"
+                if set(labels.axes) == set(rest)
+                else f"the labels need the logits' axes without {axis_name(self.axis)}: "
+                f"({axes_names(rest)})"
+            )
             raise self.fail(ops, f"labels have axes ({axes_names(labels.axes)}); {hint}")
         for a, n, m in zip(rest, sizes, labels.shape, strict=True):
             if n is not None and m is not None and n != m:
-                raise self.fail(ops, f"axis {axis_name(a)} has size {n} in the logits and "
-                                f"{m} in the labels")
+                raise self.fail(
+                    ops, f"axis {axis_name(a)} has size {n} in the logits and {m} in the labels"
+                )
         return TensorType(logits.dtype, rest, sizes)
 
     def forward(self, logits: AnyTensor, labels: AnyTensor) -> Array:
@@ -90,12 +102,12 @@ class SoftmaxCrossEntropy(Op):
         # an out-of-range label (possible only under jit: eager labels are checked) picks no
         # class: zero loss, and (backward) zero gradient, as jax.grad of this forward gives
         safe = jnp.where(valid, lab, 0)
-        picked = jnp.take_along_axis(x, jnp.expand_dims(safe, p), axis=p,
-                                     mode="promise_in_bounds")
+        picked = jnp.take_along_axis(x, jnp.expand_dims(safe, p), axis=p, mode="promise_in_bounds")
         return jnp.where(valid, jax.nn.logsumexp(x, axis=p) - jnp.squeeze(picked, p), 0)
 
-    def backward(self, dy: AnyTensor, y: AnyTensor, logits: AnyTensor,
-                 labels: AnyTensor) -> tuple[Array, None]:
+    def backward(
+        self, dy: AnyTensor, y: AnyTensor, logits: AnyTensor, labels: AnyTensor
+    ) -> tuple[Array, None]:
         p = logits.axes.index(self.axis)
         x, lab = logits.array, labels.array
         valid = (lab >= 0) & (lab < x.shape[p])
@@ -107,8 +119,9 @@ class SoftmaxCrossEntropy(Op):
 def check_labels(where: str, labels: AnyTensor, n: int, axis: type[Axis]) -> None:
     """``ax.one_hot``'s check of concrete labels, offering the loss's fix for a label
     ``>= n`` (more classes in the logits)."""
-    check_class_labels(where, labels, n, axis,
-                       too_large="give the logits {classes} classes if they are right")
+    check_class_labels(
+        where, labels, n, axis, too_large="give the logits {classes} classes if they are right"
+    )
 
 
 def softmax_cross_entropy(
@@ -152,11 +165,17 @@ class BinaryCrossEntropy(Op):
     def infer(self, logits: HasType, targets: HasType) -> TensorType:
         ops = (logits, targets)
         if not is_floating(logits.dtype) or targets.dtype is not logits.dtype:
-            raise self.fail(ops, "logits and targets must have the same floating-point dtype "
-                            "(convert the targets with astype)")
+            raise self.fail(
+                ops,
+                "logits and targets must have the same floating-point dtype "
+                "(convert the targets with astype)",
+            )
         if tuple(logits.axes) != tuple(targets.axes):
-            hint = ("same axes in a different order: transpose one operand first"
-                    if set(logits.axes) == set(targets.axes) else "give both the same axes")
+            hint = (
+                "same axes in a different order: transpose one operand first"
+                if set(logits.axes) == set(targets.axes)
+                else "give both the same axes"
+            )
             raise self.fail(ops, f"logits and targets have different axes ({hint})")
         if tuple(logits.shape) != tuple(targets.shape):
             raise self.fail(ops, "logits and targets have different sizes")
@@ -166,14 +185,16 @@ class BinaryCrossEntropy(Op):
         x, t = logits.array, targets.array
         return jnp.maximum(x, 0) - x * t + jnp.log1p(jnp.exp(-jnp.abs(x)))
 
-    def backward(self, dy: AnyTensor, y: AnyTensor, logits: AnyTensor,
-                 targets: AnyTensor) -> tuple[Array, Array]:
+    def backward(
+        self, dy: AnyTensor, y: AnyTensor, logits: AnyTensor, targets: AnyTensor
+    ) -> tuple[Array, Array]:
         x, t, g = logits.array, targets.array, dy.array
         return g * (jax.nn.sigmoid(x) - t), -g * x
 
 
-def binary_cross_entropy(logits: Tensor[D, *tuple[Any, ...]],
-                         targets: Tensor[D, *tuple[Any, ...]]) -> Tensor[D, *tuple[Any, ...]]:
+def binary_cross_entropy(
+    logits: Tensor[D, *tuple[Any, ...]], targets: Tensor[D, *tuple[Any, ...]]
+) -> Tensor[D, *tuple[Any, ...]]:
     """Elementwise binary cross-entropy of ``targets`` in [0, 1] under ``sigmoid(logits)``.
 
     Takes logits, not probabilities (stable for large ``|logits|``); both have the same axes.
@@ -200,13 +221,22 @@ def mean_squared_error(
     """
     if tuple(predictions.axes) != tuple(targets.axes):
         same = set(predictions.axes) == set(targets.axes)
-        raise fail("mean_squared_error", (predictions, targets),
-                   "predictions and targets have different axes ("
-                   + ("same axes in a different order: transpose one operand first)"
-                      if same else "give both the same axes)"))
+        raise fail(
+            "mean_squared_error",
+            (predictions, targets),
+            "predictions and targets have different axes ("
+            + (
+                "same axes in a different order: transpose one operand first)"
+                if same
+                else "give both the same axes)"
+            ),
+        )
     diff = predictions - targets
-    axes = tuple(predictions.axes) if over is None else (
-        (over,) if isinstance(over, type) else tuple(over))
+    axes = (
+        tuple(predictions.axes)
+        if over is None
+        else ((over,) if isinstance(over, type) else tuple(over))
+    )
     sq = diff * diff
     return _mean(sq, axes) if axes else sq
 

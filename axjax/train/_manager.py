@@ -58,8 +58,14 @@ class Checkpoints:
         100
     """
 
-    def __init__(self, directory: str | os.PathLike[str], keep: int = 3,
-                 every: int | None = None, *, sharded: bool = False) -> None:
+    def __init__(
+        self,
+        directory: str | os.PathLike[str],
+        keep: int = 3,
+        every: int | None = None,
+        *,
+        sharded: bool = False,
+    ) -> None:
         if keep < 1:
             raise ValueError(f"Checkpoints: keep must be at least 1, got {keep}")
         if every is not None and every < 1:
@@ -71,8 +77,7 @@ class Checkpoints:
 
     def __repr__(self) -> str:
         extra = ", sharded=True" if self.sharded else ""
-        return (f"Checkpoints({str(self.directory)!r}, keep={self.keep}, "
-                f"every={self.every}{extra})")
+        return f"Checkpoints({str(self.directory)!r}, keep={self.keep}, every={self.every}{extra})"
 
     def path(self, step: int) -> Path:
         """The file (folder, if ``sharded``) name of the checkpoint of ``step``."""
@@ -84,8 +89,9 @@ class Checkpoints:
         if not self.directory.is_dir():
             return []
         pattern = _FOLDER if self.sharded else _NAME
-        found = (pattern.match(p.name) for p in self.directory.iterdir()
-                 if p.is_dir() == self.sharded)
+        found = (
+            pattern.match(p.name) for p in self.directory.iterdir() if p.is_dir() == self.sharded
+        )
         return sorted(int(m.group(1)) for m in found if m)
 
     def latest(self) -> int | None:
@@ -102,8 +108,9 @@ class Checkpoints:
         """
         step = check_step(step)
         if step < 0:
-            raise CheckpointError(f"Checkpoints.save: step must be a non-negative integer, "
-                                  f"got {step!r}")
+            raise CheckpointError(
+                f"Checkpoints.save: step must be a non-negative integer, got {step!r}"
+            )
         if self.sharded:
             return self._save_sharded(step, tree, metadata)
         path = save_checkpoint(self.path(step), tree, step=step, metadata=metadata)
@@ -111,8 +118,11 @@ class Checkpoints:
             try:
                 self.path(old).unlink(missing_ok=True)
             except OSError as e:
-                warnings.warn(f"could not delete the old checkpoint {self.path(old)} "
-                              f"({e.strerror or e}); delete it by hand", stacklevel=2)
+                warnings.warn(
+                    f"could not delete the old checkpoint {self.path(old)} "
+                    f"({e.strerror or e}); delete it by hand",
+                    stacklevel=2,
+                )
         self._remove_stale_temporaries()
         return path
 
@@ -151,8 +161,10 @@ class Checkpoints:
         steps = self.steps()
         if not steps:
             if self.directory.exists() and not self.directory.is_dir():
-                raise CheckpointError(f"cannot restore from {self.directory}: it is a file, "
-                                      "not a folder of checkpoints")
+                raise CheckpointError(
+                    f"cannot restore from {self.directory}: it is a file, "
+                    "not a folder of checkpoints"
+                )
             raise CheckpointError(f"no checkpoint in {self.directory} to restore")
         for s in reversed(steps):
             try:
@@ -163,8 +175,9 @@ class Checkpoints:
                 warnings.warn(f"skipping a damaged checkpoint: {e}", stacklevel=2)
                 continue
             return Restored(tree, manifest["step"], manifest["metadata"], self.path(s))
-        raise CheckpointError(f"every checkpoint in {self.directory} is damaged "
-                              f"(steps {', '.join(map(str, steps))})")
+        raise CheckpointError(
+            f"every checkpoint in {self.directory} is damaged (steps {', '.join(map(str, steps))})"
+        )
 
     def _remove_stale_temporaries(self) -> None:
         """Delete temporary files left by writers that were killed mid-write."""

@@ -9,7 +9,7 @@ import jax
 import jax.numpy as jnp
 
 from ..core import F32, I32, Axis, Tensor
-from ..core.internal import axis_name, check_axis_label, fail
+from ..core._internal import axis_name, check_axis_label, fail
 from ..ops import argmax, astype, equal
 from ..ops import mean as _mean
 from ._axes import Class
@@ -17,8 +17,11 @@ from ._axes import Class
 __all__ = ["RunningMean", "accuracy"]
 
 
-def accuracy(logits: Tensor[Any, *tuple[Any, ...]], labels: Tensor[Any, *tuple[Any, ...]],
-             axis: type[Axis] = Class) -> Tensor[F32]:
+def accuracy(
+    logits: Tensor[Any, *tuple[Any, ...]],
+    labels: Tensor[Any, *tuple[Any, ...]],
+    axis: type[Axis] = Class,
+) -> Tensor[F32]:
     """Fraction of examples whose highest logit along ``axis`` is the label (a scalar).
 
     Args:
@@ -32,15 +35,24 @@ def accuracy(logits: Tensor[Any, *tuple[Any, ...]], labels: Tensor[Any, *tuple[A
     """
     axis = check_axis_label(axis, "accuracy")
     if axis not in logits.axes:
-        raise fail("accuracy", (logits, labels), f"the logits have no axis {axis_name(axis)} "
-                   "(name the class axis with axis=...)")
+        raise fail(
+            "accuracy",
+            (logits, labels),
+            f"the logits have no axis {axis_name(axis)} (name the class axis with axis=...)",
+        )
     predicted = argmax(logits, axis)
     if not jnp.issubdtype(labels.dtype.numpy, jnp.integer):
-        raise fail("accuracy", (logits, labels), "labels must be integer class indices, got "
-                   f"{labels.dtype.__name__}")
+        raise fail(
+            "accuracy",
+            (logits, labels),
+            f"labels must be integer class indices, got {labels.dtype.__name__}",
+        )
     if tuple(labels.axes) != tuple(predicted.axes):
-        raise fail("accuracy", (logits, labels), f"the labels need the logits' axes without "
-                   f"{axis_name(axis)}, in the same order")
+        raise fail(
+            "accuracy",
+            (logits, labels),
+            f"the labels need the logits' axes without {axis_name(axis)}, in the same order",
+        )
     labels = labels if labels.dtype is I32 else astype(labels, I32)
     hits = astype(equal(predicted, labels), F32)
     return cast(Tensor[F32], _mean(hits, tuple(hits.axes)) if hits.axes else hits)

@@ -43,8 +43,13 @@ class Parallel:
 
     __slots__ = ("axis_rules",)
 
-    def __init__(self, mesh: Mesh, rules: Mapping[type[Axis], Any], *,
-                 param_rules: Mapping[type[Axis], Any] | None = None) -> None:
+    def __init__(
+        self,
+        mesh: Mesh,
+        rules: Mapping[type[Axis], Any],
+        *,
+        param_rules: Mapping[type[Axis], Any] | None = None,
+    ) -> None:
         self.axis_rules = AxisRules(mesh, rules, param_rules, "Parallel")
 
     @property
@@ -104,4 +109,3 @@ class _Placed:
     def epoch(self, epoch: int, start: int = 0) -> Iterator[Any]:
         for batch in self.source.epoch(epoch, start):
             yield self.parallel.place_batch(batch)
-

@@ -65,21 +65,28 @@ class RunState:
     def pack(self) -> list[jax.Array]:
         """The leaves of ``(params, opt_state, monitor)`` for the step (flattened once)."""
         if self.hot is None:
-            self.hot, self.hot_def = jax.tree.flatten((self.params, self.opt_state,
-                                                       self.monitor))
+            self.hot, self.hot_def = jax.tree.flatten((self.params, self.opt_state, self.monitor))
         return self.hot
 
     def unpack(self) -> None:
         """Put the step's leaves back into ``params``, ``opt_state`` and ``monitor``."""
         if self.hot is not None:
-            self.params, self.opt_state, self.monitor = jax.tree.unflatten(self.hot_def,
-                                                                           self.hot)
+            self.params, self.opt_state, self.monitor = jax.tree.unflatten(self.hot_def, self.hot)
             self.hot = None
 
     @classmethod
-    def create(cls, model: Any, opt_state: PyTree, key: jax.Array, per_epoch: int, *,
-               step: int = 0, epoch: int = 0, batch: int = 0, seconds: float = 0.0
-               ) -> RunState:
+    def create(
+        cls,
+        model: Any,
+        opt_state: PyTree,
+        key: jax.Array,
+        per_epoch: int,
+        *,
+        step: int = 0,
+        epoch: int = 0,
+        batch: int = 0,
+        seconds: float = 0.0,
+    ) -> RunState:
         """Split ``model`` into arrays and the rest; start at ``(step, epoch, batch)``."""
         params, static = eqx.partition(model, eqx.is_array)
         return cls(params, static, opt_state, key, per_epoch, step, epoch, batch, seconds)

@@ -48,8 +48,13 @@ def _checkpointer() -> Any:
     return ocp.Checkpointer(ocp.CompositeCheckpointHandler())
 
 
-def save_sharded(directory: str | os.PathLike[str], tree: Any, *, step: int = 0,
-                 metadata: dict[str, Any] | None = None) -> Path:
+def save_sharded(
+    directory: str | os.PathLike[str],
+    tree: Any,
+    *,
+    step: int = 0,
+    metadata: dict[str, Any] | None = None,
+) -> Path:
     """Write ``tree`` to the folder ``directory`` with orbax-checkpoint, shard by shard.
 
     Call it in every process (with ``jax.distributed``): each writes the shards it holds.
@@ -67,17 +72,30 @@ def save_sharded(directory: str | os.PathLike[str], tree: Any, *, step: int = 0,
     step = check_step(step)
     meta = checked_metadata(path, metadata)
     if path.exists():
-        raise CheckpointError(f"cannot save a sharded checkpoint to {path}: it exists "
-                              "(choose a new folder per step)")
+        raise CheckpointError(
+            f"cannot save a sharded checkpoint to {path}: it exists (choose a new folder per step)"
+        )
     entries, arrays, treedef = flatten_tree(tree)
-    stored = {e["file"].removesuffix(".npy"): _storable(a) for e, a in
-              zip((e for e in entries if "file" in e), arrays, strict=True)}
-    manifest = {"format": FORMAT, "version": VERSION, "step": step, "metadata": meta,
-                "treedef": treedef, "leaves": entries}
+    stored = {
+        e["file"].removesuffix(".npy"): _storable(a)
+        for e, a in zip((e for e in entries if "file" in e), arrays, strict=True)
+    }
+    manifest = {
+        "format": FORMAT,
+        "version": VERSION,
+        "step": step,
+        "metadata": meta,
+        "treedef": treedef,
+        "leaves": entries,
+    }
     ocp = _ocp()
     with _checkpointer() as ckptr:
-        ckptr.save(path, args=ocp.args.Composite(
-            arrays=ocp.args.StandardSave(stored), manifest=ocp.args.JsonSave(manifest)))
+        ckptr.save(
+            path,
+            args=ocp.args.Composite(
+                arrays=ocp.args.StandardSave(stored), manifest=ocp.args.JsonSave(manifest)
+            ),
+        )
     return path
 
 
@@ -117,16 +135,19 @@ def read_sharded_manifest(directory: str | os.PathLike[str]) -> dict[str, Any]:
     """The manifest of a folder written by :func:`save_sharded`."""
     path = Path(directory).absolute()
     if not (path / "manifest").is_dir():
-        raise CheckpointError(f"{path} is not a sharded axjax checkpoint (no manifest; a "
-                              "save that did not finish leaves no folder under its name)")
+        raise CheckpointError(
+            f"{path} is not a sharded axjax checkpoint (no manifest; a "
+            "save that did not finish leaves no folder under its name)"
+        )
     ocp = _ocp()
     try:
         with _checkpointer() as ckptr:
-            got = ckptr.restore(path, args=ocp.args.Composite(
-                manifest=ocp.args.JsonRestore()))
+            got = ckptr.restore(path, args=ocp.args.Composite(manifest=ocp.args.JsonRestore()))
     except (OSError, ValueError, KeyError) as e:
-        raise CheckpointError(f"{path} is damaged: orbax could not read its manifest ({e}); "
-                              "load an earlier checkpoint") from None
+        raise CheckpointError(
+            f"{path} is damaged: orbax could not read its manifest ({e}); "
+            "load an earlier checkpoint"
+        ) from None
     manifest: dict[str, Any] = got["manifest"]
     if manifest.get("format") != FORMAT:
         raise CheckpointError(f"{path} is an orbax checkpoint but not an axjax one")
@@ -152,12 +173,14 @@ def load_sharded(directory: str | os.PathLike[str], like: Any) -> tuple[Any, dic
     path = Path(directory).absolute()
     manifest = read_sharded_manifest(path)
     flat, treedef = jax.tree_util.tree_flatten_with_path(
-        like, is_leaf=lambda x: isinstance(x, Tensor))
+        like, is_leaf=lambda x: isinstance(x, Tensor)
+    )
     stored = manifest["leaves"]
     if len(stored) != len(flat):
         raise CheckpointMismatchError(
             f"{path} does not fit: it stores {len(stored)} leaves, the template has "
-            f"{len(flat)} (a different model or optimizer?)")
+            f"{len(flat)} (a different model or optimizer?)"
+        )
     targets: dict[str, Any] = {}
     for (keypath, leaf), entry in zip(flat, stored, strict=True):
         check_leaf(path, jax.tree_util.keystr(keypath), leaf, entry)
@@ -166,11 +189,15 @@ def load_sharded(directory: str | os.PathLike[str], like: Any) -> tuple[Any, dic
     ocp = _ocp()
     try:
         with _checkpointer() as ckptr:
-            got = ckptr.restore(path, args=ocp.args.Composite(
-                arrays=ocp.args.StandardRestore(targets)))["arrays"]
+            got = ckptr.restore(
+                path, args=ocp.args.Composite(arrays=ocp.args.StandardRestore(targets))
+            )["arrays"]
     except (OSError, ValueError, KeyError) as e:
-        raise CheckpointError(f"{path} is damaged: orbax could not read its arrays ({e}); "
-                              "load an earlier checkpoint") from None
-    leaves = [rebuild_leaf(entry, leaf, got.get(entry.get("file", "").removesuffix(".npy")))
-              for (_, leaf), entry in zip(flat, stored, strict=True)]
+        raise CheckpointError(
+            f"{path} is damaged: orbax could not read its arrays ({e}); load an earlier checkpoint"
+        ) from None
+    leaves = [
+        rebuild_leaf(entry, leaf, got.get(entry.get("file", "").removesuffix(".npy")))
+        for (_, leaf), entry in zip(flat, stored, strict=True)
+    ]
     return jax.tree_util.tree_unflatten(treedef, leaves), manifest

@@ -28,10 +28,19 @@ import jax.numpy as jnp
 import optax
 
 from ..core import AxisError, NonFiniteReport, Tensor
-from ..core.internal import describe
+from ..core._internal import describe
 
-__all__ = ["Monitor", "TrainingDiverged", "all_finite", "call_loss", "make_eval_step",
-           "make_flat_train_step", "make_replay_step", "make_train_step", "train_step_fn"]
+__all__ = [
+    "Monitor",
+    "TrainingDiverged",
+    "all_finite",
+    "call_loss",
+    "make_eval_step",
+    "make_flat_train_step",
+    "make_replay_step",
+    "make_train_step",
+    "train_step_fn",
+]
 
 LossFn = Callable[..., Any]
 
@@ -50,8 +59,15 @@ class TrainingDiverged(FloatingPointError):
 
     __module__ = "axjax.train"
 
-    def __init__(self, step: int, loss: float, grad_norm: float, model: Any = None,
-                 opt_state: Any = None, report: NonFiniteReport | None = None) -> None:
+    def __init__(
+        self,
+        step: int,
+        loss: float,
+        grad_norm: float,
+        model: Any = None,
+        opt_state: Any = None,
+        report: NonFiniteReport | None = None,
+    ) -> None:
         self.step, self.loss, self.grad_norm = step, loss, grad_norm
         self.model, self.opt_state, self.report = model, opt_state, report
         if not math.isfinite(loss):
@@ -59,8 +75,10 @@ class TrainingDiverged(FloatingPointError):
         elif not math.isfinite(grad_norm):
             what = f"the gradient norm is {grad_norm} (loss {loss})"
         else:
-            what = (f"the update made the parameters or optimizer state non-finite (loss "
-                    f"{loss}, gradient norm {grad_norm})")
+            what = (
+                f"the update made the parameters or optimizer state non-finite (loss "
+                f"{loss}, gradient norm {grad_norm})"
+            )
         super().__init__(
             f"training stopped at step {step}: {what}. The model and optimizer state from "
             "before that step are kept (error.model, error.opt_state). Lower the learning "
@@ -88,13 +106,25 @@ class Monitor(eqx.Module):
         # one buffer per field: the step may donate them, and a buffer is donated only once
         if not guarded:
             return Monitor({n: _zero() for n in names}, _zero(), None, None, None, names)
-        return Monitor({n: _zero() for n in names}, _zero(), jnp.asarray(-1, jnp.int32),
-                       _zero(), _zero(), names)
+        return Monitor(
+            {n: _zero() for n in names},
+            _zero(),
+            jnp.asarray(-1, jnp.int32),
+            _zero(),
+            _zero(),
+            names,
+        )
 
     def reset(self) -> Monitor:
         """Clear the sums; keep the guard."""
-        return Monitor({n: _zero() for n in self.names}, _zero(), self.bad_step, self.bad_loss,
-                       self.bad_grad_norm, self.names)
+        return Monitor(
+            {n: _zero() for n in self.names},
+            _zero(),
+            self.bad_step,
+            self.bad_loss,
+            self.bad_grad_norm,
+            self.names,
+        )
 
     def read(self) -> tuple[dict[str, float], tuple[int, float, float] | None]:
         """The means since the last reset, and ``(step, loss, grad_norm)`` of the first
@@ -102,11 +132,13 @@ class Monitor(eqx.Module):
         means, bad, _ = self.read_with(None)
         return means, bad
 
-    def read_with(self, extra: Any) -> tuple[dict[str, float], tuple[int, float, float] | None,
-                                           Any]:
+    def read_with(
+        self, extra: Any
+    ) -> tuple[dict[str, float], tuple[int, float, float] | None, Any]:
         """:meth:`read`, plus ``extra`` (device values) fetched in the same host sync."""
         (sums, count, step, loss, gnorm), host = jax.device_get(
-            ((self.sums, self.count, self.bad_step, self.bad_loss, self.bad_grad_norm), extra))
+            ((self.sums, self.count, self.bad_step, self.bad_loss, self.bad_grad_norm), extra)
+        )
         means = {k: float(sums[k] / count) for k in self.names} if count else {}
         bad = None if step is None or step < 0 else (int(step), float(loss), float(gnorm))
         return means, bad, host
@@ -119,8 +151,10 @@ def _zero() -> jax.Array:
 def _array(x: Any, what: str) -> jax.Array:
     if isinstance(x, Tensor):
         if x.axes:
-            raise AxisError(f"the {what} must be a scalar, got {describe(x)} (reduce the "
-                            "remaining axes with ax.mean or ax.sum)")
+            raise AxisError(
+                f"the {what} must be a scalar, got {describe(x)} (reduce the "
+                "remaining axes with ax.mean or ax.sum)"
+            )
         return x.array
     arr = jnp.asarray(x)
     if arr.ndim:
@@ -136,15 +170,18 @@ def takes_key(loss_fn: LossFn) -> bool:
         return False
 
 
-def call_loss(loss_fn: LossFn, model: Any, batch: Any, key: Any, with_key: bool
-              ) -> tuple[jax.Array, dict[str, jax.Array]]:
+def call_loss(
+    loss_fn: LossFn, model: Any, batch: Any, key: Any, with_key: bool
+) -> tuple[jax.Array, dict[str, jax.Array]]:
     """Call ``loss_fn(model, *batch[, key=key])``; return the scalar loss and metrics."""
     args = batch if isinstance(batch, tuple) else (batch,)
     out = loss_fn(model, *args, key=key) if with_key else loss_fn(model, *args)
     loss, metrics = out if isinstance(out, tuple) else (out, {})
     if not isinstance(metrics, dict):
-        raise TypeError("loss_fn must return a loss or (loss, dict of metrics), got a "
-                        f"{type(metrics).__name__} beside the loss")
+        raise TypeError(
+            "loss_fn must return a loss or (loss, dict of metrics), got a "
+            f"{type(metrics).__name__} beside the loss"
+        )
     return _array(loss, "loss"), {k: _array(v, f"metric {k!r}") for k, v in metrics.items()}
 
 
@@ -172,8 +209,14 @@ def _loss_of(loss_fn: LossFn, static: Any) -> Callable[..., Any]:
     return loss_of
 
 
-def make_train_step(loss_fn: LossFn, optimizer: optax.GradientTransformation, static: Any,
-                    *, donate: bool = True, guard: bool = True) -> Callable[..., Any]:
+def make_train_step(
+    loss_fn: LossFn,
+    optimizer: optax.GradientTransformation,
+    static: Any,
+    *,
+    donate: bool = True,
+    guard: bool = True,
+) -> Callable[..., Any]:
     """The jitted step ``(params, opt_state, monitor, batch, key, step) -> (params,
     opt_state, monitor)`` for a model split as ``eqx.partition(model, eqx.is_array)``.
 
@@ -194,13 +237,22 @@ def make_train_step(loss_fn: LossFn, optimizer: optax.GradientTransformation, st
         >>> params, opt_state, mon = step(jax.tree.map(jnp.copy, params), opt.init(params),
         ...                               mon, (x, y), jax.random.key(0), 0)
     """
-    return jax.jit(train_step_fn(loss_fn, optimizer, static, guard=guard),
-                   donate_argnums=(0, 1, 2) if donate else ())
+    return jax.jit(
+        train_step_fn(loss_fn, optimizer, static, guard=guard),
+        donate_argnums=(0, 1, 2) if donate else (),
+    )
 
 
-def make_flat_train_step(loss_fn: LossFn, optimizer: optax.GradientTransformation,
-                         static: Any, treedef: Any, *, donate: bool = True, guard: bool = True,
-                         out_shardings: Any = None) -> Callable[..., Any]:
+def make_flat_train_step(
+    loss_fn: LossFn,
+    optimizer: optax.GradientTransformation,
+    static: Any,
+    treedef: Any,
+    *,
+    donate: bool = True,
+    guard: bool = True,
+    out_shardings: Any = None,
+) -> Callable[..., Any]:
     """:func:`make_train_step` on the leaves of ``(params, opt_state, monitor)``: the jitted
     ``(leaves, batch, key, step) -> leaves`` for that ``treedef``. A list of arrays crosses
     ``jax.jit`` without the Python flatten and unflatten of every Equinox module in the
@@ -209,40 +261,44 @@ def make_flat_train_step(loss_fn: LossFn, optimizer: optax.GradientTransformatio
     :class:`Parallel`: the parameter rules)."""
     step = train_step_fn(loss_fn, optimizer, static, guard=guard)
 
-    def flat(leaves: list[jax.Array], batch: Any, key: jax.Array, step_no: jax.Array
-             ) -> list[jax.Array]:
+    def flat(
+        leaves: list[jax.Array], batch: Any, key: jax.Array, step_no: jax.Array
+    ) -> list[jax.Array]:
         params, opt_state, mon = jax.tree.unflatten(treedef, leaves)
         return jax.tree.leaves(step(params, opt_state, mon, batch, key, step_no))
 
     return jax.jit(flat, donate_argnums=(0,) if donate else (), out_shardings=out_shardings)
 
 
-def train_step_fn(loss_fn: LossFn, optimizer: optax.GradientTransformation, static: Any, *,
-                  guard: bool) -> Callable[..., tuple[Any, Any, Monitor]]:
+def train_step_fn(
+    loss_fn: LossFn, optimizer: optax.GradientTransformation, static: Any, *, guard: bool
+) -> Callable[..., tuple[Any, Any, Monitor]]:
     """The step of :func:`make_train_step` before ``jax.jit``."""
     with_key = takes_key(loss_fn)
     loss_of = _loss_of(loss_fn, static)
 
-    def update(params: Any, opt_state: Any, batch: Any, key: jax.Array, step_no: jax.Array
-               ) -> tuple[jax.Array, dict[str, jax.Array], Any, Any, Any]:
+    def update(
+        params: Any, opt_state: Any, batch: Any, key: jax.Array, step_no: jax.Array
+    ) -> tuple[jax.Array, dict[str, jax.Array], Any, Any, Any]:
         k = jax.random.fold_in(key, step_no) if with_key else None
         (loss, metrics), grads = jax.value_and_grad(loss_of, has_aux=True)(params, batch, k)
         updates, new_opt = optimizer.update(grads, opt_state, params)
         return loss, metrics, grads, optax.apply_updates(params, updates), new_opt
 
-    def fast(params: Any, opt_state: Any, mon: Monitor, batch: Any, key: jax.Array,
-             step_no: jax.Array) -> tuple[Any, Any, Monitor]:
+    def fast(
+        params: Any, opt_state: Any, mon: Monitor, batch: Any, key: jax.Array, step_no: jax.Array
+    ) -> tuple[Any, Any, Monitor]:
         loss, metrics, _, new_params, new_opt = update(params, opt_state, batch, key, step_no)
-        sums = {"loss": mon.sums["loss"] + loss} | {
-            n: mon.sums[n] + v for n, v in metrics.items()}
-        mon = Monitor(sums, mon.count + 1.0, mon.bad_step, mon.bad_loss, mon.bad_grad_norm,
-                      mon.names)
+        sums = {"loss": mon.sums["loss"] + loss} | {n: mon.sums[n] + v for n, v in metrics.items()}
+        mon = Monitor(
+            sums, mon.count + 1.0, mon.bad_step, mon.bad_loss, mon.bad_grad_norm, mon.names
+        )
         return new_params, new_opt, mon
 
-    def guarded(params: Any, opt_state: Any, mon: Monitor, batch: Any, key: jax.Array,
-                step_no: jax.Array) -> tuple[Any, Any, Monitor]:
-        loss, metrics, grads, new_params, new_opt = update(params, opt_state, batch, key,
-                                                           step_no)
+    def guarded(
+        params: Any, opt_state: Any, mon: Monitor, batch: Any, key: jax.Array, step_no: jax.Array
+    ) -> tuple[Any, Any, Monitor]:
+        loss, metrics, grads, new_params, new_opt = update(params, opt_state, batch, key, step_no)
         if mon.bad_step is None or mon.bad_loss is None or mon.bad_grad_norm is None:
             raise ValueError("the guarded step needs a Monitor.zero(names, guarded=True)")
         gnorm = optax.tree.norm(grads)
@@ -264,8 +320,9 @@ def train_step_fn(loss_fn: LossFn, optimizer: optax.GradientTransformation, stat
     return guarded if guard else fast
 
 
-def make_replay_step(loss_fn: LossFn, optimizer: optax.GradientTransformation, static: Any
-                     ) -> Callable[..., Any]:
+def make_replay_step(
+    loss_fn: LossFn, optimizer: optax.GradientTransformation, static: Any
+) -> Callable[..., Any]:
     """The jitted checking step ``(params, opt_state, batch, key, step) -> (params,
     opt_state, loss, grad_norm, finite)``: the update of :func:`make_train_step`, the
     global gradient norm, and whether the new parameters and optimizer state are all
@@ -273,15 +330,21 @@ def make_replay_step(loss_fn: LossFn, optimizer: optax.GradientTransformation, s
     with_key = takes_key(loss_fn)
     loss_of = _loss_of(loss_fn, static)
 
-    def step(params: Any, opt_state: Any, batch: Any, key: jax.Array, step_no: jax.Array
-             ) -> tuple[Any, Any, jax.Array, jax.Array, jax.Array]:
+    def step(
+        params: Any, opt_state: Any, batch: Any, key: jax.Array, step_no: jax.Array
+    ) -> tuple[Any, Any, jax.Array, jax.Array, jax.Array]:
         k = jax.random.fold_in(key, step_no) if with_key else None
         (loss, _), grads = jax.value_and_grad(loss_of, has_aux=True)(params, batch, k)
         updates, new_opt = optimizer.update(grads, opt_state, params)
         new_params = optax.apply_updates(params, updates)
         finite = all_finite((new_params, new_opt))
-        return (new_params, new_opt, loss.astype(jnp.float32),
-                optax.tree.norm(grads).astype(jnp.float32), finite)
+        return (
+            new_params,
+            new_opt,
+            loss.astype(jnp.float32),
+            optax.tree.norm(grads).astype(jnp.float32),
+            finite,
+        )
 
     return jax.jit(step)
 
@@ -304,5 +367,6 @@ def metric_names(loss_fn: LossFn, model: Any, batch: Any) -> tuple[str, ...]:
     with_key = takes_key(loss_fn)
     key = jax.random.key(0) if with_key else None
     _, metrics = eqx.filter_eval_shape(
-        lambda m, b: call_loss(loss_fn, m, b, key, with_key), model, batch)
+        lambda m, b: call_loss(loss_fn, m, b, key, with_key), model, batch
+    )
     return ("loss", *metrics)

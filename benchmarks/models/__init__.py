@@ -17,8 +17,7 @@ __all__ = ["EXPERTS", "FRAMEWORKS", "MODELS", "available", "builder"]
 #: (``jax``: weights stored ``[in, out]``, optax's integer-label loss) and the expert
 #: baselines (``expert``: axjax's weight storage, optax's loss on one-hot labels;
 #: ``expert-int``: the same with integer labels); all three donate their buffers
-FRAMEWORKS = ("jax", "expert", "expert-int", "axjax", "graph", "fit", "equinox", "haliax",
-              "torch")
+FRAMEWORKS = ("jax", "expert", "expert-int", "axjax", "graph", "fit", "equinox", "haliax", "torch")
 #: the baselines whose best, round by round, axjax's paths are measured against
 EXPERTS = ("jax", "expert", "expert-int")
 

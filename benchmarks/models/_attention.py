@@ -62,9 +62,14 @@ def init(seed: int) -> dict[str, np.ndarray]:
     p = {"we": uniform(rng, (E, 28), 28), "be": uniform(rng, (E,), 28)}
     for k in ("wq", "wk", "wv", "wo"):
         p[k] = uniform(rng, (E, E), E)
-    p |= {"w1": uniform(rng, (HID, E), E), "b1": uniform(rng, (HID,), E),
-          "w2": uniform(rng, (E, HID), HID), "b2": uniform(rng, (E,), HID),
-          "wc": uniform(rng, (10, E), E), "bc": uniform(rng, (10,), E)}
+    p |= {
+        "w1": uniform(rng, (HID, E), E),
+        "b1": uniform(rng, (HID,), E),
+        "w2": uniform(rng, (E, HID), HID),
+        "b2": uniform(rng, (E,), HID),
+        "wc": uniform(rng, (10, E), E),
+        "bc": uniform(rng, (10,), E),
+    }
     return p
 
 
@@ -75,7 +80,7 @@ def _ln(x: Any) -> Any:
 
 
 def raw_loss(p: Any, x: Any, y: Any) -> Any:
-    h = x @ p["we"] + p["be"]                                        # [B, T, E]
+    h = x @ p["we"] + p["be"]  # [B, T, E]
     a = _ln(h) * p["g1"] + p["n1"]
     q, k, v = (jnp.einsum("bte,ehd->bthd", a, p[w]) for w in ("wq", "wk", "wv"))
     s = jnp.einsum("bthd,bshd->bhts", q / np.sqrt(D).astype(np.float32), k)
@@ -93,8 +98,12 @@ def build_jax(p: dict[str, np.ndarray]) -> Runner:
     params |= {k: a(v) for k, v in p.items() if k.startswith("b")}
     params |= {k: a(p[k].T.reshape(E, HEADS, D)) for k in ("wq", "wk", "wv")}
     params["wo"] = a(p["wo"].T.reshape(HEADS, D, E))
-    params |= {"g1": a(np.ones(E, np.float32)), "n1": a(np.zeros(E, np.float32)),
-               "g2": a(np.ones(E, np.float32)), "n2": a(np.zeros(E, np.float32))}
+    params |= {
+        "g1": a(np.ones(E, np.float32)),
+        "n1": a(np.zeros(E, np.float32)),
+        "g2": a(np.ones(E, np.float32)),
+        "n2": a(np.zeros(E, np.float32)),
+    }
     return jit_train_step(raw_loss, params, put_jax)
 
 
@@ -110,7 +119,7 @@ def expert_loss(xent: Any, p: Any, x: Any, y: Any) -> Any:
     """Every weight stored as axjax's modules store it (``[out, in]``; projections
     ``[Head, HeadDim, Embed]``, output ``[Embed, Head, HeadDim]``), ``jax.nn`` primitives,
     ``jnp.einsum`` for the heads, the given optax loss."""
-    h = x @ p["we"].T + p["be"]                                      # [B, T, E]
+    h = x @ p["we"].T + p["be"]  # [B, T, E]
     a = _expert_ln(h, p["g1"], p["n1"])
     q, k, v = (jnp.einsum("bte,hde->bthd", a, p[w]) for w in ("wq", "wk", "wv"))
     s = jnp.einsum("bthd,bshd->bhts", q / np.sqrt(D).astype(np.float32), k)
@@ -127,8 +136,12 @@ def _expert(p: dict[str, np.ndarray], xent: Any) -> Runner:
     params |= {k: a(v) for k, v in p.items() if k.startswith("b")}
     params |= {k: a(p[k].reshape(HEADS, D, E)) for k in ("wq", "wk", "wv")}
     params["wo"] = a(p["wo"].reshape(E, HEADS, D))
-    params |= {"g1": a(np.ones(E, np.float32)), "n1": a(np.zeros(E, np.float32)),
-               "g2": a(np.ones(E, np.float32)), "n2": a(np.zeros(E, np.float32))}
+    params |= {
+        "g1": a(np.ones(E, np.float32)),
+        "n1": a(np.zeros(E, np.float32)),
+        "g2": a(np.ones(E, np.float32)),
+        "n2": a(np.zeros(E, np.float32)),
+    }
     return jit_train_step(functools.partial(expert_loss, xent), params, put_jax)
 
 
@@ -141,11 +154,13 @@ def build_expert_int(p: dict[str, np.ndarray]) -> Runner:
 
 
 # ----------------------------------------------------------------------------- axjax
-def _affine(p: dict[str, np.ndarray], w: str, b: str, i: type[ax.Axis], o: type[ax.Axis],
-            key: Any) -> Any:
+def _affine(
+    p: dict[str, np.ndarray], w: str, b: str, i: type[ax.Axis], o: type[ax.Axis], key: Any
+) -> Any:
     layer = ax.nn.Affine(i, o, p[w].shape[1], p[w].shape[0], key=key)
-    return eqx.tree_at(lambda m: (m.weight, m.bias), layer,
-                       (ax.tensor(p[w], o, i), ax.tensor(p[b], o)))
+    return eqx.tree_at(
+        lambda m: (m.weight, m.bias), layer, (ax.tensor(p[w], o, i), ax.tensor(p[b], o))
+    )
 
 
 class AxBlock(eqx.Module):
@@ -163,18 +178,17 @@ class AxBlock(eqx.Module):
         self.norm1, self.norm2 = ax.nn.LayerNorm(Embed, E), ax.nn.LayerNorm(Embed, E)
         attn = ax.nn.MultiheadAttention(Embed, E, num_heads=HEADS, query_pos=Time, key=ks[1])
         hd = (ax.nn.Head, ax.nn.HeadDim)
-        projs = tuple(ax.tensor(p[k].reshape(HEADS, D, E), *hd, Embed)
-                      for k in ("wq", "wk", "wv"))
+        projs = tuple(ax.tensor(p[k].reshape(HEADS, D, E), *hd, Embed) for k in ("wq", "wk", "wv"))
         out = ax.tensor(p["wo"].reshape(E, HEADS, D), Embed, *hd)
         self.attn = eqx.tree_at(
-            lambda m: (m.query_proj, m.key_proj, m.value_proj, m.output_proj), attn,
-            (*projs, out))
+            lambda m: (m.query_proj, m.key_proj, m.value_proj, m.output_proj), attn, (*projs, out)
+        )
         self.up = _affine(p, "w1", "b1", Embed, Hidden, ks[2])
         self.down = _affine(p, "w2", "b2", Hidden, Embed, ks[3])
         self.head = _affine(p, "wc", "bc", Embed, Class, ks[4])
 
     def __call__(self, x: Any) -> Any:
-        h = self.embed(x)                                   # [Batch, Time, Embed]
+        h = self.embed(x)  # [Batch, Time, Embed]
         h = h + self.attn(self.norm1(h))
         h = h + self.down(ax.relu(self.up(self.norm2(h))))
         return self.head(ax.mean(h, Time))
@@ -189,13 +203,13 @@ def put_axjax(x: np.ndarray, y: np.ndarray) -> tuple[Any, Any]:
 
 
 def build_axjax(p: dict[str, np.ndarray]) -> Runner:
-    return jit_train_step(lambda m, x, y: axjax_loss(m, x, y).array, AxBlock(p), put_axjax,
-                          split=True)
+    return jit_train_step(
+        lambda m, x, y: axjax_loss(m, x, y).array, AxBlock(p), put_axjax, split=True
+    )
 
 
 def build_fit(p: dict[str, np.ndarray]) -> Runner:
     return fit_runner(AxBlock(p), axjax_loss, put_axjax)
-
 
 
 def build_graph(p: dict[str, np.ndarray]) -> Runner:
@@ -220,20 +234,29 @@ class EqxBlock(eqx.Module):
 
         def lin(w: str, b: str, key: Any) -> eqx.nn.Linear:
             n_out, n_in = p[w].shape
-            return eqx.tree_at(lambda m: (m.weight, m.bias), eqx.nn.Linear(n_in, n_out, key=key),
-                               (a(p[w]), a(p[b])))
+            return eqx.tree_at(
+                lambda m: (m.weight, m.bias),
+                eqx.nn.Linear(n_in, n_out, key=key),
+                (a(p[w]), a(p[b])),
+            )
 
         self.embed, self.up = lin("we", "be", ks[0]), lin("w1", "b1", ks[2])
         self.down, self.head = lin("w2", "b2", ks[3]), lin("wc", "bc", ks[4])
         self.norm1, self.norm2 = eqx.nn.LayerNorm(E), eqx.nn.LayerNorm(E)
         attn = eqx.nn.MultiheadAttention(HEADS, E, key=ks[1])
         self.attn = eqx.tree_at(
-            lambda m: (m.query_proj.weight, m.key_proj.weight, m.value_proj.weight,
-                       m.output_proj.weight), attn,
-            (a(p["wq"]), a(p["wk"]), a(p["wv"]), a(p["wo"])))
+            lambda m: (
+                m.query_proj.weight,
+                m.key_proj.weight,
+                m.value_proj.weight,
+                m.output_proj.weight,
+            ),
+            attn,
+            (a(p["wq"]), a(p["wk"]), a(p["wv"]), a(p["wo"])),
+        )
 
     def __call__(self, x: Any) -> Any:
-        h = jax.vmap(self.embed)(x)                          # [T, E]
+        h = jax.vmap(self.embed)(x)  # [T, E]
         a = jax.vmap(self.norm1)(h)
         h = h + self.attn(a, a, a)
         m = jax.vmap(self.norm2)(h)
@@ -273,8 +296,12 @@ def build_torch(p: dict[str, np.ndarray]) -> Runner:
     model = TorchBlock()
     t = torch.from_numpy
     with torch.no_grad():
-        for name, w, b in (("embed", "we", "be"), ("up", "w1", "b1"), ("down", "w2", "b2"),
-                           ("head", "wc", "bc")):
+        for name, w, b in (
+            ("embed", "we", "be"),
+            ("up", "w1", "b1"),
+            ("down", "w2", "b2"),
+            ("head", "wc", "bc"),
+        ):
             getattr(model, name).weight.copy_(t(p[w]))
             getattr(model, name).bias.copy_(t(p[b]))
         model.attn.in_proj_weight.copy_(t(np.concatenate([p["wq"], p["wk"], p["wv"]])))
@@ -295,8 +322,11 @@ def build_haliax(p: dict[str, np.ndarray]) -> Runner:
 
     def lin(w: str, b: str, i: Any, o: Any, key: Any) -> Any:
         layer = hnn.Linear.init(i, o, key=key)
-        return eqx.tree_at(lambda m: (m.weight, m.bias), layer,
-                           (hax.named(a(p[w]), (o, i)), hax.named(a(p[b]), (o,))))
+        return eqx.tree_at(
+            lambda m: (m.weight, m.bias),
+            layer,
+            (hax.named(a(p[w]), (o, i)), hax.named(a(p[b]), (o,))),
+        )
 
     class HaxBlock(eqx.Module):
         embed: Any
@@ -311,7 +341,7 @@ def build_haliax(p: dict[str, np.ndarray]) -> Runner:
         wo: Any
 
         def __call__(self, x: Any) -> Any:
-            h = self.embed(x)                                # (batch, pos, embed)
+            h = self.embed(x)  # (batch, pos, embed)
             z = self.norm1(h)
             q = hax.dot(z, self.wq, axis=embed) / np.sqrt(D).astype(np.float32)
             k = hax.dot(z, self.wk, axis=embed).rename({pos: kpos})
@@ -322,13 +352,22 @@ def build_haliax(p: dict[str, np.ndarray]) -> Runner:
             h = h + self.down(hnn.relu(self.up(self.norm2(h))))
             return self.head(hax.mean(h, axis=pos))
 
-    proj = {k: hax.named(a(p[k].reshape(HEADS, D, E)), (heads, hsize, embed))
-            for k in ("wq", "wk", "wv")}
-    model = HaxBlock(lin("we", "be", feat, embed, ks[0]), lin("w1", "b1", embed, mlp, ks[1]),
-                     lin("w2", "b2", mlp, embed, ks[2]), lin("wc", "bc", embed, out, ks[3]),
-                     hnn.LayerNorm.init(embed), hnn.LayerNorm.init(embed), proj["wq"],
-                     proj["wk"], proj["wv"],
-                     hax.named(a(p["wo"].reshape(E, HEADS, D)), (embed, heads, hsize)))
+    proj = {
+        k: hax.named(a(p[k].reshape(HEADS, D, E)), (heads, hsize, embed))
+        for k in ("wq", "wk", "wv")
+    }
+    model = HaxBlock(
+        lin("we", "be", feat, embed, ks[0]),
+        lin("w1", "b1", embed, mlp, ks[1]),
+        lin("w2", "b2", mlp, embed, ks[2]),
+        lin("wc", "bc", embed, out, ks[3]),
+        hnn.LayerNorm.init(embed),
+        hnn.LayerNorm.init(embed),
+        proj["wq"],
+        proj["wk"],
+        proj["wv"],
+        hax.named(a(p["wo"].reshape(E, HEADS, D)), (embed, heads, hsize)),
+    )
 
     def loss(model: Any, x: Any, y: Any) -> Any:
         target = hnn.one_hot(y, out, dtype=jnp.float32)

@@ -58,9 +58,14 @@ class Flat(ax.Axis):
 
 def init(seed: int) -> dict[str, np.ndarray]:
     rng = np.random.default_rng(seed)
-    return {"k1": uniform(rng, (8, 1, 5, 5), 25), "c1": uniform(rng, (8,), 25),
-            "k2": uniform(rng, (16, 8, 5, 5), 200), "c2": uniform(rng, (16,), 200),
-            "w": uniform(rng, (10, 256), 256), "b": uniform(rng, (10,), 256)}
+    return {
+        "k1": uniform(rng, (8, 1, 5, 5), 25),
+        "c1": uniform(rng, (8,), 25),
+        "k2": uniform(rng, (16, 8, 5, 5), 200),
+        "c2": uniform(rng, (16,), 200),
+        "w": uniform(rng, (10, 256), 256),
+        "b": uniform(rng, (10,), 256),
+    }
 
 
 def _dense_hwc(w: np.ndarray) -> np.ndarray:
@@ -70,8 +75,9 @@ def _dense_hwc(w: np.ndarray) -> np.ndarray:
 
 # ----------------------------------------------------------------------------- raw JAX
 def _conv(x: Any, k: Any, b: Any) -> Any:
-    y = jax.lax.conv_general_dilated(x, k, (1, 1), "VALID",
-                                     dimension_numbers=("NHWC", "OIHW", "NHWC"))
+    y = jax.lax.conv_general_dilated(
+        x, k, (1, 1), "VALID", dimension_numbers=("NHWC", "OIHW", "NHWC")
+    )
     return jax.nn.relu(y + b)
 
 
@@ -128,18 +134,21 @@ class AxCNN(eqx.Module):
         conv1 = ax.nn.Conv2D(hw, Chan, Feature1, 1, 8, 5, key=k1)
         conv2 = ax.nn.Conv2D(hw, Feature1, Feature2, 8, 16, 5, key=k2)
         dense = ax.nn.Affine(Flat, Class, 256, 10, key=k3)
-        self.conv1 = _set(conv1, ax.tensor(p["k1"], Feature1, Chan, *hw),
-                          ax.tensor(p["c1"], Feature1))
-        self.conv2 = _set(conv2, ax.tensor(p["k2"], Feature2, Feature1, *hw),
-                          ax.tensor(p["c2"], Feature2))
-        self.dense = _set(dense, ax.tensor(_dense_hwc(p["w"]), Class, Flat),
-                          ax.tensor(p["b"], Class))
+        self.conv1 = _set(
+            conv1, ax.tensor(p["k1"], Feature1, Chan, *hw), ax.tensor(p["c1"], Feature1)
+        )
+        self.conv2 = _set(
+            conv2, ax.tensor(p["k2"], Feature2, Feature1, *hw), ax.tensor(p["c2"], Feature2)
+        )
+        self.dense = _set(
+            dense, ax.tensor(_dense_hwc(p["w"]), Class, Flat), ax.tensor(p["b"], Class)
+        )
         self.pool = ax.nn.MaxPool2D(hw, 2)
 
     def __call__(self, x: Any) -> Any:
-        h = ax.expand_dims(x, Chan, at=-1)                 # [Batch, Height, Width, Chan]
-        h = self.pool(ax.relu(self.conv1(h)))              # [Batch, 12, 12, Feature1]
-        h = self.pool(ax.relu(self.conv2(h)))              # [Batch, 4, 4, Feature2]
+        h = ax.expand_dims(x, Chan, at=-1)  # [Batch, Height, Width, Chan]
+        h = self.pool(ax.relu(self.conv1(h)))  # [Batch, 12, 12, Feature1]
+        h = self.pool(ax.relu(self.conv2(h)))  # [Batch, 4, 4, Feature2]
         return self.dense(ax.flatten(h, (Height, Width, Feature2), Flat))
 
 
@@ -156,13 +165,13 @@ def put_axjax(x: np.ndarray, y: np.ndarray) -> tuple[Any, Any]:
 
 
 def build_axjax(p: dict[str, np.ndarray]) -> Runner:
-    return jit_train_step(lambda m, x, y: axjax_loss(m, x, y).array, AxCNN(p), put_axjax,
-                          split=True)
+    return jit_train_step(
+        lambda m, x, y: axjax_loss(m, x, y).array, AxCNN(p), put_axjax, split=True
+    )
 
 
 def build_fit(p: dict[str, np.ndarray]) -> Runner:
     return fit_runner(AxCNN(p), axjax_loss, put_axjax)
-
 
 
 def build_graph(p: dict[str, np.ndarray]) -> Runner:
@@ -207,8 +216,16 @@ def build_torch(p: dict[str, np.ndarray]) -> Runner:
     import torch
 
     nn = torch.nn
-    model = nn.Sequential(nn.Conv2d(1, 8, 5), nn.ReLU(), nn.MaxPool2d(2), nn.Conv2d(8, 16, 5),
-                          nn.ReLU(), nn.MaxPool2d(2), nn.Flatten(), nn.Linear(256, 10))
+    model = nn.Sequential(
+        nn.Conv2d(1, 8, 5),
+        nn.ReLU(),
+        nn.MaxPool2d(2),
+        nn.Conv2d(8, 16, 5),
+        nn.ReLU(),
+        nn.MaxPool2d(2),
+        nn.Flatten(),
+        nn.Linear(256, 10),
+    )
     with torch.no_grad():
         for i, (k, b) in ((0, ("k1", "c1")), (3, ("k2", "c2")), (7, ("w", "b"))):
             model[i].weight.copy_(torch.from_numpy(p[k]))
@@ -228,12 +245,21 @@ def build_haliax(p: dict[str, np.ndarray]) -> Runner:
     kernel = (Ax("h", 5), Ax("w", 5))
     a = jnp.asarray
     k1, k2, k3 = jax.random.split(jax.random.key(0), 3)
-    conv1 = _set(hnn.Conv.init((h, w), c, f1, 5, key=k1),
-                 hax.named(a(p["k1"]), (f1, c, *kernel)), hax.named(a(p["c1"]), (f1,)))
-    conv2 = _set(hnn.Conv.init((h, w), f1, f2, 5, key=k2),
-                 hax.named(a(p["k2"]), (f2, f1, *kernel)), hax.named(a(p["c2"]), (f2,)))
-    dense = _set(hnn.Linear.init(flat, out, key=k3),
-                 hax.named(a(_dense_hwc(p["w"])), (out, flat)), hax.named(a(p["b"]), (out,)))
+    conv1 = _set(
+        hnn.Conv.init((h, w), c, f1, 5, key=k1),
+        hax.named(a(p["k1"]), (f1, c, *kernel)),
+        hax.named(a(p["c1"]), (f1,)),
+    )
+    conv2 = _set(
+        hnn.Conv.init((h, w), f1, f2, 5, key=k2),
+        hax.named(a(p["k2"]), (f2, f1, *kernel)),
+        hax.named(a(p["c2"]), (f2,)),
+    )
+    dense = _set(
+        hnn.Linear.init(flat, out, key=k3),
+        hax.named(a(_dense_hwc(p["w"])), (out, flat)),
+        hax.named(a(p["b"]), (out,)),
+    )
 
     class HaxCNN(eqx.Module):
         conv1: Any

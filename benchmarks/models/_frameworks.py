@@ -24,8 +24,15 @@ import axjax as ax
 
 from .._common import LR, Runner
 
-__all__ = ["eqx_runner", "fit_runner", "graph_runner", "int_xent", "onehot_xent", "put_jax",
-           "torch_runner"]
+__all__ = [
+    "eqx_runner",
+    "fit_runner",
+    "graph_runner",
+    "int_xent",
+    "onehot_xent",
+    "put_jax",
+    "torch_runner",
+]
 
 Put = Callable[[np.ndarray, np.ndarray], tuple[Any, Any]]
 
@@ -63,8 +70,9 @@ def eqx_runner(model: Any, loss_fn: Callable[[Any, Any, Any], Any], put: Put) ->
         m, s, loss = step(state[0], state[1], x, y)
         return (m, s), loss
 
-    return Runner((model, opt.init(eqx.filter(model, eqx.is_array))), run, put,
-                  traces=lambda: count[0])
+    return Runner(
+        (model, opt.init(eqx.filter(model, eqx.is_array))), run, put, traces=lambda: count[0]
+    )
 
 
 def fit_runner(model: Any, loss_fn: Callable[[Any, Any, Any], Any], put: Put) -> Runner:
@@ -73,7 +81,7 @@ def fit_runner(model: Any, loss_fn: Callable[[Any, Any, Any], Any], put: Put) ->
     Python int. Its loss is read from the running sum. (``fit`` also checks finiteness
     once per log point and epoch: ``benchmarks.fit_loop`` times the whole loop.)"""
     from axjax.train import Monitor
-    from axjax.train.internal import make_flat_train_step
+    from axjax.train._internal import make_flat_train_step
 
     params, static = eqx.partition(model, eqx.is_array)
     opt = optax.adam(LR)
@@ -105,8 +113,7 @@ def fit_runner(model: Any, loss_fn: Callable[[Any, Any, Any], Any], put: Put) ->
     def lowered(x: Any, y: Any) -> Any:
         return step.lower(shapes, (x, y), key, 0)
 
-    return Runner((leaves, 0), run, put, traces=lambda: count[0], value=value,
-                  lowered=lowered)
+    return Runner((leaves, 0), run, put, traces=lambda: count[0], value=value, lowered=lowered)
 
 
 def _to_params(model: Any) -> Any:
@@ -114,8 +121,9 @@ def _to_params(model: Any) -> Any:
     return jax.tree.map(lambda t: ax.Param(t) if is_tensor(t) else t, model, is_leaf=is_tensor)
 
 
-def graph_runner(model: Any, loss_of: Callable[[Any], Any], inputs: Sequence[Any],
-                 put: Put) -> Runner:
+def graph_runner(
+    model: Any, loss_of: Callable[[Any], Any], inputs: Sequence[Any], put: Put
+) -> Runner:
     """The graph path: Params for the weights, ``ax.compile_step`` for the update.
 
     ``loss_of(model)`` builds the loss node from a model whose weights are Params (the
@@ -148,8 +156,9 @@ def graph_runner(model: Any, loss_of: Callable[[Any], Any], inputs: Sequence[Any
         args, kwargs = seen[0]
         return real.lower(*args, **kwargs)
 
-    return Runner(graph_step, run, put, sync=sync, traces=lambda: graph_step.trace_count,
-                  lowered=lowered)
+    return Runner(
+        graph_step, run, put, sync=sync, traces=lambda: graph_step.trace_count, lowered=lowered
+    )
 
 
 def torch_runner(model: Any, prep: Put, lr: float) -> Runner:

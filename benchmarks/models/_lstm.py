@@ -46,9 +46,13 @@ class Hidden(ax.Axis):
 def init(seed: int) -> dict[str, np.ndarray]:
     rng = np.random.default_rng(seed)
     h = HIDDEN
-    return {"wih": uniform(rng, (4 * h, 28), h), "whh": uniform(rng, (4 * h, h), h),
-            "bias": uniform(rng, (4 * h,), h),
-            "w": uniform(rng, (10, h), h), "b": uniform(rng, (10,), h)}
+    return {
+        "wih": uniform(rng, (4 * h, 28), h),
+        "whh": uniform(rng, (4 * h, h), h),
+        "bias": uniform(rng, (4 * h,), h),
+        "w": uniform(rng, (10, h), h),
+        "b": uniform(rng, (10,), h),
+    }
 
 
 # ----------------------------------------------------------------------------- raw JAX
@@ -75,6 +79,7 @@ def build_jax(p: dict[str, np.ndarray]) -> Runner:
 def expert_loss(xent: Any, p: Any, x: Any, y: Any) -> Any:
     """:func:`raw_loss` (input-major weights, as axjax's ``LSTMCell`` stores them), the
     dense weight stored ``[Class, Hidden]`` as axjax stores it, the given optax loss."""
+
     def cell(carry: Any, xt: Any) -> tuple[Any, None]:
         h, c = carry
         z = xt @ p["wih"] + h @ p["whh"] + p["bias"]
@@ -110,14 +115,22 @@ class AxLSTM(eqx.Module):
         gate, prev = ax.nn.Gate, ax.nn.Prev
         cell = ax.nn.LSTMCell(Feat, Hidden, 28, HIDDEN, key=k1)
         self.cell = eqx.tree_at(
-            lambda c: (c.weight_ih, c.weight_hh, c.bias), cell,
-            (ax.tensor(p["wih"].reshape(4, HIDDEN, 28).transpose(2, 0, 1), Feat, gate, Hidden),
-             ax.tensor(p["whh"].reshape(4, HIDDEN, HIDDEN).transpose(2, 0, 1), prev, gate,
-                       Hidden),
-             ax.tensor(p["bias"].reshape(4, HIDDEN), gate, Hidden)))
+            lambda c: (c.weight_ih, c.weight_hh, c.bias),
+            cell,
+            (
+                ax.tensor(p["wih"].reshape(4, HIDDEN, 28).transpose(2, 0, 1), Feat, gate, Hidden),
+                ax.tensor(
+                    p["whh"].reshape(4, HIDDEN, HIDDEN).transpose(2, 0, 1), prev, gate, Hidden
+                ),
+                ax.tensor(p["bias"].reshape(4, HIDDEN), gate, Hidden),
+            ),
+        )
         dense = ax.nn.Affine(Hidden, Class, HIDDEN, 10, key=k2)
-        self.dense = eqx.tree_at(lambda d: (d.weight, d.bias), dense,
-                                 (ax.tensor(p["w"], Class, Hidden), ax.tensor(p["b"], Class)))
+        self.dense = eqx.tree_at(
+            lambda d: (d.weight, d.bias),
+            dense,
+            (ax.tensor(p["w"], Class, Hidden), ax.tensor(p["b"], Class)),
+        )
 
     def __call__(self, x: Any) -> Any:
         state = self.cell.init_state({Batch: x.size(Batch)})
@@ -134,13 +147,13 @@ def put_axjax(x: np.ndarray, y: np.ndarray) -> tuple[Any, Any]:
 
 
 def build_axjax(p: dict[str, np.ndarray]) -> Runner:
-    return jit_train_step(lambda m, x, y: axjax_loss(m, x, y).array, AxLSTM(p), put_axjax,
-                          split=True)
+    return jit_train_step(
+        lambda m, x, y: axjax_loss(m, x, y).array, AxLSTM(p), put_axjax, split=True
+    )
 
 
 def build_fit(p: dict[str, np.ndarray]) -> Runner:
     return fit_runner(AxLSTM(p), axjax_loss, put_axjax)
-
 
 
 # ----------------------------------------------------------------------------- Equinox
@@ -151,11 +164,14 @@ class EqxLSTM(eqx.Module):
     def __init__(self, p: dict[str, np.ndarray]) -> None:
         k1, k2 = jax.random.split(jax.random.key(0))
         a = jnp.asarray
-        self.cell = eqx.tree_at(lambda c: (c.weight_ih, c.weight_hh, c.bias),
-                                eqx.nn.LSTMCell(28, HIDDEN, key=k1),
-                                (a(p["wih"]), a(p["whh"]), a(p["bias"])))
-        self.dense = eqx.tree_at(lambda d: (d.weight, d.bias), eqx.nn.Linear(HIDDEN, 10, key=k2),
-                                 (a(p["w"]), a(p["b"])))
+        self.cell = eqx.tree_at(
+            lambda c: (c.weight_ih, c.weight_hh, c.bias),
+            eqx.nn.LSTMCell(28, HIDDEN, key=k1),
+            (a(p["wih"]), a(p["whh"]), a(p["bias"])),
+        )
+        self.dense = eqx.tree_at(
+            lambda d: (d.weight, d.bias), eqx.nn.Linear(HIDDEN, 10, key=k2), (a(p["w"]), a(p["b"]))
+        )
 
     def __call__(self, xs: Any) -> Any:
         zero = jnp.zeros(HIDDEN, xs.dtype)
@@ -207,8 +223,11 @@ def build_haliax(p: dict[str, np.ndarray]) -> Runner:
     hid, prev, out = Ax("hidden", HIDDEN), Ax("prev", HIDDEN), Ax("out", 10)
     a = jnp.asarray
     dense = hnn.Linear.init(hid, out, key=jax.random.key(0))
-    dense = eqx.tree_at(lambda d: (d.weight, d.bias), dense,
-                        (hax.named(a(p["w"]), (out, hid)), hax.named(a(p["b"]), (out,))))
+    dense = eqx.tree_at(
+        lambda d: (d.weight, d.bias),
+        dense,
+        (hax.named(a(p["w"]), (out, hid)), hax.named(a(p["b"]), (out,))),
+    )
 
     class HaxLSTM(eqx.Module):
         wih: Any
@@ -219,8 +238,11 @@ def build_haliax(p: dict[str, np.ndarray]) -> Runner:
         def __call__(self, x: Any) -> Any:
             def cell(state: Any, xt: Any) -> Any:
                 h, c = state
-                z = (hax.dot(xt, self.wih, axis=feat)
-                     + hax.dot(h.rename({hid: prev}), self.whh, axis=prev) + self.bias)
+                z = (
+                    hax.dot(xt, self.wih, axis=feat)
+                    + hax.dot(h.rename({hid: prev}), self.whh, axis=prev)
+                    + self.bias
+                )
                 i, f = hnn.sigmoid(z[gate, 0]), hnn.sigmoid(z[gate, 1])
                 g, o = hax.tanh(z[gate, 2]), hnn.sigmoid(z[gate, 3])
                 c = f * c + i * g
@@ -230,9 +252,12 @@ def build_haliax(p: dict[str, np.ndarray]) -> Runner:
             h, _ = hax.fold(cell, time)((zero, zero), x)
             return self.dense(h)
 
-    model = HaxLSTM(hax.named(a(p["wih"].reshape(4, HIDDEN, 28)), (gate, hid, feat)),
-                    hax.named(a(p["whh"].reshape(4, HIDDEN, HIDDEN)), (gate, hid, prev)),
-                    hax.named(a(p["bias"].reshape(4, HIDDEN)), (gate, hid)), dense)
+    model = HaxLSTM(
+        hax.named(a(p["wih"].reshape(4, HIDDEN, 28)), (gate, hid, feat)),
+        hax.named(a(p["whh"].reshape(4, HIDDEN, HIDDEN)), (gate, hid, prev)),
+        hax.named(a(p["bias"].reshape(4, HIDDEN)), (gate, hid)),
+        dense,
+    )
 
     def loss(model: Any, x: Any, y: Any) -> Any:
         target = hnn.one_hot(y, out, dtype=jnp.float32)

@@ -86,8 +86,9 @@ def expert_loss(xent: Any, params: Any, x: Any, y: Any) -> Any:
 
 def _expert(p: dict[str, np.ndarray], xent: Any) -> Runner:
     params = [(jnp.asarray(p[f"w{i}"]), jnp.asarray(p[f"b{i}"])) for i in range(3)]
-    return jit_train_step(functools.partial(expert_loss, xent), params,
-                          lambda x, y: put_jax(*flat(x, y)))
+    return jit_train_step(
+        functools.partial(expert_loss, xent), params, lambda x, y: put_jax(*flat(x, y))
+    )
 
 
 def build_expert(p: dict[str, np.ndarray]) -> Runner:
@@ -100,13 +101,18 @@ def build_expert_int(p: dict[str, np.ndarray]) -> Runner:
 
 # ----------------------------------------------------------------------------- axjax
 def axjax_model(p: dict[str, np.ndarray]) -> ax.nn.MLP[Pixel, Class]:
-    model = ax.nn.MLP(Pixel, Class, 784, 10, hidden={Hidden1: 300, Hidden2: 100},
-                      key=jax.random.key(0))
+    model = ax.nn.MLP(
+        Pixel, Class, 784, 10, hidden={Hidden1: 300, Hidden2: 100}, key=jax.random.key(0)
+    )
     axes = [(Hidden1, Pixel), (Hidden2, Hidden1), (Class, Hidden2)]
     layers = tuple(
-        eqx.tree_at(lambda lay: (lay.weight, lay.bias), layer,
-                    (ax.tensor(p[f"w{i}"], *axes[i]), ax.tensor(p[f"b{i}"], axes[i][0])))
-        for i, layer in enumerate(model.layers))
+        eqx.tree_at(
+            lambda lay: (lay.weight, lay.bias),
+            layer,
+            (ax.tensor(p[f"w{i}"], *axes[i]), ax.tensor(p[f"b{i}"], axes[i][0])),
+        )
+        for i, layer in enumerate(model.layers)
+    )
     return eqx.tree_at(lambda m: m.layers, model, layers)
 
 
@@ -120,13 +126,13 @@ def put_axjax(x: np.ndarray, y: np.ndarray) -> tuple[Any, Any]:
 
 
 def build_axjax(p: dict[str, np.ndarray]) -> Runner:
-    return jit_train_step(lambda m, x, y: axjax_loss(m, x, y).array, axjax_model(p),
-                          put_axjax, split=True)
+    return jit_train_step(
+        lambda m, x, y: axjax_loss(m, x, y).array, axjax_model(p), put_axjax, split=True
+    )
 
 
 def build_fit(p: dict[str, np.ndarray]) -> Runner:
     return fit_runner(axjax_model(p), axjax_loss, put_axjax)
-
 
 
 def build_graph(p: dict[str, np.ndarray]) -> Runner:
@@ -141,11 +147,15 @@ class EqxMLP(eqx.Module):
 
     def __init__(self, p: dict[str, np.ndarray]) -> None:
         keys = jax.random.split(jax.random.key(0), 3)
-        self.layers = [eqx.nn.Linear(n, m, key=k)
-                       for n, m, k in zip(SIZES, SIZES[1:], keys, strict=False)]
+        self.layers = [
+            eqx.nn.Linear(n, m, key=k) for n, m, k in zip(SIZES, SIZES[1:], keys, strict=False)
+        ]
         for i in range(3):
-            self.layers[i] = eqx.tree_at(lambda lay: (lay.weight, lay.bias), self.layers[i],
-                                         (jnp.asarray(p[f"w{i}"]), jnp.asarray(p[f"b{i}"])))
+            self.layers[i] = eqx.tree_at(
+                lambda lay: (lay.weight, lay.bias),
+                self.layers[i],
+                (jnp.asarray(p[f"w{i}"]), jnp.asarray(p[f"b{i}"])),
+            )
 
     def __call__(self, x: Any) -> Any:
         for layer in self.layers[:-1]:
@@ -181,9 +191,14 @@ def build_haliax(p: dict[str, np.ndarray]) -> Runner:
     layers = []
     for i in range(3):
         lin = hnn.Linear.init(axes[i], axes[i + 1], key=jax.random.key(i))
-        lin = eqx.tree_at(lambda lay: (lay.weight, lay.bias), lin,
-                          (hax.named(jnp.asarray(p[f"w{i}"]), (axes[i + 1], axes[i])),
-                           hax.named(jnp.asarray(p[f"b{i}"]), (axes[i + 1],))))
+        lin = eqx.tree_at(
+            lambda lay: (lay.weight, lay.bias),
+            lin,
+            (
+                hax.named(jnp.asarray(p[f"w{i}"]), (axes[i + 1], axes[i])),
+                hax.named(jnp.asarray(p[f"b{i}"]), (axes[i + 1],)),
+            ),
+        )
         layers.append(lin)
 
     def loss(model: Any, x: Any, y: Any) -> Any:

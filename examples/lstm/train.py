@@ -50,10 +50,9 @@ class RowLSTM(eqx.Module):
         self.cell = ax.nn.LSTMCell(Col, Hidden, 28, hidden, key=k1)
         self.head = ax.nn.Affine(Hidden, Class, hidden, 10, key=k2)
 
-    def __call__(self, x: ax.Tensor[ax.F32, Batch, Row, Col]
-                 ) -> ax.Tensor[ax.F32, Batch, Class]:
+    def __call__(self, x: ax.Tensor[ax.F32, Batch, Row, Col]) -> ax.Tensor[ax.F32, Batch, Class]:
         init = self.cell.init_state({Batch: x.size(Batch)})
-        h, _ = ax.nn.fold(self.cell, over=Row)(init, x)      # h: [Batch, Hidden]
+        h, _ = ax.nn.fold(self.cell, over=Row)(init, x)  # h: [Batch, Hidden]
         return self.head(h)
 
 
@@ -88,13 +87,24 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     schedule = optax.cosine_decay_schedule(args.lr, args.epochs * len(train_loader))
     optimizer = optax.chain(optax.clip_by_global_norm(1.0), optax.adam(schedule))
     start = time.perf_counter()
-    result = ax.train.fit(RowLSTM(args.hidden, init_key), optimizer, classify, train_loader,
-                          epochs=args.epochs, key=run_key, eval_data=test_loader,
-                          log_every=100, logdir=args.logdir, progress=not args.no_progress)
+    result = ax.train.fit(
+        RowLSTM(args.hidden, init_key),
+        optimizer,
+        classify,
+        train_loader,
+        epochs=args.epochs,
+        key=run_key,
+        eval_data=test_loader,
+        log_every=100,
+        logdir=args.logdir,
+        progress=not args.no_progress,
+    )
     seconds = time.perf_counter() - start
     accuracy = [r for r in result.history if "eval_accuracy" in r][-1]["eval_accuracy"]
-    print(f"row-by-row LSTM: test accuracy {accuracy:.2%} after {result.step} steps, "
-          f"{seconds:.1f} s; curves: {Path(args.logdir) / 'curves.png'}")
+    print(
+        f"row-by-row LSTM: test accuracy {accuracy:.2%} after {result.step} steps, "
+        f"{seconds:.1f} s; curves: {Path(args.logdir) / 'curves.png'}"
+    )
     return {"accuracy": accuracy, "seconds": seconds, "model": result.model}
 
 

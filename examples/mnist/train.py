@@ -78,8 +78,9 @@ class Hidden(ax.Axis): ...
 
 def mlp(key: jax.Array) -> ax.nn.MLP[ax.F32, Pixel, Class]:
     """The paper's 784-300-100-10 network with ReLU (LeCun et al. list 3.05 % error)."""
-    return ax.nn.MLP(Pixel, Class, 784, 10, hidden={Hidden1: 300, Hidden2: 100},
-                     activation=ax.relu, key=key)
+    return ax.nn.MLP(
+        Pixel, Class, 784, 10, hidden={Hidden1: 300, Hidden2: 100}, activation=ax.relu, key=key
+    )
 
 
 class CNN(eqx.Module):
@@ -100,28 +101,32 @@ class CNN(eqx.Module):
 
     def __init__(self, key: jax.Array) -> None:
         k1, k2, k3, k4 = jax.random.split(key, 4)
-        self.conv1 = ax.nn.Conv2D((Height, Width), Chan, Feature1, 1, 32, 3, padding="SAME",
-                                  key=k1)
-        self.conv2 = ax.nn.Conv2D((Height, Width), Feature1, Feature2, 32, 64, 3,
-                                  padding="SAME", key=k2)
+        self.conv1 = ax.nn.Conv2D((Height, Width), Chan, Feature1, 1, 32, 3, padding="SAME", key=k1)
+        self.conv2 = ax.nn.Conv2D(
+            (Height, Width), Feature1, Feature2, 32, 64, 3, padding="SAME", key=k2
+        )
         self.pool = ax.nn.MaxPool2D((Height, Width), window=2, stride=2, padding="VALID")
         self.fc1 = ax.nn.Affine(Flat, Hidden, 7 * 7 * 64, 256, key=k3)
         self.drop = ax.nn.Dropout(0.3)
         self.fc2 = ax.nn.Affine(Hidden, Class, 256, 10, key=k4)
 
-    def __call__(self, x: ax.Tensor[ax.F32, Batch, Height, Width], *,
-                 key: jax.Array | None = None) -> ax.Tensor[ax.F32, Batch, Class]:
+    def __call__(
+        self, x: ax.Tensor[ax.F32, Batch, Height, Width], *, key: jax.Array | None = None
+    ) -> ax.Tensor[ax.F32, Batch, Class]:
         x1: ax.Tensor[ax.F32, Batch, Height, Width, Chan] = ax.expand_dims(x, Chan, at=3)
         h1: ax.Tensor[ax.F32, Batch, Height, Width, Feature1] = self.pool(
-            ax.relu(self.conv1(x1)))                                       # 28 -> 14
+            ax.relu(self.conv1(x1))
+        )  # 28 -> 14
         h2: ax.Tensor[ax.F32, Batch, Height, Width, Feature2] = self.pool(
-            ax.relu(self.conv2(h1)))                                       # 14 -> 7
-        flat = ax.flatten(h2, (Height, Width, Feature2), Flat)             # [Batch, Flat=3136]
+            ax.relu(self.conv2(h1))
+        )  # 14 -> 7
+        flat = ax.flatten(h2, (Height, Width, Feature2), Flat)  # [Batch, Flat=3136]
         return self.fc2(self.drop(ax.relu(self.fc1(flat)), key=key))
 
 
-def classify(model: Any, x: Any, y: Any, *, key: jax.Array | None = None
-             ) -> tuple[Any, dict[str, Any]]:
+def classify(
+    model: Any, x: Any, y: Any, *, key: jax.Array | None = None
+) -> tuple[Any, dict[str, Any]]:
     """Mean softmax cross-entropy over the batch; accuracy as a metric. ``fit`` passes a
     fresh ``key`` each step (used by the CNN's dropout) and ``key=None`` to evaluate."""
     logits = model(x, key=key)
@@ -152,12 +157,20 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--limit", type=int, default=None, help="use the first N training images")
     p.add_argument("--test-limit", type=int, default=None, help="use the first N test images")
     p.add_argument("--no-progress", action="store_true")
-    p.add_argument("--devices", type=int, default=None,
-                   help="simulate N CPU devices (set before JAX starts)")
-    p.add_argument("--parallel", choices=tuple(PARALLEL), default=None,
-                   help="shard by axis name (default with --devices: data)")
-    p.add_argument("--coordinator", default=None,
-                   help="host:port of process 0 (jax.distributed; SLURM is detected itself)")
+    p.add_argument(
+        "--devices", type=int, default=None, help="simulate N CPU devices (set before JAX starts)"
+    )
+    p.add_argument(
+        "--parallel",
+        choices=tuple(PARALLEL),
+        default=None,
+        help="shard by axis name (default with --devices: data)",
+    )
+    p.add_argument(
+        "--coordinator",
+        default=None,
+        help="host:port of process 0 (jax.distributed; SLURM is detected itself)",
+    )
     p.add_argument("--num-processes", type=int, default=None)
     p.add_argument("--process-id", type=int, default=None)
     return p.parse_args(argv)
@@ -204,34 +217,59 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     key = jax.random.key(args.seed)
     init_key, data_key, run_key = jax.random.split(key, 3)
     norm = (0.1307, 0.3081) if args.dataset == "mnist" else (0.2860, 0.3530)  # mean, std
-    train_loader = ax.train.Loader(train, args.batch_size, axes=axes, key=data_key,
-                                   normalize=norm, parallel=par)
+    train_loader = ax.train.Loader(
+        train, args.batch_size, axes=axes, key=data_key, normalize=norm, parallel=par
+    )
     test_loader = ax.train.Loader(test, 1000, axes=axes, normalize=norm, parallel=par)
     model = mlp(init_key) if args.model == "mlp" else CNN(init_key)
     schedule = optax.cosine_decay_schedule(args.lr, args.epochs * len(train_loader))
     logdir = Path(args.logdir or ROOT / "runs" / f"{args.dataset}-{args.model}")
     # several processes: orbax folders, each process writing its own shards
-    ckpts = ax.train.Checkpoints(args.checkpoint_dir, keep=2, sharded=jax.process_count() > 1
-                                 ) if args.checkpoint_dir else None
+    ckpts = (
+        ax.train.Checkpoints(args.checkpoint_dir, keep=2, sharded=jax.process_count() > 1)
+        if args.checkpoint_dir
+        else None
+    )
+
     def say(text: str) -> None:  # only process 0 prints
         if main_process:
             print(text)
 
-    say(f"{args.model} on {spec.title}: {len(train)} training / {len(test)} test images, "
-          f"{args.epochs} epochs of {len(train_loader)} steps, on {jax.default_backend()}"
-          + (f" ({par!r})" if par is not None else ""))
+    say(
+        f"{args.model} on {spec.title}: {len(train)} training / {len(test)} test images, "
+        f"{args.epochs} epochs of {len(train_loader)} steps, on {jax.default_backend()}"
+        + (f" ({par!r})" if par is not None else "")
+    )
     start = time.perf_counter()
-    result = ax.train.fit(model, optax.adam(schedule), classify, train_loader,
-                          epochs=args.epochs, key=run_key, eval_data=test_loader,
-                          log_every=100, logdir=logdir, checkpoints=ckpts, resume=args.resume,
-                          progress=not args.no_progress, parallel=par)
+    result = ax.train.fit(
+        model,
+        optax.adam(schedule),
+        classify,
+        train_loader,
+        epochs=args.epochs,
+        key=run_key,
+        eval_data=test_loader,
+        log_every=100,
+        logdir=logdir,
+        checkpoints=ckpts,
+        resume=args.resume,
+        progress=not args.no_progress,
+        parallel=par,
+    )
     seconds = time.perf_counter() - start
     final = [r for r in result.history if "eval_accuracy" in r][-1]
-    say(f"test accuracy {final['eval_accuracy']:.2%} (error {1 - final['eval_accuracy']:.2%}) "
-          f"after {result.step} steps; {seconds:.1f} s in this run; "
-          f"curves: {logdir / 'curves.png'}")
-    return {"accuracy": final["eval_accuracy"], "seconds": seconds, "steps": result.step,
-            "logdir": logdir, "model": result.model}
+    say(
+        f"test accuracy {final['eval_accuracy']:.2%} (error {1 - final['eval_accuracy']:.2%}) "
+        f"after {result.step} steps; {seconds:.1f} s in this run; "
+        f"curves: {logdir / 'curves.png'}"
+    )
+    return {
+        "accuracy": final["eval_accuracy"],
+        "seconds": seconds,
+        "steps": result.step,
+        "logdir": logdir,
+        "model": result.model,
+    }
 
 
 if __name__ == "__main__":

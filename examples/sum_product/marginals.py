@@ -66,17 +66,23 @@ class Season(ax.Axis):
 
 VARIABLES: dict[type[ax.Axis], int] = {Rain: 2, Wet: 3, Slip: 2, Sprinkler: 3, Season: 4}
 EDGES: list[tuple[type[ax.Axis], type[ax.Axis]]] = [
-    (Rain, Wet), (Wet, Slip), (Wet, Sprinkler), (Sprinkler, Season)]
+    (Rain, Wet),
+    (Wet, Slip),
+    (Wet, Sprinkler),
+    (Sprinkler, Season),
+]
 
 
-def random_factors(key: jax.Array) -> tuple[dict[type[ax.Axis], AnyTensor],
-                                            dict[tuple[type[ax.Axis], type[ax.Axis]], AnyTensor]]:
+def random_factors(
+    key: jax.Array,
+) -> tuple[dict[type[ax.Axis], AnyTensor], dict[tuple[type[ax.Axis], type[ax.Axis]], AnyTensor]]:
     """Positive unary factors ``phi[v]`` over ``v`` and pairwise ``psi[(u, v)]`` over ``u, v``."""
     keys = iter(jax.random.split(key, len(VARIABLES) + len(EDGES)))
-    phi = {v: ax.uniform(next(keys), (n,), v, minval=0.5, maxval=2.0)
-           for v, n in VARIABLES.items()}
-    psi = {(u, v): ax.uniform(next(keys), (VARIABLES[u], VARIABLES[v]), u, v, minval=0.1,
-                              maxval=1.0) for u, v in EDGES}
+    phi = {v: ax.uniform(next(keys), (n,), v, minval=0.5, maxval=2.0) for v, n in VARIABLES.items()}
+    psi = {
+        (u, v): ax.uniform(next(keys), (VARIABLES[u], VARIABLES[v]), u, v, minval=0.1, maxval=1.0)
+        for u, v in EDGES
+    }
     return phi, psi
 
 
@@ -86,18 +92,20 @@ def normalised(t: AnyTensor) -> AnyTensor:
     return t / ax.sum(t, axis)
 
 
-def marginals_by_contraction(phi: dict[type[ax.Axis], AnyTensor],
-                             psi: dict[tuple[type[ax.Axis], type[ax.Axis]], AnyTensor]
-                             ) -> dict[type[ax.Axis], AnyTensor]:
+def marginals_by_contraction(
+    phi: dict[type[ax.Axis], AnyTensor], psi: dict[tuple[type[ax.Axis], type[ax.Axis]], AnyTensor]
+) -> dict[type[ax.Axis], AnyTensor]:
     """Each marginal as one n-ary contraction of every factor over the other variables."""
     factors = [*phi.values(), *psi.values()]
-    return {v: normalised(ax.contract(*factors, over=tuple(u for u in VARIABLES if u is not v)))
-            for v in VARIABLES}
+    return {
+        v: normalised(ax.contract(*factors, over=tuple(u for u in VARIABLES if u is not v)))
+        for v in VARIABLES
+    }
 
 
-def marginals_by_messages(phi: dict[type[ax.Axis], AnyTensor],
-                          psi: dict[tuple[type[ax.Axis], type[ax.Axis]], AnyTensor]
-                          ) -> dict[type[ax.Axis], AnyTensor]:
+def marginals_by_messages(
+    phi: dict[type[ax.Axis], AnyTensor], psi: dict[tuple[type[ax.Axis], type[ax.Axis]], AnyTensor]
+) -> dict[type[ax.Axis], AnyTensor]:
     """Belief propagation on the tree: each message one contraction over the sender."""
     neighbours: dict[type[ax.Axis], list[type[ax.Axis]]] = {v: [] for v in VARIABLES}
     pair: dict[tuple[type[ax.Axis], type[ax.Axis]], AnyTensor] = {}
@@ -127,9 +135,9 @@ def _product(first: AnyTensor, others: list[AnyTensor]) -> AnyTensor:
     return first
 
 
-def marginals_by_enumeration(phi: dict[type[ax.Axis], AnyTensor],
-                             psi: dict[tuple[type[ax.Axis], type[ax.Axis]], AnyTensor]
-                             ) -> dict[type[ax.Axis], np.ndarray[Any, np.dtype[np.float64]]]:
+def marginals_by_enumeration(
+    phi: dict[type[ax.Axis], AnyTensor], psi: dict[tuple[type[ax.Axis], type[ax.Axis]], AnyTensor]
+) -> dict[type[ax.Axis], np.ndarray[Any, np.dtype[np.float64]]]:
     """The reference: the unnormalised probability of every joint assignment, summed."""
     order = list(VARIABLES)
     p_phi = {v: np.asarray(t.array, np.float64) for v, t in phi.items()}
@@ -157,13 +165,19 @@ def main(argv: list[str] | None = None) -> float:
     phi, psi = random_factors(jax.random.key(args.seed))
     exact = marginals_by_enumeration(phi, psi)
     worst = 0.0
-    for name, found in (("contraction", marginals_by_contraction(phi, psi)),
-                        ("messages", marginals_by_messages(phi, psi))):
+    for name, found in (
+        ("contraction", marginals_by_contraction(phi, psi)),
+        ("messages", marginals_by_messages(phi, psi)),
+    ):
         for v, m in found.items():
             assert m.axes == (v,), m
             worst = max(worst, float(np.abs(np.asarray(m.array) - exact[v]).max()))
-        print(f"{name:12} " + "  ".join(
-            f"{v.__name__}={np.round(np.asarray(found[v].array), 3)}" for v in VARIABLES))
+        print(
+            f"{name:12} "
+            + "  ".join(
+                f"{v.__name__}={np.round(np.asarray(found[v].array), 3)}" for v in VARIABLES
+            )
+        )
     ends = chain_ends(psi)
     print(f"chain ends: {ends}")
     print(f"largest difference from brute-force enumeration: {worst:.2e}")

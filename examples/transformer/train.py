@@ -53,9 +53,26 @@ import optax
 import axjax as ax
 from axjax.nn import Head, HeadDim, KeyPos
 
-__all__ = ["Batch", "Block", "Config", "Embed", "Head", "HeadDim", "KeyPos", "LM", "Mlp",
-           "Pos", "Vocab", "Windows", "eval_windows", "lm_loss", "load_corpus", "main",
-           "sample", "unigram_bits"]
+__all__ = [
+    "Batch",
+    "Block",
+    "Config",
+    "Embed",
+    "Head",
+    "HeadDim",
+    "KeyPos",
+    "LM",
+    "Mlp",
+    "Pos",
+    "Vocab",
+    "Windows",
+    "eval_windows",
+    "lm_loss",
+    "load_corpus",
+    "main",
+    "sample",
+    "unigram_bits",
+]
 
 
 # ----------------------------------------------------------------------------- corpus
@@ -75,12 +92,16 @@ Window = tuple[ax.Tensor[ax.I32, Batch, Pos], ax.Tensor[ax.I32, Batch, Pos]]
 def stdlib_files(root: str | None = None) -> list[Path]:
     """The ``.py`` files of the standard library (not ``site-packages``), in a fixed order."""
     base = Path(root or sysconfig.get_paths()["stdlib"])
-    return sorted(p for p in base.rglob("*.py")
-                  if "site-packages" not in p.parts and "dist-packages" not in p.parts)
+    return sorted(
+        p
+        for p in base.rglob("*.py")
+        if "site-packages" not in p.parts and "dist-packages" not in p.parts
+    )
 
 
-def load_corpus(root: str | None = None, valid_every: int = 20, limit_bytes: int | None = None
-                ) -> tuple[np.ndarray, np.ndarray]:
+def load_corpus(
+    root: str | None = None, valid_every: int = 20, limit_bytes: int | None = None
+) -> tuple[np.ndarray, np.ndarray]:
     """``(train, valid)`` byte arrays (uint8). A file goes to validation when the CRC of its
     relative path is divisible by ``valid_every`` (the split is by file and stable; a
     corpus too small for that holds out its last file)."""
@@ -121,12 +142,18 @@ class Windows:
     data.
     """
 
-    def __init__(self, data: np.ndarray, batch: int, context: int, steps: int,
-                 seed: int = 0) -> None:
+    def __init__(
+        self, data: np.ndarray, batch: int, context: int, steps: int, seed: int = 0
+    ) -> None:
         if len(data) <= context + 1:
             raise ValueError(f"Windows: {len(data)} bytes is too short for context {context}")
         self.data, self.batch, self.context, self.steps, self.seed = (
-            data, batch, context, steps, seed)
+            data,
+            batch,
+            context,
+            steps,
+            seed,
+        )
 
     def __len__(self) -> int:
         return self.steps
@@ -141,12 +168,13 @@ class Windows:
         """The windows starting at ``starts`` (one per row of the batch)."""
         idx = starts[:, None] + np.arange(self.context + 1)[None, :]
         chunk = self.data[idx].astype(np.int32)
-        return (ax.tensor(chunk[:, :-1], Batch, Pos, dtype=ax.I32),
-                ax.tensor(chunk[:, 1:], Batch, Pos, dtype=ax.I32))
+        return (
+            ax.tensor(chunk[:, :-1], Batch, Pos, dtype=ax.I32),
+            ax.tensor(chunk[:, 1:], Batch, Pos, dtype=ax.I32),
+        )
 
 
-def eval_windows(data: np.ndarray, batch: int, context: int, max_batches: int
-                 ) -> list[Window]:
+def eval_windows(data: np.ndarray, batch: int, context: int, max_batches: int) -> list[Window]:
     """Non-overlapping windows from the start of ``data`` (at most ``max_batches`` batches),
     the same every evaluation."""
     per = context + 1
@@ -199,15 +227,22 @@ class Block(eqx.Module):
     def __init__(self, cfg: Config, key: jax.Array) -> None:
         k1, k2, k3 = jax.random.split(key, 3)
         self.ln1 = ax.nn.LayerNorm(Embed, cfg.embed)
-        self.attn = ax.nn.MultiheadAttention(Embed, cfg.embed, num_heads=cfg.heads,
-                                             query_pos=Pos, causal=True,
-                                             implementation=cfg.attention, key=k1)
+        self.attn = ax.nn.MultiheadAttention(
+            Embed,
+            cfg.embed,
+            num_heads=cfg.heads,
+            query_pos=Pos,
+            causal=True,
+            implementation=cfg.attention,
+            key=k1,
+        )
         self.ln2 = ax.nn.LayerNorm(Embed, cfg.embed)
         self.up = ax.nn.Affine(Embed, Mlp, cfg.embed, cfg.mlp, key=k2)
         self.down = ax.nn.Affine(Mlp, Embed, cfg.mlp, cfg.embed, key=k3)
 
-    def __call__(self, x: ax.Tensor[ax.F32, Batch, Pos, Embed]
-                 ) -> ax.Tensor[ax.F32, Batch, Pos, Embed]:
+    def __call__(
+        self, x: ax.Tensor[ax.F32, Batch, Pos, Embed]
+    ) -> ax.Tensor[ax.F32, Batch, Pos, Embed]:
         # typed F32; under a bf16 policy the same code runs on BF16 tensors
         x = x + self.attn(self.ln1(x))
         return x + self.down(ax.gelu(self.up(self.ln2(x))))
@@ -228,15 +263,15 @@ class LM(eqx.Module):
 
     def __init__(self, cfg: Config, *, key: jax.Array, remat: bool = False) -> None:
         kt, kp, *kb = jax.random.split(key, 2 + cfg.layers)
-        self.tokens = ax.nn.Embedding(Vocab, Embed, cfg.vocab, cfg.embed,
-                                      weight_init=ax.nn.init.normal(0.02), key=kt)
+        self.tokens = ax.nn.Embedding(
+            Vocab, Embed, cfg.vocab, cfg.embed, weight_init=ax.nn.init.normal(0.02), key=kt
+        )
         self.positions = ax.nn.init.normal(0.02)(kp, {Pos: cfg.context, Embed: cfg.embed})
         blocks = [Block(cfg, k) for k in kb]
         self.blocks = tuple(ax.nn.remat(b) for b in blocks) if remat else tuple(blocks)
         self.ln_f = ax.nn.LayerNorm(Embed, cfg.embed)
 
-    def __call__(self, ids: ax.Tensor[ax.I32, Batch, Pos]
-                 ) -> ax.Tensor[Any, Batch, Pos, Vocab]:
+    def __call__(self, ids: ax.Tensor[ax.I32, Batch, Pos]) -> ax.Tensor[Any, Batch, Pos, Vocab]:
         # a precision policy casts the whole model, so the tables are in the compute dtype
         x: ax.Tensor[ax.F32, Batch, Pos, Embed] = self.tokens(ids)
         x = x + ax.broadcast(ax.slice(self.positions, Pos, 0, ids.size(Pos)), x)
@@ -245,12 +280,12 @@ class LM(eqx.Module):
         return ax.contract(self.ln_f(x), self.tokens.weight, over=Embed)
 
 
-def lm_loss(model: LM, ids: ax.Tensor[ax.I32, Batch, Pos],
-            targets: ax.Tensor[ax.I32, Batch, Pos]) -> ax.Tensor[ax.F32]:
+def lm_loss(
+    model: LM, ids: ax.Tensor[ax.I32, Batch, Pos], targets: ax.Tensor[ax.I32, Batch, Pos]
+) -> ax.Tensor[ax.F32]:
     """Mean next-byte cross-entropy (nats) over ``Batch`` and ``Pos``, computed in f32."""
     logits: ax.Tensor[ax.F32, Batch, Pos, Vocab] = ax.astype(model(ids), ax.F32)
-    per_byte: ax.Tensor[ax.F32, Batch, Pos] = ax.train.softmax_cross_entropy(logits, targets,
-                                                                             Vocab)
+    per_byte: ax.Tensor[ax.F32, Batch, Pos] = ax.train.softmax_cross_entropy(logits, targets, Vocab)
     loss: ax.Tensor[ax.F32] = ax.mean(ax.mean(per_byte, Pos), Batch)
     return loss
 
@@ -261,16 +296,19 @@ ROOT = Path(__file__).resolve().parents[2]
 PRESETS = {
     "test": Config(context=16, embed=32, heads=2, layers=1, mlp=64, batch=8, steps=4),
     "tiny": Config(),
-    "gpt2-small": Config(context=1024, embed=768, heads=12, layers=12, mlp=3072, batch=16,
-                         steps=20_000, lr=6e-4),
+    "gpt2-small": Config(
+        context=1024, embed=768, heads=12, layers=12, mlp=3072, batch=16, steps=20_000, lr=6e-4
+    ),
 }
 
 PROMPT = b"def main(argv=None):\n    "
 
 
-def sample(model: LM, prompt: bytes, n: int, context: int, key: jax.Array,
-           temperature: float = 0.8) -> bytes:
+def sample(
+    model: LM, prompt: bytes, n: int, context: int, key: jax.Array, temperature: float = 0.8
+) -> bytes:
     """Continue ``prompt`` by ``n`` bytes, drawing each from the model's softmax."""
+
     @eqx.filter_jit
     def next_logits(m: LM, window: jax.Array | np.ndarray) -> jax.Array:
         logits = m(ax.tensor(window[None, :], Batch, Pos, dtype=ax.I32))
@@ -280,10 +318,10 @@ def sample(model: LM, prompt: bytes, n: int, context: int, key: jax.Array,
     for k in jax.random.split(key, n):
         window = np.zeros(context, np.int32)
         tail = out[-context:]
-        window[:len(tail)] = tail
+        window[: len(tail)] = tail
         row = next_logits(model, window)[len(tail) - 1]
         out.append(int(jax.random.categorical(k, row / temperature)))
-    return bytes(out[len(prompt[-context:]):])
+    return bytes(out[len(prompt[-context:]) :])
 
 
 def parse(argv: list[str] | None) -> argparse.Namespace:
@@ -292,8 +330,12 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--steps", type=int, default=None, help="training steps (preset's default)")
     p.add_argument("--batch-size", type=int, default=None)
     p.add_argument("--layers", type=int, default=None)
-    p.add_argument("--precision", choices=["f32", "bf16", "f16"], default="f32",
-                   help="compute dtype (parameters stay f32; f16 uses dynamic loss scaling)")
+    p.add_argument(
+        "--precision",
+        choices=["f32", "bf16", "f16"],
+        default="f32",
+        help="compute dtype (parameters stay f32; f16 uses dynamic loss scaling)",
+    )
     p.add_argument("--remat", action="store_true", help="recompute each block in backward")
     p.add_argument("--eval-batches", type=int, default=16)
     p.add_argument("--log-every", type=int, default=100)
@@ -303,12 +345,20 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--logdir", default=str(ROOT / "runs" / "transformer"))
     p.add_argument("--no-progress", action="store_true")
-    p.add_argument("--devices", type=int, default=None,
-                   help="simulate N CPU devices (set before JAX starts)")
-    p.add_argument("--parallel", choices=tuple(PARALLEL), default=None,
-                   help="shard by axis name (default with --devices: data)")
-    p.add_argument("--coordinator", default=None,
-                   help="host:port of process 0 (jax.distributed; SLURM is detected itself)")
+    p.add_argument(
+        "--devices", type=int, default=None, help="simulate N CPU devices (set before JAX starts)"
+    )
+    p.add_argument(
+        "--parallel",
+        choices=tuple(PARALLEL),
+        default=None,
+        help="shard by axis name (default with --devices: data)",
+    )
+    p.add_argument(
+        "--coordinator",
+        default=None,
+        help="host:port of process 0 (jax.distributed; SLURM is detected itself)",
+    )
     p.add_argument("--num-processes", type=int, default=None)
     p.add_argument("--process-id", type=int, default=None)
     return p.parse_args(argv)
@@ -359,9 +409,12 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     main_process = jax.process_index() == 0
     par = parallel(args)
     cfg = PRESETS[args.preset]
-    cfg = dataclasses.replace(cfg, steps=args.steps or cfg.steps,
-                              batch=args.batch_size or cfg.batch,
-                              layers=args.layers or cfg.layers)
+    cfg = dataclasses.replace(
+        cfg,
+        steps=args.steps or cfg.steps,
+        batch=args.batch_size or cfg.batch,
+        layers=args.layers or cfg.layers,
+    )
     train_bytes, valid_bytes = load_corpus(args.stdlib, limit_bytes=args.limit_bytes)
     baseline = unigram_bits(train_bytes, valid_bytes)
 
@@ -369,43 +422,72 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         if main_process:
             print(text)
 
-    say(f"corpus: Python {sys.version.split()[0]} stdlib, {len(train_bytes):,} train bytes, "
+    say(
+        f"corpus: Python {sys.version.split()[0]} stdlib, {len(train_bytes):,} train bytes, "
         f"{len(valid_bytes):,} validation bytes; unigram baseline {baseline:.3f} bits/byte"
-        + (f"; {par!r}" if par is not None else ""))
+        + (f"; {par!r}" if par is not None else "")
+    )
     init_key, run_key, sample_key = jax.random.split(jax.random.key(args.seed), 3)
     model = LM(cfg, key=init_key, remat=args.remat)
     train = Windows(train_bytes, cfg.batch, cfg.context, cfg.steps, seed=args.seed)
     valid = eval_windows(valid_bytes, cfg.batch, cfg.context, args.eval_batches)
     if par is not None:  # fit places the training batches; these are placed here
         valid = [par.place_batch(w) for w in valid]
-    schedule = optax.warmup_cosine_decay_schedule(0.0, cfg.lr, min(100, cfg.steps // 10 + 1),
-                                                  cfg.steps, cfg.lr / 10)
-    optimizer = optax.chain(optax.clip_by_global_norm(1.0),
-                            optax.adamw(schedule, b2=0.99, weight_decay=0.01))
+    schedule = optax.warmup_cosine_decay_schedule(
+        0.0, cfg.lr, min(100, cfg.steps // 10 + 1), cfg.steps, cfg.lr / 10
+    )
+    optimizer = optax.chain(
+        optax.clip_by_global_norm(1.0), optax.adamw(schedule, b2=0.99, weight_decay=0.01)
+    )
     logdir = Path(args.logdir)
-    policy = None if args.precision == "f32" else ax.nn.Policy.mixed(
-        ax.BF16 if args.precision == "bf16" else ax.F16)
+    policy = (
+        None
+        if args.precision == "f32"
+        else ax.nn.Policy.mixed(ax.BF16 if args.precision == "bf16" else ax.F16)
+    )
     start = time.perf_counter()
-    result = ax.train.fit(model, optimizer, lm_loss, train, epochs=1, key=run_key,
-                          eval_data=valid, log_every=args.log_every, logdir=logdir,
-                          checkpoints=ax.train.Checkpoints(
-                              logdir / "checkpoints", keep=2,
-                              sharded=jax.process_count() > 1),  # orbax: shards per process
-                          progress=not args.no_progress, precision=policy, parallel=par)
+    result = ax.train.fit(
+        model,
+        optimizer,
+        lm_loss,
+        train,
+        epochs=1,
+        key=run_key,
+        eval_data=valid,
+        log_every=args.log_every,
+        logdir=logdir,
+        checkpoints=ax.train.Checkpoints(
+            logdir / "checkpoints", keep=2, sharded=jax.process_count() > 1
+        ),  # orbax: shards per process
+        progress=not args.no_progress,
+        precision=policy,
+        parallel=par,
+    )
     seconds = time.perf_counter() - start
     bits = [r for r in result.history if "eval_loss" in r][-1]["eval_loss"] / math.log(2)
     per_step = seconds / max(result.step, 1)
     trained = result.model if par is None else whole(result.model)
     if main_process:
         ax.nn.save_safetensors(trained, logdir / "model.safetensors")
-    text = (sample(trained, PROMPT, args.sample_bytes, cfg.context, sample_key)
-            if args.sample_bytes else b"")
-    say(f"validation {bits:.3f} bits/byte (unigram baseline {baseline:.3f}) after "
+    text = (
+        sample(trained, PROMPT, args.sample_bytes, cfg.context, sample_key)
+        if args.sample_bytes
+        else b""
+    )
+    say(
+        f"validation {bits:.3f} bits/byte (unigram baseline {baseline:.3f}) after "
         f"{result.step} steps, {seconds:.1f} s ({per_step * 1e3:.0f} ms/step); curves: "
-        f"{logdir / 'curves.png'}")
+        f"{logdir / 'curves.png'}"
+    )
     say("sample:\n" + (PROMPT + text).decode("utf-8", errors="replace"))
-    return {"bits": bits, "baseline": baseline, "seconds": seconds, "steps": result.step,
-            "model": result.model, "sample": text}
+    return {
+        "bits": bits,
+        "baseline": baseline,
+        "seconds": seconds,
+        "steps": result.step,
+        "model": result.model,
+        "sample": text,
+    }
 
 
 if __name__ == "__main__":

@@ -44,18 +44,26 @@ def make_model(key: jax.Array) -> ax.nn.MLP[ax.F32, In, Class]:
 
 
 def loss_fn(model: Any, x: Any, y: Any) -> tuple[Any, dict[str, Any]]:
-    logits = model(x)                                    # Tensor[F32, Batch, Class]
+    logits = model(x)  # Tensor[F32, Batch, Class]
     loss = ax.mean(ax.train.softmax_cross_entropy(logits, y, Class), Batch)
     return loss, {"accuracy": ax.train.accuracy(logits, y, Class)}
 
 
-def train(steps: int = 400, lr: float = 0.1, seed: int = 1, progress: bool = True
-          ) -> tuple[ax.nn.MLP[ax.F32, In, Class], float, float]:
+def train(
+    steps: int = 400, lr: float = 0.1, seed: int = 1, progress: bool = True
+) -> tuple[ax.nn.MLP[ax.F32, In, Class], float, float]:
     """Train on the four examples (one full batch per step); return (model, accuracy, s)."""
     x, y = xor_data()
     start = time.perf_counter()
-    result = ax.train.fit(make_model(jax.random.key(seed)), optax.adam(lr), loss_fn,
-                          [(x, y)] * steps, epochs=1, log_every=50, progress=progress)
+    result = ax.train.fit(
+        make_model(jax.random.key(seed)),
+        optax.adam(lr),
+        loss_fn,
+        [(x, y)] * steps,
+        epochs=1,
+        log_every=50,
+        progress=progress,
+    )
     accuracy = ax.train.evaluate(result.model, loss_fn, [(x, y)])["accuracy"]
     return result.model, accuracy, time.perf_counter() - start
 

@@ -24,21 +24,44 @@ SUMMARY = {"median", "min", "max"}
 
 @pytest.fixture(scope="module")
 def results() -> dict[str, Any]:
-    args = _parser().parse_args(["--quick", "--models", "mlp", "--frameworks",
-                                 "jax,expert,expert-int,axjax,graph,fit,equinox", "--no-memory",
-                                 "--no-dispatch"])
+    args = _parser().parse_args(
+        [
+            "--quick",
+            "--models",
+            "mlp",
+            "--frameworks",
+            "jax,expert,expert-int,axjax,graph,fit,equinox",
+            "--no-memory",
+            "--no-dispatch",
+        ]
+    )
     return run(args, log=lambda s: None)
 
 
 def test_every_framework_has_every_figure(results: dict[str, Any]) -> None:
     model = results["models"]["mlp"]
-    assert set(model["frameworks"]) == {"jax", "expert", "expert-int", "axjax", "graph", "fit",
-                                        "equinox"}
+    assert set(model["frameworks"]) == {
+        "jax",
+        "expert",
+        "expert-int",
+        "axjax",
+        "graph",
+        "fit",
+        "equinox",
+    }
     assert model["experts"] == ["jax", "expert", "expert-int"]
     for fw, r in model["frameworks"].items():
         assert "skipped" not in r, f"{fw}: {r.get('skipped')}"
-        for key in ("fixed_steps_per_s", "loop_steps_per_s", "fixed_ratio", "loop_ratio",
-                    "fixed_best_ratio", "loop_best_ratio", "first_step_s", "host_us_per_step"):
+        for key in (
+            "fixed_steps_per_s",
+            "loop_steps_per_s",
+            "fixed_ratio",
+            "loop_ratio",
+            "fixed_best_ratio",
+            "loop_best_ratio",
+            "first_step_s",
+            "host_us_per_step",
+        ):
             assert SUMMARY <= set(r[key]), (fw, key)
             assert all(math.isfinite(v) and v > 0 for v in (r[key][k] for k in SUMMARY))
         assert r["traces"] == 1, f"{fw} traced {r['traces']} times"
@@ -113,8 +136,10 @@ def test_lstm_layout_variants_compute_the_same_model() -> None:
 
     data = load_mnist()
     idx = data.batches(seed=1, count=1)[0]
-    losses = {k: float(r.step(r.state, *r.put(data.images[idx], data.labels[idx]))[1])
-              for k, r in runners().items()}
+    losses = {
+        k: float(r.step(r.state, *r.put(data.images[idx], data.labels[idx]))[1])
+        for k, r in runners().items()
+    }
     assert len(losses) == 4
     np.testing.assert_allclose(list(losses.values()), losses["jax [in, out]"], rtol=1e-5)
 

@@ -22,8 +22,11 @@ def _np(x: Any) -> np.ndarray:
 @pytest.mark.parametrize("dtype, tol", [("f32", 1e-5), ("bf16", 5e-2)])
 def test_mlp_versions_agree(dtype: str, tol: float) -> None:
     block = mlp_block(PRESETS["quick"], dtype, jax.random.key(0))
-    assert math.isclose(float(block.loss_jax(*block.args_jax)),
-                        float(block.loss_axjax(*block.args_axjax)), rel_tol=tol)
+    assert math.isclose(
+        float(block.loss_jax(*block.args_jax)),
+        float(block.loss_axjax(*block.args_axjax)),
+        rel_tol=tol,
+    )
     got, want = block.grad_axjax(*block.args_axjax), block.grad_jax(*block.args_jax)
     for (a1, a2), (j1, j2) in zip(got, want, strict=True):
         for a, j in ((a1, j1), (a2, j2)):
@@ -32,8 +35,11 @@ def test_mlp_versions_agree(dtype: str, tol: float) -> None:
 
 def test_attention_versions_agree() -> None:
     block = attention_block(PRESETS["quick"], "f32", jax.random.key(1))
-    assert math.isclose(float(block.loss_jax(*block.args_jax)),
-                        float(block.loss_axjax(*block.args_axjax)), rel_tol=1e-5)
+    assert math.isclose(
+        float(block.loss_jax(*block.args_jax)),
+        float(block.loss_axjax(*block.args_axjax)),
+        rel_tol=1e-5,
+    )
     got, want = block.grad_axjax(*block.args_axjax), block.grad_jax(*block.args_jax)
     mine = (got.query_proj, got.key_proj, got.value_proj, got.output_proj)
     for a, j in zip(mine, want, strict=True):
@@ -57,10 +63,12 @@ def test_flop_counts() -> None:
     s = PRESETS["quick"]
     assert mlp_block(s, "f32", jax.random.key(0)).flops == 3 * 2 * 2 * (2 * 16 * 32 * 128)
     b, t, e = s.att_batch, s.seq, s.width
-    assert attention_block(s, "f32", jax.random.key(0)).flops == 3 * (8 * b * t * e * e
-                                                                      + 4 * b * t * t * e)
+    assert attention_block(s, "f32", jax.random.key(0)).flops == 3 * (
+        8 * b * t * e * e + 4 * b * t * t * e
+    )
     assert bench_large(s, "f32", rounds=1, window_s=0.0, blocks=("mlp",))["blocks"].keys() == {
-        "mlp"}
+        "mlp"
+    }
 
 
 def test_trace_depth_reports_every_part(capsys: pytest.CaptureFixture[str]) -> None:

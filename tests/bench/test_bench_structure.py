@@ -55,7 +55,8 @@ def test_no_more_of_each_costly_kind_than_the_expert(structure: Any) -> None:
     name, counts = structure
     ref = counts["expert"]["kinds"]
     assert ref["dot"] + ref["convolution"] >= 5 and ref["fusion kLoop"] > 20, (
-        f"{name}: the expert step has only {dict(ref)}")
+        f"{name}: the expert step has only {dict(ref)}"
+    )
     for path in PATHS:
         excess = kind_excess(counts[path]["kinds"], ref, name)
         assert not excess, f"{name}/{path}: (count, allowed) per kind {excess}"
@@ -68,16 +69,21 @@ def test_no_host_transfer_in_compiled_step(structure: Any, path: str) -> None:
 
 
 # each mutation, on a model where it costs time, with the kinds that must catch it
-MUTANTS = [("attention", "einsum", {"transpose", "copy"}),
-           ("lstm", "transpose", {"transpose", "copy"}),
-           ("mlp", "no custom backward", {"scatter", "fusion kLoop"}),
-           ("lstm", "no custom backward", {"transpose", "copy", "scatter"})]
+MUTANTS = [
+    ("attention", "einsum", {"transpose", "copy"}),
+    ("lstm", "transpose", {"transpose", "copy"}),
+    ("mlp", "no custom backward", {"scatter", "fusion kLoop"}),
+    ("lstm", "no custom backward", {"transpose", "copy", "scatter"}),
+]
 
 
-@pytest.mark.parametrize(("structure", "kind", "caught_by"), MUTANTS, indirect=["structure"],
-                         ids=[f"{m}-{k}" for m, k, _ in MUTANTS])
-def test_a_slower_lowering_fails_the_guard(structure: Any, kind: str,
-                                           caught_by: set[str]) -> None:
+@pytest.mark.parametrize(
+    ("structure", "kind", "caught_by"),
+    MUTANTS,
+    indirect=["structure"],
+    ids=[f"{m}-{k}" for m, k, _ in MUTANTS],
+)
+def test_a_slower_lowering_fails_the_guard(structure: Any, kind: str, caught_by: set[str]) -> None:
     name, counts = structure
     with mutation(kind):
         got = step_structure(MODELS[name], ("axjax",))["axjax"]["kinds"]
@@ -120,8 +126,9 @@ def test_op_counters_read_real_text() -> None:
     hlo = compiled_ops(lowered.compile().as_text())
     assert sum(hlo.values()) >= 3
     g = jax.jit(lambda a, b, i: (jnp.tanh(a @ b.T).T, a[i], jnp.sin(a) + 1))
-    kinds = cost_kinds(g.lower(jnp.ones((4, 3)), jnp.ones((5, 3)), jnp.arange(2)).compile()
-                       .as_text())
+    kinds = cost_kinds(
+        g.lower(jnp.ones((4, 3)), jnp.ones((5, 3)), jnp.arange(2)).compile().as_text()
+    )
     assert kinds["dot"] == 1 and kinds["gather"] == 1 and kinds["fusion kLoop"] >= 1
     assert not kinds["scatter"] and not kinds["while"]
 
@@ -135,14 +142,14 @@ def test_host_guard_sees_a_callback() -> None:
     assert host_transfers(text), "a pure_callback must show up as a host transfer"
 
 
-@pytest.mark.parametrize(("name", "path"), [(m, p) for m in ("mlp", "cnn")
-                                             for p in ("jax", "axjax", "graph")]
-                         + [("lstm", "graph")])
+@pytest.mark.parametrize(
+    ("name", "path"),
+    [(m, p) for m in ("mlp", "cnn") for p in ("jax", "axjax", "graph")] + [("lstm", "graph")],
+)
 def test_traced_once_and_no_transfer_over_steps(data: Any, name: str, path: str) -> None:
     model = MODELS[name]
     runner = getattr(model, f"build_{path}")(model.init(0))
-    batches = [runner.put(data.images[i], data.labels[i])
-               for i in data.batches(seed=3, count=4)]
+    batches = [runner.put(data.images[i], data.labels[i]) for i in data.batches(seed=3, count=4)]
     state, loss = runner.step(runner.state, *batches[0])
     runner.sync((state, loss))
     with jax.transfer_guard("disallow"):
@@ -165,8 +172,11 @@ def test_transfer_guard_fires_on_a_host_batch(data: Any) -> None:
 
 
 def test_retrace_counter_counts() -> None:
-    runner = jit_train_step(lambda p, x, y: jnp.sum(p * x) + jnp.sum(y), jnp.ones(2),
-                            lambda x, y: (jnp.asarray(x), jnp.asarray(y)))
+    runner = jit_train_step(
+        lambda p, x, y: jnp.sum(p * x) + jnp.sum(y),
+        jnp.ones(2),
+        lambda x, y: (jnp.asarray(x), jnp.asarray(y)),
+    )
     state, _ = runner.step(runner.state, jnp.ones(2), jnp.ones(3))
     state, _ = runner.step(state, jnp.ones(2), jnp.ones(3))
     assert runner.traces is not None and runner.traces() == 1

@@ -141,8 +141,13 @@ def draw_inputs(case: OpCase, data: st.DataObject) -> Drawn:
     return Drawn(sizes, perms, values)
 
 
-def _values(rng: np.random.Generator, arg: Arg, shape: tuple[int, ...],
-            sizes: dict[type[ax.Axis], int], pool: Iterator[float]) -> np.ndarray:
+def _values(
+    rng: np.random.Generator,
+    arg: Arg,
+    shape: tuple[int, ...],
+    sizes: dict[type[ax.Axis], int],
+    pool: Iterator[float],
+) -> np.ndarray:
     if arg.kind == "normal":
         return rng.normal(size=shape)
     if arg.kind == "positive":
@@ -195,12 +200,12 @@ def _canonical(case: OpCase, out: ax.Tensor[Any, *tuple[Any, ...]]) -> Array:
     assert isinstance(out, ax.Tensor), f"{case.name} returned {type(out).__name__}"
     assert len(set(out.axes)) == len(out.axes), f"{case.name}: an axis twice in {out.axes}"
     assert sorted(a.__name__ for a in out.axes) == sorted(a.__name__ for a in case.out), (
-        f"{case.name}: result axes {out.axes}, expected a permutation of {case.out}")
+        f"{case.name}: result axes {out.axes}, expected a permutation of {case.out}"
+    )
     return jnp.transpose(out.array, [out.axes.index(a) for a in case.out])
 
 
-def make_functions(case: OpCase, drawn: Drawn) -> tuple[Callable[..., Array],
-                                                        Callable[..., Array]]:
+def make_functions(case: OpCase, drawn: Drawn) -> tuple[Callable[..., Array], Callable[..., Array]]:
     """``(axjax_fn, oracle_fn)`` on storage-order arrays, both returning canonical order."""
     axes = _axes(case, drawn)
 
@@ -218,8 +223,9 @@ def _float_argnums(case: OpCase) -> tuple[int, ...]:
     return tuple(i for i, arg in enumerate(case.args) if arg.floating)
 
 
-def _loss(f: Callable[..., Array], args: list[Array], nums: tuple[int, ...],
-          cot: Array) -> Callable[..., Array]:
+def _loss(
+    f: Callable[..., Array], args: list[Array], nums: tuple[int, ...], cot: Array
+) -> Callable[..., Array]:
     """A scalar function of the float operands: ``sum(f(...) * cot)``."""
 
     def loss(*floats: Array) -> Array:
@@ -274,8 +280,11 @@ def check_op_once(case: OpCase, drawn: Drawn, hessian: bool = True) -> None:
         fl = [full[i] for i in nums]
         # (b) the op's own backward, and the oracle's (zero for Bool / integer results)
         results["grad"] = jax.grad(ax_loss, argnums)(*fl)
-        results["grad_oracle"] = (jax.grad(oracle_loss, argnums)(*fl) if floating_out
-                                  else tuple(jnp.zeros_like(f) for f in fl))
+        results["grad_oracle"] = (
+            jax.grad(oracle_loss, argnums)(*fl)
+            if floating_out
+            else tuple(jnp.zeros_like(f) for f in fl)
+        )
         # (d) plain JAX autodiff: same values and gradients, and forward mode works
         tangents = tuple(jnp.ones_like(f) for f in fl)
         with ax.jax_autodiff():
@@ -308,8 +317,14 @@ def check_op_once(case: OpCase, drawn: Drawn, hessian: bool = True) -> None:
             args64 = _stored(case, drawn, np.float64)
             ax64, _ = make_functions(case, drawn)
             f64 = jax.jit(_loss(ax64, args64, nums, jnp.asarray(cot, jnp.float64)))
-            check_grads(f64, [args64[i] for i in nums], order=1, modes=["rev"],
-                        atol=case.fd_tol, rtol=case.fd_tol)
+            check_grads(
+                f64,
+                [args64[i] for i in nums],
+                order=1,
+                modes=["rev"],
+                atol=case.fd_tol,
+                rtol=case.fd_tol,
+            )
 
 
 def check_op(case: OpCase, max_examples: int = 3) -> None:
@@ -321,8 +336,13 @@ def check_op(case: OpCase, max_examples: int = 3) -> None:
     count = [0]
 
     # no shrinking: a failure reports the drawn sizes, orders and seed as they came
-    @settings(max_examples=max_examples, deadline=None, derandomize=True, database=None,
-              phases=(Phase.explicit, Phase.generate))
+    @settings(
+        max_examples=max_examples,
+        deadline=None,
+        derandomize=True,
+        database=None,
+        phases=(Phase.explicit, Phase.generate),
+    )
     @given(st.data())
     def run(data: st.DataObject) -> None:
         count[0] += 1

@@ -40,11 +40,15 @@ class _WrongDtype(ax.Op):
         return (dy.array,)
 
 
-SHAPE = (r"_WrongShape.forward returned an array of shape \(6,\) and dtype float32, but "
-         r"_WrongShape.infer declared Tensor\[F32, Batch=3\] \(shape \(3,\), dtype float32\): "
-         r"forward must return the declared shape and dtype")
-DTYPE = (r"_WrongDtype.forward returned an array of shape \(3,\) and dtype int32, but "
-         r"_WrongDtype.infer declared Tensor\[F32, Batch=3\]")
+SHAPE = (
+    r"_WrongShape.forward returned an array of shape \(6,\) and dtype float32, but "
+    r"_WrongShape.infer declared Tensor\[F32, Batch=3\] \(shape \(3,\), dtype float32\): "
+    r"forward must return the declared shape and dtype"
+)
+DTYPE = (
+    r"_WrongDtype.forward returned an array of shape \(3,\) and dtype int32, but "
+    r"_WrongDtype.infer declared Tensor\[F32, Batch=3\]"
+)
 
 
 def test_a_forward_that_breaks_its_type_rule_is_named_eagerly():
@@ -82,9 +86,13 @@ class _ToF64(ax.Op):
 
 
 def test_a_64_bit_type_without_x64_says_so():
-    with pytest.raises(TypeError, match=(
+    with pytest.raises(
+        TypeError,
+        match=(
             r"_ToF64 declares Tensor\[F64, Batch=3\], but JAX computed it in float32: float64 "
-            r"needs 64-bit mode \(jax.config.update\('jax_enable_x64', True\)")):
+            r"needs 64-bit mode \(jax.config.update\('jax_enable_x64', True\)"
+        ),
+    ):
         _ToF64()(ax.ones((3,), Batch))
 
 
@@ -104,10 +112,14 @@ def test_two_axis_classes_with_one_name_are_told_apart():
     class Dup(ax.Axis): ...  # noqa: F811 - a notebook cell run again
 
     b = ax.zeros((2,), Dup)
-    with pytest.raises(ax.AxisError, match=(
+    with pytest.raises(
+        ax.AxisError,
+        match=(
             r"Cannot apply Add to Tensor\[F32, Dup=2\] and Tensor\[F32, Dup=2\]: axes differ .*; "
             r"two different axis classes are both named Dup \(was the class defined twice, as "
-            r"when a notebook cell runs again\?")):
+            r"when a notebook cell runs again\?"
+        ),
+    ):
         a + b
     # an ordinary mismatch says nothing about names
     with pytest.raises(ax.AxisError) as info:
@@ -120,8 +132,10 @@ def test_two_axis_classes_with_one_name_are_told_apart():
 
 def test_slice_bounds_must_be_ints_with_one_message():
     t = ax.ones((4,), Batch)
-    msg = (r"slice: start must be an int or None, got float 1.0 \(slice bounds are static "
-           r"Python ints; convert with int\(\)")
+    msg = (
+        r"slice: start must be an int or None, got float 1.0 \(slice bounds are static "
+        r"Python ints; convert with int\(\)"
+    )
     with pytest.raises(TypeError, match=msg):
         ax.slice(t, Batch, 1.0, 3)
     assert ax.slice(t, Batch, 1, 3).shape == (2,)  # caches the int call's type rule
@@ -131,8 +145,11 @@ def test_slice_bounds_must_be_ints_with_one_message():
         ax.slice(t, Batch, None, 2.5)
     with pytest.raises(TypeError, match=r"slice: step must be an int, got float 1.0"):
         ax.slice(t, Batch, 0, 3, 1.0)
-    with pytest.raises(TypeError, match=r"slice: start must be an int or None, got a traced "
-                       r"value .*ax.index, ax.take or jax.lax.dynamic_slice_in_dim"):
+    with pytest.raises(
+        TypeError,
+        match=r"slice: start must be an int or None, got a traced "
+        r"value .*ax.index, ax.take or jax.lax.dynamic_slice_in_dim",
+    ):
         jax.jit(lambda i: ax.slice(t, Batch, i, None).array)(1)
     assert ax.slice(t, Batch, np.int32(1)).shape == (3,)
 
@@ -141,9 +158,13 @@ def test_slice_bounds_must_be_ints_with_one_message():
 def test_max_min_argmax_over_an_empty_axis(fn, what):
     t = ax.ones((2, 0), Batch, Time)
     name = {"max": "Max", "min": "Min", "argmax": "ArgMax"}[what]
-    with pytest.raises(ax.AxisError, match=(
+    with pytest.raises(
+        ax.AxisError,
+        match=(
             rf"Cannot apply {name}\(Time\) to Tensor\[F32, Batch=2, Time=0\]: cannot take the "
-            rf"{what} over Time of size 0 \(an empty axis has no {what}")):
+            rf"{what} over Time of size 0 \(an empty axis has no {what}"
+        ),
+    ):
         fn(t, Time)
     # an empty axis that is kept is fine: the result is empty too
     assert fn(ax.ones((0, 3), Batch, Time), Time).shape == (0,)
@@ -153,13 +174,21 @@ def test_max_min_argmax_over_an_empty_axis(fn, what):
 
 
 def test_one_hot_of_a_label_out_of_range():
-    with pytest.raises(ValueError, match=(
+    with pytest.raises(
+        ValueError,
+        match=(
             r"one_hot: label 3 \(at Batch=1\) is not a class: labels must lie in \[0, 3\) for "
-            r"Pixel of size 3; 2 of 3 labels are out of range \(fix the labels, or pass n=4")):
+            r"Pixel of size 3; 2 of 3 labels are out of range \(fix the labels, or pass n=4"
+        ),
+    ):
         ax.one_hot(ax.tensor(jnp.array([0, 3, -1]), Batch), Pixel, 3)
-    with pytest.raises(ValueError, match=(
+    with pytest.raises(
+        ValueError,
+        match=(
             r"one_hot: label -1 \(at Batch=0\) is not a class: labels must lie in \[0, 3\) for "
-            r"Pixel of size 3 \(negative labels are not class indices")):
+            r"Pixel of size 3 \(negative labels are not class indices"
+        ),
+    ):
         ax.one_hot(ax.tensor(jnp.array([-1, 2]), Batch), Pixel, 3)
     ok = ax.one_hot(ax.tensor(jnp.array([0, 2]), Batch), Pixel, 3)
     assert np.array_equal(ok.array, np.eye(3, dtype=np.float32)[[0, 2]])

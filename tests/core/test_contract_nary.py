@@ -23,22 +23,40 @@ from axjax.ops import _contract
 
 @final
 class P0(ax.Axis): ...
+
+
 @final
 class P1(ax.Axis): ...
+
+
 @final
 class P2(ax.Axis): ...
+
+
 @final
 class P3(ax.Axis): ...
+
+
 @final
 class P4(ax.Axis): ...
+
+
 @final
 class P5(ax.Axis): ...
+
+
 @final
 class P6(ax.Axis): ...
+
+
 @final
 class F0(ax.Axis): ...
+
+
 @final
 class F1(ax.Axis): ...
+
+
 @final
 class N(ax.Axis): ...
 
@@ -77,8 +95,11 @@ def _einsum(axes: list[Axes], out: Axes) -> str:
     for xa in axes:
         for a in xa:
             letters.setdefault(a, string.ascii_letters[len(letters)])
-    return ",".join("".join(letters[a] for a in xa) for xa in axes) + "->" + "".join(
-        letters[a] for a in out)
+    return (
+        ",".join("".join(letters[a] for a in xa) for xa in axes)
+        + "->"
+        + "".join(letters[a] for a in out)
+    )
 
 
 def _case(seed: int, batched: bool) -> tuple[list[Axes], Axes | None, list[np.ndarray]]:
@@ -108,9 +129,11 @@ def test_random_networks_match_einsum(seed: int, batched: bool) -> None:
     out_axes = _expected_axes(axes, over)
     eq = _einsum(axes, out_axes)
     cot = np.random.default_rng(seed + 100).normal(
-        size=tuple(values[0].shape[0:0]) + tuple(
-            next(v.shape[xa.index(a)] for v, xa in zip(values, axes) if a in xa)
-            for a in out_axes))
+        size=tuple(values[0].shape[0:0])
+        + tuple(
+            next(v.shape[xa.index(a)] for v, xa in zip(values, axes) if a in xa) for a in out_axes
+        )
+    )
 
     def ours(*arrays: jax.Array) -> jax.Array:
         y = ax.contract(*(ax.tensor(v, *xa) for v, xa in zip(arrays, axes)), over=over)
@@ -140,8 +163,9 @@ def _t(shape: tuple[int, ...], *axes: type[ax.Axis]) -> ax.Tensor[Any, *tuple[An
 def test_order_is_chosen_for_cost() -> None:
     """A chain whose cheap order is right to left: the first pair is (b, c), not (a, b)."""
     a, b, c = _t((100, 100), P0, P1), _t((100, 100), P1, P2), _t((100, 1), P2, P3)
-    steps = _contract._tree(tuple(x.axes for x in (a, b, c)),
-                            tuple(x.shape for x in (a, b, c)), (P0, P3))
+    steps = _contract._tree(
+        tuple(x.axes for x in (a, b, c)), tuple(x.shape for x in (a, b, c)), (P0, P3)
+    )
     assert [(s[0], s[1]) for s in steps] == [(1, 2), (0, 3)]
     assert ax.contract(a, b, c).axes == (P0, P3)
 
@@ -155,11 +179,15 @@ def test_one_program_eagerly_and_inside_jit() -> None:
 
 def test_an_axis_in_three_operands_needs_over() -> None:
     a, b, c = _t((2, 3), N, P0), _t((2, 4), N, P1), _t((2,), N)
-    with pytest.raises(ax.AxisError, match=(
+    with pytest.raises(
+        ax.AxisError,
+        match=(
             r"^Cannot apply Contract to Tensor\[F32, N=2, P0=3\] and Tensor\[F32, N=2, P1=4\] "
             r"and Tensor\[F32, N=2\]: axis N is in 3 operands \(first, second and third\), so "
             r"which two sum it is ambiguous \(sum it with over=N, or keep it batched by naming "
-            r"the summed axes in over=\)$")):
+            r"the summed axes in over=\)$"
+        ),
+    ):
         ax.contract(a, b, c)
     summed = ax.contract(a, b, c, over=N)
     assert summed.axes == (P0, P1) and float(summed.array[0, 0]) == 2.0
@@ -169,8 +197,11 @@ def test_an_axis_in_three_operands_needs_over() -> None:
 
 def test_over_names_an_axis_two_operands_share() -> None:
     a, b, c = _t((2, 3), P0, P1), _t((3, 4), P1, P2), _t((4, 5), P2, P3)
-    with pytest.raises(ax.AxisError, match=r"P3 is an axis of only the third operand \("
-                       "contract sums axes the operands share\\)$"):
+    with pytest.raises(
+        ax.AxisError,
+        match=r"P3 is an axis of only the third operand \("
+        "contract sums axes the operands share\\)$",
+    ):
         ax.contract(a, b, c, over=P3)
     with pytest.raises(ax.AxisError, match="N is an axis of no operand"):
         ax.contract(a, b, c, over=(P1, N))
@@ -180,9 +211,13 @@ def test_over_names_an_axis_two_operands_share() -> None:
         ax.contract(a, b, _t((6,), P2))
     with pytest.raises(TypeError, match=r"^Contract needs two operands or more, got 1"):
         ax.contract(a)
-    with pytest.raises(ax.AxisError, match=(
+    with pytest.raises(
+        ax.AxisError,
+        match=(
             r"^Cannot apply Contract: P1 is an axis label among the operands; `over` is "
-            r"keyword-only \(ax.contract\(a, b, over=P1\)\)$")):
+            r"keyword-only \(ax.contract\(a, b, over=P1\)\)$"
+        ),
+    ):
         ax.contract(a, b, P1)  # type: ignore[arg-type]  # over is keyword-only
 
 
@@ -204,8 +239,7 @@ def test_graph_nodes_contract_and_compile() -> None:
     np.testing.assert_allclose(out.array, xs @ np.ones((3, 4)) @ np.ones((4, 2)), rtol=1e-6)
     loss = ax.sum(ax.sum(y, P2), N)
     _, grads = ax.value_and_grad(loss, wrt=[w], inputs=[x])(xs)
-    want = jax.grad(lambda w_: jnp.sum(jnp.asarray(xs) @ w_ @ jnp.ones((4, 2))))(
-        jnp.ones((3, 4)))
+    want = jax.grad(lambda w_: jnp.sum(jnp.asarray(xs) @ w_ @ jnp.ones((4, 2))))(jnp.ones((3, 4)))
     np.testing.assert_allclose(grads[0].array, want, rtol=1e-6)
 
 
@@ -221,8 +255,16 @@ def test_sum_product_example_matches_enumeration() -> None:
     assert example.main([]) < 1e-5
     phi, psi = example.random_factors(jax.random.key(0))
     ends = example.chain_ends(psi)
-    want = np.einsum("ab,bc,cd->ad", *(np.asarray(psi[e].array) for e in (
-        (example.Rain, example.Wet), (example.Wet, example.Sprinkler),
-        (example.Sprinkler, example.Season))))
+    want = np.einsum(
+        "ab,bc,cd->ad",
+        *(
+            np.asarray(psi[e].array)
+            for e in (
+                (example.Rain, example.Wet),
+                (example.Wet, example.Sprinkler),
+                (example.Sprinkler, example.Season),
+            )
+        ),
+    )
     assert ends.axes == (example.Rain, example.Season)
     np.testing.assert_allclose(ends.array, want, rtol=1e-5)

@@ -49,8 +49,9 @@ def test_raw_vmap_over_a_plain_array_with_a_shared_tensor() -> None:
 def test_raw_vmap_outputs_are_stacked_and_ops_refuse_them_until_named() -> None:
     ys = jax.vmap(lambda s: ax.ones((2,), Batch) * s)(jnp.arange(3.0))
     assert ys.axes == (Batch,) and ys.array.shape == (3, 2)
-    assert repr(ys) == ("Tensor[F32, Batch](stacked: array of shape (3, 2), 1 unnamed leading "
-                        "dimension (3,))")
+    assert repr(ys) == (
+        "Tensor[F32, Batch](stacked: array of shape (3, 2), 1 unnamed leading dimension (3,))"
+    )
     with pytest.raises(TypeError, match=r"^Cannot apply Exp to Tensor\[F32, Batch\]: stacked"):
         ax.exp(ys)
     named = ax.tensor(ys.array, Time, *ys.axes)
@@ -150,8 +151,9 @@ def test_repr_shows_type_sizes_and_a_summary() -> None:
     assert repr(ax.ones((2,), Batch)) == "Tensor[F32, Batch=2]([1., 1.])"
     big = ax.tensor(np.arange(12.0, dtype=np.float32).reshape(3, 4), Batch, Pixel)
     assert repr(big) == "Tensor[F32, Batch=3, Pixel=4](mean=5.5, std=3.452, min=0, max=11)"
-    assert repr(ax.tensor(np.arange(8, dtype=np.int32), Time)) == "Tensor[I32, Time=8](min=0, " \
-        "max=7)"
+    assert (
+        repr(ax.tensor(np.arange(8, dtype=np.int32), Time)) == "Tensor[I32, Time=8](min=0, max=7)"
+    )
     assert repr(ax.zeros((8,), Time, dtype=ax.Bool)) == "Tensor[Bool, Time=8](true=0/8)"
     assert repr(ax.tensor(np.float32(2.5))) == "Tensor[F32](2.5)"
     seen = []
@@ -164,8 +166,9 @@ def test_html_repr_has_the_axes_table_and_a_preview() -> None:
     page = t._repr_html_()
     assert "<code>Tensor[F32, Batch=2, Pixel=3]</code>" in page
     assert "<tr><th>axis</th><th>size</th></tr>" in page
-    assert "<tr><td><b>Batch</b></td><td>2</td></tr><tr><td><b>Pixel</b></td><td>3</td></tr>" \
-        in page
+    assert (
+        "<tr><td><b>Batch</b></td><td>2</td></tr><tr><td><b>Pixel</b></td><td>3</td></tr>" in page
+    )
     assert "[[0. 1. 2.]\n [3. 4. 5.]]" in page
     assert "<small>[[0., 1., 2.],\n [3., 4., 5.]]</small>" in page
     assert "mean=5.5" in ax.tensor(np.arange(12.0).reshape(3, 4), Batch, Pixel)._repr_html_()

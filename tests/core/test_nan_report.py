@@ -43,7 +43,8 @@ def test_log_of_zero_names_the_forward_of_log_and_its_line():
     assert str(report) == (
         f"the first non-finite value came from the forward of Log at {site}\n"
         "  result Tensor[F32, Batch=3]: 1 -inf of 3 (finite range [0, 0.6931])\n"
-        "  operand 0 Tensor[F32, Batch=3]: range [0, 2]")
+        "  operand 0 Tensor[F32, Batch=3]: range [0, 2]"
+    )
 
 
 def _root_sum(x: ax.Tensor[ax.F32, Batch]) -> ax.Tensor[ax.F32]:
@@ -63,11 +64,13 @@ def test_the_derivative_of_sqrt_at_zero_names_the_backward_of_sqrt(jit):
         f"{SQRT_SITE}\n"
         "  cotangent 0 Tensor[F32, Batch=3]: 1 +inf of 3 (finite range [0.25, 0.5])\n"
         "  incoming cotangent Tensor[F32, Batch=3]: range [1, 1]\n"
-        "  operand 0 Tensor[F32, Batch=3]: range [0, 4]")
+        "  operand 0 Tensor[F32, Batch=3]: range [0, 4]"
+    )
 
 
-def _mlp(w: ax.Tensor[ax.F32, Pixel, Hidden], x: ax.Tensor[ax.F32, Batch, Pixel]
-         ) -> ax.Tensor[ax.F32]:
+def _mlp(
+    w: ax.Tensor[ax.F32, Pixel, Hidden], x: ax.Tensor[ax.F32, Batch, Pixel]
+) -> ax.Tensor[ax.F32]:
     return ax.sum(ax.tanh(ax.contract(x, w)), (Batch, Hidden))
 
 
@@ -84,9 +87,11 @@ def test_nan_in_the_data_or_a_parameter_is_traced_to_the_op_that_read_it(where, 
     assert report.site == f"test_nan_report.py:{inspect.getsourcelines(_mlp)[1] + 2}"
     bad = "1 NaN of 8" if where == "data" else "1 +inf of 12"
     assert bad in report.values[operand + 1]
-    assert report.values[-1] == (f"(operand {operand} already held non-finite values: they "
-                                 "came from this op's inputs, the data or a parameter, not "
-                                 "from the op)")
+    assert report.values[-1] == (
+        f"(operand {operand} already held non-finite values: they "
+        "came from this op's inputs, the data or a parameter, not "
+        "from the op)"
+    )
 
 
 def test_under_vmap_the_report_comes_when_the_context_ends():
@@ -117,17 +122,25 @@ def test_a_compiled_graph_reports_the_line_that_built_the_node():
 def test_check_finite_returns_finite_results_and_explains_the_others():
     grad = ax.check_finite(jax.jit(ax.grad(_root_sum)))
     np.testing.assert_allclose(grad(_vec(1.0, 4.0)).array, [0.5, 0.25])
-    with pytest.raises(ax.NonFiniteError, match=(
+    with pytest.raises(
+        ax.NonFiniteError,
+        match=(
             r"^the first non-finite value came from the backward \(its cotangents\) of Sqrt "
-            rf"at {SQRT_SITE}\n")):
+            rf"at {SQRT_SITE}\n"
+        ),
+    ):
         grad(_vec(0.0, 4.0))
 
 
 def test_check_finite_says_when_no_op_produced_the_value():
     double = ax.check_finite(lambda t: jnp.asarray(t.array) * 2)
-    with pytest.raises(ax.NonFiniteError, match=(
+    with pytest.raises(
+        ax.NonFiniteError,
+        match=(
             r"^<lambda> returned NaN or infinity, but no axjax op produced it when run again "
-            r"op by op: its inputs already hold non-finite values$")) as info:
+            r"op by op: its inputs already hold non-finite values$"
+        ),
+    ) as info:
         double(_vec(jnp.nan))
     assert info.value.report is None
 

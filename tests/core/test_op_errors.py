@@ -31,254 +31,560 @@ X = "Tensor[F32, Batch=2, Pixel=3]"
 # (error type, exact message, code that raises it)
 CASES: list[tuple[type[Exception], str, Callable[[], Any]]] = [
     # ------------------------------------------------------------------ constructing tensors
-    (ax.AxisError, "Cannot name the axes of an array of shape (2, 3) (2 dimensions) with 1 axes "
-     "(Batch): give exactly one axis label per dimension",
-     lambda: ax.tensor(np.ones((2, 3)), Batch)),
-    (TypeError, "Tensor: 'Batch' is not an axis label; axis labels are subclasses of ax.Axis "
-     "(`@final class Batch(ax.Axis): ...`)", lambda: ax.tensor(np.ones(2), "Batch")),
-    (TypeError, "Tensor: `Axis` itself is not an axis label; subclass it",
-     lambda: ax.tensor(np.ones(2), ax.Axis)),
-    (ax.AxisError, "Tensor: axis Batch occurs twice in (Batch, Batch); a tensor never has the "
-     "same axis twice (rename one of them)", lambda: ax.tensor(np.ones((2, 2)), Batch, Batch)),
-    (TypeError, "axis label Batch is a type, not a value: write `Batch`, not `Batch()`",
-     lambda: Batch()),
+    (
+        ax.AxisError,
+        "Cannot name the axes of an array of shape (2, 3) (2 dimensions) with 1 axes "
+        "(Batch): give exactly one axis label per dimension",
+        lambda: ax.tensor(np.ones((2, 3)), Batch),
+    ),
+    (
+        TypeError,
+        "Tensor: 'Batch' is not an axis label; axis labels are subclasses of ax.Axis "
+        "(`@final class Batch(ax.Axis): ...`)",
+        lambda: ax.tensor(np.ones(2), "Batch"),
+    ),
+    (
+        TypeError,
+        "Tensor: `Axis` itself is not an axis label; subclass it",
+        lambda: ax.tensor(np.ones(2), ax.Axis),
+    ),
+    (
+        ax.AxisError,
+        "Tensor: axis Batch occurs twice in (Batch, Batch); a tensor never has the "
+        "same axis twice (rename one of them)",
+        lambda: ax.tensor(np.ones((2, 2)), Batch, Batch),
+    ),
+    (
+        TypeError,
+        "axis label Batch is a type, not a value: write `Batch`, not `Batch()`",
+        lambda: Batch(),
+    ),
     (TypeError, "dtype marker F32 is a type, not a value", lambda: ax.F32()),
     (TypeError, "Tensor wraps an array, got list", lambda: ax.Tensor([1.0, 2.0], (Batch,))),
-    (TypeError, "dtype dtype('complex64') has no axjax marker (known: F16, BF16, F32, F64, I8, "
-     "I32, I64, U8, U32, Bool)", lambda: ax.tensor(jnp.ones(2, jnp.complex64), Batch)),
-    (TypeError, "zeros: shape (2, 3) has 2 sizes but 1 axes were named (Batch); give one size "
-     "per axis", lambda: ax.zeros((2, 3), Batch)),
-    (TypeError, "zeros: the shape must be an int or a tuple of ints, one per axis (e.g. "
-     "(128, 784) for Batch, Pixel), got F32", lambda: ax.zeros(ax.F32, Batch)),
-    (TypeError, "ones: the shape must be an int or a tuple of ints, one per axis (e.g. "
-     "(128, 784) for Batch, Pixel), got (2.5,)", lambda: ax.ones((2.5,), Batch)),
-    (ax.AxisError, f"Cannot read the size of axis Hidden of {X}: Hidden is not an axis of the "
-     "tensor (name one of Batch, Pixel)", lambda: x23().size(Hidden)),
+    (
+        TypeError,
+        "dtype dtype('complex64') has no axjax marker (known: F16, BF16, F32, F64, I8, "
+        "I32, I64, U8, U32, Bool)",
+        lambda: ax.tensor(jnp.ones(2, jnp.complex64), Batch),
+    ),
+    (
+        TypeError,
+        "zeros: shape (2, 3) has 2 sizes but 1 axes were named (Batch); give one size per axis",
+        lambda: ax.zeros((2, 3), Batch),
+    ),
+    (
+        TypeError,
+        "zeros: the shape must be an int or a tuple of ints, one per axis (e.g. "
+        "(128, 784) for Batch, Pixel), got F32",
+        lambda: ax.zeros(ax.F32, Batch),
+    ),
+    (
+        TypeError,
+        "ones: the shape must be an int or a tuple of ints, one per axis (e.g. "
+        "(128, 784) for Batch, Pixel), got (2.5,)",
+        lambda: ax.ones((2.5,), Batch),
+    ),
+    (
+        ax.AxisError,
+        f"Cannot read the size of axis Hidden of {X}: Hidden is not an axis of the "
+        "tensor (name one of Batch, Pixel)",
+        lambda: x23().size(Hidden),
+    ),
     # ------------------------------------------------------------------ elementwise
-    (ax.AxisError, f"Cannot apply Add to {X} and Tensor[F32, Pixel=3, Batch=2]: same axes in a "
-     "different order (transpose one operand first)",
-     lambda: x23() + ax.zeros((3, 2), Pixel, Batch)),
-    (ax.AxisError, f"Cannot apply Multiply to {X} and Tensor[F32, Batch=2, Hidden=3]: axes "
-     "differ (elementwise ops need identical axes: use ax.broadcast, ax.transpose or ax.rename "
-     "to line them up)", lambda: x23() * ax.zeros((2, 3), Batch, Hidden)),
-    (ax.AxisError, f"Cannot apply Subtract to {X} and Tensor[F32, Batch=2]: axes differ "
-     "(elementwise ops need identical axes: use ax.broadcast, ax.transpose or ax.rename to line "
-     "them up)", lambda: x23() - ax.zeros((2,), Batch)),
-    (ax.AxisError, f"Cannot apply Add to {X} and Tensor[F32, Batch=2, Pixel=4]: axis Pixel has "
-     "size 3 in one operand and 4 in another (equal axes must have equal sizes)",
-     lambda: x23() + ax.zeros((2, 4), Batch, Pixel)),
-    (ax.AxisError, f"Cannot apply Add to {X} and Tensor[I32, Batch=2, Pixel=3]: dtypes F32 and "
-     "I32 differ (convert one operand with astype)",
-     lambda: x23() + ax.zeros((2, 3), Batch, Pixel, dtype=ax.I32)),
-    (ax.AxisError, "Cannot apply Exp to Tensor[I32, Batch=2]: Exp needs floating-point values, "
-     "got I32 (convert with astype(ax.F32))", lambda: ax.exp(ax.zeros((2,), Batch, dtype=ax.I32))),
-    (ax.AxisError, "Cannot apply Divide to Tensor[I32, Batch=2] and Tensor[I32, Batch=2]: Divide "
-     "needs floating-point values, got I32 (convert with astype(ax.F32))",
-     lambda: ax.ones((2,), Batch, dtype=ax.I32) / ax.ones((2,), Batch, dtype=ax.I32)),
-    (ax.AxisError, "Cannot apply Negative to Tensor[Bool, Batch=2]: Negative needs numbers, got "
-     "Bool (convert with astype(ax.I32) or astype(ax.F32))",
-     lambda: -ax.zeros((2,), Batch, dtype=ax.Bool)),
-    (ax.AxisError, "Cannot apply Add to Tensor[Bool, Batch=2] and Tensor[Bool, Batch=2]: Add "
-     "needs numbers, got Bool (convert with astype(ax.I32) or astype(ax.F32))",
-     lambda: ax.zeros((2,), Batch, dtype=ax.Bool) + ax.zeros((2,), Batch, dtype=ax.Bool)),
-    (TypeError, "Cannot apply Exp to jax.Array of shape (3,): operands must be Tensors (wrap "
-     "arrays with ax.tensor(array, *axes))", lambda: ax.exp(jnp.ones(3))),
-    (TypeError, "Cannot apply Add to jax.Array of shape (2, 3): operands must be Tensors or "
-     "Python numbers (wrap arrays with ax.tensor(array, *axes))",
-     lambda: x23() + jnp.ones((2, 3))),
-    (TypeError, "Cannot apply Multiply to str: operands must be Tensors or Python numbers (wrap "
-     "arrays with ax.tensor(array, *axes))", lambda: x23() * "2"),
-    (ax.AxisError, "Cannot apply Add to Tensor[I32, Batch=2]: the float 0.5 cannot mix with I32 "
-     "values (convert the tensor with astype(ax.F32))",
-     lambda: ax.zeros((2,), Batch, dtype=ax.I32) + 0.5),
-    (ax.AxisError, "Cannot apply Add to Tensor[U8, Batch=2]: the number 300 does not fit in U8 "
-     "(convert the tensor to a wider dtype with astype)",
-     lambda: ax.zeros((2,), Batch, dtype=ax.U8) + 300),
-    (ax.AxisError, "Cannot apply Equal to Tensor[Bool, Batch=2]: the number 1 cannot mix with "
-     "Bool values (use True or False, or convert the tensor with astype(ax.I32))",
-     lambda: ax.equal(ax.zeros((2,), Batch, dtype=ax.Bool), 1)),
-    (ax.AxisError, f"Cannot apply Where to {X} and {X} and {X}: the condition must be Bool, got "
-     "F32", lambda: ax.where(x23(), x23(), x23())),
-    (ax.AxisError, "Cannot apply Where to Tensor[Bool, Pixel=3, Batch=2] and "
-     f"{X} and {X}: the condition's axes differ from the values' axes (transpose or broadcast "
-     "the condition first)",
-     lambda: ax.where(ax.zeros((3, 2), Pixel, Batch, dtype=ax.Bool), x23(), x23())),
-    (TypeError, "where: at least one of a, b must be a Tensor (wrap a number with "
-     "ax.full(shape, *axes, value=...))",
-     lambda: ax.where(ax.zeros((2,), Batch, dtype=ax.Bool), 1.0, 0.0)),
+    (
+        ax.AxisError,
+        f"Cannot apply Add to {X} and Tensor[F32, Pixel=3, Batch=2]: same axes in a "
+        "different order (transpose one operand first)",
+        lambda: x23() + ax.zeros((3, 2), Pixel, Batch),
+    ),
+    (
+        ax.AxisError,
+        f"Cannot apply Multiply to {X} and Tensor[F32, Batch=2, Hidden=3]: axes "
+        "differ (elementwise ops need identical axes: use ax.broadcast, ax.transpose or ax.rename "
+        "to line them up)",
+        lambda: x23() * ax.zeros((2, 3), Batch, Hidden),
+    ),
+    (
+        ax.AxisError,
+        f"Cannot apply Subtract to {X} and Tensor[F32, Batch=2]: axes differ "
+        "(elementwise ops need identical axes: use ax.broadcast, ax.transpose or ax.rename to line "
+        "them up)",
+        lambda: x23() - ax.zeros((2,), Batch),
+    ),
+    (
+        ax.AxisError,
+        f"Cannot apply Add to {X} and Tensor[F32, Batch=2, Pixel=4]: axis Pixel has "
+        "size 3 in one operand and 4 in another (equal axes must have equal sizes)",
+        lambda: x23() + ax.zeros((2, 4), Batch, Pixel),
+    ),
+    (
+        ax.AxisError,
+        f"Cannot apply Add to {X} and Tensor[I32, Batch=2, Pixel=3]: dtypes F32 and "
+        "I32 differ (convert one operand with astype)",
+        lambda: x23() + ax.zeros((2, 3), Batch, Pixel, dtype=ax.I32),
+    ),
+    (
+        ax.AxisError,
+        "Cannot apply Exp to Tensor[I32, Batch=2]: Exp needs floating-point values, "
+        "got I32 (convert with astype(ax.F32))",
+        lambda: ax.exp(ax.zeros((2,), Batch, dtype=ax.I32)),
+    ),
+    (
+        ax.AxisError,
+        "Cannot apply Divide to Tensor[I32, Batch=2] and Tensor[I32, Batch=2]: Divide "
+        "needs floating-point values, got I32 (convert with astype(ax.F32))",
+        lambda: ax.ones((2,), Batch, dtype=ax.I32) / ax.ones((2,), Batch, dtype=ax.I32),
+    ),
+    (
+        ax.AxisError,
+        "Cannot apply Negative to Tensor[Bool, Batch=2]: Negative needs numbers, got "
+        "Bool (convert with astype(ax.I32) or astype(ax.F32))",
+        lambda: -ax.zeros((2,), Batch, dtype=ax.Bool),
+    ),
+    (
+        ax.AxisError,
+        "Cannot apply Add to Tensor[Bool, Batch=2] and Tensor[Bool, Batch=2]: Add "
+        "needs numbers, got Bool (convert with astype(ax.I32) or astype(ax.F32))",
+        lambda: ax.zeros((2,), Batch, dtype=ax.Bool) + ax.zeros((2,), Batch, dtype=ax.Bool),
+    ),
+    (
+        TypeError,
+        "Cannot apply Exp to jax.Array of shape (3,): operands must be Tensors (wrap "
+        "arrays with ax.tensor(array, *axes))",
+        lambda: ax.exp(jnp.ones(3)),
+    ),
+    (
+        TypeError,
+        "Cannot apply Add to jax.Array of shape (2, 3): operands must be Tensors or "
+        "Python numbers (wrap arrays with ax.tensor(array, *axes))",
+        lambda: x23() + jnp.ones((2, 3)),
+    ),
+    (
+        TypeError,
+        "Cannot apply Multiply to str: operands must be Tensors or Python numbers (wrap "
+        "arrays with ax.tensor(array, *axes))",
+        lambda: x23() * "2",
+    ),
+    (
+        ax.AxisError,
+        "Cannot apply Add to Tensor[I32, Batch=2]: the float 0.5 cannot mix with I32 "
+        "values (convert the tensor with astype(ax.F32))",
+        lambda: ax.zeros((2,), Batch, dtype=ax.I32) + 0.5,
+    ),
+    (
+        ax.AxisError,
+        "Cannot apply Add to Tensor[U8, Batch=2]: the number 300 does not fit in U8 "
+        "(convert the tensor to a wider dtype with astype)",
+        lambda: ax.zeros((2,), Batch, dtype=ax.U8) + 300,
+    ),
+    (
+        ax.AxisError,
+        "Cannot apply Equal to Tensor[Bool, Batch=2]: the number 1 cannot mix with "
+        "Bool values (use True or False, or convert the tensor with astype(ax.I32))",
+        lambda: ax.equal(ax.zeros((2,), Batch, dtype=ax.Bool), 1),
+    ),
+    (
+        ax.AxisError,
+        f"Cannot apply Where to {X} and {X} and {X}: the condition must be Bool, got F32",
+        lambda: ax.where(x23(), x23(), x23()),
+    ),
+    (
+        ax.AxisError,
+        "Cannot apply Where to Tensor[Bool, Pixel=3, Batch=2] and "
+        f"{X} and {X}: the condition's axes differ from the values' axes (transpose or broadcast "
+        "the condition first)",
+        lambda: ax.where(ax.zeros((3, 2), Pixel, Batch, dtype=ax.Bool), x23(), x23()),
+    ),
+    (
+        TypeError,
+        "where: at least one of a, b must be a Tensor (wrap a number with "
+        "ax.full(shape, *axes, value=...))",
+        lambda: ax.where(ax.zeros((2,), Batch, dtype=ax.Bool), 1.0, 0.0),
+    ),
     # ------------------------------------------------------------------ reductions
-    (ax.AxisError, f"Cannot apply Sum(Hidden) to {X}: Hidden is not an axis of the tensor (name "
-     "one of Batch, Pixel)", lambda: ax.sum(x23(), Hidden)),
-    (ax.AxisError, f"Cannot apply Softmax(Out) to {X}: Out is not an axis of the tensor (name "
-     "one of Batch, Pixel)", lambda: ax.softmax(x23(), Out)),
+    (
+        ax.AxisError,
+        f"Cannot apply Sum(Hidden) to {X}: Hidden is not an axis of the tensor (name "
+        "one of Batch, Pixel)",
+        lambda: ax.sum(x23(), Hidden),
+    ),
+    (
+        ax.AxisError,
+        f"Cannot apply Softmax(Out) to {X}: Out is not an axis of the tensor (name "
+        "one of Batch, Pixel)",
+        lambda: ax.softmax(x23(), Out),
+    ),
     (TypeError, "Sum: axis named twice in (Batch, Batch)", lambda: ax.sum(x23(), (Batch, Batch))),
     (TypeError, "Mean: name at least one axis", lambda: ax.mean(x23(), ())),
-    (TypeError, "Max: 3 is not an axis label; axis labels are subclasses of ax.Axis "
-     "(`@final class Batch(ax.Axis): ...`)", lambda: ax.max(x23(), 3)),  # type: ignore[arg-type]
-    (ax.AxisError, f"Cannot apply ArgMax(Batch, Pixel) to {X}: argmax takes exactly one axis",
-     lambda: ax.argmax(x23(), (Batch, Pixel))),  # type: ignore[arg-type]
-    (ax.AxisError, "Cannot apply Sum(Batch) to Tensor[Bool, Batch=2]: cannot sum Bool values "
-     "(count them with ax.sum(t.astype(ax.I32), ...))",
-     lambda: ax.sum(ax.zeros((2,), Batch, dtype=ax.Bool), Batch)),
-    (ax.AxisError, "Cannot apply Mean(Batch) to Tensor[I32, Batch=2]: Mean needs floating-point "
-     "values, got I32 (convert with astype(ax.F32))",
-     lambda: ax.mean(ax.zeros((2,), Batch, dtype=ax.I32), Batch)),
+    (
+        TypeError,
+        "Max: 3 is not an axis label; axis labels are subclasses of ax.Axis "
+        "(`@final class Batch(ax.Axis): ...`)",
+        lambda: ax.max(x23(), 3),
+    ),  # type: ignore[arg-type]
+    (
+        ax.AxisError,
+        f"Cannot apply ArgMax(Batch, Pixel) to {X}: argmax takes exactly one axis",
+        lambda: ax.argmax(x23(), (Batch, Pixel)),
+    ),  # type: ignore[arg-type]
+    (
+        ax.AxisError,
+        "Cannot apply Sum(Batch) to Tensor[Bool, Batch=2]: cannot sum Bool values "
+        "(count them with ax.sum(t.astype(ax.I32), ...))",
+        lambda: ax.sum(ax.zeros((2,), Batch, dtype=ax.Bool), Batch),
+    ),
+    (
+        ax.AxisError,
+        "Cannot apply Mean(Batch) to Tensor[I32, Batch=2]: Mean needs floating-point "
+        "values, got I32 (convert with astype(ax.F32))",
+        lambda: ax.mean(ax.zeros((2,), Batch, dtype=ax.I32), Batch),
+    ),
     # ------------------------------------------------------------------ matmul, contract
-    (ax.AxisError, "Cannot apply MatMul to Tensor[F32, Batch=2] and Tensor[F32, Batch=2, "
-     "Pixel=3]: both operands need at least 2 axes (use ax.contract for vectors)",
-     lambda: ax.zeros((2,), Batch) @ x23()),
-    (ax.AxisError, f"Cannot apply MatMul to {X} and Tensor[F32, Hidden=3, Out=4]: inner axes "
-     "Pixel and Hidden differ (rename one, or use ax.contract)",
-     lambda: x23() @ ax.zeros((3, 4), Hidden, Out)),
-    (ax.AxisError, f"Cannot apply MatMul to {X} and Tensor[F32, Pixel=4, Out=5]: axis Pixel has "
-     "size 3 in one operand and 4 in another (equal axes must have equal sizes)",
-     lambda: x23() @ ax.zeros((4, 5), Pixel, Out)),
-    (ax.AxisError, "Cannot apply MatMul to Tensor[F32, Out=1, Batch=2, Pixel=3] and "
-     "Tensor[F32, Hidden=1, Pixel=3, Out=4]: batch axes [Out] and [Hidden] differ (transpose one "
-     "operand first)",
-     lambda: ax.zeros((1, 2, 3), Out, Batch, Pixel) @ ax.zeros((1, 3, 4), Hidden, Pixel, Out)),
-    (ax.AxisError, f"Cannot apply MatMul to {X} and Tensor[F32, Pixel=3, Batch=2]: the result "
-     "would have axis Batch twice (rename one operand's axis first)",
-     lambda: x23() @ ax.zeros((3, 2), Pixel, Batch)),
-    (ax.AxisError, f"Cannot apply MatMul to {X} and Tensor[F64, Pixel=3, Out=4]: dtypes F32 and "
-     "F64 differ (convert one operand with astype)",
-     lambda: x23() @ ax.Tensor(np.zeros((3, 4)), (Pixel, Out))),
-    (ax.AxisError, f"Cannot apply Contract(over=Hidden) to {X} and Tensor[F32, Pixel=3, "
-     "Out=4]: Hidden is not an axis of either operand (contract sums axes the operands share)",
-     lambda: ax.contract(x23(), ax.zeros((3, 4), Pixel, Out), over=Hidden)),
-    (ax.AxisError, f"Cannot apply Contract(over=Batch) to {X} and Tensor[F32, Pixel=3, Out=4]: "
-     "Batch is not an axis of the second operand (contract sums axes the operands share)",
-     lambda: ax.contract(x23(), ax.zeros((3, 4), Pixel, Out), over=Batch)),
-    (ax.AxisError, f"Cannot apply Contract(over=Out) to {X} and Tensor[F32, Pixel=3, Out=4]: "
-     "Out is not an axis of the first operand (contract sums axes the operands share)",
-     lambda: ax.contract(x23(), ax.zeros((3, 4), Pixel, Out), over=Out)),
-    (ax.AxisError, f"Cannot apply Contract to {X} and Tensor[F32, Pixel=4]: axis Pixel has size "
-     "3 in one operand and 4 in another (equal axes must have equal sizes)",
-     lambda: ax.contract(x23(), ax.zeros((4,), Pixel))),
-    (TypeError, "Contract: name each summed axis once, got over=(Pixel, Pixel)",
-     lambda: ax.contract(x23(), x23(), over=(Pixel, Pixel))),
+    (
+        ax.AxisError,
+        "Cannot apply MatMul to Tensor[F32, Batch=2] and Tensor[F32, Batch=2, "
+        "Pixel=3]: both operands need at least 2 axes (use ax.contract for vectors)",
+        lambda: ax.zeros((2,), Batch) @ x23(),
+    ),
+    (
+        ax.AxisError,
+        f"Cannot apply MatMul to {X} and Tensor[F32, Hidden=3, Out=4]: inner axes "
+        "Pixel and Hidden differ (rename one, or use ax.contract)",
+        lambda: x23() @ ax.zeros((3, 4), Hidden, Out),
+    ),
+    (
+        ax.AxisError,
+        f"Cannot apply MatMul to {X} and Tensor[F32, Pixel=4, Out=5]: axis Pixel has "
+        "size 3 in one operand and 4 in another (equal axes must have equal sizes)",
+        lambda: x23() @ ax.zeros((4, 5), Pixel, Out),
+    ),
+    (
+        ax.AxisError,
+        "Cannot apply MatMul to Tensor[F32, Out=1, Batch=2, Pixel=3] and "
+        "Tensor[F32, Hidden=1, Pixel=3, Out=4]: batch axes [Out] and [Hidden] differ "
+        "(transpose one operand first)",
+        lambda: ax.zeros((1, 2, 3), Out, Batch, Pixel) @ ax.zeros((1, 3, 4), Hidden, Pixel, Out),
+    ),
+    (
+        ax.AxisError,
+        f"Cannot apply MatMul to {X} and Tensor[F32, Pixel=3, Batch=2]: the result "
+        "would have axis Batch twice (rename one operand's axis first)",
+        lambda: x23() @ ax.zeros((3, 2), Pixel, Batch),
+    ),
+    (
+        ax.AxisError,
+        f"Cannot apply MatMul to {X} and Tensor[F64, Pixel=3, Out=4]: dtypes F32 and "
+        "F64 differ (convert one operand with astype)",
+        lambda: x23() @ ax.Tensor(np.zeros((3, 4)), (Pixel, Out)),
+    ),
+    (
+        ax.AxisError,
+        f"Cannot apply Contract(over=Hidden) to {X} and Tensor[F32, Pixel=3, "
+        "Out=4]: Hidden is not an axis of either operand (contract sums axes the operands share)",
+        lambda: ax.contract(x23(), ax.zeros((3, 4), Pixel, Out), over=Hidden),
+    ),
+    (
+        ax.AxisError,
+        f"Cannot apply Contract(over=Batch) to {X} and Tensor[F32, Pixel=3, Out=4]: "
+        "Batch is not an axis of the second operand (contract sums axes the operands share)",
+        lambda: ax.contract(x23(), ax.zeros((3, 4), Pixel, Out), over=Batch),
+    ),
+    (
+        ax.AxisError,
+        f"Cannot apply Contract(over=Out) to {X} and Tensor[F32, Pixel=3, Out=4]: "
+        "Out is not an axis of the first operand (contract sums axes the operands share)",
+        lambda: ax.contract(x23(), ax.zeros((3, 4), Pixel, Out), over=Out),
+    ),
+    (
+        ax.AxisError,
+        f"Cannot apply Contract to {X} and Tensor[F32, Pixel=4]: axis Pixel has size "
+        "3 in one operand and 4 in another (equal axes must have equal sizes)",
+        lambda: ax.contract(x23(), ax.zeros((4,), Pixel)),
+    ),
+    (
+        TypeError,
+        "Contract: name each summed axis once, got over=(Pixel, Pixel)",
+        lambda: ax.contract(x23(), x23(), over=(Pixel, Pixel)),
+    ),
 ]
 
 CASES += [
     # ------------------------------------------------------------------ shape ops
-    (ax.AxisError, f"Cannot apply ExpandDims(Batch, at=0) to {X}: axis Batch already present (a "
-     "tensor never has the same axis twice; rename one)", lambda: ax.expand_dims(x23(), Batch)),
-    (ax.AxisError, f"Cannot apply ExpandDims(Out, at=3) to {X}: index 3 out of range for rank 2 "
-     "(use -3 to 2)", lambda: ax.expand_dims(x23(), Out, 3)),
-    (ax.AxisError, f"Cannot apply Squeeze(Pixel) to {X}: axis Pixel has size 3, not 1 (reduce it "
-     "with ax.sum/ax.mean or pick one entry with ax.index)", lambda: ax.squeeze(x23(), Pixel)),
-    (ax.AxisError, f"Cannot apply Squeeze(Out) to {X}: Out is not an axis of the tensor (name "
-     "one of Batch, Pixel)", lambda: ax.squeeze(x23(), Out)),
-    (ax.AxisError, f"Cannot apply Transpose(Batch, Hidden) to {X}: (Batch, Hidden) is not a "
-     "permutation of the tensor's axes (name each of Batch, Pixel once)",
-     lambda: ax.transpose(x23(), Batch, Hidden)),
-    (ax.AxisError, f"Cannot apply Transpose(Pixel) to {X}: (Pixel) is not a permutation of the "
-     "tensor's axes (name each of Batch, Pixel once)", lambda: ax.transpose(x23(), Pixel)),
-    (ax.AxisError, f"Cannot apply Transpose(Pixel, Pixel) to {X}: (Pixel, Pixel) is not a "
-     "permutation of the tensor's axes (name each of Batch, Pixel once)",
-     lambda: ax.transpose(x23(), Pixel, Pixel)),
-    (ax.AxisError, f"Cannot apply Rename(Batch -> Pixel) to {X}: axis Pixel already present (a "
-     "tensor never has the same axis twice; rename one)", lambda: ax.rename(x23(), Batch, Pixel)),
-    (ax.AxisError, f"Cannot apply Rename(Out -> Hidden) to {X}: Out is not an axis of the tensor "
-     "(name one of Batch, Pixel)", lambda: ax.rename(x23(), Out, Hidden)),
-    (ax.AxisError, f"Cannot apply Broadcast(Batch, Out) to {X} and Tensor[F32, Batch=2, Out=4]: "
-     "Pixel is not an axis of the target (broadcast only adds axes; reduce or index it away "
-     "first)", lambda: ax.broadcast(x23(), ax.zeros((2, 4), Batch, Out))),
-    (ax.AxisError, f"Cannot apply Broadcast(Pixel, Batch) to {X} and Tensor[F32, Pixel=3, "
-     "Batch=5]: axis Batch has size 2, the target has 5",
-     lambda: ax.broadcast(x23(), ax.zeros((3, 5), Pixel, Batch))),
-    (TypeError, "broadcast: give the size of Out in sizes=",
-     lambda: ax.broadcast(x23(), (Batch, Pixel, Out))),
-    (ax.AxisError, "Broadcast: axis Out occurs twice in (Out, Out, Batch, Pixel); a tensor never "
-     "has the same axis twice (rename one of them)",
-     lambda: ax.broadcast(x23(), (Out, Out, Batch, Pixel), sizes={Out: 2})),
-    (ax.AxisError, f"Cannot apply Tile(Out, 2) to {X}: Out is not an axis of the tensor (name "
-     "one of Batch, Pixel)", lambda: ax.tile(x23(), Out, 2)),
-    (ax.AxisError, f"Cannot apply Concat(Batch) to {X} and Tensor[F32, Pixel=3, Batch=2]: axes "
-     "differ (concat needs identical axes in identical order; transpose first)",
-     lambda: ax.concat([x23(), ax.zeros((3, 2), Pixel, Batch)], Batch)),
-    (ax.AxisError, f"Cannot apply Concat(Batch) to {X} and Tensor[F32, Batch=2, Pixel=4]: axis "
-     "Pixel has sizes 3 and 4 (only Batch may differ)",
-     lambda: ax.concat([x23(), ax.zeros((2, 4), Batch, Pixel)], Batch)),
-    (ax.AxisError, f"Cannot apply Concat(Out) to {X}: Out is not an axis of the tensor (name one "
-     "of Batch, Pixel)", lambda: ax.concat([x23(), x23()], Out)),
+    (
+        ax.AxisError,
+        f"Cannot apply ExpandDims(Batch, at=0) to {X}: axis Batch already present (a "
+        "tensor never has the same axis twice; rename one)",
+        lambda: ax.expand_dims(x23(), Batch),
+    ),
+    (
+        ax.AxisError,
+        f"Cannot apply ExpandDims(Out, at=3) to {X}: index 3 out of range for rank 2 (use -3 to 2)",
+        lambda: ax.expand_dims(x23(), Out, 3),
+    ),
+    (
+        ax.AxisError,
+        f"Cannot apply Squeeze(Pixel) to {X}: axis Pixel has size 3, not 1 (reduce it "
+        "with ax.sum/ax.mean or pick one entry with ax.index)",
+        lambda: ax.squeeze(x23(), Pixel),
+    ),
+    (
+        ax.AxisError,
+        f"Cannot apply Squeeze(Out) to {X}: Out is not an axis of the tensor (name "
+        "one of Batch, Pixel)",
+        lambda: ax.squeeze(x23(), Out),
+    ),
+    (
+        ax.AxisError,
+        f"Cannot apply Transpose(Batch, Hidden) to {X}: (Batch, Hidden) is not a "
+        "permutation of the tensor's axes (name each of Batch, Pixel once)",
+        lambda: ax.transpose(x23(), Batch, Hidden),
+    ),
+    (
+        ax.AxisError,
+        f"Cannot apply Transpose(Pixel) to {X}: (Pixel) is not a permutation of the "
+        "tensor's axes (name each of Batch, Pixel once)",
+        lambda: ax.transpose(x23(), Pixel),
+    ),
+    (
+        ax.AxisError,
+        f"Cannot apply Transpose(Pixel, Pixel) to {X}: (Pixel, Pixel) is not a "
+        "permutation of the tensor's axes (name each of Batch, Pixel once)",
+        lambda: ax.transpose(x23(), Pixel, Pixel),
+    ),
+    (
+        ax.AxisError,
+        f"Cannot apply Rename(Batch -> Pixel) to {X}: axis Pixel already present (a "
+        "tensor never has the same axis twice; rename one)",
+        lambda: ax.rename(x23(), Batch, Pixel),
+    ),
+    (
+        ax.AxisError,
+        f"Cannot apply Rename(Out -> Hidden) to {X}: Out is not an axis of the tensor "
+        "(name one of Batch, Pixel)",
+        lambda: ax.rename(x23(), Out, Hidden),
+    ),
+    (
+        ax.AxisError,
+        f"Cannot apply Broadcast(Batch, Out) to {X} and Tensor[F32, Batch=2, Out=4]: "
+        "Pixel is not an axis of the target (broadcast only adds axes; reduce or index it away "
+        "first)",
+        lambda: ax.broadcast(x23(), ax.zeros((2, 4), Batch, Out)),
+    ),
+    (
+        ax.AxisError,
+        f"Cannot apply Broadcast(Pixel, Batch) to {X} and Tensor[F32, Pixel=3, "
+        "Batch=5]: axis Batch has size 2, the target has 5",
+        lambda: ax.broadcast(x23(), ax.zeros((3, 5), Pixel, Batch)),
+    ),
+    (
+        TypeError,
+        "broadcast: give the size of Out in sizes=",
+        lambda: ax.broadcast(x23(), (Batch, Pixel, Out)),
+    ),
+    (
+        ax.AxisError,
+        "Broadcast: axis Out occurs twice in (Out, Out, Batch, Pixel); a tensor never "
+        "has the same axis twice (rename one of them)",
+        lambda: ax.broadcast(x23(), (Out, Out, Batch, Pixel), sizes={Out: 2}),
+    ),
+    (
+        ax.AxisError,
+        f"Cannot apply Tile(Out, 2) to {X}: Out is not an axis of the tensor (name "
+        "one of Batch, Pixel)",
+        lambda: ax.tile(x23(), Out, 2),
+    ),
+    (
+        ax.AxisError,
+        f"Cannot apply Concat(Batch) to {X} and Tensor[F32, Pixel=3, Batch=2]: axes "
+        "differ (concat needs identical axes in identical order; transpose first)",
+        lambda: ax.concat([x23(), ax.zeros((3, 2), Pixel, Batch)], Batch),
+    ),
+    (
+        ax.AxisError,
+        f"Cannot apply Concat(Batch) to {X} and Tensor[F32, Batch=2, Pixel=4]: axis "
+        "Pixel has sizes 3 and 4 (only Batch may differ)",
+        lambda: ax.concat([x23(), ax.zeros((2, 4), Batch, Pixel)], Batch),
+    ),
+    (
+        ax.AxisError,
+        f"Cannot apply Concat(Out) to {X}: Out is not an axis of the tensor (name one "
+        "of Batch, Pixel)",
+        lambda: ax.concat([x23(), x23()], Out),
+    ),
     (TypeError, "concat: give at least one tensor", lambda: ax.concat([], Batch)),
-    (ax.AxisError, f"Cannot apply Stack(Out, at=0) to {X} and Tensor[F32, Pixel=3, Batch=2]: "
-     "axes differ (stack needs identical axes in identical order; transpose first)",
-     lambda: ax.stack([x23(), ax.zeros((3, 2), Pixel, Batch)], Out)),
-    (ax.AxisError, f"Cannot apply Stack(Out, at=0) to {X} and Tensor[F32, Batch=2, Pixel=4]: "
-     "sizes differ (stack needs equal sizes)",
-     lambda: ax.stack([x23(), ax.zeros((2, 4), Batch, Pixel)], Out)),
-    (ax.AxisError, f"Cannot apply Stack(Batch, at=0) to {X}: axis Batch already present (a "
-     "tensor never has the same axis twice; rename one)", lambda: ax.stack([x23()], Batch)),
-    (ax.AxisError, f"Cannot apply Stack(Out, at=-4) to {X}: index -4 out of range for rank 2 "
-     "(use -3 to 2)", lambda: ax.stack([x23()], Out, at=-4)),
-    (ax.AxisError, f"Cannot apply Flatten((Batch, Out) -> Hidden) to {X}: Out is not an axis of "
-     "the tensor (name one of Batch, Pixel)", lambda: ax.flatten(x23(), (Batch, Out), Hidden)),
-    (ax.AxisError, "Cannot apply Flatten((Batch, Pixel) -> Out) to Tensor[F32, Batch=2, Pixel=3, "
-     "Out=1]: axis Out already present (a tensor never has the same axis twice; rename one)",
-     lambda: ax.flatten(ax.zeros((2, 3, 1), Batch, Pixel, Out), (Batch, Pixel), Out)),
-    (ax.AxisError, f"Cannot apply Flatten((Batch, Batch) -> Out) to {X}: name each merged axis "
-     "once", lambda: ax.flatten(x23(), (Batch, Batch), Out)),
-    (ax.AxisError, f"Cannot apply Unflatten(Pixel -> (Hidden, Out)) to {X}: sizes (2, 2) "
-     "multiply to 4, but Pixel has size 3", lambda: ax.unflatten(x23(), Pixel, (Hidden, Out),
-                                                                  (2, 2))),
-    (ax.AxisError, f"Cannot apply Unflatten(Pixel -> (Batch, Out)) to {X}: axis Batch already "
-     "present (a tensor never has the same axis twice; rename one)",
-     lambda: ax.unflatten(x23(), Pixel, (Batch, Out), (3, 1))),
-    (ax.AxisError, f"Cannot apply Unflatten(Pixel -> (Out, Out)) to {X}: an axis occurs twice in "
-     "(Out, Out) (a tensor never has the same axis twice; name each new axis once)",
-     lambda: ax.unflatten(x23(), Pixel, (Out, Out), (3, 1))),
-    (TypeError, "unflatten: 2 axes but 1 sizes", lambda: ax.unflatten(x23(), Pixel, (Hidden, Out),
-                                                                      (3,))),
-    (ax.AxisError, f"Cannot apply Unstack(Out) to {X}: Out is not an axis of the tensor (name "
-     "one of Batch, Pixel)", lambda: ax.unstack(x23(), Out)),
-    (ax.AxisError, "Cannot apply Unstack(Batch) to Tensor[F32, Batch=0, Pixel=3]: Batch has size "
-     "0 (unstack makes one tensor per entry)",
-     lambda: ax.unstack(ax.zeros((0, 3), Batch, Pixel), Batch)),
-    (ax.AxisError, "Cannot apply Unstack(Batch) to Tensor[F32, Batch=?, Pixel=3]: the size of "
-     "Batch is not known (unstack makes one tensor per entry: give Batch a size)",
-     lambda: ax.unstack(ax.Input(ax.F32, Batch, Pixel, sizes={Pixel: 3}), Batch)),
-    (TypeError, "MultiApply Unstack(Pixel): (Tensor[F32, Batch=?], Tensor[F32, Batch=?]) holds 2 "
-     "results, not one Tensor: use its parts (the tuple the op returned)",
-     lambda: ax.unstack(ax.Input(ax.F32, Batch, Pixel, sizes={Pixel: 2}), Pixel)[0].source.axes),
+    (
+        ax.AxisError,
+        f"Cannot apply Stack(Out, at=0) to {X} and Tensor[F32, Pixel=3, Batch=2]: "
+        "axes differ (stack needs identical axes in identical order; transpose first)",
+        lambda: ax.stack([x23(), ax.zeros((3, 2), Pixel, Batch)], Out),
+    ),
+    (
+        ax.AxisError,
+        f"Cannot apply Stack(Out, at=0) to {X} and Tensor[F32, Batch=2, Pixel=4]: "
+        "sizes differ (stack needs equal sizes)",
+        lambda: ax.stack([x23(), ax.zeros((2, 4), Batch, Pixel)], Out),
+    ),
+    (
+        ax.AxisError,
+        f"Cannot apply Stack(Batch, at=0) to {X}: axis Batch already present (a "
+        "tensor never has the same axis twice; rename one)",
+        lambda: ax.stack([x23()], Batch),
+    ),
+    (
+        ax.AxisError,
+        f"Cannot apply Stack(Out, at=-4) to {X}: index -4 out of range for rank 2 (use -3 to 2)",
+        lambda: ax.stack([x23()], Out, at=-4),
+    ),
+    (
+        ax.AxisError,
+        f"Cannot apply Flatten((Batch, Out) -> Hidden) to {X}: Out is not an axis of "
+        "the tensor (name one of Batch, Pixel)",
+        lambda: ax.flatten(x23(), (Batch, Out), Hidden),
+    ),
+    (
+        ax.AxisError,
+        "Cannot apply Flatten((Batch, Pixel) -> Out) to Tensor[F32, Batch=2, Pixel=3, "
+        "Out=1]: axis Out already present (a tensor never has the same axis twice; rename one)",
+        lambda: ax.flatten(ax.zeros((2, 3, 1), Batch, Pixel, Out), (Batch, Pixel), Out),
+    ),
+    (
+        ax.AxisError,
+        f"Cannot apply Flatten((Batch, Batch) -> Out) to {X}: name each merged axis once",
+        lambda: ax.flatten(x23(), (Batch, Batch), Out),
+    ),
+    (
+        ax.AxisError,
+        f"Cannot apply Unflatten(Pixel -> (Hidden, Out)) to {X}: sizes (2, 2) "
+        "multiply to 4, but Pixel has size 3",
+        lambda: ax.unflatten(x23(), Pixel, (Hidden, Out), (2, 2)),
+    ),
+    (
+        ax.AxisError,
+        f"Cannot apply Unflatten(Pixel -> (Batch, Out)) to {X}: axis Batch already "
+        "present (a tensor never has the same axis twice; rename one)",
+        lambda: ax.unflatten(x23(), Pixel, (Batch, Out), (3, 1)),
+    ),
+    (
+        ax.AxisError,
+        f"Cannot apply Unflatten(Pixel -> (Out, Out)) to {X}: an axis occurs twice in "
+        "(Out, Out) (a tensor never has the same axis twice; name each new axis once)",
+        lambda: ax.unflatten(x23(), Pixel, (Out, Out), (3, 1)),
+    ),
+    (
+        TypeError,
+        "unflatten: 2 axes but 1 sizes",
+        lambda: ax.unflatten(x23(), Pixel, (Hidden, Out), (3,)),
+    ),
+    (
+        ax.AxisError,
+        f"Cannot apply Unstack(Out) to {X}: Out is not an axis of the tensor (name "
+        "one of Batch, Pixel)",
+        lambda: ax.unstack(x23(), Out),
+    ),
+    (
+        ax.AxisError,
+        "Cannot apply Unstack(Batch) to Tensor[F32, Batch=0, Pixel=3]: Batch has size "
+        "0 (unstack makes one tensor per entry)",
+        lambda: ax.unstack(ax.zeros((0, 3), Batch, Pixel), Batch),
+    ),
+    (
+        ax.AxisError,
+        "Cannot apply Unstack(Batch) to Tensor[F32, Batch=?, Pixel=3]: the size of "
+        "Batch is not known (unstack makes one tensor per entry: give Batch a size)",
+        lambda: ax.unstack(ax.Input(ax.F32, Batch, Pixel, sizes={Pixel: 3}), Batch),
+    ),
+    (
+        TypeError,
+        "MultiApply Unstack(Pixel): (Tensor[F32, Batch=?], Tensor[F32, Batch=?]) holds 2 "
+        "results, not one Tensor: use its parts (the tuple the op returned)",
+        lambda: ax.unstack(ax.Input(ax.F32, Batch, Pixel, sizes={Pixel: 2}), Pixel)[0].source.axes,
+    ),
     # ------------------------------------------------------------------ selection
-    (ax.AxisError, f"Cannot apply Index(Batch, 2) to {X}: index 2 out of range for Batch of size "
-     "2 (use -2 to 1)", lambda: ax.index(x23(), Batch, 2)),
-    (ax.AxisError, f"Cannot apply Index(Out, 0) to {X}: Out is not an axis of the tensor (name "
-     "one of Batch, Pixel)", lambda: ax.index(x23(), Out, 0)),
-    (TypeError, "index: the position must be an int or a rank-0 integer Tensor, got "
-     "Tensor[I32, Batch=2] (gather many positions with ax.take)",
-     lambda: ax.index(x23(), Pixel, ax.zeros((2,), Batch, dtype=ax.I32))),
-    (ax.AxisError, f"Cannot apply Slice(Pixel, ::0) to {X}: slice step must be positive",
-     lambda: ax.slice(x23(), Pixel, step=0)),
-    (ax.AxisError, f"Cannot apply Take(Pixel) to {X} and Tensor[F32, Out=4]: indices must be "
-     "integers, got F32", lambda: ax.take(x23(), Pixel, ax.zeros((4,), Out))),
-    (ax.AxisError, f"Cannot apply Take(Pixel) to {X} and Tensor[I32, Batch=4]: axis Batch would "
-     "occur twice in the result (rename it in the indices)",
-     lambda: ax.take(x23(), Pixel, ax.zeros((4,), Batch, dtype=ax.I32))),
-    (ax.AxisError, "Cannot apply OneHot(Out, 3) to Tensor[F32, Batch=2]: labels must be integers, "
-     "got F32", lambda: ax.one_hot(ax.zeros((2,), Batch), Out, 3)),
-    (ax.AxisError, "Cannot apply OneHot(Batch, 3) to Tensor[I32, Batch=2]: axis Batch already "
-     "present (a tensor never has the same axis twice; rename one)",
-     lambda: ax.one_hot(ax.zeros((2,), Batch, dtype=ax.I32), Batch, 3)),
-    (ax.AxisError, f"Cannot apply Add to {X} and Tensor[I32]: dtypes F32 and I32 differ (convert "
-     "one operand with astype)", lambda: x23() + jnp.int32(2)),
+    (
+        ax.AxisError,
+        f"Cannot apply Index(Batch, 2) to {X}: index 2 out of range for Batch of size "
+        "2 (use -2 to 1)",
+        lambda: ax.index(x23(), Batch, 2),
+    ),
+    (
+        ax.AxisError,
+        f"Cannot apply Index(Out, 0) to {X}: Out is not an axis of the tensor (name "
+        "one of Batch, Pixel)",
+        lambda: ax.index(x23(), Out, 0),
+    ),
+    (
+        TypeError,
+        "index: the position must be an int or a rank-0 integer Tensor, got "
+        "Tensor[I32, Batch=2] (gather many positions with ax.take)",
+        lambda: ax.index(x23(), Pixel, ax.zeros((2,), Batch, dtype=ax.I32)),
+    ),
+    (
+        ax.AxisError,
+        f"Cannot apply Slice(Pixel, ::0) to {X}: slice step must be positive",
+        lambda: ax.slice(x23(), Pixel, step=0),
+    ),
+    (
+        ax.AxisError,
+        f"Cannot apply Take(Pixel) to {X} and Tensor[F32, Out=4]: indices must be "
+        "integers, got F32",
+        lambda: ax.take(x23(), Pixel, ax.zeros((4,), Out)),
+    ),
+    (
+        ax.AxisError,
+        f"Cannot apply Take(Pixel) to {X} and Tensor[I32, Batch=4]: axis Batch would "
+        "occur twice in the result (rename it in the indices)",
+        lambda: ax.take(x23(), Pixel, ax.zeros((4,), Batch, dtype=ax.I32)),
+    ),
+    (
+        ax.AxisError,
+        "Cannot apply OneHot(Out, 3) to Tensor[F32, Batch=2]: labels must be integers, got F32",
+        lambda: ax.one_hot(ax.zeros((2,), Batch), Out, 3),
+    ),
+    (
+        ax.AxisError,
+        "Cannot apply OneHot(Batch, 3) to Tensor[I32, Batch=2]: axis Batch already "
+        "present (a tensor never has the same axis twice; rename one)",
+        lambda: ax.one_hot(ax.zeros((2,), Batch, dtype=ax.I32), Batch, 3),
+    ),
+    (
+        ax.AxisError,
+        f"Cannot apply Add to {X} and Tensor[I32]: dtypes F32 and I32 differ (convert "
+        "one operand with astype)",
+        lambda: x23() + jnp.int32(2),
+    ),
     # ------------------------------------------------------------------ transforms
-    (ax.AxisError, f"Cannot apply grad to {X}: the function must return a scalar (reduce the "
-     "remaining axes with ax.sum or ax.mean)", lambda: ax.grad(lambda t: t * 2.0)(x23())),
-    (ax.AxisError, "Cannot apply value_and_grad to Tensor[F32, Batch=2]: the function must "
-     "return a scalar (reduce the remaining axes with ax.sum or ax.mean)",
-     lambda: ax.value_and_grad(lambda t: ax.sum(t, Pixel))(x23())),
-    (ax.AxisError, "Cannot apply vmap over Out: no argument has axis Out (add it with "
-     "ax.expand_dims or map over another axis)", lambda: ax.vmap(lambda t: t, over=Out)(x23())),
-    (ax.AxisError, "Cannot apply vmap over Batch: the arguments give it sizes 2 and 5 (equal "
-     "axes must have equal sizes; slice or pad one argument)",
-     lambda: ax.vmap(lambda a, b: a, over=Batch)(x23(), ax.zeros((5,), Batch))),
-    (ax.AxisError, "Cannot apply vmap over Batch to Tensor[F32, Pixel=3, Batch=2]: a result "
-     "already has axis Batch (rename it, or return it without the mapped axis)",
-     lambda: ax.vmap(lambda a, b: ax.broadcast(a, (Pixel, Batch), sizes={Batch: 2}),
-                     over=Batch)(x23(), ax.zeros((2,), Batch))),
+    (
+        ax.AxisError,
+        f"Cannot apply grad to {X}: the function must return a scalar (reduce the "
+        "remaining axes with ax.sum or ax.mean)",
+        lambda: ax.grad(lambda t: t * 2.0)(x23()),
+    ),
+    (
+        ax.AxisError,
+        "Cannot apply value_and_grad to Tensor[F32, Batch=2]: the function must "
+        "return a scalar (reduce the remaining axes with ax.sum or ax.mean)",
+        lambda: ax.value_and_grad(lambda t: ax.sum(t, Pixel))(x23()),
+    ),
+    (
+        ax.AxisError,
+        "Cannot apply vmap over Out: no argument has axis Out (add it with "
+        "ax.expand_dims or map over another axis)",
+        lambda: ax.vmap(lambda t: t, over=Out)(x23()),
+    ),
+    (
+        ax.AxisError,
+        "Cannot apply vmap over Batch: the arguments give it sizes 2 and 5 (equal "
+        "axes must have equal sizes; slice or pad one argument)",
+        lambda: ax.vmap(lambda a, b: a, over=Batch)(x23(), ax.zeros((5,), Batch)),
+    ),
+    (
+        ax.AxisError,
+        "Cannot apply vmap over Batch to Tensor[F32, Pixel=3, Batch=2]: a result "
+        "already has axis Batch (rename it, or return it without the mapped axis)",
+        lambda: ax.vmap(lambda a, b: ax.broadcast(a, (Pixel, Batch), sizes={Batch: 2}), over=Batch)(
+            x23(), ax.zeros((2,), Batch)
+        ),
+    ),
 ]
 
 
@@ -307,30 +613,56 @@ def _grad_of(op: ax.Op) -> Any:
 
 
 CASES += [
-    (TypeError, "TwoOut.backward returned 2 cotangents for 1 operands",
-     lambda: _grad_of(TwoOut("count"))),
-    (ax.AxisError, "TwoOut.backward: cotangent 0 has axes (Pixel, Batch) but operand 0 has "
-     "(Batch, Pixel) (transpose it to the operand's order)", lambda: _grad_of(TwoOut("axes"))),
-    (TypeError, "TwoOut.backward: cotangent 0 has shape (3,), operand 0 has shape (2, 3)",
-     lambda: _grad_of(TwoOut("shape"))),
+    (
+        TypeError,
+        "TwoOut.backward returned 2 cotangents for 1 operands",
+        lambda: _grad_of(TwoOut("count")),
+    ),
+    (
+        ax.AxisError,
+        "TwoOut.backward: cotangent 0 has axes (Pixel, Batch) but operand 0 has "
+        "(Batch, Pixel) (transpose it to the operand's order)",
+        lambda: _grad_of(TwoOut("axes")),
+    ),
+    (
+        TypeError,
+        "TwoOut.backward: cotangent 0 has shape (3,), operand 0 has shape (2, 3)",
+        lambda: _grad_of(TwoOut("shape")),
+    ),
     (NotImplementedError, "Op must define infer()", lambda: ax.Op()(x23())),
     # ------------------------------------------------------------------ stacked pytree leaves
-    (TypeError, "Cannot apply Exp to Tensor[F32, Batch]: stacked: array of shape (3, 2), 1 "
-     "unnamed leading dimension (3,) (name them with ax.tensor(t.array, Axis, *t.axes), or take "
-     "them off with jax.vmap / jax.lax.scan first)",
-     lambda: ax.exp(jax.vmap(lambda s: ax.ones((2,), Batch) * s)(jnp.arange(3.0)))),
-    (TypeError, "Cannot apply Sum(Pixel) to Tensor[F32, Batch, Pixel]: array of shape (3,) has "
-     "lost 1 named dimension: a raw jax.vmap or jax.lax.scan sliced a named axis (use "
-     "ax.vmap(f, over=Axis))", lambda: jax.vmap(lambda t: ax.sum(t, Pixel))(x23())),
+    (
+        TypeError,
+        "Cannot apply Exp to Tensor[F32, Batch]: stacked: array of shape (3, 2), 1 "
+        "unnamed leading dimension (3,) (name them with ax.tensor(t.array, Axis, *t.axes), or take "
+        "them off with jax.vmap / jax.lax.scan first)",
+        lambda: ax.exp(jax.vmap(lambda s: ax.ones((2,), Batch) * s)(jnp.arange(3.0))),
+    ),
+    (
+        TypeError,
+        "Cannot apply Sum(Pixel) to Tensor[F32, Batch, Pixel]: array of shape (3,) has "
+        "lost 1 named dimension: a raw jax.vmap or jax.lax.scan sliced a named axis (use "
+        "ax.vmap(f, over=Axis))",
+        lambda: jax.vmap(lambda t: ax.sum(t, Pixel))(x23()),
+    ),
     # ------------------------------------------------------------------ sharding
-    (TypeError, f"partition_spec: mesh axis 'data' would shard both Batch and Pixel of {X} (a "
-     "mesh axis can split only one axis of a tensor)",
-     lambda: ax.partition_spec(x23(), {Batch: "data", Pixel: "data"})),
-    (TypeError, "partition_spec: a mesh axis is a string, a tuple of strings or None, got 3",
-     lambda: ax.partition_spec(x23(), {Batch: 3})),  # type: ignore[dict-item]
-    (TypeError, "partition_spec: 'Batch' is not an axis label; axis labels are subclasses of "
-     "ax.Axis (`@final class Batch(ax.Axis): ...`)",
-     lambda: ax.partition_spec(x23(), {"Batch": "data"})),  # type: ignore[dict-item]
+    (
+        TypeError,
+        f"partition_spec: mesh axis 'data' would shard both Batch and Pixel of {X} (a "
+        "mesh axis can split only one axis of a tensor)",
+        lambda: ax.partition_spec(x23(), {Batch: "data", Pixel: "data"}),
+    ),
+    (
+        TypeError,
+        "partition_spec: a mesh axis is a string, a tuple of strings or None, got 3",
+        lambda: ax.partition_spec(x23(), {Batch: 3}),
+    ),  # type: ignore[dict-item]
+    (
+        TypeError,
+        "partition_spec: 'Batch' is not an axis label; axis labels are subclasses of "
+        "ax.Axis (`@final class Batch(ax.Axis): ...`)",
+        lambda: ax.partition_spec(x23(), {"Batch": "data"}),
+    ),  # type: ignore[dict-item]
 ]
 
 

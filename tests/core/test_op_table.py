@@ -19,8 +19,8 @@ import axjax.graph
 import axjax.nn
 import axjax.ops
 import axjax.train
+from axjax.core._internal import declared_ops
 from axjax.core._registry import operator as registry_operator
-from axjax.core.internal import declared_ops
 from tests.core.helpers import OpCase, check_op
 from tests.core.op_cases import CASES
 
@@ -48,8 +48,12 @@ def op_classes() -> set[type[ax.Op]]:
         cls = todo.pop()
         subs = cls.__subclasses__()
         todo.extend(subs)
-        if (cls is not ax.Op and not subs and cls.__module__.startswith("axjax.")
-                and not cls.__dict__.get("user_base")):  # ax.ElementwiseOp, ...: for users
+        if (
+            cls is not ax.Op
+            and not subs
+            and cls.__module__.startswith("axjax.")
+            and not cls.__dict__.get("user_base")
+        ):  # ax.ElementwiseOp, ...: for users
             found.add(cls)
     return found
 
@@ -80,7 +84,8 @@ def test_every_primitive_is_documented_and_every_row_is_tested() -> None:
     rows = documented()
     assert set(rows) == primitives(), (
         f"docs/ops.md rows without an op: {sorted(set(rows) - primitives())}; "
-        f"ops without a row: {sorted(primitives() - set(rows))}")
+        f"ops without a row: {sorted(primitives() - set(rows))}"
+    )
     assert set(rows) <= {c.op for c in CASES}
     for op, row in rows.items():
         cells = [c.strip() for c in row.strip("|").split("|")]
@@ -103,7 +108,8 @@ def test_every_declared_function_is_exported() -> None:
             fn = getattr(module, name, None)
             assert callable(fn), f"{spec.op.__name__}: {spec.module} defines no function {name}"
             assert getattr(namespace, name, None) is fn, (
-                f"{spec.namespace}.{name} is not the function {spec.module}.{name}")
+                f"{spec.namespace}.{name} is not the function {spec.module}.{name}"
+            )
             if spec.namespace == "axjax":
                 assert getattr(axjax.ops, name, None) is fn, f"axjax.ops does not export {name}"
         assert (spec.kind == "internal") == (not spec.functions)
@@ -145,13 +151,18 @@ def test_the_coverage_check_sees_a_new_op() -> None:
 
 def test_the_overload_generator_covers_every_declared_axis_function() -> None:
     spec = importlib.util.spec_from_file_location(
-        "gen_overloads", Path(__file__).resolve().parents[2] / "tools" / "gen_overloads.py")
+        "gen_overloads", Path(__file__).resolve().parents[2] / "tools" / "gen_overloads.py"
+    )
     assert spec is not None and spec.loader is not None
     gen = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(gen)
     docs = gen.runtime_docs()
-    generated = {name for build in gen.MODULES.values()
-                 for names in build(docs).exports.values() for name in names}
+    generated = {
+        name
+        for build in gen.MODULES.values()
+        for names in build(docs).exports.values()
+        for name in names
+    }
     assert gen.check_coverage(generated) == []
     assert gen.check_coverage(generated - {"squeeze"}) == ["squeeze"]  # a new op is noticed
     assert {"sum", "softmax", "argmax", "add", "less"} <= generated  # read from the registry

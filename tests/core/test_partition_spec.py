@@ -17,14 +17,15 @@ RULES = {Batch: "data", Hidden: "model"}
 
 def test_spec_follows_each_tensors_axis_order() -> None:
     assert ax.partition_spec(ax.zeros((4, 3), Batch, Hidden), RULES) == PartitionSpec(
-        "data", "model")
+        "data", "model"
+    )
     assert ax.partition_spec(ax.zeros((3, 4), Hidden, Batch), RULES) == PartitionSpec(
-        "model", "data")
+        "model", "data"
+    )
 
 
 def test_unlisted_axes_are_replicated_and_absent_rules_ignored() -> None:
-    assert ax.partition_spec(ax.zeros((2, 3), Pixel, Hidden), RULES) == PartitionSpec(
-        None, "model")
+    assert ax.partition_spec(ax.zeros((2, 3), Pixel, Hidden), RULES) == PartitionSpec(None, "model")
     assert ax.partition_spec(ax.zeros((2,), Pixel), RULES) == PartitionSpec(None)
     assert ax.partition_spec(ax.zeros((2,), Batch), {Batch: None}) == PartitionSpec(None)
 
@@ -59,8 +60,9 @@ def test_device_put_with_a_named_sharding_on_a_one_device_mesh() -> None:
 
 def test_a_whole_model_with_one_mapping() -> None:
     params = {"w": ax.zeros((3, 2), Pixel, Hidden), "b": ax.zeros((2,), Hidden)}
-    specs = jax.tree.map(lambda t: ax.partition_spec(t, RULES), params,
-                         is_leaf=lambda v: isinstance(v, ax.Tensor))
+    specs = jax.tree.map(
+        lambda t: ax.partition_spec(t, RULES), params, is_leaf=lambda v: isinstance(v, ax.Tensor)
+    )
     assert specs == {"w": PartitionSpec(None, "model"), "b": PartitionSpec("model")}
 
 
@@ -69,8 +71,9 @@ def test_a_whole_model_with_one_mapping() -> None:
 # types and shard_map's varying axes exist whatever the mesh's size.
 def test_one_mesh_axis_for_two_axes_is_an_axis_error_naming_both() -> None:
     x = ax.zeros((2, 3), Batch, Hidden)
-    with pytest.raises(ax.AxisError, match="mesh axis 'data' would shard both Batch and "
-                       "Hidden of Tensor"):
+    with pytest.raises(
+        ax.AxisError, match="mesh axis 'data' would shard both Batch and Hidden of Tensor"
+    ):
         ax.partition_spec(x, {Batch: "data", Hidden: "data"})
     with pytest.raises(TypeError, match="is not an axis label"):
         ax.partition_spec(x, {"Batch": "data"})  # type: ignore[dict-item]
@@ -80,8 +83,11 @@ def test_one_mesh_axis_for_two_axes_is_an_axis_error_naming_both() -> None:
 
 def test_axis_rules_check_the_mesh_and_need_a_context() -> None:
     mesh = jax.make_mesh((1, 1), ("data", "model"))
-    with pytest.raises(ax.AxisError, match="Hidden maps to mesh axis 'modl', but the mesh "
-                       r"has axes \('data', 'model'\)"):
+    with pytest.raises(
+        ax.AxisError,
+        match="Hidden maps to mesh axis 'modl', but the mesh "
+        r"has axes \('data', 'model'\)",
+    ):
         ax.axis_rules(mesh, {Hidden: "modl"}).__enter__()
     with pytest.raises(RuntimeError, match="no axis rules"):
         ax.shard(ax.zeros((2,), Batch))
@@ -97,15 +103,16 @@ def test_axis_rules_check_the_mesh_and_need_a_context() -> None:
 
 
 def _mlp_loss(w1: Any, w2: Any, x: Any) -> Any:
-    return ax.sum(ax.sum(ax.tanh(ax.contract(ax.tanh(ax.contract(x, w1)), w2)), Pixel),
-                  Batch).array
+    return ax.sum(ax.sum(ax.tanh(ax.contract(ax.tanh(ax.contract(x, w1)), w2)), Pixel), Batch).array
 
 
 def _operands() -> tuple[Any, Any, Any]:
     k1, k2, k3 = jax.random.split(jax.random.key(0), 3)
-    return (ax.tensor(jax.random.normal(k1, (3, 5)), Pixel, Hidden),
-            ax.tensor(jax.random.normal(k2, (5, 3)), Hidden, Pixel),
-            ax.tensor(jax.random.normal(k3, (4, 3)), Batch, Pixel))
+    return (
+        ax.tensor(jax.random.normal(k1, (3, 5)), Pixel, Hidden),
+        ax.tensor(jax.random.normal(k2, (5, 3)), Hidden, Pixel),
+        ax.tensor(jax.random.normal(k3, (4, 3)), Batch, Pixel),
+    )
 
 
 def test_ops_and_gradients_on_an_explicit_mesh_keep_the_primal_shardings() -> None:
@@ -136,9 +143,11 @@ def test_gradients_inside_shard_map_with_check_vma() -> None:
         return jax.grad(lambda *a: ax.psum(ax.tensor(_mlp_loss(*a)), Batch).array)(w1, w2, x)
 
     with ax.axis_rules(mesh, rules):
-        f = jax.shard_map(step, in_specs=(PartitionSpec(), PartitionSpec(),
-                                          ax.partition_spec(x, rules)),
-                          out_specs=PartitionSpec())
+        f = jax.shard_map(
+            step,
+            in_specs=(PartitionSpec(), PartitionSpec(), ax.partition_spec(x, rules)),
+            out_specs=PartitionSpec(),
+        )
         got = jax.jit(f)(*ax.shard((w1, w2, x)))
     np.testing.assert_allclose(got.array, want.array, rtol=1e-5, atol=1e-6)
 

@@ -21,9 +21,19 @@ def test_properties() -> None:
     assert np.asarray(t).shape == (2, 3)
 
 
-@pytest.mark.parametrize(("marker", "numpy"), [
-    (ax.F32, np.float32), (ax.F16, np.float16), (ax.BF16, jnp.bfloat16), (ax.I8, np.int8),
-    (ax.I32, np.int32), (ax.U8, np.uint8), (ax.U32, np.uint32), (ax.Bool, np.bool_)])
+@pytest.mark.parametrize(
+    ("marker", "numpy"),
+    [
+        (ax.F32, np.float32),
+        (ax.F16, np.float16),
+        (ax.BF16, jnp.bfloat16),
+        (ax.I8, np.int8),
+        (ax.I32, np.int32),
+        (ax.U8, np.uint8),
+        (ax.U32, np.uint32),
+        (ax.Bool, np.bool_),
+    ],
+)
 def test_dtype_markers(marker: type[ax.DType], numpy: type) -> None:
     t = ax.zeros((2,), Batch, dtype=marker)
     assert t.dtype is marker and t.array.dtype == np.dtype(numpy)
@@ -34,8 +44,10 @@ def test_64_bit_markers_under_x64() -> None:
     with jax.enable_x64(True):
         assert ax.tensor([1.0, 2.0], Batch, dtype=ax.F64).dtype is ax.F64
         assert ax.arange(Time, 3, dtype=ax.I64).dtype is ax.I64
-    with pytest.raises(TypeError, match="^tensor: asked for F64 but JAX made F32"), \
-            pytest.warns(UserWarning, match="float64"):
+    with (
+        pytest.raises(TypeError, match="^tensor: asked for F64 but JAX made F32"),
+        pytest.warns(UserWarning, match="float64"),
+    ):
         ax.tensor([1.0], Batch, dtype=ax.F64)
 
 
@@ -87,7 +99,7 @@ def test_eager_ops_need_no_tracing_and_match_numpy() -> None:
     x = ax.tensor(np.array([[1.0, -2.0, 3.0]], np.float32), Batch, Pixel)
     assert (ax.relu(x) * 2 + 1).array.tolist() == [[3.0, 1.0, 7.0]]
     assert (1 - x).array.tolist() == [[0.0, 3.0, -2.0]]
-    assert (x ** 2).array.tolist() == [[1.0, 4.0, 9.0]]
+    assert (x**2).array.tolist() == [[1.0, 4.0, 9.0]]
     assert ax.sum(x, Pixel).array.tolist() == [2.0]
     assert (x > 0).dtype is ax.Bool and (x > 0).array.tolist() == [[True, False, True]]
     assert (ax.tensor(3.0) * x).axes == (Batch, Pixel)
@@ -105,9 +117,11 @@ def test_ops_describe_themselves() -> None:
     from axjax.ops._select import Index
 
     assert repr(Sum(Batch)) == "Sum(Batch)" and Sum((Batch, Pixel)).params() == {
-        "over": (Batch, Pixel)}
+        "over": (Batch, Pixel)
+    }
     assert Index(Time, 3).describe() == "Index(Time, 3)" and Index(Time).describe() == (
-        "Index(Time, i)")
+        "Index(Time, i)"
+    )
     assert ax.Op.name == "" and Sum.name == "Sum"
 
 

@@ -27,8 +27,16 @@ from jax.extend.core import ClosedJaxpr, Jaxpr
 import axjax as ax
 from tests.axes import Batch, Class, Hidden1, Hidden2, Pixel
 
-WRAPPERS = {"pjit", "jit", "closed_call", "core_call", "custom_jvp_call", "custom_vjp_call",
-            "custom_vjp_call_jaxpr", "custom_lin"}
+WRAPPERS = {
+    "pjit",
+    "jit",
+    "closed_call",
+    "core_call",
+    "custom_jvp_call",
+    "custom_vjp_call",
+    "custom_vjp_call_jaxpr",
+    "custom_lin",
+}
 
 
 def _subjaxprs(params: dict[str, Any]) -> list[Jaxpr]:
@@ -64,8 +72,7 @@ def count_primitives(jaxpr: Jaxpr, counts: Counter[str] | None = None) -> Counte
 
 
 SHAPES = [(784, 300), (300,), (300, 100), (100,), (100, 10), (10,)]
-AXES = [(Pixel, Hidden1), (Hidden1,), (Hidden1, Hidden2), (Hidden2,), (Hidden2, Class),
-        (Class,)]
+AXES = [(Pixel, Hidden1), (Hidden1,), (Hidden1, Hidden2), (Hidden2,), (Hidden2, Class), (Class,)]
 
 
 def ax_loss(params: list[Any], x: Any, y: Any) -> Any:
@@ -139,4 +146,3 @@ def test_identity_layouts_emit_no_transpose(n_batch: int) -> None:
     counts = count_primitives(jax.make_jaxpr(jax.grad(loss))(arr).jaxpr)
     assert counts["transpose"] == 0, counts
     assert counts["reshape"] == 2, counts  # flatten forward, and back in its backward
-

@@ -47,8 +47,8 @@ def test_compiled_graph_equals_eager_code(key: jax.Array) -> None:
     eager = ax.tanh(xs @ w.value + ax.broadcast(b.value, (Batch, Hidden), sizes={Batch: 5}))
     assert isinstance(out, ax.Tensor) and out.axes == (Batch, Hidden)
     np.testing.assert_allclose(out.array, eager.array, rtol=1e-6)
-    np.testing.assert_allclose(f(xs.array).array, eager.array, rtol=1e-6)   # a bare array
-    np.testing.assert_allclose(f(x=xs).array, eager.array, rtol=1e-6)       # by name
+    np.testing.assert_allclose(f(xs.array).array, eager.array, rtol=1e-6)  # a bare array
+    np.testing.assert_allclose(f(x=xs).array, eager.array, rtol=1e-6)  # by name
 
 
 def test_outputs_as_list_and_dict(key: jax.Array) -> None:
@@ -60,7 +60,7 @@ def test_outputs_as_list_and_dict(key: jax.Array) -> None:
     named = ax.compile({"y": y, "s": s}, inputs=[x])(xs)
     assert set(named) == {"y", "s"}
     np.testing.assert_allclose(named["s"].array, pair[1].array)
-    leaf = ax.compile(w)()                  # a leaf as output, no inputs at all
+    leaf = ax.compile(w)()  # a leaf as output, no inputs at all
     np.testing.assert_array_equal(leaf.array, w.value.array)
 
 
@@ -73,7 +73,7 @@ def test_one_trace_per_distinct_input_sizes(key: jax.Array) -> None:
     f(jnp.ones((7, 3)))
     f(jnp.ones((4, 3)))
     assert f.trace_count == 2
-    f(jnp.ones((4, 3)), params={w: ax.zeros((3, 4), In, Hidden)})   # new values: no retrace
+    f(jnp.ones((4, 3)), params={w: ax.zeros((3, 4), In, Hidden)})  # new values: no retrace
     assert f.trace_count == 2
 
 
@@ -83,13 +83,19 @@ def test_params_override(key: jax.Array) -> None:
     xs = jnp.ones((2, 3))
     zero_w = w.replace(ax.zeros((3, 4), In, Hidden))
     zero_b = b.replace(ax.zeros((4,), Hidden))
-    for params in ([zero_w, zero_b], {w: zero_w.value, b: zero_b.value},
-                   {"layer": (zero_w, zero_b), "scale": 2.0}):
+    for params in (
+        [zero_w, zero_b],
+        {w: zero_w.value, b: zero_b.value},
+        {"layer": (zero_w, zero_b), "scale": 2.0},
+    ):
         np.testing.assert_array_equal(f(xs, params=params).array, np.zeros((2, 4)))
     other = ax.Param(ax.ones((1,), Out))
     np.testing.assert_array_equal(f(xs, params=[other]).array, f(xs).array)  # not in graph
-    with pytest.raises(ax.AxisError, match=r"Param w is Tensor\[F32, In=3, Hidden=4\], got "
-                       r"Tensor\[F32, In=3, Hidden=5\]: axis Hidden has size 5, expected 4"):
+    with pytest.raises(
+        ax.AxisError,
+        match=r"Param w is Tensor\[F32, In=3, Hidden=4\], got "
+        r"Tensor\[F32, In=3, Hidden=5\]: axis Hidden has size 5, expected 4",
+    ):
         f(xs, params={w: ax.zeros((3, 5), In, Hidden)})
     with pytest.raises(TypeError, match=r"params= holds no Params \(give \{param: value\}"):
         f(xs, params={"w": zero_w.value})
@@ -101,20 +107,35 @@ def test_call_errors_name_the_input(key: jax.Array) -> None:
     x, w, b, y = _mlp(key)
     f = ax.compile(y, inputs=[x])
     head = r"Cannot call the compiled graph: input x is Tensor\[F32, Batch=\?, In=3\], got "
-    with pytest.raises(ax.AxisError, match=head + r"Tensor\[F32, Batch=2, In=4\]: axis In "
-                       r"has size 4, expected 3"):
+    with pytest.raises(
+        ax.AxisError,
+        match=head + r"Tensor\[F32, Batch=2, In=4\]: axis In "
+        r"has size 4, expected 3",
+    ):
         f(ax.zeros((2, 4), Batch, In))
-    with pytest.raises(ax.AxisError, match=head + r"Tensor\[F32, In=3, Batch=2\]: same axes "
-                       r"in a different order \(transpose it first\)"):
+    with pytest.raises(
+        ax.AxisError,
+        match=head + r"Tensor\[F32, In=3, Batch=2\]: same axes "
+        r"in a different order \(transpose it first\)",
+    ):
         f(ax.zeros((3, 2), In, Batch))
-    with pytest.raises(ax.AxisError, match=head + r"Tensor\[F32, Batch=2, Out=3\]: the axes "
-                       "differ"):
+    with pytest.raises(
+        ax.AxisError,
+        match=head + r"Tensor\[F32, Batch=2, Out=3\]: the axes "
+        "differ",
+    ):
         f(ax.zeros((2, 3), Batch, Out))
-    with pytest.raises(ax.AxisError, match=head + r"Tensor\[I32, Batch=2, In=3\]: dtype I32 "
-                       r"differs \(convert it with astype\(ax.F32\)\)"):
+    with pytest.raises(
+        ax.AxisError,
+        match=head + r"Tensor\[I32, Batch=2, In=3\]: dtype I32 "
+        r"differs \(convert it with astype\(ax.F32\)\)",
+    ):
         f(ax.zeros((2, 3), Batch, In, dtype=ax.I32))
-    with pytest.raises(ax.AxisError, match=head + r"an array of shape \(3,\): 1 dimension for "
-                       "2 axes"):
+    with pytest.raises(
+        ax.AxisError,
+        match=head + r"an array of shape \(3,\): 1 dimension for "
+        "2 axes",
+    ):
         f(jnp.ones(3))
     with pytest.raises(ax.AxisError, match=head + r"Tensor\[F32, Batch=2, In=2\]: axis In has"):
         f(np.ones((2, 2)))
@@ -134,8 +155,9 @@ def test_array_dtypes_convert_only_without_loss() -> None:
     i = ax.Input(ax.I32, Batch, name="i")
     f = ax.compile(i * 2, inputs=[i])
     assert f(np.array([1, 2], np.int64)).dtype is ax.I32
-    with pytest.raises(ax.AxisError, match="array of dtype float32: it cannot become I32 "
-                       "without losing values"):
+    with pytest.raises(
+        ax.AxisError, match="array of dtype float32: it cannot become I32 without losing values"
+    ):
         f(jnp.array([1.5, 2.0]))
     x = ax.Input(ax.F32, Batch)
     np.testing.assert_array_equal(ax.compile(x + 1.0)([0, 1]).array, [1.0, 2.0])  # list, ints
@@ -145,21 +167,32 @@ def test_compile_time_errors(key: jax.Array) -> None:
     x, w, b, y = _mlp(key)
     t = ax.Input(ax.F32, Batch, Out, name="t")
     loss = ax.sum(ax.sum(ax.square(ax.rename(y, Hidden, Out) - t), Out), Batch)
-    with pytest.raises(TypeError, match=r"the outputs depend on t \(Input t: Tensor\[F32, "
-                       r"Batch=\?, Out=\?\]\), which is not in inputs= \(it lists x; add it\)"):
+    with pytest.raises(
+        TypeError,
+        match=r"the outputs depend on t \(Input t: Tensor\[F32, "
+        r"Batch=\?, Out=\?\]\), which is not in inputs= \(it lists x; add it\)",
+    ):
         ax.compile(loss, inputs=[x])
     with pytest.raises(TypeError, match="the graph has inputs x, t; pass inputs="):
         ax.compile(loss)
-    with pytest.raises(TypeError, match=r"Input t: .* is listed in inputs= but the outputs "
-                       r"do not use it \(remove it\)"):
+    with pytest.raises(
+        TypeError,
+        match=r"Input t: .* is listed in inputs= but the outputs "
+        r"do not use it \(remove it\)",
+    ):
         ax.compile(y, inputs=[x, t])
-    with pytest.raises(TypeError, match="inputs= lists ax.Input nodes, got Param w.*Params and "
-                       "Consts carry their own values"):
+    with pytest.raises(
+        TypeError,
+        match="inputs= lists ax.Input nodes, got Param w.*Params and Consts carry their own values",
+    ):
         ax.compile(y, inputs=[x, w])
     with pytest.raises(TypeError, match="an Input is listed twice"):
         ax.compile(y, inputs=[x, x])
-    with pytest.raises(TypeError, match=r"outputs must be graph nodes, got Tensor\[F32, "
-                       r"Batch=2\] \(an eager value"):
+    with pytest.raises(
+        TypeError,
+        match=r"outputs must be graph nodes, got Tensor\[F32, "
+        r"Batch=2\] \(an eager value",
+    ):
         ax.compile(ax.ones((2,), Batch))
     with pytest.raises(TypeError, match="give at least one output node"):
         ax.compile([])
@@ -172,8 +205,10 @@ def test_sizes_that_disagree_at_the_call_fail_with_the_node_and_its_line() -> No
     f = ax.compile(s, inputs=[a, c])
     with pytest.raises(ax.AxisError, match="axis Batch has size 2 in one operand and 3") as info:
         f(jnp.ones(2), jnp.ones(3))
-    assert any("while running graph node %2 = Add(a, c), built at test_graph_compile.py:" in note
-               for note in getattr(info.value, "__notes__", []))
+    assert any(
+        "while running graph node %2 = Add(a, c), built at test_graph_compile.py:" in note
+        for note in getattr(info.value, "__notes__", [])
+    )
 
 
 def test_open_sizes_broadcast_from_a_node(key: jax.Array) -> None:
@@ -205,8 +240,7 @@ def test_a_fifty_layer_mlp_builds_and_compiles_in_linear_size() -> None:
         wv, bv = g.params[2 * i].value, g.params[2 * i + 1].value
         z = eager @ wv
         eager = ax.rename(ax.relu(z + ax.broadcast(bv, z)), Out, Hidden)
-    np.testing.assert_allclose(float(v1), float(ax.mean(ax.sum(eager, Hidden), Batch)),
-                               rtol=1e-5)
+    np.testing.assert_allclose(float(v1), float(ax.mean(ax.sum(eager, Hidden), Batch)), rtol=1e-5)
     step = ax.compile_step(loss, optax.sgd(1e-3), inputs=[x])
     step(xs)
     step(xs)

@@ -16,8 +16,9 @@ def _blocks(text: str) -> list[tuple[str, str]]:
     return re.findall(r"```(\w+)\n(.*?)```", text, flags=re.S)
 
 
-def test_graph_docs_run_and_show_true_output(tmp_path: Path,
-                                             monkeypatch: pytest.MonkeyPatch) -> None:
+def test_graph_docs_run_and_show_true_output(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.chdir(tmp_path)
     blocks = _blocks(DOC.read_text())
     assert sum(lang == "python" for lang, _ in blocks) >= 8

@@ -52,8 +52,9 @@ CASES = [  # (kind, xs axes, reverse, masked, at)
 
 
 @pytest.mark.parametrize(("kind", "order", "reverse", "masked", "at"), CASES)
-def test_graph_fold_and_scan_equal_eager(kind: str, order: tuple[type[ax.Axis], ...],
-                                         reverse: bool, masked: bool, at: int) -> None:
+def test_graph_fold_and_scan_equal_eager(
+    kind: str, order: tuple[type[ax.Axis], ...], reverse: bool, masked: bool, at: int
+) -> None:
     cell = ax.nn.LSTMCell(In, Hidden, N_IN, H, key=jax.random.key(1))
     model = ax.as_params(cell)
     xs_v = _rand(2, *order)
@@ -81,15 +82,19 @@ def test_graph_fold_and_scan_equal_eager(kind: str, order: tuple[type[ax.Axis], 
     _close(got_c.array, want_c.array)
 
     # gradients: the graph's (each op's backward, through lax.scan) and eager jax.grad's
-    loss = ax.sum(ax.sum(ax.sum(h * c, Hidden), Batch), Time) if kind == "scan" else \
-        ax.sum(ax.sum(h * c, Hidden), Batch)
+    loss = (
+        ax.sum(ax.sum(ax.sum(h * c, Hidden), Batch), Time)
+        if kind == "scan"
+        else ax.sum(ax.sum(h * c, Hidden), Batch)
+    )
     value, grads = ax.value_and_grad(loss, inputs=inputs)(*args)
     params = ax.Graph(loss).params
     assert {p.name for p in params} == {"weight_ih", "weight_hh", "bias"}
 
     def eager_loss(values: Any) -> Any:
-        hh, cc = run(ax.as_values(model, dict(zip(params, values, strict=True))), init,
-                     xs_v, mask_v)
+        hh, cc = run(
+            ax.as_values(model, dict(zip(params, values, strict=True))), init, xs_v, mask_v
+        )
         return jnp.sum(hh.array * cc.array)
 
     want_value, want_grads = jax.value_and_grad(eager_loss)(tuple(p.value for p in params))
@@ -157,9 +162,13 @@ def test_nested_folds_and_an_open_length() -> None:
     _close(got_h.array, ax.nn.fold(eager_outer, over=Time)(hv, xv).array)
     _close(got_hs.array, ax.nn.scan(eager_outer, over=Time)(hv, xv).array)
     g = ax.grad(ax.sum(ax.sum(h, Hidden), Batch), wrt=w, inputs=[xs, h0])(xv, hv)
-    want = jax.grad(lambda wv: jnp.sum(ax.nn.fold(
-        lambda s, x: ax.tanh(x @ wv + ax.nn.fold(inner, over=In)(s, x)), over=Time)(hv, xv)
-        .array))(w.value)
+    want = jax.grad(
+        lambda wv: jnp.sum(
+            ax.nn.fold(lambda s, x: ax.tanh(x @ wv + ax.nn.fold(inner, over=In)(s, x)), over=Time)(
+                hv, xv
+            ).array
+        )
+    )(w.value)
     _close(g.array, want.array)
 
 
@@ -194,17 +203,28 @@ def test_lstm_classifier_graph_trains_with_one_trace() -> None:
     graph = ax.Graph(loss)
     assert sum(isinstance(n, Loop) for n in graph.nodes) == 1
     assert {p.name for p in graph.params} == {
-        "cell.weight_ih", "cell.weight_hh", "cell.bias", "head.weight", "head.bias"}
+        "cell.weight_ih",
+        "cell.weight_hh",
+        "cell.bias",
+        "head.weight",
+        "head.bias",
+    }
     step = ax.compile_step(loss, optax.adam(0.03), inputs=[x, y])
     xs, ys = _data(32 * 8, 0)
-    losses = [float(step(xs[i % 8 * 32:(i % 8 + 1) * 32], ys[i % 8 * 32:(i % 8 + 1) * 32]))
-              for i in range(80)]
+    losses = [
+        float(step(xs[i % 8 * 32 : (i % 8 + 1) * 32], ys[i % 8 * 32 : (i % 8 + 1) * 32]))
+        for i in range(80)
+    ]
     assert np.mean(losses[-8:]) < 0.6 * np.mean(losses[:8]), losses
     assert step.trace_count == 1
     # the trained weights, back in eager modules, give what the compiled graph gives
     xt = ax.tensor(xs[:32], Batch, Time, In)
-    trained = net.logits(ax.as_values(cell, step.params), ax.as_values(head, step.params), xt,
-                         ax.as_values(cell, step.params).init_state({Batch: 32}))
+    trained = net.logits(
+        ax.as_values(cell, step.params),
+        ax.as_values(head, step.params),
+        xt,
+        ax.as_values(cell, step.params).init_state({Batch: 32}),
+    )
     predict = ax.compile(logits, inputs=[x])
     _close(predict(xt, params=step.params).array, trained.array, 1e-4)
     accuracy = np.mean(np.argmax(np.asarray(trained.array), -1) == ys[:32])
@@ -217,28 +237,30 @@ def test_listing_shows_the_body_indented() -> None:
     h0 = ax.Input(ax.F32, Batch, Hidden, sizes={Hidden: 3}, name="h0")
     h = ax.nn.fold(lambda s, x: ax.tanh(x @ w + s), over=Time, reverse=True)(h0, xs)
     graph = ax.Graph({"h": h})
-    assert str(graph) == "\n".join([
-        "Graph: 2 inputs, 1 param, 0 consts, 5 nodes; outputs: h",
-        "  name  op                   inputs     type",
-        "  h0    Input                           Tensor[F32, Batch=?, Hidden=3]",
-        "  xs    Input                           Tensor[F32, Batch=?, Time=?, In=2]",
-        "  w     Param                           Tensor[F32, In=2, Hidden=3]",
-        "  %3    Fold(Time, reverse)  h0, xs, w  Tensor[F32, Batch=?, Hidden=3]",
-        "      state  Carry                Tensor[F32, Batch=?, Hidden=3]",
-        "      xs[t]  Slice                Tensor[F32, Batch=?, In=2]",
-        "      %3.2   MatMul  xs[t], w     Tensor[F32, Batch=?, Hidden=3]",
-        "      %3.3   Add     %3.2, state  Tensor[F32, Batch=?, Hidden=3]",
-        "      next   Tanh    %3.3         Tensor[F32, Batch=?, Hidden=3]",
-        "  h     Part                 %3         Tensor[F32, Batch=?, Hidden=3]",
-    ])
+    assert str(graph) == "\n".join(
+        [
+            "Graph: 2 inputs, 1 param, 0 consts, 5 nodes; outputs: h",
+            "  name  op                   inputs     type",
+            "  h0    Input                           Tensor[F32, Batch=?, Hidden=3]",
+            "  xs    Input                           Tensor[F32, Batch=?, Time=?, In=2]",
+            "  w     Param                           Tensor[F32, In=2, Hidden=3]",
+            "  %3    Fold(Time, reverse)  h0, xs, w  Tensor[F32, Batch=?, Hidden=3]",
+            "      state  Carry                Tensor[F32, Batch=?, Hidden=3]",
+            "      xs[t]  Slice                Tensor[F32, Batch=?, In=2]",
+            "      %3.2   MatMul  xs[t], w     Tensor[F32, Batch=?, Hidden=3]",
+            "      %3.3   Add     %3.2, state  Tensor[F32, Batch=?, Hidden=3]",
+            "      next   Tanh    %3.3         Tensor[F32, Batch=?, Hidden=3]",
+            "  h     Part                 %3         Tensor[F32, Batch=?, Hidden=3]",
+        ]
+    )
     loop = graph.nodes[3]
     assert isinstance(loop, Loop) and graph.uses(loop) == [h] and h.args == (loop,)
     assert repr(loop) == "Loop Fold(Time, reverse): Tensor[F32, Batch=?, Hidden=3]"
     assert repr(h) == "Part of Fold(Time, reverse): Tensor[F32, Batch=?, Hidden=3]"
-    assert graph.rows(loop.body)[-1] == ("next", "Tanh", "%3.3",
-                                         "Tensor[F32, Batch=?, Hidden=3]")
+    assert graph.rows(loop.body)[-1] == ("next", "Tanh", "%3.3", "Tensor[F32, Batch=?, Hidden=3]")
     hs, _ = ax.nn.scan(lambda s, x: (s[0] + x, s[1]), over=Time, at=1)(
-        (h0, h0), ax.Input(ax.F32, Time, Batch, Hidden, name="v"))
+        (h0, h0), ax.Input(ax.F32, Time, Batch, Hidden, name="v")
+    )
     assert hs.loop.describe() == "Scan(Time, at=1)" and hs.axes == (Batch, Time, Hidden)
     assert [r[1] for r in ax.Graph(hs).rows()][-2:] == ["Scan(Time, at=1)", "Part[0]"]
     with pytest.raises(TypeError, match=r"holds 2 results, not one Tensor: use its parts"):
@@ -266,26 +288,42 @@ def test_axis_errors_inside_the_body_fail_when_the_graph_is_built() -> None:
     assert str(info.value) == (
         "Cannot apply Add to Tensor[F32, Batch=?, Hidden=3] and Tensor[F32, Batch=?, In=2]: "
         "axes differ (elementwise ops need identical axes: use ax.broadcast, ax.transpose or "
-        "ax.rename to line them up)")
+        "ax.rename to line them up)"
+    )
     cell = ax.as_params(ax.nn.GRUCell(In, Hidden, 5, 3, key=jax.random.key(0)))
-    with pytest.raises(ax.AxisError, match=r"axis In of the input has size 2, the layer "
-                       r"expects 5"):
+    with pytest.raises(
+        ax.AxisError,
+        match=r"axis In of the input has size 2, the layer "
+        r"expects 5",
+    ):
         ax.nn.scan(cell, over=Time)(h0, xs)
-    with pytest.raises(ax.AxisError, match=r"Cannot fold over Time: the unit returned "
-                       r"\(Tensor\[F32, Hidden=3, Batch=\?\]\) but the state has axes "
-                       r"\(\[Batch, Hidden\]\)"):
+    with pytest.raises(
+        ax.AxisError,
+        match=r"Cannot fold over Time: the unit returned "
+        r"\(Tensor\[F32, Hidden=3, Batch=\?\]\) but the state has axes "
+        r"\(\[Batch, Hidden\]\)",
+    ):
         ax.nn.fold(lambda s, x: ax.transpose(s, Hidden, Batch), over=Time)(h0, xs)
-    with pytest.raises(ax.AxisError, match=r"the unit returned Tensor\[F64, Batch=\?, "
-                       r"Hidden=3\] for the state Tensor\[F32, Batch=\?, Hidden=3\]"):
+    with pytest.raises(
+        ax.AxisError,
+        match=r"the unit returned Tensor\[F64, Batch=\?, "
+        r"Hidden=3\] for the state Tensor\[F32, Batch=\?, Hidden=3\]",
+    ):
         ax.nn.fold(lambda s, x: ax.astype(s, ax.F64), over=Time)(h0, xs)
-    with pytest.raises(ax.AxisError, match=r"Cannot fold with mask Tensor\[Bool, Batch=\?, "
-                       r"In=2\]: the state Tensor\[F32, Batch=\?, Hidden=3\] has no axis In"):
+    with pytest.raises(
+        ax.AxisError,
+        match=r"Cannot fold with mask Tensor\[Bool, Batch=\?, "
+        r"In=2\]: the state Tensor\[F32, Batch=\?, Hidden=3\] has no axis In",
+    ):
         ax.nn.fold(lambda s, x: s, over=Time)(
-            h0, xs, mask=ax.Input(ax.Bool, Batch, Time, In, sizes={In: 2}))
+            h0, xs, mask=ax.Input(ax.Bool, Batch, Time, In, sizes={In: 2})
+        )
     with pytest.raises(ax.AxisError, match=r"the inputs give it sizes \[4, 5\]"):
         ax.nn.fold(lambda s, x: s, over=Time)(
-            h0, ax.Input(ax.F32, Batch, Time, sizes={Time: 4}),
-            mask=ax.Input(ax.Bool, Batch, Time, sizes={Time: 5}))
+            h0,
+            ax.Input(ax.F32, Batch, Time, sizes={Time: 4}),
+            mask=ax.Input(ax.Bool, Batch, Time, sizes={Time: 5}),
+        )
 
 
 def test_a_body_node_used_outside_its_loop_is_a_clear_error() -> None:
@@ -297,6 +335,9 @@ def test_a_body_node_used_outside_its_loop_is_a_clear_error() -> None:
 
     xs = ax.Input(ax.F32, Batch, Time, In, name="xs")
     h = ax.nn.fold(unit, over=Time)(ax.Input(ax.F32, Batch, name="h0"), xs)
-    with pytest.raises(TypeError, match=r"is a placeholder of a fold/scan body, with no value "
-                       r"outside it"):
+    with pytest.raises(
+        TypeError,
+        match=r"is a placeholder of a fold/scan body, with no value "
+        r"outside it",
+    ):
         ax.compile(h + ax.sum(leaked[0], In), inputs=[xs, h.loop.args[0]])

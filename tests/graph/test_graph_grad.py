@@ -43,8 +43,11 @@ _eager_loss = jax.jit(lambda xs, ys, vs: _forward(xs, ys, *vs))
 def _setup() -> tuple[list[ax.Tensor], ax.Tensor, ax.Tensor]:
     rng = np.random.default_rng(3)
     f32 = lambda *shape: rng.normal(size=shape).astype(np.float32)  # noqa: E731
-    values = [ax.tensor(f32(4, 6), In, Hidden), ax.tensor(f32(6), Hidden),
-              ax.tensor(f32(6, 3), Hidden, Class)]
+    values = [
+        ax.tensor(f32(4, 6), In, Hidden),
+        ax.tensor(f32(6), Hidden),
+        ax.tensor(f32(6, 3), Hidden, Class),
+    ]
     xs = ax.tensor(f32(5, 4), Batch, In)
     ys = ax.tensor(np.eye(3, dtype=np.float32)[rng.integers(0, 3, size=5)], Batch, Class)
     return values, xs, ys
@@ -65,9 +68,9 @@ def test_graph_gradients_equal_jax_grad_of_the_eager_model() -> None:
     value, g1 = ax.value_and_grad(loss, wrt=params[0], inputs=[x, y])(xs, ys)
     np.testing.assert_allclose(float(value), float(_eager_loss(xs, ys, values)), rtol=1e-6)
     np.testing.assert_allclose(g1.array, eager[0].array, rtol=1e-5, atol=1e-6)
-    all_grads = ax.grad(loss, inputs=[x, y])(x=xs, y=ys)            # wrt: every Param
+    all_grads = ax.grad(loss, inputs=[x, y])(x=xs, y=ys)  # wrt: every Param
     assert len(all_grads) == 3
-    with ax.jax_autodiff():                                          # plain JAX autodiff
+    with ax.jax_autodiff():  # plain JAX autodiff
         plain = ax.grad(loss, wrt=params, inputs=[x, y])(xs, ys)
     for g, e in zip(plain, eager, strict=True):
         np.testing.assert_allclose(g.array, e.array, rtol=1e-5, atol=1e-6)
@@ -98,10 +101,10 @@ def test_the_graph_uses_a_user_ops_own_backward() -> None:
     grad = ax.grad(loss, wrt=w, inputs=[x])
     g = grad(xs)
     assert SignSTE.calls >= 1
-    np.testing.assert_allclose(g.array, xs.sum(axis=0))    # straight through: d/dw = Σ x
-    with ax.jax_autodiff():                                 # the switch retraces once
+    np.testing.assert_allclose(g.array, xs.sum(axis=0))  # straight through: d/dw = Σ x
+    with ax.jax_autodiff():  # the switch retraces once
         g0 = grad(xs)
-    np.testing.assert_array_equal(g0.array, np.zeros(3))    # true derivative of sign
+    np.testing.assert_array_equal(g0.array, np.zeros(3))  # true derivative of sign
     np.testing.assert_allclose(grad(xs).array, xs.sum(axis=0))
     assert grad.trace_count == 2
 
@@ -110,8 +113,11 @@ def test_grad_errors() -> None:
     x = ax.Input(ax.F32, Batch, name="x")
     w = ax.Param(ax.ones((2,), Batch), name="w")
     y = x * w
-    with pytest.raises(ax.AxisError, match=r"ax.grad: the loss must be a floating-point scalar, "
-                       r"got Tensor\[F32, Batch=2\] \(reduce the remaining axes"):
+    with pytest.raises(
+        ax.AxisError,
+        match=r"ax.grad: the loss must be a floating-point scalar, "
+        r"got Tensor\[F32, Batch=2\] \(reduce the remaining axes",
+    ):
         ax.grad(y, wrt=w, inputs=[x])
     loss = ax.sum(y, Batch)
     with pytest.raises(TypeError, match=r"wrt= lists Params, got Input x.*make it an ax.Param"):
@@ -143,17 +149,22 @@ def test_training_step_updates_params_and_reads_them_back() -> None:
     eager_grads = jax.jit(jax.grad(lambda vs: _forward(xs, ys, *vs).array))(values)
     first = step(xs, ys)
     np.testing.assert_allclose(float(first), float(_eager_loss(xs, ys, values)), rtol=1e-6)
-    np.testing.assert_allclose(step.value(params[0]).array,
-                               values[0].array - 0.1 * eager_grads[0].array, rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(
+        step.value(params[0]).array,
+        values[0].array - 0.1 * eager_grads[0].array,
+        rtol=1e-5,
+        atol=1e-6,
+    )
     np.testing.assert_array_equal(step.value(params[2]).array, values[2].array)  # not in wrt
     losses = [float(step(xs, ys)) for _ in range(30)]
     assert losses[-1] < float(first) and step.trace_count == 1
     new = step.params
     assert [p == q for p, q in zip(new, params, strict=True)] == [True] * 3
     value_now = ax.compile(loss, inputs=[x, y])(xs, ys, params=new)
-    np.testing.assert_allclose(float(value_now), float(_eager_loss(xs, ys, ax.as_values(new))),
-                               rtol=1e-6)
-    assert params[0].value is values[0]                      # the original Param is unchanged
+    np.testing.assert_allclose(
+        float(value_now), float(_eager_loss(xs, ys, ax.as_values(new))), rtol=1e-6
+    )
+    assert params[0].value is values[0]  # the original Param is unchanged
     with pytest.raises(TypeError, match="is not a Param of the loss graph"):
         step.value(ax.Param(values[0]))
     with pytest.raises(TypeError, match="optimizer must be an optax.GradientTransformation"):

@@ -42,8 +42,11 @@ def test_input_rejects_bad_arguments() -> None:
 
 def test_size_of_an_open_axis_is_a_clear_error() -> None:
     x = ax.Input(ax.F32, Batch, In)
-    with pytest.raises(ax.AxisError, match=r"size of axis Batch of Tensor\[F32, Batch=\?, In=\?\]"
-                       r": it is not known until the graph is called"):
+    with pytest.raises(
+        ax.AxisError,
+        match=r"size of axis Batch of Tensor\[F32, Batch=\?, In=\?\]"
+        r": it is not known until the graph is called",
+    ):
         x.size(Batch)
     with pytest.raises(ax.AxisError, match="Hidden is not an axis of the node"):
         x.size(Hidden)
@@ -63,8 +66,11 @@ def test_nodes_have_no_value() -> None:
     with pytest.raises(TypeError, match="The problematic value is of type .*Input"):
         jnp.sin(x)  # type: ignore[arg-type]
     w = ax.Param(ax.zeros((2,), Batch), name="w")
-    with pytest.raises(TypeError, match=r"Param w is a symbolic graph node \(its value is "
-                       r"\.value\)"):
+    with pytest.raises(
+        TypeError,
+        match=r"Param w is a symbolic graph node \(its value is "
+        r"\.value\)",
+    ):
         _ = w.array
     with pytest.raises(TypeError, match="symbolic graph node"):
         ax.tensor(x, Batch)
@@ -81,12 +87,12 @@ def test_nodes_are_immutable_and_hashed_by_identity() -> None:
 def test_applying_ops_builds_apply_nodes_with_checked_types() -> None:
     x = ax.Input(ax.F32, Batch, In, sizes={In: 3})
     w = ax.Param(ax.ones((3, 4), In, Hidden), name="w")
-    h = ax.sum(ax.tanh(x @ w), Batch)            # static op parameter: the axis
+    h = ax.sum(ax.tanh(x @ w), Batch)  # static op parameter: the axis
     assert isinstance(h, ax.Apply) and h.type == ax.TensorType(ax.F32, (Hidden,), (4,))
     assert h.op.describe() == "Sum(Batch)"
-    c = ax.contract(x, w, over=In)               # keyword parameter over=
+    c = ax.contract(x, w, over=In)  # keyword parameter over=
     assert c.axes == (Batch, Hidden) and c.op.describe() == "Contract(over=In)"
-    s = ax.concat([ax.exp(x), x, x], In)          # three operands
+    s = ax.concat([ax.exp(x), x, x], In)  # three operands
     assert isinstance(s, ax.Apply) and len(s.args) == 3 and s.shape == (None, 9)
     assert s.site == f"test_graph_nodes.py:{sys._getframe().f_lineno - 2}"
 
@@ -125,8 +131,9 @@ def test_an_op_with_several_results_is_one_node_with_parts() -> None:
     # (three Index nodes would pad each cotangent to x's size)
     program = grad_fn._lp.program
     values = program.values(None)
-    hlo = grad_fn._jit.lower(ax.config.autodiff, (values[0],), values,
-                             program.bind((xs,), {})).as_text()
+    hlo = grad_fn._jit.lower(
+        ax.config.autodiff, (values[0],), values, program.bind((xs,), {})
+    ).as_text()
     assert "stablehlo.concatenate" in hlo and "stablehlo.pad" not in hlo
 
 
@@ -138,7 +145,8 @@ def test_wrong_axes_fail_on_the_line_that_builds_the_graph() -> None:
     line = sys._getframe().f_lineno - 1
     assert str(info.value) == (
         "Cannot apply MatMul to Tensor[F32, Batch=?, In=3] and Tensor[F32, Hidden=4, In=3]: "
-        "inner axes In and Hidden differ (rename one, or use ax.contract)")
+        "inner axes In and Hidden differ (rename one, or use ax.contract)"
+    )
     assert [(e.path.name, e.lineno + 1) for e in info.traceback][0] == ("test_graph_nodes.py", line)
     with pytest.raises(ax.AxisError, match="same axes in a different order"):
         ax.Input(ax.F32, Batch, In) + ax.Input(ax.F32, In, Batch)
@@ -167,7 +175,7 @@ def test_param_is_a_pytree_with_a_stable_identity() -> None:
     assert w.value.shape == (2, 3) and w.shape == (2, 3) and w.dtype is ax.F32
     leaves, treedef = jax.tree_util.tree_flatten(w)
     assert len(leaves) == 1 and leaves[0].shape == (2, 3)
-    g = jax.grad(lambda p: jnp.sum(p.value.array ** 2))(w)
+    g = jax.grad(lambda p: jnp.sum(p.value.array**2))(w)
     assert isinstance(g, ax.Param) and g == w and hash(g) == hash(w)
     np.testing.assert_allclose(g.value.array, 2 * np.ones((2, 3)))
     opt = optax.sgd(0.5)

@@ -35,18 +35,20 @@ def _graph() -> tuple[ax.Graph, ax.Input, ax.Param, ax.Apply]:
 
 def test_listing_has_one_line_per_node() -> None:
     g, x, w, loss = _graph()
-    assert str(g) == "\n".join([
-        "Graph: 1 input, 1 param, 1 const, 8 nodes; outputs: loss, y",
-        "  name    op           inputs     type",
-        "  x       Input                   Tensor[F32, Batch=?, In=2]",
-        "  w       Param                   Tensor[F32, In=2, Out=1]",
-        "  %2      MatMul       x, w       Tensor[F32, Batch=?, Out=1]",
-        "  y       Sigmoid      %2         Tensor[F32, Batch=?, Out=1]",
-        "  const4  Const                   Tensor[F32]",
-        "  %5      Multiply     y, const4  Tensor[F32, Batch=?, Out=1]",
-        "  %6      Sum(Out)     %5         Tensor[F32, Batch=?]",
-        "  loss    Mean(Batch)  %6         Tensor[F32]",
-    ])
+    assert str(g) == "\n".join(
+        [
+            "Graph: 1 input, 1 param, 1 const, 8 nodes; outputs: loss, y",
+            "  name    op           inputs     type",
+            "  x       Input                   Tensor[F32, Batch=?, In=2]",
+            "  w       Param                   Tensor[F32, In=2, Out=1]",
+            "  %2      MatMul       x, w       Tensor[F32, Batch=?, Out=1]",
+            "  y       Sigmoid      %2         Tensor[F32, Batch=?, Out=1]",
+            "  const4  Const                   Tensor[F32]",
+            "  %5      Multiply     y, const4  Tensor[F32, Batch=?, Out=1]",
+            "  %6      Sum(Out)     %5         Tensor[F32, Batch=?]",
+            "  loss    Mean(Batch)  %6         Tensor[F32]",
+        ]
+    )
     assert repr(g) == "<Graph: 1 input, 1 param, 1 const, 8 nodes; outputs: loss, y>"
     assert g.inputs == (x,) and g.params == (w,) and len(g) == len(g.nodes) == 8
     assert g.outputs[0] is loss and x in g and ax.Input(ax.F32, Batch) not in g
@@ -66,11 +68,11 @@ def test_svg_is_well_formed_with_a_box_per_node_and_an_edge_per_operand() -> Non
     root = ET.fromstring(svg)
     ns = "{http://www.w3.org/2000/svg}"
     assert len(root.findall(f"{ns}g/{ns}rect")) == len(g) == 8
-    assert len(root.findall(f"{ns}path")) == 7               # one per operand
+    assert len(root.findall(f"{ns}path")) == 7  # one per operand
     texts = [t.text for t in root.iter(f"{ns}text")]
     assert "loss = Mean(Batch)" in texts and "Tensor[F32, Batch=?, In=2]" in texts
     boxes, edges, width, height = _render.layout(g)
-    for a, b in edges:                                       # operands sit above their users
+    for a, b in edges:  # operands sit above their users
         assert boxes[a].y + boxes[a].h < boxes[b].y
     assert all(0 <= bx.x and bx.x + bx.w <= width and bx.y + bx.h <= height for bx in boxes)
 
@@ -107,7 +109,7 @@ def test_engine_dot_without_graphviz_is_a_clear_error(monkeypatch: pytest.Monkey
     monkeypatch.setattr(_render.shutil, "which", lambda name: None)
     with pytest.raises(RuntimeError, match="engine='dot' needs the Graphviz `dot` program"):
         g.to_svg(engine="dot")
-    assert g.to_svg(engine="auto") == g.to_svg(engine="builtin")   # falls back
+    assert g.to_svg(engine="auto") == g.to_svg(engine="builtin")  # falls back
 
 
 @pytest.mark.skipif(shutil.which("dot") is None, reason="Graphviz `dot` is not installed")

@@ -70,8 +70,16 @@ def test_xor_graph_trains_to_full_accuracy() -> None:
 
 
 def test_xor_with_nn_layers_trains_to_full_accuracy() -> None:
-    mlp = ax.nn.MLP(In, Out, 2, 1, hidden={Hidden: 4}, activation=ax.sigmoid,
-                    final_activation=ax.sigmoid, key=jax.random.key(1))
+    mlp = ax.nn.MLP(
+        In,
+        Out,
+        2,
+        1,
+        hidden={Hidden: 4},
+        activation=ax.sigmoid,
+        final_activation=ax.sigmoid,
+        key=jax.random.key(1),
+    )
     model = ax.as_params(mlp)
     x = ax.Input(ax.F32, Batch, In, sizes={In: 2}, name="x")
     y = ax.Input(ax.F32, Batch, Out, sizes={Out: 1}, name="y")
@@ -79,14 +87,18 @@ def test_xor_with_nn_layers_trains_to_full_accuracy() -> None:
     assert isinstance(p, ax.Apply) and p.axes == (Batch, Out)
     loss = cross_entropy(p, y)
     assert {q.name for q in ax.Graph(loss).params} == {
-        "layers.0.weight", "layers.0.bias", "layers.1.weight", "layers.1.bias"}
+        "layers.0.weight",
+        "layers.0.bias",
+        "layers.1.weight",
+        "layers.1.bias",
+    }
 
     step = ax.compile_step(loss, optax.adam(0.1), inputs=[x, y])
     for _ in range(300):
         last = float(step(XS, YS))
     assert last < 0.05
 
-    trained = ax.as_values(model, step.params)           # an eager MLP again
+    trained = ax.as_values(model, step.params)  # an eager MLP again
     out = trained(ax.tensor(XS, Batch, In))
     np.testing.assert_array_equal(np.asarray(out.array) > 0.5, np.asarray(YS) > 0.5)
     graph_out = ax.compile(p, inputs=[x])(XS, params=step.params)

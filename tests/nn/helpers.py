@@ -74,8 +74,7 @@ def arr(t: AnyT, *axes: type[ax.Axis]) -> jax.Array:
 
 
 def close(got: Any, want: Any, tol: float = 1e-5, what: str = "") -> None:
-    np.testing.assert_allclose(np.asarray(got), np.asarray(want), rtol=tol, atol=tol,
-                               err_msg=what)
+    np.testing.assert_allclose(np.asarray(got), np.asarray(want), rtol=tol, atol=tol, err_msg=what)
 
 
 def orders(t: AnyT, n: int = 3) -> list[AnyT]:
@@ -93,8 +92,12 @@ def tree_close(a: Any, b: Any, tol: float = 1e-5) -> None:
         close(x, y, tol)
 
 
-def grad_pair(ax_loss: Callable[..., Any], oracle_loss: Callable[..., Any],
-              args: Sequence[Any], tol: float = 1e-4) -> None:
+def grad_pair(
+    ax_loss: Callable[..., Any],
+    oracle_loss: Callable[..., Any],
+    args: Sequence[Any],
+    tol: float = 1e-4,
+) -> None:
     """``jax.grad`` through axjax (the ops' own backward) equals ``jax.grad`` of the oracle."""
     nums = tuple(range(len(args)))
     g1 = jax.grad(lambda *a: ax_loss(*a), nums)(*args)

@@ -21,10 +21,20 @@ def _equinox(mha: ax.nn.MultiheadAttention) -> eqx.nn.MultiheadAttention:
     ref = eqx.nn.MultiheadAttention(h, e, key=jax.random.key(5))
     flat = lambda w: w.array.reshape(h * d, e)  # noqa: E731
     return eqx.tree_at(
-        lambda m: (m.query_proj.weight, m.key_proj.weight, m.value_proj.weight,
-                   m.output_proj.weight), ref,
-        (flat(mha.query_proj), flat(mha.key_proj), flat(mha.value_proj),
-         mha.output_proj.array.reshape(e, h * d)))
+        lambda m: (
+            m.query_proj.weight,
+            m.key_proj.weight,
+            m.value_proj.weight,
+            m.output_proj.weight,
+        ),
+        ref,
+        (
+            flat(mha.query_proj),
+            flat(mha.key_proj),
+            flat(mha.value_proj),
+            mha.output_proj.array.reshape(e, h * d),
+        ),
+    )
 
 
 def test_self_attention_matches_equinox_values_and_grads(key: jax.Array) -> None:
@@ -41,8 +51,9 @@ def test_self_attention_matches_equinox_values_and_grads(key: jax.Array) -> None
         return jnp.sum(jnp.sin(m(x).array))
 
     g = jax.jit(jax.grad(loss))(mha)
-    g_ref = eqx.filter_jit(eqx.filter_grad(lambda m: jnp.sum(jnp.sin(jax.vmap(
-        lambda s: m(s, s, s))(x.array)))))(ref)
+    g_ref = eqx.filter_jit(
+        eqx.filter_grad(lambda m: jnp.sum(jnp.sin(jax.vmap(lambda s: m(s, s, s))(x.array))))
+    )(ref)
     close(g.query_proj.array.reshape(8, 8), g_ref.query_proj.weight, 1e-4)
     close(g.output_proj.array.reshape(8, 8), g_ref.output_proj.weight, 1e-4)
 
@@ -55,10 +66,14 @@ def test_cross_attention_with_mask_and_any_axis_order(key: jax.Array) -> None:
     valid = np.array([[1, 1, 1, 1, 0, 0], [1, 1, 1, 1, 1, 1]], bool)
     mask = ax.tensor(valid, Batch, KeyPos)
     want = jax.vmap(lambda a, b, m: ref(a, b, b, mask=jnp.broadcast_to(m, (3, 6))))(
-        q.array, kv.array, jnp.asarray(valid))
+        q.array, kv.array, jnp.asarray(valid)
+    )
     close(mha(q, kv, mask=mask).array, want, 1e-5)
-    y = mha(ax.transpose(q, Embed, Time, Batch), ax.transpose(kv, KeyPos, Embed, Batch),
-            mask=ax.transpose(mask, KeyPos, Batch))
+    y = mha(
+        ax.transpose(q, Embed, Time, Batch),
+        ax.transpose(kv, KeyPos, Embed, Batch),
+        mask=ax.transpose(mask, KeyPos, Batch),
+    )
     close(arr(y, Batch, Time, Embed), want, 1e-5)
     changed = ax.tensor(np.asarray(kv.array).copy(), Batch, KeyPos, Embed)
     changed = ax.tensor(changed.array.at[0, 4:].set(100.0), Batch, KeyPos, Embed)
@@ -66,8 +81,9 @@ def test_cross_attention_with_mask_and_any_axis_order(key: jax.Array) -> None:
 
 
 def test_causal_attention_ignores_the_future(key: jax.Array) -> None:
-    mha = ax.nn.MultiheadAttention(Embed, 4, num_heads=2, query_pos=Time, causal=True,
-                                   use_bias=True, key=key)
+    mha = ax.nn.MultiheadAttention(
+        Embed, 4, num_heads=2, query_pos=Time, causal=True, use_bias=True, key=key
+    )
     x = rand((1, 5, 4), Batch, Time, Embed)
     y = mha(x)
     x2 = ax.tensor(x.array.at[0, 3:].set(-7.0), Batch, Time, Embed)
@@ -78,8 +94,7 @@ def test_causal_attention_ignores_the_future(key: jax.Array) -> None:
 
 
 def test_attention_dropout_needs_a_key_in_training(key: jax.Array) -> None:
-    mha = ax.nn.MultiheadAttention(Embed, 4, num_heads=1, query_pos=Time, dropout_p=0.5,
-                                   key=key)
+    mha = ax.nn.MultiheadAttention(Embed, 4, num_heads=1, query_pos=Time, dropout_p=0.5, key=key)
     x = rand((2, 3, 4), Batch, Time, Embed)
     a, b = mha(x, key=jax.random.key(1)), mha(x, key=jax.random.key(2))
     assert not np.allclose(a.array, b.array)
@@ -103,15 +118,21 @@ def test_dot_product_attention_keeps_batch_and_head_axes() -> None:
 def test_attention_errors(key: jax.Array) -> None:
     mha = ax.nn.MultiheadAttention(Embed, 4, num_heads=2, query_pos=Time, key=key)
     x = ax.zeros((2, 3, 4), Batch, Time, Embed)
-    with pytest.raises(ax.AxisError, match=r"Cannot apply MultiheadAttention\(Embed\) to "
-                       r"Tensor\[F32, Batch=2, Time=3, Embed=5\]: axis Embed of the query has "
-                       r"size 5, the layer expects 4"):
+    with pytest.raises(
+        ax.AxisError,
+        match=r"Cannot apply MultiheadAttention\(Embed\) to "
+        r"Tensor\[F32, Batch=2, Time=3, Embed=5\]: axis Embed of the query has "
+        r"size 5, the layer expects 4",
+    ):
         mha(ax.zeros((2, 3, 5), Batch, Time, Embed))
     with pytest.raises(ax.AxisError, match=r"KeyPos is not an axis of the key"):
         mha(x, x)  # keys must have their own position axis, not the query's
     q = ax.zeros((2, 3, 5), Batch, Time, HeadDim)
-    with pytest.raises(ax.AxisError, match=r"the query has the key position axis Time; "
-                       r"queries and keys need different position axes"):
+    with pytest.raises(
+        ax.AxisError,
+        match=r"the query has the key position axis Time; "
+        r"queries and keys need different position axes",
+    ):
         ax.nn.dot_product_attention(q, q, q, over=HeadDim, key_pos=Time)
     with pytest.raises(ax.AxisError, match=r"the mask has axis Embed, which the scores lack"):
         mha(x, mask=ax.zeros((4,), Embed, dtype=ax.Bool))
@@ -120,8 +141,7 @@ def test_attention_errors(key: jax.Array) -> None:
 
 
 def test_attention_builds_a_graph(key: jax.Array) -> None:
-    mha = ax.nn.MultiheadAttention(Embed, 8, num_heads=2, query_pos=Time, causal=True,
-                                   key=key)
+    mha = ax.nn.MultiheadAttention(Embed, 8, num_heads=2, query_pos=Time, causal=True, key=key)
     x = ax.Input(ax.F32, Batch, Time, Embed, sizes={Embed: 8, Time: 5}, name="x")
     y = ax.as_params(mha)(x)
     assert isinstance(y, ax.Apply) and y.axes == (Batch, Time, Embed)

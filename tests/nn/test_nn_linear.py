@@ -32,8 +32,7 @@ from tests.nn.helpers import (
 def _eqx_linear(layer: ax.nn.Affine[Any, Any, Any], key: jax.Array) -> eqx.nn.Linear:
     n_out, n_in = layer.weight.shape
     lin = eqx.nn.Linear(n_in, n_out, key=key)
-    return eqx.tree_at(lambda m: (m.weight, m.bias), lin, (layer.weight.array,
-                                                           layer.bias.array))
+    return eqx.tree_at(lambda m: (m.weight, m.bias), lin, (layer.weight.array, layer.bias.array))
 
 
 def test_affine_matches_equinox_linear_values_and_grads(key: jax.Array) -> None:
@@ -47,8 +46,9 @@ def test_affine_matches_equinox_linear_values_and_grads(key: jax.Array) -> None:
     close(y.array, jax.vmap(ref)(x.array))
 
     def ax_loss(w: jax.Array, b: jax.Array, xa: jax.Array) -> jax.Array:
-        lay = eqx.tree_at(lambda m: (m.weight, m.bias), layer,
-                          (ax.tensor(w, Out, In), ax.tensor(b, Out)))
+        lay = eqx.tree_at(
+            lambda m: (m.weight, m.bias), layer, (ax.tensor(w, Out, In), ax.tensor(b, Out))
+        )
         return jnp.sum(jnp.sin(lay(ax.tensor(xa, Batch, In)).array))
 
     def oracle(w: jax.Array, b: jax.Array, xa: jax.Array) -> jax.Array:
@@ -86,10 +86,21 @@ def test_linear_has_no_bias(key: jax.Array) -> None:
 
 
 def test_mlp_matches_hand_written_jax(key: jax.Array) -> None:
-    mlp = ax.nn.MLP(In, Out, 6, 3, hidden={Hidden: 5, Hidden2: 4}, activation=ax.tanh,
-                    final_activation=ax.sigmoid, key=key)
+    mlp = ax.nn.MLP(
+        In,
+        Out,
+        6,
+        3,
+        hidden={Hidden: 5, Hidden2: 4},
+        activation=ax.tanh,
+        final_activation=ax.sigmoid,
+        key=key,
+    )
     assert [(lay.in_axis, lay.out_axis) for lay in mlp.layers] == [
-        (In, Hidden), (Hidden, Hidden2), (Hidden2, Out)]
+        (In, Hidden),
+        (Hidden, Hidden2),
+        (Hidden2, Out),
+    ]
     x = rand((7, 6), Batch, In, seed=5)
 
     def oracle(params: list[tuple[jax.Array, jax.Array]], xa: jax.Array) -> jax.Array:
@@ -142,11 +153,17 @@ def test_mlp_lowers_to_dot_general_without_transposes(key: jax.Array) -> None:
 
 def test_affine_errors_name_the_layer_and_operand(key: jax.Array) -> None:
     layer = ax.nn.Affine(In, Out, 4, 3, key=key)
-    with pytest.raises(ax.AxisError, match=r"Cannot apply Affine\(In=4 -> Out=3\) to "
-                       r"Tensor\[F32, Batch=2, Hidden=4\]: In is not an axis of the input"):
+    with pytest.raises(
+        ax.AxisError,
+        match=r"Cannot apply Affine\(In=4 -> Out=3\) to "
+        r"Tensor\[F32, Batch=2, Hidden=4\]: In is not an axis of the input",
+    ):
         layer(ax.zeros((2, 4), Batch, Hidden))
-    with pytest.raises(ax.AxisError, match=r"axis In of the input has size 5, the layer "
-                       r"expects 4"):
+    with pytest.raises(
+        ax.AxisError,
+        match=r"axis In of the input has size 5, the layer "
+        r"expects 4",
+    ):
         layer(ax.zeros((2, 5), Batch, In))
     with pytest.raises(ax.AxisError, match=r"the input already has axis Out"):
         layer(ax.zeros((2, 4), Out, In))
@@ -162,8 +179,14 @@ def test_affine_errors_name_the_layer_and_operand(key: jax.Array) -> None:
 
 def test_sequential_threads_keys_and_wraps_functions(key: jax.Array) -> None:
     k1, k2 = jax.random.split(key)
-    model = ax.nn.Sequential([ax.nn.Affine(In, Hidden, 3, 8, key=k1), ax.relu,
-                              ax.nn.Dropout(0.5), ax.nn.Affine(Hidden, Out, 8, 2, key=k2)])
+    model = ax.nn.Sequential(
+        [
+            ax.nn.Affine(In, Hidden, 3, 8, key=k1),
+            ax.relu,
+            ax.nn.Dropout(0.5),
+            ax.nn.Affine(Hidden, Out, 8, 2, key=k2),
+        ]
+    )
     assert len(model) == 4 and isinstance(model[1], ax.nn.Lambda)
     assert isinstance(model[:2], ax.nn.Sequential) and len(model[:2]) == 2
     x = rand((4, 3), Batch, In, seed=8)
@@ -187,6 +210,9 @@ def test_layers_build_a_graph_that_compiles_to_the_eager_result(key: jax.Array) 
     assert isinstance(y, ax.Apply) and y.axes == (Batch, Out)
     xv = rand((2, 4), Batch, In, seed=9)
     close(ax.compile(y, inputs=[x])(xv).array, mlp(xv).array)
-    with pytest.raises(ax.AxisError, match=r"Cannot apply Affine\(In=4 -> Hidden=5\) to "
-                       r"Tensor\[F32, Batch=\?, Extra=\?\]"):
+    with pytest.raises(
+        ax.AxisError,
+        match=r"Cannot apply Affine\(In=4 -> Hidden=5\) to "
+        r"Tensor\[F32, Batch=\?, Extra=\?\]",
+    ):
         ax.as_params(mlp)(ax.Input(ax.F32, Batch, Extra))

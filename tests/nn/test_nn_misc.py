@@ -45,8 +45,11 @@ def test_embedding_matches_equinox_and_scatters_gradients(key: jax.Array) -> Non
 
 def test_embedding_errors(key: jax.Array) -> None:
     emb = ax.nn.Embedding(Vocab, Embed, 10, 4, key=key)
-    with pytest.raises(ax.AxisError, match=r"Cannot apply Embedding\(Vocab=10 -> Embed=4\) "
-                       r"to Tensor\[F32, Batch=2\]: ids must be integers, got F32"):
+    with pytest.raises(
+        ax.AxisError,
+        match=r"Cannot apply Embedding\(Vocab=10 -> Embed=4\) "
+        r"to Tensor\[F32, Batch=2\]: ids must be integers, got F32",
+    ):
         emb(ax.zeros((2,), Batch))
     with pytest.raises(ax.AxisError, match=r"the ids already has axis Embed"):
         emb(ax.zeros((2,), Embed, dtype=ax.I32))
@@ -75,8 +78,9 @@ def test_dropout_training_inference_and_keys() -> None:
 
 def test_layernorm_matches_equinox_in_any_axis_order() -> None:
     norm = ax.nn.LayerNorm(Embed, 6)
-    norm = eqx.tree_at(lambda m: (m.weight, m.bias), norm,
-                       (rand((6,), Embed, seed=1), rand((6,), Embed, seed=2)))
+    norm = eqx.tree_at(
+        lambda m: (m.weight, m.bias), norm, (rand((6,), Embed, seed=1), rand((6,), Embed, seed=2))
+    )
     ref = eqx.nn.LayerNorm(6)
     ref = eqx.tree_at(lambda m: (m.weight, m.bias), ref, (norm.weight.array, norm.bias.array))
     x = rand((3, 6, 2), Batch, Embed, Time)
@@ -87,14 +91,16 @@ def test_layernorm_matches_equinox_in_any_axis_order() -> None:
         close(arr(y, Batch, Time, Embed), want, 1e-5)
 
     def ax_loss(w: jax.Array, b: jax.Array) -> jax.Array:
-        m = eqx.tree_at(lambda m: (m.weight, m.bias), norm,
-                        (ax.tensor(w, Embed), ax.tensor(b, Embed)))
+        m = eqx.tree_at(
+            lambda m: (m.weight, m.bias), norm, (ax.tensor(w, Embed), ax.tensor(b, Embed))
+        )
         return jnp.sum(jnp.sin(m(x).array))
 
     def oracle(w: jax.Array, b: jax.Array) -> jax.Array:
         m = eqx.tree_at(lambda m: (m.weight, m.bias), ref, (w, b))
-        return jnp.sum(jnp.sin(jax.vmap(jax.vmap(m))(arr(x, Batch, Embed, Time).transpose(
-            0, 2, 1))))
+        return jnp.sum(
+            jnp.sin(jax.vmap(jax.vmap(m))(arr(x, Batch, Embed, Time).transpose(0, 2, 1)))
+        )
 
     g = jax.grad(ax_loss, (0, 1))(norm.weight.array, norm.bias.array)
     g_ref = jax.grad(oracle, (0, 1))(norm.weight.array, norm.bias.array)
@@ -120,12 +126,18 @@ def test_layernorm_over_several_axes_and_rmsnorm() -> None:
 
 
 def test_norm_errors() -> None:
-    with pytest.raises(ax.AxisError, match=r"Cannot apply LayerNorm\(Embed\) to "
-                       r"Tensor\[F32, Batch=2, Embed=5\]: axis Embed of the input has size 5, "
-                       r"the layer expects 6"):
+    with pytest.raises(
+        ax.AxisError,
+        match=r"Cannot apply LayerNorm\(Embed\) to "
+        r"Tensor\[F32, Batch=2, Embed=5\]: axis Embed of the input has size 5, "
+        r"the layer expects 6",
+    ):
         ax.nn.LayerNorm(Embed, 6)(ax.zeros((2, 5), Batch, Embed))
-    with pytest.raises(ax.AxisError, match=r"Cannot apply RMSNorm\(Embed\) to "
-                       r"Tensor\[F32, Batch=2\]: Embed is not an axis of the input"):
+    with pytest.raises(
+        ax.AxisError,
+        match=r"Cannot apply RMSNorm\(Embed\) to "
+        r"Tensor\[F32, Batch=2\]: Embed is not an axis of the input",
+    ):
         ax.nn.RMSNorm(Embed, 6)(ax.zeros((2,), Batch))
     with pytest.raises(ValueError, match=r"LayerNorm: 2 axes \(Height, Width\) but 1 sizes"):
         ax.nn.LayerNorm((Height, Width), 3)
@@ -141,20 +153,24 @@ def test_initialisers_read_fans_from_named_axes() -> None:
     conv = {Feature: 64, Chan: 32, Height: 3, Width: 3}
     fan_in, fan_out = 32 * 9, 64 * 9
     assert ax.nn.init.fan(conv, (Chan, Height, Width)) == fan_in
-    cases = [(ax.nn.init.he_normal(), np.sqrt(2 / fan_in)),
-             (ax.nn.init.glorot_uniform(), np.sqrt(2 / (fan_in + fan_out))),
-             (ax.nn.init.lecun_normal(), np.sqrt(1 / fan_in)),
-             (ax.nn.init.glorot_normal(), np.sqrt(2 / (fan_in + fan_out)))]
+    cases = [
+        (ax.nn.init.he_normal(), np.sqrt(2 / fan_in)),
+        (ax.nn.init.glorot_uniform(), np.sqrt(2 / (fan_in + fan_out))),
+        (ax.nn.init.lecun_normal(), np.sqrt(1 / fan_in)),
+        (ax.nn.init.glorot_normal(), np.sqrt(2 / (fan_in + fan_out))),
+    ]
     for init, std in cases:
         got = _fan_std(init, conv, (Chan, Height, Width), (Feature, Height, Width))
         assert abs(got / std - 1) < 0.05, (init, got, std)
     w = ax.nn.init.he_uniform()(jax.random.key(1), {Out: 50, In: 200}, fan_in=In, fan_out=Out)
     assert float(np.abs(np.asarray(w.array)).max()) <= np.sqrt(6 / 200)
     assert np.all(np.asarray(ax.nn.init.zeros()(jax.random.key(0), {Out: 3}).array) == 0)
-    with pytest.raises(ValueError, match=r"fan axis Time is not an axis of the new tensor "
-                       r"\(Out, In\)"):
-        ax.nn.init.glorot_uniform()(jax.random.key(0), {Out: 2, In: 3}, fan_in=Time,
-                                    fan_out=Out)
+    with pytest.raises(
+        ValueError,
+        match=r"fan axis Time is not an axis of the new tensor "
+        r"\(Out, In\)",
+    ):
+        ax.nn.init.glorot_uniform()(jax.random.key(0), {Out: 2, In: 3}, fan_in=Time, fan_out=Out)
 
 
 def test_orthogonal_is_orthogonal_per_block() -> None:
@@ -179,8 +195,9 @@ def test_embedding_and_norm_build_a_graph(key: jax.Array) -> None:
     close(ax.compile(y, inputs=[ids])(values).array, norm(emb(values)).array, 1e-6)
 
 
-@pytest.mark.parametrize("name", ["leaky_relu", "elu", "log_sigmoid", "relu", "gelu",
-                                  "silu", "softplus"])
+@pytest.mark.parametrize(
+    "name", ["leaky_relu", "elu", "log_sigmoid", "relu", "gelu", "silu", "softplus"]
+)
 def test_activations_match_jax_nn(name: str) -> None:
     x = ax.tensor(np.array([[-30.0, -2.0, -0.5], [0.25, 1.5, 40.0]], np.float32), Batch, In)
     ours = getattr(ax.nn, name)

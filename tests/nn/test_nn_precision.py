@@ -26,8 +26,13 @@ def _data() -> list[tuple[Any, Any]]:
     x = rng.normal(size=(256, 16)).astype(np.float32)
     teacher = rng.normal(size=(16, 4)).astype(np.float32)
     y = (x @ teacher).argmax(1).astype(np.int32)
-    return [(ax.tensor(x[i:i + 32], Batch, Pixel, dtype=ax.F32),
-             ax.tensor(y[i:i + 32], Batch, dtype=ax.I32)) for i in range(0, 256, 32)]
+    return [
+        (
+            ax.tensor(x[i : i + 32], Batch, Pixel, dtype=ax.F32),
+            ax.tensor(y[i : i + 32], Batch, dtype=ax.I32),
+        )
+        for i in range(0, 256, 32)
+    ]
 
 
 def test_cast_changes_floating_tensors_only() -> None:
@@ -58,8 +63,15 @@ def test_policy_arguments_are_checked() -> None:
     with pytest.raises(ValueError, match="loss_scale must be None, a positive number"):
         ax.nn.Policy(loss_scale=-1.0)
     with pytest.raises(ValueError, match="guard='step' stops at the first overflow"):
-        ax.train.fit(TinyMLP(jax.random.key(0), 16, 8, 4), optax.sgd(0.1), classify, _data(),
-                     guard="step", precision=ax.nn.Policy.mixed(ax.F16), progress=False)
+        ax.train.fit(
+            TinyMLP(jax.random.key(0), 16, 8, 4),
+            optax.sgd(0.1),
+            classify,
+            _data(),
+            guard="step",
+            precision=ax.nn.Policy.mixed(ax.F16),
+            progress=False,
+        )
 
 
 def test_scale_gradient_scales_only_the_cotangent() -> None:
@@ -92,9 +104,17 @@ def test_dynamic_loss_scale_skips_overflow_and_moves_the_scale() -> None:
 @functools.cache
 def _train(policy: ax.nn.Policy | None) -> tuple[float, Any]:
     data = _data()
-    result = ax.train.fit(TinyMLP(jax.random.key(1), 16, 32, 4), optax.adam(1e-2), classify,
-                          data, epochs=6, log_every=8, eval_data=data[:2], progress=False,
-                          precision=policy)
+    result = ax.train.fit(
+        TinyMLP(jax.random.key(1), 16, 32, 4),
+        optax.adam(1e-2),
+        classify,
+        data,
+        epochs=6,
+        log_every=8,
+        eval_data=data[:2],
+        progress=False,
+        precision=policy,
+    )
     return result.history[-1]["eval_loss"], result.model
 
 
@@ -117,8 +137,9 @@ def test_the_graph_step_trains_in_bf16_with_f32_params() -> None:
         w = ax.Param(ax.zeros((16, 4), Pixel, Class))
         d = ax.contract(x, w) - y
         policy = ax.nn.Policy.mixed(ax.BF16) if mixed else None
-        step = ax.compile_step(ax.mean(d * d, (Batch, Class)), optax.adam(0.05),
-                               inputs=[x, y], precision=policy)
+        step = ax.compile_step(
+            ax.mean(d * d, (Batch, Class)), optax.adam(0.05), inputs=[x, y], precision=policy
+        )
         for _ in range(60):
             loss = step(ax.tensor(xs, Batch, Pixel), ax.tensor(ys, Batch, Class))
         final[mixed] = (float(loss.array), step.value(w).dtype)
@@ -140,8 +161,9 @@ def test_the_graph_step_trains_in_f16_with_dynamic_loss_scaling() -> None:
         w = ax.Param(ax.zeros((16, 4), Pixel, Class))
         d = ax.contract(x, w) - y
         policy = ax.nn.Policy(compute=ax.F16, loss_scale="dynamic") if mixed else None
-        step = ax.compile_step(ax.mean(d * d, (Batch, Class)), optax.adam(0.05),
-                               inputs=[x, y], precision=policy)
+        step = ax.compile_step(
+            ax.mean(d * d, (Batch, Class)), optax.adam(0.05), inputs=[x, y], precision=policy
+        )
         assert step.loss_scale == (2.0**15 if mixed else None)
         for _ in range(60):
             loss = step(ax.tensor(xs, Batch, Pixel), ax.tensor(ys, Batch, Class))

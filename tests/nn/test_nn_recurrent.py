@@ -16,8 +16,9 @@ from tests.nn.helpers import Batch, Hidden, In, Out, Time, arr, close, rand, tre
 Gate = ax.nn.Gate
 
 
-def _loop(cell: Any, state: Any, xs: ax.Tensor[Any, *tuple[Any, ...]],
-          steps: range | list[int]) -> tuple[Any, list[Any]]:
+def _loop(
+    cell: Any, state: Any, xs: ax.Tensor[Any, *tuple[Any, ...]], steps: range | list[int]
+) -> tuple[Any, list[Any]]:
     """The reference: a Python loop calling the unit once per step."""
     seen = []
     for t in steps:
@@ -28,11 +29,15 @@ def _loop(cell: Any, state: Any, xs: ax.Tensor[Any, *tuple[Any, ...]],
 
 def _to_equinox(cell: Any, ref: Any, gates: int) -> Any:
     """Equinox's cell with ``cell``'s weights: ``[In, Gate, Hidden] -> [Gate * Hidden, In]``."""
+
     def out_major(w: ax.Tensor[Any, *tuple[Any, ...]]) -> jax.Array:
         return jnp.transpose(w.array, (1, 2, 0)).reshape(gates * w.shape[2], w.shape[0])
 
-    ref = eqx.tree_at(lambda m: (m.weight_ih, m.weight_hh, m.bias), ref, (
-        out_major(cell.weight_ih), out_major(cell.weight_hh), cell.bias.array.reshape(-1)))
+    ref = eqx.tree_at(
+        lambda m: (m.weight_ih, m.weight_hh, m.bias),
+        ref,
+        (out_major(cell.weight_ih), out_major(cell.weight_hh), cell.bias.array.reshape(-1)),
+    )
     if gates == 3:
         ref = eqx.tree_at(lambda m: m.bias_n, ref, cell.bias_n.array)
     return ref
@@ -56,8 +61,9 @@ def test_cells_match_equinox(kind: str, key: jax.Array) -> None:
     # stored input-major (x @ W inside lax.scan: no transposed copy of W per step)
     assert cell.weight_ih.axes == (In, Gate, Hidden)
     assert cell.weight_hh.axes == (ax.nn.Prev, Gate, Hidden)
-    ref = _to_equinox(cell, (eqx.nn.GRUCell if kind == "gru" else eqx.nn.LSTMCell)(3, 5, key=key),
-                      gates)
+    ref = _to_equinox(
+        cell, (eqx.nn.GRUCell if kind == "gru" else eqx.nn.LSTMCell)(3, 5, key=key), gates
+    )
     if kind == "gru":
         close(cell(h, x).array, jax.vmap(ref)(x.array, h.array), 1e-5)
         # the state's batch axes may come in another order than the input's
@@ -72,17 +78,25 @@ def test_cells_match_equinox(kind: str, key: jax.Array) -> None:
 def test_cell_gradients_match_equinox(kind: str, key: jax.Array) -> None:
     """The gate split's own backward (one concatenate): gradients of the weights, the input
     and the state equal Equinox's, through the weight mapping."""
-    cls, ref_cls = {"gru": (ax.nn.GRUCell, eqx.nn.GRUCell),
-                    "lstm": (ax.nn.LSTMCell, eqx.nn.LSTMCell)}[kind]
+    cls, ref_cls = {
+        "gru": (ax.nn.GRUCell, eqx.nn.GRUCell),
+        "lstm": (ax.nn.LSTMCell, eqx.nn.LSTMCell),
+    }[kind]
     gates = 3 if kind == "gru" else 4
     cell = cls(In, Hidden, 3, 5, key=key)
-    x, h, c = (rand((4, 3), Batch, In, seed=1), rand((4, 5), Batch, Hidden, seed=2),
-               rand((4, 5), Batch, Hidden, seed=3))
+    x, h, c = (
+        rand((4, 3), Batch, In, seed=1),
+        rand((4, 5), Batch, Hidden, seed=2),
+        rand((4, 5), Batch, Hidden, seed=3),
+    )
     w = rand((4, 5), Batch, Hidden, seed=4).array  # weights the outputs differently
 
     def ours(m: Any, xa: jax.Array, ha: jax.Array, ca: jax.Array) -> jax.Array:
-        xt, ht, ct = ax.tensor(xa, Batch, In), ax.tensor(ha, Batch, Hidden), ax.tensor(ca, Batch,
-                                                                                       Hidden)
+        xt, ht, ct = (
+            ax.tensor(xa, Batch, In),
+            ax.tensor(ha, Batch, Hidden),
+            ax.tensor(ca, Batch, Hidden),
+        )
         out = m(ht, xt) if kind == "gru" else m((ht, ct), xt)
         hs = [out] if kind == "gru" else list(out)
         return sum(jnp.sum(jnp.tanh(t.array) * w * (k + 1)) for k, t in enumerate(hs))
@@ -108,14 +122,18 @@ def test_fold_and_scan_equal_a_python_loop(key: jax.Array) -> None:
     init = cell.init_state({Batch: 2})
     last, seen = _loop(cell, init, xs, range(6))
     for xp in (xs, ax.transpose(xs, Time, In, Batch)):
-        tree_close([t.array for t in ax.fold(cell, over=Time)(init, xp)],
-                   [t.array for t in last], 1e-5)
+        tree_close(
+            [t.array for t in ax.fold(cell, over=Time)(init, xp)], [t.array for t in last], 1e-5
+        )
         hs, cs = ax.scan(cell, over=Time)(init, xp)
         assert hs.axes == (Time, Batch, Hidden)
         close(hs.array, jnp.stack([h.array for h, _ in seen]), 1e-5)
     back, seen_back = _loop(cell, init, xs, list(range(5, -1, -1)))
-    tree_close([t.array for t in ax.fold(cell, over=Time, reverse=True)(init, xs)],
-               [t.array for t in back], 1e-5)
+    tree_close(
+        [t.array for t in ax.fold(cell, over=Time, reverse=True)(init, xs)],
+        [t.array for t in back],
+        1e-5,
+    )
     hs_back, _ = ax.scan(cell, over=Time, reverse=True, at=1)(init, xs)
     assert hs_back.axes == (Batch, Time, Hidden)
     close(arr(hs_back, Time, Batch, Hidden)[0], seen_back[-1][0].array, 1e-5)
@@ -164,8 +182,7 @@ def test_recurrent_bidirectional_and_stacked_layers(key: jax.Array) -> None:
     assert out.axes == (Time, Batch, Hidden) and out.size(Hidden) == 8
     init = fw.init_state({Batch: 2})
     close(out.array[..., :4], ax.scan(fw, over=Time)(init, xs, mask=mask).array, 1e-6)
-    close(out.array[..., 4:], ax.scan(bw, over=Time, reverse=True)(init, xs,
-                                                                     mask=mask).array, 1e-6)
+    close(out.array[..., 4:], ax.scan(bw, over=Time, reverse=True)(init, xs, mask=mask).array, 1e-6)
     top = ax.nn.Recurrent(ax.nn.LSTMCell(Hidden, Hidden, 8, 6, key=k3), over=Time)
     assert top.cell.weight_ih.axes == (ax.nn.Prev, Gate, Hidden)
     stack = ax.nn.Stacked([bi, top])
@@ -180,18 +197,30 @@ def test_scan_errors(key: jax.Array) -> None:
     cell = ax.nn.RNNCell(In, Hidden, 2, 3, key=key)
     xs = ax.zeros((2, 4, 2), Batch, Time, In)
     init = cell.init_state({Batch: 2})
-    with pytest.raises(ax.AxisError, match=r"Cannot fold over Out: Tensor\[F32, Batch=2, "
-                       r"Time=4, In=2\] has no axis Out \(every input must have it\)"):
+    with pytest.raises(
+        ax.AxisError,
+        match=r"Cannot fold over Out: Tensor\[F32, Batch=2, "
+        r"Time=4, In=2\] has no axis Out \(every input must have it\)",
+    ):
         ax.fold(cell, over=Out)(init, xs)
-    with pytest.raises(ax.AxisError, match=r"the unit returned \(Tensor\[F32, Hidden=3, "
-                       r"Batch=2\]\) but the state has axes \(\[Batch, Hidden\]\)"):
+    with pytest.raises(
+        ax.AxisError,
+        match=r"the unit returned \(Tensor\[F32, Hidden=3, "
+        r"Batch=2\]\) but the state has axes \(\[Batch, Hidden\]\)",
+    ):
         ax.scan(lambda s, x: ax.transpose(cell(s, x), Hidden, Batch), over=Time)(init, xs)
-    with pytest.raises(ax.AxisError, match=r"Cannot apply RNNCell\(In -> Hidden=3\) to "
-                       r"Tensor\[F32, Hidden=3\] and Tensor\[F32, Batch=2, In=2\]: the "
-                       r"state's batch axes \(\) differ from the input's \(Batch\)"):
+    with pytest.raises(
+        ax.AxisError,
+        match=r"Cannot apply RNNCell\(In -> Hidden=3\) to "
+        r"Tensor\[F32, Hidden=3\] and Tensor\[F32, Batch=2, In=2\]: the "
+        r"state's batch axes \(\) differ from the input's \(Batch\)",
+    ):
         ax.fold(cell, over=Time)(cell.init_state(), xs)
-    with pytest.raises(ax.AxisError, match=r"axis In of the input has size 2, the layer "
-                       r"expects 5"):
+    with pytest.raises(
+        ax.AxisError,
+        match=r"axis In of the input has size 2, the layer "
+        r"expects 5",
+    ):
         ax.nn.RNNCell(In, Hidden, 5, 3, key=key)(init, ax.index(xs, Time, 0))
     with pytest.raises(ax.AxisError, match=r"the inputs give it sizes \[3, 4\]"):
         ax.fold(lambda s, x: s, over=Time)(init, (xs, ax.zeros((3,), Time)))
@@ -214,8 +243,9 @@ def test_fold_and_scan_unroll_on_graph_inputs(key: jax.Array) -> None:
     run = ax.compile([h, hs], inputs=[xs, mask, h0])
     init = cell.init_state({Batch: 2})
     got_h, got_hs = run(xs_v, mask_v, init[0])
-    close(got_h.array, ax.fold(cell, over=Time, reverse=True)(init, xs_v, mask=mask_v)[0].array,
-          1e-5)
+    close(
+        got_h.array, ax.fold(cell, over=Time, reverse=True)(init, xs_v, mask=mask_v)[0].array, 1e-5
+    )
     close(got_hs.array, ax.scan(cell, over=Time)(init, xs_v, mask=mask_v)[0].array, 1e-5)
     # one lax.scan, not unrolled: the length may stay open until the graph is called
     h_open, _ = ax.fold(graph_cell, over=Time)((h0, h0), ax.Input(ax.F32, Batch, Time, In))
@@ -225,13 +255,17 @@ def test_fold_and_scan_unroll_on_graph_inputs(key: jax.Array) -> None:
 def test_recurrent_layer_on_a_graph_input_needs_an_initial_state(key: jax.Array) -> None:
     rnn = ax.as_params(ax.nn.Recurrent(ax.nn.GRUCell(In, Hidden, 3, 4, key=key), over=Time))
     xs = ax.Input(ax.F32, Batch, Time, In, sizes={Time: 3, In: 3})
-    with pytest.raises(ax.AxisError, match=r"Cannot apply Recurrent to Tensor\[F32, Batch=\?, "
-                       r"Time=3, In=3\]: the size of Batch is not known"):
+    with pytest.raises(
+        ax.AxisError,
+        match=r"Cannot apply Recurrent to Tensor\[F32, Batch=\?, "
+        r"Time=3, In=3\]: the size of Batch is not known",
+    ):
         rnn(xs)
     h0 = ax.Input(ax.F32, Batch, Hidden, sizes={Hidden: 4})
     ys = rnn(xs, init=h0)
     assert ys.axes == (Time, Batch, Hidden)
     xv = rand((2, 3, 3), Batch, Time, In)
     want = ax.as_values(rnn)(xv)
-    close(ax.compile(ys, inputs=[xs, h0])(xv, ax.zeros((2, 4), Batch, Hidden)).array,
-          want.array, 1e-5)
+    close(
+        ax.compile(ys, inputs=[xs, h0])(xv, ax.zeros((2, 4), Batch, Hidden)).array, want.array, 1e-5
+    )

@@ -26,8 +26,9 @@ class Block(eqx.Module):
     def __init__(self, key: jax.Array, width: int = 16, hidden: int = 64) -> None:
         k1, k2, k3 = jax.random.split(key, 3)
         self.norm = ax.nn.LayerNorm(Embed, width)
-        self.attn = ax.nn.MultiheadAttention(Embed, width, num_heads=2, query_pos=Time,
-                                             causal=True, key=k1)
+        self.attn = ax.nn.MultiheadAttention(
+            Embed, width, num_heads=2, query_pos=Time, causal=True, key=k1
+        )
         self.up = ax.nn.Affine(Embed, Hidden, width, hidden, key=k2)
         self.down = ax.nn.Affine(Hidden, Embed, hidden, width, key=k3)
 
@@ -67,8 +68,9 @@ def test_remat_gives_the_same_values_and_gradients() -> None:
 def _residual_bytes(blocks: list[Any], x: Any) -> int:
     """Bytes the forward keeps for the backward: the leaves of ``jax.vjp``'s closure."""
     params, static = eqx.partition(blocks, eqx.is_array)
-    vjp = jax.eval_shape(lambda p: jax.vjp(lambda q: _loss(eqx.combine(q, static), x), p)[1],
-                         params)
+    vjp = jax.eval_shape(
+        lambda p: jax.vjp(lambda q: _loss(eqx.combine(q, static), x), p)[1], params
+    )
     return sum(math.prod(a.shape) * a.dtype.itemsize for a in jax.tree.leaves(vjp))
 
 
@@ -87,7 +89,8 @@ def test_remat_policies_and_errors() -> None:
     block = Block(jax.random.key(0))
     assert ax.nn.remat(block).policy is None
     assert ax.nn.remat(block, "dots").policy is (
-        jax.checkpoint_policies.dots_with_no_batch_dims_saveable)
+        jax.checkpoint_policies.dots_with_no_batch_dims_saveable
+    )
     own = jax.checkpoint_policies.everything_saveable
     assert ax.nn.remat(block, own).policy is own
     with pytest.raises(ValueError, match="remat: unknown policy 'some'; use one of 'nothing'"):

@@ -20,10 +20,12 @@ KeyPos, Head, HeadDim = ax.nn.KeyPos, ax.nn.Head, ax.nn.HeadDim
 
 def _model(seed: int = 0) -> ax.nn.Sequential:
     k1, k2 = jax.random.split(jax.random.key(seed))
-    return ax.nn.Sequential([
-        ax.nn.MultiheadAttention(Embed, 8, num_heads=2, query_pos=Time, key=k1),
-        ax.nn.Affine(Embed, Hidden, 8, 3, key=k2),
-    ])
+    return ax.nn.Sequential(
+        [
+            ax.nn.MultiheadAttention(Embed, 8, num_heads=2, query_pos=Time, key=k1),
+            ax.nn.Affine(Embed, Hidden, 8, 3, key=k2),
+        ]
+    )
 
 
 def _same(a: object, b: object) -> None:
@@ -46,19 +48,25 @@ def test_round_trip_keeps_values_axes_and_dtype(tmp_path: Path, dtype: type[ax.D
         meta = f.metadata()
         assert meta["note"] == "hi"
         entry = json.loads(meta["axjax"])["layers.0.query_proj"]
-        assert entry == {"axes": ["Head", "HeadDim", "Embed"], "shape": [2, 4, 8],
-                         "dtype": np.dtype(dtype.numpy).name}
+        assert entry == {
+            "axes": ["Head", "HeadDim", "Embed"],
+            "shape": [2, 4, 8],
+            "dtype": np.dtype(dtype.numpy).name,
+        }
         assert f.get_tensor("layers.1.weight").shape == (3, 8)
 
 
 def test_loads_a_file_written_from_plain_arrays(tmp_path: Path) -> None:
     model = _model(0)
     rng = np.random.default_rng(0)
-    arrays = {"layers.0.query_proj": rng.normal(size=(2, 4, 8)),
-              "layers.0.key_proj": rng.normal(size=(2, 4, 8)),
-              "layers.0.value_proj": rng.normal(size=(2, 4, 8)),
-              "layers.0.output_proj": rng.normal(size=(8, 2, 4)),
-              "layers.1.weight": rng.normal(size=(3, 8)), "layers.1.bias": rng.normal(size=3)}
+    arrays = {
+        "layers.0.query_proj": rng.normal(size=(2, 4, 8)),
+        "layers.0.key_proj": rng.normal(size=(2, 4, 8)),
+        "layers.0.value_proj": rng.normal(size=(2, 4, 8)),
+        "layers.0.output_proj": rng.normal(size=(8, 2, 4)),
+        "layers.1.weight": rng.normal(size=(3, 8)),
+        "layers.1.bias": rng.normal(size=3),
+    }
     arrays = {k: v.astype(np.float32) for k, v in arrays.items()}
     save_file(arrays, str(tmp_path / "plain.safetensors"))
     loaded = ax.nn.load_safetensors(model, tmp_path / "plain.safetensors")
@@ -66,31 +74,47 @@ def test_loads_a_file_written_from_plain_arrays(tmp_path: Path) -> None:
     assert loaded.layers[1].weight.axes == model.layers[1].weight.axes
     bad = dict(arrays, **{"layers.1.weight": arrays["layers.1.weight"].T.copy()})
     save_file(bad, str(tmp_path / "bad.safetensors"))
-    with pytest.raises(ax.nn.SafetensorsError, match=r"entry 'layers.1.weight' of .*bad."
-                       r"safetensors is \[Hidden=8, Embed=3\], but the module has "
-                       r"\[Hidden=3, Embed=8\]"):
+    with pytest.raises(
+        ax.nn.SafetensorsError,
+        match=r"entry 'layers.1.weight' of .*bad."
+        r"safetensors is \[Hidden=8, Embed=3\], but the module has "
+        r"\[Hidden=3, Embed=8\]",
+    ):
         ax.nn.load_safetensors(model, tmp_path / "bad.safetensors")
 
 
 def test_mismatches_are_clear_errors(tmp_path: Path) -> None:
     path = tmp_path / "m.safetensors"
     ax.nn.save_safetensors(_model(0), path)
-    other = ax.nn.Sequential([
-        ax.nn.MultiheadAttention(Embed, 8, num_heads=2, query_pos=Time, key=jax.random.key(0)),
-        ax.nn.Affine(Embed, Hidden, 8, 5, key=jax.random.key(1))])
-    with pytest.raises(ax.nn.SafetensorsError, match=r"entry 'layers.1.weight' .* is "
-                       r"\[Hidden=3, Embed=8\], but the module has \[Hidden=5, Embed=8\]"):
+    other = ax.nn.Sequential(
+        [
+            ax.nn.MultiheadAttention(Embed, 8, num_heads=2, query_pos=Time, key=jax.random.key(0)),
+            ax.nn.Affine(Embed, Hidden, 8, 5, key=jax.random.key(1)),
+        ]
+    )
+    with pytest.raises(
+        ax.nn.SafetensorsError,
+        match=r"entry 'layers.1.weight' .* is "
+        r"\[Hidden=3, Embed=8\], but the module has \[Hidden=5, Embed=8\]",
+    ):
         ax.nn.load_safetensors(other, path)
-    renamed = ax.nn.Sequential([_model().layers[0], ax.nn.Affine(Hidden, Embed, 3, 8,
-                                                                  key=jax.random.key(1))])
-    with pytest.raises(ax.nn.SafetensorsError, match=r"is \[Hidden=3, Embed=8\], but the "
-                       r"module has \[Embed=8, Hidden=3\] \(same axes in another order"):
+    renamed = ax.nn.Sequential(
+        [_model().layers[0], ax.nn.Affine(Hidden, Embed, 3, 8, key=jax.random.key(1))]
+    )
+    with pytest.raises(
+        ax.nn.SafetensorsError,
+        match=r"is \[Hidden=3, Embed=8\], but the "
+        r"module has \[Embed=8, Hidden=3\] \(same axes in another order",
+    ):
         ax.nn.load_safetensors(renamed, path)
     with pytest.raises(ax.nn.SafetensorsError, match="is float32, the module's is bfloat16"):
         ax.nn.load_safetensors(ax.nn.cast(_model(), ax.BF16), path)
     bigger = ax.nn.Sequential([*_model().layers, ax.nn.LayerNorm(Hidden, 3)])
-    with pytest.raises(ax.nn.SafetensorsError, match=r"has no entry 'layers.2.weight' \(the "
-                       r"module's \[Hidden=3\]\)"):
+    with pytest.raises(
+        ax.nn.SafetensorsError,
+        match=r"has no entry 'layers.2.weight' \(the "
+        r"module's \[Hidden=3\]\)",
+    ):
         ax.nn.load_safetensors(bigger, path)
     with pytest.raises(ValueError, match="the metadata key 'axjax' is axjax's own"):
         ax.nn.save_safetensors(_model(), path, metadata={"axjax": "x"})

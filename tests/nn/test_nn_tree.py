@@ -22,8 +22,9 @@ TREES = [
 ]
 
 
-def _reference(cell: ax.nn.ChildSumTreeLSTMCell, table: jax.Array, params: Any,
-               tree: Tree) -> tuple[jax.Array, jax.Array]:
+def _reference(
+    cell: ax.nn.ChildSumTreeLSTMCell, table: jax.Array, params: Any, tree: Tree
+) -> tuple[jax.Array, jax.Array]:
     """Tai et al.'s equations, one Python call per node, children first."""
     w, u, b = params  # the cell's weights, stored input-major: [In, Gate, Hidden]
     w, u = jnp.moveaxis(w, 0, -1), jnp.moveaxis(u, 0, -1)  # [Gate, Hidden, In]
@@ -77,9 +78,14 @@ def test_tree_lstm_equals_the_recursive_reference(key: jax.Array) -> None:
         return jnp.sum(jnp.stack([_reference(cell, tab, p, t)[0] for t in TREES]) ** 2)
 
     def ours(p: Any, tab: jax.Array) -> jax.Array:
-        c2 = eqx.tree_at(lambda m: (m.weight_ih, m.weight_hh, m.bias), cell, tuple(
-            ax.tensor(a, *t.axes) for a, t in zip(p, (cell.weight_ih, cell.weight_hh,
-                                                        cell.bias), strict=True)))
+        c2 = eqx.tree_at(
+            lambda m: (m.weight_ih, m.weight_hh, m.bias),
+            cell,
+            tuple(
+                ax.tensor(a, *t.axes)
+                for a, t in zip(p, (cell.weight_ih, cell.weight_hh, cell.bias), strict=True)
+            ),
+        )
         return jnp.sum(batched(c2, tab)[0].array ** 2)
 
     g = jax.jit(jax.grad(ours, (0, 1)))(params, table)
@@ -93,8 +99,9 @@ def test_tree_fold_runs_one_scan_over_levels(key: jax.Array) -> None:
     xs = ax.tensor(table[batch.values.array], ax.nn.TreeNode, Embed)
     jaxpr = str(jax.make_jaxpr(lambda t: ax.nn.tree_fold(cell, batch)(t)[0].array)(xs))
     assert jaxpr.count("scan[") == 1 and "length=4" in jaxpr
-    padded = ax.nn.TreeBatch.from_trees(TREES[:2], Batch, max_nodes=20, max_levels=5,
-                                        max_width=8, max_children=4)
+    padded = ax.nn.TreeBatch.from_trees(
+        TREES[:2], Batch, max_nodes=20, max_levels=5, max_width=8, max_children=4
+    )
     assert padded.nodes.shape == (5, 8) and padded.num_nodes == 20
     xs2 = ax.tensor(table[padded.values.array], ax.nn.TreeNode, Embed)
     h2, _ = ax.nn.tree_fold(cell, padded)(xs2)
@@ -108,14 +115,20 @@ def test_tree_fold_runs_one_scan_over_levels(key: jax.Array) -> None:
 def test_tree_errors(key: jax.Array) -> None:
     cell, table = _setup(key)
     batch = ax.nn.TreeBatch.from_trees(TREES, Batch)
-    with pytest.raises(ax.AxisError, match=r"Cannot apply tree_fold to Tensor\[F32, TreeNode=3, "
-                       r"Embed=3\]: the inputs need axis TreeNode of size 14"):
+    with pytest.raises(
+        ax.AxisError,
+        match=r"Cannot apply tree_fold to Tensor\[F32, TreeNode=3, "
+        r"Embed=3\]: the inputs need axis TreeNode of size 14",
+    ):
         ax.nn.tree_fold(cell, batch)(ax.zeros((3, 3), ax.nn.TreeNode, Embed))
     with pytest.raises(ValueError, match=r"the trees need max_levels >= 4, got 2"):
         ax.nn.TreeBatch.from_trees(TREES, Batch, max_levels=2)
     xs = ax.tensor(table[batch.values.array], ax.nn.TreeNode, Embed)
-    with pytest.raises(ax.AxisError, match=r"axis Embed of the input has size 3, the layer "
-                       r"expects 5"):
+    with pytest.raises(
+        ax.AxisError,
+        match=r"axis Embed of the input has size 3, the layer "
+        r"expects 5",
+    ):
         ax.nn.tree_fold(ax.nn.ChildSumTreeLSTMCell(Embed, Hidden, 5, 4, key=key), batch)(xs)
 
 

@@ -32,9 +32,12 @@ KEY = jax.random.key(0)
 def test_affine_rejects_an_input_in_another_dtype() -> None:
     layer = ax.nn.Affine(In, Out, 3, 2, key=KEY)
     x = ax.ones((4, 3), N, In, dtype=ax.BF16)
-    with pytest.raises(ax.AxisError, match=r"Cannot apply Affine\(In=3 -> Out=2\) to "
-                       r"Tensor\[BF16, N=4, In=3\]: the input is BF16, the layer's "
-                       r"parameters F32 \(convert the input with astype, or cast the layer\)"):
+    with pytest.raises(
+        ax.AxisError,
+        match=r"Cannot apply Affine\(In=3 -> Out=2\) to "
+        r"Tensor\[BF16, N=4, In=3\]: the input is BF16, the layer's "
+        r"parameters F32 \(convert the input with astype, or cast the layer\)",
+    ):
         layer(x)
     half = ax.nn.cast(layer, ax.BF16)
     assert half(x).dtype is ax.BF16
@@ -43,14 +46,20 @@ def test_affine_rejects_an_input_in_another_dtype() -> None:
 
 def test_norms_and_cells_reject_an_input_in_another_dtype() -> None:
     x = ax.ones((4, 3), N, In, dtype=ax.BF16)
-    with pytest.raises(ax.AxisError, match=r"LayerNorm\(In\) to Tensor\[BF16, N=4, In=3\]: "
-                       r"the input is BF16, the layer's parameters F32"):
+    with pytest.raises(
+        ax.AxisError,
+        match=r"LayerNorm\(In\) to Tensor\[BF16, N=4, In=3\]: "
+        r"the input is BF16, the layer's parameters F32",
+    ):
         ax.nn.LayerNorm(In, 3)(x)
     with pytest.raises(ax.AxisError, match=r"RMSNorm\(In\).*the input is BF16"):
         ax.nn.RMSNorm(In, 3)(x)
     cell = ax.nn.RNNCell(In, Out, 3, 2, key=KEY)
-    with pytest.raises(ax.AxisError, match=r"RNNCell\(In -> Out=2\).*the input is BF16, the "
-                       r"cell's parameters F32"):
+    with pytest.raises(
+        ax.AxisError,
+        match=r"RNNCell\(In -> Out=2\).*the input is BF16, the "
+        r"cell's parameters F32",
+    ):
         cell(cell.init_state({N: 4}), x)
     assert ax.nn.LayerNorm(In, 3, dtype=ax.BF16)(x).dtype is ax.BF16
 

@@ -59,8 +59,11 @@ def collectives(hlo: str, kind: str) -> list[frozenset[frozenset[int]]]:
     for line in hlo.splitlines():
         if f" {kind}(" not in line and f" {kind}-start(" not in line:
             continue
-        m = re.search(r"replica_groups=(\{\{[\d,{}]*\}\}|\[[\d,]+\]<=\[[\d,]+\](T\([\d,]+\))?"
-                      r"|mesh\[[^\]]*\](, device_ids=\([^)]*\)\))? \{[^}]*\})", line)
+        m = re.search(
+            r"replica_groups=(\{\{[\d,{}]*\}\}|\[[\d,]+\]<=\[[\d,]+\](T\([\d,]+\))?"
+            r"|mesh\[[^\]]*\](, device_ids=\([^)]*\)\))? \{[^}]*\})",
+            line,
+        )
         assert m, line
         found.append(_groups(m.group(1)))
     return found
@@ -82,8 +85,9 @@ def _groups(text: str) -> frozenset[frozenset[int]]:
         size = int(np.prod([ids.shape[i] for i in where]))
         return frozenset(frozenset(int(v) for v in r) for r in moved.reshape(-1, size))
     if text.startswith("{"):
-        return frozenset(frozenset(int(v) for v in g.split(",") if v)
-                         for g in re.findall(r"\{([\d,]*)\}", text))
+        return frozenset(
+            frozenset(int(v) for v in g.split(",") if v) for g in re.findall(r"\{([\d,]*)\}", text)
+        )
     m = re.match(r"\[([\d,]+)\]<=\[([\d,]+)\](?:T\(([\d,]+)\))?", text)
     assert m
     out_shape = [int(v) for v in m.group(1).split(",")]
@@ -205,8 +209,9 @@ def reference_steps(model: Any, opt: Any, x: Any, y: Any, n: int) -> tuple[Any, 
     return model, losses
 
 
-def sharded_steps(model: Any, opt: Any, x: Any, y: Any, n: int, m: Any, rules: Any,
-                  param_rules: Any = None) -> tuple[Any, list[float], str]:
+def sharded_steps(
+    model: Any, opt: Any, x: Any, y: Any, n: int, m: Any, rules: Any, param_rules: Any = None
+) -> tuple[Any, list[float], str]:
     with ax.axis_rules(m, rules, param_rules=param_rules):
         model = ax.shard(model, params=True)
         x, y = ax.shard(x), ax.shard(y)
@@ -220,15 +225,19 @@ def sharded_steps(model: Any, opt: Any, x: Any, y: Any, n: int, m: Any, rules: A
             return eqx.apply_updates(model, updates), state, loss
 
         # compiled once: the HLO checked is the program that runs
-        compiled = jax.jit(step, out_shardings=(p_sh, s_sh, None)).lower(
-            model, state, x, y).compile()
+        compiled = (
+            jax.jit(step, out_shardings=(p_sh, s_sh, None)).lower(model, state, x, y).compile()
+        )
         hlo = compiled.as_text()
         losses = []
         for _ in range(n):
             model, state, loss = compiled(model, state, x, y)
             losses.append(float(loss))
-        for t, s in zip(jax.tree.leaves(model, is_leaf=lambda v: isinstance(v, ax.Tensor)),
-                        jax.tree.leaves(p_sh), strict=True):
+        for t, s in zip(
+            jax.tree.leaves(model, is_leaf=lambda v: isinstance(v, ax.Tensor)),
+            jax.tree.leaves(p_sh),
+            strict=True,
+        ):
             if isinstance(t, ax.Tensor):
                 assert t.array.sharding.spec == s.spec, (t, t.array.sharding, s)
     return model, losses, hlo
@@ -236,13 +245,18 @@ def sharded_steps(model: Any, opt: Any, x: Any, y: Any, n: int, m: Any, rules: A
 
 def data(seed: int = 0, batch: int = 8) -> tuple[Any, Any]:
     k1, k2 = jax.random.split(jax.random.key(seed))
-    return (ax.tensor(jax.random.normal(k1, (batch, 12)), Batch, Pixel),
-            ax.tensor(jax.random.normal(k2, (batch, 4)), Batch, Class))
+    return (
+        ax.tensor(jax.random.normal(k1, (batch, 12)), Batch, Pixel),
+        ax.tensor(jax.random.normal(k2, (batch, 4)), Batch, Class),
+    )
 
 
 def close(a: Any, b: Any, tol: float = 2e-6) -> None:
-    for u, v in zip(jax.tree.leaves(eqx.filter(a, eqx.is_array)),
-                    jax.tree.leaves(eqx.filter(b, eqx.is_array)), strict=True):
+    for u, v in zip(
+        jax.tree.leaves(eqx.filter(a, eqx.is_array)),
+        jax.tree.leaves(eqx.filter(b, eqx.is_array)),
+        strict=True,
+    ):
         np.testing.assert_allclose(np.asarray(u), np.asarray(v), rtol=tol, atol=tol)
 
 
@@ -267,8 +281,9 @@ def mlp_sharded_equals_unsharded() -> None:
     for rname, kind, oname in cases:
         rules, param_rules = RULES[rname]
         ref, ref_losses = refs[oname]
-        got, losses, hlo = sharded_steps(model, opts[oname], x, y, 3, mesh(kind), rules,
-                                         param_rules)
+        got, losses, hlo = sharded_steps(
+            model, opts[oname], x, y, 3, mesh(kind), rules, param_rules
+        )
         np.testing.assert_allclose(losses, ref_losses, rtol=2e-6, err_msg=f"{rname} {kind}")
         close(got, ref)
         m = mesh(kind)
@@ -293,19 +308,27 @@ def model_rules(name: str, rname: str) -> tuple[dict[Any, Any], dict[Any, Any] |
     if rname == "fsdp":
         weights = {Pixel: "data"} if name == "attention" else {Hidden: ("data", "model")}
         return {Batch: ("data", "model")}, weights
-    return {"data": {Batch: "data"}, "tensor": tensor,
-            "data+tensor": {Batch: "data", **tensor}}[rname], None
+    return {"data": {Batch: "data"}, "tensor": tensor, "data+tensor": {Batch: "data", **tensor}}[
+        rname
+    ], None
 
 
-OPTS: dict[str, Callable[[], Any]] = {"sgd": lambda: optax.sgd(0.1),
-                                      "adam": lambda: optax.adam(1e-2)}
+OPTS: dict[str, Callable[[], Any]] = {
+    "sgd": lambda: optax.sgd(0.1),
+    "adam": lambda: optax.adam(1e-2),
+}
 
 
 @check
 def models_sharded_equal_unsharded() -> None:
     y = data()[1]
-    cases = [(n, r, k, o) for n in MODELS for r in ("data", "tensor", "data+tensor", "fsdp")
-             for k in ("explicit", "auto") for o in OPTS]
+    cases = [
+        (n, r, k, o)
+        for n in MODELS
+        for r in ("data", "tensor", "data+tensor", "fsdp")
+        for k in ("explicit", "auto")
+        for o in OPTS
+    ]
     if not FULL:  # representative: each model under data+tensor (SGD) and FSDP (Adam); the
         # LSTM's data+tensor on an Explicit mesh (its scan's initial state, replicated,
         # resharded to the [Batch@data, Hidden@model] the cell gives: graph/_scan.py)
@@ -321,8 +344,7 @@ def models_sharded_equal_unsharded() -> None:
             refs[name, oname] = reference_steps(model, OPTS[oname](), x, y, 2)
         ref, ref_losses = refs[name, oname]
         m = mesh(kind)
-        got, losses, hlo = sharded_steps(model, OPTS[oname](), x, y, 2, m, rules,
-                                         param_rules)
+        got, losses, hlo = sharded_steps(model, OPTS[oname](), x, y, 2, m, rules, param_rules)
         where = f"{name} {rname} {kind} {oname}"
         np.testing.assert_allclose(losses, ref_losses, rtol=5e-6, err_msg=where)
         close(got, ref, 5e-6)
@@ -339,19 +361,35 @@ def models_sharded_equal_unsharded() -> None:
 def rules_errors_name_the_axes() -> None:
     m = mesh("explicit", (1, 8))
     x = ax.zeros((4, 100), Batch, Hidden)
-    raises(ax.AxisError, "Hidden=100 cannot be split 8 ways over mesh axis 'model'",
-           lambda: ax.sharding(x, {Hidden: "model"}, mesh=m))
-    raises(ax.AxisError, "mesh axis 'model' would shard both Batch and Hidden",
-           lambda: ax.sharding(ax.zeros((8, 8), Batch, Hidden), {Batch: "model",
-                                                                  Hidden: "model"}, mesh=m))
-    raises(ax.AxisError, "Hidden maps to mesh axis 'modl', but the mesh has axes "
-           "('data', 'model')", lambda: ax.axis_rules(m, {Hidden: "modl"}).__enter__())
+    raises(
+        ax.AxisError,
+        "Hidden=100 cannot be split 8 ways over mesh axis 'model'",
+        lambda: ax.sharding(x, {Hidden: "model"}, mesh=m),
+    )
+    raises(
+        ax.AxisError,
+        "mesh axis 'model' would shard both Batch and Hidden",
+        lambda: ax.sharding(
+            ax.zeros((8, 8), Batch, Hidden), {Batch: "model", Hidden: "model"}, mesh=m
+        ),
+    )
+    raises(
+        ax.AxisError,
+        "Hidden maps to mesh axis 'modl', but the mesh has axes ('data', 'model')",
+        lambda: ax.axis_rules(m, {Hidden: "modl"}).__enter__(),
+    )
     raises(RuntimeError, "no axis rules", lambda: ax.shard(x))
     with ax.axis_rules(m, {Batch: "data"}):
-        raises(ax.AxisError, "Hidden has no mesh axis in the rules",
-               lambda: ax.psum(ax.zeros((4,), Batch), Hidden))
-        raises(ax.AxisError, "the tensor still has axis Batch",
-               lambda: ax.psum(ax.zeros((4,), Batch), Batch))
+        raises(
+            ax.AxisError,
+            "Hidden has no mesh axis in the rules",
+            lambda: ax.psum(ax.zeros((4,), Batch), Hidden),
+        )
+        raises(
+            ax.AxisError,
+            "the tensor still has axis Batch",
+            lambda: ax.psum(ax.zeros((4,), Batch), Batch),
+        )
 
 
 @check
@@ -405,8 +443,9 @@ def sharded_init_never_whole() -> None:
     _rules._init_program = capture  # type: ignore[assignment]
     try:
         for kind in ("explicit", "auto"):
-            with ax.axis_rules(mesh(kind), {Batch: "data"},
-                               param_rules={Hidden: ("data", "model")}):
+            with ax.axis_rules(
+                mesh(kind), {Batch: "data"}, param_rules={Hidden: ("data", "model")}
+            ):
                 model = ax.sharded_init(Mlp, jax.random.key(1))
             close(model, ref, 0)
             w = model.l1.weight  # [Hidden=16, Pixel=12]: blocks of [2, 12]
@@ -434,14 +473,15 @@ def shard_map_data_and_tensor_parallel() -> None:
     m = mesh("explicit")
     rules = {Batch: "data", Hidden: "model"}
     with ax.axis_rules(m, rules):
-        specs_m = jax.tree.map(lambda t: ax.partition_spec(t, rules), model,
-                               is_leaf=lambda v: isinstance(v, ax.Tensor))
+        specs_m = jax.tree.map(
+            lambda t: ax.partition_spec(t, rules), model, is_leaf=lambda v: isinstance(v, ax.Tensor)
+        )
         model_s = ax.shard(model)
         x_s, y_s = ax.shard(x), ax.shard(y)
 
         def local_loss(model: Any, x: Any, y: Any) -> Any:
-            h = ax.tanh(model.l1(x))                           # Hidden blocks: column-parallel
-            z = ax.contract(h, model.l2.weight)                # partial sums over Hidden
+            h = ax.tanh(model.l1(x))  # Hidden blocks: column-parallel
+            z = ax.contract(h, model.l2.weight)  # partial sums over Hidden
             z = ax.psum(z, Hidden) + ax.broadcast(model.l2.bias, z)
             d = z - y
             return ax.mean(ax.mean(d * d, Batch), Class)
@@ -454,8 +494,9 @@ def shard_map_data_and_tensor_parallel() -> None:
         def step(model: Any, x: Any, y: Any) -> Any:
             return eqx.filter_value_and_grad(global_loss)(model, x, y)
 
-        f = jax.jit(jax.shard_map(step, in_specs=(specs_m, P("data"), P("data")),
-                                  out_specs=(P(), specs_m)))
+        f = jax.jit(
+            jax.shard_map(step, in_specs=(specs_m, P("data"), P("data")), out_specs=(P(), specs_m))
+        )
         loss, g = f(model_s, x_s, y_s)
         hlo = f.lower(model_s, x_s, y_s).compile().as_text()
     np.testing.assert_allclose(loss, ref_loss, rtol=2e-6)
@@ -467,15 +508,22 @@ def shard_map_data_and_tensor_parallel() -> None:
     # rebuilds the whole weight for the forward (invariant over "model", so the loss leaves
     # with P()), and its transpose gives each device the gradient of its block
     def gathered_loss(model: Any, x: Any, y: Any) -> Any:
-        whole = jax.tree.map(lambda t: ax.all_gather(t, Hidden) if Hidden in t.axes else t,
-                             model, is_leaf=lambda v: isinstance(v, ax.Tensor))
+        whole = jax.tree.map(
+            lambda t: ax.all_gather(t, Hidden) if Hidden in t.axes else t,
+            model,
+            is_leaf=lambda v: isinstance(v, ax.Tensor),
+        )
         d = whole(x) - y
         return ax.pmean(ax.mean(ax.mean(d * d, Batch), Class), Batch).array
 
     with ax.axis_rules(m, rules):
-        f = jax.jit(jax.shard_map(eqx.filter_value_and_grad(gathered_loss),
-                                  in_specs=(specs_m, P("data"), P("data")),
-                                  out_specs=(P(), specs_m)))
+        f = jax.jit(
+            jax.shard_map(
+                eqx.filter_value_and_grad(gathered_loss),
+                in_specs=(specs_m, P("data"), P("data")),
+                out_specs=(P(), specs_m),
+            )
+        )
         loss, g = f(model_s, x_s, y_s)
         hlo = f.lower(model_s, x_s, y_s).compile().as_text()
     np.testing.assert_allclose(loss, ref_loss, rtol=2e-6)
@@ -488,8 +536,11 @@ TBatch, TPixel, TClass = ax.train.Batch, ax.train.Pixel, ax.train.Class
 
 def tiny_dataset() -> ax.train.Dataset:
     rng = np.random.default_rng(0)
-    return ax.train.Dataset(rng.integers(0, 256, (64, 4, 4), dtype=np.uint8),
-                            rng.integers(0, 4, (64,), dtype=np.uint8), ("a", "b", "c", "d"))
+    return ax.train.Dataset(
+        rng.integers(0, 256, (64, 4, 4), dtype=np.uint8),
+        rng.integers(0, 4, (64,), dtype=np.uint8),
+        ("a", "b", "c", "d"),
+    )
 
 
 class FitMlp(eqx.Module):
@@ -526,8 +577,11 @@ def loader_rows_by_index() -> None:
         assert x1.array.sharding.spec == P(("data", "model"), None), x1.array.sharding
         np.testing.assert_allclose(np.asarray(x1.array), np.asarray(x0.array), rtol=1e-6)
         np.testing.assert_array_equal(np.asarray(y1.array), np.asarray(y0.array))
-    raises(ax.AxisError, "Batch=10 cannot be split 8 ways",
-           lambda: ax.train.Loader(ds.subset(0, 10), 10, parallel=par))
+    raises(
+        ax.AxisError,
+        "Batch=10 cannot be split 8 ways",
+        lambda: ax.train.Loader(ds.subset(0, 10), 10, parallel=par),
+    )
 
 
 def assert_rules_shardings(tree: Any, par: Any, where: str) -> None:
@@ -540,7 +594,8 @@ def assert_rules_shardings(tree: Any, par: Any, where: str) -> None:
     leaves = jax.tree.leaves(tree, is_leaf=is_t)
     shardings = jax.tree.leaves(want)
     assert len(leaves) == len(shardings) and any(
-        is_t(t) and t.array.sharding.spec != P() for t in leaves), (where, want)
+        is_t(t) and t.array.sharding.spec != P() for t in leaves
+    ), (where, want)
     for t, s in zip(leaves, shardings, strict=True):
         a = t.array if is_t(t) else t
         assert a.sharding.is_equivalent_to(s, a.ndim), (where, t, a.sharding, s)
@@ -551,30 +606,46 @@ def fit_parallel_equals_one_device() -> None:
     ds, key = tiny_dataset(), jax.random.key(4)
     model = FitMlp(jax.random.key(5))
     common = dict(epochs=2, log_every=1, progress=False, key=jax.random.key(6))
-    ref = ax.train.fit(model, optax.sgd(0.1), fit_loss, ax.train.Loader(ds, 16, key=key),
-                       **common)
+    ref = ax.train.fit(model, optax.sgd(0.1), fit_loss, ax.train.Loader(ds, 16, key=key), **common)
     kinds = ["explicit", "auto"] if FULL else ["explicit"]
     for kind in kinds:
-        for rules, param_rules in (({TBatch: "data"}, {Hidden: "model"}),
-                                   ({TBatch: ("data", "model")}, {Hidden: ("data", "model")})):
+        for rules, param_rules in (
+            ({TBatch: "data"}, {Hidden: "model"}),
+            ({TBatch: ("data", "model")}, {Hidden: ("data", "model")}),
+        ):
             par = ax.train.Parallel(interleaved_mesh(kind), rules, param_rules=param_rules)
-            got = ax.train.fit(model, optax.sgd(0.1), fit_loss,
-                               ax.train.Loader(ds, 16, key=key, parallel=par), parallel=par,
-                               **common)
-            np.testing.assert_allclose([r["loss"] for r in got.history if "loss" in r],
-                                       [r["loss"] for r in ref.history if "loss" in r],
-                                       rtol=2e-6)
+            got = ax.train.fit(
+                model,
+                optax.sgd(0.1),
+                fit_loss,
+                ax.train.Loader(ds, 16, key=key, parallel=par),
+                parallel=par,
+                **common,
+            )
+            np.testing.assert_allclose(
+                [r["loss"] for r in got.history if "loss" in r],
+                [r["loss"] for r in ref.history if "loss" in r],
+                rtol=2e-6,
+            )
             close(got.model, ref.model, 2e-6)
             w = got.model.l1.weight
             assert w.array.sharding.spec == par.axis_rules.spec(w, params=True), (
-                kind, w.array.sharding)
+                kind,
+                w.array.sharding,
+            )
     # the shardings fit leaves the parameters and Adam's state in: what the rules give
     for kind in ("explicit", "auto"):
-        par = ax.train.Parallel(interleaved_mesh(kind), {TBatch: "data"},
-                                param_rules={Hidden: ("data", "model")})
-        got = ax.train.fit(model, optax.adam(1e-2), fit_loss,
-                           ax.train.Loader(ds, 16, key=key, parallel=par), parallel=par,
-                           **{**common, "epochs": 1})
+        par = ax.train.Parallel(
+            interleaved_mesh(kind), {TBatch: "data"}, param_rules={Hidden: ("data", "model")}
+        )
+        got = ax.train.fit(
+            model,
+            optax.adam(1e-2),
+            fit_loss,
+            ax.train.Loader(ds, 16, key=key, parallel=par),
+            parallel=par,
+            **{**common, "epochs": 1},
+        )
         assert_rules_shardings((got.model, got.opt_state), par, kind)
     # a list of batches: each placed by the compute rules
     batches = list(ax.train.Loader(ds, 32).epoch(0))
@@ -583,17 +654,33 @@ def fit_parallel_equals_one_device() -> None:
     many = ax.train.fit(model, optax.sgd(0.1), fit_loss, batches, parallel=par, **common)
     close(many.model, one.model, 2e-6)
     # resume: one epoch, checkpoint, then the second epoch from the checkpoint
-    par = ax.train.Parallel(interleaved_mesh("explicit"), {TBatch: "data"},
-                            param_rules={Hidden: "model"})
+    par = ax.train.Parallel(
+        interleaved_mesh("explicit"), {TBatch: "data"}, param_rules={Hidden: "model"}
+    )
     for sharded in (False, True):  # one .npz per step, or orbax folders
         with tempfile.TemporaryDirectory() as tmp:
             loader = ax.train.Loader(ds, 16, key=key, parallel=par)
             ckpts = ax.train.Checkpoints(tmp, keep=1, every=3, sharded=sharded)
-            ax.train.fit(model, optax.sgd(0.1), fit_loss, loader, parallel=par,
-                         checkpoints=ckpts, **{**common, "epochs": 1})
+            ax.train.fit(
+                model,
+                optax.sgd(0.1),
+                fit_loss,
+                loader,
+                parallel=par,
+                checkpoints=ckpts,
+                **{**common, "epochs": 1},
+            )
             assert ckpts.steps() == [4], ckpts.steps()  # the older ones pruned
-            got = ax.train.fit(model, optax.sgd(0.1), fit_loss, loader, parallel=par,
-                               checkpoints=ckpts, resume=True, **common)
+            got = ax.train.fit(
+                model,
+                optax.sgd(0.1),
+                fit_loss,
+                loader,
+                parallel=par,
+                checkpoints=ckpts,
+                resume=True,
+                **common,
+            )
         close(got.model, ref.model, 2e-6)
         w = got.model.l1.weight
         assert w.array.sharding.spec == P("model", None), w.array.sharding
@@ -623,8 +710,11 @@ def mnist_example_data_tensor() -> None:
     the same test accuracy and parameters. CI: 1024 images, 8 steps; with
     AXJAX_FULL_PARALLEL=1 one epoch of 4096 images."""
     example = load_example("mnist")
-    limits = (["--limit", "4096", "--test-limit", "2000"] if FULL
-              else ["--limit", "1024", "--test-limit", "1000"])
+    limits = (
+        ["--limit", "4096", "--test-limit", "2000"]
+        if FULL
+        else ["--limit", "1024", "--test-limit", "1000"]
+    )
     with tempfile.TemporaryDirectory() as tmp:
         args = [*limits, "--epochs", "1", "--no-progress", "--logdir", tmp]
         one = example.main(args)
@@ -641,8 +731,9 @@ def load_example(name: str) -> Any:
     import importlib.util
 
     root = Path(__file__).resolve().parents[2]
-    spec = importlib.util.spec_from_file_location(f"{name}_train",
-                                                  root / "examples" / name / "train.py")
+    spec = importlib.util.spec_from_file_location(
+        f"{name}_train", root / "examples" / name / "train.py"
+    )
     assert spec is not None and spec.loader is not None
     example = importlib.util.module_from_spec(spec)
     sys.modules[spec.name] = example  # dataclasses look their module up there
@@ -657,9 +748,23 @@ def transformer_example_data_tensor() -> None:
     with the MLP's hidden axis and the heads split over mesh axis "model"."""
     example = load_example("transformer")
     with tempfile.TemporaryDirectory() as tmp:
-        args = ["--preset", "test", "--steps", "3", "--eval-batches", "1", "--log-every", "3",
-                "--sample-bytes", "0", "--limit-bytes", "100000", "--no-progress",
-                "--logdir", tmp]
+        args = [
+            "--preset",
+            "test",
+            "--steps",
+            "3",
+            "--eval-batches",
+            "1",
+            "--log-every",
+            "3",
+            "--sample-bytes",
+            "0",
+            "--limit-bytes",
+            "100000",
+            "--no-progress",
+            "--logdir",
+            tmp,
+        ]
         one = example.main(args)
         eight = example.main([*args, "--devices", "8", "--parallel", "data+tensor"])
     np.testing.assert_allclose(eight["bits"], one["bits"], rtol=1e-5)
@@ -667,35 +772,43 @@ def transformer_example_data_tensor() -> None:
     block = eight["model"].blocks[0]
     assert block.up.weight.array.sharding.spec == P("model", None), block.up.weight  # [Mlp, Embed]
     assert block.attn.query_proj.array.sharding.spec == P("model", None, None), (
-        block.attn.query_proj.array.sharding)
+        block.attn.query_proj.array.sharding
+    )
 
 
 @check
 def sharded_checkpoint_restores_on_another_mesh() -> None:
     model = Mlp(jax.random.key(1))
-    with ax.axis_rules(mesh("explicit"), {Batch: "data"},
-                       param_rules={Hidden: ("data", "model")}):
+    with ax.axis_rules(mesh("explicit"), {Batch: "data"}, param_rules={Hidden: ("data", "model")}):
         saved = ax.shard(model, params=True)
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "step-7"
-        ax.train.save_sharded(path, {"model": saved, "key": jax.random.key(3)}, step=7,
-                              metadata={"epoch": 1})
+        ax.train.save_sharded(
+            path, {"model": saved, "key": jax.random.key(3)}, step=7, metadata={"epoch": 1}
+        )
         raises(ax.train.CheckpointError, "it exists", lambda: ax.train.save_sharded(path, {}))
         other = mesh("auto", (2, 4))
-        like = {"model": ax.abstract(model, {Hidden: "model"}, mesh=other),
-                "key": jax.random.key(0)}
+        like = {
+            "model": ax.abstract(model, {Hidden: "model"}, mesh=other),
+            "key": jax.random.key(0),
+        }
         back, manifest = ax.train.load_sharded(path, like)
         assert manifest["step"] == 7 and manifest["metadata"] == {"epoch": 1}
         close(back["model"], model, 0)
         assert back["model"].l1.weight.array.sharding == NamedSharding(other, P("model", None))
-        np.testing.assert_array_equal(jax.random.key_data(back["key"]),
-                                      jax.random.key_data(jax.random.key(3)))
+        np.testing.assert_array_equal(
+            jax.random.key_data(back["key"]), jax.random.key_data(jax.random.key(3))
+        )
         wrong = {"model": Mlp.__new__(Mlp), "key": jax.random.key(0)}
-        object.__setattr__(wrong["model"], "l1", ax.nn.Affine(Pixel, Hidden, 12, 8,
-                                                              key=jax.random.key(0)))
+        object.__setattr__(
+            wrong["model"], "l1", ax.nn.Affine(Pixel, Hidden, 12, 8, key=jax.random.key(0))
+        )
         object.__setattr__(wrong["model"], "l2", model.l2)
-        raises(ax.train.CheckpointMismatchError, "Hidden=16", lambda: ax.train.load_sharded(
-            path, wrong))
+        raises(
+            ax.train.CheckpointMismatchError,
+            "Hidden=16",
+            lambda: ax.train.load_sharded(path, wrong),
+        )
 
 
 def main(names: list[str]) -> int:

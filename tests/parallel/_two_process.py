@@ -28,8 +28,9 @@ if RESTORE:  # one process, 2 devices: another mesh than the one that saved
 else:
     process_id, port = int(sys.argv[1]), sys.argv[2]
     jax.config.update("jax_num_cpu_devices", 4)
-    jax.distributed.initialize(f"127.0.0.1:{port}", num_processes=2, process_id=process_id,
-                               initialization_timeout=120)
+    jax.distributed.initialize(
+        f"127.0.0.1:{port}", num_processes=2, process_id=process_id, initialization_timeout=120
+    )
 
 import numpy as np  # noqa: E402
 import optax  # noqa: E402
@@ -65,39 +66,61 @@ def main() -> None:
     model = c.FitMlp(jax.random.key(5))
     common = dict(epochs=2, log_every=1, progress=False, key=jax.random.key(6))
     # the one-device run, in this process, on its first local device
-    ref = ax.train.fit(model, optax.sgd(0.1), c.fit_loss, ax.train.Loader(ds, 16, key=key),
-                       **common)
+    ref = ax.train.fit(
+        model, optax.sgd(0.1), c.fit_loss, ax.train.Loader(ds, 16, key=key), **common
+    )
     # one global mesh, devices interleaved across the processes: each builds its own rows
-    par = ax.train.Parallel(c.interleaved_mesh("explicit"), {c.TBatch: "data"},
-                            param_rules={c.Hidden: "model"})
+    par = ax.train.Parallel(
+        c.interleaved_mesh("explicit"), {c.TBatch: "data"}, param_rules={c.Hidden: "model"}
+    )
     # epoch 1, sharded checkpoints (orbax: each process writes its shards, process 0
     # prunes), then epoch 2 resumed from the newest one
     folder = Path(sys.argv[3])
     ckpts = ax.train.Checkpoints(folder / "ckpts", keep=1, every=3, sharded=True)
     loader = ax.train.Loader(ds, 16, key=key, parallel=par)
     deleted = record_deletions(folder / "ckpts")
-    first = ax.train.fit(model, optax.sgd(0.1), c.fit_loss, loader, parallel=par,
-                         checkpoints=ckpts, **{**common, "epochs": 1})
+    first = ax.train.fit(
+        model,
+        optax.sgd(0.1),
+        c.fit_loss,
+        loader,
+        parallel=par,
+        checkpoints=ckpts,
+        **{**common, "epochs": 1},
+    )
     assert ckpts.steps() == [4], ckpts.steps()
     # saved at steps 3 and 4: process 0 pruned step 3; process 1 deleted nothing
     assert [p.name for p in deleted] == (["ckpt-000000003"] if process_id == 0 else []), (
-        process_id, deleted)
+        process_id,
+        deleted,
+    )
     logs = folder / f"logs-{process_id}"  # a folder per process: only process 0 writes
-    got = ax.train.fit(model, optax.sgd(0.1), c.fit_loss, loader, parallel=par,
-                       checkpoints=ckpts, resume=True, logdir=logs, **common)
+    got = ax.train.fit(
+        model,
+        optax.sgd(0.1),
+        c.fit_loss,
+        loader,
+        parallel=par,
+        checkpoints=ckpts,
+        resume=True,
+        logdir=logs,
+        **common,
+    )
     assert (logs / "metrics.jsonl").is_file() == (process_id == 0), list(folder.iterdir())
     # the second epoch saved at steps 6 and 8: process 0 pruned 4 and 6, process 1 nothing
-    assert [p.name for p in deleted][1:] == (["ckpt-000000004", "ckpt-000000006"]
-                                             if process_id == 0 else []), (process_id, deleted)
+    assert [p.name for p in deleted][1:] == (
+        ["ckpt-000000004", "ckpt-000000006"] if process_id == 0 else []
+    ), (process_id, deleted)
     losses = [r["loss"] for r in first.history + got.history if "loss" in r]
-    np.testing.assert_allclose(losses, [r["loss"] for r in ref.history if "loss" in r],
-                               rtol=2e-6)
+    np.testing.assert_allclose(losses, [r["loss"] for r in ref.history if "loss" in r], rtol=2e-6)
     # resume is exact: the same two epochs run through without stopping, bit for bit
     through = ax.train.fit(model, optax.sgd(0.1), c.fit_loss, loader, parallel=par, **common)
     assert losses == [r["loss"] for r in through.history if "loss" in r]
     for a, b in zip(jax.tree.leaves(got.model), jax.tree.leaves(through.model), strict=True):
-        np.testing.assert_array_equal(multihost_utils.process_allgather(a, tiled=True),
-                                      multihost_utils.process_allgather(b, tiled=True))
+        np.testing.assert_array_equal(
+            multihost_utils.process_allgather(a, tiled=True),
+            multihost_utils.process_allgather(b, tiled=True),
+        )
     for a, b in zip(jax.tree.leaves(got.model), jax.tree.leaves(ref.model), strict=True):
         whole = multihost_utils.process_allgather(a, tiled=True)
         np.testing.assert_allclose(np.asarray(whole), np.asarray(b), rtol=2e-6, atol=2e-6)
@@ -116,8 +139,8 @@ def restore() -> None:
     ref, _ = ax.train.load_checkpoint(folder / "ref.npz", template)
     m = jax.make_mesh((2, 1), ("data", "model"))
     back, manifest = ax.train.load_sharded(
-        folder / "sharded", {"model": ax.abstract(template["model"], {c.Hidden: "data"},
-                                                  mesh=m)})
+        folder / "sharded", {"model": ax.abstract(template["model"], {c.Hidden: "data"}, mesh=m)}
+    )
     c.close(back, ref, 2e-6)  # the two trainings agree to float noise (see main)
     assert back["model"].l1.weight.array.sharding.spec == c.P("data", None)
     assert manifest["step"] == 8

@@ -51,9 +51,14 @@ NEEDS_MNIST = {"mnist_example_data_tensor"}
 def report() -> str:
     env = {**os.environ, "JAX_PLATFORMS": "cpu"}
     env.pop("XLA_FLAGS", None)  # the script asks for its 8 devices itself
-    done = subprocess.run([sys.executable, str(HERE / "_checks.py"), *CHECKS], env=env,
-                          capture_output=True, text=True, timeout=900,
-                          cwd=HERE.parents[1])
+    done = subprocess.run(
+        [sys.executable, str(HERE / "_checks.py"), *CHECKS],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=900,
+        cwd=HERE.parents[1],
+    )
     return done.stdout + done.stderr
 
 
@@ -82,11 +87,17 @@ def test_two_processes_fit_equals_one_device(tmp_path: Path) -> None:
     port = str(_free_port())
     logs = [tmp_path / f"process-{i}.txt" for i in range(2)]
     files = [log.open("w") for log in logs]
-    procs = [subprocess.Popen([sys.executable, str(HERE / "_two_process.py"), str(i), port,
-                               str(tmp_path)],
-                              env=env, cwd=HERE.parents[1], stdout=f,
-                              stderr=subprocess.STDOUT, text=True)
-             for i, f in enumerate(files)]
+    procs = [
+        subprocess.Popen(
+            [sys.executable, str(HERE / "_two_process.py"), str(i), port, str(tmp_path)],
+            env=env,
+            cwd=HERE.parents[1],
+            stdout=f,
+            stderr=subprocess.STDOUT,
+            text=True,
+        )
+        for i, f in enumerate(files)
+    ]
     # a process that fails leaves the other waiting at a barrier until JAX's timeout: stop it
     deadline = time.monotonic() + 600
     while any(p.poll() is None for p in procs):
@@ -102,7 +113,12 @@ def test_two_processes_fit_equals_one_device(tmp_path: Path) -> None:
     outs = [log.read_text() for log in logs]
     for i, (p, out) in enumerate(zip(procs, outs, strict=True)):
         assert p.returncode == 0 and f"PASS two_process {i}" in out, "\n".join(outs)
-    done = subprocess.run([sys.executable, str(HERE / "_two_process.py"), "restore",
-                           str(tmp_path)], env=env, cwd=HERE.parents[1], capture_output=True,
-                          text=True, timeout=600)
+    done = subprocess.run(
+        [sys.executable, str(HERE / "_two_process.py"), "restore", str(tmp_path)],
+        env=env,
+        cwd=HERE.parents[1],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert done.returncode == 0 and "PASS restore" in done.stdout, done.stdout + done.stderr

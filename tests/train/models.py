@@ -26,8 +26,9 @@ class TinyMLP(eqx.Module):
     b2: ax.Tensor[ax.F32, Class]
     activation: Any = eqx.field(static=True)
 
-    def __init__(self, key: jax.Array, n_in: int = 784, n_hidden: int = 32, n_out: int = 10
-                 ) -> None:
+    def __init__(
+        self, key: jax.Array, n_in: int = 784, n_hidden: int = 32, n_out: int = 10
+    ) -> None:
         k1, k2 = jax.random.split(key)
         self.w1 = ax.normal(k1, (n_in, n_hidden), Pixel, Hidden, stddev=(2 / n_in) ** 0.5)
         self.b1 = ax.zeros((n_hidden,), Hidden)

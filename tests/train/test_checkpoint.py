@@ -34,16 +34,27 @@ def _state(seed: int = 0, n_hidden: int = 8):
     model = TinyMLP(jax.random.key(seed), n_in=6, n_hidden=n_hidden, n_out=3)
     opt = optax.adam(1e-3)
     opt_state = opt.init(model)
-    return {"model": model, "opt_state": opt_state, "key": jax.random.key(seed + 1),
-            "raw": np.arange(3, dtype=np.int64), "count": 7, "name": "run"}
+    return {
+        "model": model,
+        "opt_state": opt_state,
+        "key": jax.random.key(seed + 1),
+        "raw": np.arange(3, dtype=np.int64),
+        "count": 7,
+        "name": "run",
+    }
 
 
 def _equal(a, b) -> bool:
     la, lb = jax.tree.leaves(a), jax.tree.leaves(b)
     return len(la) == len(lb) and all(
-        np.array_equal(np.asarray(jax.random.key_data(x) if _is_key(x) else x),
-                       np.asarray(jax.random.key_data(y) if _is_key(y) else y))
-        if hasattr(x, "shape") else x == y for x, y in zip(la, lb, strict=True))
+        np.array_equal(
+            np.asarray(jax.random.key_data(x) if _is_key(x) else x),
+            np.asarray(jax.random.key_data(y) if _is_key(y) else y),
+        )
+        if hasattr(x, "shape")
+        else x == y
+        for x, y in zip(la, lb, strict=True)
+    )
 
 
 def _is_key(x) -> bool:
@@ -56,7 +67,7 @@ def test_round_trip_restores_tensors_keys_optimizer_state_and_values(tmp_path):
     tree, manifest = load_checkpoint(path, like=_state(1))
     assert _equal(tree, saved)
     assert tree["model"].w1.axes == saved["model"].w1.axes
-    assert tree["model"].activation is ax.relu          # static fields come from the template
+    assert tree["model"].activation is ax.relu  # static fields come from the template
     assert _is_key(tree["key"]) and tree["count"] == 7 and tree["name"] == "run"
     assert manifest["step"] == 12 and manifest["metadata"] == {"epoch": 3}
     entry = next(e for e in manifest["leaves"] if e["path"] == "['model'].w1")
@@ -76,10 +87,13 @@ def test_no_pickle_in_the_file(tmp_path):
 
 def test_restoring_into_other_axes_fails_clearly(tmp_path):
     path = save_checkpoint(tmp_path / "c.npz", {"w": ax.zeros((2, 3), ax.train.Pixel, Hidden)})
-    with pytest.raises(CheckpointMismatchError, match=r"c.npz does not fit at \['w'\]: the "
-                       r"checkpoint has Tensor\[float32, Pixel=2, Hidden=3\], the template has "
-                       r"Tensor\[F32, Pixel=2, Class=3\] \(axes differ; restore into a model built "
-                       r"with the same axes and sizes\)"):
+    with pytest.raises(
+        CheckpointMismatchError,
+        match=r"c.npz does not fit at \['w'\]: the "
+        r"checkpoint has Tensor\[float32, Pixel=2, Hidden=3\], the template has "
+        r"Tensor\[F32, Pixel=2, Class=3\] \(axes differ; restore into a model built "
+        r"with the same axes and sizes\)",
+    ):
         load_checkpoint(path, {"w": ax.zeros((2, 3), ax.train.Pixel, ax.train.Class)})
     with pytest.raises(CheckpointMismatchError, match="shape differ"):
         load_checkpoint(path, {"w": ax.zeros((2, 4), ax.train.Pixel, Hidden)})
@@ -87,11 +101,17 @@ def test_restoring_into_other_axes_fails_clearly(tmp_path):
 
 def test_restoring_into_another_structure_fails_clearly(tmp_path):
     path = save_checkpoint(tmp_path / "c.npz", _state(0, n_hidden=8))
-    with pytest.raises(CheckpointMismatchError, match=r"does not fit at \['model'\].w1: .*"
-                       r"Hidden=8\], the template has Tensor\[F32, Pixel=6, Hidden=5\]"):
+    with pytest.raises(
+        CheckpointMismatchError,
+        match=r"does not fit at \['model'\].w1: .*"
+        r"Hidden=8\], the template has Tensor\[F32, Pixel=6, Hidden=5\]",
+    ):
         load_checkpoint(path, _state(0, n_hidden=5))
-    with pytest.raises(CheckpointMismatchError, match=r"it stores 17 leaves, the template has 1 "
-                       r"\(a different model or optimizer"):
+    with pytest.raises(
+        CheckpointMismatchError,
+        match=r"it stores 17 leaves, the template has 1 "
+        r"\(a different model or optimizer",
+    ):
         load_checkpoint(path, {"w": jnp.zeros(3)})
 
 
@@ -101,8 +121,11 @@ def test_truncated_checkpoint_errors_and_the_previous_one_loads(tmp_path):
     ckpts.save(2, _state(2))
     newest = ckpts.path(2)
     newest.write_bytes(newest.read_bytes()[: newest.stat().st_size // 2])
-    with pytest.raises(CheckpointError, match=r"ckpt-000000002.npz is truncated or not a "
-                       r"checkpoint .*Load an earlier checkpoint"):
+    with pytest.raises(
+        CheckpointError,
+        match=r"ckpt-000000002.npz is truncated or not a "
+        r"checkpoint .*Load an earlier checkpoint",
+    ):
         ckpts.restore(_state(0), step=2)
     with pytest.warns(UserWarning, match="skipping a damaged checkpoint: .*ckpt-000000002.npz"):
         restored = ckpts.restore(_state(0))
@@ -135,8 +158,10 @@ def test_keep_last_n(tmp_path):
     for step in (10, 20, 30, 40):
         ckpts.save(step, {"w": jnp.full(3, float(step))})
     assert ckpts.steps() == [30, 40] and ckpts.latest() == 40
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["ckpt-000000030.npz",
-                                                         "ckpt-000000040.npz"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == [
+        "ckpt-000000030.npz",
+        "ckpt-000000040.npz",
+    ]
     assert float(ckpts.restore({"w": jnp.zeros(3)}).tree["w"][0]) == 40.0
 
 
@@ -159,8 +184,13 @@ def test_sigkill_during_a_write_leaves_loadable_checkpoints(tmp_path):
     script.write_text(textwrap.dedent(_WRITER))
     folder = tmp_path / "ckpt"
     env = dict(os.environ, PYTHONPATH=str(ROOT), JAX_PLATFORMS="cpu")
-    proc = subprocess.Popen([sys.executable, str(script), str(folder)], env=env,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        [sys.executable, str(script), str(folder)],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     try:
         assert proc.stdout is not None and proc.stdout.readline().strip() == "ready"
         deadline = time.monotonic() + 60
@@ -182,8 +212,9 @@ def test_sigkill_during_a_write_leaves_loadable_checkpoints(tmp_path):
     steps = ckpts.steps()
     assert steps and steps[0] == 1
     for step in steps:  # every file under a checkpoint name is complete
-        tree, _ = load_checkpoint(ckpts.path(step), {"w": jnp.zeros((8_000_000,) if step > 1
-                                                                    else (4,))})
+        tree, _ = load_checkpoint(
+            ckpts.path(step), {"w": jnp.zeros((8_000_000,) if step > 1 else (4,))}
+        )
         assert float(tree["w"][0]) == float(step)
     restored = ckpts.restore({"w": jnp.zeros((8_000_000,) if steps[-1] > 1 else (4,))})
     assert restored.step == steps[-1]

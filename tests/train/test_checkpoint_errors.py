@@ -36,26 +36,44 @@ def _intact(path: Path, data: bytes) -> None:
     np.testing.assert_array_equal(tree["w"], TREE["w"])
 
 
-@pytest.mark.parametrize(("metadata", "problem"), [
-    ({"f": object()}, r"metadata\['f'\] is a builtins.object, not JSON"),
-    ({"w": np.zeros((2, 3))}, r"metadata\['w'\] is an array \(float64\[2, 3\]\); store arrays "
-     r"in the tree, or pass .tolist\(\)"),
-    ({"loss": jnp.float32(0.5)}, r"metadata\['loss'\] is an array \(float32\[\]\)"),
-    ({"lr": np.float32(0.1)}, r"metadata\['lr'\] is a numpy float32; pass .item\(\) "
-     r"\(or int\(\)/float\(\)\)"),
-    ({"runs": [1, {"when": {1, 2}}]}, r"metadata\['runs'\]\[1\]\['when'\] is a builtins.set, "
-     "not JSON"),
-    ({"by_epoch": {1: 0.5}}, r"metadata\['by_epoch'\] has the key 1 \(int\); JSON keys are "
-     "strings, so use '1'"),
-    ([("epoch", 1)], r"metadata is a list, not a dict"),
-])
+@pytest.mark.parametrize(
+    ("metadata", "problem"),
+    [
+        ({"f": object()}, r"metadata\['f'\] is a builtins.object, not JSON"),
+        (
+            {"w": np.zeros((2, 3))},
+            r"metadata\['w'\] is an array \(float64\[2, 3\]\); store arrays "
+            r"in the tree, or pass .tolist\(\)",
+        ),
+        ({"loss": jnp.float32(0.5)}, r"metadata\['loss'\] is an array \(float32\[\]\)"),
+        (
+            {"lr": np.float32(0.1)},
+            r"metadata\['lr'\] is a numpy float32; pass .item\(\) "
+            r"\(or int\(\)/float\(\)\)",
+        ),
+        (
+            {"runs": [1, {"when": {1, 2}}]},
+            r"metadata\['runs'\]\[1\]\['when'\] is a builtins.set, "
+            "not JSON",
+        ),
+        (
+            {"by_epoch": {1: 0.5}},
+            r"metadata\['by_epoch'\] has the key 1 \(int\); JSON keys are "
+            "strings, so use '1'",
+        ),
+        ([("epoch", 1)], r"metadata is a list, not a dict"),
+    ],
+)
 def test_non_json_metadata_is_refused_and_nothing_is_written(existing, metadata, problem):
     path, data = existing
     where = re.escape(str(path))
-    with pytest.raises(CheckpointError, match=rf"^cannot save a checkpoint to {where}"
-                       rf": {problem}.*\. metadata must be JSON: a dict with str keys whose "
-                       r"values are str, int, float, bool, None, lists or dicts of these\. "
-                       r"Nothing was written\.$"):
+    with pytest.raises(
+        CheckpointError,
+        match=rf"^cannot save a checkpoint to {where}"
+        rf": {problem}.*\. metadata must be JSON: a dict with str keys whose "
+        r"values are str, int, float, bool, None, lists or dicts of these\. "
+        r"Nothing was written\.$",
+    ):
         save_checkpoint(path, TREE, step=2, metadata=metadata)
     _intact(path, data)
 
@@ -70,8 +88,13 @@ def test_self_containing_metadata_is_refused(existing):
 
 
 def test_json_metadata_still_round_trips(tmp_path):
-    meta = {"epoch": 2, "loss": np.float64(0.25), "best": float("inf"), "tags": ("a", "b"),
-            "nested": {"ok": True, "none": None}}
+    meta = {
+        "epoch": 2,
+        "loss": np.float64(0.25),
+        "best": float("inf"),
+        "tags": ("a", "b"),
+        "nested": {"ok": True, "none": None},
+    }
     path = save_checkpoint(tmp_path / "c.npz", TREE, step=np.int64(5), metadata=meta)
     _, manifest = load_checkpoint(path, like=TREE)
     assert manifest["step"] == 5
@@ -90,9 +113,12 @@ def test_a_parent_that_is_a_file_is_refused(tmp_path):
     blocker = tmp_path / "runs"
     blocker.write_text("a file where the folder should be")
     for target in (blocker / "ckpt.npz", blocker / "deeper" / "ckpt.npz"):
-        with pytest.raises(CheckpointError, match=rf"^cannot save a checkpoint to "
-                           rf"{re.escape(str(target))}: {re.escape(str(blocker))} is a file, not "
-                           "a folder; choose another folder or move that file away$"):
+        with pytest.raises(
+            CheckpointError,
+            match=rf"^cannot save a checkpoint to "
+            rf"{re.escape(str(target))}: {re.escape(str(blocker))} is a file, not "
+            "a folder; choose another folder or move that file away$",
+        ):
             save_checkpoint(target, TREE)
     assert blocker.read_text() == "a file where the folder should be"
     assert _files(tmp_path) == ["runs"]
@@ -100,22 +126,31 @@ def test_a_parent_that_is_a_file_is_refused(tmp_path):
 
 def test_a_path_that_is_a_folder_is_refused(tmp_path):
     (tmp_path / "ckpt.npz").mkdir()
-    with pytest.raises(CheckpointError, match=r"ckpt.npz: it is a folder; give a file name "
-                       r"such as ckpt.npz inside it$"):
+    with pytest.raises(
+        CheckpointError,
+        match=r"ckpt.npz: it is a folder; give a file name "
+        r"such as ckpt.npz inside it$",
+    ):
         save_checkpoint(tmp_path / "ckpt.npz", TREE)
     assert _files(tmp_path) == ["ckpt.npz"] and _files(tmp_path / "ckpt.npz") == []
     with pytest.raises(CheckpointError, match=r"ckpt.npz is a folder, not a checkpoint file"):
         load_checkpoint(tmp_path / "ckpt.npz", like=TREE)
 
 
-@pytest.mark.skipif(os.geteuid() == 0, reason="root ignores permission bits, so a read-only "
-                    "folder is still writable; test_a_failing_write_* covers the error path")
+@pytest.mark.skipif(
+    os.geteuid() == 0,
+    reason="root ignores permission bits, so a read-only "
+    "folder is still writable; test_a_failing_write_* covers the error path",
+)
 def test_a_read_only_folder_is_refused(existing):
     path, data = existing
     path.parent.chmod(0o555)
     try:
-        with pytest.raises(CheckpointError, match=r"the folder .* is not writable; choose a "
-                           "writable folder or fix its permissions"):
+        with pytest.raises(
+            CheckpointError,
+            match=r"the folder .* is not writable; choose a "
+            "writable folder or fix its permissions",
+        ):
             save_checkpoint(path, TREE, step=2)
     finally:
         path.parent.chmod(0o755)
@@ -131,10 +166,13 @@ def test_a_failing_write_keeps_the_old_checkpoint(existing, monkeypatch, code):
         raise OSError(code, os.strerror(code))
 
     monkeypatch.setattr(os, "fsync", failing_fsync)
-    with pytest.raises(CheckpointError, match=rf"^cannot save a checkpoint to "
-                       rf"{re.escape(str(path))}: writing .*\.ckpt\.npz\.tmp-\d+ failed "
-                       rf"\({re.escape(os.strerror(code))}\); free some space or choose another "
-                       r"folder\. The previous file under that name, if any, is unchanged\.$"):
+    with pytest.raises(
+        CheckpointError,
+        match=rf"^cannot save a checkpoint to "
+        rf"{re.escape(str(path))}: writing .*\.ckpt\.npz\.tmp-\d+ failed "
+        rf"\({re.escape(os.strerror(code))}\); free some space or choose another "
+        r"folder\. The previous file under that name, if any, is unchanged\.$",
+    ):
         save_checkpoint(path, {"w": np.ones((2, 3), np.float32), "n": 4}, step=2)
     monkeypatch.undo()
     _intact(path, data)
@@ -145,8 +183,11 @@ def test_checkpoints_manager_reports_the_same_errors(tmp_path):
     ckpts = Checkpoints(tmp_path / "ckpt", keep=2)
     with pytest.raises(CheckpointError, match=r"ckpt is a file, not a folder"):
         ckpts.save(1, TREE)
-    with pytest.raises(CheckpointError, match=r"cannot restore from .*ckpt: it is a file, not a "
-                       "folder of checkpoints"):
+    with pytest.raises(
+        CheckpointError,
+        match=r"cannot restore from .*ckpt: it is a file, not a "
+        "folder of checkpoints",
+    ):
         ckpts.restore(like=TREE)
     good = Checkpoints(tmp_path / "good", keep=2)
     good.save(1, TREE, {"epoch": 1})

@@ -23,8 +23,10 @@ def _tiny_files(folder: Path, n: int = 6) -> dict[str, tuple[str, int]]:
     rng = np.random.default_rng(0)
     table = {}
     for prefix in ("train", "t10k"):
-        write_idx(folder / f"{prefix}-images-idx3-ubyte.gz",
-                  rng.integers(0, 256, (n, 28, 28), dtype=np.uint8))
+        write_idx(
+            folder / f"{prefix}-images-idx3-ubyte.gz",
+            rng.integers(0, 256, (n, 28, 28), dtype=np.uint8),
+        )
         write_idx(folder / f"{prefix}-labels-idx1-ubyte.gz", np.arange(n, dtype=np.uint8) % 10)
     for p in folder.iterdir():
         table[p.name] = (hashlib.sha256(p.read_bytes()).hexdigest(), p.stat().st_size)
@@ -66,18 +68,23 @@ def test_real_mnist_and_fashion():
     mnist = ax.train.mnist("test", data_dir=data_dir("mnist"), download_missing=False)
     assert len(mnist) == 10000 and mnist.images.shape == (10000, 28, 28)
     assert mnist.labels.dtype == np.uint8 and mnist.name == "MNIST test"
-    fashion = ax.train.fashion_mnist("test", data_dir=data_dir("fashion-mnist").parent,
-                                     download_missing=False)
+    fashion = ax.train.fashion_mnist(
+        "test", data_dir=data_dir("fashion-mnist").parent, download_missing=False
+    )
     assert len(fashion) == 10000 and fashion.classes[9] == "Ankle boot"
     # the two data sets are different files, and each is checked against its own hashes
     assert not np.array_equal(mnist.images[:10], fashion.images[:10])
 
 
 def test_mnist_files_are_not_fashion(tmp_path):
-    with pytest.raises(DataError, match="t10k-images-idx3-ubyte.gz is the MNIST file, not the "
-                       "Fashion-MNIST one: point data_dir at a folder holding the Fashion-MNIST"):
-        ax.train.load_dataset(ax.train.FASHION_MNIST, "test", data_dir=data_dir("mnist"),
-                              download_missing=False)
+    with pytest.raises(
+        DataError,
+        match="t10k-images-idx3-ubyte.gz is the MNIST file, not the "
+        "Fashion-MNIST one: point data_dir at a folder holding the Fashion-MNIST",
+    ):
+        ax.train.load_dataset(
+            ax.train.FASHION_MNIST, "test", data_dir=data_dir("mnist"), download_missing=False
+        )
 
 
 def test_truncated_real_file_is_caught(tmp_path):
@@ -87,13 +94,15 @@ def test_truncated_real_file_is_caught(tmp_path):
         shutil.copy(data_dir("mnist") / name, folder / name)
     cut = folder / "t10k-images-idx3-ubyte.gz"
     cut.write_bytes(cut.read_bytes()[:100_000])
-    with pytest.raises(DataError, match=r"is truncated: 100000 bytes, but the MNIST file has "
-                       r"1648877. Delete it"):
+    with pytest.raises(
+        DataError,
+        match=r"is truncated: 100000 bytes, but the MNIST file has "
+        r"1648877. Delete it",
+    ):
         ax.train.mnist("test", data_dir=folder, download_missing=False)
     # without the checksum the IDX reader still refuses it
     with pytest.raises(DataError, match="damaged gzip file"):
-        load_dataset(ax.train.MNIST, "test", data_dir=folder, download_missing=False,
-                     verify=False)
+        load_dataset(ax.train.MNIST, "test", data_dir=folder, download_missing=False, verify=False)
 
 
 def test_corrupt_byte_is_caught(isolated):
@@ -102,8 +111,9 @@ def test_corrupt_byte_is_caught(isolated):
     raw = bytearray(path.read_bytes())
     raw[-5] ^= 0xFF
     path.write_bytes(bytes(raw))
-    with pytest.raises(DataError, match="train-labels-idx1-ubyte.gz has sha256 .* but the Tiny "
-                       "file has"):
+    with pytest.raises(
+        DataError, match="train-labels-idx1-ubyte.gz has sha256 .* but the Tiny file has"
+    ):
         load_dataset(_spec(table), "train", data_dir=isolated / "d", download_missing=False)
 
 
@@ -112,23 +122,29 @@ def test_search_order_data_dir_env_cache(isolated, monkeypatch):
     spec = _spec(table)
     # 1. the cache, in a folder named after the data set
     shutil.copytree(isolated / "src", isolated / "cache" / "axjax" / "tiny")
-    assert ax.train.find_dataset(spec, download_missing=False) == \
-        isolated / "cache" / "axjax" / "tiny"
+    assert (
+        ax.train.find_dataset(spec, download_missing=False) == isolated / "cache" / "axjax" / "tiny"
+    )
     # 2. AXJAX_DATA wins over the cache (the files directly inside it)
     monkeypatch.setenv("AXJAX_DATA", str(isolated / "src"))
     assert ax.train.find_dataset(spec, download_missing=False) == isolated / "src"
     # 3. data_dir wins over both
     shutil.copytree(isolated / "src", isolated / "mine" / "tiny")
-    assert ax.train.find_dataset(spec, isolated / "mine", download_missing=False) == \
-        isolated / "mine" / "tiny"
+    assert (
+        ax.train.find_dataset(spec, isolated / "mine", download_missing=False)
+        == isolated / "mine" / "tiny"
+    )
     ds = load_dataset(spec, "test", data_dir=isolated / "mine", download_missing=False)
     assert len(ds) == 6 and ds.labels.tolist() == [0, 1, 2, 3, 4, 5]
 
 
 def test_missing_offline_error_says_where_to_put_files(isolated):
     spec = _spec(_tiny_files(isolated / "src"))
-    with pytest.raises(DataError, match=r"(?s)Tiny files train-images-idx3-ubyte.gz, "
-                       r"train-labels-idx1-ubyte.gz not found. Looked in:.*cache/axjax/tiny"):
+    with pytest.raises(
+        DataError,
+        match=r"(?s)Tiny files train-images-idx3-ubyte.gz, "
+        r"train-labels-idx1-ubyte.gz not found. Looked in:.*cache/axjax/tiny",
+    ):
         load_dataset(spec, "train", download_missing=False)
 
 
@@ -140,7 +156,9 @@ def test_download_from_local_http_server(isolated, server):
     target = isolated / "cache" / "axjax" / "tiny"
     assert len(ds) == 6
     assert sorted(p.name for p in target.iterdir()) == [
-        "train-images-idx3-ubyte.gz", "train-labels-idx1-ubyte.gz"]
+        "train-images-idx3-ubyte.gz",
+        "train-labels-idx1-ubyte.gz",
+    ]
     # a second load finds the cached files without the server
     ds2 = load_dataset(_spec(table), "train", download_missing=False)
     np.testing.assert_array_equal(ds.images, ds2.images)
@@ -158,9 +176,12 @@ def test_download_wrong_checksum_is_rejected(isolated, server):
     table = _tiny_files(root)
     bad = dict(table)
     bad["train-images-idx3-ubyte.gz"] = ("0" * 64, table["train-images-idx3-ubyte.gz"][1])
-    with pytest.raises(DataError, match=r"(?s)Could not download train-images-idx3-ubyte.gz:.*"
-                       r"served a file with sha256 [0-9a-f]{64}, expected 0{64}.*If this machine "
-                       r"is offline, copy train-images-idx3-ubyte.gz into .*cache/axjax/tiny"):
+    with pytest.raises(
+        DataError,
+        match=r"(?s)Could not download train-images-idx3-ubyte.gz:.*"
+        r"served a file with sha256 [0-9a-f]{64}, expected 0{64}.*If this machine "
+        r"is offline, copy train-images-idx3-ubyte.gz into .*cache/axjax/tiny",
+    ):
         load_dataset(_spec(bad, mirrors=(url,)), "train", progress=False)
     leftovers = list((isolated / "cache" / "axjax" / "tiny").glob("train-images*"))
     assert leftovers == []  # neither the bad file nor its .part stays behind
@@ -168,8 +189,11 @@ def test_download_wrong_checksum_is_rejected(isolated, server):
 
 def test_download_unreachable_mirror(isolated):
     spec = _spec(_tiny_files(isolated / "src"), mirrors=("http://127.0.0.1:9/",))
-    with pytest.raises(DataError, match=r"(?s)http://127.0.0.1:9/train-images-idx3-ubyte.gz: "
-                       r".*refused.*If this machine is offline"):
+    with pytest.raises(
+        DataError,
+        match=r"(?s)http://127.0.0.1:9/train-images-idx3-ubyte.gz: "
+        r".*refused.*If this machine is offline",
+    ):
         load_dataset(spec, "train", progress=False)
 
 

@@ -29,8 +29,9 @@ class _RawServer:
     """Accepts connections on 127.0.0.1 and hands each to ``handle`` in its own thread;
     closes everything after ``stop()`` or ``lifetime`` seconds, whichever comes first."""
 
-    def __init__(self, handle: Callable[[socket.socket, threading.Event], None],
-                 lifetime: float = 8.0) -> None:
+    def __init__(
+        self, handle: Callable[[socket.socket, threading.Event], None], lifetime: float = 8.0
+    ) -> None:
         self.handle = handle
         self.stopped = threading.Event()
         self.deadline = time.monotonic() + lifetime
@@ -132,9 +133,11 @@ def good(tmp_path: Path) -> Iterator[str]:
     root.mkdir()
     (root / NAME).write_bytes(BODY)
     httpd = http.server.ThreadingHTTPServer(
-        ("127.0.0.1", 0), functools.partial(_QuietHandler, directory=str(root)))
-    thread = threading.Thread(target=httpd.serve_forever, kwargs={"poll_interval": 0.05},
-                              daemon=True)
+        ("127.0.0.1", 0), functools.partial(_QuietHandler, directory=str(root))
+    )
+    thread = threading.Thread(
+        target=httpd.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True
+    )
     thread.start()
     yield f"http://127.0.0.1:{httpd.server_address[1]}/"
     httpd.shutdown()
@@ -146,8 +149,9 @@ def _leftovers(folder: Path) -> list[str]:
 
 
 @pytest.mark.parametrize("behaviour", [_silent, _headers_then_stall, _trickle])
-def test_a_stuck_mirror_misses_the_deadline_and_the_next_one_is_used(tmp_path, raw, good,
-                                                                     behaviour):
+def test_a_stuck_mirror_misses_the_deadline_and_the_next_one_is_used(
+    tmp_path, raw, good, behaviour
+):
     stuck = raw(behaviour)
     dest = tmp_path / "data" / NAME
     t0 = time.monotonic()
@@ -164,19 +168,28 @@ def test_every_mirror_stuck_fails_on_time_with_a_clear_message(tmp_path, raw):
     dest = tmp_path / "data" / NAME
     t0 = time.monotonic()
     with pytest.raises(DataError) as info:
-        ax.train.download(NAME, [silent.url, stalled.url, trickle.url], dest, SHA,
-                          progress=False, timeout=0.6)
+        ax.train.download(
+            NAME, [silent.url, stalled.url, trickle.url], dest, SHA, progress=False, timeout=0.6
+        )
     elapsed = time.monotonic() - t0
     assert elapsed < 3 * 0.6 + MARGIN
     msg = str(info.value)
     assert msg.startswith(f"Could not download {NAME}:\n")
     assert f"{silent.url}{NAME}: no answer within the 0.6 s deadline\n" in msg
-    assert re.search(rf"{stalled.url}{NAME}: not finished \(1000 bytes received, the last "
-                     r"0\.[4-6] s ago\) within the 0.6 s deadline\n", msg), msg
-    assert re.search(rf"{trickle.url}{NAME}: not finished \(\d+ bytes received, the last "
-                     r"0\.[01] s ago\) within the 0.6 s deadline\n", msg), msg
-    assert ("try another mirror (mirrors=...), or allow more than 0.6 s per file with "
-            "timeout= or $AXJAX_DOWNLOAD_TIMEOUT") in msg
+    assert re.search(
+        rf"{stalled.url}{NAME}: not finished \(1000 bytes received, the last "
+        r"0\.[4-6] s ago\) within the 0.6 s deadline\n",
+        msg,
+    ), msg
+    assert re.search(
+        rf"{trickle.url}{NAME}: not finished \(\d+ bytes received, the last "
+        r"0\.[01] s ago\) within the 0.6 s deadline\n",
+        msg,
+    ), msg
+    assert (
+        "try another mirror (mirrors=...), or allow more than 0.6 s per file with "
+        "timeout= or $AXJAX_DOWNLOAD_TIMEOUT"
+    ) in msg
     assert f"If this machine is offline, copy {NAME} into {dest.parent}" in msg
     assert "--data-dir" in msg and "AXJAX_DATA" in msg
     assert _leftovers(dest.parent) == []
@@ -185,26 +198,38 @@ def test_every_mirror_stuck_fails_on_time_with_a_clear_message(tmp_path, raw):
 def test_a_mirror_that_hangs_up_early_is_skipped(tmp_path, raw, good):
     short = raw(_hang_up_early)
     dest = tmp_path / NAME
-    with pytest.raises(DataError, match=rf"{short.url}{NAME}: the connection ended after 10 of "
-                       rf"{len(BODY)} bytes"):
+    with pytest.raises(
+        DataError,
+        match=rf"{short.url}{NAME}: the connection ended after 10 of "
+        rf"{len(BODY)} bytes",
+    ):
         ax.train.download(NAME, [short.url], dest, SHA, progress=False, timeout=2)
     assert _leftovers(tmp_path) == ["served"]  # the good mirror's folder, no .part
     ax.train.download(NAME, [short.url, good], dest, SHA, progress=False, timeout=2)
     assert dest.read_bytes() == BODY and _leftovers(tmp_path) == [NAME, "served"]
 
 
-def test_environment_variable_sets_the_deadline_of_dataset_loading(tmp_path, raw,
-                                                                    monkeypatch):
+def test_environment_variable_sets_the_deadline_of_dataset_loading(tmp_path, raw, monkeypatch):
     monkeypatch.delenv("AXJAX_DATA", raising=False)
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
     monkeypatch.setenv("AXJAX_DOWNLOAD_TIMEOUT", "0.5")
     silent = raw(_silent)
-    spec = DatasetSpec("tiny", "Tiny", {"train-images-idx3-ubyte.gz": ("0" * 64, 10),
-                                        "train-labels-idx1-ubyte.gz": ("0" * 64, 10)},
-                       (silent.url,), ("0", "1"))
+    spec = DatasetSpec(
+        "tiny",
+        "Tiny",
+        {
+            "train-images-idx3-ubyte.gz": ("0" * 64, 10),
+            "train-labels-idx1-ubyte.gz": ("0" * 64, 10),
+        },
+        (silent.url,),
+        ("0", "1"),
+    )
     t0 = time.monotonic()
-    with pytest.raises(DataError, match=r"train-images-idx3-ubyte.gz: no answer within the "
-                       r"0.5 s deadline"):
+    with pytest.raises(
+        DataError,
+        match=r"train-images-idx3-ubyte.gz: no answer within the "
+        r"0.5 s deadline",
+    ):
         load_dataset(spec, "train", progress=False)
     assert time.monotonic() - t0 < 0.5 + MARGIN
     # the keyword wins over the variable
@@ -218,22 +243,28 @@ def test_environment_variable_sets_the_deadline_of_dataset_loading(tmp_path, raw
 def test_bad_deadlines_are_refused_before_any_connection(tmp_path, raw, monkeypatch):
     silent = raw(_silent)
     monkeypatch.setenv("AXJAX_DOWNLOAD_TIMEOUT", "soon")
-    with pytest.raises(DataError, match=r"\$AXJAX_DOWNLOAD_TIMEOUT must be a positive number "
-                       r"of seconds \(such as 300\), got 'soon'; fix or unset it"):
+    with pytest.raises(
+        DataError,
+        match=r"\$AXJAX_DOWNLOAD_TIMEOUT must be a positive number "
+        r"of seconds \(such as 300\), got 'soon'; fix or unset it",
+    ):
         ax.train.download(NAME, [silent.url], tmp_path / NAME, SHA, progress=False)
     for bad in (0, -1.0, float("inf"), float("nan")):
-        with pytest.raises(ValueError, match="download timeout must be a positive number of "
-                           "seconds, got"):
-            ax.train.download(NAME, [silent.url], tmp_path / NAME, SHA, progress=False,
-                              timeout=bad)
+        with pytest.raises(
+            ValueError, match="download timeout must be a positive number of seconds, got"
+        ):
+            ax.train.download(NAME, [silent.url], tmp_path / NAME, SHA, progress=False, timeout=bad)
     assert silent.accepted == 0 and _leftovers(tmp_path) == []
 
 
 def test_an_unwritable_destination_is_a_data_error(tmp_path, good):
     (tmp_path / "file").write_text("not a folder")
-    with pytest.raises(DataError, match=rf"Cannot download {NAME}: the folder .*file/sub cannot "
-                       r"be created \(.*\); copy blob.bin into a writable folder and pass it as "
-                       r"data_dir / --data-dir, or set AXJAX_DATA to it"):
+    with pytest.raises(
+        DataError,
+        match=rf"Cannot download {NAME}: the folder .*file/sub cannot "
+        r"be created \(.*\); copy blob.bin into a writable folder and pass it as "
+        r"data_dir / --data-dir, or set AXJAX_DATA to it",
+    ):
         ax.train.download(NAME, [good], tmp_path / "file" / "sub" / NAME, SHA, progress=False)
 
 
@@ -245,12 +276,13 @@ def test_a_stall_is_noticed_before_a_long_deadline(tmp_path, raw, good, monkeypa
     dest = tmp_path / "data" / NAME
     t0 = time.monotonic()
     with pytest.raises(DataError) as info:
-        ax.train.download(NAME, [silent.url, stalled.url], dest, SHA, progress=False,
-                          timeout=30)
+        ax.train.download(NAME, [silent.url, stalled.url], dest, SHA, progress=False, timeout=30)
     assert time.monotonic() - t0 < 2 * 0.4 + MARGIN
     msg = str(info.value)
-    assert (f"{silent.url}{NAME}: no answer: nothing received for 0.4 s (a stalled mirror is "
-            "left after 0.4 s; the deadline is 30 s)") in msg
+    assert (
+        f"{silent.url}{NAME}: no answer: nothing received for 0.4 s (a stalled mirror is "
+        "left after 0.4 s; the deadline is 30 s)"
+    ) in msg
     assert f"{stalled.url}{NAME}: stalled after 1000 bytes: nothing received for 0.4 s" in msg
     assert "allow more than 30 s per file with timeout= or $AXJAX_DOWNLOAD_TIMEOUT" in msg
     assert _leftovers(dest.parent) == []

@@ -52,14 +52,23 @@ def _loader() -> Loader:
 
 def _run(tmp_path=None, resume=False, **kw):
     ckpts = Checkpoints(tmp_path / "ckpt", keep=2) if tmp_path is not None else None
-    return ax.train.fit(_model(), optax.adam(1e-2), noisy, _loader(), epochs=5,
-                        key=jax.random.key(9), checkpoints=ckpts, resume=resume,
-                        progress=False, **kw)
+    return ax.train.fit(
+        _model(),
+        optax.adam(1e-2),
+        noisy,
+        _loader(),
+        epochs=5,
+        key=jax.random.key(9),
+        checkpoints=ckpts,
+        resume=resume,
+        progress=False,
+        **kw,
+    )
 
 
 def test_resume_continues_exactly(tmp_path):
     straight = _run(max_steps=20)
-    first = _run(tmp_path, max_steps=10)   # stops mid-epoch: epoch 1, batch 4
+    first = _run(tmp_path, max_steps=10)  # stops mid-epoch: epoch 1, batch 4
     assert first.step == 10
     manifest = ax.train.read_manifest(Checkpoints(tmp_path / "ckpt").path(10))
     assert (manifest["metadata"]["epoch"], manifest["metadata"]["batch"]) == (1, 4)
@@ -67,8 +76,9 @@ def test_resume_continues_exactly(tmp_path):
     assert resumed.step == straight.step == 20
     for a, b in zip(_leaves(straight.model), _leaves(resumed.model), strict=True):
         np.testing.assert_array_equal(a, b)
-    for a, b in zip(jax.tree.leaves(straight.opt_state), jax.tree.leaves(resumed.opt_state),
-                    strict=True):
+    for a, b in zip(
+        jax.tree.leaves(straight.opt_state), jax.tree.leaves(resumed.opt_state), strict=True
+    ):
         np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
     # a run that is not resumed starts over (and so differs after 10 more steps)
     fresh = _run(tmp_path, max_steps=10)
@@ -76,21 +86,37 @@ def test_resume_continues_exactly(tmp_path):
 
 
 def test_fit_learns_and_reports_metrics(tmp_path):
-    result = ax.train.fit(_model(), optax.adam(1e-2), classify, _loader(), epochs=8,
-                          eval_data=Loader(_dataset(), 50), log_every=5, logdir=tmp_path,
-                          progress=False)
+    result = ax.train.fit(
+        _model(),
+        optax.adam(1e-2),
+        classify,
+        _loader(),
+        epochs=8,
+        eval_data=Loader(_dataset(), 50),
+        log_every=5,
+        logdir=tmp_path,
+        progress=False,
+    )
     evals = [r for r in result.history if "eval_accuracy" in r]
     assert len(evals) == 8 and evals[-1]["eval_accuracy"] > 0.9
     assert evals[-1]["eval_loss"] < evals[0]["eval_loss"]
     assert ax.train.evaluate(result.model, classify, Loader(_dataset(), 50)) == pytest.approx(
-        {"loss": evals[-1]["eval_loss"], "accuracy": evals[-1]["eval_accuracy"]}, rel=1e-5)
+        {"loss": evals[-1]["eval_loss"], "accuracy": evals[-1]["eval_accuracy"]}, rel=1e-5
+    )
     train_rows = [r for r in result.history if "train_loss" in r]
     assert [r["step"] for r in train_rows[:3]] == [5, 6, 10]  # every 5 steps and at epoch ends
     rows = [json.loads(line) for line in (tmp_path / "metrics.jsonl").read_text().splitlines()]
     assert rows == result.history
     header = (tmp_path / "metrics.csv").read_text().splitlines()[0].split(",")
-    assert header == ["step", "epoch", "time", "train_loss", "train_accuracy", "eval_loss",
-                      "eval_accuracy"]
+    assert header == [
+        "step",
+        "epoch",
+        "time",
+        "train_loss",
+        "train_accuracy",
+        "eval_loss",
+        "eval_accuracy",
+    ]
     assert (tmp_path / "curves.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
@@ -102,17 +128,27 @@ def test_resume_keeps_earlier_log_rows(tmp_path):
 
 def test_nan_guard_names_the_step_and_keeps_the_last_finite_model():
     data = _dataset(nan_at=37)  # unshuffled batches of 16: the 3rd batch, i.e. step 3
-    with pytest.raises(TrainingDiverged, match=r"^training stopped at step 3: the loss is nan\. "
-                       r"The model and optimizer state from before that step are kept"):
-        ax.train.fit(_model(), optax.sgd(0.1), classify, Loader(data, 16), epochs=2,
-                     log_every=100, progress=False)
+    with pytest.raises(
+        TrainingDiverged,
+        match=r"^training stopped at step 3: the loss is nan\. "
+        r"The model and optimizer state from before that step are kept",
+    ):
+        ax.train.fit(
+            _model(),
+            optax.sgd(0.1),
+            classify,
+            Loader(data, 16),
+            epochs=2,
+            log_every=100,
+            progress=False,
+        )
     try:
-        ax.train.fit(_model(), optax.sgd(0.1), classify, Loader(data, 16), epochs=2,
-                     progress=False)
+        ax.train.fit(_model(), optax.sgd(0.1), classify, Loader(data, 16), epochs=2, progress=False)
     except TrainingDiverged as e:
         err = e
-    before = ax.train.fit(_model(), optax.sgd(0.1), classify, Loader(data, 16), max_steps=2,
-                          progress=False)
+    before = ax.train.fit(
+        _model(), optax.sgd(0.1), classify, Loader(data, 16), max_steps=2, progress=False
+    )
     assert err.step == 3 and np.isnan(err.loss)
     for a, b in zip(_leaves(err.model), _leaves(before.model), strict=True):
         np.testing.assert_array_equal(a, b)
@@ -123,23 +159,44 @@ def test_nan_guard_catches_an_infinite_gradient():
         loss, _ = classify(model, x, y)
         return ax.sqrt(loss * 0.0)
 
-    with pytest.raises(TrainingDiverged, match=r"at step 1: the gradient norm is (inf|nan) "
-                       r"\(loss 0.0\)"):
+    with pytest.raises(
+        TrainingDiverged,
+        match=r"at step 1: the gradient norm is (inf|nan) "
+        r"\(loss 0.0\)",
+    ):
         ax.train.fit(_model(), optax.sgd(0.1), sqrt_loss, _loader(), progress=False)
 
 
 def test_early_stopping_and_restore_best():
     stop = ax.train.EarlyStopping("eval_loss", patience=2)
-    result = ax.train.fit(_model(), optax.sgd(0.0), classify, _loader(), epochs=10,
-                          eval_data=Loader(_dataset(), 50), early_stopping=stop, progress=False)
+    result = ax.train.fit(
+        _model(),
+        optax.sgd(0.0),
+        classify,
+        _loader(),
+        epochs=10,
+        eval_data=Loader(_dataset(), 50),
+        early_stopping=stop,
+        progress=False,
+    )
     assert result.stopped_early and result.step == 3 * 6  # epoch 1 is best, 2 and 3 are not
     assert [r["epoch"] for r in result.history if "eval_loss" in r] == [1.0, 2.0, 3.0]
     with pytest.raises(ValueError, match="early_stopping compares evaluations; pass eval_data"):
         ax.train.fit(_model(), optax.sgd(0.0), classify, _loader(), early_stopping=stop)
-    with pytest.raises(ValueError, match=r"reports no 'eval_f1'; it has eval_loss, "
-                       r"eval_accuracy"):
-        ax.train.fit(_model(), optax.sgd(0.0), classify, _loader(), progress=False,
-                     eval_data=_loader(), early_stopping=ax.train.EarlyStopping("eval_f1"))
+    with pytest.raises(
+        ValueError,
+        match=r"reports no 'eval_f1'; it has eval_loss, "
+        r"eval_accuracy",
+    ):
+        ax.train.fit(
+            _model(),
+            optax.sgd(0.0),
+            classify,
+            _loader(),
+            progress=False,
+            eval_data=_loader(),
+            early_stopping=ax.train.EarlyStopping("eval_f1"),
+        )
 
 
 @pytest.mark.parametrize(("log_every", "reads"), [(1000, 3), (6, 3), (4, 6)])
@@ -151,16 +208,22 @@ def test_no_host_sync_between_log_points(monkeypatch, log_every, reads):
     real = jax.device_get
     monkeypatch.setattr(jax, "device_get", lambda x: calls.append(1) or real(x))
     with jax.transfer_guard_device_to_host("disallow"):  # no implicit reads, e.g. float(loss)
-        result = ax.train.fit(_model(), optax.adam(1e-2), classify, _loader(), epochs=3,
-                              log_every=log_every, progress=False)
+        result = ax.train.fit(
+            _model(),
+            optax.adam(1e-2),
+            classify,
+            _loader(),
+            epochs=3,
+            log_every=log_every,
+            progress=False,
+        )
     assert result.step == 18 and len(calls) == reads
 
 
 def test_a_list_of_batches_and_a_key_free_loss():
     x = ax.tensor(np.eye(6, dtype=np.float32)[:3], Batch, ax.train.Pixel)
     y = ax.tensor(np.arange(3), Batch, dtype=ax.I32)
-    result = ax.train.fit(_model(), optax.adam(5e-2), classify, [(x, y)], epochs=60,
-                          progress=False)
+    result = ax.train.fit(_model(), optax.adam(5e-2), classify, [(x, y)], epochs=60, progress=False)
     assert ax.train.evaluate(result.model, classify, [(x, y)])["accuracy"] == 1.0
 
 
@@ -168,13 +231,22 @@ def test_loss_fn_mistakes_get_clear_errors():
     def per_example(model, x, y):
         return ax.train.softmax_cross_entropy(model(x), y)
 
-    with pytest.raises(ax.AxisError, match=r"the loss must be a scalar, got Tensor\[F32, "
-                       r"Batch=16\] \(reduce the remaining axes with ax.mean or ax.sum\)"):
+    with pytest.raises(
+        ax.AxisError,
+        match=r"the loss must be a scalar, got Tensor\[F32, "
+        r"Batch=16\] \(reduce the remaining axes with ax.mean or ax.sum\)",
+    ):
         ax.train.fit(_model(), optax.sgd(0.1), per_example, _loader(), progress=False)
-    with pytest.raises(TypeError, match="loss_fn must return a loss or \\(loss, dict of "
-                       "metrics\\), got a list"):
-        ax.train.fit(_model(), optax.sgd(0.1), lambda m, x, y: (jnp.zeros(()), [1]), _loader(),
-                     progress=False)
+    with pytest.raises(
+        TypeError, match="loss_fn must return a loss or \\(loss, dict of metrics\\), got a list"
+    ):
+        ax.train.fit(
+            _model(),
+            optax.sgd(0.1),
+            lambda m, x, y: (jnp.zeros(()), [1]),
+            _loader(),
+            progress=False,
+        )
     with pytest.raises(ValueError, match="log_every must be at least 1"):
         ax.train.fit(_model(), optax.sgd(0.1), classify, _loader(), log_every=0)
     with pytest.raises(TypeError, match="training data must be an axjax.train.Loader"):
@@ -184,8 +256,9 @@ def test_loss_fn_mistakes_get_clear_errors():
 def _not_donating(monkeypatch: pytest.MonkeyPatch) -> None:
     """Make ``fit`` build its step without donation (the reference of the donated runs)."""
     real = fit_module.make_flat_train_step
-    monkeypatch.setattr(fit_module, "make_flat_train_step",
-                        lambda *a, **kw: real(*a, **(kw | {"donate": False})))
+    monkeypatch.setattr(
+        fit_module, "make_flat_train_step", lambda *a, **kw: real(*a, **(kw | {"donate": False}))
+    )
 
 
 def _usable(tree: Any) -> None:
@@ -199,10 +272,20 @@ def test_fit_donates_and_keeps_every_array_a_user_holds(monkeypatch):
     """``fit`` updates its state in place (donated buffers), with the same result as a
     step that does not donate; the caller's model, the returned model and optimizer state
     and the early-stopping best all stay usable."""
+
     def run(model: Any) -> Any:
-        return ax.train.fit(model, optax.adam(1e-2), classify, _loader(), epochs=3,
-                            log_every=4, eval_data=Loader(_dataset(), 48), progress=False,
-                            early_stopping=ax.train.EarlyStopping(patience=1))
+        return ax.train.fit(
+            model,
+            optax.adam(1e-2),
+            classify,
+            _loader(),
+            epochs=3,
+            log_every=4,
+            eval_data=Loader(_dataset(), 48),
+            progress=False,
+            early_stopping=ax.train.EarlyStopping(patience=1),
+        )
+
     model = _model()
     donated = run(model)
     _usable((model, donated.model, donated.opt_state))
@@ -218,7 +301,7 @@ def test_the_donated_step_reuses_its_buffers():
     """Every leaf of (params, opt_state, monitor) is aliased to an output of the compiled
     step, and the outputs live in the inputs' buffers (no fresh allocation per step)."""
     from axjax.train import Monitor
-    from axjax.train.internal import make_flat_train_step
+    from axjax.train._internal import make_flat_train_step
 
     params, static = eqx.partition(_model(), eqx.is_array)
     opt = optax.adam(1e-2)
@@ -255,8 +338,15 @@ def test_dropout_gets_a_key_in_training_and_is_off_in_evaluation():
     model = _WithDropout(_model(), ax.nn.Dropout(0.5))
     ev = ax.train.evaluate(model, loss_fn, Loader(_dataset(), 48))
     assert ev == ax.train.evaluate(model.inner, classify, Loader(_dataset(), 48))
-    result = ax.train.fit(model, optax.adam(1e-2), loss_fn, _loader(), epochs=3,
-                          eval_data=Loader(_dataset(), 48), progress=False)
+    result = ax.train.fit(
+        model,
+        optax.adam(1e-2),
+        loss_fn,
+        _loader(),
+        epochs=3,
+        eval_data=Loader(_dataset(), 48),
+        progress=False,
+    )
     train_acc = [r["train_accuracy"] for r in result.history if "train_accuracy" in r]
     eval_acc = [r["eval_accuracy"] for r in result.history if "eval_accuracy" in r]
     assert result.model.drop.inference is False  # training mode is kept in the result
@@ -267,8 +357,16 @@ def test_dropout_gets_a_key_in_training_and_is_off_in_evaluation():
 
 
 def _guarded(guard: str, source: Any, loss: Any = noisy, **kw: Any) -> Any:
-    return ax.train.fit(_model(), optax.adam(1e-2), loss, source, key=jax.random.key(9),
-                        progress=False, guard=guard, **{"epochs": 3} | kw)
+    return ax.train.fit(
+        _model(),
+        optax.adam(1e-2),
+        loss,
+        source,
+        key=jax.random.key(9),
+        progress=False,
+        guard=guard,
+        **{"epochs": 3} | kw,
+    )
 
 
 def _diverged(guard: str, source: Any, loss: Any = noisy, **kw: Any) -> TrainingDiverged:
@@ -285,8 +383,11 @@ def _assert_same_leaves(a: Any, b: Any) -> None:
 # (bad step, log_every): a replay from the start of the run across the epoch end of step 6
 # is impossible (every epoch end is a flush), so the bad step is found from: the first
 # snapshot (step 0), an epoch end (step 6), a log point inside the epoch (step 7)
-CASES = [pytest.param(3, 100, id="from-start"), pytest.param(9, 100, id="from-epoch-end"),
-         pytest.param(9, 7, id="from-log-point")]
+CASES = [
+    pytest.param(3, 100, id="from-start"),
+    pytest.param(9, 100, id="from-epoch-end"),
+    pytest.param(9, 7, id="from-log-point"),
+]
 
 
 @pytest.mark.parametrize("guard", ["replay", "step"])
@@ -295,8 +396,10 @@ def test_a_nan_loss_stops_at_its_step_with_the_last_finite_model(guard, bad, log
     source = Poisoned(_loader(), bad, "nan")
     err = _diverged(guard, source, log_every=log_every)
     assert err.step == bad and math.isnan(err.loss)
-    assert str(err).startswith(f"training stopped at step {bad}: the loss is nan. The model "
-                               "and optimizer state from before that step are kept")
+    assert str(err).startswith(
+        f"training stopped at step {bad}: the loss is nan. The model "
+        "and optimizer state from before that step are kept"
+    )
     before = _guarded(guard, source, max_steps=bad - 1, log_every=log_every)
     assert before.step == bad - 1
     _assert_same_leaves(err.model, before.model)
@@ -309,8 +412,7 @@ def test_an_infinite_gradient_under_a_finite_loss_stops_at_its_step():
     for guard in ("replay", "step"):
         err = errors[guard] = _diverged(guard, source, sqrt_gate, log_every=7)
         assert err.step == 9 and math.isfinite(err.loss) and math.isnan(err.grad_norm)
-        assert str(err).startswith("training stopped at step 9: the gradient norm is nan "
-                                   "(loss ")
+        assert str(err).startswith("training stopped at step 9: the gradient norm is nan (loss ")
         before = _guarded(guard, source, sqrt_gate, max_steps=8, log_every=7)
         _assert_same_leaves(err.model, before.model)
     assert str(errors["replay"]) == str(errors["step"])  # the same loss, to the last digit
@@ -337,13 +439,29 @@ def test_replay_catches_a_state_that_turns_non_finite_under_finite_gradients():
     """An update can overflow although the loss and gradients are finite; the per-step
     guard lets that through, the replay names the step that did it."""
     blow_up = optax.scale_by_schedule(lambda count: jnp.where(count >= 7, jnp.inf, 1.0))
-    with pytest.raises(TrainingDiverged, match=r"at step 8: the update made the parameters "
-                       r"or optimizer state non-finite \(loss [0-9.e-]+, gradient norm "
-                       r"[0-9.e-]+\)") as info:
-        ax.train.fit(_model(), optax.chain(optax.sgd(1e-2), blow_up), classify, _loader(),
-                     epochs=2, progress=False)
-    before = ax.train.fit(_model(), optax.chain(optax.sgd(1e-2), blow_up), classify,
-                          _loader(), epochs=2, max_steps=7, progress=False)
+    with pytest.raises(
+        TrainingDiverged,
+        match=r"at step 8: the update made the parameters "
+        r"or optimizer state non-finite \(loss [0-9.e-]+, gradient norm "
+        r"[0-9.e-]+\)",
+    ) as info:
+        ax.train.fit(
+            _model(),
+            optax.chain(optax.sgd(1e-2), blow_up),
+            classify,
+            _loader(),
+            epochs=2,
+            progress=False,
+        )
+    before = ax.train.fit(
+        _model(),
+        optax.chain(optax.sgd(1e-2), blow_up),
+        classify,
+        _loader(),
+        epochs=2,
+        max_steps=7,
+        progress=False,
+    )
     assert before.step == 7
     _assert_same_leaves(info.value.model, before.model)
 
@@ -355,9 +473,12 @@ def test_guard_off_lets_nan_through():
 
 
 def test_an_unknown_guard_is_a_clear_error():
-    with pytest.raises(ValueError, match=r"^fit: guard must be 'replay' \(check at log "
-                       r"points, replay on NaN\), 'step' \(check every step\) or 'off', "
-                       r"got 'fast'$"):
+    with pytest.raises(
+        ValueError,
+        match=r"^fit: guard must be 'replay' \(check at log "
+        r"points, replay on NaN\), 'step' \(check every step\) or 'off', "
+        r"got 'fast'$",
+    ):
         _guarded("fast", _loader())
 
 
@@ -370,8 +491,9 @@ def test_no_checkpoint_is_written_after_a_bad_step(tmp_path, guard):
     err = _diverged(guard, source, checkpoints=ckpts)
     assert err.step == 9 and ckpts.steps() == [2, 4, 6, 8]
     for s in ckpts.steps():
-        tree = ckpts.restore({"model": _model(), "opt_state": err.opt_state,
-                              "key": jax.random.key(0)}, step=s).tree
+        tree = ckpts.restore(
+            {"model": _model(), "opt_state": err.opt_state, "key": jax.random.key(0)}, step=s
+        ).tree
         assert all(np.isfinite(np.asarray(a)).all() for a in jax.tree.leaves(tree["model"]))
     again = _diverged(guard, source, checkpoints=ckpts, resume=True)
     assert again.step == 9
@@ -396,19 +518,24 @@ def test_replay_on_the_donating_path_keeps_its_snapshot(monkeypatch):
 def test_a_bad_state_that_a_replay_cannot_reproduce_is_a_warning(monkeypatch, tmp_path, every):
     """A non-deterministic device may give NaN once and not again: the replay's finite
     state is kept, the sums of the discarded steps are dropped, and training goes on."""
+
     def nan_on_zero_batch(model, x, y):  # NaN on the all-zero batch, in the fast step only
         loss, metrics = classify(model, x, y)
         scale = ax.mean(x * x, (Batch, ax.train.Pixel))
         return loss * scale / scale, metrics
 
     real = fit_module.make_replay_step
-    monkeypatch.setattr(fit_module, "make_replay_step",
-                        lambda loss_fn, opt, static: real(classify, opt, static))
+    monkeypatch.setattr(
+        fit_module, "make_replay_step", lambda loss_fn, opt, static: real(classify, opt, static)
+    )
     source = Poisoned(_loader(), 9, "zero")
     ckpts = Checkpoints(tmp_path, keep=10, every=every) if every else None
     found = "7-12" if every is None else "7-10"  # at the epoch end, or at the save of 10
-    with pytest.warns(UserWarning, match=rf"fit: steps {found} left a non-finite loss or "
-                      r"state, but replaying them gave finite values throughout"):
+    with pytest.warns(
+        UserWarning,
+        match=rf"fit: steps {found} left a non-finite loss or "
+        r"state, but replaying them gave finite values throughout",
+    ):
         got = _guarded("replay", source, nan_on_zero_batch, checkpoints=ckpts)
     want = _guarded("replay", source, classify)
     assert got.step == want.step == 18
@@ -419,9 +546,10 @@ def test_a_bad_state_that_a_replay_cannot_reproduce_is_a_warning(monkeypatch, tm
         np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)
     if ckpts is not None:
         assert ckpts.steps() == [5, 6, 10, 12, 15, 18]
+
+
 def _op_counts(lowered: Any) -> tuple[Counter[str], int]:
-    return stablehlo_ops(lowered.as_text()), sum(compiled_ops(lowered.compile().as_text())
-                                                  .values())
+    return stablehlo_ops(lowered.as_text()), sum(compiled_ops(lowered.compile().as_text()).values())
 
 
 def test_the_fast_step_adds_only_the_running_sums_to_a_hand_written_step():
@@ -444,8 +572,11 @@ def test_the_fast_step_adds_only_the_running_sums_to_a_hand_written_step():
 
     ref, _ = _op_counts(jax.jit(hand_written).lower(params, state, batch))
     names = ("loss", "accuracy")
-    fast, _ = _op_counts(ax.train.make_train_step(classify, opt, static, guard=False).lower(
-        params, state, ax.train.Monitor.zero(names, guarded=False), batch, jax.random.key(0), 0))
+    fast, _ = _op_counts(
+        ax.train.make_train_step(classify, opt, static, guard=False).lower(
+            params, state, ax.train.Monitor.zero(names, guarded=False), batch, jax.random.key(0), 0
+        )
+    )
     assert fast - ref == Counter({"stablehlo.add": len(names) + 1, "stablehlo.constant": 1})
     assert not ref - fast
 
@@ -467,10 +598,10 @@ def mnist_mlp_steps() -> dict[str, tuple[int, int]]:
     for guard in (False, True):
         step = ax.train.make_train_step(_mlp.axjax_loss, opt, static, guard=guard)
         mon = ax.train.Monitor.zero(("loss",), guarded=guard)
-        out[f"guard={guard}"] = step.lower(params, opt.init(params), mon, batch,
-                                           jax.random.key(0), 0)
-    return {k: (sum(c.values()), n) for k, (c, n) in
-            ((k, _op_counts(v)) for k, v in out.items())}
+        out[f"guard={guard}"] = step.lower(
+            params, opt.init(params), mon, batch, jax.random.key(0), 0
+        )
+    return {k: (sum(c.values()), n) for k, (c, n) in ((k, _op_counts(v)) for k, v in out.items())}
 
 
 @pytest.mark.parametrize(("ir", "at"), [("stablehlo", 0), ("compiled", 1)])

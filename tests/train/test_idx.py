@@ -12,8 +12,7 @@ from axjax.train import DataError, read_idx, write_idx
 from tests.conftest import data_dir
 
 
-@pytest.mark.parametrize("dtype", [np.uint8, np.int8, np.int16, np.int32, np.float32,
-                                   np.float64])
+@pytest.mark.parametrize("dtype", [np.uint8, np.int8, np.int16, np.int32, np.float32, np.float64])
 @pytest.mark.parametrize("suffix", ["", ".gz"])
 def test_round_trip(tmp_path, dtype, suffix):
     arr = (np.arange(2 * 3 * 4) - 7).reshape(2, 3, 4).astype(dtype)
@@ -37,8 +36,11 @@ def test_real_mnist_headers_and_label_counts():
 def test_not_idx(tmp_path):
     path = tmp_path / "notes.txt"
     path.write_text("hello world")
-    with pytest.raises(DataError, match=r"notes.txt is not an IDX file: it starts with "
-                       r"68 65 6c 6c"):
+    with pytest.raises(
+        DataError,
+        match=r"notes.txt is not an IDX file: it starts with "
+        r"68 65 6c 6c",
+    ):
         read_idx(path)
 
 
@@ -53,8 +55,11 @@ def test_truncated_values(tmp_path):
     path = tmp_path / "x-idx3-ubyte"
     write_idx(path, np.zeros((10, 28, 28), np.uint8))
     path.write_bytes(path.read_bytes()[:-100])
-    with pytest.raises(DataError, match=r"is truncated: its header promises shape \(10, 28, 28\) "
-                       r"of uint8 \(7840 bytes of values\) but it holds 7740"):
+    with pytest.raises(
+        DataError,
+        match=r"is truncated: its header promises shape \(10, 28, 28\) "
+        r"of uint8 \(7840 bytes of values\) but it holds 7740",
+    ):
         read_idx(path)
 
 

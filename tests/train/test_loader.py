@@ -69,15 +69,19 @@ def test_resuming_mid_epoch_gives_the_remaining_batches():
 
 def test_normalize():
     x, _ = next(iter(Loader(_dataset(), 2, normalize=(0.5, 0.25))))
-    np.testing.assert_allclose(np.asarray(x.array[0, :2]), (np.arange(2) / 255 - 0.5) / 0.25,
-                               rtol=1e-5)
+    np.testing.assert_allclose(
+        np.asarray(x.array[0, :2]), (np.arange(2) / 255 - 0.5) / 0.25, rtol=1e-5
+    )
 
 
 def test_errors():
     with pytest.raises(ValueError, match="batch_size must be at least 1, got 0"):
         Loader(_dataset(), 0)
-    with pytest.raises(ValueError, match=r"axes \(Batch, Height, Width, Pixel\) name 3 example "
-                       r"dimensions, but the examples have shape \(2, 3\)"):
+    with pytest.raises(
+        ValueError,
+        match=r"axes \(Batch, Height, Width, Pixel\) name 3 example "
+        r"dimensions, but the examples have shape \(2, 3\)",
+    ):
         Loader(_dataset(), 2, axes=(Batch, Height, Width, Pixel))
     with pytest.raises(ValueError, match="batch_size 20 is larger than the dataset"):
         Loader(_dataset(10), 20, drop_last=True)

@@ -45,12 +45,12 @@ def log_gate(model: Any, x: Any, y: Any) -> Any:
 LOG_SITE = f"test_nan_report_fit.py:{inspect.getsourcelines(log_gate)[1] + 3}"
 
 
-def _diverged(source: Any, loss: Any = classify, model: Any = None, **kw: Any
-              ) -> TrainingDiverged:
+def _diverged(source: Any, loss: Any = classify, model: Any = None, **kw: Any) -> TrainingDiverged:
     model = model if model is not None else TinyMLP(jax.random.key(0), 6, 16, 3)
     with pytest.raises(TrainingDiverged) as info:
-        ax.train.fit(model, optax.adam(1e-2), loss, source, epochs=2, progress=False,
-                     log_every=7, **kw)
+        ax.train.fit(
+            model, optax.adam(1e-2), loss, source, epochs=2, progress=False, log_every=7, **kw
+        )
     return info.value
 
 
@@ -60,16 +60,21 @@ def test_nan_in_the_data_is_traced_to_the_first_op_that_read_it():
     site = _line("h = ax.contract(x, self.w1)")
     assert (err.report.op, err.report.phase, err.report.site) == ("Contract", "forward", site)
     assert "operand 0 Tensor[F32, Batch=16, Pixel=6]: 96 NaN of 96" in str(err)
-    assert str(err).endswith("(operand 0 already held non-finite values: they came from this "
-                             "op's inputs, the data or a parameter, not from the op)")
-    assert f"\nReplayed op by op, the first non-finite value came from the forward of " \
-           f"Contract at {site}\n" in str(err)
+    assert str(err).endswith(
+        "(operand 0 already held non-finite values: they came from this "
+        "op's inputs, the data or a parameter, not from the op)"
+    )
+    assert (
+        f"\nReplayed op by op, the first non-finite value came from the forward of "
+        f"Contract at {site}\n" in str(err)
+    )
 
 
 def test_an_infinite_parameter_is_named_as_the_operand_it_is():
     tiny = TinyMLP(jax.random.key(0), 6, 16, 3)
-    tiny = eqx.tree_at(lambda m: m.w2, tiny,
-                       ax.Tensor(tiny.w2.array.at[0, 0].set(math.inf), tiny.w2.axes))
+    tiny = eqx.tree_at(
+        lambda m: m.w2, tiny, ax.Tensor(tiny.w2.array.at[0, 0].set(math.inf), tiny.w2.axes)
+    )
     err = _diverged(_loader(), model=tiny)
     assert err.step == 1 and err.report is not None
     assert (err.report.op, err.report.site) == ("Contract", _line("o = ax.contract(h, self.w2)"))
@@ -90,5 +95,8 @@ def test_the_derivative_of_sqrt_at_zero_on_every_guard_path(monkeypatch, guard):
     err = _diverged(Poisoned(_loader(), 9, "zero"), sqrt_gate, guard=guard.split("-")[0])
     assert err.step == 9 and err.report is not None
     assert (err.report.op, err.report.phase, err.report.site) == (
-        "Sqrt", "backward", _line("gate = ax.sqrt("))
+        "Sqrt",
+        "backward",
+        _line("gate = ax.sqrt("),
+    )
     assert str(err.report).splitlines()[1].startswith("  cotangent 0 Tensor[F32]: 1 +inf of 1")

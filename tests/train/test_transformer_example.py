@@ -27,13 +27,29 @@ def example() -> Any:
 
 
 def _run(example: Any, tmp: Path, *extra: str) -> dict[str, Any]:
-    return example.main(["--preset", "test", "--stdlib", CORPUS, "--eval-batches", "2",
-                         "--sample-bytes", "8", "--log-every", "5", "--logdir", str(tmp),
-                         "--no-progress", *extra])
+    return example.main(
+        [
+            "--preset",
+            "test",
+            "--stdlib",
+            CORPUS,
+            "--eval-batches",
+            "2",
+            "--sample-bytes",
+            "8",
+            "--log-every",
+            "5",
+            "--logdir",
+            str(tmp),
+            "--no-progress",
+            *extra,
+        ]
+    )
 
 
-def test_the_example_trains_checkpoints_and_samples(example: Any, tmp_path: Path,
-                                                     capsys: pytest.CaptureFixture[str]) -> None:
+def test_the_example_trains_checkpoints_and_samples(
+    example: Any, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     Batch, Pos, LM = example.Batch, example.Pos, example.LM
     out = _run(example, tmp_path, "--steps", "6", "--log-every", "3")
     assert out["steps"] == 6 and len(out["sample"]) == 8 and math.isfinite(out["bits"])
@@ -43,8 +59,9 @@ def test_the_example_trains_checkpoints_and_samples(example: Any, tmp_path: Path
     assert (tmp_path / "curves.png").exists() and any((tmp_path / "checkpoints").iterdir())
     rows = [json.loads(line) for line in (tmp_path / "metrics.jsonl").read_text().splitlines()]
     assert [r["step"] for r in rows if "train_loss" in r] == [3, 6]
-    loaded = ax.nn.load_safetensors(LM(example.PRESETS["test"], key=jax.random.key(9)),
-                                    tmp_path / "model.safetensors")
+    loaded = ax.nn.load_safetensors(
+        LM(example.PRESETS["test"], key=jax.random.key(9)), tmp_path / "model.safetensors"
+    )
     assert loaded.tokens.weight.axes == out["model"].tokens.weight.axes
     train, valid = example.load_corpus(CORPUS)
     assert len(valid) > 0 and example.unigram_bits(train, valid) == out["baseline"]
@@ -54,8 +71,9 @@ def test_the_example_trains_checkpoints_and_samples(example: Any, tmp_path: Path
 
 def test_bf16_training_reaches_the_f32_loss(example: Any, tmp_path: Path) -> None:
     f32 = _run(example, tmp_path / "f32", "--steps", "40", "--sample-bytes", "0")
-    bf16 = _run(example, tmp_path / "bf16", "--steps", "40", "--sample-bytes", "0",
-                "--precision", "bf16")
+    bf16 = _run(
+        example, tmp_path / "bf16", "--steps", "40", "--sample-bytes", "0", "--precision", "bf16"
+    )
     assert f32["bits"] < 6.5  # it learned: 8 bits/byte at initialisation (uniform bytes)
     # bf16 compute, f32 weights: within 0.05 bits/byte of f32 after 40 steps
     assert abs(bf16["bits"] - f32["bits"]) < 0.05, (bf16["bits"], f32["bits"])
@@ -94,8 +112,11 @@ def test_remat_gives_the_transformers_gradients(example: Any, layers: int) -> No
 
         value, grads = jax.jit(jax.value_and_grad(loss))(params)
         kept = jax.eval_shape(lambda p, f=loss: jax.vjp(f, p)[1], params)
-        results[remat] = (value, jax.tree.leaves(grads),
-                          sum(a.size * a.dtype.itemsize for a in jax.tree.leaves(kept)))
+        results[remat] = (
+            value,
+            jax.tree.leaves(grads),
+            sum(a.size * a.dtype.itemsize for a in jax.tree.leaves(kept)),
+        )
     (v0, g0, kept0), (v1, g1, kept1) = results[False], results[True]
     np.testing.assert_allclose(v1, v0, rtol=1e-6)
     assert len(g0) == len(g1)
@@ -119,10 +140,11 @@ def test_the_step_agrees_with_the_expert_and_compiles_to_its_kinds() -> None:
         loss[k] = [float(first), float(compiled(p, s, *args)[2])]
     assert loss["axjax"] == pytest.approx(loss["jax"], rel=1e-5)  # same model, same steps
     layers = PRESETS["quick"].layers
-    excess = {kind: (kinds["axjax"][kind], kinds["jax"][kind])
-              for kind in COST_KINDS
-              if kinds["axjax"][kind] > kinds["jax"][kind]
-              + layers * TRANSFORMER_ALLOWANCE.get(kind, 0)}
+    excess = {
+        kind: (kinds["axjax"][kind], kinds["jax"][kind])
+        for kind in COST_KINDS
+        if kinds["axjax"][kind] > kinds["jax"][kind] + layers * TRANSFORMER_ALLOWANCE.get(kind, 0)
+    }
     assert not excess, f"axjax step has more of these kinds (axjax, expert): {excess}"
 
 
@@ -137,12 +159,15 @@ def test_a_slower_lowering_of_the_transformer_fails_its_guard(kind: str) -> None
     cfg = PRESETS["quick"]
     bench = build(cfg, "f32", implementation="einsum")
     x, y = bench.batch
-    ref = cost_kinds(bench.steps["jax"].lower(*bench.states["jax"], x.array, y.array)
-                     .compile().as_text())
+    ref = cost_kinds(
+        bench.steps["jax"].lower(*bench.states["jax"], x.array, y.array).compile().as_text()
+    )
     with mutation(kind):
         mutated = build(cfg, "f32", implementation="einsum")
-        got = cost_kinds(mutated.steps["axjax"].lower(*mutated.states["axjax"], x, y)
-                         .compile().as_text())
-    excess = [k for k in COST_KINDS
-              if got[k] > ref[k] + cfg.layers * TRANSFORMER_ALLOWANCE.get(k, 0)]
+        got = cost_kinds(
+            mutated.steps["axjax"].lower(*mutated.states["axjax"], x, y).compile().as_text()
+        )
+    excess = [
+        k for k in COST_KINDS if got[k] > ref[k] + cfg.layers * TRANSFORMER_ALLOWANCE.get(k, 0)
+    ]
     assert excess, f"{kind}: no kind above the expert's {dict(got)}"

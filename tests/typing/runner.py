@@ -110,8 +110,11 @@ class Outcome:
 
     @property
     def failures(self) -> list[str]:
-        out = [f"{m.file}:{m.line}: {m.code}\n    expected {_expect(m, self.checker)}; {d}"
-               for m, s, d in self.rows if s == "FAIL"]
+        out = [
+            f"{m.file}:{m.line}: {m.code}\n    expected {_expect(m, self.checker)}; {d}"
+            for m, s, d in self.rows
+            if s == "FAIL"
+        ]
         out += [f"{d.file}:{d.line}: unexpected error: {d.message}" for d in self.unexpected]
         return out
 
@@ -131,14 +134,17 @@ def parse(path: Path) -> list[Marked]:
         for part in SEPARATOR.split(comment):
             m = DIRECTIVE.match(part.strip())
             if not m:
-                raise ValueError(f"{rel}:{no}: {part.strip()!r} is not a directive (one of "
-                                 "want, want-error, ok, miss, limit, show, runs, raises, "
-                                 "each optionally [mypy,plugin,pyright])")
+                raise ValueError(
+                    f"{rel}:{no}: {part.strip()!r} is not a directive (one of "
+                    "want, want-error, ok, miss, limit, show, runs, raises, "
+                    "each optionally [mypy,plugin,pyright])"
+                )
             kind, qual, arg = m.group(1), m.group(2), (m.group(3) or "").strip()
             if kind in RUNTIME_KINDS:
                 if qual:
-                    raise ValueError(f"{rel}:{no}: {kind} is about the run time; it names "
-                                     "no checker")
+                    raise ValueError(
+                        f"{rel}:{no}: {kind} is about the run time; it names no checker"
+                    )
                 if not arg:
                     raise ValueError(f"{rel}:{no}: {kind} needs a reason or an exception")
             names = frozenset(qual.split(",")) if qual else frozenset(CHECKERS)
@@ -147,24 +153,34 @@ def parse(path: Path) -> list[Marked]:
                 raise ValueError(f"{rel}:{no}: unknown checker {sorted(unknown)}")
             if kind == "want" and not arg:
                 raise ValueError(f"{rel}:{no}: want needs a type (want: Tensor[F32, A])")
-            directives.append(Directive(kind, arg, frozenset() if kind in RUNTIME_KINDS
-                                        else names))
+            directives.append(Directive(kind, arg, frozenset() if kind in RUNTIME_KINDS else names))
         if directives:
             out.append(Marked(rel, no, code.strip(), directives))
     return out
 
 
 def _expect(m: Marked, checker: str) -> str:
-    parts = [d.kind + (f": {d.arg}" if d.arg else "") for d in m.directives
-             if checker in d.checkers]
+    parts = [
+        d.kind + (f": {d.arg}" if d.arg else "") for d in m.directives if checker in d.checkers
+    ]
     return "; ".join(parts) or "nothing"
 
 
 # ----------------------------------------------------------------------------- running
 def _mypy(args: list[str], config: str, cache: str) -> Run:
-    cmd = [str(BIN / "mypy"), "--config-file", config, "--cache-dir", cache, "--no-pretty",
-           "--no-error-summary", "--hide-error-context", "--show-error-codes",
-           "--show-column-numbers", *args]
+    cmd = [
+        str(BIN / "mypy"),
+        "--config-file",
+        config,
+        "--cache-dir",
+        cache,
+        "--no-pretty",
+        "--no-error-summary",
+        "--hide-error-context",
+        "--show-error-codes",
+        "--show-column-numbers",
+        *args,
+    ]
     # the plugin imports the op modules a configuration lists (`op_modules`): here userops.py
     path = os.pathsep.join(p for p in (str(CASES), os.environ.get("PYTHONPATH", "")) if p)
     env = {**os.environ, "MYPYPATH": str(CASES), "PYTHONPATH": path}
@@ -172,8 +188,11 @@ def _mypy(args: list[str], config: str, cache: str) -> Run:
     p = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT, env=env)
     seconds = time.perf_counter() - t0
     rx = re.compile(r"^(.*?):(\d+):(?:\d+:)? (error|note|warning): (.*?)(?:  \[([a-z0-9-]+)\])?$")
-    diags = [Diag(str(Path(m.group(1))), int(m.group(2)), m.group(3), m.group(4), m.group(5) or "")
-             for m in map(rx.match, p.stdout.splitlines()) if m]
+    diags = [
+        Diag(str(Path(m.group(1))), int(m.group(2)), m.group(3), m.group(4), m.group(5) or "")
+        for m in map(rx.match, p.stdout.splitlines())
+        if m
+    ]
     if p.returncode not in (0, 1):  # 2: mypy could not run (a configuration problem, a crash)
         diags.append(Diag("?", 0, "error", "mypy did not run: " + (p.stdout + p.stderr)[-2000:]))
     return Run(diags, seconds, p.stdout + p.stderr)
@@ -187,11 +206,21 @@ def _pyright(args: list[str]) -> Run:
     try:
         data = json.loads(p.stdout)
     except json.JSONDecodeError:
-        return Run([Diag("?", 0, "error", "pyright did not run: " + (p.stdout + p.stderr)[-2000:])],
-                   seconds, p.stdout + p.stderr)
-    diags = [Diag(str(Path(d["file"]).relative_to(ROOT)), d["range"]["start"]["line"] + 1,
-                  d["severity"], d["message"], d.get("rule", ""))
-             for d in data.get("generalDiagnostics", [])]
+        return Run(
+            [Diag("?", 0, "error", "pyright did not run: " + (p.stdout + p.stderr)[-2000:])],
+            seconds,
+            p.stdout + p.stderr,
+        )
+    diags = [
+        Diag(
+            str(Path(d["file"]).relative_to(ROOT)),
+            d["range"]["start"]["line"] + 1,
+            d["severity"],
+            d["message"],
+            d.get("rule", ""),
+        )
+        for d in data.get("generalDiagnostics", [])
+    ]
     return Run(diags, seconds, p.stdout[-3000:] + p.stderr)
 
 
@@ -258,8 +287,14 @@ def execute(path: Path) -> list[Ran]:
                     exec(code, scope)
             except Exception as e:  # noqa: BLE001 - judged by runtime_verdicts
                 error = e
-            out.append(Ran(stmt.lineno, stmt.end_lineno or stmt.lineno,
-                           isinstance(stmt, ast.FunctionDef | ast.ClassDef), error))
+            out.append(
+                Ran(
+                    stmt.lineno,
+                    stmt.end_lineno or stmt.lineno,
+                    isinstance(stmt, ast.FunctionDef | ast.ClassDef),
+                    error,
+                )
+            )
         return out
     finally:
         sys.path.remove(str(CASES))
@@ -292,13 +327,16 @@ def runtime_verdicts(case: str, ran: list[Ran]) -> list[tuple[str, str, str]]:
         if r.body:
             if r.error is not None:
                 out.append((where, "FAIL", f"the definition fails: {got}"))
-            out += [(f"{case}:{m.line}", "INFO", "inside a body: runs where it is called")
-                    for m in wrong]
+            out += [
+                (f"{case}:{m.line}", "INFO", "inside a body: runs where it is called")
+                for m in wrong
+            ]
             continue
         if wrong and runs:
             ok = r.error is None
-            out.append((where, "PASS" if ok else "FAIL",
-                        f"wrong for the types only ({runs[0]}): {got}"))
+            out.append(
+                (where, "PASS" if ok else "FAIL", f"wrong for the types only ({runs[0]}): {got}")
+            )
         elif wrong and raises:
             ok = r.error is not None and type(r.error).__name__ in raises
             out.append((where, "PASS" if ok else "FAIL", f"expected {raises[0]}: {got}"))
@@ -351,14 +389,19 @@ def judge(m: Marked, checker: str, diags: list[Diag]) -> tuple[str, str]:
                 details.append(f"reveals {revs[-1]}")
             else:
                 status = "FAIL"
-                details.append(f"revealed {revs[-1] if revs else '(nothing)'}"
-                               + (f"; error: {text}" if errs else ""))
+                details.append(
+                    f"revealed {revs[-1] if revs else '(nothing)'}"
+                    + (f"; error: {text}" if errs else "")
+                )
         elif d.kind == "want-error":
             if not errs:
                 status = "FAIL"
                 details.append("no error (missed)")
-            elif d.arg and (checker == "plugin" or d.checkers != frozenset(CHECKERS)) \
-                    and not any(d.arg in e.message for e in errs):
+            elif (
+                d.arg
+                and (checker == "plugin" or d.checkers != frozenset(CHECKERS))
+                and not any(d.arg in e.message for e in errs)
+            ):
                 status = "FAIL"
                 details.append(f"wrong message: {text}")
             else:
@@ -366,8 +409,11 @@ def judge(m: Marked, checker: str, diags: list[Diag]) -> tuple[str, str]:
         elif d.kind in ("ok", "miss"):
             if errs:
                 status = "FAIL"
-                details.append(f"false positive: {text}" if d.kind == "ok"
-                               else f"now caught (update the line): {text}")
+                details.append(
+                    f"false positive: {text}"
+                    if d.kind == "ok"
+                    else f"now caught (update the line): {text}"
+                )
             else:
                 details.append("no error" if d.kind == "ok" else "known miss")
         elif d.kind == "limit":
@@ -392,16 +438,19 @@ def outcomes(runs: dict[str, Run]) -> dict[str, Outcome]:
             lines = [m for m in lines if any(checker in d.checkers for d in m.directives)]
             lines_marked = {m.line for m in lines}
             out.rows += [(m, *judge(m, checker, here)) for m in lines]
-            out.unexpected += [d for d in here if d.severity == "error"
-                               and d.line not in lines_marked]
+            out.unexpected += [
+                d for d in here if d.severity == "error" and d.line not in lines_marked
+            ]
         result[checker] = out
     return result
 
 
 def summary(runs: dict[str, Run], results: dict[str, Outcome]) -> str:
-    rows = ["| checker | lines as expected / judged | wrong lines caught | known misses | "
-            "known false errors | shown only | errors on unmarked lines | wall s |",
-            "|---|---|---|---|---|---|---|---|"]
+    rows = [
+        "| checker | lines as expected / judged | wrong lines caught | known misses | "
+        "known false errors | shown only | errors on unmarked lines | wall s |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
     for c in CHECKERS:
         o = results[c]
         ok = sum(1 for _, s, _ in o.judged if s == "PASS")
@@ -411,8 +460,10 @@ def summary(runs: dict[str, Run], results: dict[str, Outcome]) -> str:
         caught = sum(1 for k, s in kinds if "want-error" in k and s == "PASS")
         wrong = sum(1 for k, _ in kinds if k & {"want-error", "miss"})
         info = len(o.rows) - len(o.judged)
-        rows.append(f"| {c} | {ok} / {len(o.judged)} | {caught} / {wrong} | {misses} | {limits} | "
-                    f"{info} | {len(o.unexpected)} | {runs[c].seconds:.1f} |")
+        rows.append(
+            f"| {c} | {ok} / {len(o.judged)} | {caught} / {wrong} | {misses} | {limits} | "
+            f"{info} | {len(o.unexpected)} | {runs[c].seconds:.1f} |"
+        )
     return "\n".join(rows)
 
 
@@ -420,16 +471,19 @@ def runtime_summary(verdicts: dict[str, list[tuple[str, str, str]]]) -> str:
     """The run-time companion's table: wrong lines raising AxisError, statements running."""
     rows = [r for rs in verdicts.values() for r in rs]
     wrong = [r for r in rows if r[2].startswith("expected AxisError")]
-    other = [r for r in rows if r[2].startswith(("expected ", "wrong for the types"))
-             and r not in wrong]
+    other = [
+        r for r in rows if r[2].startswith(("expected ", "wrong for the types")) and r not in wrong
+    ]
     correct = [r for r in rows if r[1] != "INFO" and r not in wrong and r not in other]
     bodies = [r for r in rows if r[1] == "INFO"]
-    return ("| run time | wrong lines raising AxisError | wrong lines marked runs/raises | "
-            "correct statements running | wrong lines in bodies (not run) |\n"
-            "|---|---|---|---|---|\n"
-            f"| | {sum(r[1] == 'PASS' for r in wrong)} / {len(wrong)} | "
-            f"{sum(r[1] == 'PASS' for r in other)} / {len(other)} | "
-            f"{sum(r[1] == 'PASS' for r in correct)} / {len(correct)} | {len(bodies)} |")
+    return (
+        "| run time | wrong lines raising AxisError | wrong lines marked runs/raises | "
+        "correct statements running | wrong lines in bodies (not run) |\n"
+        "|---|---|---|---|---|\n"
+        f"| | {sum(r[1] == 'PASS' for r in wrong)} / {len(wrong)} | "
+        f"{sum(r[1] == 'PASS' for r in other)} / {len(other)} | "
+        f"{sum(r[1] == 'PASS' for r in correct)} / {len(correct)} | {len(bodies)} |"
+    )
 
 
 def main() -> int:

@@ -50,20 +50,26 @@ def test_a_type_variable_binds_once_per_call() -> None:
         affine(ax.ones((2, 3), N, A), ax.ones((4, 3), B, A))
     assert str(e.value) == (
         "Cannot apply affine to Tensor[F32, B=4, A=3]: argument w should be "
-        "Tensor[D=F32, In=A, Out], but In is A elsewhere in this call and B at axis 0")
+        "Tensor[D=F32, In=A, Out], but In is A elsewhere in this call and B at axis 0"
+    )
 
 
 def test_the_dtype_variable_binds_too() -> None:
-    with pytest.raises(ax.AxisError, match=r"D is F32 elsewhere in this call and I32 as its "
-                                           r"dtype \(convert it with astype\)"):
+    with pytest.raises(
+        ax.AxisError,
+        match=r"D is F32 elsewhere in this call and I32 as its "
+        r"dtype \(convert it with astype\)",
+    ):
         affine(ax.ones((2, 3), N, A), ax.ones((3, 4), A, B, dtype=I32))
 
 
 def test_too_few_axes() -> None:
     with pytest.raises(ax.AxisError) as e:
         affine(ax.ones(()), ax.ones((3, 4), A, B))
-    assert str(e.value) == ("Cannot apply affine to Tensor[F32]: argument x should be "
-                            "Tensor[D=F32, *Bs, In], but it has 0 axes")
+    assert str(e.value) == (
+        "Cannot apply affine to Tensor[F32]: argument x should be "
+        "Tensor[D=F32, *Bs, In], but it has 0 axes"
+    )
 
 
 @ax.check_axes
@@ -73,8 +79,11 @@ def pair(x: Tensor[F32, *Bs, A], y: Tensor[F32, *Bs, B]) -> Tensor[F32, *Bs]:
 
 def test_star_binds_the_same_run_in_every_argument() -> None:
     assert pair(ax.ones((2, 3), N, A), ax.ones((2, 4), N, B)).axes == (N,)
-    with pytest.raises(ax.AxisError, match=r"\*Bs is \(N\) elsewhere in this call and \(C\) "
-                                           r"here"):
+    with pytest.raises(
+        ax.AxisError,
+        match=r"\*Bs is \(N\) elsewhere in this call and \(C\) "
+        r"here",
+    ):
         pair(ax.ones((2, 3), N, A), ax.ones((2, 4), C, B))
 
 
@@ -83,8 +92,11 @@ def test_labels_and_rank_must_match_exactly() -> None:
     def head(x: Tensor[F32, N, A]) -> Tensor[F32, A]:
         return ax.index(x, N, 0)
 
-    with pytest.raises(ax.AxisError, match=r"should be Tensor\[F32, N, A\], but it has C at "
-                                           r"axis 1"):
+    with pytest.raises(
+        ax.AxisError,
+        match=r"should be Tensor\[F32, N, A\], but it has C at "
+        r"axis 1",
+    ):
         head(ax.ones((2, 3), N, C))
     with pytest.raises(ax.AxisError, match="but it has 1 axis$"):
         head(ax.ones((3,), A))
@@ -97,9 +109,11 @@ def test_a_wrong_result_is_reported() -> None:
 
     with pytest.raises(ax.AxisError) as e:
         wrong(ax.ones((2, 3), N, A))
-    assert str(e.value) == ("Cannot apply test_a_wrong_result_is_reported.<locals>.wrong to "
-                            "Tensor[F32, N=2, A=3]: its result should be Tensor[F32, A, N], but "
-                            "it has N at axis 0")
+    assert str(e.value) == (
+        "Cannot apply test_a_wrong_result_is_reported.<locals>.wrong to "
+        "Tensor[F32, N=2, A=3]: its result should be Tensor[F32, A, N], but "
+        "it has N at axis 0"
+    )
 
 
 def test_any_and_unannotated_arguments_are_not_checked() -> None:
@@ -111,8 +125,11 @@ def test_any_and_unannotated_arguments_are_not_checked() -> None:
 
 
 def test_a_non_tensor_argument_is_a_type_error() -> None:
-    with pytest.raises(TypeError, match=r"Cannot apply affine: argument x should be "
-                                        r"Tensor\[D, \*Bs, In\], got ndarray"):
+    with pytest.raises(
+        TypeError,
+        match=r"Cannot apply affine: argument x should be "
+        r"Tensor\[D, \*Bs, In\], got ndarray",
+    ):
         affine(jax.numpy.ones((2, 3)).__array__(), ax.ones((3, 4), A, B))
 
 
@@ -145,7 +162,8 @@ def test_an_axis_has_one_size_across_the_arguments() -> None:
         affine(ax.ones((2, 3), N, A), ax.ones((5, 4), A, B))
     assert str(e.value) == (
         "Cannot apply affine to Tensor[F32, A=5, B=4]: argument w should be "
-        "Tensor[D=F32, In=A, Out=B], but A has size 3 in argument x and 5 at axis 0")
+        "Tensor[D=F32, In=A, Out=B], but A has size 3 in argument x and 5 at axis 0"
+    )
     with pytest.raises(ax.AxisError, match=r"N has size 2 in argument x and 7 at axis 0$"):
         pair(ax.ones((2, 3), N, A), ax.ones((7, 4), N, B))  # an axis inside *Bs too
     with pytest.raises(ax.AxisError, match=r"A has size 3 in argument x and 5 at axis 0$"):
@@ -162,7 +180,8 @@ def test_the_result_has_the_sizes_of_the_arguments() -> None:
     assert str(e.value) == (
         "Cannot apply test_the_result_has_the_sizes_of_the_arguments.<locals>.grow to "
         "Tensor[F32, N=3, A=3]: its result should be Tensor[F32, N, A], but N has size 2 in "
-        "argument x and 3 at axis 0")
+        "argument x and 3 at axis 0"
+    )
 
 
 def test_sizes_are_bound_per_call() -> None:
@@ -182,6 +201,7 @@ def test_axes_with_the_same_name_do_not_share_a_size() -> None:
     def make() -> type[ax.Axis]:
         @final
         class N(ax.Axis): ...  # same __name__ as the module's N, another class
+
         return N
 
     other = make()

@@ -32,8 +32,9 @@ def results(runs: dict[str, runner.Run]) -> dict[str, runner.Outcome]:
 
 
 @pytest.mark.parametrize("checker", runner.CHECKERS)
-def test_every_marked_line_as_expected(checker: str, runs: dict[str, runner.Run],
-                                       results: dict[str, runner.Outcome]) -> None:
+def test_every_marked_line_as_expected(
+    checker: str, runs: dict[str, runner.Run], results: dict[str, runner.Outcome]
+) -> None:
     outcome = results[checker]
     assert outcome.judged, "no marked lines were judged"
     print(runner.summary(runs, results))
@@ -55,8 +56,18 @@ def test_examples_are_clean(checker: str, runs: dict[str, runner.Run]) -> None:
     assert not errors, "\n".join(f"{d.file}:{d.line}: {d.message} [{d.code}]" for d in errors)
 
 
-@pytest.mark.parametrize("comment", ["want_error: x", "wnat: Tensor[F32]", "ok[plugn]",
-                                     "want", "runs", "raises[plugin]: TypeError", "todo"])
+@pytest.mark.parametrize(
+    "comment",
+    [
+        "want_error: x",
+        "wnat: Tensor[F32]",
+        "ok[plugn]",
+        "want",
+        "runs",
+        "raises[plugin]: TypeError",
+        "todo",
+    ],
+)
 def test_misspelt_directives_are_rejected(comment: str, tmp_path: Path) -> None:
     path = tmp_path / "case.py"
     path.write_text(f"x = 1  # {comment}\n")
@@ -66,12 +77,16 @@ def test_misspelt_directives_are_rejected(comment: str, tmp_path: Path) -> None:
 
 def test_directives_parse(tmp_path: Path) -> None:
     path = tmp_path / "case.py"
-    path.write_text("x = 1  # noqa: E741\n"
-                    "y = f(x)  # want-error[pyright]: not assignable; ok[mypy]; runs: why\n")
+    path.write_text(
+        "x = 1  # noqa: E741\n"
+        "y = f(x)  # want-error[pyright]: not assignable; ok[mypy]; runs: why\n"
+    )
     (m,) = runner.parse(path)
     assert [(d.kind, d.arg, sorted(d.checkers)) for d in m.directives] == [
-        ("want-error", "not assignable", ["pyright"]), ("ok", "", ["mypy"]),
-        ("runs", "why", [])]
+        ("want-error", "not assignable", ["pyright"]),
+        ("ok", "", ["mypy"]),
+        ("runs", "why", []),
+    ]
 
 
 def test_plugin_options_are_read(tmp_path: Path) -> None:
@@ -93,18 +108,23 @@ def test_plugin_options_are_read(tmp_path: Path) -> None:
 def test_checkers_are_the_pinned_versions() -> None:
     """The expectations hold for the versions pinned in the ``dev`` extra (see P8 in the
     research report: inference changes between versions)."""
-    dev = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"][
-        "optional-dependencies"]["dev"]
+    dev = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["optional-dependencies"][
+        "dev"
+    ]
     pins = dict(p.split("==") for p in dev if "==" in p)
     for tool in ("mypy", "pyright"):
-        out = subprocess.run([str(runner.BIN / tool), "--version"], capture_output=True,
-                             text=True).stdout
+        out = subprocess.run(
+            [str(runner.BIN / tool), "--version"], capture_output=True, text=True
+        ).stdout
         assert pins[tool] in out, f"{tool}: pinned {pins[tool]}, installed {out.strip()}"
 
 
 def test_generated_overloads_are_current() -> None:
-    p = subprocess.run([sys.executable, str(ROOT / "tools" / "gen_overloads.py"), "--check"],
-                       capture_output=True, text=True)
+    p = subprocess.run(
+        [sys.executable, str(ROOT / "tools" / "gen_overloads.py"), "--check"],
+        capture_output=True,
+        text=True,
+    )
     assert p.returncode == 0, p.stdout + p.stderr
 
 
@@ -136,8 +156,7 @@ def test_runtime_companion(case: str) -> None:
 
 
 @pytest.mark.parametrize("case", runner.case_files())
-def test_plugin_messages_are_the_runtime_messages(case: str, runs: dict[str, runner.Run]
-                                                  ) -> None:
+def test_plugin_messages_are_the_runtime_messages(case: str, runs: dict[str, runner.Run]) -> None:
     """Run each case file statement by statement: a statement that raises at run time is
     rejected by the plugin too, in the same words (sizes dropped) when both name the same op
     (an error inside a user function is reported at its call instead); and the plugin
@@ -157,8 +176,9 @@ def test_plugin_messages_are_the_runtime_messages(case: str, runs: dict[str, run
             want = re.sub(r"=(\d+|\?)(?=[,\]])", "", runtime[stmt.lineno])
             if not said:
                 problems.append(f"{where}: run time says {want!r}, the plugin nothing")
-            elif want not in ours and any(m.split(" to ")[0] == want.split(" to ")[0]
-                                          for m in ours):  # the same op, other words
+            elif want not in ours and any(
+                m.split(" to ")[0] == want.split(" to ")[0] for m in ours
+            ):  # the same op, other words
                 problems.append(f"{where}: run time says {want!r}, the plugin {ours}")
         elif ours:
             problems.append(f"{where}: the plugin says {ours}, but the statement runs")
@@ -169,8 +189,9 @@ def test_plugin_notes_where_each_operand_was_typed(runs: dict[str, runner.Run]) 
     """The static counterpart of axis provenance (docs/errors.md): after an axis error, a
     note per Tensor variable operand with its type and the line that typed it."""
     case = "tests/typing/cases/c13_origins.py"
-    notes = {(d.line, d.message) for d in runs["plugin"].diags
-             if d.file == case and d.severity == "note"}
+    notes = {
+        (d.line, d.message) for d in runs["plugin"].diags if d.file == case and d.severity == "note"
+    }
     assert (18, '"wh" is "Tensor[F32, W, H]", typed at line 15') in notes
     assert (18, '"hw" is "Tensor[F32, H, W]", typed at line 16') in notes
     assert (19, '"hw" is "Tensor[F32, H, W]", typed at line 16') in notes
