@@ -266,8 +266,11 @@ class OneHot(Op):
 
 
 def one_hot(
-    labels: Tensor[Any, *tuple[Any, ...]], axis: type[Axis], n: int, dtype: type[D] = F32
-) -> AnyOf[D]:  # type: ignore[assignment]
+    labels: Tensor[Any, *tuple[Any, ...]],
+    axis: type[Axis],
+    n: int,
+    dtype: type[D] = F32,  # type: ignore[assignment]
+) -> AnyOf[D]:
     """One-hot encode integer ``labels`` along a new last axis ``axis`` of size ``n``.
 
     Raises:
