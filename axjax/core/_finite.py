@@ -226,11 +226,7 @@ def _check(
 
     def inspect(*values: Any) -> None:
         values_np = [np.asarray(v) for v in values]
-        if all(
-            np.isfinite(v).all()
-            for v in values_np[:n_checked]
-            if is_inexact(v.dtype)
-        ):
+        if all(np.isfinite(v).all() for v in values_np[:n_checked] if is_inexact(v.dtype)):
             return
         lines = tuple(
             f"{n} {t}: {_range(v)}" for n, t, v in zip(names, types, values_np, strict=True)
@@ -238,9 +234,7 @@ def _check(
         inherited = [
             n
             for n, v in zip(names[n_checked:], values_np[n_checked:], strict=True)
-            if n.startswith("operand")
-            and is_inexact(v.dtype)
-            and not np.isfinite(v).all()
+            if n.startswith("operand") and is_inexact(v.dtype) and not np.isfinite(v).all()
         ]
         if phase == "forward" and inherited:
             lines += (

@@ -241,9 +241,7 @@ class Policy(Generic[PD, CD, OD]):
 
     def __post_init__(self) -> None:
         for name in ("param", "compute", "output"):  # markers, or jnp.bfloat16 and the like
-            object.__setattr__(
-                self, name, _floating_marker(getattr(self, name), f"Policy: {name}")
-            )
+            object.__setattr__(self, name, _floating_marker(getattr(self, name), f"Policy: {name}"))
         _check_loss_scale(self.loss_scale, self.output)
 
     @overload
@@ -340,7 +338,8 @@ def _check_loss_scale(s: object, output: type[DType]) -> None:
     if s is None or (isinstance(s, str) and s == "dynamic"):
         return
     number = not isinstance(s, bool | np.bool_) and (
-        isinstance(s, int | float) or (isinstance(s, np.generic) and s.dtype.kind in "iuf")
+        isinstance(s, int | float)
+        or (isinstance(s, np.generic) and (is_floating(s) or s.dtype.kind in "iu"))
     )
     value = float(s) if number else math.nan  # type: ignore[arg-type]
     if not number or not math.isfinite(value) or value <= 0:
@@ -348,13 +347,17 @@ def _check_loss_scale(s: object, output: type[DType]) -> None:
             "Policy: loss_scale must be None, 'dynamic' or a finite positive number (the "
             f"factor the loss's gradient is multiplied by, e.g. 2.0**15), got {s!r}"
         )
-    # the scale is kept as a float32 array and multiplies the loss's gradient in `output`
-    largest = min(float(jnp.finfo(output.numpy).max), float(np.finfo(np.float32).max))  # type: ignore[no-untyped-call]
-    if value > largest:
+    # the scale is a float32 array that multiplies the gradient of the loss (in `output`)
+    narrower = min(F32.numpy, output.numpy, key=_largest)
+    if value > _largest(narrower):
         raise ValueError(
-            f"Policy: loss_scale {s!r} overflows {'float32' if output.numpy.itemsize > 2 else output.__name__} "
-            f"(at most {largest:.6g}): use a smaller factor, or 'dynamic'"
+            f"Policy: loss_scale {s!r} overflows {dtype_marker(narrower).__name__} (its "
+            f"largest value is {_largest(narrower):.6g}): use a smaller factor, or 'dynamic'"
         )
+
+
+def _largest(dtype: np.dtype[Any]) -> float:
+    return float(jnp.finfo(dtype).max)  # type: ignore[no-untyped-call]
 
 
 class LossScaled(eqx.Module):
