@@ -192,9 +192,10 @@ def _numpy_or_none(dtype: Any) -> np.dtype[Any] | None:
         if isinstance(dtype, type) and issubclass(dtype, DType):
             return dtype.numpy
     try:
-        return np.dtype(dtype)
+        out: np.dtype[Any] = np.dtype(dtype)
     except TypeError:
         return None
+    return out
 
 
 def _floating_rule(dtype: np.dtype[Any]) -> bool:
