@@ -198,10 +198,16 @@ def _numpy_or_none(dtype: Any) -> np.dtype[Any] | None:
     return out
 
 
+_FLOATING_SEEN: dict[np.dtype[Any], bool] = {}
+
+
 def _floating_rule(dtype: np.dtype[Any]) -> bool:
     # JAX's hierarchy, not numpy's: bfloat16 (and the float8 types) are not numpy floating
-    # subtypes (np.issubdtype(jnp.bfloat16, np.floating) is False)
-    return bool(jnp.issubdtype(dtype, jnp.floating))
+    # subtypes (np.issubdtype(jnp.bfloat16, np.floating) is False); memoised (eager dispatch)
+    known = _FLOATING_SEEN.get(dtype)
+    if known is None:
+        known = _FLOATING_SEEN[dtype] = bool(jnp.issubdtype(dtype, jnp.floating))
+    return known
 
 
 def is_floating(dtype: Any) -> bool:
@@ -237,5 +243,13 @@ def accumulation_dtype(dtype: Any) -> np.dtype[Any]:
         >>> accumulation_dtype(ax.BF16), accumulation_dtype(ax.F64)
         (dtype('float32'), dtype('float64'))
     """
-    d = to_numpy_dtype(dtype)
-    return np.dtype(np.float32) if is_floating(d) and d.itemsize < 4 else d
+    wide = _WIDE.get(dtype)
+    if wide is None:
+        d = to_numpy_dtype(dtype)
+        wide = np.dtype(np.float32) if is_floating(d) and d.itemsize < 4 else d
+        if isinstance(dtype, np.dtype):
+            _WIDE[dtype] = wide
+    return wide
+
+
+_WIDE: dict[np.dtype[Any], np.dtype[Any]] = {}
