@@ -29,7 +29,7 @@ from typing_extensions import TypeVar as DefaultTypeVar  # PEP 696 defaults on 3
 
 from . import _finite, _provenance
 from ._axis import Axis, axes_names
-from ._dtype import Bool, DType, is_floating
+from ._dtype import Bool, DType, accumulation_dtype, is_floating, is_inexact
 from ._errors import AxisError, describe
 from ._jax_hints import forward_mode_error
 from ._placement import Layout, cast_varying, explicit_layout, match_varying
@@ -118,6 +118,11 @@ class Op(Generic[R]):
 
     #: name used in messages and graph listings (defaults to the class name)
     name: str = ""
+    #: ``True`` for an op that sums (a reduction, a softmax, an average pool): with F16 or
+    #: BF16 operands its forward and backward run on float32 copies and the results are
+    #: cast back (see :func:`accumulation_dtype`), as ``jnp.sum`` and ``jnp.mean`` do, so
+    #: long sums neither lose their low bits nor overflow (``1 / 65536`` is 0 in f16)
+    accumulates: bool = False
     #: set on the one shared instance per parameters that ``cached`` makes (never mutated)
     _interned: bool = False
 
@@ -454,11 +459,12 @@ def _forward(
     """``op.forward(*xs)``; on an Explicit mesh with sharded operands, run with the result
     sharded by axis name (see ``core/_placement.py``)."""
     if layout is None:
-        return op.forward(*xs)
+        return _run_forward(op, xs, out)
     in_axes = [x._axes for x in xs]
 
     def arrays_fn(*arrays: Any) -> Any:
-        y = op.forward(*[Tensor._wrap(a, ax_) for a, ax_ in zip(arrays, in_axes, strict=True)])
+        wrapped = [Tensor._wrap(a, ax_) for a, ax_ in zip(arrays, in_axes, strict=True)]
+        y = _run_forward(op, wrapped, out)
         if isinstance(out, tuple):
             return tuple(getattr(v, "_array", v) for v in y)
         return getattr(y, "_array", y)
@@ -477,14 +483,14 @@ def _backward(
     """``op.backward``'s checked cotangents, each with its primal's sharding (Explicit mesh)
     and varying mesh axes (``shard_map``), as ``jax.custom_vjp`` requires."""
     if layout is None:
-        grads = _check_cotangents(op, op.backward(wrap_out(dy), wrap_out(y), *xs), xs)
+        grads = _check_cotangents(op, _run_backward(op, wrap_out(dy), wrap_out(y), xs), xs)
     else:
         in_axes = [x._axes for x in xs]
-        floating = [i for i, x in enumerate(xs) if jnp.issubdtype(x._array.dtype, jnp.inexact)]
+        floating = [i for i, x in enumerate(xs) if is_inexact(x._array)]
 
         def arrays_fn(dy: Any, y: Any, *arrays: Any) -> tuple[Any, ...]:
             ws = [Tensor._wrap(a, ax_) for a, ax_ in zip(arrays, in_axes, strict=True)]
-            gs = _check_cotangents(op, op.backward(wrap_out(dy), wrap_out(y), *ws), ws)
+            gs = _check_cotangents(op, _run_backward(op, wrap_out(dy), wrap_out(y), ws), ws)
             return tuple(gs[i] for i in floating)
 
         specs = tuple(layout.primal_spec(xs[i]._array) for i in floating)
@@ -499,6 +505,56 @@ def _backward(
     )
 
 
+def _widened(op: Op[Any], values: Sequence[Any]) -> list[Any] | None:
+    """For an op that :attr:`~Op.accumulates`: ``values`` (Tensors, or tuples of them)
+    with every F16/BF16 array cast to float32; ``None`` when none is (nothing to do)."""
+    if not op.accumulates:
+        return None
+    widened, any_low = [], False
+    for v in values:
+        if isinstance(v, tuple):
+            inner = _widened(op, v)
+            widened.append(v if inner is None else tuple(inner))
+            any_low = any_low or inner is not None
+            continue
+        a = v._array
+        wide = accumulation_dtype(a.dtype)
+        if wide != a.dtype:
+            v, any_low = Tensor._wrap(a.astype(wide), v._axes), True
+        widened.append(v)
+    return widened if any_low else None
+
+
+def _run_forward(op: Op[Any], xs: Sequence[Any], out: TensorType | tuple[TensorType, ...]) -> Any:
+    """``op.forward(*xs)``; for an op that accumulates, on float32 copies of F16/BF16
+    operands, its results cast back to the declared dtypes."""
+    wide = _widened(op, xs)
+    if wide is None:
+        return op.forward(*xs)
+    y = op.forward(*wide)
+    if isinstance(out, tuple):
+        return tuple(_narrowed(v, t) for v, t in zip(y, out, strict=True))
+    return _narrowed(y, out)
+
+
+def _narrowed(y: Any, t: TensorType) -> Any:
+    """A result computed in float32 for ``t``'s F16/BF16, cast back (anything else is left
+    for ``_check_results`` to judge)."""
+    a = getattr(y, "_array", y)
+    want = t.dtype.numpy
+    dtype = getattr(a, "dtype", None)
+    return a.astype(want) if dtype != want and dtype == accumulation_dtype(want) else a
+
+
+def _run_backward(op: Op[Any], dy: Any, y: Any, xs: Sequence[Any]) -> Sequence[Any]:
+    """``op.backward(dy, y, *xs)``; for an op that accumulates, on float32 copies of
+    F16/BF16 values (``_check_cotangents`` casts the cotangents back to the operands')."""
+    wide = _widened(op, (dy, y, *xs))
+    if wide is None:
+        return op.backward(dy, y, *xs)
+    return op.backward(*wide)
+
+
 def _check_cotangents(op: Op[Any], grads: Sequence[Any], xs: Sequence[Any]) -> tuple[Any, ...]:
     grads = tuple(grads)
     if len(grads) != len(xs):
@@ -508,7 +564,7 @@ def _check_cotangents(op: Op[Any], grads: Sequence[Any], xs: Sequence[Any]) -> t
     out = []
     for i, (g, x) in enumerate(zip(grads, xs, strict=True)):
         arr = x._array
-        floating = jnp.issubdtype(arr.dtype, jnp.inexact)
+        floating = is_inexact(arr)
         if g is None or not floating:
             out.append(jnp.zeros(arr.shape, arr.dtype) if floating else _float0(arr))
             continue

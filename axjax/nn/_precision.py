@@ -17,16 +17,18 @@ the scale after ``period`` finite steps (the scheme of ``jmp.DynamicLossScale``)
 from __future__ import annotations
 
 import dataclasses
+import math
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Generic, Literal, TypeVarTuple, overload
 
 import equinox as eqx
 import jax
 import jax.numpy as jnp
+import numpy as np
 from typing_extensions import TypeVar
 
 from ..core import BF16, F16, F32, DType, Floating, Tensor
-from ..core._internal import is_floating, jax_dtype
+from ..core._internal import FLOATING, dtype_marker, is_floating, jax_dtype
 
 if TYPE_CHECKING:
     from ..core import F64, Axis
@@ -62,9 +64,26 @@ def _cast_leaf(x: Any, dtype: Any) -> Any:
         if is_floating(x.dtype) and x.array.dtype != dtype:
             return Tensor(x.array.astype(dtype), x.axes)
         return x
-    if isinstance(x, jax.Array | jnp.ndarray) and jnp.issubdtype(x.dtype, jnp.floating):
+    if isinstance(x, jax.Array | jnp.ndarray) and is_floating(x):
         return x.astype(dtype) if x.dtype != dtype else x
     return x
+
+
+def _floating_marker(dtype: Any, where: str) -> type[DType]:
+    """The floating marker of ``dtype`` (a marker, or a numpy/JAX dtype such as
+    ``jnp.bfloat16``), or the ``TypeError`` that names ``where`` and the dtypes to use."""
+    try:
+        marker = dtype_marker(dtype)
+    except TypeError:
+        marker = None
+    if marker is None or not is_floating(marker):
+        name = marker.__name__ if marker is not None else repr(dtype)
+        raise TypeError(
+            f"{where} must be a floating-point dtype ("
+            + ", ".join(f"ax.{m.__name__}" for m in FLOATING)
+            + f", or jnp.float32, jnp.bfloat16, ...), got {name}"
+        )
+    return marker
 
 
 # typed casts (issue 12): a layer's or a tensor's floating dtype is replaced in its type
@@ -113,12 +132,20 @@ def cast(tree: Any, dtype: type[DType]) -> Any:
         >>> half = ax.nn.cast(model, ax.BF16)   # every weight Tensor[BF16, ...]
         >>> half(ax.nn.cast(x, ax.BF16))
     """
-    if not is_floating(dtype):
+    try:
+        marker = dtype_marker(dtype)  # a marker, or a numpy/JAX dtype (jnp.bfloat16)
+    except TypeError:
         raise TypeError(
-            f"cast: {dtype.__name__} is not a floating-point dtype (cast "
+            f"cast: {dtype!r} is not a dtype (give a floating-point one: "
+            + ", ".join(f"ax.{m.__name__}" for m in FLOATING)
+            + ", or jnp.bfloat16, ...)"
+        ) from None
+    if not is_floating(marker):
+        raise TypeError(
+            f"cast: {marker.__name__} is not a floating-point dtype (cast "
             "integer tensors one by one with ax.astype)"
         )
-    target = jax_dtype(dtype, "cast")
+    target = jax_dtype(marker, "cast")
     return jax.tree.map(
         lambda x: _cast_leaf(x, target), tree, is_leaf=lambda x: isinstance(x, Tensor)
     )
@@ -213,18 +240,9 @@ class Policy(Generic[PD, CD, OD]):
     period: int = 2000
 
     def __post_init__(self) -> None:
-        for name in ("param", "compute", "output"):
-            d = getattr(self, name)
-            if not (isinstance(d, type) and issubclass(d, DType) and is_floating(d)):
-                raise TypeError(
-                    f"Policy: {name} must be a floating-point dtype (ax.F32, "
-                    f"ax.BF16, ax.F16), got {d!r}"
-                )
-        s = self.loss_scale
-        if not (s is None or s == "dynamic" or (isinstance(s, int | float) and s > 0)):
-            raise ValueError(
-                f"Policy: loss_scale must be None, a positive number or 'dynamic', got {s!r}"
-            )
+        for name in ("param", "compute", "output"):  # markers, or jnp.bfloat16 and the like
+            object.__setattr__(self, name, _floating_marker(getattr(self, name), f"Policy: {name}"))
+        _check_loss_scale(self.loss_scale, self.output)
 
     @overload
     @classmethod
@@ -312,6 +330,34 @@ class Policy(Generic[PD, CD, OD]):
         )
         new_good = jnp.where(finite & ~grow, good + 1, 0.0)
         return new_scale, new_good
+
+
+def _check_loss_scale(s: object, output: type[DType]) -> None:
+    """Raise unless ``s`` is ``None``, ``"dynamic"`` or a finite positive factor that the
+    loss (in ``output``) can be multiplied by without overflowing."""
+    if s is None or (isinstance(s, str) and s == "dynamic"):
+        return
+    number = not isinstance(s, bool | np.bool_) and (
+        isinstance(s, int | float)
+        or (isinstance(s, np.generic) and (is_floating(s) or s.dtype.kind in "iu"))
+    )
+    value = float(s) if number else math.nan  # type: ignore[arg-type]
+    if not number or not math.isfinite(value) or value <= 0:
+        raise ValueError(
+            "Policy: loss_scale must be None, 'dynamic' or a finite positive number (the "
+            f"factor the loss's gradient is multiplied by, e.g. 2.0**15), got {s!r}"
+        )
+    # the scale is a float32 array that multiplies the gradient of the loss (in `output`)
+    narrower = min(F32.numpy, output.numpy, key=_largest)
+    if value > _largest(narrower):
+        raise ValueError(
+            f"Policy: loss_scale {s!r} overflows {dtype_marker(narrower).__name__} (its "
+            f"largest value is {_largest(narrower):.6g}): use a smaller factor, or 'dynamic'"
+        )
+
+
+def _largest(dtype: np.dtype[Any]) -> float:
+    return float(jnp.finfo(dtype).max)  # type: ignore[no-untyped-call]
 
 
 class LossScaled(eqx.Module):

@@ -19,6 +19,7 @@ from ..core._internal import (
     check_axis_label,
     describe,
     dtype_marker,
+    is_floating,
     register_op,
     trusted_tensor,
 )
@@ -175,7 +176,7 @@ def _slice_bound(name: str, v: Any, none_ok: bool = True) -> int | None:
         return int(v)
     got = (
         f"{type(v).__name__} {v!r}"
-        if isinstance(v, float | np.floating)
+        if isinstance(v, float) or (isinstance(v, np.generic) and is_floating(v))
         else ("a traced value" if isinstance(v, jax.core.Tracer) else type(v).__name__)
     )
     raise TypeError(

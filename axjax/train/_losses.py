@@ -52,6 +52,8 @@ class SoftmaxCrossEntropy(Op):
     logits' other axes in the same order. The result has the labels' axes.
     """
 
+    accumulates = True  # logsumexp sums over the classes: in float32 for F16/BF16 logits
+
     def __init__(self, axis: type[Axis] = Class) -> None:
         self.axis = check_axis_label(axis, "SoftmaxCrossEntropy")
 

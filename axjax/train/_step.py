@@ -28,7 +28,7 @@ import jax.numpy as jnp
 import optax
 
 from ..core import AxisError, NonFiniteReport, Tensor
-from ..core._internal import describe
+from ..core._internal import describe, is_inexact
 
 __all__ = [
     "Monitor",
@@ -190,7 +190,7 @@ def _keep_if(ok: jax.Array, new: Any, old: Any) -> Any:
 
 
 def _is_float(x: Any) -> bool:
-    return isinstance(x, jax.Array) and jnp.issubdtype(x.dtype, jnp.inexact)
+    return isinstance(x, jax.Array) and is_inexact(x)
 
 
 @jax.jit
