@@ -47,6 +47,7 @@ from mypy.types import (
 )
 
 from ..graph import Input, Node
+from ..nn._registry import declared_layers
 from ._calls import AXES_ERROR, JOIN_ERROR
 from ._evaluate import SIZE, CannotEvaluate, Env, Joined, deliberate, message
 from ._origins import note_origins
@@ -54,36 +55,17 @@ from ._types import TENSOR, TT, class_of, make_tensor
 
 NN = "axjax.nn"
 SEQUENTIAL = f"{NN}._sequential.Sequential"
-STACKED = f"{NN}._sequence.Stacked"  # a Sequential of sequence layers, the mask passed along
-CHAINS = (SEQUENTIAL, STACKED)
 CAST = f"{NN}._precision.cast"
 #: a policy's cast (``policy.cast_to_compute(tree)``): ``DTypeCast[C]`` called
 POLICY_CAST = f"{NN}._precision.DTypeCast.__call__"
 FLOATS = frozenset(f"axjax.core._dtype.{n}" for n in ("F16", "BF16", "F32", "F64"))
-#: the layer classes the plugin knows, by full name -> the public name of the class
-LAYERS = {
-    f"{NN}._linear.Affine": "Affine",
-    f"{NN}._linear.Linear": "Linear",
-    f"{NN}._linear.MLP": "MLP",
-    f"{NN}._embedding.Embedding": "Embedding",
-    f"{NN}._norm.LayerNorm": "LayerNorm",
-    f"{NN}._norm.RMSNorm": "RMSNorm",
-    f"{NN}._conv.Conv1D": "Conv1D",
-    f"{NN}._conv.Conv2D": "Conv2D",
-    f"{NN}._conv.Conv3D": "Conv3D",
-    f"{NN}._recurrent.RNNCell": "RNNCell",
-    f"{NN}._recurrent.GRUCell": "GRUCell",
-    f"{NN}._recurrent.LSTMCell": "LSTMCell",
-    f"{NN}._attention.MultiheadAttention": "MultiheadAttention",
-    f"{NN}._pool.MaxPool1D": "MaxPool1D",
-    f"{NN}._pool.MaxPool2D": "MaxPool2D",
-    f"{NN}._pool.AvgPool1D": "AvgPool1D",
-    f"{NN}._pool.AvgPool2D": "AvgPool2D",
-    f"{NN}._sequence.Recurrent": "Recurrent",
-    f"{NN}._sequence.Bidirectional": "Bidirectional",
-}
+# The tables below come from the registry of layers (axjax/nn/_registry.py), the one list.
+#: the layers whose calls the plugin judges on stand-ins, by full name -> public name
+LAYERS = {s.path: s.name for s in declared_layers() if s.typed == "stand-in"}
+#: layers that apply a list of layers in turn (Sequential; Stacked passes a mask along)
+CHAINS = tuple(s.path for s in declared_layers() if s.typed == "chain")
 #: layers run on sized stand-ins (they build a zero state from the input's sizes)
-SIZED = frozenset({"Recurrent", "Bidirectional"})
+SIZED = frozenset(s.name for s in declared_layers() if s.sized)
 #: keyword arguments that carry no axes (a PRNG key, a flag): not given to the stand-in
 IGNORED = frozenset({"key", "inference"})
 

@@ -23,6 +23,7 @@ from ..ops import arange, broadcast, contract, greater_equal, rename, softmax, w
 from . import _init
 from ._dropout import Dropout
 from ._fused_attention import AttentionPath, FusedAttention, default_attention_path
+from ._registry import register_layer
 from ._util import distinct, require
 
 __all__ = [
@@ -187,6 +188,7 @@ def _attention(
     return contract(weights, v, over=key_pos)
 
 
+@register_layer()
 class MultiheadAttention(eqx.Module, Generic[D, Q, K, E, H, HD]):
     """Multi-head attention: project, attend per head, project back.
 

@@ -16,6 +16,8 @@ from typing import Any, Generic, Literal, TypeVar
 import equinox as eqx
 import jax
 
+from ._registry import register_layer
+
 __all__ = ["Remat", "remat"]
 
 M = TypeVar("M")
@@ -50,6 +52,7 @@ def _call(module: Any, *args: Any, **kwargs: Any) -> Any:
     return module(*args, **kwargs)
 
 
+@register_layer(typed="signature")
 class Remat(eqx.Module, Generic[M]):
     """A module whose call is rematerialised in the backward pass (see :func:`remat`)."""
 
