@@ -25,6 +25,7 @@ import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
+from jax.typing import DTypeLike
 from typing_extensions import TypeVar
 
 from ..core import BF16, F16, F32, DType, Floating, Tensor
@@ -127,7 +128,9 @@ def cast(
 def cast(tree: Tensor[FD, *Ts], dtype: type[DN]) -> Tensor[DN, *Ts]: ...
 @overload
 def cast(tree: T, dtype: type[DType]) -> T: ...
-def cast(tree: Any, dtype: type[DType]) -> Any:
+@overload
+def cast(tree: Any, dtype: DTypeLike) -> Any: ...  # jnp.bfloat16: give ax.BF16 for a typed result
+def cast(tree: Any, dtype: type[DType] | DTypeLike) -> Any:
     """``tree`` with every floating-point Tensor and array cast to ``dtype``.
 
     Integer and Bool Tensors (token ids, masks), static fields and Python numbers are left
