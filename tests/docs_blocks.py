@@ -8,8 +8,15 @@ invisible in the rendered page::
     <!-- docs-test: fragment (why it cannot run: a sketch with names the page leaves open) -->
     <!-- docs-test: raises AxisError -->   (runs; its last statement must raise that class)
 
-A fragment is only compiled (syntax checked), and it must give its reason. Page-level
-comments, anywhere in the page::
+A fragment is only compiled (syntax checked), and it must give its reason. Set-up code that
+a reader need not see (the labels and arrays a snippet assumes) goes in a hidden block, run
+where it stands and not counted::
+
+    <!-- docs-test: setup
+    x = ax.zeros((2, 3), Batch, Pixel)
+    -->
+
+Page-level comments, anywhere in the page::
 
     <!-- docs-test: devices=8 -->    (run with 8 simulated CPU devices: XLA_FLAGS)
     <!-- docs-test: data=mnist -->   (needs ../shared/data/mnist, or $AXJAX_TEST_DATA; the page
@@ -39,6 +46,7 @@ SHARED_DATA = ROOT.parent / "shared" / "data"
 
 _FENCE = re.compile(r"^```(\w*)\s*$")
 _MARK = re.compile(r"^\s*<!--\s*docs-test:\s*(.*?)\s*-->\s*$")
+_SETUP = re.compile(r"^\s*<!--\s*docs-test:\s*setup\s*$")
 _FRAGMENT = re.compile(r"^fragment\s*\((.+)\)$")
 _RAISES = re.compile(r"^raises\s+([A-Za-z_][\w.]*)$")
 _DEVICES = re.compile(r"^devices=(\d+)$")
@@ -54,7 +62,7 @@ class Block:
     page: Path
     line: int  # 1-based line of the first line of code (after the fence)
     code: str
-    kind: str = "run"  # "run" | "fragment" | "raises"
+    kind: str = "run"  # "run" | "fragment" | "raises" | "setup" (hidden, not counted)
     reason: str = ""  # the fragment's reason, or the exception class a "raises" block expects
 
     @property
@@ -71,8 +79,9 @@ class Page:
 
     @property
     def counts(self) -> tuple[int, int]:
-        """(blocks that run, all python blocks)."""
-        return sum(b.kind != "fragment" for b in self.blocks), len(self.blocks)
+        """(blocks that run, all python blocks); hidden set-up blocks are not counted."""
+        shown = [b for b in self.blocks if b.kind != "setup"]
+        return sum(b.kind != "fragment" for b in shown), len(shown)
 
 
 def pages() -> list[Path]:
@@ -87,6 +96,16 @@ def parse(path: Path) -> Page:
     pending: str | None = None  # a block marker on the line before a fence
     i = 0
     while i < len(lines):
+        if _SETUP.match(lines[i]):
+            end = i + 1
+            while end < len(lines) and lines[end].strip() != "-->":
+                end += 1
+            if end == len(lines):
+                raise DocsMarkError(f"{_rel(path)}:{i + 1}: the setup block has no closing -->")
+            code = "\n".join(lines[i + 1 : end]) + "\n"
+            page.blocks.append(Block(path, i + 2, code, kind="setup"))
+            i = end + 1
+            continue
         mark = _MARK.match(lines[i])
         if mark:
             text = mark.group(1)
@@ -99,7 +118,8 @@ def parse(path: Path) -> Page:
             else:
                 raise DocsMarkError(
                     f"{_rel(path)}:{i + 1}: unknown docs-test marker {text!r} (write "
-                    "'fragment (reason)', 'raises ErrorClass', 'devices=N' or 'data=NAME')"
+                    "'fragment (reason)', 'raises ErrorClass', 'setup' (a hidden block), 'devices=N' "
+                    "or 'data=NAME')"
                 )
             i += 1
             continue
@@ -176,7 +196,8 @@ def run_blocks(page: Page) -> list[str]:
                 f"{block.where}: the block is marked 'raises {block.reason}' but ran without "
                 "an error"
             )
-        done.append(f"{block.where} ran ({time.perf_counter() - start:.2f} s)")
+        what = "hidden set-up ran" if block.kind == "setup" else "ran"
+        done.append(f"{block.where} {what} ({time.perf_counter() - start:.2f} s)")
     return done
 
 
