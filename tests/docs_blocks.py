@@ -6,7 +6,8 @@ unless an HTML comment on the line just before its fence says otherwise; the com
 invisible in the rendered page::
 
     <!-- docs-test: fragment (why it cannot run: a sketch with names the page leaves open) -->
-    <!-- docs-test: raises AxisError -->   (runs; its last statement must raise that class)
+    <!-- docs-test: raises AxisError -->   (runs, and must raise that class or a subclass;
+                                            the statements after the one that raises do not run)
 
 A fragment is only compiled (syntax checked), and it must give its reason. Set-up code that
 a reader need not see (the labels and arrays a snippet assumes) goes in a hidden block, run
@@ -184,8 +185,15 @@ def run_blocks(page: Page) -> list[str]:
         try:
             exec(code, namespace)  # noqa: S102
         except BaseException as e:
-            if block.kind == "raises" and type(e).__name__ == block.reason.split(".")[-1]:
-                done.append(f"{block.where} raised {type(e).__name__} as marked")
+            wanted = block.reason.split(".")[-1]
+            if block.kind == "raises" and any(c.__name__ == wanted for c in type(e).__mro__):
+                lines = [
+                    f.lineno
+                    for f in traceback.extract_tb(e.__traceback__)
+                    if f.filename == str(block.page)
+                ]
+                at = f" at line {lines[-1]}" if lines else ""
+                done.append(f"{block.where} raised {type(e).__name__}{at} as marked")
                 continue
             tb = "".join(traceback.format_exception(e))
             raise AssertionError(
