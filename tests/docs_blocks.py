@@ -19,7 +19,6 @@ where it stands and not counted::
 
 Page-level comments, anywhere in the page::
 
-    <!-- docs-test: devices=8 -->    (run with 8 simulated CPU devices: XLA_FLAGS)
     <!-- docs-test: data=mnist -->   (needs ../shared/data/mnist, or $AXJAX_TEST_DATA; the page
                                       is skipped, saying where, when the files are absent)
 
@@ -50,7 +49,6 @@ _MARK = re.compile(r"^\s*<!--\s*docs-test:\s*(.*?)\s*-->\s*$")
 _SETUP = re.compile(r"^\s*<!--\s*docs-test:\s*setup\s*$")
 _FRAGMENT = re.compile(r"^fragment\s*\((.+)\)$")
 _RAISES = re.compile(r"^raises\s+([A-Za-z_][\w.]*)$")
-_DEVICES = re.compile(r"^devices=(\d+)$")
 _DATA = re.compile(r"^data=([\w-]+)$")
 
 
@@ -75,7 +73,6 @@ class Block:
 class Page:
     path: Path
     blocks: list[Block] = field(default_factory=list)
-    devices: int = 0
     data: list[str] = field(default_factory=list)
 
     @property
@@ -110,17 +107,15 @@ def parse(path: Path) -> Page:
         mark = _MARK.match(lines[i])
         if mark:
             text = mark.group(1)
-            if m := _DEVICES.match(text):
-                page.devices = int(m.group(1))
-            elif m := _DATA.match(text):
+            if m := _DATA.match(text):
                 page.data.append(m.group(1))
             elif _FRAGMENT.match(text) or _RAISES.match(text):
                 pending = text
             else:
                 raise DocsMarkError(
                     f"{_rel(path)}:{i + 1}: unknown docs-test marker {text!r} (write "
-                    "'fragment (reason)', 'raises ErrorClass', 'setup' (a hidden block), 'devices=N' "
-                    "or 'data=NAME')"
+                    "'fragment (reason)', 'raises ErrorClass', 'setup' (a hidden block) or "
+                    "'data=NAME')"
                 )
             i += 1
             continue
@@ -227,15 +222,12 @@ def missing_data(page: Page) -> str:
 
 def run_page_in_subprocess(path: Path, timeout: float = 300) -> subprocess.CompletedProcess[str]:
     """Run one page's blocks in a fresh interpreter, in a temporary working directory, with
-    the page's devices and data set up."""
+    the page's data set up (``$AXJAX_DATA``). A page that needs several devices asks for
+    them itself, as a reader would (docs/parallel.md)."""
     page = parse(path)
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join([str(ROOT), env.get("PYTHONPATH", "")]).rstrip(os.pathsep)
     env["MPLBACKEND"] = "Agg"
-    if page.devices:
-        flag = f"--xla_force_host_platform_device_count={page.devices}"
-        env["XLA_FLAGS"] = f"{env.get('XLA_FLAGS', '')} {flag}".strip()
-        env["JAX_PLATFORMS"] = "cpu"
     if page.data:
         env["AXJAX_DATA"] = str(data_root())
     with tempfile.TemporaryDirectory() as cwd:
