@@ -38,6 +38,7 @@ import sys
 import tempfile
 import time
 import traceback
+import types
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -164,9 +165,24 @@ def _compiled(block: Block) -> object:
 def run_blocks(page: Page) -> list[str]:
     """Run (or compile) every block of ``page`` in order, in one namespace, in this process.
 
+    The namespace is a fresh module installed as ``__main__`` while the blocks run, as a
+    reader's script would be: classes defined in a block belong to ``__main__`` (which
+    pickle, ``jax.export``'s axis labels and multiprocessing look up).
+
     Returns one line per block; raises AssertionError naming the block that failed.
     """
-    namespace: dict[str, object] = {"__name__": "__docs__"}
+    script = types.ModuleType("__main__")
+    namespace = script.__dict__
+    saved = sys.modules.get("__main__")
+    sys.modules["__main__"] = script
+    try:
+        return _run_in(page, namespace)
+    finally:
+        if saved is not None:
+            sys.modules["__main__"] = saved
+
+
+def _run_in(page: Page, namespace: dict[str, object]) -> list[str]:
     done: list[str] = []
     for block in page.blocks:
         start = time.perf_counter()

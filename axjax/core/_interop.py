@@ -264,8 +264,11 @@ def _make_adapter() -> Any:
 
 def treescope_repr(t: Tensor[Any, *tuple[Any, ...]], path: str | None, renderer: Any) -> Any:
     """A Tensor in a treescope rendering: its ``repr``, the type with sizes and the summary,
-    on one line (treescope itself adds the ``_repr_html_`` preview below it in HTML)."""
+    on one line (treescope itself adds the ``_repr_html_`` preview below it in HTML). The
+    values of a small tensor of rank 2 or more, which numpy prints on several lines, are
+    joined into one (treescope's text parts hold no newline)."""
     from treescope import rendering_parts
 
     del path, renderer
-    return rendering_parts.abbreviation_color(rendering_parts.text(repr(t)))
+    line = " ".join(part.strip() for part in repr(t).splitlines())
+    return rendering_parts.abbreviation_color(rendering_parts.text(line))

@@ -304,9 +304,11 @@ def test_treescope_render_array_names_the_axes() -> None:
 def test_treescope_shows_a_tensor_in_a_tree_by_its_type() -> None:
     treescope = pytest.importorskip("treescope", reason="treescope is in the dev extra")
     x = ax.tensor(np.arange(12.0, dtype=np.float32).reshape(3, 4), Batch, Pixel)
-    text = treescope.render_to_text({"w": x, "b": ax.ones((2,), Batch)})
+    small = ax.ones((2, 2), Batch, Pixel)  # numpy prints its values on two lines
+    text = treescope.render_to_text({"w": x, "b": ax.ones((2,), Batch), "s": small})
     assert "'w': Tensor[F32, Batch=3, Pixel=4](mean=5.5, std=3.452, min=0, max=11)" in text
     assert "'b': Tensor[F32, Batch=2]([1., 1.])" in text
+    assert "'s': Tensor[F32, Batch=2, Pixel=2]([[1., 1.], [1., 1.]])" in text
     page = treescope.render_to_html({"w": x}, compressed=False)
     assert "Tensor[F32, Batch=3, Pixel=4]" in page and "Batch ↓ Pixel →" in page
 
