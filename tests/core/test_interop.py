@@ -119,6 +119,16 @@ def test_export_of_a_layer_forward_round_trips() -> None:
     np.testing.assert_allclose(np.asarray(loaded), np.asarray(direct), rtol=1e-6)
 
 
+def test_export_with_an_open_batch_size_takes_any_batch() -> None:
+    (b,) = jax.export.symbolic_shape("b")
+    spec = ax.Tensor(jax.ShapeDtypeStruct((b, 3), np.float32), (Batch, Pixel))
+    f = jax.export.export(jax.jit(lambda t: ax.sum(t * 2.0, Pixel)))(spec)
+    loaded = jax.export.deserialize(f.serialize())
+    for n in (1, 5):
+        out = loaded.call(ax.ones((n, 3), Batch, Pixel))
+        assert out.axes == (Batch,) and np.asarray(out).tolist() == [6.0] * n
+
+
 def test_export_loads_in_another_process(tmp_path: Path) -> None:
     x = ax.tensor(np.arange(6.0, dtype=np.float32).reshape(2, 3), Batch, Pixel)
     blob = jax.export.export(jax.jit(lambda t: ax.sum(t * 2.0, Pixel)))(x).serialize()
