@@ -108,7 +108,9 @@ def summary(array: Any) -> str:
     """The part of ``repr`` after the type: the values of a small array, else statistics.
 
     ``traced`` inside a transformation, the leaf's type name for a leaf that is no array
-    (``ShapeDtypeStruct`` from ``jax.eval_shape``), ``deleted`` for a donated buffer. Every
+    (``ShapeDtypeStruct`` from ``jax.eval_shape``), ``deleted`` for a donated buffer, and no
+    values for an array whose shards span several processes (reading it would need every
+    process to take part). Every
     read from the device is an explicit ``jax.device_get`` (so a
     ``jax.transfer_guard("disallow")`` does not refuse a repr), of the whole array only when
     it has at most ``ON_HOST`` elements (then computing there costs less than compiling the
@@ -120,6 +122,10 @@ def summary(array: Any) -> str:
         return type(array).__name__  # jax.ShapeDtypeStruct from eval_shape, ...
     if isinstance(array, jax.Array) and array.is_deleted():
         return "deleted: its buffer was donated to a jitted call or deleted"
+    if isinstance(array, jax.Array) and not array.is_fully_addressable:
+        # a reduction would be a collective that every process must join: never from a repr
+        processes = len({d.process_index for d in array.sharding.device_set})
+        return f"spans {processes} processes: the values are not read"
     size = int(np.prod(array.shape))
     on_host = size <= ON_HOST or not isinstance(array, jax.Array)
     host = np.asarray(jax.device_get(array)) if on_host else None
@@ -204,7 +210,7 @@ def preview_html(array: Any, axes: tuple[type[Axis], ...]) -> str:
     the caption names. ``""`` for a rank-0 tensor or a leaf that is no concrete array."""
     if not isinstance(array, (jax.Array, np.ndarray)) or isinstance(array, jax.core.Tracer):
         return ""
-    if isinstance(array, jax.Array) and array.is_deleted():
+    if isinstance(array, jax.Array) and (array.is_deleted() or not array.is_fully_addressable):
         return ""
     if array.ndim == 0:
         return ""
