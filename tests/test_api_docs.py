@@ -18,11 +18,10 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tools"))
+pytest.importorskip("mkdocstrings", reason="mkdocs and mkdocstrings are in the dev extra")
 
 import gen_api_docs  # noqa: E402  (tools/ is no package)
 import griffe_axjax  # noqa: E402
-
-pytest.importorskip("mkdocs", reason="mkdocs and mkdocstrings are in the dev extra")
 
 
 def exported(module: str) -> list[str]:
