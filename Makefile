@@ -2,7 +2,7 @@
 VENV ?= .venv
 PY := $(VENV)/bin/python
 
-.PHONY: mnist test lint install
+.PHONY: mnist test lint install docs
 
 $(VENV)/.installed: pyproject.toml
 	python3 -m venv $(VENV)
@@ -21,3 +21,7 @@ lint: $(VENV)/.installed
 
 test: lint   ## ruff, then the whole test suite (ops, typing under mypy+pyright, graph, nn, train)
 	$(PY) -m pytest -q $(ARGS)
+
+docs: $(VENV)/.installed   ## the documentation site with the API reference, into site/
+	$(PY) tools/gen_api_docs.py --check
+	$(PY) -m mkdocs build --strict

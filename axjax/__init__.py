@@ -37,6 +37,7 @@ from .core import AxisRules as AxisRules
 from .core import Bool as Bool
 from .core import DType as DType
 from .core import ElementwiseOp as ElementwiseOp
+from .core import ExportAxisError as ExportAxisError
 from .core import FloatElementwiseOp as FloatElementwiseOp
 from .core import Floating as Floating
 from .core import Integer as Integer

@@ -16,7 +16,7 @@ import jax
 import jax.core  # jax.core.Tracer: the submodule, imported by name for type checkers
 import numpy as np
 
-from . import _provenance
+from . import _display, _provenance
 from ._arrays import AxesArray
 from ._axis import Axis, axes_names, axis_name, check_axis_label, check_unique_axes
 from ._dtype import F32, Bool, DType, dtype_marker
@@ -309,25 +309,24 @@ class Tensor(Generic[D, *Axes]):
             f"<tr><td><b>{html.escape(axis_name(a))}</b></td><td>{n}</td></tr>"
             for a, n in zip(self._axes, self._array.shape, strict=True)
         )
-        preview = ""
-        if isinstance(self._array, (jax.Array, np.ndarray)) and not isinstance(
-            self._array, jax.core.Tracer
-        ):
-            arr = np.asarray(self._array)
-            if arr.ndim <= 2:
-                clipped = arr[tuple(slice(0, 8) for _ in range(arr.ndim))]
-                preview = (
-                    "<pre style='margin:4px 0'>"
-                    + html.escape(np.array2string(clipped, precision=4, threshold=64))
-                    + "</pre>"
-                )
         return (
             "<div class='axjax-tensor'>"
             f"<code>{html.escape(describe(self))}</code>"
             "<table><tr><th>axis</th><th>size</th></tr>"
-            f"{rows}</table>{preview}"
+            f"{rows}</table>{_display.preview_html(self._array, self._axes)}"
             f"<small>{html.escape(_summary(self._array))}</small></div>"
         )
+
+    # treescope (core/_interop.py): imported there, on first use, never by `import axjax`
+    def __treescope_repr__(self, path: str | None, subtree_renderer: Any) -> Any:
+        from . import _interop
+
+        return _interop.treescope_repr(self, path, subtree_renderer)
+
+    def __treescope_ndarray_adapter__(self) -> Any:
+        from . import _interop
+
+        return _interop.treescope_adapter()
 
 
 def trusted_tensor(array: Any, axes: tuple[type[Axis], ...]) -> Tensor[Any, *tuple[Any, ...]]:
@@ -396,19 +395,7 @@ def _is_array_like(leaf: Any) -> bool:
 
 
 def _summary(array: Any) -> str:
-    if isinstance(array, jax.core.Tracer):
-        return "traced"
-    if not isinstance(array, (jax.Array, np.ndarray, np.generic)):
-        return type(array).__name__  # jax.ShapeDtypeStruct from eval_shape, ...
-    arr = np.asarray(array)
-    if arr.size <= 6:
-        return np.array2string(arr, precision=4, separator=", ")
-    if arr.dtype == np.bool_:
-        return f"true={int(arr.sum())}/{arr.size}"
-    if np.issubdtype(arr.dtype, np.integer):
-        return f"min={arr.min()}, max={arr.max()}"
-    a = arr.astype(np.float64)
-    return f"mean={a.mean():.4g}, std={a.std():.4g}, min={a.min():.4g}, max={a.max():.4g}"
+    return _display.summary(array)
 
 
 def _flatten_with_keys(t: Tensor[Any, *tuple[Any, ...]]) -> Any:
