@@ -124,7 +124,7 @@ def summary(array: Any) -> str:
         return "deleted: its buffer was donated to a jitted call or deleted"
     if isinstance(array, jax.Array) and not array.is_fully_addressable:
         # a reduction would be a collective that every process must join: never from a repr
-        processes = len({d.process_index for d in array.sharding.device_set})
+        processes = len({getattr(d, "process_index", 0) for d in array.sharding.device_set})
         return f"spans {processes} processes: the values are not read"
     size = int(np.prod(array.shape))
     on_host = size <= ON_HOST or not isinstance(array, jax.Array)
