@@ -65,7 +65,7 @@ def _mesh_axes(
         names += found
     mesh = jax.sharding.get_abstract_mesh()
     if mesh.axis_types:  # a mesh is set: the rules' mesh axes must be its own
-        check_mesh_axes({a: table.get(a, ()) for a in labels}, tuple(mesh.axis_names), where)
+        check_mesh_axes(table, tuple(mesh.axis_names), where)
     return tuple(names)
 
 

@@ -101,8 +101,8 @@ def parallel_from_args(
     a sync point it asks for, which ``fit`` does not, so a stopped run would not stop.
 
     Raises:
-        ValueError: ``--devices`` below 1, or a preset's ``model`` size that does not
-            divide the number of devices.
+        ValueError: ``--devices`` below 1 or given after JAX started with another count,
+            or a preset's ``model`` size that does not divide the number of devices.
 
     Example:
         >>> par = ax.train.parallel_from_args(parser.parse_args(), PRESETS)
@@ -111,7 +111,7 @@ def parallel_from_args(
     if devices is not None:
         if devices < 1:
             raise ValueError(f"--devices: the number of devices is at least 1, got {devices}")
-        jax.config.update("jax_num_cpu_devices", devices)  # type: ignore[no-untyped-call, unused-ignore]
+        _simulate_devices(devices)
     if args.coordinator or args.num_processes:  # several processes: JAX's own runtime
         jax.config.update("jax_enable_preemption_service", False)  # type: ignore[no-untyped-call, unused-ignore]
         jax.distributed.initialize(args.coordinator, args.num_processes, args.process_id)
@@ -128,6 +128,18 @@ def parallel_from_args(
         )
     mesh = jax.make_mesh((n // preset.model, preset.model), ("data", "model"))
     return Parallel(mesh, preset.rules, param_rules=preset.param_rules)
+
+
+def _simulate_devices(n: int) -> None:
+    """Ask for ``n`` CPU devices; JAX takes the count only before its backend starts."""
+    try:
+        jax.config.update("jax_num_cpu_devices", n)  # type: ignore[no-untyped-call, unused-ignore]
+    except RuntimeError:  # started already: fine if it has those devices
+        if jax.device_count() != n:
+            raise ValueError(
+                f"--devices {n}: JAX has started already, with {jax.device_count()} "
+                "devices; call parallel_from_args before anything runs JAX"
+            ) from None
 
 
 def unsharded(tree: T) -> T:
