@@ -113,7 +113,7 @@ def evaluate(
             sums = {n: jnp.zeros((), jnp.float32) for n in (*names, "count")}
         sums = step(params, sums, batch)
         if sync_every and (i + 1) % sync_every == 0:  # bound the queued steps
-            jax.block_until_ready(sums["count"])
+            jax.block_until_ready(sums)  # type: ignore[no-untyped-call, unused-ignore]
     if sums is None:
         return {}
     host = jax.device_get(sums)
@@ -383,7 +383,7 @@ class _Loop:
         run.hot = self.flat_step(run.hot_def)(leaves, batch, run.key, run.step)
         run.step, run.batch = run.step + 1, run.batch + 1
         if self.sync_every and run.step % self.sync_every == 0:  # bound the queue (CPU meshes)
-            jax.block_until_ready(run.hot)
+            jax.block_until_ready(run.hot)  # type: ignore[no-untyped-call, unused-ignore]
         self.log.advance()
         logged = run.step % self.log_every == 0
         due = self.saver.due(run)

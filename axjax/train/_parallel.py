@@ -22,6 +22,8 @@ from ..core._internal import is_tensor
 
 __all__ = ["Parallel", "queue_bound"]
 
+_REPLICATED = PartitionSpec()  # type: ignore[no-untyped-call, unused-ignore]
+
 
 @final
 class Parallel:
@@ -83,7 +85,7 @@ class Parallel:
         Tensor by its axes, each bare array (Adam's step count) replicated over the mesh,
         as :meth:`state_sharding` says (so a restore into this tree's shardings, and the
         jitted step, see every leaf on the whole mesh)."""
-        replicated = NamedSharding(self.mesh, PartitionSpec())
+        replicated = NamedSharding(self.mesh, _REPLICATED)
 
         def bare(x: Any) -> Any:
             if isinstance(x, jax.Array) and not isinstance(x, jax.core.Tracer):
