@@ -29,6 +29,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 import axjax as ax  # noqa: E402
 from tests.axes import Batch, Class, Hidden, Pixel, Time  # noqa: E402
+from tests.parallel._examples import load_example  # noqa: E402
 
 FULL = os.environ.get("AXJAX_FULL_PARALLEL") == "1"
 CHECKS: dict[str, Callable[[], None]] = {}
@@ -862,11 +863,7 @@ def mnist_example_data_tensor() -> None:
     (XLA:CPU deadlocked on queued steps before: docs/parallel.md). CI: 16384 images in
     batches of 128, 128 steps; with AXJAX_FULL_PARALLEL=1 all 60000, 469 steps."""
     example = load_example("mnist")
-    limits = (
-        ["--test-limit", "2000"]
-        if FULL
-        else ["--limit", "16384", "--test-limit", "1000"]
-    )
+    limits = ["--test-limit", "2000"] if FULL else ["--limit", "16384", "--test-limit", "1000"]
     with tempfile.TemporaryDirectory() as tmp:
         args = [*limits, "--epochs", "1", "--no-progress", "--logdir", tmp]
         one = example.main(args)
@@ -881,21 +878,6 @@ def mnist_example_data_tensor() -> None:
     assert max(diffs) < 1e-2, diffs  # weights of size ~0.1; exact equality: the fit checks
     w = eight["model"].layers[0].weight  # [Hidden1, Pixel]: Hidden1 over "model"
     assert w.array.sharding.spec == P("model", None), w.array.sharding
-
-
-def load_example(name: str) -> Any:
-    """``examples/<name>/train.py`` as a module."""
-    import importlib.util
-
-    root = Path(__file__).resolve().parents[2]
-    spec = importlib.util.spec_from_file_location(
-        f"{name}_train", root / "examples" / name / "train.py"
-    )
-    assert spec is not None and spec.loader is not None
-    example = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = example  # dataclasses look their module up there
-    spec.loader.exec_module(example)
-    return example
 
 
 @check

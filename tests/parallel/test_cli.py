@@ -5,11 +5,8 @@ two-process paths run through the examples in ``_checks.py`` and ``test_parallel
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import inspect
-import sys
 from pathlib import Path
-from typing import Any
 
 import jax
 import numpy as np
@@ -18,6 +15,7 @@ from jax.sharding import PartitionSpec as P
 
 import axjax as ax
 from tests.axes import Batch, Hidden, Pixel
+from tests.parallel._examples import load_example
 
 ROOT = Path(__file__).resolve().parents[2]
 PRESETS = {
@@ -82,21 +80,10 @@ def test_unsharded_gives_whole_arrays_of_the_same_tree() -> None:
         np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
 
 
-def example(name: str) -> Any:
-    spec = importlib.util.spec_from_file_location(
-        f"{name}_cli", ROOT / "examples" / name / "train.py"
-    )
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # dataclasses look their module up there
-    spec.loader.exec_module(module)
-    return module
-
-
 @pytest.mark.parametrize("name", ["mnist", "transformer"])
 def test_examples_use_the_helpers(name: str) -> None:
     """Both examples take their parallel flags from the helpers (nothing of their own)."""
-    module = example(name)
+    module = load_example(name)
     source = inspect.getsource(module)
     assert "add_parallel_args(" in source and "parallel_from_args(" in source
     assert "jax.distributed.initialize" not in source and "jax_num_cpu_devices" not in source
