@@ -63,13 +63,13 @@ def save_sharded(
     Call it in every process (with ``jax.distributed``): each writes the shards it holds.
     Leaves as in :func:`axjax.train.save_checkpoint`. The folder must not exist yet, unless
     ``overwrite``: then the new checkpoint is written beside it (``.<name>.saving``) and
-    put in its place only when complete, so a save that fails (bad metadata, a leaf that
-    cannot be stored, a full disk, a killed process) leaves the old one as it was.
+    put in its place only when complete, so a save that fails (bad metadata, a full disk,
+    a killed process) leaves the old one as it was.
 
     Raises:
-        CheckpointError: ``step`` is not an integer, ``metadata`` is not JSON, a leaf
-            cannot be stored, or the folder exists (without ``overwrite``); checked before
-            anything is written or deleted.
+        CheckpointError: ``step`` is not an integer, ``metadata`` (or a value leaf) is
+            not JSON, or the folder exists (without ``overwrite``); checked before anything
+            is written or deleted.
 
     Example:
         >>> ax.train.save_sharded("run/step-100", {"model": model, "opt": opt_state},
