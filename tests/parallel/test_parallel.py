@@ -9,8 +9,9 @@ example's full epoch).
 
 Cost, measured on the shared 2-core CPU: 61-80 s at the usual load before the failure-path
 checks (NaN report under a mesh, Adam resume, queue bound, the MNIST example's 128-step
-epochs, the two-process example's full epoch and SIGTERM), which add about 75 s of CPU
-(docs/parallel.md, "Tests and their cost"). Budget: 120 s + 150 s.
+epochs, the two-process example's full epoch and SIGTERM), which add about 50 s of CPU
+(139 s against 89 s for the module; docs/parallel.md, "Tests and their cost"). Budget:
+120 s + 150 s.
 """
 
 from __future__ import annotations
