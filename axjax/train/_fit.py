@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import functools
 import math
@@ -21,7 +22,7 @@ from ._fit_log import FitLog
 from ._guard import GUARDS, Guard, NanGuard
 from ._loader import BatchSource, as_source
 from ._manager import Checkpoints
-from ._parallel import Parallel
+from ._parallel import Parallel, queue_bound
 from ._run_state import RunState, copy_tree
 from ._step import (
     Monitor,
@@ -105,11 +106,14 @@ def evaluate(
     step = _step or make_eval_step(loss_fn, static)
     sums: dict[str, jax.Array] | None = None
     names: tuple[str, ...] = ()
-    for batch in as_source(data).epoch(0):
+    sync_every = queue_bound(params)  # simulated CPU devices: docs/parallel.md
+    for i, batch in enumerate(as_source(data).epoch(0)):
         if sums is None:
             names = metric_names(loss_fn, model, batch)
             sums = {n: jnp.zeros((), jnp.float32) for n in (*names, "count")}
         sums = step(params, sums, batch)
+        if sync_every and (i + 1) % sync_every == 0:  # bound the queued steps
+            jax.block_until_ready(sums)  # type: ignore[no-untyped-call, unused-ignore]
     if sums is None:
         return {}
     host = jax.device_get(sums)
@@ -208,6 +212,8 @@ def fit(
             logdir, progress = None, False
     key = jax.random.key(0) if key is None else key
     opt_state = optimizer.init(eqx.filter(model, eqx.is_array))
+    if parallel is not None:  # its bare arrays (Adam's count) too: a resume restores into these
+        opt_state = parallel.place_params(opt_state)
     run = start_run(
         model, opt_state, key, len(source), checkpoints if resume else None, early_stopping
     )
@@ -241,8 +247,13 @@ def fit(
         eval_data=eval_data,
         eval_step=make_eval_step(loss_fn, eval_static) if eval_data is not None else None,
         early_stopping=early_stopping,
+        sync_every=queue_bound(run.params),
     )
-    loop.run(run)
+    # the step, the guard's replay and its op-by-op report, evaluation and checkpoints all
+    # run in one placement context: the mesh under a Parallel (ops run eagerly by the
+    # report would otherwise mix the mesh's arrays with one-device constants)
+    with parallel.placement() if parallel is not None else contextlib.nullcontext():
+        loop.run(run)
     return FitResult(
         unwrap(run.model()),
         run.opt_state,
@@ -333,6 +344,7 @@ class _Loop:
     eval_data: Any
     eval_step: Callable[..., Any] | None
     early_stopping: EarlyStopping | None
+    sync_every: int | None = None
 
     def run(self, run: RunState) -> None:
         """Train until ``epochs``, ``max_steps`` or early stopping; then, with
@@ -370,6 +382,8 @@ class _Loop:
         leaves = run.pack()  # the steps run on leaves: no Python flattening per step
         run.hot = self.flat_step(run.hot_def)(leaves, batch, run.key, run.step)
         run.step, run.batch = run.step + 1, run.batch + 1
+        if self.sync_every and run.step % self.sync_every == 0:  # bound the queue (CPU meshes)
+            jax.block_until_ready(run.hot)  # type: ignore[no-untyped-call, unused-ignore]
         self.log.advance()
         logged = run.step % self.log_every == 0
         due = self.saver.due(run)

@@ -324,6 +324,15 @@ def sample(
     return bytes(out[len(prompt[-context:]) :])
 
 
+#: ``--parallel``: the size of mesh axis "model", the compute rules and the parameter rules.
+PARALLEL: dict[str, ax.train.ParallelPreset] = {
+    "data": ax.train.ParallelPreset(1, {Batch: "data"}),
+    "tensor": ax.train.ParallelPreset(2, {Mlp: "model", Head: "model"}),
+    "data+tensor": ax.train.ParallelPreset(2, {Batch: "data", Mlp: "model", Head: "model"}),
+    "fsdp": ax.train.ParallelPreset(1, {Batch: "data"}, {Embed: "data"}),
+}
+
+
 def parse(argv: list[str] | None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
     p.add_argument("--preset", choices=sorted(PRESETS), default="tiny")
@@ -345,69 +354,14 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--logdir", default=str(ROOT / "runs" / "transformer"))
     p.add_argument("--no-progress", action="store_true")
-    p.add_argument(
-        "--devices", type=int, default=None, help="simulate N CPU devices (set before JAX starts)"
-    )
-    p.add_argument(
-        "--parallel",
-        choices=tuple(PARALLEL),
-        default=None,
-        help="shard by axis name (default with --devices: data)",
-    )
-    p.add_argument(
-        "--coordinator",
-        default=None,
-        help="host:port of process 0 (jax.distributed; SLURM is detected itself)",
-    )
-    p.add_argument("--num-processes", type=int, default=None)
-    p.add_argument("--process-id", type=int, default=None)
+    ax.train.add_parallel_args(p, PARALLEL)  # --devices, --parallel, jax.distributed
     return p.parse_args(argv)
-
-
-#: ``--parallel``: (model-axis size, compute rules, parameter rules) by axis name.
-PARALLEL: dict[str, tuple[int, dict[type[ax.Axis], Any], dict[type[ax.Axis], Any] | None]] = {
-    "data": (1, {Batch: "data"}, None),
-    "tensor": (2, {Mlp: "model", Head: "model"}, None),
-    "data+tensor": (2, {Batch: "data", Mlp: "model", Head: "model"}, None),
-    "fsdp": (1, {Batch: "data"}, {Embed: "data"}),
-}
-
-
-def parallel(args: argparse.Namespace) -> ax.train.Parallel | None:
-    """The ``ax.train.Parallel`` of ``--parallel`` over all devices, or ``None``."""
-    if args.parallel is None and args.devices is None:
-        return None
-    model_size, rules, param_rules = PARALLEL[args.parallel or "data"]
-    n = jax.device_count()
-    mesh = jax.make_mesh((n // model_size, model_size), ("data", "model"))
-    return ax.train.Parallel(mesh, rules, param_rules=param_rules)
-
-
-def whole(model: LM) -> LM:
-    """``model`` with every array whole on one device (for sampling and saving a sharded
-    run's model; with several processes each gathers the shards of the others)."""
-    if jax.process_count() > 1:
-        from jax.experimental import multihost_utils
-
-        host: LM = multihost_utils.process_allgather(model, tiled=True)
-    else:
-        host = jax.device_get(model)
-
-    def on_device(a: object) -> object:
-        return jax.numpy.asarray(a) if isinstance(a, np.ndarray) else a
-
-    out: LM = jax.tree.map(on_device, host)
-    return out
 
 
 def main(argv: list[str] | None = None) -> dict[str, Any]:
     args = parse(argv)
-    if args.devices:  # before anything starts JAX's backend
-        jax.config.update("jax_num_cpu_devices", args.devices)  # type: ignore[no-untyped-call]
-    if args.coordinator or args.num_processes:  # several processes: JAX's own runtime
-        jax.distributed.initialize(args.coordinator, args.num_processes, args.process_id)
+    par = ax.train.parallel_from_args(args, PARALLEL)  # before anything starts JAX's backend
     main_process = jax.process_index() == 0
-    par = parallel(args)
     cfg = PRESETS[args.preset]
     cfg = dataclasses.replace(
         cfg,
@@ -466,7 +420,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     seconds = time.perf_counter() - start
     bits = [r for r in result.history if "eval_loss" in r][-1]["eval_loss"] / math.log(2)
     per_step = seconds / max(result.step, 1)
-    trained = result.model if par is None else whole(result.model)
+    trained = result.model if par is None else ax.train.unsharded(result.model)
     if main_process:
         ax.nn.save_safetensors(trained, logdir / "model.safetensors")
     text = (
