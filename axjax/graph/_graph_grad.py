@@ -39,7 +39,15 @@ class LossProgram:
         self.program = p = Program(loss, inputs, where)
         self.single = isinstance(wrt, Node)
         wanted = p.params if wrt is None else (wrt,) if self.single else tuple(wrt)
+        seen: set[AnyParam] = set()
         for w in wanted:
+            if w in seen:
+                raise ValueError(
+                    f"{where}: wrt lists the same Param twice ({w!r}); each Param gets one "
+                    "gradient (list it once)"
+                )
+            if isinstance(w, Param):
+                seen.add(w)
             if not isinstance(w, Param):
                 kind = f"{w!r}" if isinstance(w, Node) else type(w).__name__
                 raise TypeError(
