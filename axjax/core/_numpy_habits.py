@@ -167,7 +167,9 @@ def _qualified(func: Callable[..., Any]) -> str:
 
 
 def _sizes(x: Any) -> tuple[int, ...]:
-    return tuple(getattr(getattr(x, "_array", x), "shape", np.shape(x)))
+    """The sizes in storage order (a Tensor's, or whatever numpy makes of ``x``)."""
+    array = getattr(x, "_array", None)
+    return tuple(array.shape) if array is not None else tuple(np.shape(x))
 
 
 def _where(cond: Any, a: Any, b: Any) -> Any:

@@ -584,12 +584,14 @@ def _check_cotangents(op: Op[Any], grads: Any, xs: Sequence[Any]) -> tuple[Any, 
     gradient for a non-floating operand); each must be a Tensor with its operand's axes, or
     an array of its shape, with its floating dtype (the op contract: see ``inferred``)."""
     name = f"{op.describe()}.backward"
-    if not isinstance(grads, tuple | list):
+    if not check_contract:
+        grads = tuple(grads)
+    elif not isinstance(grads, tuple | list):
         raise TypeError(
             f"{name} returned {_what(grads)}: it returns a tuple with one cotangent per "
             f"operand ({len(xs)} here), e.g. (dx,) for one operand"
         )
-    if len(grads) != len(xs):
+    elif len(grads) != len(xs):
         raise TypeError(f"{name} returned {len(grads)} cotangents for {len(xs)} operands")
     out = []
     for i, (g, x) in enumerate(zip(grads, xs, strict=True)):
