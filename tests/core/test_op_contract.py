@@ -33,7 +33,6 @@ from tests.core.helpers import ALL_AXES, OpCase, _values
 from tests.core.op_cases import CASES, LOSSES
 
 AnyT = ax.Tensor[Any, *tuple[Any, ...]]
-Run = Callable[[], Any]
 
 
 @final
@@ -304,3 +303,159 @@ def test_without_the_contract_the_breaks_go_through(monkeypatch: pytest.MonkeyPa
     sample = PAIRS[:: max(1, len(PAIRS) // 120)]
     caught_anyway = [p for p in sample if missed(*p) is None]
     assert not caught_anyway, caught_anyway
+
+
+# --------------------------------------------------------------- the issue's user ops
+@final
+class Row(ax.Axis): ...
+
+
+@final
+class Col(ax.Axis): ...
+
+
+def _square() -> AnyT:
+    return ax.tensor(np.arange(4.0, dtype=np.float32).reshape(2, 2), Row, Col)
+
+
+class SwapsAxes(ax.Op):
+    """Declares its operand's type, returns the transpose as a Tensor (a square one: the
+    shape alone cannot tell)."""
+
+    def infer(self, x: Any) -> ax.TensorType:
+        return x.type
+
+    def forward(self, x: AnyT) -> AnyT:
+        return ax.Tensor(x.array.T, (x.axes[1], x.axes[0]))
+
+    def backward(self, dy: AnyT, y: AnyT, x: AnyT) -> tuple[Any]:
+        return (dy.array.T,)
+
+
+class AxisTwice(ax.Op):
+    def infer(self, x: Any) -> ax.TensorType:
+        return ax.TensorType(x.dtype, (x.axes[0], x.axes[0]), (x.shape[0], x.shape[0]))
+
+    def forward(self, x: AnyT) -> jax.Array:
+        return x.array
+
+    def backward(self, dy: AnyT, y: AnyT, x: AnyT) -> tuple[Any]:
+        return (dy.array,)
+
+
+def _doubling(cotangent: Callable[[AnyT, AnyT], Any]) -> type[ax.Op]:
+    class Double(ax.Op):
+        def infer(self, x: Any) -> ax.TensorType:
+            return x.type
+
+        def forward(self, x: AnyT) -> jax.Array:
+            return 2 * x.array
+
+        def backward(self, dy: AnyT, y: AnyT, x: AnyT) -> tuple[Any]:
+            return (cotangent(dy, x),)
+
+    return Double
+
+
+def _grad_of(op: type[ax.Op]) -> Any:
+    def loss(a: jax.Array) -> jax.Array:
+        return ax.sum(ax.sum(op()(ax.tensor(a, Row, Col)), Row), Col).array
+
+    return jax.grad(loss)(_square().array)
+
+
+def test_a_forward_in_another_axis_order_is_an_error_not_relabelled() -> None:
+    message = (
+        "SwapsAxes.forward returned a Tensor with axes (Col, Row), but SwapsAxes.infer "
+        "declared Tensor[F32, Row=2, Col=2]: return the declared axes in the declared order "
+        "(ax.transpose(y, Row, Col) if only the order differs), or fix infer"
+    )
+    with pytest.raises(ax.AxisError, match=re.escape(message)):
+        SwapsAxes()(_square())  # eager
+    with pytest.raises(ax.AxisError, match=re.escape(message)):
+        jax.jit(lambda t: SwapsAxes()(t))(_square())  # traced: in the custom_vjp
+
+
+def test_an_infer_declaring_an_axis_twice_is_an_error() -> None:
+    with pytest.raises(
+        ax.AxisError,
+        match=re.escape(
+            "AxisTwice.infer declared Tensor[F32, Row=2, Row=2]: axis Row occurs twice in "
+            "(Row, Row); a tensor never has the same axis twice (rename one of them)"
+        ),
+    ):
+        AxisTwice()(_square())
+
+
+@pytest.mark.parametrize(
+    ("cotangent", "kind", "message"),
+    [
+        (
+            lambda dy, x: 2.0,
+            TypeError,
+            "Double.backward returned float (2.0) as cotangent 0, for operand 0 (Tensor[F32, "
+            "Row=2, Col=2]): a cotangent is a Tensor with the operand's axes (Row, Col) or an "
+            "array of its shape (2, 2), or None for no gradient (a constant derivative still "
+            "needs the shape: jnp.full_like(x.array, c) * dy.array)",
+        ),
+        (
+            lambda dy, x: jnp.float32(2.0),
+            TypeError,
+            "Double.backward: cotangent 0 has shape (), operand 0 (Tensor[F32, Row=2, Col=2]) "
+            "has shape (2, 2) (return one value per element of the operand, in its axis order)",
+        ),
+        (
+            lambda dy, x: (2 * dy.array).astype(jnp.int32),
+            TypeError,
+            "Double.backward: cotangent 0 has dtype int32, operand 0 (Tensor[F32, Row=2, "
+            "Col=2]) holds float32: a cotangent holds floating-point values of its operand's "
+            "dtype (compute it from dy and the operands, or convert it with "
+            ".astype(x.array.dtype))",
+        ),
+        (
+            lambda dy, x: ax.transpose(2 * dy, Col, Row),
+            ax.AxisError,
+            "Double.backward: cotangent 0 has axes (Col, Row) but operand 0 has (Row, Col) "
+            "(transpose it to the operand's order)",
+        ),
+    ],
+    ids=["python-float", "rank-0-array", "integer-array", "other-axes"],
+)
+def test_a_backward_with_a_wrong_cotangent_names_the_op_and_operand(
+    cotangent: Callable[[AnyT, AnyT], Any], kind: type[Exception], message: str
+) -> None:
+    with pytest.raises(kind, match=re.escape(message)):
+        _grad_of(_doubling(cotangent))
+
+
+@pytest.mark.parametrize(
+    "cotangent",
+    [lambda dy, x: 2 * dy, lambda dy, x: 2 * dy.array, lambda dy, x: np.full((2, 2), 2.0)],
+    ids=["tensor", "jax-array", "numpy-array"],
+)
+def test_a_right_cotangent_as_tensor_or_array_gives_the_gradient(
+    cotangent: Callable[[AnyT, AnyT], Any],
+) -> None:
+    np.testing.assert_allclose(_grad_of(_doubling(cotangent)), np.full((2, 2), 2.0))
+
+
+@pytest.mark.parametrize("base", [ax.ElementwiseOp, ax.FloatElementwiseOp])
+def test_user_elementwise_ops_refuse_mismatched_sizes(base: type[ax.Op]) -> None:
+    class AddBoth(base):  # type: ignore[valid-type,misc]
+        def forward(self, a: AnyT, b: AnyT) -> jax.Array:
+            return a.array + b.array
+
+        def backward(self, dy: AnyT, y: AnyT, a: AnyT, b: AnyT) -> tuple[Any, Any]:
+            return dy, dy
+
+    row = ax.tensor(np.ones((1, 2), np.float32), Row, Col)
+    with pytest.raises(
+        ax.AxisError,
+        match=re.escape(
+            "Cannot apply AddBoth to Tensor[F32, Row=2, Col=2] and Tensor[F32, Row=1, Col=2]: "
+            "axis Row has size 2 in one operand and 1 in another (equal axes must have equal "
+            "sizes)"
+        ),
+    ):
+        AddBoth()(_square(), row)
+    assert AddBoth()(_square(), _square()).sizes == {Row: 2, Col: 2}
