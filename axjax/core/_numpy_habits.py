@@ -44,7 +44,15 @@ _CONCAT = "ax.concat(ts, Axis)"
 _TRANSPOSE = "ax.transpose(t, *axes) (name the new order)"
 _RESHAPE = "ax.flatten(t, (A, B), AB) or ax.unflatten(t, AB, (A, B), sizes)"
 _CONTRACT = "ax.contract(a, b, over=Axis) or a @ b (axes matched by name)"
-_COMPARE = "the values in one axis order: np.asarray(ax.transpose(a, *b.axes)) and np.asarray(b)"
+#: fixes that are not an op keeping the axes (used whole, in place of "use ...")
+_COPY = (
+    "Tensors are immutable: use t itself (ax.tensor(jnp.copy(t.array), *t.axes) for a new buffer)"
+)
+_COMPARE = (
+    "compare the plain values in one axis order: np.asarray(ax.transpose(a, *b.axes)) with "
+    "np.asarray(b)"
+)
+_WHOLE = frozenset({_COPY, _COMPARE})
 _LIKE = "ax.{}(t.shape, *t.axes{}dtype=t.dtype)"
 
 #: numpy function name -> the axjax spelling that keeps the axes
@@ -82,7 +90,7 @@ _FUNCTIONS: dict[str, str] = {
     **dict.fromkeys(
         ["split", "array_split", "unstack"], "ax.unstack(t, Axis) or ax.slice(t, Axis, start, stop)"
     ),
-    "copy": "t itself (Tensors are immutable)",
+    "copy": _COPY,
     "zeros_like": _LIKE.format("zeros", ", "),
     "ones_like": _LIKE.format("full", ", value=1, "),
     "empty_like": _LIKE.format("zeros", ", "),
@@ -99,7 +107,7 @@ _ATTRIBUTES: dict[str, str] = {
     **{n: _FUNCTIONS[n] for n in ("argmin", "any", "all", "squeeze", "take", "repeat", "clip")},
     **dict.fromkeys(["reshape", "ravel", "flatten", "resize"], _RESHAPE),
     "dot": _CONTRACT,
-    "copy": "t itself (Tensors are immutable)",
+    "copy": _COPY,
     "tolist": "t.array.tolist() (nested in the order of t.axes)",
     "at": "ax.index(t, Axis, i) / ax.slice(t, Axis, start, stop) to read, ax.where to update",
 }
@@ -109,6 +117,8 @@ NUMPY_ATTRIBUTES: frozenset[str] = frozenset(_ATTRIBUTES).union(_PUBLIC_NDARRAY)
 
 
 def _fix(spelling: str | None) -> str:
+    if spelling in _WHOLE:
+        return spelling
     if spelling is None:
         return (
             "axjax has no such op: compute on t.array, the jax.Array with its dimensions in "
@@ -132,7 +142,8 @@ def numpy_attribute_error(shown: str, name: str) -> AttributeError:
         return AttributeError(
             f"{shown} has no .{name}{call} (a numpy array {kind}): axes are named; {fix}"
         )
-    return AttributeError(f"{shown} has no .{name}{call}: axes are named; use {spelling}")
+    fix = spelling if spelling in _WHOLE else f"use {spelling}"
+    return AttributeError(f"{shown} has no .{name}{call}: axes are named; {fix}")
 
 
 def numpy_function_error(shown: str, name: str) -> TypeError:
