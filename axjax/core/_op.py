@@ -612,7 +612,7 @@ def _check_cotangents(op: Op[Any], grads: Any, xs: Sequence[Any]) -> tuple[Any, 
                 )
             g = g._array
         shape, dtype = getattr(g, "shape", None), getattr(g, "dtype", None)
-        if shape is None or dtype is None or isinstance(g, np.generic):
+        if shape is None or dtype is None:
             raise TypeError(
                 f"{name} returned {_what(g)} as cotangent {i}, for {operand}: a cotangent "
                 f"is a Tensor with the operand's axes ({axes_names(x._axes)}) or an array of "
@@ -631,7 +631,7 @@ def _check_cotangents(op: Op[Any], grads: Any, xs: Sequence[Any]) -> tuple[Any, 
                     f"{name}: cotangent {i} has dtype {np.dtype(dtype).name}, {operand} "
                     f"holds {np.dtype(arr.dtype).name}: a cotangent holds floating-point "
                     "values of its operand's dtype (compute it from dy and the operands, or "
-                    f"convert it with .astype(x.array.dtype))"
+                    "convert it with .astype(x.array.dtype))"
                 )
             g = g.astype(arr.dtype)  # another float precision (an f32 derivative of a bf16 x)
         out.append(g)
