@@ -10,7 +10,17 @@ from __future__ import annotations
 import builtins  # `type` is also a property of Tensor: annotations say builtins.type
 import html
 import math
-from typing import Any, ClassVar, Generic, Never, NoReturn, TypeVar, TypeVarTuple, cast
+from typing import (
+    TYPE_CHECKING,
+    Any,
+    ClassVar,
+    Generic,
+    Never,
+    NoReturn,
+    TypeVar,
+    TypeVarTuple,
+    cast,
+)
 
 import jax
 import jax.core  # jax.core.Tracer: the submodule, imported by name for type checkers
@@ -21,6 +31,9 @@ from ._arrays import AxesArray
 from ._axis import Axis, axes_names, axis_name, check_axis_label, check_unique_axes
 from ._dtype import F32, Bool, DType, dtype_marker
 from ._errors import AxisError, describe
+from ._numpy_habits import NUMPY_ATTRIBUTES as _NUMPY_ATTRIBUTES
+from ._numpy_habits import numpy_attribute_error as _numpy_attribute_error
+from ._numpy_habits import numpy_function as _numpy_function
 
 __all__ = ["Tensor", "TensorType", "Scalar", "Vector", "Matrix", "AnyTensor"]
 
@@ -214,6 +227,23 @@ class Tensor(Generic[D, *Axes]):
                 a, b = _number(a), _number(b)
             return _operator(operator)(a, b)  # a numpy scalar mixes as a number there
         raise _no_ufunc(self, name, method)
+
+    def __array_function__(
+        self, func: Any, types: Any, args: tuple[Any, ...], kwargs: dict[str, Any]
+    ) -> Any:
+        """A numpy function given Tensors (``np.concatenate([a, b])``): the axjax op where one
+        keeps the axes (``np.where``), else a ``TypeError`` naming the axjax spelling
+        (core/_numpy_habits.py); never a bare array."""
+        return _numpy_function(_shown(self), func, args, kwargs)
+
+    if not TYPE_CHECKING:  # for checkers a missing attribute stays an error
+
+        def __getattr__(self, name: str) -> Any:
+            """``t.T``, ``t.sum()``, ``t.reshape``: numpy's array attributes are refused with
+            the axjax spelling; any other missing attribute is the plain error."""
+            if name in _NUMPY_ATTRIBUTES:
+                raise _numpy_attribute_error(_shown(self), name)
+            raise AttributeError(f"'{type(self).__name__}' object has no attribute '{name}'")
 
     def astype(self, dtype: builtins.type[D2]) -> Tensor[D2, *Axes]:
         """Convert the values to another dtype (``t.astype(ax.BF16)``)."""
