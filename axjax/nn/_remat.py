@@ -16,6 +16,8 @@ from typing import Any, Generic, Literal, TypeVar
 import equinox as eqx
 import jax
 
+from ..core._internal import checks_choices
+
 __all__ = ["Remat", "remat"]
 
 M = TypeVar("M")
@@ -61,6 +63,7 @@ class Remat(eqx.Module, Generic[M]):
         return eqx.filter_checkpoint(_call, policy=self.policy)(self.module, *args, **kwargs)
 
 
+@checks_choices
 def remat(module: M, policy: Policy = None) -> Remat[M]:
     """Wrap ``module`` so its activations are recomputed in the backward pass.
 
