@@ -380,7 +380,7 @@ def _open(path: Path) -> tuple[zipfile.ZipFile, dict[str, Any]]:
 
 def _damaged(path: Path, e: BaseException) -> CheckpointError:
     return CheckpointError(
-        f"{path} is truncated or not a checkpoint ({type(e).__name__}: {e}); it cannot be "
+        f"{path} is truncated or not a checkpoint ({e}); it cannot be "
         "loaded. Load an earlier checkpoint (Checkpoints.restore skips damaged ones)."
     )
 
@@ -438,8 +438,7 @@ def _read_array(zf: zipfile.ZipFile, path: Path, entry: dict[str, Any]) -> np.nd
             arr = arr.view(want)
     except Exception as e:  # a bad CRC, a missing member, a damaged .npy header, ...
         raise CheckpointError(
-            f"{path} is corrupt: cannot read {entry['path']} ({type(e).__name__}: {e}); "
-            "load an earlier checkpoint"
+            f"{path} is corrupt: cannot read {entry['path']} ({e}); load an earlier checkpoint"
         ) from None
     if list(arr.shape) != list(entry["shape"]) and entry["kind"] != "key":
         raise CheckpointError(
@@ -484,7 +483,7 @@ def load_checkpoint(path: str | os.PathLike[str], like: Any) -> tuple[Any, dict[
         if len(stored) != len(flat):
             raise CheckpointMismatchError(
                 f"{path} does not fit: it stores {len(stored)} leaves, the template has "
-                f"{len(flat)} (a different model or optimizer?)"
+                f"{len(flat)}{_path_difference(stored, flat)} (a different model or optimizer?)"
             )
         leaves: list[Any] = []
         for (keypath, leaf), entry in zip(flat, stored, strict=True):
@@ -492,6 +491,17 @@ def load_checkpoint(path: str | os.PathLike[str], like: Any) -> tuple[Any, dict[
             arr = _read_array(zf, path, entry) if "file" in entry else None
             leaves.append(rebuild_leaf(entry, leaf, arr))
     return jax.tree_util.tree_unflatten(treedef, leaves), manifest
+
+
+def _path_difference(stored: list[dict[str, Any]], flat: list[tuple[Any, Any]]) -> str:
+    """``; the template's ['x'] is not in the checkpoint``: the leaves only one side has."""
+    saved = [e["path"] for e in stored]
+    mine = [jax.tree_util.keystr(k) for k, _ in flat]
+    only_mine = [p for p in mine if p not in set(saved)][:3]
+    only_saved = [p for p in saved if p not in set(mine)][:3]
+    parts = [f"the template's {', '.join(only_mine)} not in the checkpoint"] if only_mine else []
+    parts += [f"the checkpoint's {', '.join(only_saved)} not in the template"] if only_saved else []
+    return "; " + " and ".join(parts) if parts else ""
 
 
 def check_leaf(path: Path, where: str, leaf: Any, entry: dict[str, Any]) -> None:
