@@ -196,3 +196,15 @@ def test_resume_from_a_checkpoint_not_written_by_fit(tmp_path: Path) -> None:
         r"epoch or batch \(it was not saved by fit\)",
     ):
         _fit(epochs=2, checkpoints=ckpts, resume=True, early_stopping=None)
+
+
+def test_mutation_weighting_by_the_first_leaf_fails_the_time_major_check(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The old weighting (the first leaf's leading dimension) gives the Time-weighted mean:
+    the time-major test can fail."""
+    from axjax.train import _step
+
+    monkeypatch.setattr(_step, "batch_size", lambda batch, axis: jax.tree.leaves(batch)[0].shape[0])
+    data = [(_points(1.0, batch=1, time=4),), (_points(3.0, batch=3, time=4),)]
+    assert ax.train.evaluate(Centre(0.0), distance, data) == {"loss": pytest.approx(5.0)}
