@@ -11,6 +11,7 @@ from collections.abc import Sequence
 from typing import Any, TypeVar
 
 import jax
+import jax.core
 import jax.numpy as jnp
 import numpy as np
 
