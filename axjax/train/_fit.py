@@ -17,7 +17,7 @@ import jax.numpy as jnp
 import optax
 
 from ..core import Axis
-from ..core._internal import check_choice
+from ..core._internal import check_axis_label, check_choice
 from ..nn import Policy
 from ._axes import Batch
 from ._fit_checkpoint import FitCheckpoints, schedule_of, start_run
@@ -110,7 +110,7 @@ def batch_axis_of(data: Any, batch_axis: type[Axis] | None) -> type[Axis]:
     """``batch_axis`` if given, else the first of a :class:`Loader`'s ``axes`` (its batch
     axis), else :class:`Batch`."""
     if batch_axis is not None:
-        return batch_axis
+        return check_axis_label(batch_axis, "evaluate: batch_axis")
     axes = getattr(data, "axes", None)
     if isinstance(axes, tuple) and axes and isinstance(axes[0], type):
         found: type[Axis] = axes[0]
