@@ -208,3 +208,17 @@ def test_mutation_weighting_by_the_first_leaf_fails_the_time_major_check(
     monkeypatch.setattr(_step, "batch_size", lambda batch, axis: jax.tree.leaves(batch)[0].shape[0])
     data = [(_points(1.0, batch=1, time=4),), (_points(3.0, batch=3, time=4),)]
     assert ax.train.evaluate(Centre(0.0), distance, data) == {"loss": pytest.approx(5.0)}
+
+
+def test_resume_across_runs_with_and_without_restore_best(tmp_path: Path) -> None:
+    """A checkpoint without the best parameters resumes under restore_best (and one with
+    them resumes without early stopping): the other layout is read."""
+    ckpts = Checkpoints(tmp_path / "ckpt")
+    _fit(epochs=3, max_steps=1, checkpoints=ckpts, early_stopping=None)
+    with pytest.warns(UserWarning, match=r"holds no best parameters \(it was saved without"):
+        rule = EarlyStopping("eval_loss", patience=100)
+        rule.best = 100.0  # as a rule carried over from an earlier run
+        result = _fit(epochs=3, max_steps=2, checkpoints=ckpts, resume=True, early_stopping=rule)
+    assert result.step == 2
+    assert ax.train.read_manifest(ckpts.path(2))["metadata"]["has_best"] is True
+    assert _fit(epochs=3, checkpoints=ckpts, resume=True, early_stopping=None).step == 3
