@@ -67,6 +67,13 @@ def _entries(module: Any, where: str) -> list[tuple[str, Any]]:
                     "rename one of them (nothing was written or read)"
                 )
             paths[name] = full
+            if jnp.issubdtype(leaf.dtype, jax.dtypes.prng_key):
+                raise SafetensorsError(
+                    f"{where}: the module's leaf {full} is a PRNG key array, which a "
+                    "safetensors file cannot hold (numbers only); store "
+                    "jax.random.key_data(key) and rebuild it with jax.random.wrap_key_data, "
+                    "or keep keys out of the module (nothing was written or read)"
+                )
             out.append((name, leaf))
     return out
 

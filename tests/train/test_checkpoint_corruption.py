@@ -297,6 +297,19 @@ def test_quoted_examples(tmp_path: Path) -> None:
         ax.nn.load_safetensors(_model(), path)
 
 
+def test_a_key_array_is_refused_before_writing(tmp_path: Path) -> None:
+    path = tmp_path / "m.safetensors"
+    with pytest.raises(
+        ax.nn.SafetensorsError,
+        match=re.escape(
+            "save_safetensors: the module's leaf ['key'] is a PRNG key array, which a "
+            "safetensors file cannot hold (numbers only)"
+        ),
+    ):
+        ax.nn.save_safetensors({"w": jnp.zeros(2), "key": jax.random.key(0)}, path)
+    assert list(tmp_path.iterdir()) == []
+
+
 def test_checkpoints_restore_skips_a_damaged_newest_file(tmp_path: Path) -> None:
     ckpts = Checkpoints(tmp_path)
     ckpts.save(1, _model(0))
