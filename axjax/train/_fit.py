@@ -229,8 +229,8 @@ def fit(
         TrainingDiverged: the loss, the gradient (or, with ``guard="replay"``, the updated
             parameters or optimizer state) became NaN/Inf; says at which step, and keeps the
             model and optimizer state from before it (``error.model``, ``error.opt_state``).
-        ValueError: an unknown ``guard``, ``log_every`` below 1, or ``early_stopping``
-            without ``eval_data``.
+        ValueError: an unknown ``guard``, ``log_every`` below 1, ``early_stopping``
+            without ``eval_data``, or an ``eval_data`` batch without ``batch_axis``.
 
     Example:
         >>> result = ax.train.fit(model, optax.adam(1e-3), loss_fn, train, epochs=10,

@@ -258,6 +258,11 @@ def make_train_step(
     """The jitted step ``(params, opt_state, monitor, batch, key, step) -> (params,
     opt_state, monitor)`` for a model split as ``eqx.partition(model, eqx.is_array)``.
 
+    Only the floating-point arrays of ``params`` are differentiated and updated
+    (:func:`trainable`); integer ones pass through unchanged, so the optimizer state is
+    ``optimizer.init(eqx.filter(params, eqx.is_inexact_array))`` (a ``TypeError`` says so
+    when it was built on the integer arrays too).
+
     ``guard=True``: the monitor records the first step whose loss or global gradient norm
     is not finite, and from then on the parameters and optimizer state are kept as they
     were (a gradient norm and a selection over both trees per step). ``guard=False``: the
@@ -272,7 +277,8 @@ def make_train_step(
         >>> params, static = eqx.partition(model, eqx.is_array)
         >>> step = ax.train.make_train_step(loss_fn, opt, static, guard=False)
         >>> mon = ax.train.Monitor.zero(("loss",), guarded=False)
-        >>> params, opt_state, mon = step(jax.tree.map(jnp.copy, params), opt.init(params),
+        >>> opt_state = opt.init(eqx.filter(params, eqx.is_inexact_array))
+        >>> params, opt_state, mon = step(jax.tree.map(jnp.copy, params), opt_state,
         ...                               mon, (x, y), jax.random.key(0), 0)
     """
     return jax.jit(
