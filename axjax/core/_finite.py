@@ -23,6 +23,7 @@ import jax.core
 import jax.numpy as jnp
 import numpy as np
 
+from ._choices import check_choice
 from ._dtype import is_inexact
 from ._errors import describe
 from ._source import user_site
@@ -60,6 +61,9 @@ class NonFiniteReport:
     phase: Phase
     site: str
     values: tuple[str, ...]
+
+    def __post_init__(self) -> None:
+        check_choice("NonFiniteReport", "phase", self.phase, ("forward", "backward"))
 
     def __str__(self) -> str:
         where = "forward" if self.phase == "forward" else "backward (its cotangents)"

@@ -18,7 +18,7 @@ import jax.numpy as jnp
 from typing_extensions import TypeVar
 
 from ..core import F32, Axis, Bool, DType, Tensor
-from ..core._internal import axes_names, axis_name, check_axis_label, fail
+from ..core._internal import axes_names, axis_name, check_axis_label, checks_choices, fail
 from ..ops import arange, broadcast, contract, greater_equal, rename, softmax, where
 from . import _init
 from ._dropout import Dropout
@@ -82,6 +82,7 @@ def causal_mask(
     return greater_equal(q, k)
 
 
+@checks_choices
 def dot_product_attention(
     query: AnyTensor,
     key: AnyTensor,
@@ -238,6 +239,7 @@ class MultiheadAttention(eqx.Module, Generic[D, Q, K, E, H, HD]):
     causal: bool = eqx.field(static=True)
     implementation: AttentionPath = eqx.field(static=True)
 
+    @checks_choices
     def __init__(
         self,
         embed_axis: type[E],

@@ -16,6 +16,7 @@ from typing import Any, Generic, Literal, TypeVar
 import equinox as eqx
 import jax
 
+from ..core._internal import checks_choices
 from ._registry import register_layer
 
 __all__ = ["Remat", "remat"]
@@ -64,6 +65,7 @@ class Remat(eqx.Module, Generic[M]):
         return eqx.filter_checkpoint(_call, policy=self.policy)(self.module, *args, **kwargs)
 
 
+@checks_choices
 def remat(module: M, policy: Policy = None) -> Remat[M]:
     """Wrap ``module`` so its activations are recomputed in the backward pass.
 

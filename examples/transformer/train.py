@@ -408,6 +408,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         epochs=1,
         key=run_key,
         eval_data=valid,
+        batch_axis=Batch,  # this file's own Batch axis weights the evaluation's batches
         log_every=args.log_every,
         logdir=logdir,
         checkpoints=ax.train.Checkpoints(
