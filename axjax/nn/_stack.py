@@ -22,6 +22,7 @@ from typing import Any, Concatenate, Generic, final
 import equinox as eqx
 import jax
 import jax.numpy as jnp
+from jax.sharding import AxisType, PartitionSpec
 from typing_extensions import ParamSpec, TypeVar
 
 from ..core import Axis, AxisError, Tensor
@@ -282,6 +283,8 @@ def _run(stack: LayerStack[Any, Any], x: Any, args: tuple[Any, ...], kwargs: dic
     symbolic = any(is_symbolic(t) for t in [*x_leaves, *flatten(dyn)[0]])
     if key is not None and symbolic:
         raise TypeError(f"{where}: key= is for a call on Tensors, not on graph nodes")
+    if not symbolic:
+        dyn = _layers_unsplit(dyn)
     xs: Any = dyn if key is None else (dyn, _keys_tensor(key, n, stack.axis))
 
     def apply(state: Any, sliced: Any) -> Any:
@@ -300,6 +303,31 @@ def _run(stack: LayerStack[Any, Any], x: Any, args: tuple[Any, ...], kwargs: dic
         policy = None if stack.remat is True else resolve_policy(stack.remat, where)
         unit = jax.checkpoint(apply, policy=policy, prevent_cse=False)
     return fold(unit, over=stack.axis)(x, xs)
+
+
+def _layers_unsplit(dyn: Any) -> Any:
+    """The stacked parameters with the stacking axis whole on every device, where a mesh
+    with Explicit axes splits it (``{Layer: "data"}``): JAX's scan takes one slice per step
+    only of an unsplit leading axis there, so the layers are gathered before the loop. On
+    Auto meshes XLA partitions the loop itself and nothing changes."""
+
+    def one(leaf: Any) -> Any:
+        if not is_tensor(leaf):
+            return leaf
+        sharding = getattr(jax.typeof(leaf.array), "sharding", None)
+        mesh = getattr(sharding, "mesh", None)
+        spec = getattr(sharding, "spec", None)
+        if (
+            mesh is None
+            or not spec
+            or spec[0] is None
+            or AxisType.Explicit not in (mesh.axis_types or ())
+        ):
+            return leaf
+        whole = jax.sharding.reshard(leaf.array, PartitionSpec(None, *spec[1:]))
+        return Tensor(whole, leaf.axes)
+
+    return jax.tree.map(one, dyn, is_leaf=is_tensor)
 
 
 def _keys_tensor(key: jax.Array, n: int, axis: type[Axis]) -> AnyTensor:
