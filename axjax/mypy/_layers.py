@@ -32,6 +32,7 @@ from mypy.nodes import (
     ARG_POS,
     ARG_STAR,
     ARG_STAR2,
+    Expression,
     ListExpr,
     SymbolTableNode,
     TempNode,
@@ -364,7 +365,7 @@ class LayerHooks:
         if not isinstance(checker, TypeChecker) or not ctx.arg_types or len(ctx.args[0]) != 1:
             return ctx.default_return_type
         x = ctx.arg_types[0][0]
-        nodes: list[TempNode] = []
+        nodes: list[Expression] = []
         kinds: list[Any] = []
         names: list[str | None] = []
         for types, arg_kinds, arg_names in zip(

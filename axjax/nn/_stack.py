@@ -162,7 +162,13 @@ class LayerStack(eqx.Module, Generic[M, L]):
     axis: type[Axis] = eqx.field(static=True)
     remat: Remat = eqx.field(static=True)
 
-    def __init__(self, layers: M, axis: type[L] = Layer, *, remat: Remat = False) -> None:
+    def __init__(
+        self,
+        layers: M,
+        axis: type[L] = Layer,  # type: ignore[assignment]  # L's default is Layer
+        *,
+        remat: Remat = False,
+    ) -> None:
         self.axis = check_axis_label(axis, "LayerStack")
         _stacked_size(layers, self.axis, "LayerStack")
         self.layers = layers
@@ -173,7 +179,7 @@ class LayerStack(eqx.Module, Generic[M, L]):
         cls,
         make: Callable[[jax.Array], M2],
         n: int,
-        axis: type[L2] = Layer,
+        axis: type[L2] = Layer,  # type: ignore[assignment]  # L2's default is Layer
         *,
         key: jax.Array,
         remat: Remat = False,
@@ -192,7 +198,11 @@ class LayerStack(eqx.Module, Generic[M, L]):
 
     @classmethod
     def from_layers(
-        cls, layers: Sequence[M2], axis: type[L2] = Layer, *, remat: Remat = False
+        cls,
+        layers: Sequence[M2],
+        axis: type[L2] = Layer,  # type: ignore[assignment]  # L2's default is Layer
+        *,
+        remat: Remat = False,
     ) -> LayerStack[M2, L2]:
         """The stack of blocks already built (same structure, axes and sizes), in order.
 
@@ -224,7 +234,7 @@ class LayerStack(eqx.Module, Generic[M, L]):
                 )
             for column, leaf in zip(columns, leaves, strict=True):
                 column.append(leaf)
-        stacked = [
+        stacked: list[Any] = [
             Tensor(jnp.stack([t.array for t in c]), (over, *c[0].axes))
             if is_tensor(c[0])
             else jnp.stack(c)
@@ -266,7 +276,8 @@ class LayerStack(eqx.Module, Generic[M, L]):
         **kwargs: P.kwargs,
     ) -> X:
         """Apply every layer in turn: one scan over the stacking axis."""
-        return _run(self, x, args, dict(kwargs))
+        out: X = _run(self, x, args, dict(kwargs))
+        return out
 
 
 def _run(stack: LayerStack[Any, Any], x: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
@@ -324,7 +335,8 @@ def _layers_unsplit(dyn: Any) -> Any:
             or AxisType.Explicit not in (mesh.axis_types or ())
         ):
             return leaf
-        whole = jax.sharding.reshard(leaf.array, PartitionSpec(None, *spec[1:]))
+        unsplit = PartitionSpec(None, *spec[1:])  # type: ignore[no-untyped-call, unused-ignore]
+        whole = jax.sharding.reshard(leaf.array, unsplit)  # type: ignore[no-untyped-call, unused-ignore]
         return Tensor(whole, leaf.axes)
 
     return jax.tree.map(one, dyn, is_leaf=is_tensor)
@@ -339,9 +351,11 @@ def _keys_tensor(key: jax.Array, n: int, axis: type[Axis]) -> AnyTensor:
 
 def _key_of(k: AnyTensor, like: jax.Array) -> jax.Array:
     """The key of one layer, typed as ``like`` is (a typed key or raw uint32 words)."""
+    words: jax.Array = k.array
     if jnp.issubdtype(like.dtype, jax.dtypes.prng_key):
-        return jax.random.wrap_key_data(k.array, impl=jax.random.key_impl(like))
-    return k.array  # a raw key: its uint32 words as they are
+        typed: jax.Array = jax.random.wrap_key_data(words, impl=jax.random.key_impl(like))
+        return typed
+    return words  # a raw key: its uint32 words as they are
 
 
 def _check_same(out: Any, state: Any, where: str) -> None:
