@@ -6,8 +6,9 @@ with Python has it, so nothing is downloaded, and the figures name the Python ve
 model is a decoder-only transformer on named axes, every tensor saying what its axes are:
 ids ``[Batch, Pos]``, activations ``[Batch, Pos, Embed]``, projections
 ``[Head, HeadDim, Embed]``, the MLP's hidden ``[Batch, Pos, Mlp]``, logits
-``[Batch, Pos, Vocab]``; pre-norm blocks ``x + attn(ln(x))`` then ``x + mlp(ln(x))``, the
-unembedding tied to the token embedding. It trains with ``ax.train.fit``;
+``[Batch, Pos, Vocab]``; pre-norm blocks ``x + attn(ln(x))`` then ``x + mlp(ln(x))``, stacked
+along ``ax.nn.Layer`` and run as one scan (``ax.nn.LayerStack``; ``--unroll`` calls them in a
+Python loop instead), the unembedding tied to the token embedding. It trains with ``ax.train.fit``;
 the run writes curves and checkpoints under ``--logdir``, prints the validation bits per
 byte next to the unigram baseline, and samples text.
 
