@@ -33,13 +33,13 @@ class Block(eqx.Module):
         self.up = ax.nn.Affine(Hidden, Pixel, 16, 32, key=k1)
         self.down = ax.nn.Affine(Pixel, Hidden, 32, 16, key=k2)
 
-    def __call__(
-        self, x: ax.Tensor[ax.F32, Batch, Hidden]
-    ) -> ax.Tensor[ax.F32, Batch, Hidden]:
+    def __call__(self, x: ax.Tensor[ax.F32, Batch, Hidden]) -> ax.Tensor[ax.F32, Batch, Hidden]:
         return x + self.down(ax.gelu(self.up(x)))
 
 
-def loss(stack: ax.nn.LayerStack[Block, ax.nn.Layer], x: ax.Tensor[ax.F32, Batch, Hidden]) -> jax.Array:
+def loss(
+    stack: ax.nn.LayerStack[Block, ax.nn.Layer], x: ax.Tensor[ax.F32, Batch, Hidden]
+) -> jax.Array:
     return jnp.mean(stack(x).array ** 2)
 
 
