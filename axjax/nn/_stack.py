@@ -309,10 +309,16 @@ def _run(stack: LayerStack[Any, Any], x: Any, args: tuple[Any, ...], kwargs: dic
         _check_same(out, state, where)
         return out
 
-    unit = apply
-    if stack.remat is not False and not symbolic:  # the graph's lowering runs it again
-        policy = None if stack.remat is True else resolve_policy(stack.remat, where)
-        unit = jax.checkpoint(apply, policy=policy, prevent_cse=False)
+    if stack.remat is False:
+        return fold(apply, over=stack.axis)(x, xs)
+    if symbolic:  # a compiled graph replays the Loop node's body, without jax.checkpoint
+        raise TypeError(
+            f"{where}: remat={stack.remat!r} is for a call on Tensors; on graph nodes the "
+            "compiled graph replays the loop's body and would not rematerialise it (build "
+            "the graph from LayerStack(stack.layers, axis) without remat)"
+        )
+    policy = None if stack.remat is True else resolve_policy(stack.remat, where)
+    unit = jax.checkpoint(apply, policy=policy, prevent_cse=False)
     return fold(unit, over=stack.axis)(x, xs)
 
 

@@ -215,6 +215,8 @@ def test_a_graph_of_the_stack_compiles_to_the_eager_result() -> None:
     close(ax.compile(y, inputs=[x])(X).array, stack(X).array)
     with pytest.raises(TypeError, match=r"key= is for a call on Tensors, not on graph nodes"):
         ax.as_params(stack)(x, key=jax.random.key(0))
+    with pytest.raises(TypeError, match=r"remat=True is for a call on Tensors; on graph nodes"):
+        ax.as_params(_stack_of(3, True))(x)
 
 
 def test_a_precision_policy_casts_the_stack() -> None:
