@@ -28,9 +28,10 @@ __all__ = ["LayerSpec", "Typed", "declared_layers", "register_layer"]
 
 #: How a layer's call is typed: ``stand-in`` (the mypy plugin runs the layer on stand-ins of
 #: its type arguments, so its own run-time checks are its static ones), ``chain`` (a list of
-#: layers whose call threads its argument through each, as ``Sequential``), ``signature``
-#: (its hand-written signature alone: the same in every checker).
-Typed = Literal["stand-in", "chain", "signature"]
+#: layers whose call threads its argument through each, as ``Sequential``), ``stack`` (one
+#: block applied along a stacking axis: its call keeps the block's input type, ``LayerStack``),
+#: ``signature`` (its hand-written signature alone: the same in every checker).
+Typed = Literal["stand-in", "chain", "stack", "signature"]
 L = TypeVar("L", bound=type[Any])
 
 

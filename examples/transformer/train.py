@@ -6,8 +6,9 @@ with Python has it, so nothing is downloaded, and the figures name the Python ve
 model is a decoder-only transformer on named axes, every tensor saying what its axes are:
 ids ``[Batch, Pos]``, activations ``[Batch, Pos, Embed]``, projections
 ``[Head, HeadDim, Embed]``, the MLP's hidden ``[Batch, Pos, Mlp]``, logits
-``[Batch, Pos, Vocab]``; pre-norm blocks ``x + attn(ln(x))`` then ``x + mlp(ln(x))``, the
-unembedding tied to the token embedding. It trains with ``ax.train.fit``;
+``[Batch, Pos, Vocab]``; pre-norm blocks ``x + attn(ln(x))`` then ``x + mlp(ln(x))``, stacked
+along ``ax.nn.Layer`` and run as one scan (``ax.nn.LayerStack``; ``--unroll`` calls them in a
+Python loop instead), the unembedding tied to the token embedding. It trains with ``ax.train.fit``;
 the run writes curves and checkpoints under ``--logdir``, prints the validation bits per
 byte next to the unigram baseline, and samples text.
 
@@ -251,6 +252,11 @@ class Block(eqx.Module):
 class LM(eqx.Module):
     """Token and position embeddings, ``layers`` blocks, a final norm, tied unembedding.
 
+    The blocks are an ``ax.nn.LayerStack``: their parameters stacked along ``ax.nn.Layer``
+    (``up.weight: Tensor[F32, Layer, Mlp, Embed]``) and run as one scan, so the program and
+    its compile time do not grow with depth; ``unroll=True`` keeps a tuple of blocks called
+    in a Python loop instead (the same values: ``--unroll`` compares them).
+
     Example:
         >>> lm = LM(Config(), key=jax.random.key(0))
         >>> lm(ids)                  # Tensor[I32, Batch, Pos] -> Tensor[F32, Batch, Pos, Vocab]
@@ -258,25 +264,36 @@ class LM(eqx.Module):
 
     tokens: ax.nn.Embedding[ax.F32, Vocab, Embed]
     positions: ax.Tensor[ax.F32, Pos, Embed]
-    blocks: tuple[Any, ...]
+    blocks: ax.nn.LayerStack[Block, ax.nn.Layer] | tuple[Any, ...]
     ln_f: ax.nn.LayerNorm[ax.F32, Embed]
 
-    def __init__(self, cfg: Config, *, key: jax.Array, remat: bool = False) -> None:
-        kt, kp, *kb = jax.random.split(key, 2 + cfg.layers)
+    def __init__(
+        self, cfg: Config, *, key: jax.Array, remat: bool = False, unroll: bool = False
+    ) -> None:
+        kt, kp, kb = jax.random.split(key, 3)
         self.tokens = ax.nn.Embedding(
             Vocab, Embed, cfg.vocab, cfg.embed, weight_init=ax.nn.init.normal(0.02), key=kt
         )
         self.positions = ax.nn.init.normal(0.02)(kp, {Pos: cfg.context, Embed: cfg.embed})
-        blocks = [Block(cfg, k) for k in kb]
-        self.blocks = tuple(ax.nn.remat(b) for b in blocks) if remat else tuple(blocks)
+        stack = ax.nn.LayerStack.init(
+            lambda k: Block(cfg, k), cfg.layers, ax.nn.Layer, key=kb, remat=remat
+        )
+        if unroll:  # the same blocks, called one after another
+            blocks = stack.unstack()
+            self.blocks = tuple(ax.nn.remat(b) for b in blocks) if remat else tuple(blocks)
+        else:
+            self.blocks = stack
         self.ln_f = ax.nn.LayerNorm(Embed, cfg.embed)
 
     def __call__(self, ids: ax.Tensor[ax.I32, Batch, Pos]) -> ax.Tensor[Any, Batch, Pos, Vocab]:
         # a precision policy casts the whole model, so the tables are in the compute dtype
         x: ax.Tensor[ax.F32, Batch, Pos, Embed] = self.tokens(ids)
         x = x + ax.broadcast(ax.slice(self.positions, Pos, 0, ids.size(Pos)), x)
-        for block in self.blocks:
-            x = block(x)
+        if isinstance(self.blocks, ax.nn.LayerStack):
+            x = self.blocks(x)  # one scan over Layer
+        else:
+            for block in self.blocks:
+                x = block(x)
         return ax.contract(self.ln_f(x), self.tokens.weight, over=Embed)
 
 
@@ -346,6 +363,11 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
         help="compute dtype (parameters stay f32; f16 uses dynamic loss scaling)",
     )
     p.add_argument("--remat", action="store_true", help="recompute each block in backward")
+    p.add_argument(
+        "--unroll",
+        action="store_true",
+        help="call the blocks in a Python loop (default: one scan over a LayerStack)",
+    )
     p.add_argument("--eval-batches", type=int, default=16)
     p.add_argument("--log-every", type=int, default=100)
     p.add_argument("--sample-bytes", type=int, default=300)
@@ -382,7 +404,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         + (f"; {par!r}" if par is not None else "")
     )
     init_key, run_key, sample_key = jax.random.split(jax.random.key(args.seed), 3)
-    model = LM(cfg, key=init_key, remat=args.remat)
+    model = LM(cfg, key=init_key, remat=args.remat, unroll=args.unroll)
     train = Windows(train_bytes, cfg.batch, cfg.context, cfg.steps, seed=args.seed)
     valid = eval_windows(valid_bytes, cfg.batch, cfg.context, args.eval_batches)
     if par is not None:  # fit places the training batches; these are placed here
