@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import Any, ClassVar, final
 
 import jax
+import jax.core  # jax.core.Tracer, imported by name for type checkers
 import jax.numpy as jnp
 import numpy as np
 
@@ -29,6 +30,7 @@ __all__ = [
     "dtype_marker",
     "is_floating",
     "jax_dtype",
+    "fit_dtype",
     "narrowed_error",
     "to_numpy_dtype",
 ]
@@ -174,3 +176,89 @@ def jax_dtype(dtype: Any, where: str) -> np.dtype[Any]:
 def is_floating(dtype: type[DType]) -> bool:
     """Whether values of this dtype can carry gradients."""
     return bool(jnp.issubdtype(dtype.numpy, jnp.inexact))
+
+
+def _first_bad(bad: np.ndarray[Any, Any], arr: np.ndarray[Any, Any]) -> str:
+    """``value 300 (at index (1,))``: the first entry ``bad`` marks, for a message."""
+    at = tuple(int(i) for i in np.argwhere(bad)[0])
+    value = arr[at].item() if arr.ndim else arr.item()
+    count = int(bad.sum())
+    more = f"; {count} of {arr.size} values do not fit" if count > 1 else ""
+    return f"value {value!r}{f' (at index {at})' if at else ''}{more}"
+
+
+def _range(dtype: np.dtype[Any]) -> str:
+    if dtype.kind == "b":
+        return "False/True (0 or 1)"
+    if dtype.kind in "iu":
+        info = np.iinfo(dtype)
+        return f"integers in [{info.min}, {info.max}]"
+    top = float(jnp.finfo(dtype).max)
+    return f"magnitudes up to {top:.6g}; a larger finite value would become inf"
+
+
+def fit_dtype(where: str, data: Any, dtype: Any = None) -> Any:
+    """Host data (a Python number, nested lists, a numpy array) converted to ``dtype``, or
+    to the dtype JAX makes of it when ``dtype`` is ``None`` (int64 data becomes int32
+    unless ``jax_enable_x64`` is on), raising a ``ValueError`` when a value does not fit.
+
+    The one rule for values that meet a dtype at axjax's boundary (``ax.tensor``,
+    ``ax.full``, a compiled graph's inputs, a number mixed with a tensor): a value fits when
+    the conversion keeps it, up to the rounding of a float. So an integer dtype takes only
+    integers within its range (``300`` is not a ``U8``, ``2.5`` is not an ``I32``), a float
+    dtype takes any value whose magnitude does not overflow to infinity (``1e6`` is not an
+    ``F16``; NaN and infinities stay what they are), ``Bool`` takes ``0``/``1``/booleans.
+    A concrete ``jax.Array`` is checked the same way when its dtype must change unsafely
+    (its values are read back to the host for that); a traced one is returned as it is
+    (its values are not known: converting it is ``astype``'s cast, see docs/tensors.md), as
+    is anything numpy cannot read (the caller reports it).
+
+    Example:
+        >>> fit_dtype("full", 300, U8)
+        Traceback (most recent call last):
+        ValueError: full: value 300 does not fit U8 (integers in [0, 255]) ...
+    """
+    if isinstance(data, jax.Array):
+        if isinstance(data, jax.core.Tracer) or dtype is None:
+            return data
+        if np.can_cast(data.dtype, to_numpy_dtype(dtype), "safe"):
+            return data
+    try:
+        arr = np.asarray(data)
+    except (TypeError, ValueError, OverflowError):
+        return data
+    if arr.dtype.kind not in "biuf":
+        return data
+    if dtype is None:
+        want = np.dtype(jax.dtypes.canonicalize_dtype(arr.dtype))
+        narrowed = want != arr.dtype
+    else:
+        want, narrowed = to_numpy_dtype(dtype), False
+    if want == arr.dtype or np.can_cast(arr.dtype, want, "safe") or arr.size == 0:
+        return arr.astype(want, copy=False)
+    with np.errstate(all="ignore"):
+        out = arr.astype(want)
+        if want.kind == "b":
+            bad = (arr != 0) & (arr != 1)
+        elif want.kind in "iu" and arr.dtype.kind in "biu":
+            info = np.iinfo(want)
+            bad = (arr < info.min) | (arr > info.max)
+        elif want.kind in "iu":  # float -> int: the value must come back unchanged
+            bad = out.astype(arr.dtype) != arr
+        else:  # -> float: a finite value must stay finite
+            bad = np.isinf(out) & np.isfinite(arr.astype(np.float64))
+    if not bad.any():
+        return out
+    name = dtype_marker(want).__name__
+    if narrowed:
+        fix = (
+            f"JAX makes {name} of {arr.dtype} data because jax_enable_x64 is off: enable it "
+            '(jax.config.update("jax_enable_x64", True)) or bring the values into range'
+        )
+    elif want.kind == "b":
+        fix = "make booleans explicitly (e.g. data != 0)"
+    elif want.kind in "iu" and arr.dtype.kind == "f":
+        fix = "round or clip the values first (np.round, np.clip), or use a float dtype"
+    else:
+        fix = "clip or rescale the values first, or use a wider dtype"
+    raise ValueError(f"{where}: {_first_bad(bad, arr)} does not fit {name} ({_range(want)}); {fix}")

@@ -14,6 +14,7 @@ from ._axis import axis_name as axis_name
 from ._axis import check_axis_label as check_axis_label
 from ._axis import check_unique_axes as check_unique_axes
 from ._dtype import dtype_marker as dtype_marker
+from ._dtype import fit_dtype as fit_dtype
 from ._dtype import is_floating as is_floating
 from ._dtype import jax_dtype as jax_dtype
 from ._dtype import narrowed_error as narrowed_error
@@ -48,3 +49,14 @@ from ._symbolic import is_symbolic as is_symbolic
 from ._tensor import bare_type as bare_type
 from ._tensor import trusted_tensor as trusted_tensor
 from ._tensor import unnamed_dims as unnamed_dims
+from ._validate import finite_float as finite_float
+from ._validate import index_int as index_int
+from ._validate import int_in_range as int_in_range
+from ._validate import non_negative_float as non_negative_float
+from ._validate import non_negative_int as non_negative_int
+from ._validate import optional_positive_int as optional_positive_int
+from ._validate import positive_float as positive_float
+from ._validate import positive_int as positive_int
+from ._validate import positive_ints as positive_ints
+from ._validate import positive_sizes as positive_sizes
+from ._validate import probability as probability

@@ -19,7 +19,14 @@ import jax.numpy as jnp
 import numpy as np
 
 from ..core import AxisError, DType, Op, Tensor, config
-from ..core._internal import apply, checking_finite, describe, node_site, trusted_tensor
+from ..core._internal import (
+    apply,
+    checking_finite,
+    describe,
+    fit_dtype,
+    node_site,
+    trusted_tensor,
+)
 from ._check import check_value, mismatch
 from ._graph import Graph, Outputs
 from ._loop import Loop
@@ -252,7 +259,8 @@ def _from_array(x: AnyInput, value: Any, head: str) -> AnyTensor:
             f"dimension{'s' * (arr.ndim != 1)} for {len(x.axes)} axes (give one "
             "dimension per axis, in the input's axis order)"
         )
-    return trusted_tensor(jnp.asarray(arr, dtype=want), x.axes)
+    # a value the Input's dtype cannot hold (300 for U8, 1e6 for F16) is a ValueError
+    return trusted_tensor(jnp.asarray(fit_dtype(head, arr, want), dtype=want), x.axes)
 
 
 def _check_inputs(graph: Graph, inputs: Any, where: str) -> tuple[AnyInput, ...]:

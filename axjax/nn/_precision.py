@@ -26,7 +26,7 @@ import jax.numpy as jnp
 from typing_extensions import TypeVar
 
 from ..core import BF16, F16, F32, DType, Floating, Tensor
-from ..core._internal import is_floating, jax_dtype
+from ..core._internal import is_floating, jax_dtype, positive_int
 
 if TYPE_CHECKING:
     from ..core import F64, Axis
@@ -220,8 +220,10 @@ class Policy(Generic[PD, CD, OD]):
                     f"Policy: {name} must be a floating-point dtype (ax.F32, "
                     f"ax.BF16, ax.F16), got {d!r}"
                 )
+        positive_int("Policy", "period", self.period)
         s = self.loss_scale
-        if not (s is None or s == "dynamic" or (isinstance(s, int | float) and s > 0)):
+        number = isinstance(s, int | float) and not isinstance(s, bool)
+        if not (s is None or s == "dynamic" or (number and 0 < s < float("inf"))):
             raise ValueError(
                 f"Policy: loss_scale must be None, a positive number or 'dynamic', got {s!r}"
             )

@@ -22,6 +22,7 @@ from typing import Literal
 
 import numpy as np
 
+from ..core._internal import index_int
 from ._download import download, sha256_of
 from ._idx import DataError, read_idx
 
@@ -153,6 +154,7 @@ class Dataset:
 
     def subset(self, start: int, stop: int) -> Dataset:
         """Examples ``start:stop`` (a small slice for quick runs and tests)."""
+        start, stop = index_int("subset", "start", start), index_int("subset", "stop", stop)
         return dataclasses.replace(
             self, images=self.images[start:stop], labels=self.labels[start:stop]
         )

@@ -15,6 +15,13 @@ import jax
 import jax.numpy as jnp
 import optax
 
+from ..core._internal import (
+    finite_float,
+    non_negative_float,
+    non_negative_int,
+    optional_positive_int,
+    positive_int,
+)
 from ..nn import Policy
 from ._fit_checkpoint import FitCheckpoints, start_run
 from ._fit_log import FitLog
@@ -63,6 +70,13 @@ class EarlyStopping:
     restore_best: bool = True
     best: float | None = None
     wait: int = 0
+
+    def __post_init__(self) -> None:
+        self.patience = non_negative_int("EarlyStopping", "patience", self.patience)
+        self.min_delta = non_negative_float("EarlyStopping", "min_delta", self.min_delta)
+        self.wait = non_negative_int("EarlyStopping", "wait", self.wait)
+        if self.best is not None:
+            self.best = finite_float("EarlyStopping", "best", self.best)
 
     def update(self, value: float) -> tuple[bool, bool]:
         """Record a value; return ``(improved, stop)``."""
@@ -190,6 +204,9 @@ def fit(
         >>> result.history[-1]["eval_accuracy"]
         0.981
     """
+    epochs = positive_int("fit", "epochs", epochs)
+    log_every = positive_int("fit", "log_every", log_every)
+    max_steps = optional_positive_int("fit", "max_steps", max_steps)
     _check_arguments(guard, log_every, early_stopping, eval_data)
     unwrap: Callable[[Any], Any] = _same
     if precision is not None:
