@@ -197,6 +197,38 @@ def _range(dtype: np.dtype[Any]) -> str:
     return f"magnitudes up to {top:.6g}; a larger finite value would become inf"
 
 
+def misfits(arr: np.ndarray[Any, Any], out: np.ndarray[Any, Any]) -> np.ndarray[Any, Any]:
+    """Where ``out`` (``arr`` converted) does not hold ``arr``'s value: the rule of
+    :func:`fit_dtype` (an integer in range, a float that stays finite, a bool 0/1)."""
+    want = out.dtype
+    if want.kind == "b":
+        return (arr != 0) & (arr != 1)
+    if want.kind in "iu" and arr.dtype.kind in "biu":
+        info = np.iinfo(want)
+        return (arr < info.min) | (arr > info.max)
+    if want.kind in "iu":  # float -> int: the value must come back unchanged
+        return out.astype(arr.dtype) != arr
+    return np.isinf(out) & np.isfinite(arr.astype(np.float64))  # a finite value stays finite
+
+
+def _check_big_ints(where: str, arr: np.ndarray[Any, Any], dtype: Any) -> None:
+    """Raise for a Python int no 64-bit integer holds (``-2**63 - 1``, ``2**64``) when the
+    dtype is an integer one (or not given); other objects are the caller's to report."""
+    want = np.dtype(np.int64) if dtype is None else to_numpy_dtype(dtype)
+    if want.kind not in "iu":
+        return
+    info = np.iinfo(want)
+    flat = list(arr.ravel())
+    for i, x in enumerate(flat):
+        if isinstance(x, int) and not isinstance(x, bool) and not info.min <= x <= info.max:
+            at = f" (at index {i})" if arr.ndim else ""
+            name = dtype_marker(want).__name__ if dtype is not None else "any integer dtype"
+            raise ValueError(
+                f"{where}: value {x!r}{at} does not fit {name} ({_range(want)}); clip or "
+                "rescale the values first"
+            )
+
+
 def fit_dtype(where: str, data: Any, dtype: Any = None) -> Any:
     """Host data (a Python number, nested lists, a numpy array) converted to ``dtype``, or
     to the dtype JAX makes of it when ``dtype`` is ``None`` (int64 data becomes int32
@@ -227,7 +259,10 @@ def fit_dtype(where: str, data: Any, dtype: Any = None) -> Any:
         arr = np.asarray(data)
     except (TypeError, ValueError, OverflowError):
         return data
-    if arr.dtype.kind not in "biuf":
+    if arr.dtype.kind == "O":  # Python ints beyond 64 bits, which numpy keeps as objects
+        _check_big_ints(where, arr, dtype)
+        return data
+    if arr.dtype.kind not in "biuf" and arr.dtype != BF16.numpy:
         return data
     if dtype is None:
         want = np.dtype(jax.dtypes.canonicalize_dtype(arr.dtype))
@@ -238,15 +273,7 @@ def fit_dtype(where: str, data: Any, dtype: Any = None) -> Any:
         return arr.astype(want, copy=False)
     with np.errstate(all="ignore"):
         out = arr.astype(want)
-        if want.kind == "b":
-            bad = (arr != 0) & (arr != 1)
-        elif want.kind in "iu" and arr.dtype.kind in "biu":
-            info = np.iinfo(want)
-            bad = (arr < info.min) | (arr > info.max)
-        elif want.kind in "iu":  # float -> int: the value must come back unchanged
-            bad = out.astype(arr.dtype) != arr
-        else:  # -> float: a finite value must stay finite
-            bad = np.isinf(out) & np.isfinite(arr.astype(np.float64))
+        bad = misfits(arr, out)
     if not bad.any():
         return out
     name = dtype_marker(want).__name__

@@ -247,8 +247,12 @@ def _from_array(x: AnyInput, value: Any, head: str) -> AnyTensor:
     """An array (or nested lists) in the input's axis order, converted to its dtype."""
     arr = value if isinstance(value, jax.Array) else np.asarray(value)
     want = x.dtype.numpy
-    ok = {"f": "fiub", "c": "fiubc", "i": "iub", "u": "iub", "b": "b"}.get(want.kind, "")
-    if arr.dtype.kind not in ok:
+
+    def kind(d: np.dtype[Any]) -> str:
+        return "f" if d == np.dtype(jnp.bfloat16) else d.kind  # bfloat16's kind is "V"
+
+    ok = {"f": "fiub", "c": "fiubc", "i": "iub", "u": "iub", "b": "b"}.get(kind(want), "")
+    if kind(arr.dtype) not in ok:
         raise AxisError(
             f"{head}, got an array of dtype {arr.dtype}: it cannot become "
             f"{x.dtype.__name__} without losing values (convert it first)"

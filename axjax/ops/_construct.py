@@ -49,6 +49,10 @@ def tensor(
     """
     if isinstance(data, Tensor):
         data = data.array
+    if isinstance(data, list | tuple):  # numpy would read a list of Tensors as numbers
+        problem = _nested_problem(data)
+        if problem is not None:
+            raise problem
     data = fit_dtype("tensor", data, dtype)  # a value that does not fit is a ValueError
     try:
         arr = jnp.asarray(data, dtype=None if dtype is None else to_numpy_dtype(dtype))
@@ -189,6 +193,8 @@ def uniform(
         minval = finite_float("uniform", "minval", minval)
     if not isinstance(maxval, jax.Array):
         maxval = finite_float("uniform", "maxval", maxval)
+    if isinstance(minval, float) and isinstance(maxval, float) and minval > maxval:
+        raise ValueError(f"uniform: minval ({minval}) must not exceed maxval ({maxval})")
     return Tensor(jax.random.uniform(key, s, dt, minval, maxval), axes)
 
 
