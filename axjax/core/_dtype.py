@@ -193,7 +193,7 @@ def _range(dtype: np.dtype[Any]) -> str:
     if dtype.kind in "iu":
         info = np.iinfo(dtype)
         return f"integers in [{info.min}, {info.max}]"
-    top = float(jnp.finfo(dtype).max)
+    top = float(jnp.finfo(dtype).max)  # type: ignore[no-untyped-call]
     return f"magnitudes up to {top:.6g}; a larger finite value would become inf"
 
 
@@ -201,14 +201,17 @@ def misfits(arr: np.ndarray[Any, Any], out: np.ndarray[Any, Any]) -> np.ndarray[
     """Where ``out`` (``arr`` converted) does not hold ``arr``'s value: the rule of
     :func:`fit_dtype` (an integer in range, a float that stays finite, a bool 0/1)."""
     want = out.dtype
+    bad: np.ndarray[Any, Any]
     if want.kind == "b":
-        return (arr != 0) & (arr != 1)
-    if want.kind in "iu" and arr.dtype.kind in "biu":
+        bad = (arr != 0) & (arr != 1)
+    elif want.kind in "iu" and arr.dtype.kind in "biu":
         info = np.iinfo(want)
-        return (arr < info.min) | (arr > info.max)
-    if want.kind in "iu":  # float -> int: the value must come back unchanged
-        return out.astype(arr.dtype) != arr
-    return np.isinf(out) & np.isfinite(arr.astype(np.float64))  # a finite value stays finite
+        bad = (arr < info.min) | (arr > info.max)
+    elif want.kind in "iu":  # float -> int: the value must come back unchanged
+        bad = out.astype(arr.dtype) != arr
+    else:  # a finite value must stay finite
+        bad = np.isinf(out) & np.isfinite(arr.astype(np.float64))
+    return bad
 
 
 def _check_big_ints(where: str, arr: np.ndarray[Any, Any], dtype: Any) -> None:
