@@ -4,6 +4,10 @@ Axes follow the shape, one label per dimension::
 
     x = ax.tensor(images, Batch, Height, Width, dtype=ax.F32)
     w = ax.normal(key, (784, 300), Pixel, Hidden, stddev=0.05)
+
+Data and fill values must fit the dtype (``fit_dtype``): ``ax.full(3, A, value=300,
+dtype=ax.U8)`` is a ``ValueError``, not a tensor of 44s (docs/tensors.md). Shapes are
+non-negative ints, checked by the one validator of numeric arguments.
 """
 
 from __future__ import annotations
@@ -152,11 +156,7 @@ def ones(shape: int | Sequence[int], *axes: type[Axis], dtype: type[DType] = F32
 def full(
     shape: int | Sequence[int], *axes: type[Axis], value: Any, dtype: type[DType] = F32
 ) -> AnyTensor:
-    """A tensor filled with ``value``: ``ax.full((2,), Batch, value=0.5)``.
-
-    A value the dtype cannot hold (``300`` for ``U8``, ``1e6`` for ``F16``) is a
-    ``ValueError``, as for ``ax.tensor`` (docs/tensors.md, "Values that do not fit").
-    """
+    """A tensor filled with ``value``: ``ax.full((2,), Batch, value=0.5)``."""
     sizes, dt = _shape(shape, axes, "full"), jax_dtype(dtype, "full")
     return Tensor(jnp.full(sizes, fit_dtype("full", value, dt), dt), axes)
 

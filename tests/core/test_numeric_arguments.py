@@ -36,6 +36,7 @@ import pytest
 
 import axjax as ax
 from axjax.core import _op, _validate
+from axjax.core._internal import declared_ops
 from axjax.train import Batch, Class, Pixel
 
 NAMESPACES = (("ax", ax), ("ax.nn", ax.nn), ("ax.nn.init", ax.nn.init), ("ax.train", ax.train))
@@ -717,6 +718,11 @@ def run_all(
 def test_every_numeric_parameter_has_a_fixture(tmp_path: Path) -> None:
     table = fixtures(tmp_path)
     params = numeric_parameters()
+    callables = public_callables()
+    prefixes = {"axjax": "ax", "axjax.nn": "ax.nn", "axjax.train": "ax.train"}
+    for spec in declared_ops():  # the registry's functions are among those introspected
+        for fn in spec.functions:
+            assert f"{prefixes[spec.namespace]}.{fn}" in callables, (spec, fn)
     missing = sorted(set(params) - set(table))
     assert not missing, f"public callables with numeric parameters and no fixture: {missing}"
     stale = sorted(set(table) - set(params))
