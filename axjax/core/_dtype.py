@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import Any, ClassVar, final
 
 import jax
+import jax.core  # jax.core.Tracer, imported by name for type checkers
 import jax.numpy as jnp
 import numpy as np
 
@@ -32,6 +33,7 @@ __all__ = [
     "is_floating",
     "is_inexact",
     "jax_dtype",
+    "fit_dtype",
     "narrowed_error",
     "to_numpy_dtype",
 ]
@@ -253,3 +255,119 @@ def accumulation_dtype(dtype: Any) -> np.dtype[Any]:
 
 
 _WIDE: dict[np.dtype[Any], np.dtype[Any]] = {}
+
+
+def _first_bad(bad: np.ndarray[Any, Any], arr: np.ndarray[Any, Any]) -> str:
+    """``value 300 (at index (1,))``: the first entry ``bad`` marks, for a message."""
+    at = tuple(int(i) for i in np.argwhere(bad)[0])
+    value = arr[at].item() if arr.ndim else arr.item()
+    count = int(bad.sum())
+    more = f"; {count} of {arr.size} values do not fit" if count > 1 else ""
+    return f"value {value!r}{f' (at index {at})' if at else ''}{more}"
+
+
+def _range(dtype: np.dtype[Any]) -> str:
+    if dtype.kind == "b":
+        return "False/True (0 or 1)"
+    if dtype.kind in "iu":
+        info = np.iinfo(dtype)
+        return f"integers in [{info.min}, {info.max}]"
+    top = float(jnp.finfo(dtype).max)  # type: ignore[no-untyped-call]
+    return f"magnitudes up to {top:.6g}; a larger finite value would become inf"
+
+
+def misfits(arr: np.ndarray[Any, Any], out: np.ndarray[Any, Any]) -> np.ndarray[Any, Any]:
+    """Where ``out`` (``arr`` converted) does not hold ``arr``'s value: the rule of
+    :func:`fit_dtype` (an integer in range, a float that stays finite, a bool 0/1)."""
+    want = out.dtype
+    bad: np.ndarray[Any, Any]
+    if want.kind == "b":
+        bad = (arr != 0) & (arr != 1)
+    elif want.kind in "iu" and arr.dtype.kind in "biu":
+        info = np.iinfo(want)
+        bad = (arr < info.min) | (arr > info.max)
+    elif want.kind in "iu":  # float -> int: the value must come back unchanged
+        bad = out.astype(arr.dtype) != arr
+    else:  # a finite value must stay finite
+        bad = np.isinf(out) & np.isfinite(arr.astype(np.float64))
+    return bad
+
+
+def _check_big_ints(where: str, arr: np.ndarray[Any, Any], dtype: Any) -> None:
+    """Raise for a Python int no 64-bit integer holds (``-2**63 - 1``, ``2**64``) when the
+    dtype is an integer one (or not given); other objects are the caller's to report."""
+    want = np.dtype(np.int64) if dtype is None else to_numpy_dtype(dtype)
+    if want.kind not in "iu":
+        return
+    info = np.iinfo(want)
+    flat = list(arr.ravel())
+    for i, x in enumerate(flat):
+        if isinstance(x, int) and not isinstance(x, bool) and not info.min <= x <= info.max:
+            at = f" (at index {i})" if arr.ndim else ""
+            name = dtype_marker(want).__name__ if dtype is not None else "any integer dtype"
+            raise ValueError(
+                f"{where}: value {x!r}{at} does not fit {name} ({_range(want)}); clip or "
+                "rescale the values first"
+            )
+
+
+def fit_dtype(where: str, data: Any, dtype: Any = None) -> Any:
+    """Host data (a Python number, nested lists, a numpy array) converted to ``dtype``, or
+    to the dtype JAX makes of it when ``dtype`` is ``None`` (int64 data becomes int32
+    unless ``jax_enable_x64`` is on), raising a ``ValueError`` when a value does not fit.
+
+    The one rule for values that meet a dtype at axjax's boundary (``ax.tensor``,
+    ``ax.full``, a compiled graph's inputs, a number mixed with a tensor): a value fits when
+    the conversion keeps it, up to the rounding of a float. So an integer dtype takes only
+    integers within its range (``300`` is not a ``U8``, ``2.5`` is not an ``I32``), a float
+    dtype takes any value whose magnitude does not overflow to infinity (``1e6`` is not an
+    ``F16``; NaN and infinities stay what they are), ``Bool`` takes ``0``/``1``/booleans.
+    A concrete ``jax.Array`` is checked the same way when its dtype must change unsafely
+    (its values are read back to the host for that); a traced one is returned as it is
+    (its values are not known: converting it is ``astype``'s cast, see docs/tensors.md), as
+    is anything numpy cannot read (the caller reports it).
+
+    Example:
+        >>> fit_dtype("full", 300, U8)
+        Traceback (most recent call last):
+        ValueError: full: value 300 does not fit U8 (integers in [0, 255]) ...
+    """
+    if isinstance(data, jax.Array):
+        if isinstance(data, jax.core.Tracer) or dtype is None:
+            return data
+        if np.can_cast(data.dtype, to_numpy_dtype(dtype), "safe"):
+            return data
+    try:
+        arr = np.asarray(data)
+    except (TypeError, ValueError, OverflowError):
+        return data
+    if arr.dtype.kind == "O":  # Python ints beyond 64 bits, which numpy keeps as objects
+        _check_big_ints(where, arr, dtype)
+        return data
+    if arr.dtype.kind not in "biuf" and arr.dtype != BF16.numpy:
+        return data
+    if dtype is None:
+        want = np.dtype(jax.dtypes.canonicalize_dtype(arr.dtype))
+        narrowed = want != arr.dtype
+    else:
+        want, narrowed = to_numpy_dtype(dtype), False
+    if want == arr.dtype or np.can_cast(arr.dtype, want, "safe") or arr.size == 0:
+        return arr.astype(want, copy=False)
+    with np.errstate(all="ignore"):
+        out = arr.astype(want)
+        bad = misfits(arr, out)
+    if not bad.any():
+        return out
+    name = dtype_marker(want).__name__
+    if narrowed:
+        fix = (
+            f"JAX makes {name} of {arr.dtype} data because jax_enable_x64 is off: enable it "
+            '(jax.config.update("jax_enable_x64", True)) or bring the values into range'
+        )
+    elif want.kind == "b":
+        fix = "make booleans explicitly (e.g. data != 0)"
+    elif want.kind in "iu" and arr.dtype.kind == "f":
+        fix = "round or clip the values first (np.round, np.clip), or use a float dtype"
+    else:
+        fix = "clip or rescale the values first, or use a wider dtype"
+    raise ValueError(f"{where}: {_first_bad(bad, arr)} does not fit {name} ({_range(want)}); {fix}")

@@ -20,6 +20,7 @@ from ._choices import string_choices as string_choices
 from ._dtype import FLOATING as FLOATING
 from ._dtype import accumulation_dtype as accumulation_dtype
 from ._dtype import dtype_marker as dtype_marker
+from ._dtype import fit_dtype as fit_dtype
 from ._dtype import is_floating as is_floating
 from ._dtype import is_inexact as is_inexact
 from ._dtype import jax_dtype as jax_dtype
@@ -55,3 +56,14 @@ from ._symbolic import is_symbolic as is_symbolic
 from ._tensor import bare_type as bare_type
 from ._tensor import trusted_tensor as trusted_tensor
 from ._tensor import unnamed_dims as unnamed_dims
+from ._validate import finite_float as finite_float
+from ._validate import index_int as index_int
+from ._validate import int_in_range as int_in_range
+from ._validate import non_negative_float as non_negative_float
+from ._validate import non_negative_int as non_negative_int
+from ._validate import optional_positive_int as optional_positive_int
+from ._validate import positive_float as positive_float
+from ._validate import positive_int as positive_int
+from ._validate import positive_ints as positive_ints
+from ._validate import positive_sizes as positive_sizes
+from ._validate import probability as probability

@@ -238,7 +238,7 @@ def cached(cls: type[OpT], *params: Any) -> OpT:
     Ops are immutable once built, so ``ax.sum(t, Batch)`` need not validate and build a
     ``Sum(Batch)`` on every call. Unhashable parameters (a traced index) build a new op.
     """
-    key = (cls, params)
+    key = (cls, params, tuple(map(type, params)))  # True == 1 and 2.0 == 2: not one op
     try:
         op = _OPS.get(key)
     except TypeError:

@@ -12,6 +12,7 @@ from ._axis import Axis, axis_name, check_axis_label
 from ._errors import AxisError, describe
 from ._symbolic import Symbolic, is_symbolic
 from ._tensor import Tensor
+from ._validate import index_int, non_negative_int
 
 __all__ = ["grad", "value_and_grad", "vmap"]
 
@@ -108,6 +109,11 @@ def _value_and_grad(
             return _scalar_array(value, name), aux
         return _scalar_array(out, name)
 
+    argnums = (
+        tuple(non_negative_int(name, "argnums", a) for a in argnums)
+        if isinstance(argnums, Sequence)
+        else non_negative_int(name, "argnums", argnums)
+    )
     jax_value_and_grad = jax.value_and_grad(scalar_fun, argnums=argnums, has_aux=has_aux)
 
     @functools.wraps(fun)
@@ -154,6 +160,7 @@ def vmap(fun: Callable[..., Any], over: type[Axis], at: int = 0) -> Callable[...
         >>> ax.vmap(predict, over=Batch)(images)     # [Batch, Pixel] -> [Batch, Class]
     """
     over = check_axis_label(over, "vmap")
+    at = index_int("vmap", "at", at)
 
     @functools.wraps(fun)
     def batched(*args: Any) -> Any:

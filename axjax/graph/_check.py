@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 import jax
 
 from ..core import Axis, AxisError, Tensor, TensorType
-from ..core._internal import axis_name, describe, is_symbolic
+from ..core._internal import axis_name, describe, is_symbolic, non_negative_int
 
 if TYPE_CHECKING:
     from ._nodes import AnyNode
@@ -39,10 +39,7 @@ def input_sizes(
                 f"Input: {len(shape)} sizes for {len(axes)} axes (give one int or "
                 "None per axis, or a dict {Axis: size})"
             )
-    for n in shape:
-        if n is not None and (not isinstance(n, int) or isinstance(n, bool) or n < 0):
-            raise TypeError(f"Input: sizes must be non-negative ints or None, got {n!r}")
-    return shape
+    return tuple(None if n is None else non_negative_int("Input", "sizes", n) for n in shape)
 
 
 def check_value(node: AnyNode, value: Any, where: str) -> None:

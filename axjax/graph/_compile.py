@@ -19,7 +19,14 @@ import jax.numpy as jnp
 import numpy as np
 
 from ..core import AxisError, DType, Op, Tensor, config
-from ..core._internal import apply, checking_finite, describe, node_site, trusted_tensor
+from ..core._internal import (
+    apply,
+    checking_finite,
+    describe,
+    fit_dtype,
+    node_site,
+    trusted_tensor,
+)
 from ._check import check_value, mismatch
 from ._graph import Graph, Outputs, same_value
 from ._loop import Loop
@@ -246,8 +253,12 @@ def _from_array(x: AnyInput, value: Any, head: str) -> AnyTensor:
     """An array (or nested lists) in the input's axis order, converted to its dtype."""
     arr = value if isinstance(value, jax.Array) else np.asarray(value)
     want = x.dtype.numpy
-    ok = {"f": "fiub", "c": "fiubc", "i": "iub", "u": "iub", "b": "b"}.get(want.kind, "")
-    if arr.dtype.kind not in ok:
+
+    def kind(d: np.dtype[Any]) -> str:
+        return "f" if d == np.dtype(jnp.bfloat16) else d.kind  # bfloat16's kind is "V"
+
+    ok = {"f": "fiub", "c": "fiubc", "i": "iub", "u": "iub", "b": "b"}.get(kind(want), "")
+    if kind(arr.dtype) not in ok:
         raise AxisError(
             f"{head}, got an array of dtype {arr.dtype}: it cannot become "
             f"{x.dtype.__name__} without losing values (convert it first)"
@@ -258,7 +269,8 @@ def _from_array(x: AnyInput, value: Any, head: str) -> AnyTensor:
             f"dimension{'s' * (arr.ndim != 1)} for {len(x.axes)} axes (give one "
             "dimension per axis, in the input's axis order)"
         )
-    return trusted_tensor(jnp.asarray(arr, dtype=want), x.axes)
+    # a value the Input's dtype cannot hold (300 for U8, 1e6 for F16) is a ValueError
+    return trusted_tensor(jnp.asarray(fit_dtype(head, arr, want), dtype=want), x.axes)
 
 
 def _check_inputs(graph: Graph, inputs: Any, where: str) -> tuple[AnyInput, ...]:

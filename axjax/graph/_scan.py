@@ -31,6 +31,7 @@ from ..core._internal import (
     check_axis_label,
     describe,
     flatten,
+    index_int,
     is_symbolic,
     is_tensor,
     unflatten,
@@ -458,6 +459,6 @@ def scan(
         >>> hs = ax.scan(cell, over=Time)(cell.init_state({Batch: 32}), xs)
         >>> # xs [Batch, Time, In] -> hs [Time, Batch, Hidden]
     """
-    if at == 0:
+    if index_int("scan", "at", at) == 0:
         return Scan(unit, over, reverse)
     return ScanAt(unit, over, reverse, at)

@@ -14,6 +14,7 @@ from __future__ import annotations
 from typing import TypeVar, TypeVarTuple
 
 from ..core import DType, Tensor
+from ..core._internal import finite_float
 from ..ops import expm1, gelu, log_softmax, relu, sigmoid, silu, softmax, softplus, tanh, where
 
 __all__ = [
@@ -44,7 +45,8 @@ def leaky_relu(x: Tensor[D, *Axes], negative_slope: float = 0.01) -> Tensor[D, *
     Example:
         >>> ax.nn.leaky_relu(h, 0.2)
     """
-    return where(x > 0.0, x, x * negative_slope)
+    slope = finite_float("leaky_relu", "negative_slope", negative_slope)
+    return where(x > 0.0, x, x * slope)
 
 
 def elu(x: Tensor[D, *Axes], alpha: float = 1.0) -> Tensor[D, *Axes]:
@@ -53,6 +55,7 @@ def elu(x: Tensor[D, *Axes], alpha: float = 1.0) -> Tensor[D, *Axes]:
     Example:
         >>> ax.nn.elu(h)
     """
+    alpha = finite_float("elu", "alpha", alpha)
     return where(x > 0.0, x, expm1(-relu(-x)) * alpha)  # no overflow
 
 

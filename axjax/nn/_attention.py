@@ -18,7 +18,16 @@ import jax.numpy as jnp
 from typing_extensions import TypeVar
 
 from ..core import F32, Axis, Bool, DType, Tensor
-from ..core._internal import axes_names, axis_name, check_axis_label, checks_choices, fail
+from ..core._internal import (
+    axes_names,
+    axis_name,
+    check_axis_label,
+    checks_choices,
+    fail,
+    optional_positive_int,
+    positive_int,
+    probability,
+)
 from ..ops import arange, broadcast, contract, greater_equal, rename, softmax, where
 from . import _init
 from ._dropout import Dropout
@@ -77,6 +86,8 @@ def causal_mask(
         >>> ax.nn.causal_mask(Time, KeyPos, 3, 3).array
         Array([[ True, False, False], [ True,  True, False], [ True,  True,  True]])
     """
+    n_query = positive_int("causal_mask", "n_query", n_query)
+    n_key = positive_int("causal_mask", "n_key", n_key)
     q: AnyTensor = broadcast(arange(query_pos, n_query), (query_pos, key_pos), {key_pos: n_key})
     k: AnyTensor = broadcast(arange(key_pos, n_key), (query_pos, key_pos), {query_pos: n_query})
     return greater_equal(q, k)
@@ -264,6 +275,10 @@ class MultiheadAttention(eqx.Module, Generic[D, Q, K, E, H, HD]):
             check_axis_label(a, "MultiheadAttention")
         distinct("MultiheadAttention", axes)
         (self.embed_axis, self.query_pos, self.key_pos, self.head_axis, self.head_dim_axis) = axes
+        embed_size = positive_int("MultiheadAttention", "embed_size", embed_size)
+        num_heads = positive_int("MultiheadAttention", "num_heads", num_heads)
+        head_size = optional_positive_int("MultiheadAttention", "head_size", head_size)
+        dropout_p = probability("MultiheadAttention", "dropout_p", dropout_p, one_ok=True)
         if head_size is None:
             if embed_size % num_heads:
                 raise ValueError(

@@ -29,9 +29,9 @@ import jax
 from typing_extensions import TypeVar
 
 from ..core import F32, Axis, AxisError, DType, Tensor
-from ..core._internal import axes_names, axis_name, fail
+from ..core._internal import axes_names, axis_name, fail, positive_int
 from ..ops import broadcast, conv
-from ..ops._internal import Padding, per_axis
+from ..ops._internal import Padding, normalize_padding, per_axis
 from . import _init
 from ._registry import register_layer
 from ._util import AxisArg, as_axes, distinct, forbid, require, size_of
@@ -103,7 +103,13 @@ class Conv(eqx.Module):
     ) -> None:
         self.spatial = as_axes(spatial, type(self).__name__)
         in_axis, out_axis = as_axes((in_axis, out_axis), type(self).__name__)
-        distinct(type(self).__name__, (*self.spatial, in_axis, out_axis))
+        where = type(self).__name__
+        distinct(where, (*self.spatial, in_axis, out_axis))
+        in_size, out_size = (
+            positive_int(where, "in_size", in_size),
+            positive_int(where, "out_size", out_size),
+        )
+        groups = positive_int(where, "groups", groups)
         if in_size % groups or out_size % groups:
             raise ValueError(
                 f"{type(self).__name__}: {in_size} input and {out_size} output "
@@ -111,15 +117,12 @@ class Conv(eqx.Module):
             )
         self.in_axis, self.out_axis = in_axis, out_axis
         n = len(self.spatial)
-        kernel = per_axis(kernel_size, n, "kernel_size")
-        self.stride = per_axis(stride, n, "stride")
-        self.dilation = per_axis(dilation, n, "dilation")
-        self.padding = (
-            padding
-            if isinstance(padding, str | int)
-            else tuple(p if isinstance(p, int) else tuple(p) for p in padding)
-        )
-        self.groups = int(groups)
+        kernel = per_axis(kernel_size, n, "kernel_size", where)
+        self.stride = per_axis(stride, n, "stride", where)
+        self.dilation = per_axis(dilation, n, "dilation", where)
+        pads = normalize_padding(padding, n, where)  # checked (non-negative ints) here
+        self.padding = padding if isinstance(padding, str) else pads
+        self.groups = groups
         wkey, bkey = jax.random.split(key)
         sizes = {
             out_axis: out_size,

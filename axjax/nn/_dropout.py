@@ -8,6 +8,7 @@ import equinox as eqx
 import jax
 
 from ..core import Bool, DType, Tensor
+from ..core._internal import probability
 from ..ops import where
 from ._registry import register_layer
 from ._util import is_symbolic
@@ -36,9 +37,7 @@ class Dropout(eqx.Module):
     inference: bool
 
     def __init__(self, p: float = 0.5, inference: bool = False) -> None:
-        if not 0.0 <= p <= 1.0:
-            raise ValueError(f"Dropout: p must be a probability in [0, 1], got {p}")
-        self.p = float(p)
+        self.p = probability("Dropout", "p", p, one_ok=True)
         self.inference = inference
 
     def __call__(

@@ -10,7 +10,7 @@ import jax.numpy as jnp
 from typing_extensions import TypeVar
 
 from ..core import F32, Axis, DType, Integer, Tensor
-from ..core._internal import axis_name, check_axis_label, fail
+from ..core._internal import axis_name, check_axis_label, fail, positive_int
 from ..ops import take
 from . import _init
 from ._registry import register_layer
@@ -67,6 +67,8 @@ class Embedding(eqx.Module, Generic[D, V, E]):
         check_axis_label(embed_axis, "Embedding")
         distinct("Embedding", (vocab_axis, embed_axis))
         self.vocab_axis, self.embed_axis = vocab_axis, embed_axis
+        vocab_size = positive_int("Embedding", "vocab_size", vocab_size)
+        embed_size = positive_int("Embedding", "embed_size", embed_size)
         self.weight = (weight_init or _init.normal(1.0))(
             key,
             {vocab_axis: vocab_size, embed_axis: embed_size},

@@ -24,7 +24,17 @@ import jax
 import jax.numpy as jnp
 
 from ..core import F32, Axis, DType, Tensor
-from ..core._internal import axes_names, axis_name, check_axis_label, checks_choices, jax_dtype
+from ..core._internal import (
+    axes_names,
+    axis_name,
+    check_axis_label,
+    checks_choices,
+    finite_float,
+    jax_dtype,
+    non_negative_float,
+    positive_float,
+    positive_sizes,
+)
 
 __all__ = [
     "Initializer",
@@ -75,6 +85,7 @@ def fan(sizes: Mapping[type[Axis], int], axes: AxisArg, where: str = "fan") -> i
         75
     """
     names = _axes(axes, where)
+    sizes = positive_sizes(where, "sizes", sizes)
     missing = [a for a in names if a not in sizes]
     if missing:
         raise ValueError(
@@ -89,11 +100,12 @@ def _make(sizes: Mapping[type[Axis], int], array: Any) -> AnyTensor:
 
 
 def _shape(sizes: Mapping[type[Axis], int]) -> tuple[int, ...]:
-    return tuple(int(n) for n in sizes.values())
+    return tuple(positive_sizes("initializer", "sizes", sizes).values())
 
 
 def constant(value: float) -> Initializer:
     """Every entry equal to ``value``."""
+    value = finite_float("constant", "value", value)
 
     def init(
         key: jax.Array,
@@ -121,6 +133,7 @@ def ones() -> Initializer:
 
 def uniform(limit: float) -> Initializer:
     """Uniform in ``[-limit, limit)``, whatever the fans."""
+    limit = non_negative_float("uniform", "limit", limit)
 
     def init(
         key: jax.Array,
@@ -139,6 +152,7 @@ def uniform(limit: float) -> Initializer:
 
 def normal(stddev: float) -> Initializer:
     """Normal with standard deviation ``stddev``, whatever the fans."""
+    stddev = non_negative_float("normal", "stddev", stddev)
 
     def init(
         key: jax.Array,
@@ -166,6 +180,7 @@ def variance_scaling(
     ``normal`` is an untruncated normal; ``uniform`` has limit ``sqrt(3 * scale / n)``.
     Glorot, He and LeCun are special cases.
     """
+    scale = positive_float("variance_scaling", "scale", scale)
 
     def init(
         key: jax.Array,
@@ -226,6 +241,7 @@ def orthogonal(gain: float = 1.0) -> Initializer:
     The tensor read as a matrix ``[fan_out, fan_in]`` has orthonormal rows or columns
     (whichever are fewer); any other axes (a Gate axis, say) get independent blocks.
     """
+    gain = finite_float("orthogonal", "gain", gain)
 
     def init(
         key: jax.Array,

@@ -18,7 +18,7 @@ import jax
 from typing_extensions import TypeVar
 
 from ..core import F32, Axis, DType, Tensor
-from ..core._internal import axis_name, check_axis_label, fail
+from ..core._internal import axis_name, check_axis_label, fail, positive_int, positive_sizes
 from ..ops import broadcast, contract, relu
 from . import _init
 from ._registry import register_layer
@@ -152,6 +152,7 @@ class Affine(_Dense[D, In, Out]):
         check_axis_label(out_axis, "Affine")
         self.in_axis, self.out_axis = in_axis, out_axis
         distinct("Affine", (self.in_axis, self.out_axis))
+        in_size, out_size = _sizes("Affine", in_size, out_size)
         wkey, bkey = jax.random.split(key)
         w_init = weight_init or _init.glorot_uniform()
         self.weight = w_init(
@@ -174,6 +175,11 @@ class Affine(_Dense[D, In, Out]):
     def _name(self) -> str:
         n_out, n_in = self.weight.shape
         return _describe("Affine", self.in_axis, self.out_axis, n_in, n_out)
+
+
+def _sizes(where: str, in_size: int, out_size: int) -> tuple[int, int]:
+    """A dense layer's two sizes, each a positive int."""
+    return positive_int(where, "in_size", in_size), positive_int(where, "out_size", out_size)
 
 
 @register_layer()
@@ -204,6 +210,7 @@ class Linear(_Dense[D, In, Out]):
         check_axis_label(out_axis, "Linear")
         self.in_axis, self.out_axis = in_axis, out_axis
         distinct("Linear", (self.in_axis, self.out_axis))
+        in_size, out_size = _sizes("Linear", in_size, out_size)
         w_init = weight_init or _init.glorot_uniform()
         self.weight = w_init(
             key,
@@ -260,8 +267,10 @@ class MLP(_Dense[D, In, Out]):
         dtype: type[D] = F32,  # type: ignore[assignment]  # D defaults to F32
         key: jax.Array,
     ) -> None:
-        axes: list[Any] = [in_axis, *(hidden or {}), out_axis]
-        sizes = [in_size, *(hidden or {}).values(), out_size]
+        in_size, out_size = _sizes("MLP", in_size, out_size)
+        hidden = positive_sizes("MLP", "hidden", hidden or {})
+        axes: list[Any] = [in_axis, *hidden, out_axis]
+        sizes = [in_size, *hidden.values(), out_size]
         distinct("MLP", axes)
         keys = list(jax.random.split(key, len(axes) - 1))
         self.layers = tuple(

@@ -21,7 +21,7 @@ import jax
 from typing_extensions import TypeVar, TypeVarTuple, Unpack
 
 from ..core import F32, Axis, DType, Tensor
-from ..core._internal import axes_names, fail
+from ..core._internal import axes_names, fail, positive_float, positive_int
 from ..ops import broadcast, mean, rsqrt, var
 from . import _init
 from ._registry import register_layer
@@ -50,7 +50,8 @@ Sizes = int | Sequence[int]
 def _params(
     axes: tuple[type[Axis], ...], sizes: int | Sequence[int], where: str
 ) -> dict[type[Axis], int]:
-    ns = (sizes,) if isinstance(sizes, int) else tuple(sizes)
+    items = tuple(sizes) if isinstance(sizes, Sequence) else (sizes,)
+    ns = tuple(positive_int(where, "sizes", n) for n in items)
     if len(ns) != len(axes):
         raise ValueError(f"{where}: {len(axes)} axes ({axes_names(axes)}) but {len(ns)} sizes")
     return dict(zip(axes, ns, strict=True))
@@ -202,7 +203,7 @@ class LayerNorm(_Norm[D, *N]):
         key = jax.random.key(0)  # unused by the constant initialisers
         self.weight = _init.ones()(key, shape, dtype=dtype) if use_weight else None
         self.bias = _init.zeros()(key, shape, dtype=dtype) if use_bias else None
-        self.eps = float(eps)
+        self.eps = positive_float("LayerNorm", "eps", eps)
 
     def _apply(self, x: AnyTensor) -> AnyTensor:
         _check(
@@ -291,7 +292,7 @@ class RMSNorm(_Norm[D, *N]):
         shape = _params(self.axes, sizes, "RMSNorm")
         self.sizes = tuple(shape.values())
         self.weight = _init.ones()(jax.random.key(0), shape, dtype=dtype) if use_weight else None
-        self.eps = float(eps)
+        self.eps = positive_float("RMSNorm", "eps", eps)
 
     def _apply(self, x: AnyTensor) -> AnyTensor:
         _check(

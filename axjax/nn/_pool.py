@@ -22,7 +22,7 @@ from ..core import Axis, DType, Tensor
 from ..ops import avg_pool, max_pool
 from ..ops import max as reduce_max
 from ..ops import mean as reduce_mean
-from ..ops._internal import Padding
+from ..ops._internal import Padding, normalize_padding, per_axis
 from ._registry import register_layer
 from ._util import AxisArg, as_axes
 
@@ -59,13 +59,13 @@ class _Pool(eqx.Module):
         self, spatial: AxisArg, window: Ints, stride: Ints | None = None, padding: Padding = "VALID"
     ) -> None:
         self.spatial = as_axes(spatial, type(self).__name__)
-        self.window = window if isinstance(window, int) else tuple(window)
-        self.stride = stride if stride is None or isinstance(stride, int) else tuple(stride)
-        self.padding = (
-            padding
-            if isinstance(padding, str | int)
-            else tuple(p if isinstance(p, int) else tuple(p) for p in padding)
-        )
+        where, n = type(self).__name__, len(self.spatial)
+        windows = per_axis(window, n, "window", where)  # one int each, checked
+        self.window = windows if isinstance(window, Sequence) else windows[0]
+        strides = None if stride is None else per_axis(stride, n, "stride", where)
+        self.stride = strides if isinstance(stride, Sequence) or strides is None else strides[0]
+        pads = normalize_padding(padding, n, where)
+        self.padding = padding if isinstance(padding, str) else pads
 
 
 @register_layer(typed="signature")

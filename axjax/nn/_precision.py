@@ -29,7 +29,7 @@ from jax.typing import DTypeLike
 from typing_extensions import TypeVar
 
 from ..core import BF16, F16, F32, DType, Floating, Tensor
-from ..core._internal import FLOATING, dtype_marker, is_floating, jax_dtype
+from ..core._internal import FLOATING, dtype_marker, is_floating, jax_dtype, positive_int
 
 if TYPE_CHECKING:
     from ..core import F64, Axis
@@ -253,6 +253,7 @@ class Policy(Generic[PD, CD, OD]):
         for name in ("param", "compute", "output"):  # markers, or jnp.bfloat16 and the like
             object.__setattr__(self, name, _floating_marker(getattr(self, name), f"Policy: {name}"))
         _check_loss_scale(self.loss_scale, self.output)
+        positive_int("Policy", "period", self.period)
 
     @overload
     @classmethod

@@ -33,7 +33,14 @@ import jax
 from typing_extensions import TypeVar
 
 from ..core import F32, Axis, AxisError, DType, Tensor
-from ..core._internal import axes_names, axis_name, check_axis_label, fail
+from ..core._internal import (
+    axes_names,
+    axis_name,
+    check_axis_label,
+    fail,
+    positive_int,
+    positive_sizes,
+)
 from ..ops import broadcast, contract, rename, sigmoid, tanh, transpose, unstack
 from ..ops import zeros as zeros_tensor
 from . import _init
@@ -76,6 +83,13 @@ class AbstractCell(eqx.Module, Generic[D, In, H]):
     in_axis: type[Axis] = eqx.field(static=True)
     hidden_axis: type[Axis] = eqx.field(static=True)
 
+    def _check_sizes(self, in_size: int, hidden_size: int) -> tuple[int, int]:
+        """The cell's two sizes, each a positive int."""
+        where = type(self).__name__
+        return positive_int(where, "in_size", in_size), positive_int(
+            where, "hidden_size", hidden_size
+        )
+
     def _setup(
         self,
         in_axis: type[Axis],
@@ -96,6 +110,7 @@ class AbstractCell(eqx.Module, Generic[D, In, H]):
                     f"{type(self).__name__}: {axis_name(a)} is reserved for the "
                     "cell's weights; label the input and hidden axes otherwise"
                 )
+        in_size, hidden_size = self._check_sizes(in_size, hidden_size)
         init = init or _init.uniform(math.sqrt(1.0 / hidden_size))
         read = Prev if in_axis is hidden_axis else in_axis
         out: dict[type[Axis], int] = {Gate: gates} if gates else {}
@@ -159,7 +174,7 @@ class AbstractCell(eqx.Module, Generic[D, In, H]):
 
     def init_state(self, batch: Mapping[type[Axis], int] | None = None) -> Any:
         """The zero state for the given batch axes: ``cell.init_state({Batch: 32})``."""
-        sizes = dict(batch or {})
+        sizes = positive_sizes(f"{type(self).__name__}.init_state", "batch", batch or {})
         return zeros_tensor(
             (*sizes.values(), self.hidden_size),
             *sizes,

@@ -24,7 +24,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from ..core import F32, I32, Axis, AxisError, Bool, DType, Tensor
-from ..core._internal import axis_name, check_axis_label, describe
+from ..core._internal import axis_name, check_axis_label, describe, optional_positive_int
 from ..ops import broadcast, contract, index, rename, sigmoid, take, tanh, tensor, transpose
 from ..ops import sum as reduce_sum
 from . import _init
@@ -167,6 +167,7 @@ class TreeBatch(eqx.Module):
 
 
 def _fit(limit: int | None, need: int, what: str) -> int:
+    limit = optional_positive_int("TreeBatch.from_trees", what, limit)
     if limit is None:
         return need
     if limit < need:
@@ -278,6 +279,7 @@ class ChildSumTreeLSTMCell(AbstractCell):
         dtype: type[DType] = F32,
         key: jax.Array,
     ) -> None:
+        self._check_sizes(in_size, hidden_size)
         init = weight_init or _init.uniform(math.sqrt(1.0 / hidden_size))
         self._setup(in_axis, hidden_axis, in_size, hidden_size, 4, use_bias, init, dtype, key)
 

@@ -4,11 +4,15 @@ Axes follow the shape, one label per dimension::
 
     x = ax.tensor(images, Batch, Height, Width, dtype=ax.F32)
     w = ax.normal(key, (784, 300), Pixel, Hidden, stddev=0.05)
+
+Data and fill values must fit the dtype (``fit_dtype``): ``ax.full(3, A, value=300,
+dtype=ax.U8)`` is a ``ValueError``, not a tensor of 44s (docs/tensors.md). Shapes are
+non-negative ints, checked by the one validator of numeric arguments.
 """
 
 from __future__ import annotations
 
-import operator
+from collections.abc import Sequence
 from typing import Any, TypeVar
 
 import jax
@@ -20,8 +24,13 @@ from ..core._internal import (
     ArrayData,
     axes_names,
     dtype_marker,
+    finite_float,
+    fit_dtype,
+    index_int,
     jax_dtype,
     narrowed_error,
+    non_negative_float,
+    non_negative_int,
     to_numpy_dtype,
 )
 
@@ -44,6 +53,11 @@ def tensor(
     """
     if isinstance(data, Tensor):
         data = data.array
+    if isinstance(data, list | tuple):  # numpy would read a list of Tensors as numbers
+        problem = _nested_problem(data)
+        if problem is not None:
+            raise problem
+    data = fit_dtype("tensor", data, dtype)  # a value that does not fit is a ValueError
     try:
         arr = jnp.asarray(data, dtype=None if dtype is None else to_numpy_dtype(dtype))
     except (TypeError, ValueError) as e:
@@ -110,11 +124,11 @@ def _nested_problem(data: list[Any] | tuple[Any, ...]) -> Exception | None:
     return None
 
 
-def _shape(shape: Any, axes: tuple[type[Axis], ...], where: str) -> tuple[int, ...]:
+def _shape(shape: int | Sequence[int], axes: tuple[type[Axis], ...], where: str) -> tuple[int, ...]:
+    """The sizes of ``shape``, one non-negative int per axis (``0`` makes an empty axis)."""
+    items = shape if isinstance(shape, Sequence) and not isinstance(shape, str) else (shape,)
     try:
-        sizes: tuple[int, ...] = (
-            (int(shape),) if isinstance(shape, int) else tuple(operator.index(n) for n in shape)
-        )
+        sizes = tuple(non_negative_int(where, "shape", n) for n in items)
     except TypeError:
         raise TypeError(
             f"{where}: the shape must be an int or a tuple of ints, one per axis (e.g. "
@@ -129,24 +143,27 @@ def _shape(shape: Any, axes: tuple[type[Axis], ...], where: str) -> tuple[int, .
     return sizes
 
 
-def zeros(shape: Any, *axes: type[Axis], dtype: type[DType] = F32) -> AnyTensor:
+def zeros(shape: int | Sequence[int], *axes: type[Axis], dtype: type[DType] = F32) -> AnyTensor:
     """A tensor of zeros: ``ax.zeros((2, 3), Batch, Pixel)``."""
     return Tensor(jnp.zeros(_shape(shape, axes, "zeros"), jax_dtype(dtype, "zeros")), axes)
 
 
-def ones(shape: Any, *axes: type[Axis], dtype: type[DType] = F32) -> AnyTensor:
+def ones(shape: int | Sequence[int], *axes: type[Axis], dtype: type[DType] = F32) -> AnyTensor:
     """A tensor of ones: ``ax.ones((2, 3), Batch, Pixel)``."""
     return Tensor(jnp.ones(_shape(shape, axes, "ones"), jax_dtype(dtype, "ones")), axes)
 
 
-def full(shape: Any, *axes: type[Axis], value: Any, dtype: type[DType] = F32) -> AnyTensor:
+def full(
+    shape: int | Sequence[int], *axes: type[Axis], value: Any, dtype: type[DType] = F32
+) -> AnyTensor:
     """A tensor filled with ``value``: ``ax.full((2,), Batch, value=0.5)``."""
-    return Tensor(jnp.full(_shape(shape, axes, "full"), value, jax_dtype(dtype, "full")), axes)
+    sizes, dt = _shape(shape, axes, "full"), jax_dtype(dtype, "full")
+    return Tensor(jnp.full(sizes, fit_dtype("full", value, dt), dt), axes)
 
 
 def normal(
     key: jax.Array,
-    shape: Any,
+    shape: int | Sequence[int],
     *axes: type[Axis],
     stddev: float = 1.0,
     mean: float = 0.0,
@@ -154,13 +171,17 @@ def normal(
 ) -> AnyTensor:
     """Normal samples: ``ax.normal(key, (784, 300), Pixel, Hidden, stddev=0.05)``."""
     s, dt = _shape(shape, axes, "normal"), jax_dtype(dtype, "normal")
+    if not isinstance(stddev, jax.Array):  # a traced scale is the caller's to check
+        stddev = non_negative_float("normal", "stddev", stddev)
+    if not isinstance(mean, jax.Array):
+        mean = finite_float("normal", "mean", mean)
     arr = jax.random.normal(key, s, dt) * stddev + mean
     return Tensor(arr.astype(dt), axes)
 
 
 def uniform(
     key: jax.Array,
-    shape: Any,
+    shape: int | Sequence[int],
     *axes: type[Axis],
     minval: float = 0.0,
     maxval: float = 1.0,
@@ -168,12 +189,18 @@ def uniform(
 ) -> AnyTensor:
     """Uniform samples in ``[minval, maxval)``."""
     s, dt = _shape(shape, axes, "uniform"), jax_dtype(dtype, "uniform")
+    if not isinstance(minval, jax.Array):  # traced bounds are the caller's to check
+        minval = finite_float("uniform", "minval", minval)
+    if not isinstance(maxval, jax.Array):
+        maxval = finite_float("uniform", "maxval", maxval)
+    if isinstance(minval, float) and isinstance(maxval, float) and minval > maxval:
+        raise ValueError(f"uniform: minval ({minval}) must not exceed maxval ({maxval})")
     return Tensor(jax.random.uniform(key, s, dt, minval, maxval), axes)
 
 
 def randint(
     key: jax.Array,
-    shape: Any,
+    shape: int | Sequence[int],
     *axes: type[Axis],
     minval: int,
     maxval: int,
@@ -181,9 +208,15 @@ def randint(
 ) -> AnyTensor:
     """Uniform integers in ``[minval, maxval)``."""
     s, dt = _shape(shape, axes, "randint"), jax_dtype(dtype, "randint")
+    lo, hi = index_int("randint", "minval", minval), index_int("randint", "maxval", maxval)
+    if lo >= hi:
+        raise ValueError(f"randint: minval ({lo}) must be below maxval ({hi}): [minval, maxval)")
+    fit_dtype("randint", [lo, hi - 1], dt)  # the values drawn must fit the dtype
     return Tensor(jax.random.randint(key, s, minval, maxval, dt), axes)
 
 
 def arange(axis: type[Axis], n: int, dtype: type[DType] = I32) -> AnyTensor:
     """``0, 1, ..., n-1`` along ``axis``: ``ax.arange(Time, 28)``."""
-    return Tensor(jnp.arange(n, dtype=jax_dtype(dtype, "arange")), (axis,))
+    n, dt = non_negative_int("arange", "n", n), jax_dtype(dtype, "arange")
+    fit_dtype("arange", max(n - 1, 0), dt)  # the last value must fit the dtype
+    return Tensor(jnp.arange(n, dtype=dt), (axis,))

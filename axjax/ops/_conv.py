@@ -31,6 +31,9 @@ from ..core._internal import (
     axes_names,
     axis_name,
     check_axis_label,
+    non_negative_int,
+    positive_int,
+    positive_ints,
     register_op,
     require_floating,
     result_dtype,
@@ -55,24 +58,34 @@ AnyOf = Tensor[D, *tuple[Any, ...]]
 Padding = str | int | Sequence[int] | Sequence[tuple[int, int]]
 
 
-def per_axis(value: int | Sequence[int], n: int, what: str) -> tuple[int, ...]:
-    vals = (value,) * n if isinstance(value, int) else tuple(int(v) for v in value)
-    if len(vals) != n or any(v < 1 for v in vals):
-        raise ValueError(f"{what} must be a positive int or {n} positive ints, got {value!r}")
-    return vals
+def per_axis(value: int | Sequence[int], n: int, what: str, where: str = "Conv") -> tuple[int, ...]:
+    """One positive int per spatial axis (a window, a stride, a dilation)."""
+    return positive_ints(where, what, value, n)
 
 
-def normalize_padding(padding: Padding, n: int) -> str | tuple[tuple[int, int], ...]:
+def normalize_padding(
+    padding: Padding, n: int, where: str = "Conv"
+) -> str | tuple[tuple[int, int], ...]:
+    """``"SAME"``/``"VALID"``, or explicit non-negative ``(lo, hi)`` pads per axis."""
     if isinstance(padding, str):
         if padding.upper() not in ("SAME", "VALID"):
-            raise ValueError(f"padding must be 'SAME', 'VALID' or explicit, got {padding!r}")
+            raise ValueError(
+                f"{where}: padding must be 'SAME', 'VALID' or explicit, got {padding!r}"
+            )
         return padding.upper()
-    if isinstance(padding, int):
-        return ((padding, padding),) * n
-    pads: list[int | tuple[int, int]] = list(padding)
+    if not isinstance(padding, Sequence):
+        p = non_negative_int(where, "padding", padding)
+        return ((p, p),) * n
+    pads: list[Any] = list(padding)
     if len(pads) != n:
-        raise ValueError(f"padding needs one entry per spatial axis ({n}), got {padding!r}")
-    return tuple((p, p) if isinstance(p, int) else (int(p[0]), int(p[1])) for p in pads)
+        raise ValueError(
+            f"{where}: padding needs one entry per spatial axis ({n}), got {padding!r}"
+        )
+    out: list[tuple[int, int]] = []
+    for p in pads:
+        lo, hi = (p, p) if not isinstance(p, Sequence) or isinstance(p, str) else tuple(p)
+        out.append((non_negative_int(where, "padding", lo), non_negative_int(where, "padding", hi)))
+    return tuple(out)
 
 
 def resolve_padding(
@@ -118,10 +131,10 @@ class Conv(Op):
         n = len(self.spatial)
         if n == 0 or len(set(self.spatial)) != n:
             raise ValueError(f"Conv: spatial must name distinct axes, got ({axes_names(spatial)})")
-        self.stride = per_axis(stride, n, "stride")
-        self.dilation = per_axis(dilation, n, "dilation")
-        self.padding = normalize_padding(padding, n)
-        self.groups = int(groups)
+        self.stride = per_axis(stride, n, "stride", "conv")
+        self.dilation = per_axis(dilation, n, "dilation", "conv")
+        self.padding = normalize_padding(padding, n, "conv")
+        self.groups = positive_int("conv", "groups", groups)
 
     def describe(self) -> str:
         return f"Conv{len(self.spatial)}D({axes_names(self.spatial)})"

@@ -19,6 +19,7 @@ from ..core import AnyTensor, Bool, DType, Floating, Op, Tensor, TensorType
 from ..core._internal import (
     HasType,
     dtype_marker,
+    fit_dtype,
     is_floating,
     jax_dtype,
     not_a_tensor,
@@ -27,7 +28,6 @@ from ..core._internal import (
     require_numbers,
     result_dtype,
     same_sizes,
-    to_numpy_dtype,
     trusted_tensor,
 )
 
@@ -299,9 +299,9 @@ def _scalar_like(value: Any, other: Any, op: Op[Any]) -> Tensor[Any]:
             f"the number {value} cannot mix with Bool values (use True "
             "or False, or convert the tensor with astype(ax.I32))",
         )
-    try:
-        arr = np.asarray(value, dtype=to_numpy_dtype(dtype))
-    except OverflowError:
+    try:  # the one rule for a value meeting a dtype (docs/tensors.md): 1e6 is no F16
+        arr = fit_dtype(op.name, value, dtype)
+    except (OverflowError, ValueError):
         raise op.fail(
             (other,),
             f"the number {value} does not fit in {dtype.__name__} "

@@ -59,9 +59,10 @@ class Pool(Op):
         n = len(self.spatial)
         if n == 0 or len(set(self.spatial)) != n:
             raise ValueError(f"Pool: spatial must name distinct axes, got ({axes_names(spatial)})")
-        self.window = per_axis(window, n, "window")
-        self.stride = self.window if stride is None else per_axis(stride, n, "stride")
-        self.padding = normalize_padding(padding, n)
+        where = f"{kind}_pool"
+        self.window = per_axis(window, n, "window", where)
+        self.stride = self.window if stride is None else per_axis(stride, n, "stride", where)
+        self.padding = normalize_padding(padding, n, where)
 
     @property
     def accumulates(self) -> bool:  # type: ignore[override]

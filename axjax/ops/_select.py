@@ -19,7 +19,8 @@ from ..core._internal import (
     check_axis_label,
     describe,
     dtype_marker,
-    is_floating,
+    index_int,
+    positive_int,
     register_op,
     trusted_tensor,
 )
@@ -100,8 +101,8 @@ def index(x: AnyOf[D], axis: type[Axis], i: int | Any) -> AnyOf[D]:
     ``i`` is a Python int (checked against the size), or a traced integer / rank-0 integer
     Tensor (clamped into range, as ``jax.lax.dynamic_index_in_dim`` does).
     """
-    if isinstance(i, int | np.integer) and not isinstance(i, bool):
-        return cached(Index, axis, int(i))(x)
+    if isinstance(i, int | float | np.number | np.bool_):  # a static position: an int
+        return cached(Index, axis, index_int("index", "i", i))(x)
     pos = i
     if not isinstance(i, Tensor) and getattr(i, "ndim", None) == 0:
         pos = trusted_tensor(i, ())
@@ -172,17 +173,13 @@ def _slice_bound(name: str, v: Any, none_ok: bool = True) -> int | None:
     """``v`` as an int bound of ``ax.slice``, or the one ``TypeError`` for anything else."""
     if v is None and none_ok:
         return None
-    if isinstance(v, int | np.integer) and not isinstance(v, bool | np.bool_):
-        return int(v)
-    got = (
-        f"{type(v).__name__} {v!r}"
-        if isinstance(v, float) or (isinstance(v, np.generic) and is_floating(v))
-        else ("a traced value" if isinstance(v, jax.core.Tracer) else type(v).__name__)
-    )
-    raise TypeError(
-        f"slice: {name} must be an int{' or None' if none_ok else ''}, got {got} (slice "
-        "bounds are static Python ints; convert with int(), or for a position known only "
-        "at run time use ax.index, ax.take or jax.lax.dynamic_slice_in_dim)"
+    return index_int(
+        "slice",
+        name,
+        v,
+        what=f"an int{' or None' if none_ok else ''}",
+        fix="slice bounds are static Python ints; convert with int(), or for a position "
+        "known only at run time use ax.index, ax.take or jax.lax.dynamic_slice_in_dim",
     )
 
 
@@ -242,7 +239,7 @@ class OneHot(Op):
     """Integer labels -> one-hot vectors along a new last axis ``X`` of size ``n``."""
 
     def __init__(self, axis: type[Axis], n: int, dtype: type[DType] = F32) -> None:
-        self.axis, self.n = check_axis_label(axis, "OneHot"), int(n)
+        self.axis, self.n = check_axis_label(axis, "OneHot"), positive_int("one_hot", "n", n)
         self.dtype = dtype_marker(dtype)
 
     def describe(self) -> str:

@@ -20,6 +20,10 @@ from ..core._internal import (
     cached,
     check_axis_label,
     check_unique_axes,
+    index_int,
+    non_negative_int,
+    positive_int,
+    positive_sizes,
     register_op,
     result_dtype,
 )
@@ -62,7 +66,8 @@ class ExpandDims(Op):
     """Insert a new size-1 axis ``X`` at position ``at``; backward squeezes it."""
 
     def __init__(self, axis: type[Axis], at: int = 0) -> None:
-        self.axis, self.at = check_axis_label(axis, "ExpandDims"), int(at)
+        self.axis = check_axis_label(axis, "ExpandDims")
+        self.at = index_int("expand_dims", "at", at)
 
     def describe(self) -> str:
         return f"ExpandDims({axis_name(self.axis)}, at={self.at})"
@@ -250,7 +255,7 @@ def broadcast(
     """
     if isinstance(to, tuple):
         have = dict(zip(x.axes, x.shape, strict=True))
-        have.update(sizes or {})
+        have.update(positive_sizes("broadcast", "sizes", sizes or {}, zero_ok=True))
         missing = [a for a in to if a not in have]
         if missing:
             raise TypeError(f"broadcast: give the size of {axes_names(missing)} in sizes=")
@@ -284,7 +289,7 @@ class Tile(Op):
     """Repeat the whole tensor ``n`` times along axis ``X``; backward sums the copies."""
 
     def __init__(self, axis: type[Axis], n: int) -> None:
-        self.axis, self.n = check_axis_label(axis, "Tile"), int(n)
+        self.axis, self.n = check_axis_label(axis, "Tile"), positive_int("tile", "n", n)
 
     def describe(self) -> str:
         return f"Tile({axis_name(self.axis)}, {self.n})"
@@ -368,7 +373,7 @@ class Stack(Op):
     """Stack operands with identical axes and sizes along a new axis ``X`` at ``at``."""
 
     def __init__(self, axis: type[Axis], at: int = 0) -> None:
-        self.axis, self.at = check_axis_label(axis, "Stack"), int(at)
+        self.axis, self.at = check_axis_label(axis, "Stack"), index_int("stack", "at", at)
 
     def describe(self) -> str:
         return f"Stack({axis_name(self.axis)}, at={self.at})"
@@ -547,7 +552,7 @@ class Unflatten(Op):
     ) -> None:
         self.axis = check_axis_label(axis, "Unflatten")
         self.axes = tuple(check_axis_label(a, "Unflatten") for a in axes)
-        self.sizes = tuple(int(n) for n in sizes)
+        self.sizes = tuple(non_negative_int("unflatten", "sizes", n) for n in sizes)
         if len(self.sizes) != len(self.axes):
             raise TypeError(f"unflatten: {len(self.axes)} axes but {len(self.sizes)} sizes")
 

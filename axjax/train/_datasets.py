@@ -22,8 +22,8 @@ from typing import Literal
 
 import numpy as np
 
-from ..core._internal import checks_choices
-from ._download import download, sha256_of
+from ..core._internal import checks_choices, index_int, non_negative_int
+from ._download import download, download_timeout, sha256_of
 from ._idx import DataError, read_idx
 
 __all__ = [
@@ -50,6 +50,10 @@ class DatasetSpec:
     files: dict[str, tuple[str, int]]
     mirrors: tuple[str, ...]
     classes: tuple[str, ...]
+
+    def __post_init__(self) -> None:
+        for name, (_, size) in self.files.items():
+            non_negative_int("DatasetSpec", f"files[{name!r}] size", size)
 
     def split_files(self, split: Split) -> tuple[str, str]:
         prefix = {"train": "train", "test": "t10k"}[split]
@@ -154,6 +158,7 @@ class Dataset:
 
     def subset(self, start: int, stop: int) -> Dataset:
         """Examples ``start:stop`` (a small slice for quick runs and tests)."""
+        start, stop = index_int("subset", "start", start), index_int("subset", "stop", stop)
         return dataclasses.replace(
             self, images=self.images[start:stop], labels=self.labels[start:stop]
         )
@@ -203,6 +208,8 @@ def find_dataset(
     Raises:
         DataError: not found and not downloadable; the message says where to put the files.
     """
+    if timeout is not None:  # checked even when nothing needs downloading
+        download_timeout(timeout)
     names = spec.split_files(split) if split else tuple(spec.files)
     candidates = _candidates(spec, data_dir)
     for folder in candidates:

@@ -26,6 +26,7 @@ from typing import Any, BinaryIO, Literal, NoReturn
 
 from tqdm import tqdm
 
+from ..core._internal import non_negative_int, positive_float
 from ._idx import DataError
 
 __all__ = ["DEFAULT_TIMEOUT", "TIMEOUT_ENV", "download", "download_timeout", "sha256_of"]
@@ -56,14 +57,11 @@ def download_timeout(timeout: float | None = None) -> float:
     """
     if timeout is not None:
         try:
-            value = float(timeout)
+            return positive_float("download", "timeout", timeout)
         except (TypeError, ValueError):
-            value = math.nan
-        if not (math.isfinite(value) and value > 0):
             raise ValueError(
                 f"download timeout must be a positive number of seconds, got {timeout!r}"
-            )
-        return value
+            ) from None
     text = os.environ.get(TIMEOUT_ENV, "").strip()
     if not text:
         return DEFAULT_TIMEOUT
@@ -337,6 +335,7 @@ def download(
         ...                   sha256=MNIST.files["t10k-labels-idx1-ubyte.gz"][0], timeout=30)
     """
     deadline = download_timeout(timeout)
+    size = None if size is None else non_negative_int("download", "size", size)
     dest = Path(dest)
     try:
         dest.parent.mkdir(parents=True, exist_ok=True)

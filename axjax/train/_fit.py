@@ -18,7 +18,15 @@ import jax.numpy as jnp
 import optax
 
 from ..core import Axis
-from ..core._internal import check_axis_label, check_choice
+from ..core._internal import (
+    check_axis_label,
+    check_choice,
+    finite_float,
+    non_negative_float,
+    non_negative_int,
+    optional_positive_int,
+    positive_int,
+)
 from ..nn import Policy
 from ._axes import Batch
 from ._fit_checkpoint import FitCheckpoints, schedule_of, start_run
@@ -75,6 +83,11 @@ class EarlyStopping:
     wait: int = 0
 
     def __post_init__(self) -> None:
+        self.patience = non_negative_int("EarlyStopping", "patience", self.patience)
+        self.min_delta = non_negative_float("EarlyStopping", "min_delta", self.min_delta)
+        self.wait = non_negative_int("EarlyStopping", "wait", self.wait)
+        if self.best is not None:
+            self.best = finite_float("EarlyStopping", "best", self.best)
         if self.mode is not None:
             check_choice("EarlyStopping", "mode", self.mode, typing.get_args(Mode))
 
@@ -242,6 +255,9 @@ def fit(
         >>> result.history[-1]["eval_accuracy"]
         0.981
     """
+    epochs = positive_int("fit", "epochs", epochs)
+    log_every = positive_int("fit", "log_every", log_every)
+    max_steps = optional_positive_int("fit", "max_steps", max_steps)
     _check_arguments(guard, log_every, early_stopping, eval_data)
     unwrap: Callable[[Any], Any] = _same
     if precision is not None:

@@ -15,6 +15,8 @@ from pathlib import Path
 
 import numpy as np
 
+from ..core._internal import positive_int
+
 __all__ = ["DataError", "read_idx", "write_idx"]
 
 # type code -> big-endian numpy dtype
@@ -86,6 +88,7 @@ def read_idx(path: str | os.PathLike[str], *, ndim: int | None = None) -> np.nda
             "00 00, a type code (08 for uint8) and the number of dimensions"
         )
     dtype, rank = _TYPES[data[2]], data[3]
+    ndim = None if ndim is None else positive_int("read_idx", "ndim", ndim)
     if ndim is not None and rank != ndim:
         raise DataError(f"{path} holds a {rank}-dimensional array; expected {ndim} dimensions")
     header = 4 + 4 * rank

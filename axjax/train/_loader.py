@@ -19,7 +19,13 @@ import numpy as np
 from jaxtyping import Float32, Int32, Shaped
 
 from ..core import F32, I32, Axis, Tensor, TensorType
-from ..core._internal import axes_names, check_axis_label, check_unique_axes
+from ..core._internal import (
+    axes_names,
+    check_axis_label,
+    check_unique_axes,
+    non_negative_int,
+    positive_int,
+)
 from ._axes import Batch, Pixel
 from ._datasets import Dataset
 from ._parallel import Parallel
@@ -101,8 +107,7 @@ class Loader:
         normalize: tuple[float, float] | None = None,
         parallel: Parallel | None = None,
     ) -> None:
-        if int(batch_size) < 1:
-            raise ValueError(f"Loader: batch_size must be at least 1, got {batch_size}")
+        batch_size = positive_int("Loader", "batch_size", batch_size)
         self.axes = tuple(check_axis_label(a, "Loader") for a in axes)
         check_unique_axes(self.axes, "Loader")
         n = len(dataset)
@@ -150,6 +155,7 @@ class Loader:
 
     def order(self, epoch: int) -> jax.Array:
         """The example order of ``epoch`` (a permutation from ``fold_in(key, epoch)``)."""
+        epoch = non_negative_int("Loader.order", "epoch", epoch)
         if epoch not in self._orders:
             n = len(self.dataset)
             if self.key is None:
@@ -163,6 +169,7 @@ class Loader:
 
     def epoch(self, epoch: int = 0, start: int = 0) -> Iterator[Pair]:
         """The batches of ``epoch``, beginning with batch number ``start``."""
+        start = non_negative_int("Loader.epoch", "start", start)
         order = self.order(epoch)
         n, b = len(self.dataset), self.batch_size
         if self.parallel is not None:
@@ -224,6 +231,8 @@ def _normalization(normalize: Any) -> tuple[float, float]:
         return 0.0, 1.0
     try:
         mean, std = normalize
+        if isinstance(mean, bool | np.bool_) or isinstance(std, bool | np.bool_):
+            raise TypeError("a bool is not a mean or a std")
         mean, std = float(mean), float(std)
     except (TypeError, ValueError):
         raise ValueError(

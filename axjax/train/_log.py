@@ -10,6 +10,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from ..core._internal import non_negative_int
+
 __all__ = ["MetricsLog", "plot_history"]
 
 Row = dict[str, Any]
@@ -27,6 +29,8 @@ class MetricsLog:
     """
 
     def __init__(self, logdir: str | os.PathLike[str], *, resume_at: int | None = None) -> None:
+        if resume_at is not None:
+            resume_at = non_negative_int("MetricsLog", "resume_at", resume_at)
         self.logdir = Path(logdir)
         self.logdir.mkdir(parents=True, exist_ok=True)
         self.jsonl = self.logdir / "metrics.jsonl"

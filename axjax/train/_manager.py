@@ -11,6 +11,7 @@ from typing import Any, NamedTuple
 
 import jax
 
+from ..core._internal import non_negative_int, optional_positive_int, positive_int
 from ._checkpoint import (
     CheckpointError,
     CheckpointMismatchError,
@@ -66,10 +67,8 @@ class Checkpoints:
         *,
         sharded: bool = False,
     ) -> None:
-        if keep < 1:
-            raise ValueError(f"Checkpoints: keep must be at least 1, got {keep}")
-        if every is not None and every < 1:
-            raise ValueError(f"Checkpoints: every must be a positive number of steps, got {every}")
+        keep = positive_int("Checkpoints", "keep", keep)
+        every = optional_positive_int("Checkpoints", "every", every)
         self.directory = Path(directory)
         self.keep = keep
         self.every = every
@@ -81,7 +80,7 @@ class Checkpoints:
 
     def path(self, step: int) -> Path:
         """The file (folder, if ``sharded``) name of the checkpoint of ``step``."""
-        name = f"ckpt-{int(step):09d}"
+        name = f"ckpt-{non_negative_int('Checkpoints.path', 'step', step):09d}"
         return self.directory / (name if self.sharded else f"{name}.npz")
 
     def steps(self) -> list[int]:

@@ -32,7 +32,7 @@ def test_input_rejects_bad_arguments() -> None:
         ax.Input(ax.F32, Batch, In, sizes={Hidden: 2})
     with pytest.raises(TypeError, match="1 sizes for 2 axes"):
         ax.Input(ax.F32, Batch, In, sizes=(2,))
-    with pytest.raises(TypeError, match="non-negative ints or None, got -1"):
+    with pytest.raises(ValueError, match=r"Input: sizes must be a non-negative int .*, got -1"):
         ax.Input(ax.F32, Batch, sizes=(-1,))
     with pytest.raises(ax.AxisError, match="axis Batch occurs twice"):
         ax.Input(ax.F32, Batch, Batch)

@@ -150,7 +150,9 @@ def test_other_bad_files(tmp_path):
         load_checkpoint(tmp_path / "plain.npz", {})
     with pytest.raises(CheckpointError, match=r"no checkpoint in .* to restore"):
         Checkpoints(tmp_path / "empty").restore({})
-    with pytest.raises(ValueError, match="keep must be at least 1, got 0"):
+    with pytest.raises(
+        ValueError, match=r"Checkpoints: keep must be a positive int \(1, 2, ...\), got 0"
+    ):
         Checkpoints(tmp_path, keep=0)
 
 

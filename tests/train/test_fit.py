@@ -247,7 +247,9 @@ def test_loss_fn_mistakes_get_clear_errors():
             _loader(),
             progress=False,
         )
-    with pytest.raises(ValueError, match="log_every must be at least 1"):
+    with pytest.raises(
+        ValueError, match=r"fit: log_every must be a positive int \(1, 2, ...\), got"
+    ):
         ax.train.fit(_model(), optax.sgd(0.1), classify, _loader(), log_every=0)
     with pytest.raises(TypeError, match="training data must be an axjax.train.Loader"):
         ax.train.fit(_model(), optax.sgd(0.1), classify, 42)

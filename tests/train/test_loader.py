@@ -75,7 +75,9 @@ def test_normalize():
 
 
 def test_errors():
-    with pytest.raises(ValueError, match="batch_size must be at least 1, got 0"):
+    with pytest.raises(
+        ValueError, match=r"Loader: batch_size must be a positive int \(1, 2, ...\), got 0"
+    ):
         Loader(_dataset(), 0)
     with pytest.raises(
         ValueError,
