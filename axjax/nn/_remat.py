@@ -16,7 +16,7 @@ from typing import Any, Generic, Literal, TypeVar
 import equinox as eqx
 import jax
 
-from ..core._internal import checks_choices
+from ..core._internal import check_choice, checks_choices
 from ._registry import register_layer
 
 __all__ = ["Remat", "remat", "resolve_policy"]
@@ -43,17 +43,15 @@ def _policy(policy: Policy) -> Callable[..., bool] | None:
     return resolve_policy(policy, "remat")
 
 
-def resolve_policy(policy: Policy, where: str) -> Callable[..., bool] | None:
-    """The ``jax.checkpoint`` policy a name (or function, or ``None``) stands for."""
+def resolve_policy(policy: Policy, where: str, name: str = "policy") -> Callable[..., bool] | None:
+    """The ``jax.checkpoint`` policy a name (or function, or ``None``) stands for; another
+    string is a ``ValueError`` listing the names (``name``: the argument that gave it)."""
     if policy is None or callable(policy):
         return policy
-    if policy not in _POLICIES:
-        raise ValueError(
-            f"{where}: unknown policy {policy!r}; use one of "
-            f"{', '.join(map(repr, _POLICIES))} or a jax.checkpoint_policies "
-            "function"
-        )
-    return _POLICIES[policy]
+    try:
+        return _POLICIES[check_choice(where, name, policy, _POLICIES)]
+    except ValueError as e:
+        raise ValueError(f"{e} (or a jax.checkpoint_policies function)") from None
 
 
 def _call(module: Any, *args: Any, **kwargs: Any) -> Any:

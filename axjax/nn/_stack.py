@@ -33,6 +33,7 @@ from ..core._internal import (
     flatten,
     is_symbolic,
     is_tensor,
+    positive_int,
     unflatten,
 )
 from ..graph import fold
@@ -115,15 +116,9 @@ def _with_leading(tree: Any, axis: type[Axis]) -> Any:
     return jax.tree.map(name, tree, is_leaf=is_tensor)
 
 
-def _check_positive(n: object, where: str) -> int:
-    if isinstance(n, bool) or not isinstance(n, int) or n < 1:
-        raise ValueError(f"{where}: n must be a positive int (the number of layers), got {n!r}")
-    return n
-
-
 def _check_remat(remat: Remat, where: str) -> Remat:
     if remat is not False and remat is not True:
-        resolve_policy(remat, where)  # an unknown name fails here, not at the first call
+        resolve_policy(remat, where, "remat")  # an unknown name fails here, not at the call
     return remat
 
 
@@ -171,10 +166,10 @@ class LayerStack(eqx.Module, Generic[M, L]):
         *,
         remat: Remat = False,
     ) -> None:
+        self.remat = _check_remat(remat, "LayerStack")  # the options first, then the blocks
         self.axis = check_axis_label(axis, "LayerStack")
         _stacked_size(layers, self.axis, "LayerStack")
         self.layers = layers
-        self.remat = _check_remat(remat, "LayerStack")
 
     @classmethod
     def init(
@@ -193,7 +188,7 @@ class LayerStack(eqx.Module, Generic[M, L]):
             >>> stack = ax.nn.LayerStack.init(
             ...     lambda k: ax.nn.Affine(Hidden, Hidden, 64, 64, key=k), 8, Layer, key=key)
         """
-        n = _check_positive(n, "LayerStack.init")
+        n = positive_int("LayerStack.init", "n", n)
         over = check_axis_label(axis, "LayerStack.init")
         stacked = eqx.filter_vmap(make)(jax.random.split(key, n))
         return LayerStack(_with_leading(stacked, over), axis, remat=remat)
@@ -319,7 +314,7 @@ def _run(stack: LayerStack[Any, Any], x: Any, args: tuple[Any, ...], kwargs: dic
             "compiled graph replays the loop's body and would not rematerialise it (build "
             "the graph from LayerStack(stack.layers, axis) without remat)"
         )
-    policy = None if stack.remat is True else resolve_policy(stack.remat, where)
+    policy = None if stack.remat is True else resolve_policy(stack.remat, where, "remat")
     unit = jax.checkpoint(apply, policy=policy, prevent_cse=False)
     return fold(unit, over=stack.axis)(x, xs)
 

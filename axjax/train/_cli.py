@@ -25,12 +25,14 @@ from __future__ import annotations
 
 import argparse
 from collections.abc import Mapping
-from typing import Any, NamedTuple, TypeVar
+from dataclasses import dataclass
+from typing import Any, TypeVar
 
 import jax
 import numpy as np
 
 from ..core import Axis
+from ..core._internal import positive_int
 from ._parallel import Parallel
 
 __all__ = ["ParallelPreset", "add_parallel_args", "parallel_from_args", "unsharded"]
@@ -38,7 +40,8 @@ __all__ = ["ParallelPreset", "add_parallel_args", "parallel_from_args", "unshard
 T = TypeVar("T")
 
 
-class ParallelPreset(NamedTuple):
+@dataclass(frozen=True)
+class ParallelPreset:
     """One ``--parallel`` choice: a (data, model) mesh and the rules that shard over it.
 
     Args:
@@ -54,6 +57,9 @@ class ParallelPreset(NamedTuple):
     model: int
     rules: Mapping[type[Axis], Any]
     param_rules: Mapping[type[Axis], Any] | None = None
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "model", positive_int("ParallelPreset", "model", self.model))
 
 
 def add_parallel_args(

@@ -362,6 +362,12 @@ def fixtures(tmp: Path) -> dict[str, Fixture | Exempt]:
             {"window": 2, "stride": 1, "padding": 0},
             lambda window, stride, padding: nn.AvgPool2D((H, W), window, stride, padding)(image()),
         ),
+        "ax.nn.LayerStack.init": Fixture(
+            {"n": 2},
+            lambda n: nn.LayerStack.init(
+                lambda k: nn.Linear(Hid, Out, 3, 3, key=k), n, key=jax.random.key(0)
+            ),
+        ),
         "ax.nn.Dropout": Fixture({"p": 0.5}, lambda p: nn.Dropout(p)(x23(), key=jax.random.key(1))),
         "ax.nn.MultiheadAttention": Fixture(
             {"embed_size": 4, "num_heads": 2, "head_size": 2, "dropout_p": 0.0},
@@ -490,6 +496,9 @@ def fixtures(tmp: Path) -> dict[str, Fixture | Exempt]:
         ),
         "ax.train.EarlyStopping.update": Exempt(
             "fit calls it with the evaluated metric; a non-finite metric is fit's guard's"
+        ),
+        "ax.train.ParallelPreset": Fixture(
+            {"model": 2}, lambda model: train.ParallelPreset(model, {B: "data"})
         ),
         "ax.train.FitResult": Exempt(records),
         "ax.train.Restored": Exempt(records),

@@ -184,7 +184,9 @@ def test_the_block_must_return_its_input_type() -> None:
 def test_errors_name_the_layer_stack_and_the_fix() -> None:
     with pytest.raises(ValueError, match=r"LayerStack.init: n must be a positive int"):
         ax.nn.LayerStack.init(Residual, 0, key=jax.random.key(0))
-    with pytest.raises(ValueError, match=r"LayerStack: unknown policy 'dot'; use one of"):
+    with pytest.raises(
+        ValueError, match=r"LayerStack: remat must be one of 'nothing', .*, got 'dot'"
+    ):
         ax.nn.LayerStack(_stack_of(2).layers, Layer, remat="dot")  # type: ignore[arg-type]
     with pytest.raises(ValueError, match=r"from_layers: give at least one layer"):
         ax.nn.LayerStack.from_layers([], Layer)

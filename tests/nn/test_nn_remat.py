@@ -96,7 +96,7 @@ def test_remat_policies_and_errors() -> None:
     with pytest.raises(
         ValueError,
         match="remat: policy must be one of 'nothing', 'dots', 'dots_with_batch', "
-        "'everything', got 'some'",
+        "'everything', 'offload_dots', got 'some'",
     ):
         ax.nn.remat(Block(jax.random.key(0)), "some")  # type: ignore[arg-type]
     with pytest.raises(TypeError, match="remat: expected a callable module, got int"):
