@@ -27,10 +27,10 @@ class MetricsLog:
     """
 
     def __init__(self, logdir: str | os.PathLike[str], *, resume_at: int | None = None) -> None:
-        self.logdir = Path(logdir)
+        self.logdir: Path = Path(logdir)
         self.logdir.mkdir(parents=True, exist_ok=True)
-        self.jsonl = self.logdir / "metrics.jsonl"
-        self.csv = self.logdir / "metrics.csv"
+        self.jsonl: Path = self.logdir / "metrics.jsonl"
+        self.csv: Path = self.logdir / "metrics.csv"
         self.rows: list[Row] = []
         if resume_at is not None and self.jsonl.is_file():
             # keep the rows up to the checkpoint; later ones are about to be recomputed

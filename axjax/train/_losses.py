@@ -53,7 +53,7 @@ class SoftmaxCrossEntropy(Op):
     """
 
     def __init__(self, axis: type[Axis] = Class) -> None:
-        self.axis = check_axis_label(axis, "SoftmaxCrossEntropy")
+        self.axis: type[Axis] = check_axis_label(axis, "SoftmaxCrossEntropy")
 
     def describe(self) -> str:
         return f"SoftmaxCrossEntropy({axis_name(self.axis)})"

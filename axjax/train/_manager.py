@@ -70,7 +70,7 @@ class Checkpoints:
             raise ValueError(f"Checkpoints: keep must be at least 1, got {keep}")
         if every is not None and every < 1:
             raise ValueError(f"Checkpoints: every must be a positive number of steps, got {every}")
-        self.directory = Path(directory)
+        self.directory: Path = Path(directory)
         self.keep = keep
         self.every = every
         self.sharded = sharded
