@@ -20,15 +20,16 @@ from typing import Any, TypeVar
 import jax
 import jax.numpy as jnp
 import numpy as np
-from safetensors import safe_open
-from safetensors.numpy import save_file
 
 from ..core import Tensor
+from ..core._internal import Feature
 
 __all__ = ["SafetensorsError", "load_safetensors", "save_safetensors"]
 
 M = TypeVar("M")
 _KEY = "axjax"
+_SAVE = Feature("safetensors", "ax.nn.save_safetensors")
+_LOAD = Feature("safetensors", "ax.nn.load_safetensors")
 
 
 class SafetensorsError(ValueError):
@@ -79,6 +80,9 @@ def save_safetensors(
         >>> ax.nn.save_safetensors(model, "model.safetensors")
         >>> model = ax.nn.load_safetensors(LM(cfg, key=jax.random.key(0)), "model.safetensors")
     """
+    _SAVE.require()
+    from safetensors.numpy import save_file
+
     entries = _entries(module)
     arrays = {
         name: np.asarray(leaf.array if isinstance(leaf, Tensor) else leaf) for name, leaf in entries
@@ -100,6 +104,9 @@ def load_safetensors(template: M, path: str | os.PathLike[str]) -> M:
     Example:
         >>> model = ax.nn.load_safetensors(LM(cfg, key=jax.random.key(0)), "model.safetensors")
     """
+    _LOAD.require()
+    from safetensors import safe_open
+
     where = os.fspath(path)
     with safe_open(where, framework="numpy") as f:
         meta = json.loads((f.metadata() or {}).get(_KEY, "{}"))

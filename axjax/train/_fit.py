@@ -347,6 +347,7 @@ class _Loop:
         except TrainingDiverged:
             self.log.close()
             raise
+        self.log.close()  # the curves: drawn once per run
         if run.stopped_early and run.best is not None:
             run.params = run.best
 

@@ -10,9 +10,12 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from ..core._internal import Feature
+
 __all__ = ["MetricsLog", "plot_history"]
 
 Row = dict[str, Any]
+_PLOT = Feature("matplotlib", "ax.train.plot_history")
 
 
 class MetricsLog:
@@ -92,6 +95,7 @@ def plot_history(
     Example:
         >>> ax.train.plot_history(result.history, "runs/mnist/curves.png")
     """
+    _PLOT.require()
     from matplotlib.figure import Figure  # no pyplot: no global backend state
 
     rows = read_jsonl(history) if isinstance(history, (str, os.PathLike)) else list(history)

@@ -11,6 +11,7 @@ from typing import Any, NamedTuple
 
 import jax
 
+from ..core._internal import Feature
 from ._checkpoint import (
     CheckpointError,
     CheckpointMismatchError,
@@ -23,6 +24,7 @@ from ._sharded import load_sharded, save_sharded
 __all__ = ["Checkpoints", "Restored"]
 
 _NAME = re.compile(r"^ckpt-(\d+)\.npz$")
+_SHARDED = Feature("orbax.checkpoint", "ax.train.Checkpoints(sharded=True)")
 _FOLDER = re.compile(r"^ckpt-(\d+)$")  # sharded=True: one orbax folder per step
 _TMP = re.compile(r"^\.ckpt-\d+\.npz\.tmp-(\d+)$")
 
@@ -70,6 +72,8 @@ class Checkpoints:
             raise ValueError(f"Checkpoints: keep must be at least 1, got {keep}")
         if every is not None and every < 1:
             raise ValueError(f"Checkpoints: every must be a positive number of steps, got {every}")
+        if sharded:  # before the run: not at its first save
+            _SHARDED.require()
         self.directory: Path = Path(directory)
         self.keep = keep
         self.every = every
