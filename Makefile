@@ -2,7 +2,7 @@
 VENV ?= .venv
 PY := $(VENV)/bin/python
 
-.PHONY: mnist test lint install
+.PHONY: mnist test lint install test-pythons
 
 $(VENV)/.installed: pyproject.toml
 	python3 -m venv $(VENV)
@@ -21,3 +21,9 @@ lint: $(VENV)/.installed
 
 test: lint   ## ruff, then the whole test suite (ops, typing under mypy+pyright, graph, nn, train)
 	$(PY) -m pytest -q $(ARGS)
+
+# tests/core and tests/nn on Python 3.12 and 3.13 with the newest JAX each installs (one
+# .venv-py3.X per version; a version that is not installed is skipped with a message)
+PYTHONS ?= 3.12 3.13
+test-pythons:
+	bash .ci/test-pythons $(PYTHONS)
