@@ -194,7 +194,7 @@ def build(
     expert's attention is ``jax_attention`` (``"fused"`` or ``"einsum"``)."""
     model_mod = data_mod = example()
     cfg = dataclasses.replace(cfg, attention=implementation)
-    lm = model_mod.LM(cfg, key=jax.random.key(seed), remat=remat)
+    lm = model_mod.LM(cfg, key=jax.random.key(seed), remat=remat, unroll=True)  # as the expert
     rng = np.random.default_rng(seed)
     chunk = rng.integers(0, cfg.vocab, (cfg.batch, cfg.context + 1)).astype(np.int32)
     ids, targets = chunk[:, :-1], chunk[:, 1:]

@@ -27,6 +27,8 @@ from ._finite import NonFiniteError as NonFiniteError
 from ._finite import NonFiniteReport as NonFiniteReport
 from ._finite import check_finite as check_finite
 from ._finite import debug_nans as debug_nans
+from ._interop import ExportAxisError as ExportAxisError
+from ._interop import register_export as _register_export
 from ._jax_hints import TransformError as TransformError
 from ._jax_hints import install_jax_hints as _install_jax_hints
 from ._op import Op as Op
@@ -54,3 +56,4 @@ from ._typed_ops import FloatElementwiseOp as FloatElementwiseOp
 from ._typed_ops import ReductionOp as ReductionOp
 
 _install_jax_hints()
+_register_export()  # Tensor in jax.export's serialized calling convention

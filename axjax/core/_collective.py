@@ -22,7 +22,7 @@ from ._axis import Axis, axes_names, axis_name, check_axis_label
 from ._dtype import DType
 from ._errors import AxisError, describe
 from ._rules import AxisRules, active_rules
-from ._sharding import MeshAxes, rules_table
+from ._sharding import MeshAxes, check_mesh_axes, rules_table
 from ._tensor import Tensor
 
 __all__ = ["all_gather", "pmean", "psum"]
@@ -63,6 +63,9 @@ def _mesh_axes(
                 "): map it to a mesh axis, or there is nothing to communicate"
             )
         names += found
+    mesh = jax.sharding.get_abstract_mesh()
+    if mesh.axis_types:  # a mesh is set: the rules' mesh axes must be its own
+        check_mesh_axes(table, tuple(mesh.axis_names), where)
     return tuple(names)
 
 
@@ -82,7 +85,38 @@ def _reduce(
             f"{axis_name(kept[0])}, whose blocks hold different elements (sum it out first, "
             f"with ax.sum or ax.contract, or use ax.all_gather to rebuild it)"
         )
-    return cast("Tensor[D, *Axes]", Tensor._wrap(fn(t._array, names), t._axes))
+    return cast(
+        "Tensor[D, *Axes]", Tensor._wrap(_bound(where, t, over, names, fn, t._array), t._axes)
+    )
+
+
+def _bound(
+    where: str,
+    t: Tensor[Any, *tuple[Any, ...]],
+    over: Over,
+    names: tuple[str, ...],
+    fn: Any,
+    *args: Any,
+    **kwargs: Any,
+) -> Any:
+    """``fn(*args, names, **kwargs)`` (a ``jax.lax`` collective over the mesh axes
+    ``names``); JAX's ``NameError`` for an axis name nothing binds becomes an
+    :class:`AxisError` saying that collectives run inside ``jax.shard_map`` only (a mesh
+    axis the mesh lacks is reported before, by ``_mesh_axes``)."""
+    try:
+        return fn(*args, names, **kwargs)
+    except NameError as e:
+        if "unbound axis name" not in str(e):
+            raise
+        call = f"{where}({describe(t)}, {axes_names(over if isinstance(over, tuple) else (over,))})"
+        axes = " ".join(map(repr, names))
+        raise AxisError(
+            f"{call}: mesh axis {axes} {'is' if len(names) == 1 else 'are'} not bound here: "
+            f"{where} communicates between blocks, inside the function given to "
+            f"jax.shard_map over a mesh with {'that axis' if len(names) == 1 else 'those axes'}; "
+            f"outside shard_map every array is already whole (ax.sum and ax.mean over an "
+            f"axis cover all its blocks), so drop the {where}"
+        ) from None
 
 
 def psum(
@@ -152,6 +186,17 @@ def all_gather(
     return cast(
         "Tensor[D, *Axes]",
         Tensor._wrap(
-            jax.lax.all_gather(t._array, names, axis=dim, tiled=True, to="invarying"), t._axes
+            _bound(
+                "all_gather",
+                t,
+                over,
+                names,
+                jax.lax.all_gather,
+                t._array,
+                axis=dim,
+                tiled=True,
+                to="invarying",
+            ),
+            t._axes,
         ),
     )

@@ -14,6 +14,7 @@ import numpy as np
 
 __all__ = [
     "DType",
+    "FLOATING",
     "Floating",
     "Integer",
     "F16",
@@ -26,8 +27,10 @@ __all__ = [
     "U8",
     "U32",
     "Bool",
+    "accumulation_dtype",
     "dtype_marker",
     "is_floating",
+    "is_inexact",
     "jax_dtype",
     "narrowed_error",
     "to_numpy_dtype",
@@ -171,6 +174,82 @@ def jax_dtype(dtype: Any, where: str) -> np.dtype[Any]:
     return want
 
 
-def is_floating(dtype: type[DType]) -> bool:
-    """Whether values of this dtype can carry gradients."""
-    return bool(jnp.issubdtype(dtype.numpy, jnp.inexact))
+#: The floating-point markers, narrowest first. "Floating" means one of these (or one of
+#: JAX's float8 types, which have no marker) everywhere in axjax: :func:`is_floating` is
+#: the only test of it, and the dtype tests are generated over this table.
+FLOATING: tuple[type[Floating], ...] = (F16, BF16, F32, F64)
+
+
+def _numpy_or_none(dtype: Any) -> np.dtype[Any] | None:
+    """The numpy dtype of a marker, a dtype-like (``jnp.bfloat16``, ``"float16"``) or of
+    anything with a ``.dtype`` (an array, a Tensor, a numpy scalar); ``None`` if none."""
+    if isinstance(dtype, type) and issubclass(dtype, DType):
+        return dtype.numpy
+    if not isinstance(dtype, type | np.dtype | str):
+        dtype = getattr(dtype, "dtype", None)
+        if dtype is None:
+            return None
+        if isinstance(dtype, type) and issubclass(dtype, DType):
+            return dtype.numpy
+    try:
+        out: np.dtype[Any] = np.dtype(dtype)
+    except TypeError:
+        return None
+    return out
+
+
+_FLOATING_SEEN: dict[np.dtype[Any], bool] = {}
+
+
+def _floating_rule(dtype: np.dtype[Any]) -> bool:
+    # JAX's hierarchy, not numpy's: bfloat16 (and the float8 types) are not numpy floating
+    # subtypes (np.issubdtype(jnp.bfloat16, np.floating) is False); memoised (eager dispatch)
+    known = _FLOATING_SEEN.get(dtype)
+    if known is None:
+        known = _FLOATING_SEEN[dtype] = bool(jnp.issubdtype(dtype, jnp.floating))
+    return known
+
+
+def is_floating(dtype: Any) -> bool:
+    """Whether ``dtype`` is floating-point: ``F16``, ``BF16``, ``F32`` or ``F64`` (or a
+    float8 type), alike.
+
+    ``dtype`` is a marker, a numpy/JAX dtype or scalar type (``jnp.bfloat16``,
+    ``np.float16``, ``"float32"``) or anything with a ``.dtype`` (an array, a Tensor);
+    anything else is not floating. The one test of "floating" in axjax: never test with
+    numpy's hierarchy, in which bfloat16 is not floating.
+
+    Example:
+        >>> is_floating(ax.BF16), is_floating(jnp.bfloat16), is_floating(ax.I32)
+        (True, True, False)
+    """
+    d = _numpy_or_none(dtype)
+    return d is not None and _floating_rule(d)
+
+
+def is_inexact(dtype: Any) -> bool:
+    """:func:`is_floating`, or complex: values that can be NaN or infinite and that carry
+    gradients (takes what :func:`is_floating` takes)."""
+    d = _numpy_or_none(dtype)
+    return d is not None and (_floating_rule(d) or d.kind == "c")
+
+
+def accumulation_dtype(dtype: Any) -> np.dtype[Any]:
+    """The dtype that sums over ``dtype`` values accumulate in: float32 for floating
+    dtypes narrower than 32 bits (``F16``, ``BF16``), as ``jnp.sum`` and ``jnp.mean`` do;
+    the dtype itself otherwise.
+
+    Example:
+        >>> accumulation_dtype(ax.BF16), accumulation_dtype(ax.F64)
+        (dtype('float32'), dtype('float64'))
+    """
+    wide = _WIDE.get(dtype)
+    if wide is None:
+        d = to_numpy_dtype(dtype)
+        wide = np.dtype(np.float32) if is_floating(d) and d.itemsize < 4 else d
+        if isinstance(dtype, np.dtype):
+            _WIDE[dtype] = wide
+    return wide
+
+
+_WIDE: dict[np.dtype[Any], np.dtype[Any]] = {}

@@ -23,6 +23,8 @@ import jax.core
 import jax.numpy as jnp
 import numpy as np
 
+from ._choices import check_choice
+from ._dtype import is_inexact
 from ._errors import describe
 from ._source import user_site
 
@@ -59,6 +61,9 @@ class NonFiniteReport:
     phase: Phase
     site: str
     values: tuple[str, ...]
+
+    def __post_init__(self) -> None:
+        check_choice("NonFiniteReport", "phase", self.phase, ("forward", "backward"))
 
     def __str__(self) -> str:
         where = "forward" if self.phase == "forward" else "backward (its cotangents)"
@@ -182,7 +187,7 @@ def check_finite(fun: Callable[P, R]) -> Callable[P, R]:
 def all_finite(tree: Any) -> bool:
     """Whether every floating leaf of ``tree`` (Tensors included) is finite (one sync)."""
     arrays: list[Any] = [getattr(x, "_array", x) for x in jax.tree_util.tree_leaves(tree)]
-    leaves = [x for x in arrays if _is_float(x)]
+    leaves = [x for x in arrays if is_inexact(x)]
     if not leaves:
         return True
     return bool(jnp.all(jnp.stack([jnp.all(jnp.isfinite(x)) for x in leaves])))
@@ -213,7 +218,7 @@ def check_backward(
 def _check(
     op: Any, phase: Phase, site: str, checked: list[tuple[str, Any]], context: list[tuple[str, Any]]
 ) -> None:
-    checked = [(n, v) for n, v in checked if _is_float(_array(v))]
+    checked = [(n, v) for n, v in checked if is_inexact(_array(v))]
     if not checked:
         return
     _STATE.counter += 1
@@ -225,11 +230,7 @@ def _check(
 
     def inspect(*values: Any) -> None:
         values_np = [np.asarray(v) for v in values]
-        if all(
-            np.isfinite(v).all()
-            for v in values_np[:n_checked]
-            if np.issubdtype(v.dtype, np.inexact)
-        ):
+        if all(np.isfinite(v).all() for v in values_np[:n_checked] if is_inexact(v.dtype)):
             return
         lines = tuple(
             f"{n} {t}: {_range(v)}" for n, t, v in zip(names, types, values_np, strict=True)
@@ -237,9 +238,7 @@ def _check(
         inherited = [
             n
             for n, v in zip(names[n_checked:], values_np[n_checked:], strict=True)
-            if n.startswith("operand")
-            and np.issubdtype(v.dtype, np.inexact)
-            and not np.isfinite(v).all()
+            if n.startswith("operand") and is_inexact(v.dtype) and not np.isfinite(v).all()
         ]
         if phase == "forward" and inherited:
             lines += (
@@ -262,11 +261,6 @@ def _array(v: Any) -> Any:
     return getattr(v, "_array", v)
 
 
-def _is_float(x: Any) -> bool:
-    dtype = getattr(x, "dtype", None)
-    return dtype is not None and jnp.issubdtype(dtype, jnp.inexact)
-
-
 def _type_of(v: Any) -> str:
     if hasattr(v, "_axes"):
         return describe(v)
@@ -277,7 +271,7 @@ def _type_of(v: Any) -> str:
 def _range(v: np.ndarray[Any, Any]) -> str:
     if v.size == 0:
         return "empty"
-    if not np.issubdtype(v.dtype, np.inexact):
+    if not is_inexact(v.dtype):
         return f"range [{v.min()}, {v.max()}]"
     finite = np.isfinite(v)
     parts = []

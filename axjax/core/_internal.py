@@ -13,8 +13,15 @@ from ._axis import axes_names as axes_names
 from ._axis import axis_name as axis_name
 from ._axis import check_axis_label as check_axis_label
 from ._axis import check_unique_axes as check_unique_axes
+from ._choices import check_choice as check_choice
+from ._choices import checks_choices as checks_choices
+from ._choices import literal_choices as literal_choices
+from ._choices import string_choices as string_choices
+from ._dtype import FLOATING as FLOATING
+from ._dtype import accumulation_dtype as accumulation_dtype
 from ._dtype import dtype_marker as dtype_marker
 from ._dtype import is_floating as is_floating
+from ._dtype import is_inexact as is_inexact
 from ._dtype import jax_dtype as jax_dtype
 from ._dtype import narrowed_error as narrowed_error
 from ._dtype import to_numpy_dtype as to_numpy_dtype

@@ -28,8 +28,8 @@ import numpy as np
 from typing_extensions import TypeVar as DefaultTypeVar  # PEP 696 defaults on 3.11
 
 from . import _finite, _provenance
-from ._axis import Axis, axes_names
-from ._dtype import Bool, DType, is_floating
+from ._axis import Axis, axes_names, check_axis_label, check_unique_axes
+from ._dtype import Bool, DType, accumulation_dtype, is_floating, is_inexact
 from ._errors import AxisError, describe
 from ._jax_hints import forward_mode_error
 from ._placement import Layout, cast_varying, explicit_layout, match_varying
@@ -118,6 +118,11 @@ class Op(Generic[R]):
 
     #: name used in messages and graph listings (defaults to the class name)
     name: str = ""
+    #: ``True`` for an op that sums (a reduction, a softmax, an average pool): with F16 or
+    #: BF16 operands its forward and backward run on float32 copies and the results are
+    #: cast back (see :func:`accumulation_dtype`), as ``jnp.sum`` and ``jnp.mean`` do, so
+    #: long sums neither lose their low bits nor overflow (``1 / 65536`` is 0 in f16)
+    accumulates: bool = False
     #: set on the one shared instance per parameters that ``cached`` makes (never mutated)
     _interned: bool = False
 
@@ -220,7 +225,7 @@ def _cached_infer(
     if out is None:
         for x in xs:
             check_layout(op, x)
-        return _Unverified(op.infer(*xs), k)
+        return _Unverified(inferred(op, xs), k)
     return out
 
 
@@ -260,7 +265,7 @@ def apply(op: Op[Any], xs: Sequence[Any]) -> Any:
             if not isinstance(x, Tensor) and not getattr(type(x), "_is_symbolic", False):
                 raise not_a_tensor(op, x)
             check_layout(op, x)
-        out = op.infer(*xs)
+        out = inferred(op, xs)
         for x in xs:
             if type(x)._is_symbolic:  # a graph node: it records the op (core/_symbolic.py)
                 node = cast(Symbolic, x).record_apply(op, tuple(xs), out)
@@ -271,26 +276,23 @@ def apply(op: Op[Any], xs: Sequence[Any]) -> Any:
     else:
         out = found
     site = _finite.op_site() if _finite.checking_finite() else None
+    check = verify is not None
     for x in xs:
         if isinstance(x._array, _Tracer) and config.autodiff != "jax":
-            y = _custom_vjp_call(op, xs, out, site)
+            y = _custom_vjp_call(op, xs, out, site, check)
             break
     else:
-        y = _forward(op, xs, out, explicit_layout(xs))
+        y = _forward(op, xs, out, explicit_layout(xs), check)
         if site is not None:
             _finite.check_forward(op, xs, _typed(y, out), site)
+    if check and verify is not True and len(_INFER_CACHE) < _INFER_CACHE_MAX:
+        _INFER_CACHE[verify] = out  # the forward matched the rule: later calls skip both
     if isinstance(out, tuple):  # several results: one Tensor each
-        ys = tuple(getattr(v, "_array", v) for v in y)
-        if verify is not None:
-            _check_results(op, out, ys, verify)
-        results = tuple(Tensor._wrap(v, t.axes) for v, t in zip(ys, out, strict=True))
+        results = tuple(Tensor._wrap(v, t.axes) for v, t in zip(y, out, strict=True))
         return _provenance.record(op, xs, results) if _provenance.recording else results
-    a = getattr(y, "_array", y)
-    if verify is not None:
-        _check_results(op, out, a, verify)
     if _provenance.recording:
-        return _provenance.record(op, xs, Tensor._wrap(a, out.axes))
-    return Tensor._wrap(a, out.axes)
+        return _provenance.record(op, xs, Tensor._wrap(y, out.axes))
+    return Tensor._wrap(y, out.axes)
 
 
 def _typed(y: Any, out: TensorType | tuple[TensorType, ...]) -> Any:
@@ -302,30 +304,114 @@ def _typed(y: Any, out: TensorType | tuple[TensorType, ...]) -> Any:
     return Tensor._wrap(getattr(y, "_array", y), out.axes)
 
 
-def _check_results(op: Op[Any], out: TensorType | tuple[TensorType, ...], y: Any, key: Any) -> None:
-    """Raise unless the forward's result ``y`` has the shape and dtype that ``infer``
-    declared; then cache the type rule's result under ``key`` (unless it is ``True``)."""
+# ----------------------------------------------------------------------------- the op contract
+# An op's three methods are checked against each other in one place, at trace time (types,
+# shapes and dtypes are static), so compiled code is unchanged:
+# - `inferred`: what `infer` declares is a well-formed type (labels, no axis twice, sizes);
+# - `forward_arrays`: what `forward` returns is the declared type (axes in the declared order,
+#   shape, dtype), never relabelled;
+# - `_check_cotangents`: each cotangent `backward` returns has its operand's axes, shape and
+#   floating dtype.
+# `check_contract` switches the checks off (for the tests that prove the checks are needed).
+check_contract = True
+
+
+def inferred(op: Op[Any], xs: Sequence[Any]) -> TensorType | tuple[TensorType, ...]:
+    """``op.infer(*xs)``, checked to be a well-formed result type."""
+    out = op.infer(*xs)
+    if not check_contract:
+        return out
     if isinstance(out, tuple):
-        if not isinstance(y, tuple) or len(y) != len(out):
-            got = f"{len(y)} results" if isinstance(y, tuple) else f"one {_what(y)}"
+        if not out:
+            raise TypeError(
+                f"{op.describe()}.infer returned an empty tuple: it returns the result's "
+                "ax.TensorType (a tuple of them for an op with several results)"
+            )
+        for i, t in enumerate(out):
+            _check_declared(op, t, f" result {i}")
+    else:
+        _check_declared(op, out, "")
+    return out
+
+
+def _check_declared(op: Op[Any], t: Any, which: str) -> None:
+    name = f"{op.describe()}.infer"
+    if not isinstance(t, TensorType):
+        raise TypeError(
+            f"{name} returned{which} a {type(t).__name__}: it returns the result's "
+            "ax.TensorType(dtype, axes, shape) (x.type for an operand's type)"
+        )
+    if not (isinstance(t.dtype, type) and issubclass(t.dtype, DType) and t.dtype is not DType):
+        raise TypeError(
+            f"{name} declared{which} dtype {t.dtype!r}: the dtype is a marker class such as "
+            "ax.F32 (x.dtype for an operand's)"
+        )
+    if not isinstance(t.axes, tuple) or not isinstance(t.shape, tuple):
+        raise TypeError(
+            f"{name} declared{which} axes {t.axes!r} and shape {t.shape!r}: both are tuples"
+        )
+    for a in t.axes:
+        check_axis_label(a, name)
+    check_unique_axes(t.axes, f"{name} declared{which} {describe(t)}")
+    if len(t.shape) != len(t.axes) or not all(
+        n is None or (isinstance(n, int | np.integer) and n >= 0) for n in t.shape
+    ):
+        raise TypeError(
+            f"{name} declared{which} axes ({axes_names(t.axes)}) with shape {t.shape!r}: the "
+            "shape has one size (an int >= 0, or None if unknown in a graph) per axis"
+        )
+
+
+def forward_arrays(
+    op: Op[Any], out: TensorType | tuple[TensorType, ...], y: Any, check: bool
+) -> Any:
+    """The arrays of ``op.forward``'s result ``y``: a Tensor's axes must be the declared ones,
+    in the declared order (never relabelled); with ``check`` (the first call per operand
+    types, and every uncached call), shape and dtype must be the declared ones too."""
+    if isinstance(out, tuple):
+        if not isinstance(y, tuple | list) or len(y) != len(out):
+            if not check_contract:
+                return tuple(getattr(v, "_array", v) for v in y)
+            got = f"{len(y)} results" if isinstance(y, tuple | list) else f"one {_what(y)}"
             raise TypeError(
                 f"{op.describe()}.forward returned {got}, but {op.describe()}.infer declared "
                 f"{len(out)} ({', '.join(map(describe, out))}): forward returns one array per "
                 "declared result"
             )
-        for i, (v, t) in enumerate(zip(y, out, strict=True)):
-            _check_result(op, t, v, f" result {i}")
-    else:
-        _check_result(op, out, y, "")
-    if key is not True and len(_INFER_CACHE) < _INFER_CACHE_MAX:
-        _INFER_CACHE[key] = out
+        return tuple(
+            _result_array(op, t, v, check, f" result {i}") for i, (v, t) in enumerate(zip(y, out))
+        )
+    return _result_array(op, out, y, check, "")
+
+
+def _result_array(op: Op[Any], t: TensorType, y: Any, check: bool, which: str) -> Any:
+    if isinstance(y, Tensor):
+        if y._axes != t.axes and check_contract:
+            raise AxisError(
+                f"{op.describe()}.forward returned{which} a Tensor with axes "
+                f"({axes_names(y._axes)}), but {op.describe()}.infer declared {describe(t)}: "
+                f"return the declared axes in the declared order (ax.transpose(y, "
+                f"{axes_names(t.axes)}) if only the order differs), or fix infer"
+            )
+        y = y._array
+    if check and check_contract:
+        _check_result(op, t, y, which)
+    return y
 
 
 def _what(y: Any) -> str:
     shape, dtype = getattr(y, "shape", None), getattr(y, "dtype", None)
     if shape is None or dtype is None:
-        return type(y).__name__
-    return f"array of shape {tuple(shape)} and dtype {np.dtype(dtype).name}"
+        return (
+            f"{type(y).__name__} ({y!r})"
+            if isinstance(y, int | float | complex)
+            else type(y).__name__
+        )
+    try:
+        name = np.dtype(dtype).name
+    except TypeError:
+        name = str(dtype)
+    return f"array of shape {tuple(shape)} and dtype {name}"
 
 
 def _check_result(op: Op[Any], t: TensorType, y: Any, which: str) -> None:
@@ -393,9 +479,11 @@ def _custom_vjp_call(
     xs: Sequence[Tensor[Any, *tuple[Any, ...]]],
     out: TensorType | tuple[TensorType, ...],
     site: str | None,
+    check: bool,
 ) -> Any:
     """``op.forward`` in a ``jax.custom_vjp`` whose bwd is ``op.backward``; with ``site``
-    (inside :func:`axjax.debug_nans`), both check their results for NaN and infinity."""
+    (inside :func:`axjax.debug_nans`), both check their results for NaN and infinity.
+    ``check``: also check the forward's shapes and dtypes (see :func:`forward_arrays`)."""
     in_axes = [x._axes for x in xs]
     layout = explicit_layout(xs)
 
@@ -406,12 +494,7 @@ def _custom_vjp_call(
 
     def fwd_arrays(*arrays: Any) -> Any:
         wrapped = [Tensor._wrap(a, ax_) for a, ax_ in zip(arrays, in_axes, strict=True)]
-        y = _forward(op, wrapped, out, layout)
-        y = (
-            tuple(getattr(v, "_array", v) for v in y)
-            if isinstance(out, tuple)
-            else getattr(y, "_array", y)
-        )
+        y = _forward(op, wrapped, out, layout, check)
         if site is not None:
             _finite.check_forward(op, wrapped, wrap_out(y), site)
         return y
@@ -449,19 +532,21 @@ def _custom_vjp_call(
 
 
 def _forward(
-    op: Op[Any], xs: Sequence[Any], out: TensorType | tuple[TensorType, ...], layout: Layout | None
+    op: Op[Any],
+    xs: Sequence[Any],
+    out: TensorType | tuple[TensorType, ...],
+    layout: Layout | None,
+    check: bool,
 ) -> Any:
-    """``op.forward(*xs)``; on an Explicit mesh with sharded operands, run with the result
-    sharded by axis name (see ``core/_placement.py``)."""
+    """``op.forward(*xs)``'s arrays, checked by :func:`forward_arrays`; on an Explicit mesh
+    with sharded operands, run with the result sharded by axis name (``core/_placement.py``)."""
     if layout is None:
-        return op.forward(*xs)
+        return forward_arrays(op, out, _run_forward(op, xs, out), check)
     in_axes = [x._axes for x in xs]
 
     def arrays_fn(*arrays: Any) -> Any:
-        y = op.forward(*[Tensor._wrap(a, ax_) for a, ax_ in zip(arrays, in_axes, strict=True)])
-        if isinstance(out, tuple):
-            return tuple(getattr(v, "_array", v) for v in y)
-        return getattr(y, "_array", y)
+        wrapped = [Tensor._wrap(a, ax_) for a, ax_ in zip(arrays, in_axes, strict=True)]
+        return forward_arrays(op, out, _run_forward(op, wrapped, out), check)
 
     return layout.run(arrays_fn, layout.out_sharding(out), *[x._array for x in xs])
 
@@ -477,14 +562,14 @@ def _backward(
     """``op.backward``'s checked cotangents, each with its primal's sharding (Explicit mesh)
     and varying mesh axes (``shard_map``), as ``jax.custom_vjp`` requires."""
     if layout is None:
-        grads = _check_cotangents(op, op.backward(wrap_out(dy), wrap_out(y), *xs), xs)
+        grads = _check_cotangents(op, _run_backward(op, wrap_out(dy), wrap_out(y), xs), xs)
     else:
         in_axes = [x._axes for x in xs]
-        floating = [i for i, x in enumerate(xs) if jnp.issubdtype(x._array.dtype, jnp.inexact)]
+        floating = [i for i, x in enumerate(xs) if is_inexact(x._array)]
 
         def arrays_fn(dy: Any, y: Any, *arrays: Any) -> tuple[Any, ...]:
             ws = [Tensor._wrap(a, ax_) for a, ax_ in zip(arrays, in_axes, strict=True)]
-            gs = _check_cotangents(op, op.backward(wrap_out(dy), wrap_out(y), *ws), ws)
+            gs = _check_cotangents(op, _run_backward(op, wrap_out(dy), wrap_out(y), ws), ws)
             return tuple(gs[i] for i in floating)
 
         specs = tuple(layout.primal_spec(xs[i]._array) for i in floating)
@@ -499,33 +584,114 @@ def _backward(
     )
 
 
-def _check_cotangents(op: Op[Any], grads: Sequence[Any], xs: Sequence[Any]) -> tuple[Any, ...]:
-    grads = tuple(grads)
-    if len(grads) != len(xs):
+def _widened(op: Op[Any], values: Sequence[Any]) -> list[Any] | None:
+    """For an op that :attr:`~Op.accumulates`: ``values`` (Tensors, or tuples of them)
+    with every F16/BF16 array cast to float32; ``None`` when none is (nothing to do)."""
+    if not op.accumulates:
+        return None
+    widened, any_low = [], False
+    for v in values:
+        if isinstance(v, tuple):
+            inner = _widened(op, v)
+            widened.append(v if inner is None else tuple(inner))
+            any_low = any_low or inner is not None
+            continue
+        a = v._array
+        wide = accumulation_dtype(a.dtype)
+        if wide != a.dtype:
+            v, any_low = Tensor._wrap(a.astype(wide), v._axes), True
+        widened.append(v)
+    return widened if any_low else None
+
+
+def _run_forward(op: Op[Any], xs: Sequence[Any], out: TensorType | tuple[TensorType, ...]) -> Any:
+    """``op.forward(*xs)``; for an op that accumulates, on float32 copies of F16/BF16
+    operands, its results cast back to the declared dtypes."""
+    wide = _widened(op, xs)
+    if wide is None:
+        return op.forward(*xs)
+    y = op.forward(*wide)
+    if isinstance(out, tuple):
+        return tuple(_narrowed(v, t) for v, t in zip(y, out, strict=True))
+    return _narrowed(y, out)
+
+
+def _narrowed(y: Any, t: TensorType) -> Any:
+    """A result computed in float32 for ``t``'s F16/BF16, cast back (anything else is left
+    for ``forward_arrays`` to judge)."""
+    a = getattr(y, "_array", y)
+    want = t.dtype.numpy
+    dtype = getattr(a, "dtype", None)
+    if dtype == want or dtype != accumulation_dtype(want):
+        return y
+    return Tensor._wrap(a.astype(want), y._axes) if isinstance(y, Tensor) else a.astype(want)
+
+
+def _run_backward(op: Op[Any], dy: Any, y: Any, xs: Sequence[Any]) -> Sequence[Any]:
+    """``op.backward(dy, y, *xs)``; for an op that accumulates, on float32 copies of
+    F16/BF16 values (``_check_cotangents`` casts the cotangents back to the operands')."""
+    wide = _widened(op, (dy, y, *xs))
+    if wide is None:
+        return op.backward(dy, y, *xs)
+    return op.backward(*wide)
+
+
+def _check_cotangents(op: Op[Any], grads: Any, xs: Sequence[Any]) -> tuple[Any, ...]:
+    """The arrays of ``op.backward``'s cotangents, one per operand (zeros for ``None``, no
+    gradient for a non-floating operand); each must be a Tensor with its operand's axes, or
+    an array of its shape, with its floating dtype (the op contract: see ``inferred``)."""
+    name = f"{op.describe()}.backward"
+    if not check_contract:
+        grads = tuple(grads)
+    elif not isinstance(grads, tuple | list):
         raise TypeError(
-            f"{op.describe()}.backward returned {len(grads)} cotangents for {len(xs)} operands"
+            f"{name} returned {_what(grads)}: it returns a tuple with one cotangent per "
+            f"operand ({len(xs)} here), e.g. (dx,) for one operand"
         )
+    elif len(grads) != len(xs):
+        raise TypeError(f"{name} returned {len(grads)} cotangents for {len(xs)} operands")
     out = []
     for i, (g, x) in enumerate(zip(grads, xs, strict=True)):
         arr = x._array
-        floating = jnp.issubdtype(arr.dtype, jnp.inexact)
+        floating = is_inexact(arr)
         if g is None or not floating:
             out.append(jnp.zeros(arr.shape, arr.dtype) if floating else _float0(arr))
             continue
+        if not check_contract:
+            out.append(getattr(g, "_array", g))
+            continue
+        operand = f"operand {i} ({describe(x)})"
         if isinstance(g, Tensor):
             if g._axes != x._axes:
                 raise AxisError(
-                    f"{op.describe()}.backward: cotangent {i} has axes ({axes_names(g._axes)}) "
-                    f"but operand {i} has ({axes_names(x._axes)}) (transpose it to the "
-                    "operand's order)"
+                    f"{name}: cotangent {i} has axes ({axes_names(g._axes)}) but operand {i} "
+                    f"has ({axes_names(x._axes)}) (transpose it to the operand's order)"
                 )
             g = g._array
-        if tuple(g.shape) != tuple(arr.shape):
+        shape, dtype = getattr(g, "shape", None), getattr(g, "dtype", None)
+        if shape is None or dtype is None:
             raise TypeError(
-                f"{op.describe()}.backward: cotangent {i} has shape {tuple(g.shape)}, "
-                f"operand {i} has shape {tuple(arr.shape)}"
+                f"{name} returned {_what(g)} as cotangent {i}, for {operand}: a cotangent "
+                f"is a Tensor with the operand's axes ({axes_names(x._axes)}) or an array of "
+                f"its shape {tuple(arr.shape)}, or None for no gradient (a constant "
+                "derivative still needs the shape: jnp.full_like(x.array, c) * dy.array)"
             )
-        out.append(g.astype(arr.dtype) if g.dtype != arr.dtype else g)
+        if tuple(shape) != tuple(arr.shape):
+            raise TypeError(
+                f"{name}: cotangent {i} has shape {tuple(shape)}, {operand} has shape "
+                f"{tuple(arr.shape)} (return one value per element of the operand, in its "
+                "axis order)"
+            )
+        if dtype != arr.dtype:
+            if not jnp.issubdtype(dtype, jnp.inexact):
+                raise TypeError(
+                    f"{name}: cotangent {i} has dtype {np.dtype(dtype).name}, {operand} "
+                    f"holds {np.dtype(arr.dtype).name}: a cotangent holds floating-point "
+                    "values of its operand's dtype (compute it from dy and the operands, or "
+                    "convert it with .astype(x.array.dtype))"
+                )
+            g = g.astype(arr.dtype)  # another float precision (an f32 derivative of a bf16 x)
+        out.append(g)
     return tuple(out)
 
 

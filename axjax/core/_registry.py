@@ -12,10 +12,17 @@ Everything else is produced from it or checked against it:
 - tests check that every declared function is exported by its namespace and by ``axjax``,
   that every ``Op`` subclass is declared, and that ``docs/ops.md`` has a row for each op.
 
-Example (adding an op is this declaration on its class, its function, and a test case):
+Adding an elementwise op is one declaration in ``axjax/ops/_elementwise.py`` (it makes the
+class, the public function and this registration), a test case and a docs row; then
+``tools/gen_overloads.py`` writes its static type and export lines (docs/custom-ops.md):
 
-    >>> @ax.register_op("swish", kind="unary")
-    ... class Swish(UnaryOp): ...
+    Cube = unary_op("cube", lambda x: x**3, lambda dy, y, x: 3 * x * x * dy,
+                    doc="``x**3``, elementwise.", floating_only=False)
+
+Other ops declare their class next to it: ``register_op("sum", kind="axis")(Sum)``. A
+function name is declared once per namespace: a second declaration of it is an error, and
+``tests/core/test_op_table.py`` fails when a declared name means something else in another
+public namespace (``ax.nn.swish`` beside a new ``ax.swish`` op).
 """
 
 from __future__ import annotations
@@ -75,6 +82,13 @@ def register_op(
 
     def declare(cls: OpT) -> OpT:
         spec = OpSpec(cls, tuple(functions), kind, namespace, tuple(operators))
+        for other in _SPECS.values():
+            taken = set(other.functions) & set(functions)
+            if other.op is not cls and other.namespace == namespace and taken:
+                raise TypeError(
+                    f"register_op: {namespace}.{sorted(taken)[0]} is already declared by "
+                    f"{other.op.__name__} ({other.module}); choose another name"
+                )
         _SPECS[cls] = spec
         for name in operators:
             _BY_OPERATOR[name] = spec

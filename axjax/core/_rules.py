@@ -26,9 +26,8 @@ import numpy as np
 from jax.sharding import AxisType, Mesh, NamedSharding, PartitionSpec
 
 from ._axis import Axis, axis_name
-from ._errors import AxisError
 from ._pytree import is_tensor
-from ._sharding import MeshAxes, Table, rules_table, spec_of
+from ._sharding import MeshAxes, Table, check_mesh_axes, rules_table, spec_of
 from ._tensor import Tensor
 
 __all__ = [
@@ -68,15 +67,8 @@ class AxisRules:
         self.param_rules: Table = (
             self.rules if param_rules is None else rules_table(param_rules, where)
         )
-        names = set(mesh.axis_names)
         for table in (self.rules, self.param_rules):
-            for label, mesh_axes in table.items():
-                for name in mesh_axes:
-                    if name not in names:
-                        raise AxisError(
-                            f"{where}: {axis_name(label)} maps to mesh axis {name!r}, but the "
-                            f"mesh has axes ({', '.join(map(repr, mesh.axis_names))})"
-                        )
+            check_mesh_axes(table, tuple(mesh.axis_names), where)
 
     def table(self, params: bool = False) -> Table:
         return self.param_rules if params else self.rules

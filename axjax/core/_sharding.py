@@ -14,12 +14,13 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
+import jax
 from jax.sharding import PartitionSpec
 
 from ._axis import Axis, axis_name, check_axis_label
 from ._errors import AxisError, HasType, describe
 
-__all__ = ["MeshAxes", "Table", "partition_spec", "rules_table", "spec_of"]
+__all__ = ["MeshAxes", "Table", "check_mesh_axes", "partition_spec", "rules_table", "spec_of"]
 
 #: What a rule maps an axis to: a mesh axis name, a tuple of names, or ``None`` (replicated).
 MeshAxes = str | tuple[str, ...] | None
@@ -46,6 +47,18 @@ def rules_table(rules: Mapping[type[Axis], MeshAxes], where: str) -> Table:
     return {
         check_axis_label(label, where): _mesh_names(value, where) for label, value in rules.items()
     }
+
+
+def check_mesh_axes(table: Table, mesh_axes: Sequence[str], where: str) -> None:
+    """Raise the ``AxisError`` of a rule that names a mesh axis not in ``mesh_axes``."""
+    for label, names in table.items():
+        for name in names:
+            if name not in mesh_axes:
+                raise AxisError(
+                    f"{where}: {axis_name(label)} maps to mesh axis {name!r}, but the mesh "
+                    f"has axes ({', '.join(map(repr, mesh_axes))}) (fix the rule's mesh "
+                    "axis name)"
+                )
 
 
 def spec_of(
@@ -80,13 +93,9 @@ def _check_divides(
     where: str,
     t: HasType,
 ) -> None:
+    check_mesh_axes({a: names}, tuple(sizes), where)
     ways = 1
     for name in names:
-        if name not in sizes:
-            raise AxisError(
-                f"{where}: {axis_name(a)} maps to mesh axis {name!r}, but the "
-                f"mesh has axes ({', '.join(map(repr, sizes))})"
-            )
         ways *= sizes[name]
     if n is not None and n % ways:
         over = (
@@ -119,10 +128,16 @@ def partition_spec(t: HasType, rules: Mapping[type[Axis], MeshAxes]) -> Partitio
 
     Raises:
         TypeError: a key is not an axis label or a value is not a mesh axis name.
-        AxisError: one mesh axis would shard two axes of ``t`` (the message names both).
+        AxisError: one mesh axis would shard two axes of ``t`` (the message names both),
+            or, with a mesh set (``ax.axis_rules``, ``jax.set_mesh``), a rule names a mesh
+            axis that mesh lacks.
 
     Example:
         >>> ax.partition_spec(ax.zeros((8, 4), Batch, Hidden), {Batch: "data"})
         P('data', None)
     """
-    return spec_of(t, rules_table(rules, "partition_spec"), "partition_spec")
+    table = rules_table(rules, "partition_spec")
+    mesh = jax.sharding.get_abstract_mesh()
+    if mesh.axis_types:  # a mesh is set: the rules' mesh axes must be its own
+        check_mesh_axes(table, tuple(mesh.axis_names), "partition_spec")
+    return spec_of(t, table, "partition_spec")

@@ -10,17 +10,30 @@ from __future__ import annotations
 import builtins  # `type` is also a property of Tensor: annotations say builtins.type
 import html
 import math
-from typing import Any, ClassVar, Generic, Never, NoReturn, TypeVar, TypeVarTuple, cast
+from typing import (
+    TYPE_CHECKING,
+    Any,
+    ClassVar,
+    Generic,
+    Never,
+    NoReturn,
+    TypeVar,
+    TypeVarTuple,
+    cast,
+)
 
 import jax
 import jax.core  # jax.core.Tracer: the submodule, imported by name for type checkers
 import numpy as np
 
-from . import _provenance
+from . import _display, _provenance
 from ._arrays import AxesArray
 from ._axis import Axis, axes_names, axis_name, check_axis_label, check_unique_axes
 from ._dtype import F32, Bool, DType, dtype_marker
 from ._errors import AxisError, describe
+from ._numpy_habits import NUMPY_ATTRIBUTES as _NUMPY_ATTRIBUTES
+from ._numpy_habits import numpy_attribute_error as _numpy_attribute_error
+from ._numpy_habits import numpy_function as _numpy_function
 
 __all__ = ["Tensor", "TensorType", "Scalar", "Vector", "Matrix", "AnyTensor"]
 
@@ -218,6 +231,23 @@ class Tensor(Generic[D, *Axes]):
             return _operator(operator)(a, b)  # a numpy scalar mixes as a number there
         raise _no_ufunc(self, name, method)
 
+    def __array_function__(
+        self, func: Any, types: Any, args: tuple[Any, ...], kwargs: dict[str, Any]
+    ) -> Any:
+        """A numpy function given Tensors (``np.concatenate([a, b])``): the axjax op where one
+        keeps the axes (``np.where``), else a ``TypeError`` naming the axjax spelling
+        (core/_numpy_habits.py); never a bare array."""
+        return _numpy_function(_shown(self), func, args, kwargs)
+
+    if not TYPE_CHECKING:  # for checkers a missing attribute stays an error
+
+        def __getattr__(self, name: str) -> Any:
+            """``t.T``, ``t.sum()``, ``t.reshape``: numpy's array attributes are refused with
+            the axjax spelling; any other missing attribute is the plain error."""
+            if name in _NUMPY_ATTRIBUTES:
+                raise _numpy_attribute_error(_shown(self), name)
+            raise AttributeError(f"'{type(self).__name__}' object has no attribute '{name}'")
+
     def astype(self, dtype: builtins.type[D2]) -> Tensor[D2, *Axes]:
         """Convert the values to another dtype (``t.astype(ax.BF16)``)."""
         return cast("Tensor[D2, *Axes]", _operator("astype")(self, dtype))
@@ -312,25 +342,24 @@ class Tensor(Generic[D, *Axes]):
             f"<tr><td><b>{html.escape(axis_name(a))}</b></td><td>{n}</td></tr>"
             for a, n in zip(self._axes, self._array.shape, strict=True)
         )
-        preview = ""
-        if isinstance(self._array, (jax.Array, np.ndarray)) and not isinstance(
-            self._array, jax.core.Tracer
-        ):
-            arr = np.asarray(self._array)
-            if arr.ndim <= 2:
-                clipped = arr[tuple(slice(0, 8) for _ in range(arr.ndim))]
-                preview = (
-                    "<pre style='margin:4px 0'>"
-                    + html.escape(np.array2string(clipped, precision=4, threshold=64))
-                    + "</pre>"
-                )
         return (
             "<div class='axjax-tensor'>"
             f"<code>{html.escape(describe(self))}</code>"
             "<table><tr><th>axis</th><th>size</th></tr>"
-            f"{rows}</table>{preview}"
+            f"{rows}</table>{_display.preview_html(self._array, self._axes)}"
             f"<small>{html.escape(_summary(self._array))}</small></div>"
         )
+
+    # treescope (core/_interop.py): imported there, on first use, never by `import axjax`
+    def __treescope_repr__(self, path: str | None, subtree_renderer: Any) -> Any:
+        from . import _interop
+
+        return _interop.treescope_repr(self, path, subtree_renderer)
+
+    def __treescope_ndarray_adapter__(self) -> Any:
+        from . import _interop
+
+        return _interop.treescope_adapter()
 
 
 def trusted_tensor(array: Any, axes: tuple[type[Axis], ...]) -> Tensor[Any, *tuple[Any, ...]]:
@@ -399,19 +428,7 @@ def _is_array_like(leaf: Any) -> bool:
 
 
 def _summary(array: Any) -> str:
-    if isinstance(array, jax.core.Tracer):
-        return "traced"
-    if not isinstance(array, (jax.Array, np.ndarray, np.generic)):
-        return type(array).__name__  # jax.ShapeDtypeStruct from eval_shape, ...
-    arr = np.asarray(array)
-    if arr.size <= 6:
-        return np.array2string(arr, precision=4, separator=", ")
-    if arr.dtype == np.bool_:
-        return f"true={int(arr.sum())}/{arr.size}"
-    if np.issubdtype(arr.dtype, np.integer):
-        return f"min={arr.min()}, max={arr.max()}"
-    a = arr.astype(np.float64)
-    return f"mean={a.mean():.4g}, std={a.std():.4g}, min={a.min():.4g}, max={a.max():.4g}"
+    return _display.summary(array)
 
 
 def _flatten_with_keys(t: Tensor[Any, *tuple[Any, ...]]) -> Any:

@@ -26,7 +26,7 @@ from typing import Any, Generic, TypeVar, TypeVarTuple, cast, overload
 
 from ._axis import Axis, axes_names, axis_name
 from ._dtype import DType, Floating
-from ._op import Op, apply, require_floating
+from ._op import Op, apply, require_floating, same_sizes
 from ._tensor import AnyTensor, Tensor, TensorType
 
 __all__ = ["ElementwiseOp", "FloatElementwiseOp", "ReductionOp"]
@@ -54,6 +54,7 @@ def _same_type(op: Op[Any], x: Any, others: tuple[Any, ...]) -> TensorType:
                 "axes differ (an elementwise op needs identical axes "
                 "in identical order; transpose first)",
             )
+    same_sizes(op, (x, *others))  # never a silent broadcast of a size-1 axis
     out: TensorType = x.type
     return out
 

@@ -21,7 +21,7 @@ import numpy as np
 from ..core import AxisError, DType, Op, Tensor, config
 from ..core._internal import apply, checking_finite, describe, node_site, trusted_tensor
 from ._check import check_value, mismatch
-from ._graph import Graph, Outputs
+from ._graph import Graph, Outputs, same_value
 from ._loop import Loop
 from ._nodes import Apply, Const, Input, Node, Param
 from ._results import MultiApply, Part
@@ -135,13 +135,19 @@ class Program:
                     f"{self.where}: params= holds no Params (give {{param: value}}"
                     ", Params with new values, or a model holding Params)"
                 )
+        given: dict[int, AnyTensor] = {}
         for p, v in pairs:
             if not isinstance(p, Param):
                 raise TypeError(f"{self.where}: params= maps Params to values, got key {p!r}")
             i = self.param_index.get(p)
             if i is not None:
                 check_value(p, v, self.where)
-                vals[i] = v
+                if i in given and not same_value(given[i], v):
+                    raise ValueError(
+                        f"{self.where}: params= holds Param {p.name or '(unnamed)'} twice, "
+                        "with two different values: give one value per Param"
+                    )
+                vals[i] = given[i] = v
         return tuple(vals)
 
 

@@ -13,7 +13,7 @@ Example:
 from __future__ import annotations
 
 import html
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, cast
 
@@ -58,8 +58,8 @@ class Graph:
         self.inputs: tuple[Input[Any, *tuple[Any, ...]], ...] = tuple(
             n for n in self.nodes if isinstance(n, Input)
         )
-        self.params: tuple[Param[Any, *tuple[Any, ...]], ...] = tuple(
-            dict.fromkeys(n for n in self.nodes if isinstance(n, Param))
+        self.params: tuple[Param[Any, *tuple[Any, ...]], ...] = _one_value_each(
+            n for n in self.nodes if isinstance(n, Param)
         )
         self.consts: tuple[Const[Any, *tuple[Any, ...]], ...] = tuple(
             n for n in self.nodes if isinstance(n, Const)
@@ -241,3 +241,29 @@ def _name_bodies(nodes: Sequence[AnyNode], names: dict[AnyNode, str]) -> tuple[L
         _names(loop.body, None, (), names, wanted, f"{names[loop]}.")
         pending += [n for n in loop.body if isinstance(n, Loop)]
     return tuple(loops)
+
+
+def _one_value_each(params: Iterable[Param[Any, *tuple[Any, ...]]]) -> tuple[Any, ...]:
+    """The distinct Params, in order; a ``ValueError`` if one Param appears with two values.
+
+    Copies of a Param (``p.replace(v)``, an optimizer's update) are the same parameter, so a
+    graph holds one value for it: using two of them in one graph would silently compute
+    with one value in place of both.
+    """
+    first: dict[Param[Any, *tuple[Any, ...]], Param[Any, *tuple[Any, ...]]] = {}
+    for p in params:
+        q = first.setdefault(p, p)
+        if q is not p and not same_value(q.value, p.value):
+            raise ValueError(
+                f"Graph: Param {p.name or '(unnamed)'} ({describe(p.type)}) appears with two "
+                "different values (the Param and a copy from replace() or an update): a graph "
+                "holds one value per Param. Give new values when calling it (params=), or make "
+                "a distinct Param (ax.Param(value)) for a separate parameter"
+            )
+    return tuple(first)
+
+
+def same_value(a: AnyTensor, b: AnyTensor) -> bool:
+    """Whether two values of one Param are the same (the same arrays, as pytree copies
+    of one Param hold)."""
+    return a is b or (a.axes == b.axes and a.array is b.array)

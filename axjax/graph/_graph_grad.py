@@ -22,7 +22,22 @@ from ._compile import AnyParam, AnyTensor, Program
 from ._graph import Graph
 from ._nodes import Node, Param
 
-__all__ = ["GraphGrad", "LossProgram", "graph_grad"]
+__all__ = ["GraphGrad", "LossProgram", "distinct_wrt", "graph_grad"]
+
+
+def distinct_wrt(wanted: Sequence[Any], where: str) -> None:
+    """Raise unless every entry of ``wrt`` is a different Param (copies of one Param, such as
+    ``w.replace(v)``, are the same Param): each gets one gradient, so a repeat would get
+    none, or an optimizer would update one buffer twice."""
+    seen: set[Any] = set()
+    for w in wanted:
+        if isinstance(w, Param):
+            if w in seen:
+                raise ValueError(
+                    f"{where}: wrt lists the same Param twice ({w!r}); each Param gets one "
+                    "gradient (list it once)"
+                )
+            seen.add(w)
 
 
 class LossProgram:
@@ -41,6 +56,7 @@ class LossProgram:
         p = self.program
         self.single: bool = isinstance(wrt, Node)
         wanted = p.params if wrt is None else (wrt,) if self.single else tuple(wrt)
+        distinct_wrt(wanted, where)
         for w in wanted:
             if not isinstance(w, Param):
                 kind = f"{w!r}" if isinstance(w, Node) else type(w).__name__

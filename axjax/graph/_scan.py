@@ -448,12 +448,12 @@ def fold(unit: U, over: type[X], *, reverse: bool = False) -> Fold[U, X]:
 
 
 @overload
-def scan(
+def scan(  # type: ignore[overload-overlap]
     unit: U,
     over: type[X],
     *,
     reverse: bool = False,
-    at: Literal[0] = 0,  # type: ignore[overload-overlap]
+    at: Literal[0] = 0,
 ) -> Scan[U, X]: ...
 @overload
 def scan(unit: U, over: type[X], *, reverse: bool = False, at: int) -> ScanAt[U, X, int]: ...

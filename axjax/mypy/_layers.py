@@ -10,7 +10,9 @@ is therefore checked statically in the run-time words, at any rank and position.
 
 ``ax.nn.Sequential([...])`` keeps its layers' types as type arguments; its call threads the
 argument's type through each of them (a layer's call, a function's call), so a chain whose
-axes cannot line up is an error on the call.
+axes cannot line up is an error on the call. ``ax.nn.LayerStack[Block, Layer]``'s call is
+the block's call (judged as above where the block is a known layer), whose result must be
+the argument's type: the output of one layer is the input of the next.
 
 A layer whose type arguments are not known (a bare ``Affine`` annotation, ``Any``) gets the
 gradual result and no error, as ops do.
@@ -24,11 +26,13 @@ from typing import Any
 
 from mypy.checker import TypeChecker
 from mypy.maptype import map_instance_to_supertype
+from mypy.messages import format_type
 from mypy.nodes import (
     ARG_NAMED,
     ARG_POS,
     ARG_STAR,
     ARG_STAR2,
+    Expression,
     ListExpr,
     SymbolTableNode,
     TempNode,
@@ -36,6 +40,7 @@ from mypy.nodes import (
     TypeInfo,
 )
 from mypy.plugin import FunctionContext, MethodContext
+from mypy.subtypes import is_subtype
 from mypy.types import (
     AnyType,
     Instance,
@@ -47,6 +52,7 @@ from mypy.types import (
 )
 
 from ..graph import Input, Node
+from ..nn._registry import declared_layers
 from ._calls import AXES_ERROR, JOIN_ERROR
 from ._evaluate import SIZE, CannotEvaluate, Env, Joined, deliberate, message
 from ._origins import note_origins
@@ -54,36 +60,19 @@ from ._types import TENSOR, TT, class_of, make_tensor
 
 NN = "axjax.nn"
 SEQUENTIAL = f"{NN}._sequential.Sequential"
-STACKED = f"{NN}._sequence.Stacked"  # a Sequential of sequence layers, the mask passed along
-CHAINS = (SEQUENTIAL, STACKED)
+#: ``LayerStack[Block, Layer]``: the block applied n times, so its call keeps its input's type
+LAYER_STACK = next(s.path for s in declared_layers() if s.typed == "stack")
 CAST = f"{NN}._precision.cast"
 #: a policy's cast (``policy.cast_to_compute(tree)``): ``DTypeCast[C]`` called
 POLICY_CAST = f"{NN}._precision.DTypeCast.__call__"
 FLOATS = frozenset(f"axjax.core._dtype.{n}" for n in ("F16", "BF16", "F32", "F64"))
-#: the layer classes the plugin knows, by full name -> the public name of the class
-LAYERS = {
-    f"{NN}._linear.Affine": "Affine",
-    f"{NN}._linear.Linear": "Linear",
-    f"{NN}._linear.MLP": "MLP",
-    f"{NN}._embedding.Embedding": "Embedding",
-    f"{NN}._norm.LayerNorm": "LayerNorm",
-    f"{NN}._norm.RMSNorm": "RMSNorm",
-    f"{NN}._conv.Conv1D": "Conv1D",
-    f"{NN}._conv.Conv2D": "Conv2D",
-    f"{NN}._conv.Conv3D": "Conv3D",
-    f"{NN}._recurrent.RNNCell": "RNNCell",
-    f"{NN}._recurrent.GRUCell": "GRUCell",
-    f"{NN}._recurrent.LSTMCell": "LSTMCell",
-    f"{NN}._attention.MultiheadAttention": "MultiheadAttention",
-    f"{NN}._pool.MaxPool1D": "MaxPool1D",
-    f"{NN}._pool.MaxPool2D": "MaxPool2D",
-    f"{NN}._pool.AvgPool1D": "AvgPool1D",
-    f"{NN}._pool.AvgPool2D": "AvgPool2D",
-    f"{NN}._sequence.Recurrent": "Recurrent",
-    f"{NN}._sequence.Bidirectional": "Bidirectional",
-}
+# The tables below come from the registry of layers (axjax/nn/_registry.py), the one list.
+#: the layers whose calls the plugin judges on stand-ins, by full name -> public name
+LAYERS = {s.path: s.name for s in declared_layers() if s.typed == "stand-in"}
+#: layers that apply a list of layers in turn (Sequential; Stacked passes a mask along)
+CHAINS = tuple(s.path for s in declared_layers() if s.typed == "chain")
 #: layers run on sized stand-ins (they build a zero state from the input's sizes)
-SIZED = frozenset({"Recurrent", "Bidirectional"})
+SIZED = frozenset(s.name for s in declared_layers() if s.sized)
 #: keyword arguments that carry no axes (a PRNG key, a flag): not given to the stand-in
 IGNORED = frozenset({"key", "inference"})
 
@@ -126,7 +115,7 @@ class LayerHooks:
         cls, _, method = fullname.rpartition(".")
         if method != "__call__" or not cls:
             return False
-        return cls in CHAINS or self.layer_of(cls) is not None
+        return cls in CHAINS or cls == LAYER_STACK or self.layer_of(cls) is not None
 
     # ------------------------------------------------------------------ hooks
     def judged(self, t: Type) -> bool:
@@ -137,6 +126,9 @@ class LayerHooks:
             return False
         if any(p.type.has_base(c) for c in CHAINS):
             return _layers_of(p) is not None
+        if p.type.has_base(LAYER_STACK):
+            block = get_proper_type(map_instance_to_supertype(p, self._info(LAYER_STACK)).args[0])
+            return not isinstance(block, AnyType)
         known = self.layer_of(p.type.fullname)
         if known is None:
             return False
@@ -157,6 +149,8 @@ class LayerHooks:
             )
         if any(p.type.has_base(c) for c in CHAINS):
             return self.chain(ctx, p)
+        if p.type.has_base(LAYER_STACK):
+            return self.stack(ctx, p)
         known = self.layer_of(p.type.fullname)
         if known is None:
             return self.tools.gradual()
@@ -343,6 +337,45 @@ class LayerHooks:
             if isinstance(get_proper_type(current), AnyType):
                 return current
         return current
+
+    # ------------------------------------------------------------------ LayerStack
+    def stack(self, ctx: MethodContext, stack: Instance) -> Type:
+        """``stack(x, *args, **kwargs)``: the block's call on the same arguments, whose
+        result must have ``x``'s type; the result is ``x``'s type."""
+        block = map_instance_to_supertype(stack, self._info(LAYER_STACK)).args[0]
+        checker = ctx.api
+        if not isinstance(checker, TypeChecker) or not ctx.arg_types or len(ctx.args[0]) != 1:
+            return ctx.default_return_type
+        x = ctx.arg_types[0][0]
+        nodes: list[Expression] = []
+        kinds: list[Any] = []
+        names: list[str | None] = []
+        for types, arg_kinds, arg_names in zip(
+            ctx.arg_types, ctx.arg_kinds, ctx.arg_names, strict=True
+        ):
+            for t, kind, name in zip(types, arg_kinds, arg_names, strict=True):
+                nodes.append(TempNode(t, context=ctx.context))
+                kinds.append(kind)
+                names.append(name)
+        calls = checker.expr_checker
+        calls.type_context.append(None)  # judged by the arguments alone
+        try:  # a watcher that passes the errors on: mypy may hold them in an outer one
+            with checker.msg.filter_errors(filter_errors=False) as watcher:
+                out, _ = calls.check_call(block, nodes, kinds, ctx.context, names)
+        finally:
+            calls.type_context.pop()
+        if watcher.has_new_errors():
+            return self.tools.gradual()  # reported by the block's own call
+        if not is_subtype(out, x):  # a gradual result passes
+            ctx.api.fail(
+                f"LayerStack: the block returns {format_type(out, checker.options)} for "
+                f"{format_type(x, checker.options)}; a stacked block must return what it is "
+                "given (its output is the next layer's input)",
+                ctx.context,
+                code=AXES_ERROR,
+            )
+            return self.tools.gradual()
+        return x
 
     def _info(self, fullname: str) -> TypeInfo:
         sym = self.tools.lookup(fullname)
@@ -538,4 +571,4 @@ def _cell(kind: str, env: Env, d: Any, axes: list[Any]) -> Any:
     return _make(getattr(nn, kind), **fields)
 
 
-__all__ = ["CAST", "CHAINS", "LAYERS", "SEQUENTIAL", "LayerHooks", "Tools", "build"]
+__all__ = ["CAST", "CHAINS", "LAYERS", "LAYER_STACK", "SEQUENTIAL", "LayerHooks", "Tools", "build"]

@@ -121,8 +121,8 @@ def report_untyped(
         isinstance(target, Type)
         and _degraded(target, tensor) is None
         and isinstance(get_proper_type(target), Instance)
-        and tensor_of(target, tensor) is not None
-    ):  # type: ignore[arg-type]
+        and tensor_of(target, tensor) is not None  # type: ignore[arg-type]
+    ):
         return
     causes = []
     for exprs, types in zip(ctx.args, ctx.arg_types, strict=True):

@@ -11,6 +11,7 @@ from mypy.types import (
     Type,
     TypeType,
     TypeVarLikeType,
+    UninhabitedType,
     UnionType,
     UnpackType,
     get_proper_type,
@@ -22,8 +23,8 @@ from ._types import TENSOR
 def involves_axes(t: Type) -> bool:
     """Whether a parameter type mentions a Tensor, a type variable or ``Any``."""
     p: ProperType = get_proper_type(t)
-    if isinstance(p, TypeVarLikeType | AnyType):
-        return True
+    if isinstance(p, TypeVarLikeType | AnyType | UninhabitedType):
+        return True  # Never: a type variable that the declared signature could not solve
     if isinstance(p, Instance):
         return p.type.has_base(TENSOR) or any(involves_axes(a) for a in p.args)
     if isinstance(p, UnionType):

@@ -63,6 +63,8 @@ from ._sequence import Recurrent as Recurrent
 from ._sequence import Stacked as Stacked
 from ._sequential import Lambda as Lambda
 from ._sequential import Sequential as Sequential
+from ._stack import Layer as Layer
+from ._stack import LayerStack as LayerStack
 from ._tree import Child as Child
 from ._tree import ChildSumTreeLSTMCell as ChildSumTreeLSTMCell
 from ._tree import Level as Level

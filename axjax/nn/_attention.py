@@ -18,11 +18,12 @@ import jax.numpy as jnp
 from typing_extensions import TypeVar
 
 from ..core import F32, Axis, Bool, DType, Tensor
-from ..core._internal import axes_names, axis_name, check_axis_label, fail
+from ..core._internal import axes_names, axis_name, check_axis_label, checks_choices, fail
 from ..ops import arange, broadcast, contract, greater_equal, rename, softmax, where
 from . import _init
 from ._dropout import Dropout
 from ._fused_attention import AttentionPath, FusedAttention, default_attention_path
+from ._registry import register_layer
 from ._util import distinct, require
 
 __all__ = [
@@ -81,6 +82,7 @@ def causal_mask(
     return greater_equal(q, k)
 
 
+@checks_choices
 def dot_product_attention(
     query: AnyTensor,
     key: AnyTensor,
@@ -187,6 +189,7 @@ def _attention(
     return contract(weights, v, over=key_pos)
 
 
+@register_layer()
 class MultiheadAttention(eqx.Module, Generic[D, Q, K, E, H, HD]):
     """Multi-head attention: project, attend per head, project back.
 
@@ -236,6 +239,7 @@ class MultiheadAttention(eqx.Module, Generic[D, Q, K, E, H, HD]):
     causal: bool = eqx.field(static=True)
     implementation: AttentionPath = eqx.field(static=True)
 
+    @checks_choices
     def __init__(
         self,
         embed_axis: type[E],

@@ -33,6 +33,7 @@ from ..core._internal import axes_names, axis_name, fail
 from ..ops import broadcast, conv
 from ..ops._internal import Padding, per_axis
 from . import _init
+from ._registry import register_layer
 from ._util import AxisArg, as_axes, distinct, forbid, require, size_of
 
 __all__ = ["Conv", "Conv1D", "Conv2D", "Conv3D"]
@@ -48,6 +49,7 @@ In = TypeVar("In", bound=Axis, default=Any)
 Out = TypeVar("Out", bound=Axis, default=Any)
 
 
+@register_layer(typed="signature")
 class Conv(eqx.Module):
     """N-d convolution over the named ``spatial`` axes, from ``in_axis`` to ``out_axis``.
 
@@ -165,6 +167,7 @@ class Conv(eqx.Module):
         return y
 
 
+@register_layer()
 class Conv1D(Conv, Generic[D, S1, In, Out]):
     """:class:`Conv` over one spatial axis (``Time``, say): a ``Conv1D[F32, Time, Chan,
     Feature]`` maps ``[*B, Time, Chan]`` to ``[*B, Time, Feature]`` and ``[*B, Chan, Time]``
@@ -205,6 +208,7 @@ class Conv1D(Conv, Generic[D, S1, In, Out]):
         return super().__call__(x, key=key)
 
 
+@register_layer()
 class Conv2D(Conv, Generic[D, S1, S2, In, Out]):
     """:class:`Conv` over two spatial axes, ``(Height, Width)`` say (the paper's Conv2D).
 
@@ -267,6 +271,7 @@ class Conv2D(Conv, Generic[D, S1, S2, In, Out]):
         return super().__call__(x, key=key)
 
 
+@register_layer()
 class Conv3D(Conv, Generic[D, S1, S2, S3, In, Out]):
     """:class:`Conv` over three spatial axes, ``(Depth, Height, Width)`` say: a
     ``Conv3D[F32, Depth, Height, Width, Chan, Feature]`` maps ``[*B, Depth, Height, Width,

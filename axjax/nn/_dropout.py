@@ -9,6 +9,7 @@ import jax
 
 from ..core import Bool, DType, Tensor
 from ..ops import where
+from ._registry import register_layer
 from ._util import is_symbolic
 
 __all__ = ["Dropout"]
@@ -17,6 +18,7 @@ D = TypeVar("D", bound=DType)
 Axes = TypeVarTuple("Axes")
 
 
+@register_layer(typed="signature")
 class Dropout(eqx.Module):
     """Zero each entry with probability ``p`` and scale the rest by ``1 / (1 - p)``.
 

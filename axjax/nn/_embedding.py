@@ -13,6 +13,7 @@ from ..core import F32, Axis, DType, Integer, Tensor
 from ..core._internal import axis_name, check_axis_label, fail
 from ..ops import take
 from . import _init
+from ._registry import register_layer
 from ._util import distinct, forbid
 
 __all__ = ["Embedding"]
@@ -25,6 +26,7 @@ Int = TypeVar("Int", bound=Integer)  # the dtype of the ids: an integer kind
 B = TypeVarTuple("B")
 
 
+@register_layer()
 class Embedding(eqx.Module, Generic[D, V, E]):
     """A lookup table ``Tensor[D, Vocab, Embed]``: ids ``[*B]`` -> vectors ``[*B, Embed]``.
 

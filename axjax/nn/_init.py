@@ -24,7 +24,7 @@ import jax
 import jax.numpy as jnp
 
 from ..core import F32, Axis, DType, Tensor
-from ..core._internal import axes_names, axis_name, check_axis_label, jax_dtype
+from ..core._internal import axes_names, axis_name, check_axis_label, checks_choices, jax_dtype
 
 __all__ = [
     "Initializer",
@@ -155,6 +155,7 @@ def normal(stddev: float) -> Initializer:
     return init
 
 
+@checks_choices
 def variance_scaling(
     scale: float,
     mode: Literal["fan_in", "fan_out", "fan_avg"],

@@ -21,6 +21,7 @@ from ..core import F32, Axis, DType, Tensor
 from ..core._internal import axis_name, check_axis_label, fail
 from ..ops import broadcast, contract, relu
 from . import _init
+from ._registry import register_layer
 from ._util import distinct, forbid, require
 
 __all__ = ["Affine", "Linear", "MLP"]
@@ -107,6 +108,7 @@ class _Dense(eqx.Module, Generic[D, In, Out]):
         raise NotImplementedError
 
 
+@register_layer()
 class Affine(_Dense[D, In, Out]):
     """``y = W x + b`` from axis ``In`` to axis ``Out``: the paper's Affine layer.
 
@@ -174,6 +176,7 @@ class Affine(_Dense[D, In, Out]):
         return _describe("Affine", self.in_axis, self.out_axis, n_in, n_out)
 
 
+@register_layer()
 class Linear(_Dense[D, In, Out]):
     """``y = W x`` from axis ``In`` to axis ``Out``: :class:`Affine` without the bias.
 
@@ -217,6 +220,7 @@ class Linear(_Dense[D, In, Out]):
         return out
 
 
+@register_layer()
 class MLP(_Dense[D, In, Out]):
     """A stack of :class:`Affine` layers with an activation between them.
 

@@ -24,6 +24,7 @@ from ..core import F32, Axis, DType, Tensor
 from ..core._internal import axes_names, fail
 from ..ops import broadcast, mean, rsqrt, var
 from . import _init
+from ._registry import register_layer
 from ._util import AxisArg, as_axes, require
 
 __all__ = ["LayerNorm", "RMSNorm"]
@@ -110,6 +111,7 @@ class _Norm(eqx.Module, Generic[D, *N]):
         raise NotImplementedError
 
 
+@register_layer()
 class LayerNorm(_Norm[D, *N]):
     """``(x - mean) / sqrt(var + eps) * weight + bias`` over the named axes.
 
@@ -215,6 +217,7 @@ class LayerNorm(_Norm[D, *N]):
         return out
 
 
+@register_layer()
 class RMSNorm(_Norm[D, *N]):
     """``x / sqrt(mean(x²) + eps) * weight`` over the named axes.
 

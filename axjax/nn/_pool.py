@@ -23,6 +23,7 @@ from ..ops import avg_pool, max_pool
 from ..ops import max as reduce_max
 from ..ops import mean as reduce_mean
 from ..ops._internal import Padding
+from ._registry import register_layer
 from ._util import AxisArg, as_axes
 
 __all__ = [
@@ -67,6 +68,7 @@ class _Pool(eqx.Module):
         )
 
 
+@register_layer(typed="signature")
 class MaxPool(_Pool):
     """Maximum over windows of the named axes (stride defaults to the window).
 
@@ -85,6 +87,7 @@ class MaxPool(_Pool):
         return max_pool(x, self.spatial, self.window, self.stride, self.padding)
 
 
+@register_layer(typed="signature")
 class AvgPool(_Pool):
     """Mean over windows of the named axes (padding counts as zeros in the mean).
 
@@ -102,6 +105,7 @@ class AvgPool(_Pool):
         return avg_pool(x, self.spatial, self.window, self.stride, self.padding)
 
 
+@register_layer()
 class MaxPool1D(MaxPool, Generic[S1]):
     """:class:`MaxPool` over one axis: ``ax.nn.MaxPool1D(Time, 2)``, a ``MaxPool1D[Time]``."""
 
@@ -115,6 +119,7 @@ class MaxPool1D(MaxPool, Generic[S1]):
         super().__init__(spatial, window, stride, padding)
 
 
+@register_layer()
 class MaxPool2D(MaxPool, Generic[S1, S2]):
     """:class:`MaxPool` over two axes: ``ax.nn.MaxPool2D((Height, Width), 2)``, a
     ``MaxPool2D[Height, Width]``."""
@@ -129,6 +134,7 @@ class MaxPool2D(MaxPool, Generic[S1, S2]):
         super().__init__(spatial, window, stride, padding)
 
 
+@register_layer()
 class AvgPool1D(AvgPool, Generic[S1]):
     """:class:`AvgPool` over one axis: ``ax.nn.AvgPool1D(Time, 2)``, an ``AvgPool1D[Time]``."""
 
@@ -142,6 +148,7 @@ class AvgPool1D(AvgPool, Generic[S1]):
         super().__init__(spatial, window, stride, padding)
 
 
+@register_layer()
 class AvgPool2D(AvgPool, Generic[S1, S2]):
     """:class:`AvgPool` over two axes: ``ax.nn.AvgPool2D((Height, Width), 2)``, an
     ``AvgPool2D[Height, Width]``."""
@@ -156,6 +163,7 @@ class AvgPool2D(AvgPool, Generic[S1, S2]):
         super().__init__(spatial, window, stride, padding)
 
 
+@register_layer(typed="signature")
 class GlobalMaxPool(eqx.Module):
     """Maximum over the whole of the named axes, which are removed.
 
@@ -173,6 +181,7 @@ class GlobalMaxPool(eqx.Module):
         return reduce_max(x, self.spatial)
 
 
+@register_layer(typed="signature")
 class GlobalAvgPool(eqx.Module):
     """Mean over the whole of the named axes, which are removed.
 

@@ -37,6 +37,7 @@ from ..core._internal import axes_names, axis_name, check_axis_label, fail
 from ..ops import broadcast, contract, rename, sigmoid, tanh, transpose, unstack
 from ..ops import zeros as zeros_tensor
 from . import _init
+from ._registry import register_layer
 from ._util import forbid, require, size_of
 
 __all__ = ["Gate", "Prev", "AbstractCell", "RNNCell", "GRUCell", "LSTMCell"]
@@ -172,6 +173,7 @@ class AbstractCell(eqx.Module, Generic[D, In, H]):
         return out
 
 
+@register_layer()
 class RNNCell(AbstractCell[D, In, H]):
     """Elman unit: ``h' = tanh(W_ih x + W_hh h + b)``.
 
@@ -207,6 +209,7 @@ class RNNCell(AbstractCell[D, In, H]):
         return out
 
 
+@register_layer()
 class GRUCell(AbstractCell[D, In, H]):
     """Gated recurrent unit (Cho et al. 2014), with Equinox's/PyTorch's equations.
 
@@ -259,6 +262,7 @@ class GRUCell(AbstractCell[D, In, H]):
         return out
 
 
+@register_layer()
 class LSTMCell(AbstractCell[D, In, H]):
     """Long short-term memory unit; the state is the pair ``(h, c)``.
 

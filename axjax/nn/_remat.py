@@ -16,14 +16,18 @@ from typing import Any, Generic, Literal, TypeVar
 import equinox as eqx
 import jax
 
-__all__ = ["Remat", "remat"]
+from ..core._internal import checks_choices
+from ._registry import register_layer
+
+__all__ = ["Remat", "remat", "resolve_policy"]
 
 M = TypeVar("M")
 
 #: Named ``jax.checkpoint_policies``: ``"nothing"`` saves nothing (recompute all, the least
 #: memory), ``"dots"`` saves matrix products without batch dimensions, ``"everything"``
-#: saves all (no recomputation: for comparisons).
-PolicyName = Literal["nothing", "dots", "dots_with_batch", "everything"]
+#: saves all (no recomputation: for comparisons); ``"offload_dots"`` moves the matrix products
+#: ``"dots"`` saves to pinned host memory instead (where the backend has it: GPU, TPU).
+PolicyName = Literal["nothing", "dots", "dots_with_batch", "everything", "offload_dots"]
 Policy = PolicyName | Callable[..., bool] | None
 
 _POLICIES: dict[str, Callable[..., bool]] = {
@@ -31,15 +35,21 @@ _POLICIES: dict[str, Callable[..., bool]] = {
     "dots": jax.checkpoint_policies.dots_with_no_batch_dims_saveable,
     "dots_with_batch": jax.checkpoint_policies.dots_saveable,
     "everything": jax.checkpoint_policies.everything_saveable,
+    "offload_dots": jax.checkpoint_policies.offload_dot_with_no_batch_dims("device", "pinned_host"),
 }
 
 
 def _policy(policy: Policy) -> Callable[..., bool] | None:
+    return resolve_policy(policy, "remat")
+
+
+def resolve_policy(policy: Policy, where: str) -> Callable[..., bool] | None:
+    """The ``jax.checkpoint`` policy a name (or function, or ``None``) stands for."""
     if policy is None or callable(policy):
         return policy
     if policy not in _POLICIES:
         raise ValueError(
-            f"remat: unknown policy {policy!r}; use one of "
+            f"{where}: unknown policy {policy!r}; use one of "
             f"{', '.join(map(repr, _POLICIES))} or a jax.checkpoint_policies "
             "function"
         )
@@ -50,6 +60,7 @@ def _call(module: Any, *args: Any, **kwargs: Any) -> Any:
     return module(*args, **kwargs)
 
 
+@register_layer(typed="signature")
 class Remat(eqx.Module, Generic[M]):
     """A module whose call is rematerialised in the backward pass (see :func:`remat`)."""
 
@@ -61,6 +72,7 @@ class Remat(eqx.Module, Generic[M]):
         return eqx.filter_checkpoint(_call, policy=self.policy)(self.module, *args, **kwargs)
 
 
+@checks_choices
 def remat(module: M, policy: Policy = None) -> Remat[M]:
     """Wrap ``module`` so its activations are recomputed in the backward pass.
 
@@ -68,8 +80,8 @@ def remat(module: M, policy: Policy = None) -> Remat[M]:
         module: any callable Equinox module (a transformer block, an MLP).
         policy: what to save rather than recompute: ``None`` or ``"nothing"`` (save only
             the inputs), ``"dots"`` (also matrix products without batch dimensions),
-            ``"dots_with_batch"``, ``"everything"``, or a ``jax.checkpoint_policies``
-            function.
+            ``"dots_with_batch"``, ``"everything"``, ``"offload_dots"`` (GPU/TPU: to host
+            memory), or a ``jax.checkpoint_policies`` function.
 
     Example:
         >>> blocks = [ax.nn.remat(Block(cfg, key=k)) for k in keys]

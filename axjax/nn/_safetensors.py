@@ -8,13 +8,21 @@ safetensors reader (PyTorch, the Hugging Face tools) reads the arrays; axjax che
 Loading is into a template module of the same structure (as ``eqx.tree_deserialise_leaves``
 does): each entry must exist, with the template's dtype, and the axis names and sizes the
 template has. A file without axjax metadata (written from plain arrays) loads when each
-array's shape is the template's shape in the template's axis order.
+array's shape is the template's shape in the template's axis order. A stacked Tensor (from
+``jax.vmap`` / ``eqx.filter_vmap`` over a layer's constructor: its array has leading
+dimensions before its named axes) is stored whole, with the count of those dimensions.
+
+Nothing is lost: everything is checked before the file is written (two paths that give one
+entry name, metadata that is not strings, axis names that do not fit the arrays), and the
+file is written to a temporary file that replaces the old one only when complete. Loading a
+truncated or corrupt file raises :class:`SafetensorsError` naming the file and the problem.
 """
 
 from __future__ import annotations
 
 import json
 import os
+from pathlib import Path
 from typing import Any, TypeVar
 
 import jax
@@ -33,19 +41,41 @@ _LOAD = Feature("safetensors", "ax.nn.load_safetensors")
 
 
 class SafetensorsError(ValueError):
-    """A safetensors file does not fit the module it is loaded into."""
+    """A safetensors file does not fit the module it is loaded into, is truncated or
+    corrupt, or the module cannot be written as one (nothing is written then)."""
 
     __module__ = "axjax.nn"
 
 
-def _entries(module: Any) -> list[tuple[str, Any]]:
-    leaves = jax.tree_util.tree_flatten_with_path(module, is_leaf=lambda x: isinstance(x, Tensor))[
-        0
-    ]
-    out = []
+def _is_tensor(x: Any) -> bool:
+    return isinstance(x, Tensor)
+
+
+def _entries(module: Any, where: str) -> list[tuple[str, Any]]:
+    """``(entry name, leaf)`` for each array leaf; ``SafetensorsError`` when two paths give
+    the same name (``{"a.b": x, "a": {"b": y}}``: both are ``a.b``)."""
+    leaves = jax.tree_util.tree_flatten_with_path(module, is_leaf=_is_tensor)[0]
+    out: list[tuple[str, Any]] = []
+    paths: dict[str, str] = {}
     for path, leaf in leaves:
         if isinstance(leaf, Tensor) or isinstance(leaf, jax.Array | np.ndarray):
-            out.append((jax.tree_util.keystr(path, simple=True, separator="."), leaf))
+            name = jax.tree_util.keystr(path, simple=True, separator=".")
+            full = jax.tree_util.keystr(path)
+            if name in paths:
+                raise SafetensorsError(
+                    f"{where}: the module's leaves {paths[name]} and {full} both get the "
+                    f"entry name {name!r} (a key with a dot collides with a nested key); "
+                    "rename one of them (nothing was written or read)"
+                )
+            paths[name] = full
+            if jnp.issubdtype(leaf.dtype, jax.dtypes.prng_key):
+                raise SafetensorsError(
+                    f"{where}: the module's leaf {full} is a PRNG key array, which a "
+                    "safetensors file cannot hold (numbers only); store "
+                    "jax.random.key_data(key) and rebuild it with jax.random.wrap_key_data, "
+                    "or keep keys out of the module (nothing was written or read)"
+                )
+            out.append((name, leaf))
     return out
 
 
@@ -53,17 +83,50 @@ def _describe(entry: dict[str, Any]) -> str:
     axes = entry.get("axes")
     if axes is None:
         return f"an array of shape {tuple(entry['shape'])}"
-    return "[" + ", ".join(f"{a}={n}" for a, n in zip(axes, entry["shape"], strict=True)) + "]"
+    lead = len(entry["shape"]) - len(axes)
+    named = [f"{a}={n}" for a, n in zip(axes, entry["shape"][lead:], strict=True)]
+    stack = [f"{n} stacked" for n in entry["shape"][:lead]]
+    return "[" + ", ".join(stack + named) + "]"
 
 
 def _info(leaf: Any) -> dict[str, Any]:
     if isinstance(leaf, Tensor):
         return {
             "axes": [a.__name__ for a in leaf.axes],
-            "shape": list(leaf.shape),
+            "shape": list(np.shape(leaf.array)),
             "dtype": np.dtype(leaf.array.dtype).name,
         }
     return {"axes": None, "shape": list(leaf.shape), "dtype": np.dtype(leaf.dtype).name}
+
+
+def _checked_metadata(metadata: Any) -> dict[str, str]:
+    """``metadata`` as a new dict; ``SafetensorsError`` unless it maps str to str (the
+    header's metadata is strings only) and leaves out axjax's own key."""
+    if metadata is None:
+        return {}
+    if not isinstance(metadata, dict):
+        raise SafetensorsError(
+            f"save_safetensors: metadata must be a dict of str to str, got a "
+            f"{type(metadata).__name__}. Nothing was written."
+        )
+    entries: dict[Any, Any] = metadata
+    for k, v in entries.items():
+        if not isinstance(k, str) or not isinstance(v, str):
+            bad = (
+                f"key {k!r} ({type(k).__name__})"
+                if not isinstance(k, str)
+                else f"metadata[{k!r}] is the {type(v).__name__} {v!r:.40}"
+            )
+            raise SafetensorsError(
+                f"save_safetensors: metadata must be a dict of str to str (the safetensors "
+                f"header holds strings only): {bad}; pass str(value) or json.dumps(value). "
+                "Nothing was written."
+            )
+    if _KEY in entries:
+        raise SafetensorsError(
+            f"save_safetensors: the metadata key {_KEY!r} is axjax's own. Nothing was written."
+        )
+    return dict(entries)
 
 
 def save_safetensors(
@@ -72,9 +135,15 @@ def save_safetensors(
     """Write the arrays of ``module`` (Tensors and plain arrays) to a safetensors file.
 
     Args:
-        module: an Equinox module (or any pytree) of Tensors.
-        path: the file to write.
+        module: an Equinox module (or any pytree) of Tensors; stacked Tensors (from
+            ``eqx.filter_vmap`` over a constructor) are stored whole.
+        path: the file to write (replaced only once the new file is complete).
         metadata: extra string metadata for the header (the key ``"axjax"`` is reserved).
+
+    Raises:
+        SafetensorsError: two leaves give the same entry name, ``metadata`` is not a dict
+            of str to str, or the file cannot be written; an existing file at ``path`` is
+            left as it was.
 
     Example:
         >>> ax.nn.save_safetensors(model, "model.safetensors")
@@ -83,23 +152,35 @@ def save_safetensors(
     _SAVE.require()
     from safetensors.numpy import save_file
 
-    entries = _entries(module)
+    extra = _checked_metadata(metadata)
+    entries = _entries(module, "save_safetensors")
     arrays = {
         name: np.asarray(leaf.array if isinstance(leaf, Tensor) else leaf) for name, leaf in entries
     }
-    extra = dict(metadata or {})
-    if _KEY in extra:
-        raise ValueError(f"save_safetensors: the metadata key {_KEY!r} is axjax's own")
     extra[_KEY] = json.dumps({name: _info(leaf) for name, leaf in entries})
-    save_file(arrays, os.fspath(path), metadata=extra)
+    target = Path(path)
+    if target.is_dir():
+        raise SafetensorsError(f"save_safetensors: {target} is a folder; give a file name")
+    tmp = target.with_name(f".{target.name}.tmp-{os.getpid()}")
+    try:
+        save_file(arrays, os.fspath(tmp), metadata=extra)
+        os.replace(tmp, target)
+    except Exception as e:  # the backend's errors, a full disk, a missing folder
+        tmp.unlink(missing_ok=True)
+        raise SafetensorsError(
+            f"save_safetensors: cannot write {target} ({e}); the previous file under that "
+            "name, if any, is unchanged"
+        ) from None
 
 
 def load_safetensors(template: M, path: str | os.PathLike[str]) -> M:
     """``template`` with its arrays read from the safetensors file at ``path``.
 
     Raises:
-        SafetensorsError: an entry is missing, or its axis names, sizes or dtype differ
-            from the template's (the message names the entry and both sides).
+        FileNotFoundError: there is no file at ``path``.
+        SafetensorsError: the file is truncated or corrupt (the message names it and the
+            problem), an entry is missing, or its axis names, sizes or dtype differ from the
+            template's (the message names the entry and both sides).
 
     Example:
         >>> model = ax.nn.load_safetensors(LM(cfg, key=jax.random.key(0)), "model.safetensors")
@@ -108,21 +189,66 @@ def load_safetensors(template: M, path: str | os.PathLike[str]) -> M:
     from safetensors import safe_open
 
     where = os.fspath(path)
-    with safe_open(where, framework="numpy") as f:
-        meta = json.loads((f.metadata() or {}).get(_KEY, "{}"))
-        names = set(f.keys())
-        loaded = {}
-        for name, leaf in _entries(template):
-            if name not in names:
-                raise SafetensorsError(
-                    f"load_safetensors: {where} has no entry {name!r} (the module's "
-                    f"{_describe(_info(leaf))}); it has {', '.join(sorted(names)) or 'none'}"
-                )
-            loaded[name] = _check(name, leaf, f.get_tensor(name), meta.get(name), where)
+    if not os.path.exists(where):
+        raise FileNotFoundError(f"load_safetensors: no file {where}")
+    loaded = {}
+    try:
+        with safe_open(where, framework="numpy") as f:
+            meta = _saved_axes(where, (f.metadata() or {}).get(_KEY))
+            names = set(f.keys())
+            for name, leaf in _entries(template, "load_safetensors"):
+                if name not in names:
+                    raise SafetensorsError(
+                        f"load_safetensors: {where} has no entry {name!r} (the module's "
+                        f"{_describe(_info(leaf))}); it has {', '.join(sorted(names)) or 'none'}"
+                    )
+                loaded[name] = _check(name, leaf, f.get_tensor(name), meta.get(name), where)
+    except SafetensorsError:
+        raise
+    except Exception as e:  # the backend's own error on a damaged file
+        raise SafetensorsError(
+            f"load_safetensors: {where} is truncated or not a safetensors file ({e}); it "
+            "cannot be loaded"
+        ) from None
     out: M = jax.tree_util.tree_map_with_path(
-        lambda p, x: _replace(loaded, p, x), template, is_leaf=lambda x: isinstance(x, Tensor)
+        lambda p, x: _replace(loaded, p, x), template, is_leaf=_is_tensor
     )
     return out
+
+
+def _saved_axes(where: str, text: str | None) -> dict[str, dict[str, Any]]:
+    """The axjax metadata of the file (``{}`` without it); ``SafetensorsError`` when it is
+    not what :func:`save_safetensors` writes."""
+    if text is None:
+        return {}
+    try:
+        meta = json.loads(text)
+    except json.JSONDecodeError as e:
+        raise SafetensorsError(
+            f"load_safetensors: {where} has corrupt axjax metadata ({e}); it cannot be loaded"
+        ) from None
+    ok = isinstance(meta, dict) and all(
+        isinstance(v, dict)
+        and isinstance(v.get("shape"), list)
+        and all(isinstance(n, int) for n in v["shape"])
+        and isinstance(v.get("dtype"), str)
+        and (
+            v.get("axes") is None
+            or (
+                isinstance(v["axes"], list)
+                and all(isinstance(a, str) for a in v["axes"])
+                and len(v["axes"]) <= len(v["shape"])
+            )
+        )
+        for v in meta.values()
+    )
+    if not ok:
+        raise SafetensorsError(
+            f"load_safetensors: {where} has corrupt axjax metadata (each entry needs "
+            "'axes', 'shape' and 'dtype'); it cannot be loaded"
+        )
+    found: dict[str, dict[str, Any]] = meta
+    return found
 
 
 def _check(
@@ -136,6 +262,8 @@ def _check(
     )
     if got["axes"] != want["axes"] or list(array.shape) != want["shape"]:
         got = {**got, "shape": list(array.shape)}
+        if got["axes"] is not None and len(got["axes"]) > len(got["shape"]):
+            got = {**got, "axes": None}  # a plain file's array of another rank
         if (
             got["axes"] is not None
             and want["axes"] is not None
@@ -154,7 +282,9 @@ def _check(
             f"is {want['dtype']} (cast the module first, e.g. ax.nn.cast(model, ax.BF16))"
         )
     value = jnp.asarray(array)
-    return Tensor(value, leaf.axes) if isinstance(leaf, Tensor) else value
+    if isinstance(leaf, Tensor):  # the template's axes, on the array (stacked ones too)
+        return jax.tree_util.tree_unflatten(jax.tree.structure(leaf), [value])
+    return value
 
 
 def _replace(loaded: dict[str, Any], path: Any, leaf: Any) -> Any:

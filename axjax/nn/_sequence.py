@@ -23,6 +23,7 @@ from ..core._internal import axis_name, check_axis_label, fail
 from ..graph import scan
 from ..ops import concat
 from ._recurrent import AbstractCell
+from ._registry import register_layer
 from ._util import split
 
 __all__ = ["Recurrent", "Bidirectional", "Stacked"]
@@ -70,6 +71,7 @@ def _init_state(cell: Any, xs: AnyTensor, over: type[Axis]) -> Any:
     return cell.init_state(batch)
 
 
+@register_layer(sized=True)
 class Recurrent(eqx.Module, Generic[Cell, Over]):
     """A recurrent unit run along axis ``over``; returns its output at every step.
 
@@ -149,6 +151,7 @@ class Recurrent(eqx.Module, Generic[Cell, Over]):
         return out
 
 
+@register_layer(sized=True)
 class Bidirectional(eqx.Module, Generic[Cell, Cell2, Over]):
     """A forward and a backward :class:`Recurrent` run; outputs joined along the hidden axis.
 
@@ -201,6 +204,7 @@ class Bidirectional(eqx.Module, Generic[Cell, Cell2, Over]):
         return concat([fw, bw], self.forward.cell.hidden_axis)
 
 
+@register_layer(typed="chain")
 class Stacked(eqx.Module, Generic[*Layers]):
     """Sequence layers applied in turn, each to the outputs of the one before.
 

@@ -9,6 +9,7 @@ import equinox as eqx
 import jax
 from typing_extensions import TypeVarTuple, Unpack
 
+from ._registry import register_layer
 from ._util import split
 
 __all__ = ["Sequential", "Lambda"]
@@ -17,6 +18,7 @@ __all__ = ["Sequential", "Lambda"]
 Layers = TypeVarTuple("Layers", default=Unpack[tuple[Any, ...]])
 
 
+@register_layer(typed="signature")
 class Lambda(eqx.Module):
     """A function as a layer (no parameters); the function is static.
 
@@ -31,6 +33,7 @@ class Lambda(eqx.Module):
         return self.fn(x)
 
 
+@register_layer(typed="chain")
 class Sequential(eqx.Module, Generic[*Layers]):
     """Apply layers in order. Plain functions (activations) are wrapped in :class:`Lambda`.
 

@@ -29,6 +29,7 @@ from ..ops import broadcast, contract, index, rename, sigmoid, take, tanh, tenso
 from ..ops import sum as reduce_sum
 from . import _init
 from ._recurrent import AbstractCell, Gate, Prev
+from ._registry import register_layer
 from ._util import flatten, is_tensor, require, unflatten, wrap
 
 __all__ = [
@@ -251,6 +252,7 @@ def tree_fold(unit: Any, batch: TreeBatch) -> Callable[[Any], Any]:
     return run
 
 
+@register_layer(typed="signature")
 class ChildSumTreeLSTMCell(AbstractCell):
     """The child-sum Tree-LSTM unit (Tai, Socher and Manning, 2015).
 

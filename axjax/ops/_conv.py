@@ -222,8 +222,8 @@ class Conv(Op):
             xa,
             wa,
             self.stride,
-            pads,
-            rhs_dilation=self.dilation,  # type: ignore[arg-type]
+            pads,  # type: ignore[arg-type]
+            rhs_dilation=self.dilation,
             dimension_numbers=lax.ConvDimensionNumbers(lhs, rhs, lhs),
             feature_group_count=self.groups,
         )

@@ -8,7 +8,7 @@ broadcasting: use :func:`axjax.broadcast`.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any, TypeVar, TypeVarTuple, cast
+from typing import Any, Literal, TypeVar, TypeVarTuple, cast
 
 import jax
 import jax.core  # jax.core.Tracer: the submodule, imported by name for type checkers
@@ -82,25 +82,68 @@ def _traced_once(rule: F) -> F:
     return jax.jit(rule, inline=True)  # type: ignore[return-value]
 
 
-def _unary(
-    name: str,
+#: The public function of each unary and binary op, made by its declaration below
+#: (:func:`unary_op`, :func:`binary_op`, :func:`compare_op`) and bound in this module under
+#: its name; ``_gen_elementwise.py`` (generated from the registry) gives each its static type
+#: and exports it. Adding an op is its declaration, its test case and its docs/ops.md row.
+FUNCTIONS: dict[str, Callable[..., Any]] = {}
+
+
+def _declare_function(name: str, fn: Callable[..., Any], doc: str) -> None:
+    if name in FUNCTIONS or name in globals():
+        raise TypeError(f"{name}: a function of this name is already defined in {__name__}")
+    fn.__name__ = fn.__qualname__ = name
+    fn.__doc__ = doc
+    fn.__module__ = __name__
+    FUNCTIONS[name] = fn
+    globals()[name] = fn
+
+
+def _class_name(function: str) -> str:
+    """``log_softmax`` -> ``LogSoftmax``: an op class is named after its function."""
+    return "".join(part[:1].upper() + part[1:] for part in function.split("_"))
+
+
+def unary_op(
+    function: str,
     fn: Callable[[Array], Array],
     grad: UnaryRule,
     *,
+    doc: str,
     floating_only: bool = True,
-    doc: str = "",
+    typed: Literal["floating", "any"] | None = None,
+    operators: tuple[str, ...] = (),
 ) -> type[UnaryOp]:
+    """Declare an elementwise unary op: its class, its public function ``ax.<function>``
+    and its registration, from the forward ``fn(x)`` and the backward ``grad(dy, y, x)``
+    (``y`` is the forward's result, as in the paper).
+
+    ``floating_only`` rejects integer and Bool tensors at run time; ``typed`` bounds the
+    dtype in the function's static type: ``"floating"`` (``ax.Floating``, the default for
+    floats-only ops) or ``"any"`` (``ax.DType``).
+
+    Example (the whole declaration of ``ax.exp``):
+        >>> Exp = unary_op("exp", jnp.exp, lambda dy, y, x: dy * y, doc="``e**x``.")
+    """
     cls = type(
-        name,
+        _class_name(function),
         (UnaryOp,),
         {
             "fn": staticmethod(fn),
             "grad": staticmethod(_traced_once(grad)),
             "floating_only": floating_only,
-            "__doc__": doc or f"Elementwise {name.lower()}.",
+            "static_dtype": typed or ("floating" if floating_only else "any"),
+            "__doc__": doc,
             "__module__": __name__,
         },
     )
+    op: UnaryOp = cls()
+
+    def public(x: Tensor[D, *Axes]) -> Tensor[D, *Axes]:
+        return op.same_type(x)
+
+    _declare_function(function, public, doc)
+    register_op(function, kind="unary", operators=operators)(cls)
     return cls
 
 
@@ -113,171 +156,113 @@ def _gelu_grad(dy: Array, y: Array, x: Array) -> Array:
     return dy * (0.5 * (1.0 + t) + 0.5 * x * (1.0 - t**2) * dinner)
 
 
-Negative = _unary(
-    "Negative", jnp.negative, lambda dy, y, x: -dy, floating_only=False, doc="-x; backward -dy."
+def _silu_grad(dy: Array, y: Array, x: Array) -> Array:
+    s = jax.nn.sigmoid(x)
+    return dy * (s * (1 + x * (1 - s)))
+
+
+def _erf_grad(dy: Array, y: Array, x: Array) -> Array:
+    return dy * (2 / jnp.sqrt(jnp.pi)).astype(x.dtype) * jnp.exp(-x * x)
+
+
+def _relu_grad(dy: Array, y: Array, x: Array) -> Array:
+    return jnp.where(x > 0, dy, jnp.zeros((), dy.dtype))
+
+
+# One declaration per op. tanh, expm1 and softplus need floats at run time but keep the
+# DType bound statically: axjax.nn's cells and activations call them with a dtype variable.
+Negative = unary_op(
+    "negative",
+    jnp.negative,
+    lambda dy, y, x: -dy,
+    doc="``-x``, elementwise. Backward ``-dy``.",
+    floating_only=False,
+    operators=("__neg__",),
 )
-Abs = _unary(
-    "Abs",
+Abs = unary_op(
+    "abs",
     jnp.abs,
     lambda dy, y, x: dy * jnp.sign(x),
+    doc="``|x|``, elementwise. Backward ``dy * sign(x)``.",
     floating_only=False,
-    doc="|x|; backward dy·sign(x).",
+    operators=("__abs__",),
 )
-Exp = _unary("Exp", jnp.exp, lambda dy, y, x: dy * y, doc="e^x; backward dy·y.")
-Log = _unary("Log", jnp.log, lambda dy, y, x: dy / x, doc="ln x; backward dy/x.")
-Log1p = _unary("Log1p", jnp.log1p, lambda dy, y, x: dy / (1 + x), doc="ln(1+x).")
-Expm1 = _unary("Expm1", jnp.expm1, lambda dy, y, x: dy * (y + 1), doc="e^x − 1.")
-Sqrt = _unary("Sqrt", jnp.sqrt, lambda dy, y, x: dy / (2 * y), doc="√x; backward dy/(2y).")
-Rsqrt = _unary("Rsqrt", jax.lax.rsqrt, lambda dy, y, x: -0.5 * dy * y / x, doc="1/√x.")
-Square = _unary(
-    "Square",
+Exp = unary_op(
+    "exp", jnp.exp, lambda dy, y, x: dy * y, doc="``e**x``, elementwise. Backward ``dy * y``."
+)
+Log = unary_op(
+    "log",
+    jnp.log,
+    lambda dy, y, x: dy / x,
+    doc="Natural logarithm, elementwise. Backward ``dy / x``.",
+)
+Log1p = unary_op(
+    "log1p", jnp.log1p, lambda dy, y, x: dy / (1 + x), doc="``log(1 + x)``, accurate near 0."
+)
+Expm1 = unary_op(
+    "expm1",
+    jnp.expm1,
+    lambda dy, y, x: dy * (y + 1),
+    doc="``exp(x) - 1``, accurate near 0.",
+    typed="any",
+)
+Sqrt = unary_op(
+    "sqrt",
+    jnp.sqrt,
+    lambda dy, y, x: dy / (2 * y),
+    doc="Square root, elementwise. Backward ``dy / (2y)``.",
+)
+Rsqrt = unary_op(
+    "rsqrt", jax.lax.rsqrt, lambda dy, y, x: -0.5 * dy * y / x, doc="``1 / sqrt(x)``, elementwise."
+)
+Square = unary_op(
+    "square",
     jnp.square,
     lambda dy, y, x: 2 * x * dy,
+    doc="``x * x``, elementwise. Backward ``2x * dy``.",
     floating_only=False,
-    doc="x²; backward 2x·dy.",
 )
-Reciprocal = _unary("Reciprocal", jnp.reciprocal, lambda dy, y, x: -dy * y * y, doc="1/x.")
-Tanh = _unary("Tanh", jnp.tanh, lambda dy, y, x: dy * (1 - y * y), doc="tanh; dy·(1−y²).")
-Sigmoid = _unary(
-    "Sigmoid",
+Reciprocal = unary_op(
+    "reciprocal", jnp.reciprocal, lambda dy, y, x: -dy * y * y, doc="``1 / x``, elementwise."
+)
+Tanh = unary_op(
+    "tanh",
+    jnp.tanh,
+    lambda dy, y, x: dy * (1 - y * y),
+    doc="Hyperbolic tangent. Backward ``dy * (1 - y**2)``.",
+    typed="any",
+)
+Sigmoid = unary_op(
+    "sigmoid",
     jax.nn.sigmoid,
     lambda dy, y, x: dy * y * (1 - y),
-    doc="σ(x); backward dy·y·(1−y) (the paper's example).",
+    doc="""Logistic sigmoid. Backward ``dy * y * (1 - y)`` (the paper's example).
+
+Example:
+    >>> ax.sigmoid(ax.zeros((2,), Batch))
+    Tensor[F32, Batch=2]([0.5, 0.5])""",
 )
-Relu = _unary(
-    "Relu",
+Relu = unary_op(
+    "relu",
     jax.nn.relu,
-    lambda dy, y, x: jnp.where(x > 0, dy, jnp.zeros((), dy.dtype)),
+    _relu_grad,
+    doc="``max(x, 0)``. Backward ``dy * (x > 0)``.",
     floating_only=False,
-    doc="max(x, 0); backward dy·[x>0].",
 )
-Gelu = _unary("Gelu", jax.nn.gelu, _gelu_grad, doc="GELU (tanh approximation).")
-Softplus = _unary(
-    "Softplus",
+Gelu = unary_op(
+    "gelu", jax.nn.gelu, _gelu_grad, doc="GELU, tanh approximation (as ``jax.nn.gelu``)."
+)
+Softplus = unary_op(
+    "softplus",
     jax.nn.softplus,
     lambda dy, y, x: dy * jax.nn.sigmoid(x),
-    doc="ln(1+eˣ); backward dy·σ(x).",
+    doc="``log(1 + exp(x))``, computed stably. Backward ``dy * sigmoid(x)``.",
+    typed="any",
 )
-Sin = _unary("Sin", jnp.sin, lambda dy, y, x: dy * jnp.cos(x), doc="sin; dy·cos x.")
-Cos = _unary("Cos", jnp.cos, lambda dy, y, x: -dy * jnp.sin(x), doc="cos; −dy·sin x.")
-Silu = _unary(
-    "Silu",
-    jax.nn.silu,
-    lambda dy, y, x: dy * (jax.nn.sigmoid(x) * (1 + x * (1 - jax.nn.sigmoid(x)))),
-    doc="x·σ(x).",
-)
-Erf = _unary(
-    "Erf",
-    jax.scipy.special.erf,
-    lambda dy, y, x: dy * (2 / jnp.sqrt(jnp.pi)).astype(x.dtype) * jnp.exp(-x * x),
-    doc="the error function.",
-)
-
-
-def negative(x: Tensor[D, *Axes]) -> Tensor[D, *Axes]:
-    """``-x``, elementwise."""
-    return _NEG.same_type(x)
-
-
-def abs(x: Tensor[D, *Axes]) -> Tensor[D, *Axes]:  # noqa: A001
-    """``|x|``, elementwise."""
-    return _ABS.same_type(x)
-
-
-def exp(x: Tensor[DF, *Axes]) -> Tensor[DF, *Axes]:
-    """``e**x``, elementwise. Backward ``dy * y``."""
-    return _EXP.same_type(x)
-
-
-def log(x: Tensor[DF, *Axes]) -> Tensor[DF, *Axes]:
-    """Natural logarithm, elementwise."""
-    return _LOG.same_type(x)
-
-
-def log1p(x: Tensor[DF, *Axes]) -> Tensor[DF, *Axes]:
-    """``log(1 + x)``, accurate near 0."""
-    return _LOG1P.same_type(x)
-
-
-def expm1(x: Tensor[D, *Axes]) -> Tensor[D, *Axes]:
-    """``exp(x) - 1``, accurate near 0."""
-    return _EXPM1.same_type(x)
-
-
-def sqrt(x: Tensor[DF, *Axes]) -> Tensor[DF, *Axes]:
-    """Square root, elementwise."""
-    return _SQRT.same_type(x)
-
-
-def rsqrt(x: Tensor[DF, *Axes]) -> Tensor[DF, *Axes]:
-    """``1 / sqrt(x)``, elementwise."""
-    return _RSQRT.same_type(x)
-
-
-def square(x: Tensor[D, *Axes]) -> Tensor[D, *Axes]:
-    """``x * x``, elementwise."""
-    return _SQUARE.same_type(x)
-
-
-def reciprocal(x: Tensor[DF, *Axes]) -> Tensor[DF, *Axes]:
-    """``1 / x``, elementwise."""
-    return _RECIPROCAL.same_type(x)
-
-
-def tanh(x: Tensor[D, *Axes]) -> Tensor[D, *Axes]:
-    """Hyperbolic tangent. Backward ``dy * (1 - y**2)``."""
-    return _TANH.same_type(x)
-
-
-def sigmoid(x: Tensor[DF, *Axes]) -> Tensor[DF, *Axes]:
-    """Logistic sigmoid. Backward ``dy * y * (1 - y)``.
-
-    Example:
-        >>> ax.sigmoid(ax.zeros((2,), Batch))
-        Tensor[F32, Batch=2]([0.5, 0.5])
-    """
-    return _SIGMOID.same_type(x)
-
-
-def relu(x: Tensor[D, *Axes]) -> Tensor[D, *Axes]:
-    """``max(x, 0)``. Backward ``dy * (x > 0)``."""
-    return _RELU.same_type(x)
-
-
-def gelu(x: Tensor[DF, *Axes]) -> Tensor[DF, *Axes]:
-    """GELU, tanh approximation (as ``jax.nn.gelu``)."""
-    return _GELU.same_type(x)
-
-
-def silu(x: Tensor[DF, *Axes]) -> Tensor[DF, *Axes]:
-    """SiLU / swish: ``x * sigmoid(x)``."""
-    return _SILU.same_type(x)
-
-
-def softplus(x: Tensor[D, *Axes]) -> Tensor[D, *Axes]:
-    """``log(1 + exp(x))``, computed stably."""
-    return _SOFTPLUS.same_type(x)
-
-
-def sin(x: Tensor[DF, *Axes]) -> Tensor[DF, *Axes]:
-    """Sine, elementwise."""
-    return _SIN.same_type(x)
-
-
-def cos(x: Tensor[DF, *Axes]) -> Tensor[DF, *Axes]:
-    """Cosine, elementwise."""
-    return _COS.same_type(x)
-
-
-def erf(x: Tensor[DF, *Axes]) -> Tensor[DF, *Axes]:
-    """The error function, elementwise."""
-    return _ERF.same_type(x)
-
-
-_NEG, _ABS, _EXP, _LOG, _LOG1P, _EXPM1 = Negative(), Abs(), Exp(), Log(), Log1p(), Expm1()
-_SQRT, _RSQRT, _SQUARE, _RECIPROCAL = Sqrt(), Rsqrt(), Square(), Reciprocal()
-_TANH, _SIGMOID, _RELU, _GELU, _SILU = Tanh(), Sigmoid(), Relu(), Gelu(), Silu()
-_SOFTPLUS, _SIN, _COS, _ERF = Softplus(), Sin(), Cos(), Erf()
+Sin = unary_op("sin", jnp.sin, lambda dy, y, x: dy * jnp.cos(x), doc="Sine, elementwise.")
+Cos = unary_op("cos", jnp.cos, lambda dy, y, x: -dy * jnp.sin(x), doc="Cosine, elementwise.")
+Silu = unary_op("silu", jax.nn.silu, _silu_grad, doc="SiLU / swish: ``x * sigmoid(x)``.")
+Erf = unary_op("erf", jax.scipy.special.erf, _erf_grad, doc="The error function, elementwise.")
 
 
 # ============================================================================ binary
@@ -394,15 +379,20 @@ class BinaryOp(Op):
         return _unbroadcast(ga, a.array), _unbroadcast(gb, b.array)
 
 
-def _binary(
-    name: str,
+def binary_op(
+    function: str,
     fn: Callable[[Array, Array], Array],
     grads: Callable[[Array, Array, Array, Array], tuple[Array, Array]],
+    *,
     doc: str,
-    accepts: str = "numbers",
+    accepts: Literal["floating", "numbers", "any"] = "numbers",
+    operators: tuple[str, ...] = (),
 ) -> type[BinaryOp]:
-    return type(
-        name,
+    """Declare an elementwise binary op on identical axes: its class, its public function
+    ``ax.<function>(a, b)`` (a number or rank-0 tensor mixes with either side) and its
+    registration, from the forward ``fn(a, b)`` and ``grads(dy, y, a, b) -> (da, db)``."""
+    cls = type(
+        _class_name(function),
         (BinaryOp,),
         {
             "fn": staticmethod(fn),
@@ -412,6 +402,39 @@ def _binary(
             "__module__": __name__,
         },
     )
+    _declare_binary(function, cls, doc, operators)
+    return cls
+
+
+def compare_op(
+    function: str, fn: Callable[[Array, Array], Array], *, doc: str, operators: tuple[str, ...] = ()
+) -> type[Compare]:
+    """Declare a comparison: as :func:`binary_op`, with a Bool result and no gradient."""
+    cls = type(
+        _class_name(function),
+        (Compare,),
+        {"fn": staticmethod(fn), "__doc__": doc, "__module__": __name__},
+    )
+    _declare_binary(function, cls, doc, operators)
+    return cls
+
+
+def _declare_binary(
+    function: str, cls: type[BinaryOp], doc: str, operators: tuple[str, ...]
+) -> None:
+    op: BinaryOp = cls()
+
+    def public(a: Tensor[D, *Axes] | float, b: Tensor[D, *Axes] | float) -> Tensor[D, *Axes]:
+        if not isinstance(a, Tensor):
+            out = op(_scalar_like(a, b, op), b)
+        elif not isinstance(b, Tensor):
+            out = op(a, _scalar_like(b, a, op))
+        else:
+            out = op(a, b)
+        return cast("Tensor[D, *Axes]", out)  # the rule: identical axes, or rank 0
+
+    _declare_function(function, public, doc)
+    register_op(function, kind="binary", operators=operators)(cls)
 
 
 def _pow_grads(dy: Array, y: Array, a: Array, b: Array) -> tuple[Array, Array]:
@@ -428,27 +451,6 @@ def _chooser(first_wins: Callable[[Array, Array], Array]) -> Callable[..., tuple
     return grads
 
 
-Add = _binary("Add", jnp.add, lambda dy, y, a, b: (dy, dy), "a + b; backward (dy, dy).")
-Subtract = _binary("Subtract", jnp.subtract, lambda dy, y, a, b: (dy, -dy), "a − b.")
-Multiply = _binary(
-    "Multiply", jnp.multiply, lambda dy, y, a, b: (dy * b, dy * a), "a · b; backward (dy·b, dy·a)."
-)
-Divide = _binary(
-    "Divide",
-    jnp.divide,
-    lambda dy, y, a, b: (dy / b, -dy * y / b),
-    "a / b; backward (dy/b, −dy·y/b).",
-    accepts="floating",
-)
-Power = _binary("Power", jnp.power, _pow_grads, "a ** b.")
-Maximum = _binary(
-    "Maximum", jnp.maximum, _chooser(jnp.greater), "max(a, b); ties split.", accepts="any"
-)
-Minimum = _binary(
-    "Minimum", jnp.minimum, _chooser(jnp.less), "min(a, b); ties split.", accepts="any"
-)
-
-
 class Compare(BinaryOp):
     """Base of comparisons: Bool result, no gradient."""
 
@@ -461,126 +463,67 @@ class Compare(BinaryOp):
         return None, None
 
 
-def _compare(name: str, fn: Callable[[Array, Array], Array]) -> type[Compare]:
-    return type(
-        name,
-        (Compare,),
-        {"fn": staticmethod(fn), "__doc__": f"{name}; Bool result.", "__module__": __name__},
-    )
-
-
-Equal = _compare("Equal", jnp.equal)
-NotEqual = _compare("NotEqual", jnp.not_equal)
-Less = _compare("Less", jnp.less)
-LessEqual = _compare("LessEqual", jnp.less_equal)
-Greater = _compare("Greater", jnp.greater)
-GreaterEqual = _compare("GreaterEqual", jnp.greater_equal)
-
-_BINARY: dict[str, Op] = {
-    c.__name__: c()
-    for c in (
-        Add,
-        Subtract,
-        Multiply,
-        Divide,
-        Power,
-        Maximum,
-        Minimum,
-        Equal,
-        NotEqual,
-        Less,
-        LessEqual,
-        Greater,
-        GreaterEqual,
-    )
-}
-
-
-def _apply_binary(
-    name: str, a: Tensor[D, *Axes] | float, b: Tensor[D, *Axes] | float
-) -> Tensor[D, *Axes]:
-    """Apply a binary op; a number becomes a rank-0 tensor of the other operand's dtype.
-    The result has the tensor operands' type (the rule: identical axes, or rank 0)."""
-    op = _BINARY[name]
-    if not isinstance(a, Tensor):
-        out = op(_scalar_like(a, b, op), b)
-    elif not isinstance(b, Tensor):
-        out = op(a, _scalar_like(b, a, op))
-    else:
-        out = op(a, b)
-    return cast("Tensor[D, *Axes]", out)
-
-
-def _apply_compare(
-    name: str, a: Tensor[D, *Axes] | float, b: Tensor[D, *Axes] | float
-) -> Tensor[Bool, *Axes]:
-    """A comparison: the operands' axes, Bool values."""
-    return cast("Tensor[Bool, *Axes]", _apply_binary(name, a, b))
-
-
-def add(a: Tensor[D, *Axes] | float, b: Tensor[D, *Axes] | float) -> Tensor[D, *Axes]:
-    """``a + b`` on identical axes (a number or rank-0 tensor mixes with anything)."""
-    return _apply_binary("Add", a, b)
-
-
-def subtract(a: Tensor[D, *Axes] | float, b: Tensor[D, *Axes] | float) -> Tensor[D, *Axes]:
-    """``a - b`` on identical axes."""
-    return _apply_binary("Subtract", a, b)
-
-
-def multiply(a: Tensor[D, *Axes] | float, b: Tensor[D, *Axes] | float) -> Tensor[D, *Axes]:
-    """``a * b`` on identical axes."""
-    return _apply_binary("Multiply", a, b)
-
-
-def divide(a: Tensor[D, *Axes] | float, b: Tensor[D, *Axes] | float) -> Tensor[D, *Axes]:
-    """``a / b`` on identical axes."""
-    return _apply_binary("Divide", a, b)
-
-
-def power(a: Tensor[D, *Axes] | float, b: Tensor[D, *Axes] | float) -> Tensor[D, *Axes]:
-    """``a ** b`` on identical axes."""
-    return _apply_binary("Power", a, b)
-
-
-def maximum(a: Tensor[D, *Axes] | float, b: Tensor[D, *Axes] | float) -> Tensor[D, *Axes]:
-    """Elementwise maximum on identical axes (ties share the gradient)."""
-    return _apply_binary("Maximum", a, b)
-
-
-def minimum(a: Tensor[D, *Axes] | float, b: Tensor[D, *Axes] | float) -> Tensor[D, *Axes]:
-    """Elementwise minimum on identical axes (ties share the gradient)."""
-    return _apply_binary("Minimum", a, b)
-
-
-def equal(a: Tensor[D, *Axes] | float, b: Tensor[D, *Axes] | float) -> Tensor[Bool, *Axes]:
-    """``a == b`` elementwise (Bool)."""
-    return _apply_compare("Equal", a, b)
-
-
-def not_equal(a: Tensor[D, *Axes] | float, b: Tensor[D, *Axes] | float) -> Tensor[Bool, *Axes]:
-    """``a != b`` elementwise (Bool)."""
-    return _apply_compare("NotEqual", a, b)
-
-
-def less(a: Tensor[D, *Axes] | float, b: Tensor[D, *Axes] | float) -> Tensor[Bool, *Axes]:
-    """``a < b`` elementwise (Bool)."""
-    return _apply_compare("Less", a, b)
-
-
-def less_equal(a: Tensor[D, *Axes] | float, b: Tensor[D, *Axes] | float) -> Tensor[Bool, *Axes]:
-    """``a <= b`` elementwise (Bool)."""
-    return _apply_compare("LessEqual", a, b)
-
-
-def greater(a: Tensor[D, *Axes] | float, b: Tensor[D, *Axes] | float) -> Tensor[Bool, *Axes]:
-    """``a > b`` elementwise (Bool)."""
-    return _apply_compare("Greater", a, b)
-
-
-def greater_equal(a: Tensor[D, *Axes] | float, b: Tensor[D, *Axes] | float) -> Tensor[Bool, *Axes]:
-    """``a >= b`` elementwise (Bool)."""
-    return _apply_compare("GreaterEqual", a, b)
+Add = binary_op(
+    "add",
+    jnp.add,
+    lambda dy, y, a, b: (dy, dy),
+    doc="``a + b`` on identical axes (a number or rank-0 tensor mixes with anything).",
+    operators=("__add__",),
+)
+Subtract = binary_op(
+    "subtract",
+    jnp.subtract,
+    lambda dy, y, a, b: (dy, -dy),
+    doc="``a - b`` on identical axes.",
+    operators=("__sub__",),
+)
+Multiply = binary_op(
+    "multiply",
+    jnp.multiply,
+    lambda dy, y, a, b: (dy * b, dy * a),
+    doc="``a * b`` on identical axes. Backward ``(dy * b, dy * a)``.",
+    operators=("__mul__",),
+)
+Divide = binary_op(
+    "divide",
+    jnp.divide,
+    lambda dy, y, a, b: (dy / b, -dy * y / b),
+    doc="``a / b`` on identical axes. Backward ``(dy / b, -dy * y / b)``.",
+    accepts="floating",
+    operators=("__truediv__",),
+)
+Power = binary_op(
+    "power", jnp.power, _pow_grads, doc="``a ** b`` on identical axes.", operators=("__pow__",)
+)
+Maximum = binary_op(
+    "maximum",
+    jnp.maximum,
+    _chooser(jnp.greater),
+    doc="Elementwise maximum on identical axes (ties share the gradient).",
+    accepts="any",
+)
+Minimum = binary_op(
+    "minimum",
+    jnp.minimum,
+    _chooser(jnp.less),
+    doc="Elementwise minimum on identical axes (ties share the gradient).",
+    accepts="any",
+)
+Equal = compare_op("equal", jnp.equal, doc="``a == b`` elementwise (Bool).")
+NotEqual = compare_op("not_equal", jnp.not_equal, doc="``a != b`` elementwise (Bool).")
+Less = compare_op("less", jnp.less, doc="``a < b`` elementwise (Bool).", operators=("__lt__",))
+LessEqual = compare_op(
+    "less_equal", jnp.less_equal, doc="``a <= b`` elementwise (Bool).", operators=("__le__",)
+)
+Greater = compare_op(
+    "greater", jnp.greater, doc="``a > b`` elementwise (Bool).", operators=("__gt__",)
+)
+GreaterEqual = compare_op(
+    "greater_equal",
+    jnp.greater_equal,
+    doc="``a >= b`` elementwise (Bool).",
+    operators=("__ge__",),
+)
 
 
 # ============================================================================ where, astype
@@ -666,38 +609,6 @@ def astype(x: Tensor[Any, *Axes], dtype: type[D2]) -> Tensor[D2, *Axes]:
 
 
 # ----------------------------------------------------------------------------- registry
-# One declaration per op (axjax/core/_registry.py): its public functions and their kind.
-register_op("negative", kind="unary", operators=("__neg__",))(Negative)
-register_op("abs", kind="unary", operators=("__abs__",))(Abs)
-register_op("exp", kind="unary")(Exp)
-register_op("log", kind="unary")(Log)
-register_op("log1p", kind="unary")(Log1p)
-register_op("expm1", kind="unary")(Expm1)
-register_op("sqrt", kind="unary")(Sqrt)
-register_op("rsqrt", kind="unary")(Rsqrt)
-register_op("square", kind="unary")(Square)
-register_op("reciprocal", kind="unary")(Reciprocal)
-register_op("tanh", kind="unary")(Tanh)
-register_op("sigmoid", kind="unary")(Sigmoid)
-register_op("relu", kind="unary")(Relu)
-register_op("gelu", kind="unary")(Gelu)
-register_op("softplus", kind="unary")(Softplus)
-register_op("sin", kind="unary")(Sin)
-register_op("cos", kind="unary")(Cos)
-register_op("silu", kind="unary")(Silu)
-register_op("erf", kind="unary")(Erf)
-register_op("add", kind="binary", operators=("__add__",))(Add)
-register_op("subtract", kind="binary", operators=("__sub__",))(Subtract)
-register_op("multiply", kind="binary", operators=("__mul__",))(Multiply)
-register_op("divide", kind="binary", operators=("__truediv__",))(Divide)
-register_op("power", kind="binary", operators=("__pow__",))(Power)
-register_op("maximum", kind="binary")(Maximum)
-register_op("minimum", kind="binary")(Minimum)
-register_op("equal", kind="binary")(Equal)
-register_op("not_equal", kind="binary")(NotEqual)
-register_op("less", kind="binary", operators=("__lt__",))(Less)
-register_op("less_equal", kind="binary", operators=("__le__",))(LessEqual)
-register_op("greater", kind="binary", operators=("__gt__",))(Greater)
-register_op("greater_equal", kind="binary", operators=("__ge__",))(GreaterEqual)
+# where and astype are declared here; every other op above by its unary_op/binary_op line.
 register_op("where", kind="binary")(Where)
 register_op("astype", kind="other", operators=("astype",))(AsType)

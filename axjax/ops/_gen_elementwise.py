@@ -10,7 +10,7 @@
 # mypy: disable-error-code="overload-overlap,overload-cannot-match"
 # pyright: reportOverlappingOverload=false, reportInvalidTypeVarUse=false
 # pyright: reportUnusedImport=false
-"""Binary elementwise functions: identical axes and dtype, or a number / rank-0 tensor on either side."""
+"""Elementwise functions: unary math keeps the operand's type; binary ops need identical axes and dtype, or a number / rank-0 tensor on either side."""
 
 from __future__ import annotations
 
@@ -52,6 +52,87 @@ if TYPE_CHECKING:
     A5 = TypeVar("A5", bound=Axis)
     A6 = TypeVar("A6", bound=Axis)
 
+    def negative(x: Tensor[D, *Ts]) -> Tensor[D, *Ts]:
+        """``-x``, elementwise. Backward ``-dy``."""
+        ...
+
+    def abs(x: Tensor[D, *Ts]) -> Tensor[D, *Ts]:
+        """``|x|``, elementwise. Backward ``dy * sign(x)``."""
+        ...
+
+    def exp(x: Tensor[DR, *Ts]) -> Tensor[DR, *Ts]:
+        """``e**x``, elementwise. Backward ``dy * y``."""
+        ...
+
+    def log(x: Tensor[DR, *Ts]) -> Tensor[DR, *Ts]:
+        """Natural logarithm, elementwise. Backward ``dy / x``."""
+        ...
+
+    def log1p(x: Tensor[DR, *Ts]) -> Tensor[DR, *Ts]:
+        """``log(1 + x)``, accurate near 0."""
+        ...
+
+    def expm1(x: Tensor[D, *Ts]) -> Tensor[D, *Ts]:
+        """``exp(x) - 1``, accurate near 0."""
+        ...
+
+    def sqrt(x: Tensor[DR, *Ts]) -> Tensor[DR, *Ts]:
+        """Square root, elementwise. Backward ``dy / (2y)``."""
+        ...
+
+    def rsqrt(x: Tensor[DR, *Ts]) -> Tensor[DR, *Ts]:
+        """``1 / sqrt(x)``, elementwise."""
+        ...
+
+    def square(x: Tensor[D, *Ts]) -> Tensor[D, *Ts]:
+        """``x * x``, elementwise. Backward ``2x * dy``."""
+        ...
+
+    def reciprocal(x: Tensor[DR, *Ts]) -> Tensor[DR, *Ts]:
+        """``1 / x``, elementwise."""
+        ...
+
+    def tanh(x: Tensor[D, *Ts]) -> Tensor[D, *Ts]:
+        """Hyperbolic tangent. Backward ``dy * (1 - y**2)``."""
+        ...
+
+    def sigmoid(x: Tensor[DR, *Ts]) -> Tensor[DR, *Ts]:
+        """Logistic sigmoid. Backward ``dy * y * (1 - y)`` (the paper's example).
+
+        Example:
+            >>> ax.sigmoid(ax.zeros((2,), Batch))
+            Tensor[F32, Batch=2]([0.5, 0.5])
+        """
+        ...
+
+    def relu(x: Tensor[D, *Ts]) -> Tensor[D, *Ts]:
+        """``max(x, 0)``. Backward ``dy * (x > 0)``."""
+        ...
+
+    def gelu(x: Tensor[DR, *Ts]) -> Tensor[DR, *Ts]:
+        """GELU, tanh approximation (as ``jax.nn.gelu``)."""
+        ...
+
+    def softplus(x: Tensor[D, *Ts]) -> Tensor[D, *Ts]:
+        """``log(1 + exp(x))``, computed stably. Backward ``dy * sigmoid(x)``."""
+        ...
+
+    def sin(x: Tensor[DR, *Ts]) -> Tensor[DR, *Ts]:
+        """Sine, elementwise."""
+        ...
+
+    def cos(x: Tensor[DR, *Ts]) -> Tensor[DR, *Ts]:
+        """Cosine, elementwise."""
+        ...
+
+    def silu(x: Tensor[DR, *Ts]) -> Tensor[DR, *Ts]:
+        """SiLU / swish: ``x * sigmoid(x)``."""
+        ...
+
+    def erf(x: Tensor[DR, *Ts]) -> Tensor[DR, *Ts]:
+        """The error function, elementwise."""
+        ...
+
     @overload
     def add(a: Tensor[D, *Ts], b: Tensor[D, *Ts] | Tensor[D] | float) -> Tensor[D, *Ts]: ...
     @overload
@@ -73,7 +154,7 @@ if TYPE_CHECKING:
     @overload
     def multiply(a: Tensor[D] | float, b: Tensor[D, *Ts]) -> Tensor[D, *Ts]: ...
     def multiply(a: Tensor[D, *tuple[Any, ...]] | float, b: Tensor[D, *tuple[Any, ...]] | float) -> Tensor[D, *tuple[Any, ...]]:
-        """``a * b`` on identical axes."""
+        """``a * b`` on identical axes. Backward ``(dy * b, dy * a)``."""
         ...
 
     @overload
@@ -81,7 +162,7 @@ if TYPE_CHECKING:
     @overload
     def divide(a: Tensor[D] | float, b: Tensor[D, *Ts]) -> Tensor[D, *Ts]: ...
     def divide(a: Tensor[D, *tuple[Any, ...]] | float, b: Tensor[D, *tuple[Any, ...]] | float) -> Tensor[D, *tuple[Any, ...]]:
-        """``a / b`` on identical axes."""
+        """``a / b`` on identical axes. Backward ``(dy / b, -dy * y / b)``."""
         ...
 
     @overload
@@ -157,6 +238,25 @@ if TYPE_CHECKING:
         ...
 
 else:
+    from ._elementwise import negative as negative
+    from ._elementwise import abs as abs
+    from ._elementwise import exp as exp
+    from ._elementwise import log as log
+    from ._elementwise import log1p as log1p
+    from ._elementwise import expm1 as expm1
+    from ._elementwise import sqrt as sqrt
+    from ._elementwise import rsqrt as rsqrt
+    from ._elementwise import square as square
+    from ._elementwise import reciprocal as reciprocal
+    from ._elementwise import tanh as tanh
+    from ._elementwise import sigmoid as sigmoid
+    from ._elementwise import relu as relu
+    from ._elementwise import gelu as gelu
+    from ._elementwise import softplus as softplus
+    from ._elementwise import sin as sin
+    from ._elementwise import cos as cos
+    from ._elementwise import silu as silu
+    from ._elementwise import erf as erf
     from ._elementwise import add as add
     from ._elementwise import subtract as subtract
     from ._elementwise import multiply as multiply

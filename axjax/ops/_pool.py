@@ -65,6 +65,11 @@ class Pool(Op):
         )
         self.padding: str | tuple[tuple[int, int], ...] = normalize_padding(padding, n)
 
+    @property
+    def accumulates(self) -> bool:  # type: ignore[override]
+        """An average sums its window: in float32 for F16/BF16 operands (a max does not)."""
+        return self.kind == "avg"
+
     def describe(self) -> str:
         name = "MaxPool" if self.kind == "max" else "AvgPool"
         return f"{name}({axes_names(self.spatial)}, window={self.window})"

@@ -14,6 +14,7 @@ import numpy as np
 
 from ..core import I32, Axis, Bool, DType, Op, Tensor, TensorType
 from ..core._internal import (
+    FLOATING,
     HasType,
     axes_names,
     axis_name,
@@ -39,10 +40,7 @@ def _as_axes(over: AxisArg, where: str) -> tuple[type[Axis], ...]:
     return tuple(check_axis_label(a, where) for a in axes)
 
 
-_INEXACT = frozenset(
-    np.dtype(t)
-    for t in (jnp.float16, jnp.bfloat16, jnp.float32, jnp.float64, jnp.complex64, jnp.complex128)
-)
+_INEXACT = frozenset(np.dtype(m.numpy) for m in FLOATING)  # jnp.sum keeps these dtypes
 
 
 class AxisOp(Op):
@@ -75,9 +73,11 @@ class AxisOp(Op):
 
 
 class Reduction(AxisOp):
-    """Base of reductions: the named axes are removed."""
+    """Base of reductions: the named axes are removed. F16/BF16 operands are reduced in
+    float32 and the result cast back (``Op.accumulates``)."""
 
     floating_only = False
+    accumulates = True
 
     def infer(self, x: HasType) -> TensorType:
         self.check_present(x)
@@ -215,6 +215,8 @@ class ArgMax(AxisOp):
 
 
 class _Normalise(AxisOp):
+    accumulates = True  # the sum of exp(x): in float32 for F16/BF16 operands
+
     def infer(self, x: HasType) -> TensorType:
         self.check_present(x)
         require_floating(self, (x,))

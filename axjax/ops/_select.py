@@ -19,6 +19,7 @@ from ..core._internal import (
     check_axis_label,
     describe,
     dtype_marker,
+    is_floating,
     register_op,
     trusted_tensor,
 )
@@ -175,7 +176,7 @@ def _slice_bound(name: str, v: Any, none_ok: bool = True) -> int | None:
         return int(v)
     got = (
         f"{type(v).__name__} {v!r}"
-        if isinstance(v, float | np.floating)
+        if isinstance(v, float) or (isinstance(v, np.generic) and is_floating(v))
         else ("a traced value" if isinstance(v, jax.core.Tracer) else type(v).__name__)
     )
     raise TypeError(
@@ -266,8 +267,11 @@ class OneHot(Op):
 
 
 def one_hot(
-    labels: Tensor[Any, *tuple[Any, ...]], axis: type[Axis], n: int, dtype: type[D] = F32
-) -> AnyOf[D]:  # type: ignore[assignment]
+    labels: Tensor[Any, *tuple[Any, ...]],
+    axis: type[Axis],
+    n: int,
+    dtype: type[D] = F32,  # type: ignore[assignment]
+) -> AnyOf[D]:
     """One-hot encode integer ``labels`` along a new last axis ``axis`` of size ``n``.
 
     Raises:

@@ -10,6 +10,10 @@ from ._checkpoint import CheckpointMismatchError as CheckpointMismatchError
 from ._checkpoint import load_checkpoint as load_checkpoint
 from ._checkpoint import read_manifest as read_manifest
 from ._checkpoint import save_checkpoint as save_checkpoint
+from ._cli import ParallelPreset as ParallelPreset
+from ._cli import add_parallel_args as add_parallel_args
+from ._cli import parallel_from_args as parallel_from_args
+from ._cli import unsharded as unsharded
 from ._datasets import FASHION_MNIST as FASHION_MNIST
 from ._datasets import MNIST as MNIST
 from ._datasets import Dataset as Dataset

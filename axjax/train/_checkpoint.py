@@ -66,9 +66,9 @@ def _is_key(x: Any) -> bool:
 
 def _show(entry: dict[str, Any]) -> str:
     if entry["kind"] == "tensor":
-        parts = [entry["dtype"]] + [
-            f"{a}={n}" for a, n in zip(entry["axes"], entry["shape"], strict=True)
-        ]
+        lead = len(entry["shape"]) - len(entry["axes"])  # a stacked Tensor's leading dims
+        parts = [entry["dtype"]] + [f"{n} stacked" for n in entry["shape"][:lead]]
+        parts += [f"{a}={n}" for a, n in zip(entry["axes"], entry["shape"][lead:], strict=True)]
         return "Tensor[" + ", ".join(parts) + "]"
     if entry["kind"] in ("array", "key"):
         return f"{entry['kind']} {entry['dtype']}{list(entry['shape'])}"
@@ -351,22 +351,75 @@ def _open(path: Path) -> tuple[zipfile.ZipFile, dict[str, Any]]:
         raise CheckpointError(f"{path} does not exist")
     try:
         zf = zipfile.ZipFile(path)
+    except Exception as e:  # BadZipFile, EOFError, NotImplementedError, OSError, ...
+        raise _damaged(path, e) from None
+    try:
         manifest = json.loads(zf.read("manifest.json"))
-    except (zipfile.BadZipFile, KeyError, json.JSONDecodeError, OSError, EOFError) as e:
-        raise CheckpointError(
-            f"{path} is truncated or not a checkpoint ({e}); it cannot be loaded. Load an "
-            "earlier checkpoint (Checkpoints.restore skips damaged ones)."
-        ) from None
-    if manifest.get("format") != FORMAT:
+    except Exception as e:  # a bad CRC, a missing member, a method zipfile cannot read
+        zf.close()
+        raise _damaged(path, e) from None
+    if not isinstance(manifest, dict) or manifest.get("format") != FORMAT:
         zf.close()
         raise CheckpointError(f"{path} is a zip file but not an axjax checkpoint")
-    if manifest.get("version", 0) > VERSION:
+    version = manifest.get("version", 0)
+    if isinstance(version, int) and version > VERSION:
         zf.close()
         raise CheckpointError(
             f"{path} was written by a newer axjax (format version "
             f"{manifest['version']}); upgrade axjax to read it"
         )
+    problem = manifest_problem(manifest)
+    if problem:
+        zf.close()
+        raise CheckpointError(
+            f"{path} has a corrupt manifest: {problem}; it cannot be loaded. Load an earlier "
+            "checkpoint (Checkpoints.restore skips damaged ones)."
+        )
     return zf, manifest
+
+
+def _damaged(path: Path, e: BaseException) -> CheckpointError:
+    return CheckpointError(
+        f"{path} is truncated or not a checkpoint ({e}); it cannot be "
+        "loaded. Load an earlier checkpoint (Checkpoints.restore skips damaged ones)."
+    )
+
+
+_KINDS = ("tensor", "array", "key", "value", "static")
+
+
+def manifest_problem(manifest: dict[str, Any]) -> str | None:
+    """What is wrong with a parsed manifest's fields, or ``None`` (read before any leaf)."""
+    if not isinstance(manifest.get("step"), int) or isinstance(manifest.get("step"), bool):
+        return f"its step is {manifest.get('step')!r}, not an integer"
+    if not isinstance(manifest.get("metadata"), dict):
+        return "its metadata is not a dict"
+    leaves = manifest.get("leaves")
+    if not isinstance(leaves, list):
+        return "it has no list of leaves"
+    for i, e in enumerate(leaves):
+        if not isinstance(e, dict) or not isinstance(e.get("path"), str):
+            return f"leaf {i} has no path"
+        if e.get("kind") not in _KINDS:
+            return f"{e['path']} has the unknown kind {e.get('kind')!r}"
+        if e["kind"] == "value" and "value" not in e:
+            return f"{e['path']} has no value"
+        if e["kind"] == "key" and not isinstance(e.get("impl"), str):
+            return f"{e['path']} has no key implementation"
+        if e["kind"] not in ("tensor", "array", "key"):
+            continue
+        shape, axes = e.get("shape"), e.get("axes", [])
+        if not (isinstance(shape, list) and all(type(n) is int and n >= 0 for n in shape)):
+            return f"{e['path']} has the shape {shape!r}"
+        if not isinstance(e.get("dtype"), str) or not isinstance(e.get("file"), str):
+            return f"{e['path']} has no dtype or file"
+        if e["kind"] == "tensor" and not (
+            isinstance(axes, list)
+            and all(isinstance(a, str) for a in axes)
+            and len(axes) <= len(shape)
+        ):
+            return f"{e['path']} has the axes {axes!r} for the shape {shape}"
+    return None
 
 
 def read_manifest(path: str | os.PathLike[str]) -> dict[str, Any]:
@@ -380,13 +433,13 @@ def _read_array(zf: zipfile.ZipFile, path: Path, entry: dict[str, Any]) -> np.nd
     try:
         with zf.open(entry["file"]) as member:
             arr = np.lib.format.read_array(io.BytesIO(member.read()), allow_pickle=False)
-    except (zipfile.BadZipFile, KeyError, ValueError, OSError, EOFError) as e:
+        want = np.dtype(entry["dtype"]) if entry["dtype"] != "bfloat16" else jax.numpy.bfloat16
+        if arr.dtype != want:
+            arr = arr.view(want)
+    except Exception as e:  # a bad CRC, a missing member, a damaged .npy header, ...
         raise CheckpointError(
             f"{path} is corrupt: cannot read {entry['path']} ({e}); load an earlier checkpoint"
         ) from None
-    want = np.dtype(entry["dtype"]) if entry["dtype"] != "bfloat16" else jax.numpy.bfloat16
-    if arr.dtype != want:
-        arr = arr.view(want)
     if list(arr.shape) != list(entry["shape"]) and entry["kind"] != "key":
         raise CheckpointError(
             f"{path} is corrupt: {entry['path']} has shape {arr.shape}, the "
@@ -430,7 +483,7 @@ def load_checkpoint(path: str | os.PathLike[str], like: Any) -> tuple[Any, dict[
         if len(stored) != len(flat):
             raise CheckpointMismatchError(
                 f"{path} does not fit: it stores {len(stored)} leaves, the template has "
-                f"{len(flat)} (a different model or optimizer?)"
+                f"{len(flat)}{_path_difference(stored, flat)} (a different model or optimizer?)"
             )
         leaves: list[Any] = []
         for (keypath, leaf), entry in zip(flat, stored, strict=True):
@@ -438,6 +491,17 @@ def load_checkpoint(path: str | os.PathLike[str], like: Any) -> tuple[Any, dict[
             arr = _read_array(zf, path, entry) if "file" in entry else None
             leaves.append(rebuild_leaf(entry, leaf, arr))
     return jax.tree_util.tree_unflatten(treedef, leaves), manifest
+
+
+def _path_difference(stored: list[dict[str, Any]], flat: list[tuple[Any, Any]]) -> str:
+    """``; the template's ['x'] is not in the checkpoint``: the leaves only one side has."""
+    saved = [e["path"] for e in stored]
+    mine = [jax.tree_util.keystr(k) for k, _ in flat]
+    only_mine = [p for p in mine if p not in set(saved)][:3]
+    only_saved = [p for p in saved if p not in set(mine)][:3]
+    parts = [f"the template's {', '.join(only_mine)} not in the checkpoint"] if only_mine else []
+    parts += [f"the checkpoint's {', '.join(only_saved)} not in the template"] if only_saved else []
+    return "; " + " and ".join(parts) if parts else ""
 
 
 def check_leaf(path: Path, where: str, leaf: Any, entry: dict[str, Any]) -> None:
@@ -453,7 +517,8 @@ def check_leaf(path: Path, where: str, leaf: Any, entry: dict[str, Any]) -> None
         fields = ("axes", "shape", "dtype") if entry["kind"] == "tensor" else ("shape", "dtype")
         bad = [f for f in fields if entry.get(f) != mine.get(f)]
         if bad:
-            got = describe(leaf) if isinstance(leaf, Tensor) else _show(mine)
+            plain = isinstance(leaf, Tensor) and np.ndim(leaf.array) == len(leaf.axes)
+            got = describe(leaf) if plain else _show(mine)
             raise CheckpointMismatchError(
                 f"{path} does not fit at {where}: the checkpoint has {_show(entry)}, the "
                 f"template has {got} ({' and '.join(bad)} differ; restore into a model "
@@ -464,8 +529,8 @@ def check_leaf(path: Path, where: str, leaf: Any, entry: dict[str, Any]) -> None
 def rebuild_leaf(entry: dict[str, Any], leaf: Any, arr: Any) -> Any:
     """The restored leaf from its manifest ``entry``, the template ``leaf`` and the stored
     array ``arr`` (host or device; ``None`` for a leaf without one)."""
-    if entry["kind"] == "tensor":
-        return Tensor(_placed(arr, leaf.array), leaf.axes)
+    if entry["kind"] == "tensor":  # the template's axes on the array (stacked ones too)
+        return jax.tree_util.tree_unflatten(jax.tree.structure(leaf), [_placed(arr, leaf.array)])
     if entry["kind"] == "key":
         return jax.random.wrap_key_data(jax.numpy.asarray(arr), impl=entry["impl"])
     if entry["kind"] == "array":

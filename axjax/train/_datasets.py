@@ -22,6 +22,7 @@ from typing import Literal
 
 import numpy as np
 
+from ..core._internal import checks_choices
 from ._download import download, sha256_of
 from ._idx import DataError, read_idx
 
@@ -181,6 +182,7 @@ def _has(folder: Path, names: Sequence[str]) -> bool:
     return all((folder / n).is_file() for n in names)
 
 
+@checks_choices
 def find_dataset(
     spec: DatasetSpec,
     data_dir: str | os.PathLike[str] | None = None,

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import functools
 import math
 import os
+import typing
 import warnings
 from collections.abc import Callable
 from typing import Any, Literal, NamedTuple
@@ -15,13 +17,16 @@ import jax
 import jax.numpy as jnp
 import optax
 
+from ..core import Axis
+from ..core._internal import check_axis_label, check_choice
 from ..nn import Policy
-from ._fit_checkpoint import FitCheckpoints, start_run
+from ._axes import Batch
+from ._fit_checkpoint import FitCheckpoints, schedule_of, start_run
 from ._fit_log import FitLog
 from ._guard import GUARDS, Guard, NanGuard
 from ._loader import BatchSource, as_source
 from ._manager import Checkpoints
-from ._parallel import Parallel
+from ._parallel import Parallel, queue_bound
 from ._run_state import RunState, copy_tree
 from ._step import (
     Monitor,
@@ -36,6 +41,9 @@ from ._step import (
 
 __all__ = ["EarlyStopping", "FitResult", "Guard", "evaluate", "fit"]
 
+#: Whether a smaller (``"min"``) or a larger (``"max"``) value of the metric is better
+Mode = Literal["min", "max"]
+
 #: ``treedef -> step``, the step ``(leaves, batch, key, step) -> leaves`` on the leaves of
 #: ``(params, opt_state, monitor)`` (``make_flat_train_step``, one per tree structure)
 FlatSteps = Callable[[Any], Callable[[list[jax.Array], Any, jax.Array, int], list[jax.Array]]]
@@ -48,9 +56,11 @@ class EarlyStopping:
     Args:
         metric: a history column, e.g. ``"eval_loss"`` or ``"eval_accuracy"``.
         patience: evaluations without improvement before stopping.
-        mode: ``"min"`` or ``"max"``; default ``"min"`` for losses, ``"max"`` otherwise.
+        mode: ``"min"`` or ``"max"``; default ``"min"`` for losses, ``"max"`` otherwise
+            (any other string is a ``ValueError``).
         min_delta: the smallest change that counts as an improvement.
-        restore_best: return the parameters of the best evaluation, not the last.
+        restore_best: at the end of the run (stopped early or not), return the parameters
+            of the best evaluation, not the last.
 
     Example:
         >>> ax.train.fit(..., early_stopping=ax.train.EarlyStopping("eval_accuracy", 2))
@@ -58,15 +68,24 @@ class EarlyStopping:
 
     metric: str = "eval_loss"
     patience: int = 3
-    mode: Literal["min", "max"] | None = None
+    mode: Mode | None = None
     min_delta: float = 0.0
     restore_best: bool = True
     best: float | None = None
     wait: int = 0
 
+    def __post_init__(self) -> None:
+        if self.mode is not None:
+            check_choice("EarlyStopping", "mode", self.mode, typing.get_args(Mode))
+
+    @property
+    def direction(self) -> Mode:
+        """``mode``, or its default: ``"min"`` for a metric named like a loss, else ``"max"``."""
+        return self.mode or ("min" if "loss" in self.metric else "max")
+
     def update(self, value: float) -> tuple[bool, bool]:
         """Record a value; return ``(improved, stop)``."""
-        sign = -1.0 if (self.mode or ("min" if "loss" in self.metric else "max")) == "min" else 1.0
+        sign = -1.0 if self.direction == "min" else 1.0
         if self.best is None or sign * (value - self.best) > self.min_delta:
             self.best, self.wait = value, 0
             return True, False
@@ -88,13 +107,39 @@ class FitResult(NamedTuple):
     seconds: float
 
 
+def batch_axis_of(data: Any, batch_axis: type[Axis] | None) -> type[Axis]:
+    """``batch_axis`` if given, else the first of a :class:`Loader`'s ``axes`` (its batch
+    axis), else :class:`Batch`."""
+    if batch_axis is not None:
+        return check_axis_label(batch_axis, "evaluate: batch_axis")
+    axes = getattr(data, "axes", None)
+    if isinstance(axes, tuple) and axes and isinstance(axes[0], type):
+        found: type[Axis] = axes[0]
+        return found
+    return Batch
+
+
 def evaluate(
-    model: Any, loss_fn: Callable[..., Any], data: Any, _step: Callable[..., Any] | None = None
+    model: Any,
+    loss_fn: Callable[..., Any],
+    data: Any,
+    _step: Callable[..., Any] | None = None,
+    *,
+    batch_axis: type[Axis] | None = None,
 ) -> dict[str, float]:
-    """Mean loss and metrics of ``loss_fn`` over all batches of ``data`` (weighted by size).
+    """Mean loss and metrics of ``loss_fn`` over all batches of ``data``, each batch weighted
+    by its number of examples: the size of ``batch_axis`` in its Tensors, wherever that axis
+    stands (time-major data included).
 
     The model is put in inference mode first (``eqx.nn.inference_mode``: dropout off), and
     a ``loss_fn`` with a ``key`` parameter gets ``key=None``.
+
+    Args:
+        batch_axis: the axis that counts examples (default: a :class:`Loader`'s first axis,
+            otherwise :class:`axjax.train.Batch`).
+
+    Raises:
+        ValueError: a batch has no Tensor with ``batch_axis`` (the message shows the batch).
 
     Example:
         >>> ax.train.evaluate(model, loss_fn, test_loader)
@@ -102,14 +147,17 @@ def evaluate(
     """
     model = eqx.nn.inference_mode(model)
     params, static = eqx.partition(model, eqx.is_array)
-    step = _step or make_eval_step(loss_fn, static)
+    step = _step or make_eval_step(loss_fn, static, batch_axis_of(data, batch_axis))
     sums: dict[str, jax.Array] | None = None
     names: tuple[str, ...] = ()
-    for batch in as_source(data).epoch(0):
+    sync_every = queue_bound(params)  # simulated CPU devices: docs/parallel.md
+    for i, batch in enumerate(as_source(data).epoch(0)):
         if sums is None:
             names = metric_names(loss_fn, model, batch)
             sums = {n: jnp.zeros((), jnp.float32) for n in (*names, "count")}
         sums = step(params, sums, batch)
+        if sync_every and (i + 1) % sync_every == 0:  # bound the queued steps
+            jax.block_until_ready(sums)  # type: ignore[no-untyped-call, unused-ignore]
     if sums is None:
         return {}
     host = jax.device_get(sums)
@@ -135,6 +183,7 @@ def fit(
     guard: Guard = "replay",
     precision: Policy | None = None,
     parallel: Parallel | None = None,
+    batch_axis: type[Axis] | None = None,
 ) -> FitResult:
     """Train ``model`` with ``optimizer`` on ``loss_fn`` over ``data``.
 
@@ -176,13 +225,16 @@ def fit(
             sharded by its parameter rules and every batch by its compute rules, so the
             jitted step runs over the whole mesh (docs/parallel.md). In a run of several
             processes only process 0 writes ``logdir`` and shows the progress bar.
+        batch_axis: the axis of ``eval_data``'s Tensors that counts examples, which weights
+            each batch in the ``eval_*`` means (default: a :class:`Loader`'s first axis,
+            otherwise :class:`axjax.train.Batch`).
 
     Raises:
         TrainingDiverged: the loss, the gradient (or, with ``guard="replay"``, the updated
             parameters or optimizer state) became NaN/Inf; says at which step, and keeps the
             model and optimizer state from before it (``error.model``, ``error.opt_state``).
-        ValueError: an unknown ``guard``, ``log_every`` below 1, or ``early_stopping``
-            without ``eval_data``.
+        ValueError: an unknown ``guard``, ``log_every`` below 1, ``early_stopping``
+            without ``eval_data``, or an ``eval_data`` batch without ``batch_axis``.
 
     Example:
         >>> result = ax.train.fit(model, optax.adam(1e-3), loss_fn, train, epochs=10,
@@ -207,9 +259,18 @@ def fit(
         if not parallel.is_main:  # logs and the progress bar: process 0 only
             logdir, progress = None, False
     key = jax.random.key(0) if key is None else key
-    opt_state = optimizer.init(eqx.filter(model, eqx.is_array))
+    opt_state = optimizer.init(eqx.filter(model, eqx.is_inexact_array))  # what is trained
+    if parallel is not None:  # its bare arrays (Adam's count) too: a resume restores into these
+        opt_state = parallel.place_params(opt_state)
+    schedule = schedule_of(epochs, max_steps, len(source))
     run = start_run(
-        model, opt_state, key, len(source), checkpoints if resume else None, early_stopping
+        model,
+        opt_state,
+        key,
+        len(source),
+        checkpoints if resume else None,
+        early_stopping,
+        schedule,
     )
     donate = True  # in place on every backend: faster on CPU too (benchmarks.fit_loop)
     # the first snapshot holds these arrays: never donated (the step gets copies if it donates)
@@ -234,15 +295,24 @@ def fit(
             )
         ),
         log=FitLog(logdir, resume_at=run.step, epochs=epochs, progress=progress),
-        saver=FitCheckpoints(checkpoints, early_stopping),
+        saver=FitCheckpoints(checkpoints, early_stopping, schedule),
         epochs=epochs,
         max_steps=max_steps,
         log_every=log_every,
         eval_data=eval_data,
-        eval_step=make_eval_step(loss_fn, eval_static) if eval_data is not None else None,
+        eval_step=(
+            make_eval_step(loss_fn, eval_static, batch_axis_of(eval_data, batch_axis))
+            if eval_data is not None
+            else None
+        ),
         early_stopping=early_stopping,
+        sync_every=queue_bound(run.params),
     )
-    loop.run(run)
+    # the step, the guard's replay and its op-by-op report, evaluation and checkpoints all
+    # run in one placement context: the mesh under a Parallel (ops run eagerly by the
+    # report would otherwise mix the mesh's arrays with one-device constants)
+    with parallel.placement() if parallel is not None else contextlib.nullcontext():
+        loop.run(run)
     return FitResult(
         unwrap(run.model()),
         run.opt_state,
@@ -333,6 +403,7 @@ class _Loop:
     eval_data: Any
     eval_step: Callable[..., Any] | None
     early_stopping: EarlyStopping | None
+    sync_every: int | None = None
 
     def run(self, run: RunState) -> None:
         """Train until ``epochs``, ``max_steps`` or early stopping; then, with
@@ -348,7 +419,8 @@ class _Loop:
             self.log.close()
             raise
         self.log.close()  # the curves: drawn once per run
-        if run.stopped_early and run.best is not None:
+        rule = self.early_stopping
+        if rule is not None and rule.restore_best and run.best is not None:
             run.params = run.best
 
     def _train_epoch(self, run: RunState) -> None:
@@ -371,6 +443,8 @@ class _Loop:
         leaves = run.pack()  # the steps run on leaves: no Python flattening per step
         run.hot = self.flat_step(run.hot_def)(leaves, batch, run.key, run.step)
         run.step, run.batch = run.step + 1, run.batch + 1
+        if self.sync_every and run.step % self.sync_every == 0:  # bound the queue (CPU meshes)
+            jax.block_until_ready(run.hot)  # type: ignore[no-untyped-call, unused-ignore]
         self.log.advance()
         logged = run.step % self.log_every == 0
         due = self.saver.due(run)

@@ -20,7 +20,8 @@ import jax.numpy as jnp
 import optax
 
 from ..core import AnyTensor, Tensor, config
-from ..graph import Graph, LossProgram, Param
+from ..core._internal import is_floating
+from ..graph import Graph, LossProgram, Node, Param
 from ..nn import LossScaled, Policy
 from ._run_state import copy_tree
 
@@ -52,6 +53,8 @@ class GraphStep:
                 "compile_step: optimizer must be an optax.GradientTransformation "
                 f"(optax.adam(1e-3), ...), got {type(optimizer).__name__}"
             )
+        if wrt is None and isinstance(loss, Node):  # integer Params are not trained
+            wrt = tuple(p for p in Graph(loss).params if is_floating(p.dtype))
         self._lp = LossProgram(loss, wrt, inputs, "compile_step")
         self.optimizer = optimizer
         # under a policy: the loss cast to its compute dtype and, with loss scaling, the
@@ -154,7 +157,8 @@ def compile_step(
             is a type error; reduce it first).
         optimizer: any ``optax.GradientTransformation``.
         inputs: the Inputs in argument order (as in :func:`axjax.compile`).
-        wrt: the Params to train (default: all of the graph's Params).
+        wrt: the Params to train (default: all of the graph's floating-point Params;
+            integer ones keep their values, as Equinox leaves non-float leaves alone).
         precision: an ``ax.nn.Policy``: Params, values and inputs are cast to its compute
             dtype for the loss and gradient, the loss to its output dtype; the Params are
             updated in their own dtype; with the policy's loss scaling (f16), the loss's

@@ -11,7 +11,9 @@ from collections.abc import Sequence
 from typing import Any, TypeVar
 
 import jax
+import jax.core
 import jax.numpy as jnp
+import numpy as np
 
 from ..core import AnyTensor, Axis, DType, Floating, Op, Tensor, TensorType
 from ..core._internal import (
@@ -51,6 +53,8 @@ class SoftmaxCrossEntropy(Op):
     Operands: ``logits[..., Class, ...]`` (floating) and integer ``labels`` with the
     logits' other axes in the same order. The result has the labels' axes.
     """
+
+    accumulates = True  # logsumexp sums over the classes: in float32 for F16/BF16 logits
 
     def __init__(self, axis: type[Axis] = Class) -> None:
         self.axis: type[Axis] = check_axis_label(axis, "SoftmaxCrossEntropy")
@@ -192,6 +196,29 @@ class BinaryCrossEntropy(Op):
         return g * (jax.nn.sigmoid(x) - t), -g * x
 
 
+def check_targets(where: str, targets: AnyTensor) -> None:
+    """Raise a ``ValueError`` naming the first target outside ``[0, 1]`` (or NaN) when the
+    targets' values are known (a concrete Tensor: eagerly, or closed over by ``jax.grad``).
+    Under ``jax.jit`` they are not, and nothing is checked."""
+    arr = targets.array if type(targets) is Tensor else None
+    if arr is None or isinstance(arr, jax.core.Tracer):
+        return
+    host = np.asarray(arr, dtype=np.float64)
+    bad = ~((host >= 0) & (host <= 1))  # NaN included
+    if not bad.any():
+        return
+    first = tuple(int(i) for i in np.argwhere(bad)[0])
+    at = ", ".join(f"{axis_name(a)}={i}" for a, i in zip(targets.axes, first, strict=True))
+    count = int(bad.sum())
+    more = f"; {count} of {host.size} targets are out of range" if count > 1 else ""
+    raise ValueError(
+        f"{where}: target {host[first]:g}{f' (at {at})' if at else ''} is not a "
+        f"probability: targets must lie in [0, 1]{more} (outside it the loss has no minimum "
+        "and can be negative; scale the targets into [0, 1], e.g. targets / 255, or use "
+        "mean_squared_error for unbounded ones)"
+    )
+
+
 def binary_cross_entropy(
     logits: Tensor[D, *tuple[Any, ...]], targets: Tensor[D, *tuple[Any, ...]]
 ) -> Tensor[D, *tuple[Any, ...]]:
@@ -199,9 +226,18 @@ def binary_cross_entropy(
 
     Takes logits, not probabilities (stable for large ``|logits|``); both have the same axes.
 
+    Raises:
+        ValueError: a target outside ``[0, 1]`` or NaN, when the targets' values are known
+            (eagerly, or closed over by ``jax.grad``). Under ``jax.jit`` (as in ``fit``)
+            they are not: there the formula ``max(x, 0) - x t + log(1 + exp(-|x|))`` is
+            computed as it is, and a target above 1 or below 0 gives a loss without a
+            minimum (negative for large logits of the target's sign). Check the data once
+            outside the step.
+
     Example:
         >>> loss = ax.mean(ax.train.binary_cross_entropy(scores, targets), (Batch, Out))
     """
+    check_targets("binary_cross_entropy", targets)
     return BinaryCrossEntropy()(logits, targets)
 
 

@@ -131,13 +131,11 @@ class Checkpoints:
         return path
 
     def _save_sharded(self, step: int, tree: Any, metadata: dict[str, Any] | None) -> Path:
-        """Every process writes its shards; process 0 replaces an older save of the same
-        step and prunes; the others wait for it."""
+        """Every process writes its shards; an older save of the same step (an epoch's
+        end, say) is replaced only once the new one is complete and checked (``overwrite``);
+        process 0 prunes; the others wait for it."""
         path, main = self.path(step), jax.process_index() == 0
-        if main and path.exists():  # the same step saved again (an epoch's end, say)
-            shutil.rmtree(path)
-        _barrier(f"axjax-checkpoint-{step}-replace")
-        save_sharded(path, tree, step=step, metadata=metadata)
+        save_sharded(path, tree, step=step, metadata=metadata, overwrite=True)
         if main:
             for old in self.steps()[: -self.keep]:
                 shutil.rmtree(self.path(old), ignore_errors=True)

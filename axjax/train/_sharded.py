@@ -12,7 +12,9 @@ straight into the sharding of the template (``ax.abstract(model)`` on any mesh).
 
 from __future__ import annotations
 
+import json
 import os
+import shutil
 from pathlib import Path
 from typing import Any
 
@@ -59,15 +61,20 @@ def save_sharded(
     *,
     step: int = 0,
     metadata: dict[str, Any] | None = None,
+    overwrite: bool = False,
 ) -> Path:
     """Write ``tree`` to the folder ``directory`` with orbax-checkpoint, shard by shard.
 
     Call it in every process (with ``jax.distributed``): each writes the shards it holds.
-    Leaves as in :func:`axjax.train.save_checkpoint`. The folder must not exist yet.
+    Leaves as in :func:`axjax.train.save_checkpoint`. The folder must not exist yet, unless
+    ``overwrite``: then the new checkpoint is written beside it (``.<name>.saving``) and
+    put in its place only when complete, so a save that fails (bad metadata, a full disk,
+    a killed process) leaves the old one as it was.
 
     Raises:
-        CheckpointError: ``step`` is not an integer, ``metadata`` is not JSON, or the
-            folder exists.
+        CheckpointError: ``step`` is not an integer, ``metadata`` (or a value leaf) is
+            not JSON, or the folder exists (without ``overwrite``); checked before anything
+            is written or deleted.
 
     Example:
         >>> ax.train.save_sharded("run/step-100", {"model": model, "opt": opt_state},
@@ -76,9 +83,10 @@ def save_sharded(
     path = Path(directory).absolute()
     step = check_step(step)
     meta = checked_metadata(path, metadata)
-    if path.exists():
+    if path.exists() and not overwrite:
         raise CheckpointError(
-            f"cannot save a sharded checkpoint to {path}: it exists (choose a new folder per step)"
+            f"cannot save a sharded checkpoint to {path}: it exists (choose a new folder "
+            "per step, or pass overwrite=True)"
         )
     entries, arrays, treedef = flatten_tree(tree)
     stored = {
@@ -93,15 +101,56 @@ def save_sharded(
         "treedef": treedef,
         "leaves": entries,
     }
+    try:  # what JsonSave will write, checked before anything is written or deleted
+        json.dumps(manifest)
+    except (TypeError, ValueError) as e:
+        raise CheckpointError(
+            f"cannot save a sharded checkpoint to {path}: its manifest is not JSON ({e}); "
+            "nothing was written or deleted"
+        ) from None
+    # with overwrite, every process writes to the same side folder (whether or not the
+    # old one exists, which processes may see at different moments); process 0 swaps
+    target = path.with_name(f".{path.name}.saving") if overwrite else path
+    main = jax.process_index() == 0
+    if overwrite:
+        if main and target.exists():  # left by a save that was killed
+            shutil.rmtree(target)
+        _barrier(f"axjax-sharded-{path.name}-cleared")
     ocp = _ocp()
     with _checkpointer() as ckptr:
         ckptr.save(
-            path,
+            target,
             args=ocp.args.Composite(
                 arrays=ocp.args.StandardSave(stored), manifest=ocp.args.JsonSave(manifest)
             ),
         )
+    if overwrite:
+        if main:
+            _swap(target, path)
+        _barrier(f"axjax-sharded-{path.name}-swapped")
     return path
+
+
+def _swap(new: Path, path: Path) -> None:
+    """Put the complete folder ``new`` in the place of ``path`` (which may not exist): the
+    old one is renamed aside first and deleted last, so one of the two is always whole."""
+    old = path.with_name(f".{path.name}.old")
+    if old.exists():  # left by a swap that was killed
+        shutil.rmtree(old)
+    if not path.exists():
+        new.rename(path)
+        return
+    path.rename(old)
+    new.rename(path)
+    shutil.rmtree(old)
+
+
+def _barrier(name: str) -> None:
+    """Wait for every process (nothing to wait for in one process)."""
+    if jax.process_count() > 1:
+        from jax.experimental import multihost_utils
+
+        multihost_utils.sync_global_devices(name)
 
 
 def _global(sharding: Any) -> bool:

@@ -27,19 +27,23 @@ import jax
 import jax.numpy as jnp
 import optax
 
-from ..core import AxisError, NonFiniteReport, Tensor
-from ..core._internal import describe
+from ..core import Axis, AxisError, NonFiniteReport, Tensor
+from ..core._internal import axis_name, describe, is_inexact
+from ._axes import Batch
 
 __all__ = [
     "Monitor",
     "TrainingDiverged",
     "all_finite",
+    "batch_size",
     "call_loss",
     "make_eval_step",
     "make_flat_train_step",
     "make_replay_step",
     "make_train_step",
     "train_step_fn",
+    "trainable",
+    "update_step",
 ]
 
 LossFn = Callable[..., Any]
@@ -194,7 +198,7 @@ def _keep_if(ok: jax.Array, new: Any, old: Any) -> Any:
 
 
 def _is_float(x: Any) -> bool:
-    return isinstance(x, jax.Array) and jnp.issubdtype(x.dtype, jnp.inexact)
+    return isinstance(x, jax.Array) and is_inexact(x)
 
 
 @jax.jit
@@ -205,12 +209,46 @@ def all_finite(tree: Any) -> jax.Array:
 
 
 def _loss_of(loss_fn: LossFn, static: Any) -> Callable[..., Any]:
+    """``loss_of(trained, rest, batch, key)``: the loss of the model put back together from
+    its floating-point arrays ``trained`` (differentiated), the other arrays ``rest`` and
+    ``static``."""
     with_key = takes_key(loss_fn)
 
-    def loss_of(params: Any, batch: Any, key: Any) -> tuple[jax.Array, dict[str, jax.Array]]:
-        return call_loss(loss_fn, eqx.combine(params, static), batch, key, with_key)
+    def loss_of(
+        trained: Any, rest: Any, batch: Any, key: Any
+    ) -> tuple[jax.Array, dict[str, jax.Array]]:
+        return call_loss(loss_fn, eqx.combine(trained, rest, static), batch, key, with_key)
 
     return loss_of
+
+
+def trainable(params: Any) -> tuple[Any, Any]:
+    """``(trained, rest)``: the floating-point arrays of ``params`` (what the gradient and
+    the optimizer see, as ``eqx.filter_grad`` differentiates) and the others (integer
+    counters, masks, keys), which pass through the step unchanged.
+
+    Example:
+        >>> opt_state = optimizer.init(trainable(params)[0])
+    """
+    trained, rest = eqx.partition(params, eqx.is_inexact_array)
+    return trained, rest
+
+
+def _check_opt_state(
+    optimizer: optax.GradientTransformation, opt_state: Any, trained: Any, params: Any
+) -> None:
+    """``TypeError`` when ``opt_state`` was built on the integer arrays of the model too
+    (at trace time, from the structures only): the step updates the floating-point ones."""
+    if len(jax.tree.leaves(trained)) == len(jax.tree.leaves(params)):
+        return  # every array is floating-point: nothing was left out
+    want = str(jax.tree.structure(jax.eval_shape(optimizer.init, trained)))
+    if str(jax.tree.structure(opt_state)) != want:
+        raise TypeError(
+            "train step: the optimizer state does not fit the model's floating-point "
+            "arrays (the step differentiates and updates only those; integer arrays pass "
+            "through unchanged): build it with "
+            "optimizer.init(eqx.filter(model, eqx.is_inexact_array))"
+        )
 
 
 def make_train_step(
@@ -223,6 +261,11 @@ def make_train_step(
 ) -> Callable[..., Any]:
     """The jitted step ``(params, opt_state, monitor, batch, key, step) -> (params,
     opt_state, monitor)`` for a model split as ``eqx.partition(model, eqx.is_array)``.
+
+    Only the floating-point arrays of ``params`` are differentiated and updated
+    (:func:`trainable`); integer ones pass through unchanged, so the optimizer state is
+    ``optimizer.init(eqx.filter(params, eqx.is_inexact_array))`` (a ``TypeError`` says so
+    when it was built on the integer arrays too).
 
     ``guard=True``: the monitor records the first step whose loss or global gradient norm
     is not finite, and from then on the parameters and optimizer state are kept as they
@@ -238,7 +281,8 @@ def make_train_step(
         >>> params, static = eqx.partition(model, eqx.is_array)
         >>> step = ax.train.make_train_step(loss_fn, opt, static, guard=False)
         >>> mon = ax.train.Monitor.zero(("loss",), guarded=False)
-        >>> params, opt_state, mon = step(jax.tree.map(jnp.copy, params), opt.init(params),
+        >>> opt_state = opt.init(eqx.filter(params, eqx.is_inexact_array))
+        >>> params, opt_state, mon = step(jax.tree.map(jnp.copy, params), opt_state,
         ...                               mon, (x, y), jax.random.key(0), 0)
     """
     return jax.jit(
@@ -284,10 +328,7 @@ def train_step_fn(
     def update(
         params: Any, opt_state: Any, batch: Any, key: jax.Array, step_no: jax.Array
     ) -> tuple[jax.Array, dict[str, jax.Array], Any, Any, Any]:
-        k = jax.random.fold_in(key, step_no) if with_key else None
-        (loss, metrics), grads = jax.value_and_grad(loss_of, has_aux=True)(params, batch, k)
-        updates, new_opt = optimizer.update(grads, opt_state, params)
-        return loss, metrics, grads, optax.apply_updates(params, updates), new_opt
+        return update_step(loss_of, optimizer, with_key, params, opt_state, batch, key, step_no)
 
     def fast(
         params: Any, opt_state: Any, mon: Monitor, batch: Any, key: jax.Array, step_no: jax.Array
@@ -324,6 +365,26 @@ def train_step_fn(
     return guarded if guard else fast
 
 
+def update_step(
+    loss_of: Callable[..., Any],
+    optimizer: optax.GradientTransformation,
+    with_key: bool,
+    params: Any,
+    opt_state: Any,
+    batch: Any,
+    key: jax.Array,
+    step_no: jax.Array,
+) -> tuple[jax.Array, dict[str, jax.Array], Any, Any, Any]:
+    """One update: ``(loss, metrics, grads, new_params, new_opt_state)``. Only the
+    floating-point arrays are differentiated and updated (:func:`trainable`)."""
+    k = jax.random.fold_in(key, step_no) if with_key else None
+    trained, rest = trainable(params)
+    _check_opt_state(optimizer, opt_state, trained, params)
+    (loss, metrics), grads = jax.value_and_grad(loss_of, has_aux=True)(trained, rest, batch, k)
+    updates, new_opt = optimizer.update(grads, opt_state, trained)
+    return loss, metrics, grads, eqx.combine(optax.apply_updates(trained, updates), rest), new_opt
+
+
 def make_replay_step(
     loss_fn: LossFn, optimizer: optax.GradientTransformation, static: Any
 ) -> Callable[..., Any]:
@@ -337,10 +398,9 @@ def make_replay_step(
     def step(
         params: Any, opt_state: Any, batch: Any, key: jax.Array, step_no: jax.Array
     ) -> tuple[Any, Any, jax.Array, jax.Array, jax.Array]:
-        k = jax.random.fold_in(key, step_no) if with_key else None
-        (loss, _), grads = jax.value_and_grad(loss_of, has_aux=True)(params, batch, k)
-        updates, new_opt = optimizer.update(grads, opt_state, params)
-        new_params = optax.apply_updates(params, updates)
+        loss, _, grads, new_params, new_opt = update_step(
+            loss_of, optimizer, with_key, params, opt_state, batch, key, step_no
+        )
         finite = all_finite((new_params, new_opt))
         return (
             new_params,
@@ -353,13 +413,62 @@ def make_replay_step(
     return jax.jit(step)
 
 
-def make_eval_step(loss_fn: LossFn, static: Any) -> Callable[..., Any]:
-    """The jitted ``(params, sums, batch) -> sums`` adding batch-size-weighted metrics."""
+def batch_size(batch: Any, batch_axis: type[Axis], where: str = "evaluate") -> int:
+    """The size of ``batch_axis`` in the Tensors of ``batch`` (the examples it holds).
+
+    Raises:
+        ValueError: no Tensor of the batch has that axis, or two give it different sizes.
+
+    Example:
+        >>> batch_size((x, y), Batch)   # x: Tensor[F32, Time=20, Batch=8, Embed=4]
+        8
+    """
+    tensors = [
+        t
+        for t in jax.tree.leaves(batch, is_leaf=lambda t: isinstance(t, Tensor))
+        if isinstance(t, Tensor)
+    ]
+    sizes = {
+        int(t.shape[-len(t.axes) :][t.axes.index(batch_axis)])
+        for t in tensors
+        if batch_axis in t.axes
+    }
+    if len(sizes) == 1:
+        return sizes.pop()
+    shown = ", ".join(
+        _show_leaf(x) for x in jax.tree.leaves(batch, is_leaf=lambda t: isinstance(t, Tensor))
+    )
+    name = axis_name(batch_axis)
+    if not sizes:
+        raise ValueError(
+            f"{where}: no Tensor of the batch has the batch axis {name}, which weights each "
+            f"batch's mean by its number of examples (the batch holds {shown or 'no arrays'}); "
+            f"name the batch axis {name} in the data, or pass batch_axis=<your batch axis>"
+        )
+    raise ValueError(
+        f"{where}: the batch's Tensors give the batch axis {name} different sizes "
+        f"({', '.join(map(str, sorted(sizes)))}) in {shown}; every Tensor of a batch must "
+        "hold the same examples"
+    )
+
+
+def _show_leaf(x: Any) -> str:
+    if isinstance(x, Tensor):
+        return describe(x) if x.array.ndim == len(x.axes) else repr(x)
+    return f"an array of shape {tuple(jnp.shape(x))}"
+
+
+def make_eval_step(
+    loss_fn: LossFn, static: Any, batch_axis: type[Axis] = Batch
+) -> Callable[..., Any]:
+    """The jitted ``(params, sums, batch) -> sums`` adding the loss and metrics weighted by
+    the batch's number of examples: the size of ``batch_axis`` in its Tensors (checked
+    while tracing, :func:`batch_size`), whatever the axis's position (time-major data)."""
     with_key = takes_key(loss_fn)
 
     def step(params: Any, sums: dict[str, jax.Array], batch: Any) -> dict[str, jax.Array]:
         loss, metrics = call_loss(loss_fn, eqx.combine(params, static), batch, None, with_key)
-        n = jnp.asarray(jax.tree.leaves(batch)[0].shape[0], jnp.float32)
+        n = jnp.asarray(batch_size(batch, batch_axis), jnp.float32)
         out = {"loss": sums["loss"] + n * loss, "count": sums["count"] + n}
         return out | {k: sums[k] + n * v for k, v in metrics.items()}
 

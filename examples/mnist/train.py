@@ -142,6 +142,15 @@ def data_dir(arg: str | None, dataset: str) -> Path | None:
     return shared if shared.is_dir() else None
 
 
+#: ``--parallel``: the size of mesh axis "model", the compute rules and the parameter rules.
+PARALLEL: dict[str, ax.train.ParallelPreset] = {
+    "data": ax.train.ParallelPreset(1, {Batch: "data"}),
+    "tensor": ax.train.ParallelPreset(2, {Hidden1: "model", Hidden: "model"}),
+    "data+tensor": ax.train.ParallelPreset(2, {Batch: "data", Hidden1: "model", Hidden: "model"}),
+    "fsdp": ax.train.ParallelPreset(1, {Batch: "data"}, {Pixel: "data", Flat: "data"}),
+}
+
+
 def parse(argv: list[str] | None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description="Train an MLP or CNN on MNIST or Fashion-MNIST.")
     p.add_argument("--model", choices=("mlp", "cnn"), default="mlp")
@@ -157,53 +166,15 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--limit", type=int, default=None, help="use the first N training images")
     p.add_argument("--test-limit", type=int, default=None, help="use the first N test images")
     p.add_argument("--no-progress", action="store_true")
-    p.add_argument(
-        "--devices", type=int, default=None, help="simulate N CPU devices (set before JAX starts)"
-    )
-    p.add_argument(
-        "--parallel",
-        choices=tuple(PARALLEL),
-        default=None,
-        help="shard by axis name (default with --devices: data)",
-    )
-    p.add_argument(
-        "--coordinator",
-        default=None,
-        help="host:port of process 0 (jax.distributed; SLURM is detected itself)",
-    )
-    p.add_argument("--num-processes", type=int, default=None)
-    p.add_argument("--process-id", type=int, default=None)
+    ax.train.add_parallel_args(p, PARALLEL)  # --devices, --parallel, jax.distributed
     return p.parse_args(argv)
-
-
-#: ``--parallel``: (model-axis size, compute rules, parameter rules) by axis name.
-PARALLEL: dict[str, tuple[int, dict[type[ax.Axis], Any], dict[type[ax.Axis], Any] | None]] = {
-    "data": (1, {Batch: "data"}, None),
-    "tensor": (2, {Hidden1: "model", Hidden: "model"}, None),
-    "data+tensor": (2, {Batch: "data", Hidden1: "model", Hidden: "model"}, None),
-    "fsdp": (1, {Batch: "data"}, {Pixel: "data", Flat: "data"}),
-}
-
-
-def parallel(args: argparse.Namespace) -> ax.train.Parallel | None:
-    """The ``ax.train.Parallel`` of ``--parallel`` over all devices, or ``None``."""
-    if args.parallel is None and args.devices is None:
-        return None
-    model_size, rules, param_rules = PARALLEL[args.parallel or "data"]
-    n = jax.device_count()
-    mesh = jax.make_mesh((n // model_size, model_size), ("data", "model"))
-    return ax.train.Parallel(mesh, rules, param_rules=param_rules)
 
 
 def main(argv: list[str] | None = None) -> dict[str, Any]:
     args = parse(argv)
     args.epochs = args.epochs or (10 if args.model == "mlp" else 4)
-    if args.devices:  # before anything starts JAX's backend
-        jax.config.update("jax_num_cpu_devices", args.devices)  # type: ignore[no-untyped-call]
-    if args.coordinator or args.num_processes:  # several processes: JAX's own runtime
-        jax.distributed.initialize(args.coordinator, args.num_processes, args.process_id)
+    par = ax.train.parallel_from_args(args, PARALLEL)  # before anything starts JAX's backend
     main_process = jax.process_index() == 0
-    par = parallel(args)
     if args.resume and not args.checkpoint_dir:
         raise SystemExit("--resume needs --checkpoint-dir (where the run's checkpoints are)")
     spec, folder = DATASETS[args.dataset], data_dir(args.data_dir, args.dataset)

@@ -6,8 +6,9 @@ with Python has it, so nothing is downloaded, and the figures name the Python ve
 model is a decoder-only transformer on named axes, every tensor saying what its axes are:
 ids ``[Batch, Pos]``, activations ``[Batch, Pos, Embed]``, projections
 ``[Head, HeadDim, Embed]``, the MLP's hidden ``[Batch, Pos, Mlp]``, logits
-``[Batch, Pos, Vocab]``; pre-norm blocks ``x + attn(ln(x))`` then ``x + mlp(ln(x))``, the
-unembedding tied to the token embedding. It trains with ``ax.train.fit``;
+``[Batch, Pos, Vocab]``; pre-norm blocks ``x + attn(ln(x))`` then ``x + mlp(ln(x))``, stacked
+along ``ax.nn.Layer`` and run as one scan (``ax.nn.LayerStack``; ``--unroll`` calls them in a
+Python loop instead), the unembedding tied to the token embedding. It trains with ``ax.train.fit``;
 the run writes curves and checkpoints under ``--logdir``, prints the validation bits per
 byte next to the unigram baseline, and samples text.
 
@@ -251,6 +252,11 @@ class Block(eqx.Module):
 class LM(eqx.Module):
     """Token and position embeddings, ``layers`` blocks, a final norm, tied unembedding.
 
+    The blocks are an ``ax.nn.LayerStack``: their parameters stacked along ``ax.nn.Layer``
+    (``up.weight: Tensor[F32, Layer, Mlp, Embed]``) and run as one scan, so the program and
+    its compile time do not grow with depth; ``unroll=True`` keeps a tuple of blocks called
+    in a Python loop instead (the same values: ``--unroll`` compares them).
+
     Example:
         >>> lm = LM(Config(), key=jax.random.key(0))
         >>> lm(ids)                  # Tensor[I32, Batch, Pos] -> Tensor[F32, Batch, Pos, Vocab]
@@ -258,25 +264,36 @@ class LM(eqx.Module):
 
     tokens: ax.nn.Embedding[ax.F32, Vocab, Embed]
     positions: ax.Tensor[ax.F32, Pos, Embed]
-    blocks: tuple[Any, ...]
+    blocks: ax.nn.LayerStack[Block, ax.nn.Layer] | tuple[Any, ...]
     ln_f: ax.nn.LayerNorm[ax.F32, Embed]
 
-    def __init__(self, cfg: Config, *, key: jax.Array, remat: bool = False) -> None:
-        kt, kp, *kb = jax.random.split(key, 2 + cfg.layers)
+    def __init__(
+        self, cfg: Config, *, key: jax.Array, remat: bool = False, unroll: bool = False
+    ) -> None:
+        kt, kp, kb = jax.random.split(key, 3)
         self.tokens = ax.nn.Embedding(
             Vocab, Embed, cfg.vocab, cfg.embed, weight_init=ax.nn.init.normal(0.02), key=kt
         )
         self.positions = ax.nn.init.normal(0.02)(kp, {Pos: cfg.context, Embed: cfg.embed})
-        blocks = [Block(cfg, k) for k in kb]
-        self.blocks = tuple(ax.nn.remat(b) for b in blocks) if remat else tuple(blocks)
+        stack = ax.nn.LayerStack.init(
+            lambda k: Block(cfg, k), cfg.layers, ax.nn.Layer, key=kb, remat=remat
+        )
+        if unroll:  # the same blocks, called one after another
+            blocks = stack.unstack()
+            self.blocks = tuple(ax.nn.remat(b) for b in blocks) if remat else tuple(blocks)
+        else:
+            self.blocks = stack
         self.ln_f = ax.nn.LayerNorm(Embed, cfg.embed)
 
     def __call__(self, ids: ax.Tensor[ax.I32, Batch, Pos]) -> ax.Tensor[Any, Batch, Pos, Vocab]:
         # a precision policy casts the whole model, so the tables are in the compute dtype
         x: ax.Tensor[ax.F32, Batch, Pos, Embed] = self.tokens(ids)
         x = x + ax.broadcast(ax.slice(self.positions, Pos, 0, ids.size(Pos)), x)
-        for block in self.blocks:
-            x = block(x)
+        if isinstance(self.blocks, ax.nn.LayerStack):
+            x = self.blocks(x)  # one scan over Layer
+        else:
+            for block in self.blocks:
+                x = block(x)
         return ax.contract(self.ln_f(x), self.tokens.weight, over=Embed)
 
 
@@ -324,6 +341,15 @@ def sample(
     return bytes(out[len(prompt[-context:]) :])
 
 
+#: ``--parallel``: the size of mesh axis "model", the compute rules and the parameter rules.
+PARALLEL: dict[str, ax.train.ParallelPreset] = {
+    "data": ax.train.ParallelPreset(1, {Batch: "data"}),
+    "tensor": ax.train.ParallelPreset(2, {Mlp: "model", Head: "model"}),
+    "data+tensor": ax.train.ParallelPreset(2, {Batch: "data", Mlp: "model", Head: "model"}),
+    "fsdp": ax.train.ParallelPreset(1, {Batch: "data"}, {Embed: "data"}),
+}
+
+
 def parse(argv: list[str] | None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
     p.add_argument("--preset", choices=sorted(PRESETS), default="tiny")
@@ -337,6 +363,11 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
         help="compute dtype (parameters stay f32; f16 uses dynamic loss scaling)",
     )
     p.add_argument("--remat", action="store_true", help="recompute each block in backward")
+    p.add_argument(
+        "--unroll",
+        action="store_true",
+        help="call the blocks in a Python loop (default: one scan over a LayerStack)",
+    )
     p.add_argument("--eval-batches", type=int, default=16)
     p.add_argument("--log-every", type=int, default=100)
     p.add_argument("--sample-bytes", type=int, default=300)
@@ -345,69 +376,14 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--logdir", default=str(ROOT / "runs" / "transformer"))
     p.add_argument("--no-progress", action="store_true")
-    p.add_argument(
-        "--devices", type=int, default=None, help="simulate N CPU devices (set before JAX starts)"
-    )
-    p.add_argument(
-        "--parallel",
-        choices=tuple(PARALLEL),
-        default=None,
-        help="shard by axis name (default with --devices: data)",
-    )
-    p.add_argument(
-        "--coordinator",
-        default=None,
-        help="host:port of process 0 (jax.distributed; SLURM is detected itself)",
-    )
-    p.add_argument("--num-processes", type=int, default=None)
-    p.add_argument("--process-id", type=int, default=None)
+    ax.train.add_parallel_args(p, PARALLEL)  # --devices, --parallel, jax.distributed
     return p.parse_args(argv)
-
-
-#: ``--parallel``: (model-axis size, compute rules, parameter rules) by axis name.
-PARALLEL: dict[str, tuple[int, dict[type[ax.Axis], Any], dict[type[ax.Axis], Any] | None]] = {
-    "data": (1, {Batch: "data"}, None),
-    "tensor": (2, {Mlp: "model", Head: "model"}, None),
-    "data+tensor": (2, {Batch: "data", Mlp: "model", Head: "model"}, None),
-    "fsdp": (1, {Batch: "data"}, {Embed: "data"}),
-}
-
-
-def parallel(args: argparse.Namespace) -> ax.train.Parallel | None:
-    """The ``ax.train.Parallel`` of ``--parallel`` over all devices, or ``None``."""
-    if args.parallel is None and args.devices is None:
-        return None
-    model_size, rules, param_rules = PARALLEL[args.parallel or "data"]
-    n = jax.device_count()
-    mesh = jax.make_mesh((n // model_size, model_size), ("data", "model"))
-    return ax.train.Parallel(mesh, rules, param_rules=param_rules)
-
-
-def whole(model: LM) -> LM:
-    """``model`` with every array whole on one device (for sampling and saving a sharded
-    run's model; with several processes each gathers the shards of the others)."""
-    if jax.process_count() > 1:
-        from jax.experimental import multihost_utils
-
-        host: LM = multihost_utils.process_allgather(model, tiled=True)
-    else:
-        host = jax.device_get(model)
-
-    def on_device(a: object) -> object:
-        return jax.numpy.asarray(a) if isinstance(a, np.ndarray) else a
-
-    out: LM = jax.tree.map(on_device, host)
-    return out
 
 
 def main(argv: list[str] | None = None) -> dict[str, Any]:
     args = parse(argv)
-    if args.devices:  # before anything starts JAX's backend
-        jax.config.update("jax_num_cpu_devices", args.devices)  # type: ignore[no-untyped-call]
-    if args.coordinator or args.num_processes:  # several processes: JAX's own runtime
-        jax.distributed.initialize(args.coordinator, args.num_processes, args.process_id)
+    par = ax.train.parallel_from_args(args, PARALLEL)  # before anything starts JAX's backend
     main_process = jax.process_index() == 0
-    par = parallel(args)
     cfg = PRESETS[args.preset]
     cfg = dataclasses.replace(
         cfg,
@@ -428,7 +404,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         + (f"; {par!r}" if par is not None else "")
     )
     init_key, run_key, sample_key = jax.random.split(jax.random.key(args.seed), 3)
-    model = LM(cfg, key=init_key, remat=args.remat)
+    model = LM(cfg, key=init_key, remat=args.remat, unroll=args.unroll)
     train = Windows(train_bytes, cfg.batch, cfg.context, cfg.steps, seed=args.seed)
     valid = eval_windows(valid_bytes, cfg.batch, cfg.context, args.eval_batches)
     if par is not None:  # fit places the training batches; these are placed here
@@ -454,6 +430,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         epochs=1,
         key=run_key,
         eval_data=valid,
+        batch_axis=Batch,  # this file's own Batch axis weights the evaluation's batches
         log_every=args.log_every,
         logdir=logdir,
         checkpoints=ax.train.Checkpoints(
@@ -466,7 +443,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     seconds = time.perf_counter() - start
     bits = [r for r in result.history if "eval_loss" in r][-1]["eval_loss"] / math.log(2)
     per_step = seconds / max(result.step, 1)
-    trained = result.model if par is None else whole(result.model)
+    trained = result.model if par is None else ax.train.unsharded(result.model)
     if main_process:
         ax.nn.save_safetensors(trained, logdir / "model.safetensors")
     text = (

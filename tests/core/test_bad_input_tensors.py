@@ -123,9 +123,14 @@ def test_array_on_the_left_wrapped_works() -> None:
             "ax.abs, which keeps the axes",
         ),
         (
-            np.sum,
+            np.add.reduce,
             "numpy.add.reduce to Tensor[F32, Batch=2, Pixel=3]: numpy would drop the axes "
             "(use ax.sum, which keeps the axes",
+        ),
+        (
+            np.sum,
+            "numpy.sum to Tensor[F32, Batch=2, Pixel=3]: numpy would drop the axes "
+            "(use ax.sum(t, Axis), which keeps the axes",
         ),
         (
             np.isnan,
@@ -143,7 +148,7 @@ def test_array_on_the_left_wrapped_works() -> None:
             "Pixel=3]: numpy would drop the axes (use ax.add, which keeps the axes",
         ),
     ],
-    ids=["exp", "abs", "sum", "isnan", "matmul", "add-out"],
+    ids=["exp", "abs", "add-reduce", "sum", "isnan", "matmul", "add-out"],
 )
 def test_numpy_ufuncs_on_a_tensor_are_refused(call: Callable[[Any], Any], message: str) -> None:
     msg = exactly(

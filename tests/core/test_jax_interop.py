@@ -169,11 +169,15 @@ def test_html_repr_has_the_axes_table_and_a_preview() -> None:
     assert (
         "<tr><td><b>Batch</b></td><td>2</td></tr><tr><td><b>Pixel</b></td><td>3</td></tr>" in page
     )
-    assert "[[0. 1. 2.]\n [3. 4. 5.]]" in page
+    assert (
+        "<tr><th>Batch ↓ Pixel →</th><th>0</th><th>1</th><th>2</th></tr>"
+        "<tr><th>0</th><td>0</td><td>1</td><td>2</td></tr>"
+        "<tr><th>1</th><td>3</td><td>4</td><td>5</td></tr>"
+    ) in page
     assert "<small>[[0., 1., 2.],\n [3., 4., 5.]]</small>" in page
     assert "mean=5.5" in ax.tensor(np.arange(12.0).reshape(3, 4), Batch, Pixel)._repr_html_()
     deep = ax.zeros((2, 2, 2), Batch, Pixel, Hidden)._repr_html_()
-    assert "<pre" not in deep and "<td><b>Hidden</b></td><td>2</td>" in deep
+    assert "<caption>Batch=0 of 2</caption>" in deep and "<td><b>Hidden</b></td><td>2</td>" in deep
 
 
 def test_a_tensor_never_holds_the_same_axis_twice() -> None:

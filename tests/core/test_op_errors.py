@@ -626,7 +626,8 @@ CASES += [
     ),
     (
         TypeError,
-        "TwoOut.backward: cotangent 0 has shape (3,), operand 0 has shape (2, 3)",
+        "TwoOut.backward: cotangent 0 has shape (3,), operand 0 (Tensor[F32, Batch=2, Pixel=3]) "
+        "has shape (2, 3) (return one value per element of the operand, in its axis order)",
         lambda: _grad_of(TwoOut("shape")),
     ),
     (NotImplementedError, "Op must define infer()", lambda: ax.Op()(x23())),

@@ -9,6 +9,7 @@ import importlib
 import importlib.util
 import pkgutil
 import re
+import sys
 from pathlib import Path
 
 import pytest
@@ -113,6 +114,54 @@ def test_every_declared_function_is_exported() -> None:
             if spec.namespace == "axjax":
                 assert getattr(axjax.ops, name, None) is fn, f"axjax.ops does not export {name}"
         assert (spec.kind == "internal") == (not spec.functions)
+
+
+def public_names() -> dict[str, dict[str, object]]:
+    """``{namespace: {name: object}}`` of the public namespaces users import from."""
+    spaces = {"axjax": ax, "axjax.nn": axjax.nn, "axjax.train": axjax.train}
+    return {
+        space: {n: getattr(mod, n) for n in dir(mod) if not n.startswith("_")}
+        for space, mod in spaces.items()
+    }
+
+
+def test_a_declared_name_means_one_thing_in_every_namespace() -> None:
+    # a new `swish` op beside the existing `ax.nn.swish` (an alias of silu) would give two
+    # functions under one name: the declared function must be the only thing of its name
+    clashes = sorted(
+        f"{spec.namespace}.{name} (the {spec.op.__name__} op) and {space}.{name}"
+        for spec in declared_ops()
+        for name in spec.functions
+        for space, names in public_names().items()
+        if name in names
+        and names[name] is not getattr(importlib.import_module(spec.namespace), name)
+    )
+    assert not clashes, f"one name, two meanings: {clashes}"
+
+
+def test_the_name_check_sees_a_clash(monkeypatch: pytest.MonkeyPatch) -> None:
+    # mutation: a declared `ax.swish` op beside ax.nn.swish (another object) is reported
+    from axjax.core._registry import OpSpec
+
+    class Swish(ax.Op):
+        pass
+
+    fake = OpSpec(Swish, ("swish",), "unary", "axjax", ())
+    real = declared_ops()
+    monkeypatch.setattr(ax, "swish", lambda x: x, raising=False)
+    monkeypatch.setattr(sys.modules[__name__], "declared_ops", lambda: (*real, fake))
+    with pytest.raises(AssertionError, match=r"axjax.swish \(the Swish op\) and axjax.nn.swish"):
+        test_a_declared_name_means_one_thing_in_every_namespace()
+
+
+def test_a_function_name_is_declared_once() -> None:
+    from axjax.core._registry import register_op
+
+    class Exp2(ax.Op):
+        pass
+
+    with pytest.raises(TypeError, match=r"axjax.exp is already declared by Exp"):
+        register_op("exp", kind="unary")(Exp2)
 
 
 def test_tensor_operators_call_the_declared_functions() -> None:

@@ -71,11 +71,8 @@ def _expand_dims() -> tuple[AnyT, str, int]:
 
 def _flatten() -> tuple[AnyT, str, int]:
     t = ax.zeros((2, 2, 2), Batch, Pixel, Time)
-    return (
-        ax.flatten(t, (Pixel, Time), Hidden),
-        "introduced by Flatten((Pixel, Time) -> Hidden)",
-        line() - 1,
-    )
+    return ax.flatten(t, (Pixel, Time), Hidden), "introduced by Flatten((Pixel, Time) -> " \
+        "Hidden)", line() - 1
 
 
 def _stack() -> tuple[AnyT, str, int]:
@@ -85,16 +82,12 @@ def _stack() -> tuple[AnyT, str, int]:
 
 def _broadcast() -> tuple[AnyT, str, int]:
     like = ax.zeros((2, 4), Batch, Hidden)
-    return (
-        ax.broadcast(ax.zeros((2,), Batch), like),
-        "introduced by Broadcast(Batch, Hidden)",
-        line() - 1,
-    )
+    return ax.broadcast(ax.zeros((2,), Batch), like), "introduced by Broadcast(Batch, " \
+        "Hidden)", line() - 1
 
 
 def _layer() -> tuple[AnyT, str, int]:
-    layer = ax.nn.Affine(Pixel, Hidden, 3, 4, key=jax.random.key(0))
-    at = line()  # noqa: E702
+    layer = ax.nn.Affine(Pixel, Hidden, 3, 4, key=jax.random.key(0)); at = line()  # noqa: E702
     return layer(x23()), "from Affine", at
 
 
@@ -103,24 +96,13 @@ def _transpose() -> tuple[AnyT, str, int]:
     return ax.transpose(t, Batch, Hidden), "moved by Transpose(Batch, Hidden)", line()
 
 
-MAKERS = [
-    _tensor,
-    _zeros,
-    _normal,
-    _rename,
-    _expand_dims,
-    _flatten,
-    _stack,
-    _broadcast,
-    _layer,
-    _transpose,
-]
+MAKERS = [_tensor, _zeros, _normal, _rename, _expand_dims, _flatten, _stack, _broadcast,
+          _layer, _transpose]
 
 
 @pytest.mark.parametrize("make", MAKERS, ids=lambda f: f.__name__.strip("_"))
-def test_an_axis_error_says_where_each_axis_came_from(
-    provenance: None, make: Callable[[], Any]
-) -> None:
+def test_an_axis_error_says_where_each_axis_came_from(provenance: None,
+                                                      make: Callable[[], Any]) -> None:
     t, how, at = make()
     assert t.axes == (Batch, Hidden)
     text = error_of(lambda: t + x23())
@@ -134,35 +116,28 @@ def test_an_axis_error_says_where_each_axis_came_from(
 def test_only_the_axes_the_message_names(provenance: None) -> None:
     a = ax.zeros((2, 3), Batch, Pixel)
     text = error_of(lambda: ax.matmul(ax.expand_dims(a, Time, 0), ax.zeros((3, 2), Pixel, Batch)))
-    assert text.endswith(
-        f"batch axes [Time] and [] differ (transpose one operand first)\n"
-        f"Axis provenance: Time: introduced by ExpandDims(Time, at=0) at "
-        f"{HERE}:{line() - 3}"
-    ), text
+    assert text.endswith(f"batch axes [Time] and [] differ (transpose one operand first)\n"
+                         f"Axis provenance: Time: introduced by ExpandDims(Time, at=0) at "
+                         f"{HERE}:{line() - 3}"), text
 
 
 def test_each_operand_its_own_origin(provenance: None) -> None:
-    a = ax.zeros((2, 3), Batch, Pixel)
-    at = line()  # noqa: E702
-    b = ax.transpose(a, Pixel, Batch)
-    moved = line()  # noqa: E702
+    a = ax.zeros((2, 3), Batch, Pixel); at = line()  # noqa: E702
+    b = ax.transpose(a, Pixel, Batch); moved = line()  # noqa: E702
     text = error_of(lambda: a + b)
     assert text.endswith(
         f"same axes in a different order (transpose one operand first)\n"
         f"Axis provenance: Batch (first operand): from ax.zeros at {HERE}:{at}; "
         f"Batch (second operand): moved by Transpose(Pixel, Batch) at {HERE}:{moved}; "
         f"Pixel (first operand): from ax.zeros at {HERE}:{at}; "
-        f"Pixel (second operand): moved by Transpose(Pixel, Batch) at {HERE}:{moved}"
-    ), text
+        f"Pixel (second operand): moved by Transpose(Pixel, Batch) at {HERE}:{moved}"), text
 
 
 def test_ops_that_keep_an_axis_keep_its_origin(provenance: None) -> None:
-    h = ax.rename(x23(), Pixel, Hidden)
-    at = line()  # noqa: E702
+    h = ax.rename(x23(), Pixel, Hidden); at = line()  # noqa: E702
     y = ax.sum(ax.tanh(h * 2.0 + h), Batch)
     assert _provenance.origin(y, Hidden) == _provenance.Origin(
-        "introduced by Rename(Pixel -> Hidden)", f"{HERE}:{at}"
-    )
+        "introduced by Rename(Pixel -> Hidden)", f"{HERE}:{at}")
 
 
 def test_inside_jit_the_traced_axes_have_their_origin(provenance: None) -> None:
@@ -190,7 +165,8 @@ def test_compiled_program_is_the_same_with_it_on() -> None:
     layer = ax.nn.Affine(Pixel, Hidden, 3, 4, key=jax.random.key(0))
 
     def lowered() -> str:  # a new function each time: traced afresh
-        return jax.jit(jax.grad(lambda x, m: _step(x, m), argnums=1)).lower(x23(), layer).as_text()
+        return jax.jit(jax.grad(lambda x, m: _step(x, m), argnums=1)).lower(
+            x23(), layer).as_text()
 
     off = lowered()
     old = ax.config.provenance

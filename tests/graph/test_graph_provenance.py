@@ -47,8 +47,7 @@ def _param() -> tuple[AnyT, str, int]:
 
 
 def _const() -> tuple[AnyT, str, int]:
-    t = ax.tensor(np.zeros((2, 4), np.float32), Batch, Hidden)
-    at = line()  # noqa: E702
+    t = ax.tensor(np.zeros((2, 4), np.float32), Batch, Hidden); at = line()  # noqa: E702
     return ax.Const(t), "from ax.tensor", at  # an eager tensor keeps its record
 
 
@@ -57,32 +56,24 @@ def _rename() -> tuple[AnyT, str, int]:
 
 
 def _expand_dims() -> tuple[AnyT, str, int]:
-    return (
-        ax.expand_dims(ax.sum(x(), Pixel), Hidden, 1),
-        "introduced by ExpandDims(Hidden, at=1)",
-        line() - 1,
-    )
+    return ax.expand_dims(ax.sum(x(), Pixel), Hidden, 1), \
+        "introduced by ExpandDims(Hidden, at=1)", line() - 1
 
 
 def _flatten() -> tuple[AnyT, str, int]:
     t = ax.Input(ax.F32, Batch, Pixel, Time)
-    return (
-        ax.flatten(t, (Pixel, Time), Hidden),
-        "introduced by Flatten((Pixel, Time) -> Hidden)",
-        line() - 1,
-    )
+    return ax.flatten(t, (Pixel, Time), Hidden), \
+        "introduced by Flatten((Pixel, Time) -> Hidden)", line() - 1
 
 
 def _broadcast() -> tuple[AnyT, str, int]:
-    like = ax.Input(ax.F32, Batch, Hidden)
-    at = line()  # noqa: E702
+    like = ax.Input(ax.F32, Batch, Hidden); at = line()  # noqa: E702
     # a node broadcasts against a node: the new axis is the operand ``like``'s
     return ax.broadcast(ax.sum(x(), Pixel), like), "from ax.Input", at
 
 
 def _layer() -> tuple[AnyT, str, int]:
-    layer = ax.nn.Affine(Pixel, Hidden, 3, 4, key=jax.random.key(0))
-    at = line()  # noqa: E702
+    layer = ax.nn.Affine(Pixel, Hidden, 3, 4, key=jax.random.key(0)); at = line()  # noqa: E702
     return layer(x()), "from Affine", at
 
 
@@ -91,7 +82,8 @@ def _transpose() -> tuple[AnyT, str, int]:
     return ax.transpose(t, Batch, Hidden), "moved by Transpose(Batch, Hidden)", line()
 
 
-MAKERS = [_input, _param, _const, _rename, _expand_dims, _flatten, _broadcast, _layer, _transpose]
+MAKERS = [_input, _param, _const, _rename, _expand_dims, _flatten, _broadcast, _layer,
+          _transpose]
 
 
 @pytest.mark.parametrize("make", MAKERS, ids=lambda f: f.__name__.strip("_"))
@@ -107,16 +99,11 @@ def test_a_graph_axis_error_says_where_each_axis_came_from(make: Callable[[], An
 
 
 def test_nodes_keep_their_record_through_ops_and_compile() -> None:
-    h = ax.rename(x(), Pixel, Hidden)
-    at = line()  # noqa: E702
+    h = ax.rename(x(), Pixel, Hidden); at = line()  # noqa: E702
     y = ax.sum(ax.tanh(h), Batch)
-    with pytest.raises(
-        ax.AxisError,
-        match=(
+    with pytest.raises(ax.AxisError, match=(
             rf"Axis provenance: Hidden: introduced by Rename\(Pixel -> Hidden\) at "
-            rf"{HERE}:{at}$"
-        ),
-    ):
+            rf"{HERE}:{at}$")):
         ax.sum(y, Pixel)
     fn = ax.compile(y)
     out = fn(np.ones((2, 3), np.float32))

@@ -60,7 +60,9 @@ def test_policy_arguments_are_checked() -> None:
     assert ax.nn.Policy.mixed().compute is ax.BF16 and ax.nn.Policy.mixed().loss_scale is None
     with pytest.raises(TypeError, match="compute must be a floating-point dtype"):
         ax.nn.Policy(compute=ax.I32)
-    with pytest.raises(ValueError, match="loss_scale must be None, a positive number"):
+    with pytest.raises(
+        ValueError, match="loss_scale must be None, .dynamic. or a finite positive number"
+    ):
         ax.nn.Policy(loss_scale=-1.0)
     with pytest.raises(ValueError, match="guard='step' stops at the first overflow"):
         ax.train.fit(

@@ -93,7 +93,11 @@ def test_remat_policies_and_errors() -> None:
     )
     own = jax.checkpoint_policies.everything_saveable
     assert ax.nn.remat(block, own).policy is own
-    with pytest.raises(ValueError, match="remat: unknown policy 'some'; use one of 'nothing'"):
+    with pytest.raises(
+        ValueError,
+        match="remat: policy must be one of 'nothing', 'dots', 'dots_with_batch', "
+        "'everything', got 'some'",
+    ):
         ax.nn.remat(Block(jax.random.key(0)), "some")  # type: ignore[arg-type]
     with pytest.raises(TypeError, match="remat: expected a callable module, got int"):
         ax.nn.remat(3)

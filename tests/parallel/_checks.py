@@ -4,6 +4,7 @@ cannot host them). Each check asserts; the script prints ``PASS name`` per check
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import sys
@@ -28,6 +29,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 import axjax as ax  # noqa: E402
 from tests.axes import Batch, Class, Hidden, Pixel, Time  # noqa: E402
+from tests.parallel._examples import load_example  # noqa: E402
 
 FULL = os.environ.get("AXJAX_FULL_PARALLEL") == "1"
 CHECKS: dict[str, Callable[[], None]] = {}
@@ -686,6 +688,156 @@ def fit_parallel_equals_one_device() -> None:
         assert w.array.sharding.spec == P("model", None), w.array.sharding
 
 
+def nan_gradient_loss(model: Any, x: Any, y: Any) -> Any:
+    """A finite loss whose gradient is not: the backward of ``sqrt`` at 0."""
+    z = model(x)
+    return fit_loss(model, x, y) + ax.mean(ax.mean(ax.sqrt(z * 0.0), TBatch), TClass)
+
+
+def diverged_report(kind: str, guard: str) -> str:
+    """The ``TrainingDiverged`` message of ``fit`` on ``nan_gradient_loss`` over a mesh."""
+    ds, key = tiny_dataset(), jax.random.key(4)
+    par = ax.train.Parallel(interleaved_mesh(kind), {TBatch: "data"}, param_rules={Hidden: "model"})
+    try:
+        ax.train.fit(
+            FitMlp(jax.random.key(5)),
+            optax.sgd(0.1),
+            nan_gradient_loss,
+            ax.train.Loader(ds, 16, key=key, parallel=par),
+            parallel=par,
+            progress=False,
+            log_every=2,
+            guard=guard,  # type: ignore[arg-type]
+        )
+    except ax.train.TrainingDiverged as e:
+        return str(e)
+    raise AssertionError(f"{kind} {guard}: no TrainingDiverged")
+
+
+@check
+def nan_report_under_mesh() -> None:
+    """A NaN gradient under ``fit(parallel=...)`` is a ``TrainingDiverged`` whose op-by-op
+    report names the op, on Explicit and Auto meshes, for both guards (the report replays
+    the step eagerly: it must run under the step's mesh)."""
+    cases = [("explicit", "replay"), ("explicit", "step")]
+    cases += [("auto", "replay"), ("auto", "step")] if FULL else []
+    for kind, guard in cases:
+        text = diverged_report(kind, guard)
+        assert "training stopped at step 1: the gradient norm is nan" in text, text
+        assert "the first non-finite value came from the backward" in text, text
+        assert "of Sqrt at _checks.py" in text, text
+    # the check can fail: without the placement context, JAX's raw error comes back
+    placement = ax.train.Parallel.placement
+    ax.train.Parallel.placement = lambda self: contextlib.nullcontext()  # type: ignore[method-assign, assignment, return-value]
+    try:
+        raises(ValueError, "Length of device assignment 1", lambda: diverged_report(*cases[0]))
+    finally:
+        ax.train.Parallel.placement = placement  # type: ignore[method-assign]
+
+
+def adam_runs(par: Any, sharded: bool, model: Any, loader: Any, folder: str) -> tuple[Any, Any]:
+    """Two epochs of Adam straight through, and the same two epochs stopped after the
+    first (checkpoints in ``folder``) and resumed."""
+    common = dict(log_every=1, progress=False, key=jax.random.key(6), parallel=par)
+    through = ax.train.fit(model, optax.adam(1e-2), fit_loss, loader, epochs=2, **common)
+    ckpts = ax.train.Checkpoints(folder, keep=1, every=3, sharded=sharded)
+    ax.train.fit(model, optax.adam(1e-2), fit_loss, loader, epochs=1, checkpoints=ckpts, **common)
+    resumed = ax.train.fit(
+        model,
+        optax.adam(1e-2),
+        fit_loss,
+        loader,
+        epochs=2,
+        checkpoints=ckpts,
+        resume=True,
+        **common,
+    )
+    return through, resumed
+
+
+@check
+def adam_resume_bit_for_bit() -> None:
+    """Adam (its step count a bare scalar) resumed from sharded (and, with
+    AXJAX_FULL_PARALLEL=1, from .npz) checkpoints equals the uninterrupted run bit for bit,
+    every leaf in the rules' sharding."""
+    ds, key = tiny_dataset(), jax.random.key(4)
+    model = FitMlp(jax.random.key(5))
+    par = ax.train.Parallel(
+        interleaved_mesh("explicit"), {TBatch: "data"}, param_rules={Hidden: "model"}
+    )
+    loader = ax.train.Loader(ds, 16, key=key, parallel=par)
+    for sharded in (True, False) if FULL else (True,):  # CI: the orbax folders
+        with tempfile.TemporaryDirectory() as tmp:
+            through, resumed = adam_runs(par, sharded, model, loader, tmp)
+        assert resumed.step == through.step == 8, (resumed.step, through.step)
+        tree = (resumed.model, resumed.opt_state)
+        for a, b in zip(
+            jax.tree.leaves(tree), jax.tree.leaves((through.model, through.opt_state)), strict=True
+        ):
+            np.testing.assert_array_equal(np.asarray(a), np.asarray(b), err_msg=str(sharded))
+        assert [r["loss"] for r in resumed.history if "loss" in r] == [
+            r["loss"] for r in through.history if "loss" in r
+        ][4:]
+        assert_rules_shardings(tree, par, f"resumed, sharded={sharded}")
+    # the check can fail: with the optimizer state's bare arrays left on one device (as
+    # before), the resumed count lands on one device and the step refuses it
+    place = ax.train.Parallel.place_params
+    ax.train.Parallel.place_params = lambda self, t: ax.shard(t, self.axis_rules, params=True)  # type: ignore[method-assign]
+    try:
+        with tempfile.TemporaryDirectory() as tmp:
+            raises(
+                ValueError, "incompatible devices", lambda: adam_runs(par, True, model, loader, tmp)
+            )
+    finally:
+        ax.train.Parallel.place_params = place  # type: ignore[method-assign]
+
+
+@check
+def fit_bounds_the_queue_on_cpu_meshes() -> None:
+    """On simulated CPU devices ``fit`` and ``evaluate`` wait for every step (XLA:CPU runs
+    queued steps at once and their collectives can deadlock: docs/parallel.md); on one
+    device they do not."""
+    ds, key = tiny_dataset(), jax.random.key(4)
+    model = FitMlp(jax.random.key(5))
+    par = ax.train.Parallel(interleaved_mesh("explicit"), {TBatch: "data"})
+    waits: list[int] = []
+    wait = jax.block_until_ready
+
+    def counting(x: Any) -> Any:
+        waits.append(1)
+        return wait(x)
+
+    def count(parallel: Any) -> int:
+        waits.clear()
+        jax.block_until_ready = counting  # type: ignore[assignment]
+        try:
+            ax.train.fit(
+                model,
+                optax.sgd(0.1),
+                fit_loss,
+                ax.train.Loader(ds, 8, key=key, parallel=parallel),  # 8 steps
+                eval_data=ax.train.Loader(ds, 8, parallel=parallel),  # 8 batches
+                parallel=parallel,
+                progress=False,
+                log_every=100,
+            )
+        finally:
+            jax.block_until_ready = wait
+        return len(waits)
+
+    assert count(par) >= 16, waits
+    assert count(None) == 0, waits
+    # the check can fail: without the bound, nothing waits
+    from axjax.train import _fit
+
+    bound = _fit.queue_bound
+    _fit.queue_bound = lambda tree: None  # type: ignore[assignment]
+    try:
+        assert count(par) == 0
+    finally:
+        _fit.queue_bound = bound
+
+
 @check
 def checkpoint_restores_into_template_shardings() -> None:
     model = Mlp(jax.random.key(1))
@@ -706,39 +858,26 @@ def checkpoint_restores_into_template_shardings() -> None:
 
 @check
 def mnist_example_data_tensor() -> None:
-    """``examples/mnist/train.py --devices 8 --parallel data+tensor`` against one device:
-    the same test accuracy and parameters. CI: 1024 images, 8 steps; with
-    AXJAX_FULL_PARALLEL=1 one epoch of 4096 images."""
+    """``examples/mnist/train.py --devices 8 --parallel data+tensor`` against one device, a
+    full epoch each: the same test accuracy and parameters, and every step waited for
+    (XLA:CPU deadlocked on queued steps before: docs/parallel.md). CI: 16384 images in
+    batches of 128, 128 steps; with AXJAX_FULL_PARALLEL=1 all 60000, 469 steps."""
     example = load_example("mnist")
-    limits = (
-        ["--limit", "4096", "--test-limit", "2000"]
-        if FULL
-        else ["--limit", "1024", "--test-limit", "1000"]
-    )
+    limits = ["--test-limit", "2000"] if FULL else ["--limit", "16384", "--test-limit", "1000"]
     with tempfile.TemporaryDirectory() as tmp:
         args = [*limits, "--epochs", "1", "--no-progress", "--logdir", tmp]
         one = example.main(args)
         eight = example.main([*args, "--devices", "8", "--parallel", "data+tensor"])
-    assert one["steps"] == eight["steps"] == (32 if FULL else 8), (one, eight)
-    assert abs(one["accuracy"] - eight["accuracy"]) < 1e-9, (one, eight)
-    close(eight["model"], one["model"], 2e-5)
+    assert one["steps"] == eight["steps"] == (469 if FULL else 128), (one, eight)
+    # 128 Adam steps magnify float noise (the order of sums): close, not equal
+    assert abs(one["accuracy"] - eight["accuracy"]) <= 0.005, (one["accuracy"], eight["accuracy"])
+    diffs = [
+        float(np.max(np.abs(np.asarray(a) - np.asarray(b))))
+        for a, b in zip(jax.tree.leaves(eight["model"]), jax.tree.leaves(one["model"]), strict=True)
+    ]
+    assert max(diffs) < 1e-2, diffs  # weights of size ~0.1; exact equality: the fit checks
     w = eight["model"].layers[0].weight  # [Hidden1, Pixel]: Hidden1 over "model"
     assert w.array.sharding.spec == P("model", None), w.array.sharding
-
-
-def load_example(name: str) -> Any:
-    """``examples/<name>/train.py`` as a module."""
-    import importlib.util
-
-    root = Path(__file__).resolve().parents[2]
-    spec = importlib.util.spec_from_file_location(
-        f"{name}_train", root / "examples" / name / "train.py"
-    )
-    assert spec is not None and spec.loader is not None
-    example = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = example  # dataclasses look their module up there
-    spec.loader.exec_module(example)
-    return example
 
 
 @check

@@ -109,8 +109,9 @@ def test_restoring_into_another_structure_fails_clearly(tmp_path):
         load_checkpoint(path, _state(0, n_hidden=5))
     with pytest.raises(
         CheckpointMismatchError,
-        match=r"it stores 17 leaves, the template has 1 "
-        r"\(a different model or optimizer",
+        match=r"it stores 17 leaves, the template has 1; the template's \['w'\] not in the "
+        r"checkpoint and the checkpoint's \['count'\], \['key'\], \['model'\].w1 not in "
+        r"the template \(a different model or optimizer",
     ):
         load_checkpoint(path, {"w": jnp.zeros(3)})
 

@@ -77,7 +77,10 @@ def test_mnist_cli_resume_continues_from_the_checkpoint(tmp_path):
         "--no-progress",
     ]
     first = mnist.main([*common, "--epochs", "2", "--logdir", str(tmp_path / "a")])
-    resumed = mnist.main([*common, "--epochs", "3", "--logdir", str(tmp_path / "a"), "--resume"])
+    with pytest.warns(UserWarning, match=r"under another schedule .*\(epochs=2 then, 3 now\)"):
+        resumed = mnist.main(
+            [*common, "--epochs", "3", "--logdir", str(tmp_path / "a"), "--resume"]
+        )
     assert (first["steps"], resumed["steps"]) == (8, 12)
     with pytest.raises(SystemExit, match="--resume needs --checkpoint-dir"):
         mnist.main(["--resume"])

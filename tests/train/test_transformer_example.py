@@ -125,6 +125,42 @@ def test_remat_gives_the_transformers_gradients(example: Any, layers: int) -> No
     assert kept1 < kept0
 
 
+@pytest.mark.parametrize("layers", [1, 3])
+def test_the_scanned_blocks_give_the_unrolled_loss_and_gradients(example: Any, layers: int) -> None:
+    """The example's ``ax.nn.LayerStack`` (one scan over ``Layer``) against the same blocks
+    in a Python loop (``unroll=True``): the loss and every gradient, to f32 rounding."""
+    import dataclasses
+
+    import equinox as eqx
+    import numpy as np
+
+    cfg = dataclasses.replace(example.PRESETS["test"], layers=layers)
+    ids = jax.random.randint(jax.random.key(1), (2, cfg.context + 1), 0, cfg.vocab)
+    x = ax.tensor(ids[:, :-1], example.Batch, example.Pos, dtype=ax.I32)
+    y = ax.tensor(ids[:, 1:], example.Batch, example.Pos, dtype=ax.I32)
+    out = {}
+    for unroll in (False, True):
+        lm = example.LM(cfg, key=jax.random.key(0), unroll=unroll)
+        params, static = eqx.partition(lm, eqx.is_array)
+
+        def loss(p: Any, static: Any = static) -> jax.Array:
+            return example.lm_loss(eqx.combine(p, static), x, y).array
+
+        out[unroll] = jax.jit(jax.value_and_grad(loss))(params)
+    (v_scan, g_scan), (v_loop, g_loop) = out[False], out[True]
+    assert isinstance(g_scan.blocks, ax.nn.LayerStack) and isinstance(g_loop.blocks, tuple)
+    np.testing.assert_allclose(v_scan, v_loop, rtol=1e-6)
+    per_layer = g_scan.blocks.unstack()  # the stacked gradients, one block per layer
+    pairs = [(per_layer, list(g_loop.blocks))] + [
+        (getattr(g_scan, f), getattr(g_loop, f)) for f in ("tokens", "positions", "ln_f")
+    ]
+    for a, b in pairs:
+        leaves_a, leaves_b = jax.tree.leaves(a), jax.tree.leaves(b)
+        assert len(leaves_a) == len(leaves_b) > 0
+        for ga, gb in zip(leaves_a, leaves_b, strict=True):
+            np.testing.assert_allclose(ga, gb, rtol=2e-5, atol=1e-6)
+
+
 def test_the_step_agrees_with_the_expert_and_compiles_to_its_kinds() -> None:
     from benchmarks._structure import COST_KINDS, cost_kinds
     from benchmarks.transformer import PRESETS, build

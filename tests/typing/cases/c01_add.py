@@ -54,7 +54,7 @@ f4 = ax.where(wh > 0, hw, 0.0)  # want-error: Cannot apply Where to Tensor[Bool,
 # unary math keeps the type; floating-point only where the op says so
 reveal_type(ax.tanh(ax.sigmoid(wh)))  # want: Tensor[F32, W, H]
 reveal_type(ax.relu(whi))  # want: Tensor[I32, W, H]
-u1 = ax.exp(whi)  # want-error[plugin]: Cannot apply Exp to Tensor[I32, W, H]: Exp needs floating-point values, got I32 (convert with astype(ax.F32)); want-error[mypy,pyright]: DF
+u1 = ax.exp(whi)  # want-error[plugin]: Cannot apply Exp to Tensor[I32, W, H]: Exp needs floating-point values, got I32 (convert with astype(ax.F32)); want-error[mypy,pyright]: DR
 
 # plain assignability: a Tensor type is exact
 x1: ax.Tensor[ax.F32, A] = b1  # want-error; runs: annotations are not checked at run time

@@ -1,0 +1,92 @@
+"""The one registry of layers: each layer class of ``axjax.nn`` is declared here once.
+
+A declaration names how the static checkers type the layer's call. Everything else is
+produced from it or checked against it:
+
+- ``tools/gen_overloads.py`` writes the typed overloads of ``ax.nn.cast`` and of a policy's
+  casts (``nn/_precision.py``) for every layer whose first type parameter is its dtype;
+- the mypy plugin (``axjax/mypy/_layers.py``) judges the calls of the layers declared
+  ``typed="stand-in"`` and threads a chain's argument through its layers;
+- ``tests/nn/test_layer_table.py`` checks that every layer ``ax.nn`` exports is declared,
+  documented in docs/nn.md and covered by a typing case.
+
+Example (a new layer is this decorator on its class, a typing case and a docs mention):
+
+    >>> @register_layer()
+    ... class Scale(eqx.Module, Generic[D, In]): ...
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, Literal, TypeVar, TypeVarTuple
+
+from ..core import DType
+
+__all__ = ["LayerSpec", "Typed", "declared_layers", "register_layer"]
+
+#: How a layer's call is typed: ``stand-in`` (the mypy plugin runs the layer on stand-ins of
+#: its type arguments, so its own run-time checks are its static ones), ``chain`` (a list of
+#: layers whose call threads its argument through each, as ``Sequential``), ``stack`` (one
+#: block applied along a stacking axis: its call keeps the block's input type, ``LayerStack``),
+#: ``signature`` (its hand-written signature alone: the same in every checker).
+Typed = Literal["stand-in", "chain", "stack", "signature"]
+L = TypeVar("L", bound=type[Any])
+
+
+@dataclass(frozen=True)
+class LayerSpec:
+    """One layer's declaration."""
+
+    layer: type[Any]
+    typed: Typed
+    sized: bool  # the plugin runs it on stand-ins with sizes (it builds a state from them)
+
+    @property
+    def name(self) -> str:
+        """The layer's public name in ``axjax.nn``."""
+        return self.layer.__name__
+
+    @property
+    def path(self) -> str:
+        """The class's full name where it is defined (what the mypy plugin sees)."""
+        return f"{self.layer.__module__}.{self.layer.__qualname__}"
+
+    @property
+    def castable(self) -> bool:
+        """Whether its first type parameter is its dtype: ``ax.nn.cast`` retypes it
+        (``Affine[F32, In, Out]`` -> ``Affine[BF16, In, Out]``)."""
+        params = getattr(self.layer, "__parameters__", ())
+        first = params[0] if params else None
+        bound = getattr(first, "__bound__", None)
+        return isinstance(first, TypeVar) and isinstance(bound, type) and issubclass(bound, DType)
+
+    @property
+    def axis_parameters(self) -> tuple[TypeVar | TypeVarTuple, ...]:
+        """Its type parameters after the dtype (a castable layer's axes)."""
+        return tuple(getattr(self.layer, "__parameters__", ())[1:])
+
+
+_LAYERS: dict[type[Any], LayerSpec] = {}
+
+
+def register_layer(*, typed: Typed = "stand-in", sized: bool = False) -> Callable[[L], L]:
+    """Declare a layer class of ``axjax.nn`` (a decorator on the class)."""
+
+    def declare(cls: L) -> L:
+        for other in _LAYERS.values():
+            if other.layer is not cls and other.name == cls.__name__:
+                raise TypeError(
+                    f"register_layer: a layer named {cls.__name__} is already declared "
+                    f"({other.path}); choose another name"
+                )
+        _LAYERS[cls] = LayerSpec(cls, typed, sized)
+        return cls
+
+    return declare
+
+
+def declared_layers() -> tuple[LayerSpec, ...]:
+    """Every declaration, in the order the modules made them."""
+    return tuple(_LAYERS.values())

@@ -1,0 +1,385 @@
+"""``LayerStack``: ``n`` copies of one block, parameters stacked along a named axis, run
+as a scan.
+
+A transformer's blocks are alike: same structure, own parameters. A Python loop over them
+unrolls into the program, so compile time and program size grow with depth. A
+``LayerStack`` holds *one* block whose every parameter Tensor has a leading ``Layer`` axis
+(a real axis of the Tensor: it shards, saves and loads like any other), and its call is one
+:func:`axjax.fold` over ``Layer``: a single ``lax.scan`` (an XLA ``while``) whose body
+applies the block to the carried activations with the parameters of one layer. The body is
+traced and compiled once, whatever the depth (what Haliax's ``Stacked``, Penzai's
+``LayerStack`` and ``nnx.scan`` do).
+
+``remat=`` rematerialises the body in the backward pass under a ``jax.checkpoint``
+policy (the names of :func:`axjax.nn.remat`), so the scan keeps only each layer's input.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any, Concatenate, Generic, final
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+from jax.sharding import AxisType, PartitionSpec
+from typing_extensions import ParamSpec, TypeVar
+
+from ..core import Axis, AxisError, Tensor
+from ..core._internal import (
+    axis_name,
+    check_axis_label,
+    describe,
+    flatten,
+    is_symbolic,
+    is_tensor,
+    unflatten,
+)
+from ..graph import fold
+from ._registry import register_layer
+from ._remat import Policy, resolve_policy
+
+__all__ = ["LayerStack", "Layer"]
+
+#: the block's type (covariant: a call reads the block's own call signature)
+M = TypeVar("M", covariant=True, default=Any)
+#: the stacking axis
+L = TypeVar("L", bound=Axis, covariant=True, default=Any)
+M2 = TypeVar("M2")
+X = TypeVar("X")
+P = ParamSpec("P")
+AnyTensor = Tensor[Any, *tuple[Any, ...]]
+
+#: ``remat=``: ``False`` (keep every activation), ``True`` (save only each layer's input),
+#: a policy name of :func:`axjax.nn.remat` or a ``jax.checkpoint_policies`` function
+Remat = bool | Policy
+
+
+@final
+class Layer(Axis):
+    """The default axis of a :class:`LayerStack`: one entry per block."""
+
+
+#: the axis of a stack being built (``Layer`` when none is given)
+L2 = TypeVar("L2", bound=Axis, default=Layer)
+
+
+@final
+class _KeyData(Axis):
+    """The words of a PRNG key, when per-layer keys ride along a scan as a Tensor."""
+
+
+def _dynamic(leaf: object) -> bool:
+    return is_tensor(leaf) or eqx.is_array(leaf)
+
+
+def _stacked_size(tree: Any, axis: type[Axis], where: str) -> int:
+    """The size of ``axis``, leading on every Tensor of ``tree``; a clear error otherwise."""
+    sizes: set[int] = set()
+    for path, leaf in jax.tree_util.tree_leaves_with_path(tree, is_leaf=is_tensor):
+        name = jax.tree_util.keystr(path, simple=True, separator=".") or "the block"
+        if eqx.is_array(leaf):
+            raise TypeError(
+                f"{where}: the block's field {name} is a bare array; a stacked block's "
+                "parameters must be Tensors (wrap it with ax.tensor(array, *axes))"
+            )
+        if not is_tensor(leaf):
+            continue
+        if not leaf.axes or leaf.axes[0] is not axis:
+            raise AxisError(
+                f"{where}: the parameter {name} is {describe(leaf)}, without the "
+                f"stacking axis {axis_name(axis)} first (build the stack with "
+                "LayerStack.init or LayerStack.from_layers)"
+            )
+        if leaf.shape[0] is not None:
+            sizes.add(leaf.shape[0])
+    if len(sizes) > 1:
+        raise AxisError(
+            f"{where}: the parameters have {axis_name(axis)} sizes {sorted(sizes)}; every "
+            "parameter of a stack has one entry per layer"
+        )
+    if not sizes:
+        raise ValueError(f"{where}: the block has no parameter Tensors to stack")
+    return sizes.pop()
+
+
+def _with_leading(tree: Any, axis: type[Axis]) -> Any:
+    """``tree`` with ``axis`` named first on every Tensor whose array gained a leading
+    dimension (the result of a ``vmap`` or of stacking the arrays)."""
+
+    def name(leaf: Any) -> Any:
+        if is_tensor(leaf):
+            return Tensor(leaf.array, (axis, *leaf.axes))
+        return leaf
+
+    return jax.tree.map(name, tree, is_leaf=is_tensor)
+
+
+def _check_positive(n: object, where: str) -> int:
+    if isinstance(n, bool) or not isinstance(n, int) or n < 1:
+        raise ValueError(f"{where}: n must be a positive int (the number of layers), got {n!r}")
+    return n
+
+
+def _check_remat(remat: Remat, where: str) -> Remat:
+    if remat is not False and remat is not True:
+        resolve_policy(remat, where)  # an unknown name fails here, not at the first call
+    return remat
+
+
+@register_layer(typed="stack")
+class LayerStack(eqx.Module, Generic[M, L]):
+    """``n`` blocks of one structure, parameters stacked along ``axis``, called as one scan.
+
+    Build one with :meth:`init` (each block made with its own key, under ``eqx.filter_vmap``)
+    or :meth:`from_layers` (blocks already built). Every parameter Tensor has ``axis`` first
+    (``Tensor[F32, Layer, Mlp, Embed]``): sharding rules, safetensors and orbax treat it as
+    any other axis, so ``{Layer: "data"}`` as a parameter rule shards the stack over layers.
+
+    The call ``stack(x, *args, **kwargs)`` runs ``x = block_i(x, *args, **kwargs)`` for
+    ``i = 0 .. n-1`` as one :func:`axjax.fold` over ``axis`` (one ``lax.scan``): the block
+    must return what it is given (same structure, axes and dtypes), as a residual block
+    does. ``key=`` is split into one key per layer; other arguments go to every layer as
+    they are.
+
+    Args:
+        layers: one block whose every parameter Tensor has ``axis`` first.
+        axis: the stacking axis (:class:`Layer` by default).
+        remat: ``False`` keeps every activation for the backward pass; ``True`` saves only
+            each layer's input and recomputes the rest; a policy name of
+            :func:`axjax.nn.remat` (``"dots"``, ``"offload_dots"``, ...) or a
+            ``jax.checkpoint_policies`` function saves what it names.
+
+    Example:
+        >>> stack = ax.nn.LayerStack.init(lambda k: Block(cfg, k), 24, Layer, key=key)
+        >>> stack.layers.up.weight     # Tensor[F32, Layer=24, Mlp=512, Embed=128]
+        >>> y = stack(x)               # Tensor[F32, Batch, Pos, Embed] -> the same type
+        >>> stack[3]                   # the fourth block, a Block
+
+    Typing: ``LayerStack[Block, Layer]``; the call takes and returns the block's argument
+    type (under the mypy plugin also for layers typed by their rules, ``Affine[F32, E, E]``).
+    """
+
+    layers: M
+    axis: type[Axis] = eqx.field(static=True)
+    remat: Remat = eqx.field(static=True)
+
+    def __init__(
+        self,
+        layers: M,
+        axis: type[L] = Layer,  # type: ignore[assignment]  # L's default is Layer
+        *,
+        remat: Remat = False,
+    ) -> None:
+        self.axis = check_axis_label(axis, "LayerStack")
+        _stacked_size(layers, self.axis, "LayerStack")
+        self.layers = layers
+        self.remat = _check_remat(remat, "LayerStack")
+
+    @classmethod
+    def init(
+        cls,
+        make: Callable[[jax.Array], M2],
+        n: int,
+        axis: type[L2] = Layer,  # type: ignore[assignment]  # L2's default is Layer
+        *,
+        key: jax.Array,
+        remat: Remat = False,
+    ) -> LayerStack[M2, L2]:
+        """``n`` blocks ``make(k)``, each with its own key, built at once (``eqx.filter_vmap``)
+        with ``axis`` leading on every parameter Tensor.
+
+        Example:
+            >>> stack = ax.nn.LayerStack.init(
+            ...     lambda k: ax.nn.Affine(Hidden, Hidden, 64, 64, key=k), 8, Layer, key=key)
+        """
+        n = _check_positive(n, "LayerStack.init")
+        over = check_axis_label(axis, "LayerStack.init")
+        stacked = eqx.filter_vmap(make)(jax.random.split(key, n))
+        return LayerStack(_with_leading(stacked, over), axis, remat=remat)
+
+    @classmethod
+    def from_layers(
+        cls,
+        layers: Sequence[M2],
+        axis: type[L2] = Layer,  # type: ignore[assignment]  # L2's default is Layer
+        *,
+        remat: Remat = False,
+    ) -> LayerStack[M2, L2]:
+        """The stack of blocks already built (same structure, axes and sizes), in order.
+
+        Example:
+            >>> stack = ax.nn.LayerStack.from_layers([Block(cfg, k) for k in keys], Layer)
+            >>> stack.unstack()[0]     # the first block again
+        """
+        if not layers:
+            raise ValueError("LayerStack.from_layers: give at least one layer")
+        over = check_axis_label(axis, "LayerStack.from_layers")
+        dyn, static = eqx.partition(layers[0], _dynamic, is_leaf=is_tensor)
+        leaves0, def0 = flatten(dyn)
+        columns: list[list[Any]] = [[] for _ in leaves0]
+        for i, layer in enumerate(layers):
+            d, s = eqx.partition(layer, _dynamic, is_leaf=is_tensor)
+            leaves, tdef = flatten(d)
+            same = tdef == def0 and eqx.tree_equal(s, static) is True
+            if same:
+                same = all(
+                    (is_tensor(a) and is_tensor(b) and a.type == b.type)
+                    or (not is_tensor(a) and not is_tensor(b) and a.shape == b.shape)
+                    for a, b in zip(leaves, leaves0, strict=True)
+                )
+            if not same:
+                raise ValueError(
+                    f"LayerStack.from_layers: layer {i} differs from layer 0 in its "
+                    "structure, its settings or its parameters' axes, dtypes or sizes; "
+                    "a stack holds copies of one block"
+                )
+            for column, leaf in zip(columns, leaves, strict=True):
+                column.append(leaf)
+        stacked: list[Any] = [
+            Tensor(jnp.stack([t.array for t in c]), (over, *c[0].axes))
+            if is_tensor(c[0])
+            else jnp.stack(c)
+            for c in columns
+        ]
+        return LayerStack(
+            eqx.combine(unflatten(def0, stacked), static, is_leaf=is_tensor), axis, remat=remat
+        )
+
+    def __len__(self) -> int:
+        """The number of layers."""
+        return _stacked_size(self.layers, self.axis, "LayerStack")
+
+    def __getitem__(self, i: int) -> M:
+        """Block ``i`` (its parameters without the stacking axis)."""
+        n = len(self)
+        if not -n <= i < n:
+            raise IndexError(f"LayerStack: layer {i} is out of range for {n} layers")
+        return self._block(lambda t: t[i % n])
+
+    def unstack(self) -> list[M]:
+        """The blocks, in order (for an unrolled model or a per-layer look)."""
+        return [self[i] for i in range(len(self))]
+
+    def _block(self, take: Callable[[Any], Any]) -> M:
+        def one(leaf: Any) -> Any:
+            if is_tensor(leaf):
+                return Tensor(take(leaf.array), leaf.axes[1:])
+            return leaf
+
+        out: M = jax.tree.map(one, self.layers, is_leaf=is_tensor)
+        return out
+
+    def __call__(
+        self: LayerStack[Callable[Concatenate[X, P], X], Any],
+        x: X,
+        /,
+        *args: P.args,
+        **kwargs: P.kwargs,
+    ) -> X:
+        """Apply every layer in turn: one scan over the stacking axis."""
+        out: X = _run(self, x, args, dict(kwargs))
+        return out
+
+
+def _run(stack: LayerStack[Any, Any], x: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+    where = f"LayerStack(over={axis_name(stack.axis)})"
+    n = _stacked_size(stack.layers, stack.axis, where)
+    x_leaves, _ = flatten(x)
+    if not x_leaves or not all(is_tensor(t) for t in x_leaves):
+        raise TypeError(
+            f"{where}: the input must be a Tensor or a pytree of Tensors (the state carried "
+            f"from layer to layer), got {type(x).__name__}"
+        )
+    dyn, static = eqx.partition(stack.layers, _dynamic, is_leaf=is_tensor)
+    key = kwargs.pop("key", None)
+    symbolic = any(is_symbolic(t) for t in [*x_leaves, *flatten(dyn)[0]])
+    if key is not None and symbolic:
+        raise TypeError(f"{where}: key= is for a call on Tensors, not on graph nodes")
+    if not symbolic:
+        dyn = _layers_unsplit(dyn)
+    xs: Any = dyn if key is None else (dyn, _keys_tensor(key, n, stack.axis))
+
+    def apply(state: Any, sliced: Any) -> Any:
+        if key is None:
+            block = eqx.combine(sliced, static, is_leaf=is_tensor)
+            out = block(state, *args, **kwargs)
+        else:
+            layer_dyn, k = sliced
+            block = eqx.combine(layer_dyn, static, is_leaf=is_tensor)
+            out = block(state, *args, key=_key_of(k, key), **kwargs)
+        _check_same(out, state, where)
+        return out
+
+    if stack.remat is False:
+        return fold(apply, over=stack.axis)(x, xs)
+    if symbolic:  # a compiled graph replays the Loop node's body, without jax.checkpoint
+        raise TypeError(
+            f"{where}: remat={stack.remat!r} is for a call on Tensors; on graph nodes the "
+            "compiled graph replays the loop's body and would not rematerialise it (build "
+            "the graph from LayerStack(stack.layers, axis) without remat)"
+        )
+    policy = None if stack.remat is True else resolve_policy(stack.remat, where)
+    unit = jax.checkpoint(apply, policy=policy, prevent_cse=False)
+    return fold(unit, over=stack.axis)(x, xs)
+
+
+def _layers_unsplit(dyn: Any) -> Any:
+    """The stacked parameters with the stacking axis whole on every device, where a mesh
+    with Explicit axes splits it (``{Layer: "data"}``): JAX's scan takes one slice per step
+    only of an unsplit leading axis there, so the layers are gathered before the loop. On
+    Auto meshes XLA partitions the loop itself and nothing changes."""
+
+    def one(leaf: Any) -> Any:
+        if not is_tensor(leaf):
+            return leaf
+        sharding = getattr(jax.typeof(leaf.array), "sharding", None)
+        mesh = getattr(sharding, "mesh", None)
+        spec = getattr(sharding, "spec", None)
+        if (
+            mesh is None
+            or not spec
+            or spec[0] is None
+            or AxisType.Explicit not in (mesh.axis_types or ())
+        ):
+            return leaf
+        unsplit = PartitionSpec(None, *spec[1:])  # type: ignore[no-untyped-call, unused-ignore]
+        whole = jax.sharding.reshard(leaf.array, unsplit)  # type: ignore[no-untyped-call, unused-ignore]
+        return Tensor(whole, leaf.axes)
+
+    return jax.tree.map(one, dyn, is_leaf=is_tensor)
+
+
+def _keys_tensor(key: jax.Array, n: int, axis: type[Axis]) -> AnyTensor:
+    """One key per layer as a U32 Tensor ``[axis, _KeyData]`` (``fold`` scans Tensors)."""
+    keys = jax.random.split(key, n)
+    data = jax.random.key_data(keys) if jnp.issubdtype(keys.dtype, jax.dtypes.prng_key) else keys
+    return Tensor(data.reshape(n, -1), (axis, _KeyData))
+
+
+def _key_of(k: AnyTensor, like: jax.Array) -> jax.Array:
+    """The key of one layer, typed as ``like`` is (a typed key or raw uint32 words)."""
+    words: jax.Array = k.array
+    if jnp.issubdtype(like.dtype, jax.dtypes.prng_key):
+        typed: jax.Array = jax.random.wrap_key_data(words, impl=jax.random.key_impl(like))
+        return typed
+    return words  # a raw key: its uint32 words as they are
+
+
+def _check_same(out: Any, state: Any, where: str) -> None:
+    """Raise unless the block returned what it was given: same structure, axes, dtypes."""
+    o_leaves, o_def = flatten(out)
+    s_leaves, s_def = flatten(state)
+    if o_def == s_def and all(
+        is_tensor(o) and o.axes == s.axes and o.dtype is s.dtype
+        for o, s in zip(o_leaves, s_leaves, strict=True)
+    ):
+        return
+    got = ", ".join(describe(t) if is_tensor(t) else type(t).__name__ for t in o_leaves)
+    want = ", ".join(f"{describe(t)}" for t in s_leaves)
+    raise AxisError(
+        f"{where}: the block returned ({got}) for the input ({want}); a stacked block "
+        "must return what it is given, same axes in the same order and the same dtype "
+        "(its output is the next layer's input)"
+        + ("" if o_def == s_def else f"; the structures differ too: {o_def} vs {s_def}")
+    )

@@ -1,0 +1,114 @@
+"""Every ```python block of README.md and docs/*.md runs (or is a fragment that says why).
+
+Each page runs in a fresh process (tests/docs_blocks.py): its blocks in order in one
+namespace, hidden set-up blocks where they stand, ``raises`` blocks required to raise. The
+pages are found by globbing, so a new page is covered. ``python -m tests.docs_blocks
+--count`` prints the run/total count this test also prints.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from tests import docs_blocks
+from tests.docs_blocks import DocsMarkError, parse, run_blocks
+
+PAGES = docs_blocks.pages()
+#: Pages whose every python block a test of their own already runs in order, in one
+#: namespace (and checks the printed output): not run twice.
+OWN_TESTS = {
+    "docs/graph.md": "tests/graph/test_graph_docs.py",
+    "docs/custom-ops.md": "tests/core/test_custom_op_doc.py",
+}
+
+
+@pytest.mark.parametrize("page", PAGES, ids=lambda p: docs_blocks._rel(p))
+def test_the_blocks_of_the_page_run(page: Path) -> None:
+    parsed = parse(page)
+    if not parsed.blocks:
+        return  # a page without python blocks (docs/ops.md) has nothing to run
+    own = OWN_TESTS.get(docs_blocks._rel(page))
+    if own is not None:
+        source = (docs_blocks.ROOT / own).read_text()
+        assert page.name in source and "exec(compile(" in source
+        assert all(b.kind == "run" for b in parsed.blocks), f"{own} runs every block as code"
+        pytest.skip(f"run block by block by {own}")
+    why = docs_blocks.missing_data(parsed)
+    if why:
+        pytest.skip(why)
+    done = docs_blocks.run_page_in_subprocess(page)
+    assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-8000:]
+    summary = json.loads(done.stdout.strip().splitlines()[-1])
+    assert (summary["run"], summary["total"]) == parsed.counts
+
+
+def test_the_count_of_blocks_that_run(capsys: pytest.CaptureFixture[str]) -> None:
+    counts = docs_blocks.count()
+    run = sum(r for r, _ in counts.values())
+    total = sum(t for _, t in counts.values())
+    fragments = [
+        f"{b.where} ({b.reason})" for p in PAGES for b in parse(p).blocks if b.kind == "fragment"
+    ]
+    with capsys.disabled():
+        print(f"\ndocs blocks: {run} run / {total} total; fragments: {'; '.join(fragments)}")
+    assert total >= 49 and run == total - len(fragments)
+    assert all(b.reason for p in PAGES for b in parse(p).blocks if b.kind == "fragment")
+
+
+# ----------------------------------------------------------------- the runner can fail
+
+
+def write(tmp_path: Path, text: str) -> Path:
+    page = tmp_path / "page.md"
+    page.write_text(text)
+    return page
+
+
+def test_a_broken_block_fails_the_page_and_names_its_line(tmp_path: Path) -> None:
+    page = write(
+        tmp_path,
+        "# A page\n\n```python\nx = 1\n```\n\ntext\n\n```python\ny = x + undefined_name\n```\n",
+    )
+    done = docs_blocks.run_page_in_subprocess(page, timeout=120)
+    assert done.returncode != 0
+    assert "page.md:10: the block raised NameError: name 'undefined_name' is not defined" in (
+        done.stderr
+    )
+
+
+def test_markers_are_checked(tmp_path: Path) -> None:
+    # a later block sees an earlier one's names; a hidden set-up block runs, uncounted
+    page = parse(
+        write(
+            tmp_path,
+            "<!-- docs-test: setup\nbase = 40\n-->\n```python\nx = base + 1\n```\n"
+            "```python\nassert x == 41\n```\n",
+        )
+    )
+    assert page.counts == (2, 2) and len(run_blocks(page)) == 3
+    # a fragment is compiled, not run: a syntax error still fails
+    fragment = "<!-- docs-test: fragment (a sketch) -->\n```python\nundefined()\n```\n"
+    assert run_blocks(parse(write(tmp_path, fragment)))[0].endswith("fragment (a sketch)")
+    bad_syntax = "<!-- docs-test: fragment (a sketch) -->\n```python\ndef f(:\n```\n"
+    with pytest.raises(AssertionError, match="page.md:3: the block does not compile"):
+        run_blocks(parse(write(tmp_path, bad_syntax)))
+    # a block marked to raise must raise that class
+    quiet = "<!-- docs-test: raises ValueError -->\n```python\nx = 1\n```\n"
+    with pytest.raises(AssertionError, match="marked 'raises ValueError' but ran without"):
+        run_blocks(parse(write(tmp_path, quiet)))
+    other = "<!-- docs-test: raises ValueError -->\n```python\n{}['k']\n```\n"
+    with pytest.raises(AssertionError, match="the block raised KeyError"):
+        run_blocks(parse(write(tmp_path, other)))
+    # a fragment needs its reason; an unknown or misplaced marker is an error
+    for text, message in [
+        ("<!-- docs-test: fragment -->\n```python\nx\n```\n", "unknown docs-test marker"),
+        ("<!-- docs-test: fragmnet (typo) -->\n```python\nx\n```\n", "unknown docs-test marker"),
+        ("<!-- docs-test: fragment (r) -->\n\ntext\n```python\nx\n```\n", "must stand on the"),
+        ("<!-- docs-test: fragment (r) -->\n```sh\nls\n```\n", "not a ```python one"),
+        ("<!-- docs-test: setup\nx = 1\n", "has no closing -->"),
+    ]:
+        with pytest.raises(DocsMarkError, match=message):
+            parse(write(tmp_path, text))
