@@ -2,7 +2,7 @@
 VENV ?= .venv
 PY := $(VENV)/bin/python
 
-.PHONY: mnist test lint install docs
+.PHONY: mnist test lint install docs test-pythons
 
 $(VENV)/.installed: pyproject.toml
 	python3 -m venv $(VENV)
@@ -25,3 +25,9 @@ test: lint   ## ruff, then the whole test suite (ops, typing under mypy+pyright,
 docs: $(VENV)/.installed   ## the documentation site with the API reference, into site/
 	$(PY) tools/gen_api_docs.py --check
 	$(PY) -m mkdocs build --strict
+
+# tests/core and tests/nn on Python 3.12 and 3.13 with the newest JAX each installs (one
+# .venv-py3.X per version; a version that is not installed is skipped with a message)
+PYTHONS ?= 3.12 3.13
+test-pythons:
+	bash .ci/test-pythons $(PYTHONS)

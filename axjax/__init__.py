@@ -45,6 +45,7 @@ from .core import Matrix as Matrix
 from .core import NonFiniteError as NonFiniteError
 from .core import NonFiniteReport as NonFiniteReport
 from .core import Op as Op
+from .core import OptionalDependencyWarning as OptionalDependencyWarning
 from .core import ReductionOp as ReductionOp
 from .core import Scalar as Scalar
 from .core import Tensor as Tensor

@@ -34,6 +34,7 @@ from ._jax_hints import install_jax_hints as _install_jax_hints
 from ._op import Op as Op
 from ._op import config as config
 from ._op import jax_autodiff as jax_autodiff
+from ._optional import OptionalDependencyWarning as OptionalDependencyWarning
 from ._rules import AxisRules as AxisRules
 from ._rules import abstract as abstract
 from ._rules import axis_rules as axis_rules

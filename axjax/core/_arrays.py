@@ -20,7 +20,7 @@ import functools
 import re
 import threading
 from collections.abc import Sequence
-from typing import Any, TypeAlias
+from typing import TYPE_CHECKING, Annotated, Any, TypeAlias
 
 import jax
 import jaxtyping
@@ -35,12 +35,14 @@ __all__ = ["Array", "ArrayData", "AxesArray", "array_type", "dim_name", "dims", 
 Array: TypeAlias = Shaped[jax.Array, "..."]
 """A ``jax.Array`` of any rank and dtype (statically: ``jax.Array``)."""
 
-AxesArray = Shaped[jax.Array, "*Axes"]
+if TYPE_CHECKING:  # what checkers see of the alias below; pyright --verifytypes needs it spelt
+    AxesArray: TypeAlias = Annotated[jax.Array, "*Axes"]  # noqa: F722
+else:
+    AxesArray = Shaped[jax.Array, "*Axes"]
 """The array of a ``Tensor[D, *Axes]``: one dimension per axis, in order (``Tensor.array``).
 
-A plain assignment, not ``TypeAlias``: ruff would read the dimension string as a forward
-reference. Name dimensions the same way elsewhere (``Float32[jax.Array, "Batch Pixel"]``
-as a module-level alias); mypy and pyright see ``jax.Array``.
+Name dimensions the same way elsewhere (``Float32[jax.Array, "Batch Pixel"]`` as a
+module-level alias); mypy and pyright see ``jax.Array``.
 """
 
 ArrayData: TypeAlias = Shaped[ArrayLike, "..."] | Sequence[Any]

@@ -67,70 +67,70 @@ class Integer(DType):
 class F16(Floating):
     """float16."""
 
-    numpy = np.dtype(jnp.float16)
+    numpy: ClassVar[np.dtype[Any]] = np.dtype(jnp.float16)
 
 
 @final
 class BF16(Floating):
     """bfloat16."""
 
-    numpy = np.dtype(jnp.bfloat16)
+    numpy: ClassVar[np.dtype[Any]] = np.dtype(jnp.bfloat16)
 
 
 @final
 class F32(Floating):
     """float32."""
 
-    numpy = np.dtype(jnp.float32)
+    numpy: ClassVar[np.dtype[Any]] = np.dtype(jnp.float32)
 
 
 @final
 class F64(Floating):
     """float64 (needs ``jax.config.update("jax_enable_x64", True)``)."""
 
-    numpy = np.dtype(jnp.float64)
+    numpy: ClassVar[np.dtype[Any]] = np.dtype(jnp.float64)
 
 
 @final
 class I8(Integer):
     """int8."""
 
-    numpy = np.dtype(jnp.int8)
+    numpy: ClassVar[np.dtype[Any]] = np.dtype(jnp.int8)
 
 
 @final
 class I32(Integer):
     """int32."""
 
-    numpy = np.dtype(jnp.int32)
+    numpy: ClassVar[np.dtype[Any]] = np.dtype(jnp.int32)
 
 
 @final
 class I64(Integer):
     """int64 (needs ``jax_enable_x64``)."""
 
-    numpy = np.dtype(jnp.int64)
+    numpy: ClassVar[np.dtype[Any]] = np.dtype(jnp.int64)
 
 
 @final
 class U8(Integer):
     """uint8."""
 
-    numpy = np.dtype(jnp.uint8)
+    numpy: ClassVar[np.dtype[Any]] = np.dtype(jnp.uint8)
 
 
 @final
 class U32(Integer):
     """uint32."""
 
-    numpy = np.dtype(jnp.uint32)
+    numpy: ClassVar[np.dtype[Any]] = np.dtype(jnp.uint32)
 
 
 @final
 class Bool(DType):
     """bool."""
 
-    numpy = np.dtype(jnp.bool_)
+    numpy: ClassVar[np.dtype[Any]] = np.dtype(jnp.bool_)
 
 
 _MARKERS: dict[np.dtype[Any], type[DType]] = {

@@ -39,6 +39,7 @@ from ._op import require_floating as require_floating
 from ._op import require_numbers as require_numbers
 from ._op import result_dtype as result_dtype
 from ._op import same_sizes as same_sizes
+from ._optional import Feature as Feature
 from ._provenance import constructed as constructed
 from ._provenance import origins as origins
 from ._provenance import provenance_enabled as provenance_enabled

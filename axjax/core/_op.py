@@ -56,7 +56,7 @@ class _Config(threading.local):
         _provenance.set_enabled(on)
 
 
-config = _Config()
+config: _Config = _Config()
 
 
 @contextlib.contextmanager

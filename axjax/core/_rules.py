@@ -62,7 +62,7 @@ class AxisRules:
                 f"{where}: the first argument is a jax.sharding.Mesh "
                 f"(jax.make_mesh(...)), got {type(mesh).__name__}"
             )
-        self.mesh = mesh
+        self.mesh: Mesh = mesh
         self.rules: Table = rules_table(rules, where)
         self.param_rules: Table = (
             self.rules if param_rules is None else rules_table(param_rules, where)

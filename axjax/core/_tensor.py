@@ -56,6 +56,9 @@ class TensorType:
     """
 
     __slots__ = ("dtype", "axes", "shape")
+    dtype: type[DType]
+    axes: tuple[type[Axis], ...]
+    shape: tuple[int | None, ...]
 
     def __init__(
         self, dtype: type[DType], axes: tuple[type[Axis], ...], shape: tuple[int | None, ...]

@@ -49,11 +49,12 @@ class Program:
 
     def __init__(self, outputs: Outputs, inputs: Any, where: str) -> None:
         self.where = where
-        self.graph = graph = Graph(outputs)
+        self.graph: Graph = Graph(outputs)
+        graph = self.graph
         self.inputs: tuple[AnyInput, ...] = _check_inputs(graph, inputs, where)
         self.params: tuple[AnyParam, ...] = graph.params
         self.param_index: dict[AnyParam, int] = {p: i for i, p in enumerate(self.params)}
-        self.const_values = tuple(c.value for c in graph.consts)
+        self.const_values: tuple[AnyTensor, ...] = tuple(c.value for c in graph.consts)
         slot = {id(n): k for k, n in enumerate(graph.nodes)}
         input_index = {id(x): i for i, x in enumerate(self.inputs)}
         const_index = {id(c): i for i, c in enumerate(graph.consts)}
@@ -65,8 +66,10 @@ class Program:
                 self.leaves.append((k, 1, const_index[id(n)]))
             elif isinstance(n, Input):
                 self.leaves.append((k, 2, input_index[id(n)]))
-        self.steps = plan_steps(graph.nodes, {k for k, _, _ in self.leaves}, graph.names)
-        self.out_slots = tuple(slot[id(o)] for o in graph.outputs)
+        self.steps: list[Step] = plan_steps(
+            graph.nodes, {k for k, _, _ in self.leaves}, graph.names
+        )
+        self.out_slots: tuple[int, ...] = tuple(slot[id(o)] for o in graph.outputs)
 
     def run(
         self, params: Sequence[AnyTensor], consts: Sequence[AnyTensor], inputs: Sequence[AnyTensor]
@@ -344,8 +347,8 @@ class CompiledGraph(Generic[R, *Ins]):
     def __init__(self, outputs: Outputs, inputs: Any = None) -> None:
         self._program = Program(outputs, inputs, "the compiled graph")
         self.graph: Graph = self._program.graph
-        self.inputs = self._program.inputs
-        self.trace_count = 0
+        self.inputs: tuple[AnyInput, ...] = self._program.inputs
+        self.trace_count: int = 0
         self._jit = jax.jit(self._run, static_argnums=0)  # 0: the autodiff mode
 
     def _run(self, mode: str, params: Any, consts: Any, inputs: Any) -> tuple[AnyTensor, ...]:

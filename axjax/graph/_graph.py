@@ -49,6 +49,9 @@ class Graph:
         >>> len(g), g.inputs, g.params
     """
 
+    structure: Any
+    outputs: tuple[AnyNode, ...]
+
     def __init__(self, outputs: Outputs) -> None:
         self.structure, self.outputs = _flatten_outputs(outputs, "Graph")
         self.nodes: tuple[AnyNode, ...] = toposort(self.outputs)

@@ -19,6 +19,7 @@ import jax
 from ..core import AxisError, Tensor, config
 from ..core._internal import describe, is_floating, trusted_tensor
 from ._compile import AnyParam, AnyTensor, Program
+from ._graph import Graph
 from ._nodes import Node, Param
 
 __all__ = ["GraphGrad", "LossProgram", "distinct_wrt", "graph_grad"]
@@ -51,8 +52,9 @@ class LossProgram:
                 f"{describe(loss.type)} (reduce the remaining axes with ax.sum or "
                 "ax.mean)"
             )
-        self.program = p = Program(loss, inputs, where)
-        self.single = isinstance(wrt, Node)
+        self.program: Program = Program(loss, inputs, where)
+        p = self.program
+        self.single: bool = isinstance(wrt, Node)
         wanted = p.params if wrt is None else (wrt,) if self.single else tuple(wrt)
         distinct_wrt(wanted, where)
         for w in wanted:
@@ -69,7 +71,7 @@ class LossProgram:
                     f"{where}: {w!r} holds {w.dtype.__name__} values, which have no gradient"
                 )
         self.wrt: tuple[AnyParam, ...] = tuple(wanted)
-        self.index = tuple(p.param_index[w] for w in self.wrt)
+        self.index: tuple[int, ...] = tuple(p.param_index[w] for w in self.wrt)
 
     def loss(
         self, train: Sequence[AnyTensor], values: Sequence[AnyTensor], inputs: Sequence[AnyTensor]
@@ -94,9 +96,9 @@ class GraphGrad:
         where = "ax.value_and_grad" if with_value else "ax.grad"
         self._lp = LossProgram(loss, wrt, inputs, where)
         self.with_value = with_value
-        self.graph = self._lp.program.graph
-        self.wrt = self._lp.wrt
-        self.trace_count = 0
+        self.graph: Graph = self._lp.program.graph
+        self.wrt: tuple[AnyParam, ...] = self._lp.wrt
+        self.trace_count: int = 0
         self._jit = jax.jit(self._value_and_grad, static_argnums=0)  # 0: the autodiff mode
 
     def _value_and_grad(self, mode: str, train: Any, values: Any, inputs: Any) -> Any:

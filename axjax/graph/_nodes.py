@@ -351,6 +351,9 @@ class _ParamId:
     """The identity of a Param, shared by every copy JAX or optax makes of it."""
 
     __slots__ = ("name", "type", "serial")
+    name: str | None
+    type: TensorType
+    serial: int
 
     def __init__(self, name: str | None, type_: TensorType) -> None:
         self.name, self.type, self.serial = name, type_, next(_serial)

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ..core._internal import describe
+from ..core._internal import Feature, describe
 from ._loop import Loop
 from ._nodes import Node
 from ._results import Results
@@ -241,7 +241,11 @@ def to_svg(graph: Graph, engine: str = "builtin") -> str:
     return _builtin_svg(graph)
 
 
+_PNG = Feature("matplotlib", 'Graph.save("graph.png") without Graphviz')
+
+
 def _png(graph: Graph, path: Path) -> None:
+    _PNG.require()
     from matplotlib.figure import Figure
     from matplotlib.patches import FancyBboxPatch
 

@@ -365,6 +365,10 @@ class Fold(Generic[U, X]):
     against them; see docs/typing.md).
     """
 
+    unit: U
+    over: type[X]
+    reverse: bool
+
     def __init__(self, unit: U, over: type[X], reverse: bool) -> None:
         self.unit, self.over, self.reverse = unit, over, reverse
 
@@ -378,6 +382,10 @@ class Scan(Generic[U, X]):
     state, axis ``X`` first: a ``Tensor[D, *S]`` state gives ``Tensor[D, X, *S]``."""
 
     at = 0
+
+    unit: U
+    over: type[X]
+    reverse: bool
 
     def __init__(self, unit: U, over: type[X], reverse: bool) -> None:
         self.unit, self.over, self.reverse = unit, over, reverse
@@ -404,6 +412,11 @@ class ScanAt(Generic[U, X, K]):
     """``scan(unit, over=X, at=k)`` with ``k != 0``: axis ``X`` at position ``k`` of each
     state Tensor (``K`` is the position, exact under the mypy plugin; gradual axes
     otherwise)."""
+
+    unit: U
+    over: type[X]
+    reverse: bool
+    at: K
 
     def __init__(self, unit: U, over: type[X], reverse: bool, at: K) -> None:
         self.unit, self.over, self.reverse, self.at = unit, over, reverse, at

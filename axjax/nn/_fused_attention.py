@@ -61,8 +61,12 @@ class FusedAttention(Op):
         masked: bool = False,
         implementation: str | None = None,
     ) -> None:
-        self.over, self.key_pos, self.heads = over, key_pos, heads
-        self.causal, self.masked, self.implementation = causal, masked, implementation
+        self.over: type[Axis] = over
+        self.key_pos: type[Axis] = key_pos
+        self.heads: type[Axis] | None = heads
+        self.causal: bool = causal
+        self.masked: bool = masked
+        self.implementation: str | None = implementation
 
     def describe(self) -> str:
         return f"FusedAttention(over={axis_name(self.over)}, key_pos={axis_name(self.key_pos)})"

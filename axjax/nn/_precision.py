@@ -170,6 +170,7 @@ class DTypeCast(Generic[DC]):
     """
 
     __slots__ = ("dtype",)
+    dtype: type[DC]
 
     def __init__(self, dtype: type[DC]) -> None:
         self.dtype = dtype

@@ -28,15 +28,16 @@ from typing import Any, TypeVar
 import jax
 import jax.numpy as jnp
 import numpy as np
-from safetensors import safe_open
-from safetensors.numpy import save_file
 
 from ..core import Tensor
+from ..core._internal import Feature
 
 __all__ = ["SafetensorsError", "load_safetensors", "save_safetensors"]
 
 M = TypeVar("M")
 _KEY = "axjax"
+_SAVE = Feature("safetensors", "ax.nn.save_safetensors")
+_LOAD = Feature("safetensors", "ax.nn.load_safetensors")
 
 
 class SafetensorsError(ValueError):
@@ -148,6 +149,9 @@ def save_safetensors(
         >>> ax.nn.save_safetensors(model, "model.safetensors")
         >>> model = ax.nn.load_safetensors(LM(cfg, key=jax.random.key(0)), "model.safetensors")
     """
+    _SAVE.require()
+    from safetensors.numpy import save_file
+
     extra = _checked_metadata(metadata)
     entries = _entries(module, "save_safetensors")
     arrays = {
@@ -181,6 +185,9 @@ def load_safetensors(template: M, path: str | os.PathLike[str]) -> M:
     Example:
         >>> model = ax.nn.load_safetensors(LM(cfg, key=jax.random.key(0)), "model.safetensors")
     """
+    _LOAD.require()
+    from safetensors import safe_open
+
     where = os.fspath(path)
     if not os.path.exists(where):
         raise FileNotFoundError(f"load_safetensors: no file {where}")

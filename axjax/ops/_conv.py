@@ -127,14 +127,14 @@ class Conv(Op):
         dilation: int | Sequence[int] = 1,
         groups: int = 1,
     ) -> None:
-        self.spatial = tuple(check_axis_label(a, "Conv") for a in spatial)
+        self.spatial: tuple[type[Axis], ...] = tuple(check_axis_label(a, "Conv") for a in spatial)
         n = len(self.spatial)
         if n == 0 or len(set(self.spatial)) != n:
             raise ValueError(f"Conv: spatial must name distinct axes, got ({axes_names(spatial)})")
-        self.stride = per_axis(stride, n, "stride", "conv")
-        self.dilation = per_axis(dilation, n, "dilation", "conv")
-        self.padding = normalize_padding(padding, n, "conv")
-        self.groups = positive_int("conv", "groups", groups)
+        self.stride: tuple[int, ...] = per_axis(stride, n, "stride", "conv")
+        self.dilation: tuple[int, ...] = per_axis(dilation, n, "dilation", "conv")
+        self.padding: str | tuple[tuple[int, int], ...] = normalize_padding(padding, n, "conv")
+        self.groups: int = positive_int("conv", "groups", groups)
 
     def describe(self) -> str:
         return f"Conv{len(self.spatial)}D({axes_names(self.spatial)})"

@@ -55,14 +55,16 @@ class Pool(Op):
         if kind not in ("max", "avg"):
             raise ValueError(f"Pool: kind must be 'max' or 'avg', got {kind!r}")
         self.kind = kind
-        self.spatial = tuple(check_axis_label(a, "Pool") for a in spatial)
+        self.spatial: tuple[type[Axis], ...] = tuple(check_axis_label(a, "Pool") for a in spatial)
         n = len(self.spatial)
         if n == 0 or len(set(self.spatial)) != n:
             raise ValueError(f"Pool: spatial must name distinct axes, got ({axes_names(spatial)})")
         where = f"{kind}_pool"
-        self.window = per_axis(window, n, "window", where)
-        self.stride = self.window if stride is None else per_axis(stride, n, "stride", where)
-        self.padding = normalize_padding(padding, n, where)
+        self.window: tuple[int, ...] = per_axis(window, n, "window", where)
+        self.stride: tuple[int, ...] = (
+            self.window if stride is None else per_axis(stride, n, "stride", where)
+        )
+        self.padding: str | tuple[tuple[int, int], ...] = normalize_padding(padding, n, where)
 
     @property
     def accumulates(self) -> bool:  # type: ignore[override]

@@ -22,12 +22,13 @@ import urllib.error
 import urllib.request
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any, BinaryIO, Literal, NoReturn
+from typing import TYPE_CHECKING, Any, BinaryIO, Literal, NoReturn
 
-from tqdm import tqdm
-
-from ..core._internal import non_negative_int, positive_float
+from ..core._internal import Feature, non_negative_int, positive_float
 from ._idx import DataError
+
+if TYPE_CHECKING:
+    from tqdm import tqdm
 
 __all__ = ["DEFAULT_TIMEOUT", "TIMEOUT_ENV", "download", "download_timeout", "sha256_of"]
 
@@ -35,6 +36,7 @@ _CHUNK = 1 << 16
 TIMEOUT_ENV = "AXJAX_DOWNLOAD_TIMEOUT"
 DEFAULT_TIMEOUT = 120.0
 _STALL = 15.0  # seconds without a byte after which a mirror counts as stalled
+_BAR = Feature("tqdm", "ax.train.download")
 
 
 def sha256_of(path: str | os.PathLike[str]) -> str:
@@ -206,6 +208,9 @@ def _fetch(url: str, dest: Path, size: int | None, progress: bool, deadline: flo
         _MirrorFailed: the mirror failed, stalled, or missed the deadline.
         OSError: ``dest`` could not be written (a local problem, not the mirror's).
     """
+    _BAR.require()
+    from tqdm import tqdm
+
     stall = min(deadline, _STALL)
     start = time.monotonic()
     attempt = _Attempt(deadline=deadline, stall=stall, end=start + deadline, last=start)

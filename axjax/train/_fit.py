@@ -434,6 +434,7 @@ class _Loop:
         except TrainingDiverged:
             self.log.close()
             raise
+        self.log.close()  # the curves: drawn once per run
         rule = self.early_stopping
         if rule is not None and rule.restore_best and run.best is not None:
             run.params = run.best

@@ -4,18 +4,27 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
-from typing import Any, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn
 
-from tqdm import tqdm
-
+from ..core._internal import Feature
 from ._log import MetricsLog, plot_history
 from ._run_state import RunState
 
+if TYPE_CHECKING:
+    from tqdm import tqdm
+
 __all__ = ["FitLog"]
+
+_BAR = Feature("tqdm", "fit(progress=True)")
+# without matplotlib the run goes on: the logs are written, the drawing is skipped
+_CURVES = Feature("matplotlib", "fit(logdir=...)'s curves.png", missing="warn")
 
 
 class FitLog:
     """The history of a run (mirrored to ``logdir`` when given) and its progress bar.
+
+    The CSV is rewritten at the end of every epoch; ``curves.png`` is drawn once, when the
+    run stops (:meth:`close`).
 
     Args:
         logdir: where :class:`MetricsLog` writes its files and ``curves.png``, or ``None``.
@@ -48,11 +57,15 @@ class FitLog:
 
     def open_bar(self, run: RunState) -> None:
         """A progress bar for the run's current epoch, from the batch it stands at."""
+        if not self.progress:
+            return
+        _BAR.require()
+        from tqdm import tqdm
+
         self.bar = tqdm(
             total=run.per_epoch,
             initial=run.batch,
             desc=f"epoch {run.epoch + 1}/{self.epochs}",
-            disable=not self.progress,
             dynamic_ncols=True,
             mininterval=0.5,
         )
@@ -80,16 +93,23 @@ class FitLog:
     def write(self, run: RunState, summary: str) -> None:
         """Print an epoch's summary line (with the time) when ``progress`` is on."""
         if self.progress:
+            _BAR.require()
+            from tqdm import tqdm
+
             tqdm.write(summary + f" [{run.seconds():.1f} s]")
 
     def finish(self) -> None:
-        """Rewrite the CSV and draw ``curves.png`` (with a ``logdir``)."""
+        """Rewrite the CSV (with a ``logdir``)."""
         if self.log is not None:
             self.log.flush()
-            if self.history:
-                plot_history(self.history, self.log.logdir / "curves.png")
+
+    def draw(self) -> None:
+        """Draw ``curves.png`` (with a ``logdir``; without matplotlib, warn once and skip)."""
+        if self.log is not None and self.history and _CURVES.load() is not None:
+            plot_history(self.history, self.log.logdir / "curves.png")
 
     def close(self) -> None:
-        """Close the bar and write the files: the run stops here."""
+        """Close the bar, write the files and draw the curves: the run stops here."""
         self.close_bar()
         self.finish()
+        self.draw()

@@ -69,15 +69,15 @@ class GraphStep:
             first = precision.initial_scale()
             if first is not None:
                 self._scale = (jnp.asarray(first, jnp.float32), jnp.zeros((), jnp.float32))
-        self.graph = self._lp.program.graph
-        self.wrt = self._lp.wrt
+        self.graph: Graph = self._lp.program.graph
+        self.wrt: tuple[AnyParam, ...] = self._lp.wrt
         values = list(self._lp.program.values(None))
         self._trained = frozenset(self._lp.index)
         for i in self._trained:  # the step updates these in place: never the caller's arrays
             values[i] = copy_tree(values[i])
         self._values = tuple(values)
-        self.opt_state = copy_tree(self._opt.init(self._wrap(self._train())))  # Tensors
-        self.trace_count = 0
+        self.opt_state: Any = copy_tree(self._opt.init(self._wrap(self._train())))  # Tensors
+        self.trace_count: int = 0
         # 0: the autodiff mode; the trained values and the optimizer state are donated
         self._jit = jax.jit(self._step, static_argnums=0, donate_argnums=(1, 3))
 

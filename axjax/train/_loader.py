@@ -108,18 +108,18 @@ class Loader:
         parallel: Parallel | None = None,
     ) -> None:
         batch_size = positive_int("Loader", "batch_size", batch_size)
-        self.axes = tuple(check_axis_label(a, "Loader") for a in axes)
+        self.axes: tuple[type[Axis], ...] = tuple(check_axis_label(a, "Loader") for a in axes)
         check_unique_axes(self.axes, "Loader")
         n = len(dataset)
         if n == 0:
             raise ValueError(f"Loader: {dataset.name or 'the dataset'} is empty")
-        self.batch_size = min(int(batch_size), n) if not drop_last else int(batch_size)
+        self.batch_size: int = min(int(batch_size), n) if not drop_last else int(batch_size)
         if drop_last and self.batch_size > n:
             raise ValueError(
                 f"Loader: batch_size {batch_size} is larger than the dataset "
                 f"({n} examples) and drop_last=True leaves no batch"
             )
-        self.shape = self._shape(tuple(dataset.images.shape[1:]))
+        self.shape: tuple[int, ...] = self._shape(tuple(dataset.images.shape[1:]))
         self.dataset = dataset
         self.key = key
         self.drop_last = drop_last

@@ -10,11 +10,12 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from ..core._internal import non_negative_int
+from ..core._internal import Feature, non_negative_int
 
 __all__ = ["MetricsLog", "plot_history"]
 
 Row = dict[str, Any]
+_PLOT = Feature("matplotlib", "ax.train.plot_history")
 
 
 class MetricsLog:
@@ -31,10 +32,10 @@ class MetricsLog:
     def __init__(self, logdir: str | os.PathLike[str], *, resume_at: int | None = None) -> None:
         if resume_at is not None:
             resume_at = non_negative_int("MetricsLog", "resume_at", resume_at)
-        self.logdir = Path(logdir)
+        self.logdir: Path = Path(logdir)
         self.logdir.mkdir(parents=True, exist_ok=True)
-        self.jsonl = self.logdir / "metrics.jsonl"
-        self.csv = self.logdir / "metrics.csv"
+        self.jsonl: Path = self.logdir / "metrics.jsonl"
+        self.csv: Path = self.logdir / "metrics.csv"
         self.rows: list[Row] = []
         if resume_at is not None and self.jsonl.is_file():
             # keep the rows up to the checkpoint; later ones are about to be recomputed
@@ -96,6 +97,7 @@ def plot_history(
     Example:
         >>> ax.train.plot_history(result.history, "runs/mnist/curves.png")
     """
+    _PLOT.require()
     from matplotlib.figure import Figure  # no pyplot: no global backend state
 
     rows = read_jsonl(history) if isinstance(history, (str, os.PathLike)) else list(history)

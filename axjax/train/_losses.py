@@ -57,7 +57,7 @@ class SoftmaxCrossEntropy(Op):
     accumulates = True  # logsumexp sums over the classes: in float32 for F16/BF16 logits
 
     def __init__(self, axis: type[Axis] = Class) -> None:
-        self.axis = check_axis_label(axis, "SoftmaxCrossEntropy")
+        self.axis: type[Axis] = check_axis_label(axis, "SoftmaxCrossEntropy")
 
     def describe(self) -> str:
         return f"SoftmaxCrossEntropy({axis_name(self.axis)})"

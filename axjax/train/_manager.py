@@ -11,7 +11,7 @@ from typing import Any, NamedTuple
 
 import jax
 
-from ..core._internal import non_negative_int, optional_positive_int, positive_int
+from ..core._internal import Feature, non_negative_int, optional_positive_int, positive_int
 from ._checkpoint import (
     CheckpointError,
     CheckpointMismatchError,
@@ -24,6 +24,7 @@ from ._sharded import load_sharded, save_sharded
 __all__ = ["Checkpoints", "Restored"]
 
 _NAME = re.compile(r"^ckpt-(\d+)\.npz$")
+_SHARDED = Feature("orbax.checkpoint", "ax.train.Checkpoints(sharded=True)")
 _FOLDER = re.compile(r"^ckpt-(\d+)$")  # sharded=True: one orbax folder per step
 _TMP = re.compile(r"^\.ckpt-\d+\.npz\.tmp-(\d+)$")
 
@@ -69,7 +70,9 @@ class Checkpoints:
     ) -> None:
         keep = positive_int("Checkpoints", "keep", keep)
         every = optional_positive_int("Checkpoints", "every", every)
-        self.directory = Path(directory)
+        if sharded:  # before the run: not at its first save
+            _SHARDED.require()
+        self.directory: Path = Path(directory)
         self.keep = keep
         self.every = every
         self.sharded = sharded

@@ -54,7 +54,7 @@ class Parallel:
         *,
         param_rules: Mapping[type[Axis], Any] | None = None,
     ) -> None:
-        self.axis_rules = AxisRules(mesh, rules, param_rules, "Parallel")
+        self.axis_rules: AxisRules = AxisRules(mesh, rules, param_rules, "Parallel")
 
     @property
     def mesh(self) -> Mesh:

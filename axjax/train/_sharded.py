@@ -22,6 +22,7 @@ import jax
 import numpy as np
 
 from ..core import Tensor
+from ..core._internal import Feature
 from ._checkpoint import (
     CheckpointError,
     CheckpointMismatchError,
@@ -38,11 +39,15 @@ FORMAT = "axjax-sharded-checkpoint"
 VERSION = 1
 
 
+_ORBAX = Feature(
+    "orbax.checkpoint",
+    "sharded checkpoints (ax.train.save_sharded, load_sharded, read_sharded_manifest)",
+)
+
+
 def _ocp() -> Any:
     """``orbax.checkpoint``, imported on first use (it takes seconds to import)."""
-    import orbax.checkpoint as ocp  # type: ignore[import-untyped, unused-ignore]
-
-    return ocp
+    return _ORBAX.require()
 
 
 def _checkpointer() -> Any:

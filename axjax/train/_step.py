@@ -72,8 +72,12 @@ class TrainingDiverged(FloatingPointError):
         opt_state: Any = None,
         report: NonFiniteReport | None = None,
     ) -> None:
-        self.step, self.loss, self.grad_norm = step, loss, grad_norm
-        self.model, self.opt_state, self.report = model, opt_state, report
+        self.step: int = step
+        self.loss: float = loss
+        self.grad_norm: float = grad_norm
+        self.model: Any = model
+        self.opt_state: Any = opt_state
+        self.report: NonFiniteReport | None = report
         if not math.isfinite(loss):
             what = f"the loss is {loss}"
         elif not math.isfinite(grad_norm):
