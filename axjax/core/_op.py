@@ -25,6 +25,7 @@ import jax
 import jax.core  # jax.core.Tracer: the submodule, imported by name for type checkers
 import jax.numpy as jnp
 import numpy as np
+from jax.export import is_symbolic_dim
 from typing_extensions import TypeVar as DefaultTypeVar  # PEP 696 defaults on 3.11
 
 from . import _finite, _provenance
@@ -354,11 +355,13 @@ def _check_declared(op: Op[Any], t: Any, which: str) -> None:
         check_axis_label(a, name)
     check_unique_axes(t.axes, f"{name} declared{which} {describe(t)}")
     if len(t.shape) != len(t.axes) or not all(
-        n is None or (isinstance(n, int | np.integer) and n >= 0) for n in t.shape
+        n is None or (isinstance(n, int | np.integer) and n >= 0) or is_symbolic_dim(n)
+        for n in t.shape
     ):
         raise TypeError(
             f"{name} declared{which} axes ({axes_names(t.axes)}) with shape {t.shape!r}: the "
-            "shape has one size (an int >= 0, or None if unknown in a graph) per axis"
+            "shape has one size (an int >= 0, None if unknown in a graph, or a jax.export "
+            "symbolic size) per axis"
         )
 
 
