@@ -17,7 +17,7 @@ Example:
     Tensor[F32, Batch=2]([2., 2.])
 """
 
-__version__ = "0.2.0"
+__version__ = "0.3.0"
 
 from . import nn as nn
 from . import train as train
