@@ -106,12 +106,12 @@ def test_plugin_options_are_read(tmp_path: Path) -> None:
 
 
 def test_checkers_are_the_pinned_versions() -> None:
-    """The expectations hold for the versions pinned in the ``dev`` extra (see P8 in the
-    research report: inference changes between versions)."""
-    dev = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["optional-dependencies"][
-        "dev"
+    """The expectations hold for the versions pinned in the ``test`` and ``dev`` extras (see
+    P8 in the research report: inference changes between versions)."""
+    extras = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"][
+        "optional-dependencies"
     ]
-    pins = dict(p.split("==") for p in dev if "==" in p)
+    pins = dict(p.split("==") for name in ("test", "dev") for p in extras[name] if "==" in p)
     for tool in ("mypy", "pyright"):
         out = subprocess.run(
             [str(runner.BIN / tool), "--version"], capture_output=True, text=True
