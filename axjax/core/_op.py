@@ -124,6 +124,12 @@ class Op(Generic[R]):
     #: cast back (see :func:`accumulation_dtype`), as ``jnp.sum`` and ``jnp.mean`` do, so
     #: long sums neither lose their low bits nor overflow (``1 / 65536`` is 0 in f16)
     accumulates: bool = False
+    #: ``True``: differentiate this op's forward with JAX's own autodiff instead of wrapping
+    #: it in axjax's ``jax.custom_vjp`` (as ``ax.jax_autodiff()`` does for every op), for a
+    #: forward whose JAX derivative is the better one, e.g. ``jax.nn.dot_product_attention``
+    #: (cuDNN's backward kernel, the softmax statistics as residual). ``backward`` then stays
+    #: the op's declared derivative but is not what gradients run.
+    jax_vjp: bool = False
     #: set on the one shared instance per parameters that ``cached`` makes (never mutated)
     _interned: bool = False
 
@@ -279,7 +285,7 @@ def apply(op: Op[Any], xs: Sequence[Any]) -> Any:
     site = _finite.op_site() if _finite.checking_finite() else None
     check = verify is not None
     for x in xs:
-        if isinstance(x._array, _Tracer) and config.autodiff != "jax":
+        if isinstance(x._array, _Tracer) and config.autodiff != "jax" and not op.jax_vjp:
             y = _custom_vjp_call(op, xs, out, site, check)
             break
     else:

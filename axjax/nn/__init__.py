@@ -30,6 +30,8 @@ from ._dropout import Dropout as Dropout
 from ._embedding import Embedding as Embedding
 from ._fused_attention import AttentionPath as AttentionPath
 from ._fused_attention import FusedAttention as FusedAttention
+from ._fused_attention import compute_capability as compute_capability
+from ._fused_attention import cudnn_refusal as cudnn_refusal
 from ._fused_attention import default_attention_path as default_attention_path
 from ._linear import MLP as MLP
 from ._linear import Affine as Affine

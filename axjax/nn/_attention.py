@@ -17,21 +17,33 @@ import jax
 import jax.numpy as jnp
 from typing_extensions import TypeVar
 
-from ..core import F32, Axis, Bool, DType, Tensor
+from ..core import F32, I32, Axis, Bool, DType, Integer, Tensor
 from ..core._internal import (
     axes_names,
     axis_name,
     check_axis_label,
     checks_choices,
     fail,
+    is_symbolic,
     optional_positive_int,
     positive_int,
     probability,
 )
-from ..ops import arange, broadcast, contract, greater_equal, rename, softmax, where
+from ..ops import (
+    arange,
+    astype,
+    broadcast,
+    contract,
+    greater_equal,
+    less,
+    rename,
+    softmax,
+    transpose,
+    where,
+)
 from . import _init
 from ._dropout import Dropout
-from ._fused_attention import AttentionPath, FusedAttention, default_attention_path
+from ._fused_attention import AttentionPath, FusedAttention, cudnn_refusal, warn_fallback
 from ._registry import register_layer
 from ._util import distinct, require
 
@@ -102,6 +114,8 @@ def dot_product_attention(
     over: type[Axis],
     key_pos: type[Axis],
     mask: AnyTensor | None = None,
+    key_lengths: AnyTensor | None = None,
+    causal: bool = False,
     implementation: AttentionPath = "auto",
 ) -> AnyTensor:
     """``softmax(q ⋈ k / sqrt(d), key_pos) ⋈ v``: attention by axis names.
@@ -109,9 +123,13 @@ def dot_product_attention(
     ``query`` and ``key`` share the feature axis ``over`` (summed, scaled by
     ``1/sqrt(size)``); ``key`` and ``value`` share ``key_pos`` (softmaxed, then summed).
     Every other shared axis (batch, heads) is kept once. ``mask`` (Bool, true = attend) may
-    have any subset of the score axes and is broadcast to them. ``implementation``:
-    ``"einsum"`` (contractions), ``"fused"``/``"xla"``/``"cudnn"``
-    (``jax.nn.dot_product_attention``), ``"auto"`` (the faster on this backend).
+    have any subset of the score axes and is broadcast to them. ``key_lengths`` (integers
+    over some of the batch axes) is the number of valid keys of each sequence: padding
+    without a mask tensor. ``causal``: each query sees the keys up to its own position
+    (top-left aligned, as :func:`causal_mask`; the query needs one position axis of its
+    own). ``implementation``: ``"einsum"`` (contractions), ``"xla"``/``"cudnn"``
+    (``jax.nn.dot_product_attention`` with that kernel), ``"fused"`` (JAX picks the kernel),
+    ``"auto"`` (cuDNN where it can run, else einsum: :func:`default_attention_path`).
 
     Example:
         >>> out = ax.nn.dot_product_attention(q, k, v, over=HeadDim, key_pos=KeyPos)
@@ -131,25 +149,133 @@ def dot_product_attention(
             f"{axis_name(key_pos)}; queries and keys need different position axes "
             "(rename one, e.g. ax.rename(k, Time, KeyPos))",
         )
-    return _attention(query, key, value, over, key_pos, mask, None, implementation=implementation)
+    causal_axis = None
+    if causal:
+        own = [a for a in query.axes if a not in key.axes]
+        if len(own) != 1:
+            raise fail(
+                name,
+                (query, key),
+                f"causal attention needs one query position axis that the key lacks, the "
+                f"query has {len(own)} ({axes_names(tuple(own))})",
+            )
+        causal_axis = (own[0], _size(query, own[0]))
+    return _attention(
+        query,
+        key,
+        value,
+        over,
+        key_pos,
+        mask,
+        None,
+        implementation=implementation,
+        causal=causal_axis,
+        key_lengths=key_lengths,
+    )
 
 
-def _fused_path(
+def _size(t: AnyTensor, axis: type[Axis]) -> int:
+    n = dict(zip(t.axes, t.shape, strict=True))[axis]
+    if n is None:  # a graph node with an open size: the causal mask needs it
+        return t.size(axis)  # raises the standard "Cannot read the size" error
+    return int(n)
+
+
+def _path(
     q: AnyTensor,
     k: AnyTensor,
     v: AnyTensor,
     over: type[Axis],
-    drop: Any,
+    key_pos: type[Axis],
+    masked: bool,
+    dropout: bool,
+    causal: tuple[type[Axis], int] | None,
     implementation: AttentionPath,
-) -> str | None:
-    """The ``implementation=`` of the fused call, or ``None`` for the einsum path."""
-    path = default_attention_path() if implementation == "auto" else implementation
+) -> str:
+    """The path of one call: ``"einsum"``, or the fused call's ``implementation=``
+    (``"xla"``, ``"cudnn"``, ``""`` for JAX's choice). ``"auto"`` warns once per reason when
+    it falls back on a GPU; an explicit ``"cudnn"`` that cannot run raises."""
+    if implementation == "einsum" or (dropout and implementation != "cudnn"):
+        return "einsum"  # dropout: the fused call has none
+    sizes = {**dict(zip(k.axes, k.shape, strict=True)), **dict(zip(q.axes, q.shape, strict=True))}
+    refused = None
+    if implementation in ("auto", "cudnn"):
+        refused = cudnn_refusal(
+            q.dtype,
+            sizes.get(over),
+            causal=causal is not None,
+            n_query=causal[1] if causal is not None else None,
+            n_key=sizes.get(key_pos),
+            masked=masked,
+            dropout=dropout,
+        )
+    if implementation == "cudnn":
+        if refused is not None:
+            what, why = refused
+            raise ValueError(
+                f"attention: implementation='cudnn' cannot run this call ({what}): {why} "
+                "(implementation='auto' falls back to the einsum path)"
+            )
+        return "cudnn"
+    if implementation != "auto":
+        return "" if implementation == "fused" else implementation
     fits = (
         set(v.axes) == set(k.axes) and over in v.axes and sum(a not in k.axes for a in q.axes) == 1
     )
-    if path == "einsum" or drop is not None or (implementation == "auto" and not fits):
-        return None
-    return "" if path == "fused" else path
+    if refused is None and not fits:
+        refused = (
+            "layout",
+            "the value's axes are not the key's, or the query has several position axes of its own",
+        )
+    if refused is not None:
+        warn_fallback(refused)
+        return "einsum"
+    return "cudnn"
+
+
+def _score_layout(q: AnyTensor, k: AnyTensor, over: type[Axis]) -> tuple[type[Axis], ...]:
+    """The query's axes for the score contraction: those it shares with the key (batch,
+    heads) first, then its own (the positions), then ``over``. The scores then come out of
+    ``dot_general`` as they are laid out, ``[*batch, Head, Pos, KeyPos]``: no transpose of
+    the position-by-position tensor, and every product over it has its batch dimensions
+    leading (only the query, ``Pos x HeadDim`` per head, is transposed)."""
+    shared = tuple(a for a in q.axes if a in k.axes and a != over)
+    own = tuple(a for a in q.axes if a not in k.axes)
+    return (*shared, *own, over)
+
+
+def _length_mask(lengths: AnyTensor, key_pos: type[Axis], n_key: int) -> AnyTensor:
+    """``[*lengths.axes, key_pos]``: true for the first ``lengths`` keys."""
+    n = astype(lengths, I32)
+    positions: AnyTensor = arange(key_pos, n_key)
+    axes = (*n.axes, key_pos)
+    sizes = {**n.sizes, key_pos: n_key}
+    return less(broadcast(positions, axes, sizes), broadcast(n, axes, sizes))
+
+
+def _check_lengths(
+    lengths: AnyTensor, q: AnyTensor, k: AnyTensor, over: type[Axis], heads: type[Axis] | None
+) -> None:
+    name = "Attention key_lengths"
+    if not isinstance(lengths, Tensor) and not is_symbolic(lengths):
+        raise TypeError(
+            f"{name}: expected an integer Tensor over batch axes, got {type(lengths).__name__}"
+        )
+    if not issubclass(lengths.dtype, Integer):
+        raise fail(
+            name,
+            (lengths,),
+            f"key lengths are integers (a number of keys), got {lengths.dtype.__name__}",
+        )
+    batch = tuple(a for a in q.axes if a in k.axes and a not in (over, heads))
+    other = [a for a in lengths.axes if a not in batch]
+    if other:
+        raise fail(
+            name,
+            (lengths, q, k),
+            f"axis {axis_name(other[0])} is not a batch axis of the query and key (those "
+            f"are: {axes_names(batch) or 'none'}); key lengths are one number per sequence",
+        )
 
 
 def _attention(
@@ -164,24 +290,34 @@ def _attention(
     implementation: AttentionPath = "auto",
     heads: type[Axis] | None = None,
     causal: tuple[type[Axis], int] | None = None,
+    key_lengths: AnyTensor | None = None,
 ) -> AnyTensor:
     """Attention by the einsum or the fused path; ``causal``: (query_pos, its size)."""
-    fused = _fused_path(q, k, v, over, drop, implementation)
-    if fused is not None:
+    heads = heads if heads in k.axes else None
+    if key_lengths is not None:
+        _check_lengths(key_lengths, q, k, over, heads)
+    path = _path(q, k, v, over, key_pos, mask is not None, drop is not None, causal, implementation)
+    if path != "einsum":
         op = FusedAttention(
             over,
             key_pos,
-            heads=heads if heads in k.axes else None,
+            heads=heads,
             causal=causal is not None,
             masked=mask is not None,
-            implementation=fused or None,
+            lengths=key_lengths is not None,
+            implementation=path or None,
         )
-        return op(q, k, v, mask) if mask is not None else op(q, k, v)
+        return op(q, k, v, *(t for t in (mask, key_lengths) if t is not None))
+    n_key = _size(k, key_pos)
     if causal is not None:
-        c = causal_mask(causal[0], key_pos, causal[1], k.size(key_pos))
+        c = causal_mask(causal[0], key_pos, causal[1], n_key)
         mask = c if mask is None else _and(mask, c)
+    if key_lengths is not None:
+        padding = _length_mask(key_lengths, key_pos, n_key)
+        mask = padding if mask is None else _and(mask, padding)
     d = dict(zip(q.axes, q.shape, strict=True))[over]
-    scores = contract(q * (1.0 / math.sqrt(d) if d else 1.0), k, over=over)
+    query = transpose(q * (1.0 / math.sqrt(d) if d else 1.0), *_score_layout(q, k, over))
+    scores = contract(query, k, over=over)
     if mask is not None:
         extra = [a for a in mask.axes if a not in scores.axes]
         if extra:
@@ -197,7 +333,11 @@ def _attention(
     weights = softmax(scores, key_pos)
     if drop is not None:
         weights = drop(weights)
-    return contract(weights, v, over=key_pos)
+    out = contract(weights, v, over=key_pos)
+    # the axes of the query without ``over``, then the value's own (as the fused op)
+    kept = tuple(a for a in q.axes if a != over) + tuple(a for a in k.axes if a not in q.axes)
+    order = tuple(a for a in kept if a != key_pos) + tuple(a for a in v.axes if a not in kept)
+    return transpose(out, *order)
 
 
 @register_layer()
@@ -226,7 +366,8 @@ class MultiheadAttention(eqx.Module, Generic[D, Q, K, E, H, HD]):
         dropout_p: dropout on the attention weights (needs ``key`` when training; its
             ``inference`` flag is a bool leaf, so differentiate with ``eqx.filter_grad``).
         implementation: the attention path, as for :func:`dot_product_attention`
-            (dropout always takes the einsum path: the fused call has none).
+            (dropout while training takes the einsum path, the fused call has none;
+            ``"cudnn"`` with it raises).
         dtype, key: parameter dtype; PRNG key (keyword only).
 
     Example:
@@ -333,6 +474,7 @@ class MultiheadAttention(eqx.Module, Generic[D, Q, K, E, H, HD]):
         value: Tensor[D, *BK, K, E] | None = None,
         *,
         mask: Tensor[Bool, *tuple[Any, ...]] | None = None,
+        key_lengths: Tensor[Any, *tuple[Any, ...]] | None = None,
         key: jax.Array | None = None,
         inference: bool | None = None,
     ) -> Tensor[D, *B, Q, E]: ...
@@ -344,6 +486,7 @@ class MultiheadAttention(eqx.Module, Generic[D, Q, K, E, H, HD]):
         value: Tensor[D, K, *BK, E] | None = None,
         *,
         mask: Tensor[Bool, *tuple[Any, ...]] | None = None,
+        key_lengths: Tensor[Any, *tuple[Any, ...]] | None = None,
         key: jax.Array | None = None,
         inference: bool | None = None,
     ) -> Tensor[D, Q, *B, E]: ...
@@ -354,14 +497,17 @@ class MultiheadAttention(eqx.Module, Generic[D, Q, K, E, H, HD]):
         value: AnyTensor | None = None,
         *,
         mask: AnyTensor | None = None,
+        key_lengths: AnyTensor | None = None,
         key: jax.Array | None = None,
         inference: bool | None = None,
     ) -> AnyTensor:
         """Attend from ``query`` to ``key_``/``value`` (both default to ``query``).
 
         ``mask`` is a Bool tensor over any of the score axes (batch axes, ``query_pos``,
-        ``head_axis``, ``key_pos``), true where attention is allowed. ``key`` drives the
-        attention dropout.
+        ``head_axis``, ``key_pos``), true where attention is allowed. ``key_lengths`` is an
+        integer tensor over (some of) the batch axes: how many keys of each sequence are
+        real, the rest padding (cuDNN takes it as sequence lengths, a mask would be a
+        ``[batch, heads, queries, keys]`` tensor). ``key`` drives the attention dropout.
         """
         name = f"MultiheadAttention({axis_name(self.embed_axis)})"
         e = self.query_proj.size(self.embed_axis)
@@ -376,7 +522,10 @@ class MultiheadAttention(eqx.Module, Generic[D, Q, K, E, H, HD]):
         k = self._project(keys, self.key_proj, 1)
         v = self._project(values, self.value_proj, 2)
         drop: Callable[[AnyTensor], AnyTensor] | None = None
-        if self.dropout is not None:
+        off = self.dropout is None or (
+            (self.dropout.inference if inference is None else inference) is True
+        )
+        if self.dropout is not None and not off:  # off in inference: every path can run
             dropout = self.dropout
 
             def dropped(w: AnyTensor) -> AnyTensor:
@@ -395,6 +544,7 @@ class MultiheadAttention(eqx.Module, Generic[D, Q, K, E, H, HD]):
             implementation=self.implementation,
             heads=self.head_axis,
             causal=causal,
+            key_lengths=key_lengths,
         )
         y = contract(out, self.output_proj, over=(self.head_axis, self.head_dim_axis))
         return y + broadcast(self.biases[3], y) if self.biases is not None else y

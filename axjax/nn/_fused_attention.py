@@ -1,55 +1,210 @@
-"""Fused attention: ``jax.nn.dot_product_attention`` as an ``ax.Op``, by axis names.
+"""Fused attention: ``jax.nn.dot_product_attention`` as an ``ax.Op``, by axis names, and the
+rule that picks an attention path.
 
 The fused call wants ``[B, T, N, H]`` arrays (batch, query positions, heads, features);
 :class:`FusedAttention` moves the named axes into that layout (every axis the query and key
-share, except the heads, is flattened into ``B``), calls the fused function (cuDNN flash
-attention on a GPU with ``implementation="cudnn"``, XLA's otherwise) and restores the names.
-Its ``backward`` is the VJP of that same fused call, so graphs and ``ax.jax_autodiff()`` keep
-working. The result has the axes of the einsum path (``ax.nn.dot_product_attention``): the
-query's axes without ``over``, then ``over``.
+share, except the heads, is flattened into ``B``), calls the fused function and restores the
+names. The result has the axes of the einsum path (``ax.nn.dot_product_attention``): the
+query's axes without ``over``, then ``over``. JAX differentiates the call itself
+(:attr:`FusedAttention.jax_vjp`): cuDNN's backward kernel, with the softmax statistics of
+the forward as residual, instead of a second forward inside the backward.
 
-Which path is the default depends on the backend, by measurement (``benchmarks/transformer.py``):
-on CPU the einsums are faster than the fused call, on GPU the fused call.
+Which path ``implementation="auto"`` takes is :func:`default_attention_path`: cuDNN flash
+attention on an NVIDIA GPU when it can run the call (BF16/F16, head dim a multiple of 8 up
+to 128, or 256 from compute capability 9.0; no dropout; no mask but key lengths and
+causality, causal only with as many queries as keys), the einsum path otherwise. Never
+``implementation=None``: JAX's default is its XLA attention, unfused (f32 logits and softmax
+in memory), which measured slower than the einsum path on an H100 (the transformer step of
+``benchmarks/transformer.py``: 64 ms against 55 ms); ``"fused"`` remains an explicit choice
+that leaves the kernel to JAX.
 """
 
 from __future__ import annotations
 
 import math
+import warnings
 from typing import Any, Literal
 
 import jax
 import jax.numpy as jnp
 
-from ..core import AnyTensor, Axis, Bool, Op, TensorType
+from ..core import BF16, F16, AnyTensor, Axis, Bool, DType, Integer, Op, TensorType
 from ..core._internal import axes_names, axis_name, is_floating, register_op, result_dtype
 
-__all__ = ["AttentionPath", "FusedAttention", "default_attention_path"]
+__all__ = [
+    "AttentionPath",
+    "FusedAttention",
+    "compute_capability",
+    "cudnn_refusal",
+    "default_attention_path",
+]
 
 #: ``"einsum"``: contractions and a softmax (has dropout); ``"xla"`` / ``"cudnn"``: the fused
 #: ``jax.nn.dot_product_attention`` with that ``implementation``; ``"fused"``: fused, JAX
-#: chooses; ``"auto"``: the faster path on this backend (:func:`default_attention_path`).
+#: chooses (its XLA attention today); ``"auto"``: cuDNN where it can run the call, else the
+#: einsums (:func:`default_attention_path`).
 AttentionPath = Literal["auto", "einsum", "fused", "xla", "cudnn"]
 
 
-def default_attention_path() -> Literal["einsum", "fused"]:
-    """The faster path on the default backend: ``"einsum"`` on CPU, ``"fused"`` elsewhere
-    (measured by ``benchmarks/transformer.py``)."""
-    return "einsum" if jax.default_backend() == "cpu" else "fused"
+def _backend() -> str:
+    """``jax.default_backend()`` (one place, so that tests can pretend to be on a GPU)."""
+    return jax.default_backend()
+
+
+def compute_capability() -> str | None:
+    """The CUDA compute capability of the first device (``"9.0"`` on an H100), or ``None``
+    where it has none (a CPU, a TPU, a ROCm GPU).
+
+    Example:
+        >>> ax.nn.compute_capability()  # on a CPU
+        None
+    """
+    cap = getattr(jax.devices()[0], "compute_capability", None)
+    return None if cap is None else str(cap)
+
+
+def _at_least(capability: str, major: int) -> bool:
+    try:
+        return int(capability.split(".")[0]) >= major
+    except ValueError:
+        return False
+
+
+def cudnn_refusal(
+    dtype: type[DType],
+    head_dim: int | None,
+    *,
+    causal: bool = False,
+    n_query: int | None = None,
+    n_key: int | None = None,
+    masked: bool = False,
+    dropout: bool = False,
+) -> tuple[str, str] | None:
+    """Why cuDNN flash attention cannot run a call: ``(what prevents it, why)``, or ``None``
+    when it can. ``what`` is the argument to change: ``"backend"``, ``"dtype"``,
+    ``"head dim"``, ``"dropout"``, ``"mask"`` or ``"causal"``.
+
+    The conditions are JAX's (``check_is_flash_attention``) and those under which the call
+    needs no ``[B, N, T, S]`` tensor: a general mask goes into cuDNN as a bias of that size
+    (padding belongs in ``key_lengths=``, causality in ``causal=``), and a causal call with
+    fewer queries than keys is left to the paths whose alignment is tested (see
+    :func:`axjax.nn.causal_mask`).
+
+    Example:
+        >>> ax.nn.cudnn_refusal(ax.F32, 64)  # on a GPU
+        ('dtype', 'the dtype is F32; cuDNN flash attention takes BF16 or F16 ...')
+    """
+    backend = _backend()
+    if backend != "gpu":
+        return "backend", f"cuDNN runs on an NVIDIA GPU; the default backend is {backend}"
+    cap = compute_capability()
+    if cap is None:
+        return "backend", "cuDNN runs on an NVIDIA GPU; this GPU has no CUDA compute capability"
+    if dtype not in (BF16, F16):
+        return "dtype", (
+            f"the dtype is {dtype.__name__}; cuDNN flash attention takes BF16 or F16 "
+            "(compute in BF16, e.g. with ax.nn.Policy.mixed(ax.BF16))"
+        )
+    limit = 256 if _at_least(cap, 9) else 128
+    if head_dim is None:
+        return "head dim", "the head dim is not known yet (an open size)"
+    if head_dim % 8 or head_dim > limit:
+        return "head dim", (
+            f"the head dim is {head_dim}; cuDNN flash attention needs a multiple of 8 up to "
+            f"{limit} on compute capability {cap}"
+        )
+    if dropout:
+        return "dropout", "attention dropout is on; the fused call has none"
+    if masked:
+        return "mask", (
+            "a general mask would go into cuDNN as a [batch, heads, queries, keys] tensor; "
+            "give padding as key_lengths= and causality as causal="
+        )
+    if causal and (n_query is None or n_query != n_key):
+        return "causal", (
+            f"causal attention with {n_query} queries and {n_key} keys; cuDNN runs causal "
+            "attention with as many queries as keys"
+        )
+    return None
+
+
+def default_attention_path(
+    dtype: type[DType],
+    head_dim: int | None,
+    *,
+    causal: bool = False,
+    n_query: int | None = None,
+    n_key: int | None = None,
+    masked: bool = False,
+    dropout: bool = False,
+) -> Literal["einsum", "cudnn"]:
+    """The path ``implementation="auto"`` takes for such a call: ``"cudnn"`` (flash
+    attention) where :func:`cudnn_refusal` finds nothing against it, else ``"einsum"``.
+
+    On a CPU the einsums are the faster path (``benchmarks/transformer.py``); on an H100 the
+    einsum path also beat JAX's XLA attention, so ``"auto"`` never leaves the kernel to JAX.
+
+    Example:
+        >>> ax.nn.default_attention_path(ax.BF16, 64, causal=True, n_query=128, n_key=128)
+        'cudnn'                     # on an NVIDIA GPU; 'einsum' on a CPU
+    """
+    refused = cudnn_refusal(
+        dtype,
+        head_dim,
+        causal=causal,
+        n_query=n_query,
+        n_key=n_key,
+        masked=masked,
+        dropout=dropout,
+    )
+    return "einsum" if refused else "cudnn"
+
+
+#: the reasons ``"auto"`` already warned about (once each per process)
+_WARNED: set[str] = set()
+
+#: reasons that say nothing about the call itself: no warning (an f32 model on a GPU, or any
+#: model on a CPU, takes the einsum path as a matter of course)
+_SILENT = ("backend", "dtype")
+
+
+def warn_fallback(refusal: tuple[str, str]) -> None:
+    """Warn, once per reason, that ``"auto"`` takes the einsum path on a GPU where cuDNN
+    flash attention was to be expected (BF16/F16): the user can change that."""
+    what, why = refusal
+    if what in _SILENT or why.endswith("(an open size)") or what in _WARNED:
+        return
+    _WARNED.add(what)
+    warnings.warn(
+        f"attention implementation='auto' runs the einsum path instead of cuDNN flash "
+        f"attention ({what}): {why}. Pass implementation='einsum' to choose it explicitly.",
+        UserWarning,
+        stacklevel=4,
+    )
 
 
 @register_op(kind="internal", namespace="axjax.nn")
 class FusedAttention(Op):
     """``softmax(q ⋈ k · scale [+ mask], key_pos) ⋈ v`` in one ``jax.nn.dot_product_attention``.
 
-    Operands: ``query``, ``key``, ``value`` and, if ``masked``, a Bool mask over a subset of
-    the score axes (true = attend). ``query`` has ``over`` and exactly one position axis of
-    its own; ``key`` and ``value`` have ``key_pos`` and ``over``; all other axes are shared
-    by the three (batch axes, and ``heads`` if given).
+    Operands: ``query``, ``key``, ``value``; then, if ``masked``, a Bool mask over a subset
+    of the score axes (true = attend); then, if ``lengths``, an integer tensor over a subset
+    of the batch axes: the number of valid keys (the first ones) of each sequence. ``query``
+    has ``over`` and exactly one position axis of its own; ``key`` and ``value`` have
+    ``key_pos`` and ``over``; all other axes are shared by the three (batch axes, and
+    ``heads`` if given). ``causal``: a query sees the keys up to its own position
+    (top-left aligned, as :func:`axjax.nn.causal_mask`).
+
+    JAX differentiates the forward (``jax_vjp``): with ``implementation="cudnn"`` that is
+    cuDNN's backward kernel. :meth:`backward` (the VJP of the same call) is the op's declared
+    derivative, checked by the op contract.
 
     Example:
         >>> op = FusedAttention(HeadDim, KeyPos, heads=Head, causal=True)
         >>> op(q, k, v)              # q [Batch, Pos, Head, HeadDim] -> same axes
     """
+
+    jax_vjp = True
 
     def __init__(
         self,
@@ -59,6 +214,7 @@ class FusedAttention(Op):
         heads: type[Axis] | None = None,
         causal: bool = False,
         masked: bool = False,
+        lengths: bool = False,
         implementation: str | None = None,
     ) -> None:
         self.over: type[Axis] = over
@@ -66,6 +222,7 @@ class FusedAttention(Op):
         self.heads: type[Axis] | None = heads
         self.causal: bool = causal
         self.masked: bool = masked
+        self.lengths: bool = lengths
         self.implementation: str | None = implementation
 
     def describe(self) -> str:
@@ -83,8 +240,22 @@ class FusedAttention(Op):
         batch = tuple(a for a in q.axes if a in k.axes and a not in (self.over, self.heads))
         return batch, own[0]
 
-    def infer(self, q: Any, k: Any, v: Any, *mask: Any) -> TensorType:
-        xs = (q, k, v, *mask)
+    def _extras(self, extra: tuple[Any, ...]) -> tuple[Any, Any]:
+        """``(mask, lengths)`` among the operands after ``value`` (``None`` where absent)."""
+        rest = list(extra)
+        mask = rest.pop(0) if self.masked and rest else None
+        lengths = rest.pop(0) if self.lengths and rest else None
+        return mask, lengths
+
+    def infer(self, q: Any, k: Any, v: Any, *extra: Any) -> TensorType:
+        xs = (q, k, v, *extra)
+        if len(extra) != self.masked + self.lengths:
+            raise self.fail(
+                xs,
+                f"expected {3 + self.masked + self.lengths} operands (query, key, value"
+                f"{', mask' if self.masked else ''}{', lengths' if self.lengths else ''}), "
+                f"got {len(xs)}",
+            )
         dtype = result_dtype(self, (q, k, v))
         if not is_floating(dtype):
             raise self.fail(xs, f"attention needs floating-point values, got {dtype.__name__}")
@@ -109,14 +280,26 @@ class FusedAttention(Op):
                         f"axis {axis_name(a)} has size {sizes[a]} in one "
                         f"operand and {n} in another",
                     )
-        if mask:
-            m = mask[0]
+        m, lengths = self._extras(extra)
+        if m is not None:
             if m.dtype is not Bool:
                 raise self.fail(xs, f"the mask must be Bool, got {m.dtype.__name__}")
-            extra = [a for a in m.axes if a not in (*batch, qpos, self.key_pos, self.heads)]
-            if extra:
+            extra_axes = [a for a in m.axes if a not in (*batch, qpos, self.key_pos, self.heads)]
+            if extra_axes:
                 raise self.fail(
-                    xs, f"the mask has axis {axis_name(extra[0])}, which the scores lack"
+                    xs, f"the mask has axis {axis_name(extra_axes[0])}, which the scores lack"
+                )
+        if lengths is not None:
+            if not issubclass(lengths.dtype, Integer):
+                raise self.fail(
+                    xs, f"the key lengths must be integers, got {lengths.dtype.__name__}"
+                )
+            other = [a for a in lengths.axes if a not in batch]
+            if other:
+                raise self.fail(
+                    xs,
+                    f"the key lengths have axis {axis_name(other[0])}, which is not a batch "
+                    f"axis of the query and key (those are: {axes_names(batch) or 'none'})",
                 )
         out = tuple(a for a in q.axes if a != self.over) + (self.over,)
         return TensorType(dtype, out, tuple(sizes[a] for a in out))
@@ -128,6 +311,7 @@ class FusedAttention(Op):
         k: AnyTensor,
         v: AnyTensor,
         mask: AnyTensor | None,
+        lengths: AnyTensor | None,
         qa: jax.Array,
         ka: jax.Array,
         va: jax.Array,
@@ -143,14 +327,20 @@ class FusedAttention(Op):
             a = jnp.transpose(a, [t.axes.index(x) for x in order])
             return a.reshape(nb, sizes[pos], nh, sizes[self.over])
 
+        def spread(t: AnyTensor, order: tuple[type[Axis], ...]) -> jax.Array:
+            """``t``'s array over ``order`` (its axes a subset): transposed, broadcast."""
+            present = [a for a in order if a in t.axes]
+            m = jnp.transpose(t.array, [t.axes.index(a) for a in present])
+            m = m.reshape([sizes[a] if a in t.axes else 1 for a in order])
+            return jnp.broadcast_to(m, [sizes[a] for a in order])
+
         m4 = None
         if mask is not None:
             order = (*batch, *heads, qpos, self.key_pos)
-            present = [a for a in order if a in mask.axes]
-            m = jnp.transpose(mask.array, [mask.axes.index(a) for a in present])
-            m = m.reshape([sizes[a] if a in mask.axes else 1 for a in order])
-            m = jnp.broadcast_to(m, [sizes[a] for a in order])
-            m4 = m.reshape(nb, nh, sizes[qpos], sizes[self.key_pos])
+            m4 = spread(mask, order).reshape(nb, nh, sizes[qpos], sizes[self.key_pos])
+        seq = None
+        if lengths is not None:  # one length per sequence: [B], never a [B, N, T, S] mask
+            seq = spread(lengths, batch).reshape(nb).astype(jnp.int32)
         impl: Any = self.implementation
         y = jax.nn.dot_product_attention(
             to4(q, qa, qpos),
@@ -159,6 +349,7 @@ class FusedAttention(Op):
             mask=m4,
             scale=1.0 / math.sqrt(sizes[self.over]),
             is_causal=self.causal,
+            key_value_seq_lengths=seq,
             implementation=impl,
         )
         y = y.reshape(
@@ -168,8 +359,9 @@ class FusedAttention(Op):
         out = tuple(a for a in q.axes if a != self.over) + (self.over,)
         return jnp.transpose(y, [have.index(a) for a in out])
 
-    def forward(self, q: AnyTensor, k: AnyTensor, v: AnyTensor, *mask: AnyTensor) -> jax.Array:
-        return self._call(q, k, v, mask[0] if mask else None, q.array, k.array, v.array)
+    def forward(self, q: AnyTensor, k: AnyTensor, v: AnyTensor, *extra: AnyTensor) -> jax.Array:
+        m, lengths = self._extras(extra)
+        return self._call(q, k, v, m, lengths, q.array, k.array, v.array)
 
     def backward(
         self,
@@ -178,9 +370,11 @@ class FusedAttention(Op):
         q: AnyTensor,
         k: AnyTensor,
         v: AnyTensor,
-        *mask: AnyTensor,
+        *extra: AnyTensor,
     ) -> tuple[jax.Array | None, ...]:
-        m = mask[0] if mask else None
-        _, vjp = jax.vjp(lambda a, b, c: self._call(q, k, v, m, a, b, c), q.array, k.array, v.array)
+        m, lengths = self._extras(extra)
+        _, vjp = jax.vjp(
+            lambda a, b, c: self._call(q, k, v, m, lengths, a, b, c), q.array, k.array, v.array
+        )
         dq, dk, dv = vjp(dy.array)
-        return (dq, dk, dv, *((None,) if mask else ()))
+        return (dq, dk, dv, *((None,) * len(extra)))
