@@ -10,18 +10,21 @@ them.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import re
 from collections import Counter
 from collections.abc import Iterator, Sequence
 from types import ModuleType
 from typing import Any
 
+import jax
 import numpy as np
 
 from ._common import load_mnist
 
 __all__ = [
     "ALLOWANCE",
+    "AttentionCensus",
     "COST_KINDS",
     "HOST_MARKERS",
     "KIND_ALLOWANCE",
@@ -29,9 +32,13 @@ __all__ = [
     "allowed",
     "compiled_ops",
     "cost_kinds",
+    "custom_calls",
     "host_transfers",
     "kind_excess",
     "mutation",
+    "on_cpu",
+    "pretend_cuda",
+    "score_census",
     "step_structure",
     "stablehlo_ops",
     "structure_table",
@@ -59,6 +66,19 @@ HOST_MARKERS = (
 _STABLEHLO = re.compile(r"=\s*\"?((?:stablehlo|chlo|mhlo)\.[a-z_]+|func\.call|call)\b")
 _FUSION = re.compile(r"\sfusion\(.*?\bkind=(k\w+)")
 _HLO = re.compile(r"^\s*(?:ROOT\s+)?%?[\w.\-]+\s*=\s*.*?\s([a-z][a-z\-]*)\(")
+
+
+@contextlib.contextmanager
+def on_cpu() -> Iterator[None]:
+    """Build, lower and compile on the CPU inside this block, whatever the default backend.
+
+    The counts of compiled kinds and their allowances were measured on XLA:CPU; XLA:GPU
+    fuses and lays out differently (matrix products become custom fusions, layout
+    assignment absorbs transposes), so every structural guard compiles for the CPU. Arrays
+    created inside land on the CPU, and ``jax.jit`` places and compiles for it.
+    """
+    with jax.default_device(jax.devices("cpu")[0]):
+        yield
 
 
 def stablehlo_ops(text: str) -> Counter[str]:
@@ -99,9 +119,10 @@ KIND_ALLOWANCE: dict[str, dict[str, int]] = {
     # the expert's one-hot form multiplies instead. Its backward is softmax - onehot:
     # no scatter (the integer-label expert has a gather and a scatter).
     "*": {"gather": 1},
-    # MultiheadAttention lays the heads out as [Batch, Head, Time, HeadDim]: three more
-    # small transposes than the expert's einsums, inside fusions (1.00-1.02x in time)
-    "attention": {"transpose": 3},
+    # MultiheadAttention: no allowance. Its scores are laid out as dot_general makes them,
+    # [Batch, Head, Time, KeyPos] (nn/_attention.py: _score_layout): fewer transposes and
+    # copies than the expert's einsums; the StableHLO census (score_census) sees to it that
+    # no transpose ever touches the position-by-position scores.
 }
 
 
@@ -147,6 +168,11 @@ def step_structure(
 
     Returns ``{framework: {"stablehlo": n, "compiled": n, "host": [lines], "texts": ...}}``.
     """
+    with on_cpu():
+        return _step_structure(model, frameworks)
+
+
+def _step_structure(model: ModuleType, frameworks: tuple[str, ...]) -> dict[str, dict[str, Any]]:
     data = load_mnist()
     idx = data.batches(seed=1, count=1)[0]
     params = model.init(0)
@@ -255,3 +281,149 @@ def mutation(kind: str) -> Iterator[None]:
 
 
 MUTATIONS = ("einsum", "transpose", "no custom backward")
+
+
+# ----------------------------------------------------------------------------- attention scores
+_TENSOR = re.compile(r"tensor<((?:\d+x)*)([a-z]\w*)>")
+_OP = re.compile(r"=\s*\"?((?:stablehlo|chlo|mhlo)\.[a-z_]+)")
+_DIMS = re.compile(r"batching_dims\s*=\s*\[([^\]]*)\]\s*x\s*\[([^\]]*)\]")
+_CALL = re.compile(r"custom_call\s*@([\w$.]+)")
+
+
+def _types(text: str) -> list[tuple[tuple[int, ...], str]]:
+    """``(shape, dtype)`` of each ``tensor<...>`` type in ``text``, in order."""
+    return [
+        (tuple(int(n) for n in dims.split("x") if n), dtype)
+        for dims, dtype in _TENSOR.findall(text)
+    ]
+
+
+def _is_score(shape: tuple[int, ...], n_query: int, n_key: int) -> bool:
+    """Whether a shape holds both position axes (query by key: the attention scores)."""
+    if n_query == n_key:
+        return shape.count(n_query) >= 2
+    return n_query in shape and n_key in shape
+
+
+@dataclasses.dataclass
+class AttentionCensus:
+    """The StableHLO ops of a step that touch the attention scores (tensors with a query
+    position axis and a key position axis), from :func:`score_census`."""
+
+    #: ``"op:dtype"`` -> count, per op whose result is score-shaped
+    ops: Counter[str]
+    #: the ``transpose`` lines with a score-shaped operand or result
+    transposes: list[str]
+    #: the ``dot_general`` lines with a score-shaped operand
+    dots: list[str]
+    #: those of ``dots`` whose score-shaped operand's batch dimensions are not its leading
+    #: ones (a batched product that wants a transposed copy first, or a strided one)
+    non_leading: list[str]
+    #: how many lines hold a score-shaped tensor type at all (operands, results, arguments)
+    lines: int
+
+    @property
+    def total(self) -> int:
+        """How many ops produce a score-shaped tensor."""
+        return sum(self.ops.values())
+
+
+def score_census(text: str, n_query: int, n_key: int) -> AttentionCensus:
+    """The ops of StableHLO ``text`` that touch tensors with both position sizes (choose a
+    context length that no other size of the model shares).
+
+    Example:
+        >>> c = score_census(jitted.trace(*args).lower().as_text(), 24, 24)
+        >>> c.transposes, c.non_leading  # [] and [] for the expert's attention
+    """
+    ops: Counter[str] = Counter()
+    transposes, dots, non_leading = [], [], []
+    lines = 0
+    for line in text.splitlines():
+        lines += any(_is_score(t, n_query, n_key) for t, _ in _types(line))
+        m = _OP.search(line)
+        if m is None:
+            continue
+        name = m.group(1).split(".")[-1]
+        result = line.rsplit("->", 1)[-1] if "->" in line else line.rsplit(":", 1)[-1]
+        for shape, dtype in _types(result):
+            if _is_score(shape, n_query, n_key):
+                ops[f"{name}:{dtype}"] += 1
+                break
+        if name == "transpose" and any(_is_score(t, n_query, n_key) for t, _ in _types(line)):
+            transposes.append(line.strip())
+        if name == "dot_general":
+            operands = line.rsplit("->", 1)[0].rsplit(":", 1)[-1]
+            found = _DIMS.search(line)
+            batching = [
+                [int(n) for n in part.split(",") if n.strip()]
+                for part in (found.groups() if found else ("", ""))
+            ]
+            scored = [
+                i for i, (t, _) in enumerate(_types(operands)[:2]) if _is_score(t, n_query, n_key)
+            ]
+            if scored:
+                dots.append(line.strip())
+                if any(batching[i] != list(range(len(batching[i]))) for i in scored):
+                    non_leading.append(line.strip())
+    return AttentionCensus(ops, transposes, dots, non_leading, lines)
+
+
+def custom_calls(text: str) -> Counter[str]:
+    """``custom_call`` target -> count in StableHLO text (``__cudnn$fmhaSoftmax``, ...)."""
+    return Counter(_CALL.findall(text))
+
+
+#: JAX's private cuDNN queries that :func:`pretend_cuda` answers (``jax._src.cudnn.
+#: fused_attention_stablehlo``): the cuDNN version, and compute capability at least / equal
+_CUDNN_QUERIES = (
+    "check_cudnn_version",
+    "check_compute_capability",
+    "is_cuda_compute_capability_equal",
+)
+
+
+@contextlib.contextmanager
+def pretend_cuda(capability: str = "9.0", cudnn_version: int = 91000) -> Iterator[None]:
+    """Trace as on an NVIDIA GPU, on any machine, to lower for CUDA
+    (``jitted.trace(*args).lower(lowering_platforms=("cuda",))``): axjax's backend and
+    compute-capability queries, and JAX's cuDNN version and capability checks, answer as a
+    GPU of ``capability`` with cuDNN ``cudnn_version`` would. Nothing is compiled or run.
+
+    JAX's queries are private names: where they are missing (another JAX version), this
+    raises ``LookupError`` naming them, before changing anything.
+
+    Example:
+        >>> with pretend_cuda():
+        ...     text = step.trace(*args).lower(lowering_platforms=("cuda",)).as_text()
+        >>> custom_calls(text)["__cudnn$fmhaSoftmax"]
+    """
+    import importlib
+
+    from axjax.nn import _fused_attention
+
+    try:
+        fa = importlib.import_module("jax._src.cudnn.fused_attention_stablehlo")
+    except ImportError as e:
+        raise LookupError(f"jax._src.cudnn.fused_attention_stablehlo is missing ({e})") from e
+    missing = [n for n in _CUDNN_QUERIES if not hasattr(fa, n)]
+    if missing:
+        raise LookupError(f"JAX's cuDNN module lacks {', '.join(missing)}")
+    want = tuple(int(n) for n in capability.split("."))
+    answers: dict[tuple[Any, str], Any] = {
+        (fa, "check_cudnn_version"): lambda: cudnn_version,
+        (fa, "check_compute_capability"): (lambda c: want >= tuple(int(n) for n in c.split("."))),
+        (fa, "is_cuda_compute_capability_equal"): (
+            lambda c: want == tuple(int(n) for n in c.split("."))
+        ),
+        (_fused_attention, "_backend"): lambda: "gpu",
+        (_fused_attention, "compute_capability"): lambda: capability,
+    }
+    saved = {key: getattr(*key) for key in answers}
+    try:
+        for (module, name), fn in answers.items():
+            setattr(module, name, fn)
+        yield
+    finally:
+        for (module, name), fn in saved.items():
+            setattr(module, name, fn)

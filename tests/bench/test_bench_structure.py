@@ -70,7 +70,8 @@ def test_no_host_transfer_in_compiled_step(structure: Any, path: str) -> None:
 
 # each mutation, on a model where it costs time, with the kinds that must catch it
 MUTANTS = [
-    ("attention", "einsum", {"transpose", "copy"}),
+    ("lstm", "einsum", {"transpose"}),
+    ("attention", "transpose", {"transpose", "copy"}),
     ("lstm", "transpose", {"transpose", "copy"}),
     ("mlp", "no custom backward", {"scatter", "fusion kLoop"}),
     ("lstm", "no custom backward", {"transpose", "copy", "scatter"}),
