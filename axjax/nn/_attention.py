@@ -176,7 +176,7 @@ def dot_product_attention(
 
 def _size(t: AnyTensor, axis: type[Axis]) -> int:
     n = dict(zip(t.axes, t.shape, strict=True))[axis]
-    if n is None:  # a graph node with an open size: the causal mask needs it
+    if n is None:  # a graph node with an open size
         return t.size(axis)  # raises the standard "Cannot read the size" error
     return int(n)
 
@@ -308,15 +308,14 @@ def _attention(
             implementation=path or None,
         )
         return op(q, k, v, *(t for t in (mask, key_lengths) if t is not None))
-    n_key = _size(k, key_pos)
     if causal is not None:
-        c = causal_mask(causal[0], key_pos, causal[1], n_key)
+        c = causal_mask(causal[0], key_pos, causal[1], _size(k, key_pos))
         mask = c if mask is None else _and(mask, c)
     if key_lengths is not None:
-        padding = _length_mask(key_lengths, key_pos, n_key)
+        padding = _length_mask(key_lengths, key_pos, _size(k, key_pos))
         mask = padding if mask is None else _and(mask, padding)
-    d = dict(zip(q.axes, q.shape, strict=True))[over]
-    query = transpose(q * (1.0 / math.sqrt(d) if d else 1.0), *_score_layout(q, k, over))
+    d = _size(q, over)  # a graph's open size cannot scale the scores: the size error
+    query = transpose(q * (1.0 / math.sqrt(d)), *_score_layout(q, k, over))
     scores = contract(query, k, over=over)
     if mask is not None:
         extra = [a for a in mask.axes if a not in scores.axes]
