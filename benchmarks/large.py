@@ -7,7 +7,12 @@ axjax reach the FLOP/s of hand-written JAX, and how close do both come to the de
 - **MLP**: ``layers`` residual blocks ``h + gelu(h @ W1) @ W2`` (width ``d``, hidden
   ``4 d``), batch ``b``; axjax writes ``h @ w1`` on ``[Batch, Embed] @ [Embed, Hidden]``.
 - **Attention**: ``ax.nn.MultiheadAttention`` (no biases) on ``[Batch, Time, Embed]``,
-  against the same einsums by hand from the same weights.
+  against the same einsums by hand from the same weights, the softmax in float32 as
+  ``jax.nn.dot_product_attention`` and axjax compute it (``jax.nn.softmax(scores.astype(
+  f32)).astype(bf16)``), the probabilities in the compute dtype.
+- **Attention, cuDNN** (a GPU, BF16/F16 only; elsewhere a note says why it did not run):
+  the same block with ``implementation="cudnn"`` against the expert calling
+  ``jax.nn.dot_product_attention(..., implementation="cudnn")`` (flash attention).
 
 Each step is the gradient of ``mean(square(y))`` with respect to every weight, in one
 ``jax.jit``. FLOPs are the matrix products' (``2 m n k`` each) times 3 for forward and
@@ -146,13 +151,22 @@ def mlp_block(s: Sizes, dtype: str, key: jax.Array) -> Block:
     )
 
 
-def attention_block(s: Sizes, dtype: str, key: jax.Array) -> Block:
-    """``ax.nn.MultiheadAttention`` against the same einsums by hand, same weights."""
+def attention_block(s: Sizes, dtype: str, key: jax.Array, cudnn: bool = False) -> Block:
+    """``ax.nn.MultiheadAttention`` against the same einsums by hand (softmax in float32),
+    same weights; with ``cudnn``, both through cuDNN flash attention."""
     marker, np_dtype = DTYPES[dtype]
     b, t, e, heads = s.att_batch, s.seq, s.width, s.heads
     dh = e // heads
     k1, k2 = jax.random.split(key)
-    mha = ax.nn.MultiheadAttention(Embed, e, num_heads=heads, query_pos=Time, dtype=marker, key=k1)
+    mha = ax.nn.MultiheadAttention(
+        Embed,
+        e,
+        num_heads=heads,
+        query_pos=Time,
+        dtype=marker,
+        implementation="cudnn" if cudnn else "auto",
+        key=k1,
+    )
     x = jax.random.normal(k2, (b, t, e), np_dtype)
     tx = ax.tensor(x, Batch, Time, Embed, dtype=marker)
     # [Head, HeadDim, Embed] x 3 and [Embed, Head, HeadDim], as the module stores them
@@ -162,8 +176,13 @@ def attention_block(s: Sizes, dtype: str, key: jax.Array) -> Block:
     def loss_jax(ws: Any, x: Any) -> Any:
         wq, wk, wv, wo = ws
         q, k, v = (jnp.einsum("bte,hde->bthd", x, w) for w in (wq, wk, wv))
-        scores = jnp.einsum("bthd,bshd->bhts", q * scale, k)
-        o = jnp.einsum("bhts,bshd->bthd", jax.nn.softmax(scores, axis=-1), v)
+        if cudnn:
+            o = jax.nn.dot_product_attention(q, k, v, scale=scale, implementation="cudnn")
+        else:
+            scores = jnp.einsum("bthd,bshd->bhts", q * scale, k)
+            # the softmax in float32, as jax.nn.dot_product_attention's and axjax's
+            probs = jax.nn.softmax(scores.astype(jnp.float32), axis=-1).astype(x.dtype)
+            o = jnp.einsum("bhts,bshd->bthd", probs, v)
         y = jnp.einsum("bthd,ehd->bte", o, wo)
         return jnp.mean(jnp.square(y.astype(jnp.float32)))
 
@@ -173,7 +192,7 @@ def attention_block(s: Sizes, dtype: str, key: jax.Array) -> Block:
 
     flops = 3 * (4 * 2 * b * t * e * e + 2 * 2 * b * t * t * e)
     return Block(
-        "attention",
+        "attention-cudnn" if cudnn else "attention",
         flops,
         jax.jit(jax.grad(loss_jax)),
         (ws, x),
@@ -250,11 +269,17 @@ def bench_large(
     dtype: str,
     rounds: int = 7,
     window_s: float = 0.5,
-    blocks: Sequence[str] = ("mlp", "attention"),
+    blocks: Sequence[str] = ("mlp", "attention", "attention-cudnn"),
 ) -> dict[str, Any]:
-    """Run the blocks; return a results dict (see :func:`markdown`)."""
+    """Run the blocks; return a results dict (see :func:`markdown`). A block that cannot
+    run here (``attention-cudnn`` without a GPU or in F32) is listed under ``"skipped"``
+    with the reason."""
     peak = measured_peak(sizes.peak_n, dtype)
-    makers = {"mlp": mlp_block, "attention": attention_block}
+    makers: dict[str, Callable[..., Block]] = {
+        "mlp": mlp_block,
+        "attention": attention_block,
+        "attention-cudnn": lambda s, d, k: attention_block(s, d, k, cudnn=True),
+    }
     results: dict[str, Any] = {
         "device": str(jax.devices()[0].device_kind),
         "backend": jax.default_backend(),
@@ -262,8 +287,14 @@ def bench_large(
         "sizes": asdict(sizes),
         "peak_tflops": peak / 1e12,
         "blocks": {},
+        "skipped": {},
     }
     for i, name in enumerate(blocks):
+        if name == "attention-cudnn":
+            refused = ax.nn.cudnn_refusal(DTYPES[dtype][0], sizes.width // sizes.heads)
+            if refused is not None:
+                results["skipped"][name] = refused[1]
+                continue
         if name == "transformer":  # the whole LM training step: benchmarks/transformer.py
             from .transformer import PRESETS as LM_PRESETS
             from .transformer import transformer_row
@@ -305,6 +336,8 @@ def markdown(res: dict[str, Any]) -> str:
             f"{100 * j['fraction_of_peak']:.0f} % | {100 * a['fraction_of_peak']:.0f} % | "
             f"{j['first_call_s']:.2f} / {a['first_call_s']:.2f} |"
         )
+    skipped = res.get("skipped", {})
+    lines += ["", *(f"Not run: {k} ({why})." for k, why in skipped.items())] if skipped else []
     return "\n".join(lines)
 
 
@@ -321,7 +354,9 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     p.add_argument("--rounds", type=int, default=7)
     p.add_argument("--window", type=float, default=0.5, help="seconds per timed window")
     p.add_argument(
-        "--blocks", default="mlp,attention", help="comma-separated: mlp, attention, transformer"
+        "--blocks",
+        default="mlp,attention,attention-cudnn",
+        help="comma-separated: mlp, attention, attention-cudnn (a GPU), transformer",
     )
     p.add_argument("--json", help="write the results to this file")
     args = p.parse_args(argv)

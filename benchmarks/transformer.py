@@ -2,19 +2,21 @@
 
 One step of the byte-level language model of ``examples/transformer`` (forward, backward,
 Adam), in f32 and in bf16 compute with f32 weights, against the same model written in JAX
-the way an expert would: plain arrays, ``jax.nn.dot_product_attention`` (causal),
-``jax.nn.gelu``, one ``jax.jit`` with ``donate_argnums``; and again with the expert's
-attention written in einsums, which an expert who measures picks on CPU, where the fused
-call is slower (the table says which baseline each row uses). Both start from the same weights
-and batch. Timing is interleaved: each round times a window of each version in rotated
-order and the ratio is taken within the round. FLOPs count the matrix products
-(``2 m n k``), attention's two included, times 3 for forward and backward; the peak is
-``benchmarks.large.measured_peak``.
+the way an expert would: plain arrays, ``jax.nn.dot_product_attention`` (causal; JAX's
+default kernel, its XLA attention: ``fused`` rows), ``jax.nn.gelu``, one ``jax.jit`` with
+``donate_argnums``; again with the expert's attention written in einsums (``einsum`` rows),
+which an expert who measures picks where the XLA attention is slower; and, on a GPU in bf16,
+with ``implementation="cudnn"`` for the expert and for axjax (``cudnn`` rows: flash
+attention, the faster expert there). The table says which baseline each row uses. Both
+start from the same weights and batch. Timing is interleaved: each round times a window of
+each version in rotated order and the ratio is taken within the round. FLOPs count the
+matrix products (``2 m n k``), attention's two included, times 3 for forward and backward;
+the peak is ``benchmarks.large.measured_peak``.
 
-It also reports: the attention paths of axjax on this backend (einsum against the fused
-op: the default is the faster), and the memory of the axjax step at two depths with and
-without ``ax.nn.remat`` (XLA's compiled memory analysis, and the bytes the forward keeps
-for the backward).
+It also reports: the attention paths of axjax's step on this backend (einsum, JAX's XLA
+attention, cuDNN flash attention on a GPU), the path ``implementation="auto"`` takes, and
+the memory of the axjax step at two depths with and without ``ax.nn.remat`` (XLA's
+compiled memory analysis, and the bytes the forward keeps for the backward).
 
 Examples:
     .venv/bin/python -m benchmarks.transformer                 # CPU sizes, f32 and bf16
@@ -115,12 +117,18 @@ def jax_weights(lm: Any) -> dict[str, Any]:
     }
 
 
+#: the expert's attention: ``jax.nn.dot_product_attention`` with JAX's default kernel (its XLA
+#: attention), with cuDNN flash attention (a GPU, BF16/F16), or written out in einsums
+JAX_ATTENTION = ("fused", "cudnn", "einsum")
+
+
 def jax_loss(
     w: dict[str, Any], ids: jax.Array, targets: jax.Array, dtype: Any, attention: str = "fused"
 ) -> jax.Array:
     """Mean next-byte cross-entropy of the expert's model, computed in ``dtype``; its
-    attention is ``jax.nn.dot_product_attention`` (``"fused"``) or written out in einsums
-    (``"einsum"``: what an expert measures to be faster on CPU)."""
+    attention is ``jax.nn.dot_product_attention`` (``"fused"``: JAX's default kernel;
+    ``"cudnn"``: flash attention) or written out in einsums (``"einsum"``: what an expert
+    measures to be faster than the XLA attention)."""
     with jax.numpy_rank_promotion("allow"):  # an expert's broadcasting (the tests forbid it)
         return _jax_loss(w, ids, targets, dtype, attention)
 
@@ -145,7 +153,9 @@ def _jax_loss(
         o = (
             _einsum_attention(q, k, v)
             if attention == "einsum"
-            else jax.nn.dot_product_attention(q, k, v, is_causal=True)
+            else jax.nn.dot_product_attention(
+                q, k, v, is_causal=True, implementation="cudnn" if attention == "cudnn" else None
+            )
         )
         x = x + jnp.einsum("bthd,ehd->bte", o, b["o"])
         # the MLP on [b*t, e]: a 3-D ``h @ W``'s weight gradient is a dot and a transpose,
@@ -190,8 +200,11 @@ def build(
     seed: int = 0,
     jax_attention: str = "fused",
 ) -> TransformerBench:
-    """The axjax step (the example's model) and the expert's, same weights and batch; the
-    expert's attention is ``jax_attention`` (``"fused"`` or ``"einsum"``)."""
+    """The axjax step (the example's model, its attention ``implementation``) and the
+    expert's, same weights and batch; the expert's attention is ``jax_attention`` (one of
+    :data:`JAX_ATTENTION`)."""
+    if jax_attention not in JAX_ATTENTION:
+        raise ValueError(f"jax_attention must be one of {JAX_ATTENTION}, got {jax_attention!r}")
     model_mod = data_mod = example()
     cfg = dataclasses.replace(cfg, attention=implementation)
     lm = model_mod.LM(cfg, key=jax.random.key(seed), remat=remat, unroll=True)  # as the expert
@@ -291,11 +304,17 @@ def time_steps(
 
 
 def transformer_row(
-    cfg: Any, dtype: str, rounds: int, window_s: float, peak: float, jax_attention: str = "fused"
+    cfg: Any,
+    dtype: str,
+    rounds: int,
+    window_s: float,
+    peak: float,
+    jax_attention: str = "fused",
+    implementation: str = "auto",
 ) -> dict[str, Any]:
-    """The transformer step as a row of ``benchmarks.large`` (its result format), against
-    the expert with ``jax_attention``."""
-    bench = build(cfg, dtype, jax_attention=jax_attention)
+    """The transformer step as a row of ``benchmarks.large`` (its result format): axjax
+    with its attention ``implementation`` against the expert with ``jax_attention``."""
+    bench = build(cfg, dtype, jax_attention=jax_attention, implementation=implementation)
     agree = losses(bench)
     t = time_steps(bench, rounds, window_s)
     out: dict[str, Any] = {
@@ -305,6 +324,7 @@ def transformer_row(
         "loss_jax": agree["jax"][0],
         "loss_axjax": agree["axjax"][0],
         "losses": agree,
+        "implementation": implementation,
     }
     for k, ts in t["times"].items():
         best = statistics.median(ts)
@@ -317,26 +337,49 @@ def transformer_row(
     return out
 
 
+def cudnn_unavailable(dtype: str) -> str | None:
+    """Why the cuDNN rows cannot run here (``None``: they can): a GPU and BF16 compute."""
+    marker = ax.BF16 if dtype == "bf16" else ax.F32
+    refused = ax.nn.cudnn_refusal(marker, 64)
+    return None if refused is None else refused[1]
+
+
+def auto_path(cfg: Any, dtype: str) -> str:
+    """The path ``implementation="auto"`` takes for the model's attention on this backend."""
+    return ax.nn.default_attention_path(
+        ax.BF16 if dtype == "bf16" else ax.F32,
+        cfg.embed // cfg.heads,
+        causal=True,
+        n_query=cfg.context,
+        n_key=cfg.context,
+    )
+
+
 def attention_paths(cfg: Any, dtype: str, rounds: int, window_s: float) -> dict[str, Any]:
-    """ms per axjax step with each attention path (the ratio: einsum time / fused time)."""
-    out: dict[str, Any] = {}
-    einsum, fused = (
-        build(cfg, dtype, implementation="einsum"),
-        build(cfg, dtype, implementation="fused"),
-    )
-    # the einsum path in the "jax" slot, the fused one in the "axjax" slot
-    both = TransformerBench(
-        einsum.flops,
-        {"jax": einsum.steps["axjax"], "axjax": fused.steps["axjax"]},
-        {"jax": einsum.states["axjax"], "axjax": fused.states["axjax"]},
-        einsum.batch,
-        einsum.static,
-    )
-    t = time_steps(both, rounds, window_s, lambda b, k: b.batch)
-    out["einsum_ms"] = statistics.median(t["times"]["jax"]) * 1e3
-    out["fused_ms"] = statistics.median(t["times"]["axjax"]) * 1e3
-    out["fused_speedup"] = summary(t["ratios"])  # >1: fused faster
-    out["default"] = ax.nn.default_attention_path()
+    """ms per axjax step with each attention path: einsum, JAX's XLA attention and, on a GPU
+    in BF16, cuDNN flash attention; each timed interleaved with the einsum path (the
+    speed-ups: einsum time / that path's time, within a round)."""
+    einsum = build(cfg, dtype, implementation="einsum")
+    note = cudnn_unavailable(dtype)
+    out: dict[str, Any] = {"einsum_ms": [], "default": auto_path(cfg, dtype)}
+    for path in ("xla", "cudnn"):
+        if path == "cudnn" and note is not None:
+            out["cudnn_ms"], out["cudnn_speedup"], out["cudnn_note"] = None, None, note
+            continue
+        other = build(cfg, dtype, implementation=path)
+        # the einsum path in the "jax" slot, the other in the "axjax" slot
+        both = TransformerBench(
+            einsum.flops,
+            {"jax": einsum.steps["axjax"], "axjax": other.steps["axjax"]},
+            {"jax": einsum.states["axjax"], "axjax": other.states["axjax"]},
+            einsum.batch,
+            einsum.static,
+        )
+        t = time_steps(both, rounds, window_s, lambda b, k: b.batch)
+        out["einsum_ms"] += t["times"]["jax"]
+        out[f"{path}_ms"] = statistics.median(t["times"]["axjax"]) * 1e3
+        out[f"{path}_speedup"] = summary(t["ratios"])  # >1: faster than einsum
+    out["einsum_ms"] = statistics.median(out["einsum_ms"]) * 1e3
     return out
 
 
@@ -387,7 +430,9 @@ def bench_transformer(
         "config": dataclasses.asdict(cfg),
         "rows": {},
         "rows_einsum": {},
+        "rows_cudnn": {},
         "peak_tflops": {},
+        "notes": [],
     }
     for dtype in dtypes:
         peak = measured_peak(peak_n, dtype)
@@ -396,7 +441,18 @@ def bench_transformer(
         res["rows_einsum"][dtype] = transformer_row(
             cfg, dtype, rounds, window_s, peak, jax_attention="einsum"
         )
-    res["attention"] = attention_paths(cfg, dtypes[0], rounds, window_s)
+        note = cudnn_unavailable(dtype)
+        if note is None:  # flash attention for both: the faster expert on a GPU
+            res["rows_cudnn"][dtype] = transformer_row(
+                cfg, dtype, rounds, window_s, peak, jax_attention="cudnn", implementation="cudnn"
+            )
+        else:
+            res["notes"].append(f"no cudnn row in {dtype}: {note}")
+    # the paths in the dtype cuDNN runs, if it is asked for
+    res["attention"] = attention_paths(
+        cfg, "bf16" if "bf16" in dtypes else dtypes[0], rounds, window_s
+    )
+    res["attention"]["dtype"] = "bf16" if "bf16" in dtypes else dtypes[0]
     res["memory"] = memory(cfg)
     return res
 
@@ -409,27 +465,35 @@ def markdown(res: dict[str, Any]) -> str:
         f"{c['batch']}, context {c['context']}, width {c['embed']}, {c['heads']} heads, "
         f"{c['layers']} layers, MLP {c['mlp']}; step = forward + backward + Adam.",
         "",
-        "| dtype | JAX attention | GFLOP/step | JAX ms | axjax ms | axjax ÷ JAX (speed) | "
-        "JAX % of peak | axjax % of peak | peak TFLOP/s |",
-        "|---|---|---|---|---|---|---|---|---|",
+        "| dtype | JAX attention | axjax attention | GFLOP/step | JAX ms | axjax ms | "
+        "axjax ÷ JAX (speed) | JAX % of peak | axjax % of peak | peak TFLOP/s |",
+        "|---|---|---|---|---|---|---|---|---|---|",
     ]
     rows = [(d, "fused", r) for d, r in res["rows"].items()]
     rows += [(d, "einsum", r) for d, r in res.get("rows_einsum", {}).items()]
+    rows += [(d, "cudnn", r) for d, r in res.get("rows_cudnn", {}).items()]
     for dtype, path, r in rows:
         j, a, q = r["jax"], r["axjax"], r["ratio"]
         lines.append(
-            f"| {dtype} | {path} | {r['flops_per_step'] / 1e9:.3g} | "
+            f"| {dtype} | {path} | {r.get('implementation', 'auto')} | "
+            f"{r['flops_per_step'] / 1e9:.3g} | "
             f"{j['ms_per_step']['median']:.4g} | "
             f"{a['ms_per_step']['median']:.4g} | {q['median']:.2f} [{q['min']:.2f}–"
             f"{q['max']:.2f}] | {100 * j['fraction_of_peak']:.0f} % | "
             f"{100 * a['fraction_of_peak']:.0f} % | {res['peak_tflops'][dtype]:.3g} |"
         )
+    lines += ["", *(f"Note: {n}." for n in res["notes"])] if res.get("notes") else []
     at = res["attention"]
+    cudnn = (
+        f"cudnn {at['cudnn_ms']:.4g} ms (speed-up {at['cudnn_speedup']['median']:.2f})"
+        if at.get("cudnn_ms") is not None
+        else f"cudnn not run ({at.get('cudnn_note', 'GPU only')})"
+    )
     lines += [
         "",
-        f"Attention paths (axjax step): einsum {at['einsum_ms']:.4g} ms, fused "
-        f"{at['fused_ms']:.4g} ms (fused speed-up {at['fused_speedup']['median']:.2f}); "
-        f"default here: {at['default']}.",
+        f"Attention paths (axjax step, {at.get('dtype', '')}): einsum {at['einsum_ms']:.4g} ms, "
+        f"xla {at['xla_ms']:.4g} ms (speed-up over einsum {at['xla_speedup']['median']:.2f}), "
+        f"{cudnn}; implementation='auto' takes: {at['default']}.",
         "",
         "| layers | temp MiB | temp MiB, remat | kept for backward MiB | kept, remat |",
         "|---|---|---|---|---|",
