@@ -179,7 +179,7 @@ def warn_fallback(refusal: tuple[str, str]) -> None:
         f"attention implementation='auto' runs the einsum path instead of cuDNN flash "
         f"attention ({what}): {why}. Pass implementation='einsum' to choose it explicitly.",
         UserWarning,
-        stacklevel=4,
+        stacklevel=5,
     )
 
 
