@@ -4,8 +4,9 @@
 # the ones before gave, all inside one time budget (the first ones first):
 #
 #   env          date, cores, nvidia-smi -L, Python, jax/jaxlib/equinox/optax versions, devices
-#   install      pip install --no-deps --no-build-isolation -e . when the build backend
-#                (hatchling) is there; else axjax is used from the checkout (PYTHONPATH)
+#   install      pip install --no-deps --no-build-isolation -e . when the build backend is
+#                there (hatchling, and editables for -e; without it a plain install); else
+#                axjax runs from the checkout (PYTHONPATH points there in every case)
 #   tests        tests/core tests/nn tests/graph tests/train, pytest-xdist -n 14 when it is
 #                installed (else serial), --durations=15, a JUnit file  (at most 230 s)
 #   transformer  python -m benchmarks.transformer --dtypes bf16 --rounds 3 --window 0.5 (150 s)
@@ -147,13 +148,18 @@ if [ "$smoke" = 0 ] && [ "$backend" != gpu ]; then
 fi
 
 # 2. install over the image's JAX, without resolving dependencies (no network there)
-install_axjax() {
-  if "$PY" -c 'import hatchling' 2>/dev/null; then
-    "$PY" -m pip install --no-deps --no-build-isolation --no-input -q -e "$ROOT"
+install_axjax() {  # fails if pip fails, or if axjax does not import from this checkout
+  local rc=0
+  local pip=("$PY" -m pip install --no-deps --no-build-isolation --no-input -q)
+  if "$PY" -c 'import hatchling, editables' 2>/dev/null; then  # hatchling's editable needs both
+    "${pip[@]}" -e "$ROOT" || rc=$?
+  elif "$PY" -c 'import hatchling' 2>/dev/null; then  # a copy of this same checkout
+    "${pip[@]}" "$ROOT" || rc=$?
   else
     echo "hatchling (the build backend) is not installed: axjax runs from $ROOT (PYTHONPATH)"
   fi
-  "$PY" -c 'import axjax; print("axjax", axjax.__version__, "from", axjax.__file__)'
+  "$PY" -c 'import axjax; print("axjax", axjax.__version__, "from", axjax.__file__)' || rc=$?
+  return "$rc"
 }
 export -f install_axjax
 run_stage install 120 "$SUMMARY" bash -c install_axjax
@@ -180,12 +186,18 @@ elif [ "$smoke" = 1 ]; then
 else
   tests=(tests/core tests/nn tests/graph tests/train)
 fi
-say "tests: ${workers} process(es) ${xdist[*]}, each at most ${fraction} of the GPU's memory"
+# deterministic GPU kernels, if this XLA still knows the flag (an unknown flag is fatal)
+flags="${XLA_FLAGS:+$XLA_FLAGS }--xla_gpu_deterministic_ops=true"
+if ! XLA_FLAGS="$flags" timeout 60 "$PY" -c 'import jax.numpy as jnp; jnp.zeros(2).sum().block_until_ready()' >/dev/null 2>&1; then
+  say "tests: XLA refuses --xla_gpu_deterministic_ops=true here; running without it"
+  flags="${XLA_FLAGS:-}"
+fi
+say "tests: ${workers} process(es) ${xdist[*]}, each at most ${fraction} of the GPU's memory; XLA_FLAGS=${flags}"
 : >"$OUT/pytest.log"
 signal=INT  # pytest interrupted still prints its summary and the slowest tests
 run_stage tests 230 "$OUT/pytest.log" env XLA_PYTHON_CLIENT_PREALLOCATE=false \
   XLA_PYTHON_CLIENT_MEM_FRACTION="$fraction" \
-  XLA_FLAGS="${XLA_FLAGS:+$XLA_FLAGS }--xla_gpu_deterministic_ops=true" \
+  XLA_FLAGS="$flags" \
   "$PY" -m pytest -q -p no:cacheprovider "${xdist[@]}" --durations=15 \
   --junitxml="$OUT/junit.xml" "${tests[@]}"
 signal=TERM
