@@ -42,6 +42,9 @@
 # at full precision in the tests (tests/conftest.py); the benchmarks keep JAX's default.
 set -uo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+if [ -n "${OUT:-}" ]; then  # relative to where the script was called from
+  mkdir -p "$OUT" && OUT="$(cd "$OUT" && pwd)" || exit 2
+fi
 cd "$ROOT"
 
 smoke=0
