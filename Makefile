@@ -2,7 +2,7 @@
 VENV ?= .venv
 PY := $(VENV)/bin/python
 
-.PHONY: mnist test lint install docs test-pythons
+.PHONY: mnist test lint install docs test-pythons gpu-check gpu-check-smoke
 
 $(VENV)/.installed: pyproject.toml
 	python3 -m venv $(VENV)
@@ -31,3 +31,13 @@ docs: $(VENV)/.installed   ## the documentation site with the API reference, int
 PYTHONS ?= 3.12 3.13
 test-pythons:
 	bash .ci/test-pythons $(PYTHONS)
+
+# On a GPU machine whose Python already has JAX with CUDA (no network needed, nothing
+# installed but axjax itself, --no-deps): the suite's core/nn/graph/train tests, then the
+# transformer, large-block and MNIST benchmarks, each under its own timeout, into $(OUT)
+# (see tools/gpu_check.sh --help). gpu-check-smoke runs the same stages at CPU size.
+OUT ?= gpu-check-out
+gpu-check:
+	OUT=$(OUT) bash tools/gpu_check.sh $(ARGS)
+gpu-check-smoke:
+	OUT=$(OUT) PYTHON=$(if $(wildcard $(PY)),$(PY),python3) bash tools/gpu_check.sh --smoke $(ARGS)

@@ -1,9 +1,15 @@
-"""Shared pytest set-up: strict JAX settings and the location of the real data sets."""
+"""Shared pytest set-up: strict JAX settings, full-precision matrix products on accelerators,
+the location of the real data sets, and optional tools (skip, but never in CI)."""
 
 from __future__ import annotations
 
+import importlib
 import os
+import shutil
+import sys
 from pathlib import Path
+from types import ModuleType
+from typing import Literal, overload
 
 import jax
 import pytest
@@ -14,6 +20,77 @@ ROOT = Path(__file__).resolve().parent.parent
 SHARED_DATA = ROOT.parent / "shared" / "data"
 
 
+# ------------------------------------------------------------------ matrix-product precision
+def matmul_precision_for(backend: str) -> str | None:
+    """The suite's one precision rule: ``"highest"`` on every backend but the CPU, else
+    ``None`` (JAX's default, already full float32 on the CPU).
+
+    The suite compares float32 results with float32 tolerances (scanned against unrolled
+    blocks, remat, a batched Tree-LSTM against its recursive reference). JAX's ``DEFAULT``
+    precision runs float32 matrix products as TF32 on Ampere and Hopper GPUs (10-bit
+    mantissa) and as bfloat16 passes on TPUs, so two programs of the same math differ by
+    ~1e-3 relative there (jax-ml/jax#12008). The tests check the math, not the speed, so
+    they run every float32 product at full precision; the benchmarks keep the default.
+
+    Example:
+        >>> matmul_precision_for("gpu"), matmul_precision_for("cpu")
+        ('highest', None)
+    """
+    return None if backend == "cpu" else "highest"
+
+
+def apply_matmul_precision(backend: str) -> str | None:
+    """Set ``jax_default_matmul_precision`` as :func:`matmul_precision_for` says for
+    ``backend``; return what was set (``None``: left as it is)."""
+    precision = matmul_precision_for(backend)
+    if precision is not None:
+        jax.config.update("jax_default_matmul_precision", precision)
+    return precision
+
+
+#: applied once, at import, for every test in the process (each xdist worker imports this)
+MATMUL_PRECISION = apply_matmul_precision(jax.default_backend())
+
+
+# ------------------------------------------------------------------ optional tools
+def in_ci() -> bool:
+    """Whether ``$CI`` says this is a CI run (``true``, ``1``, ...; not ``false``/``0``)."""
+    return os.environ.get("CI", "").strip().lower() not in ("", "0", "false", "no")
+
+
+@overload
+def requires(name: str, *, extra: str = ..., program: Literal[False] = ...) -> ModuleType: ...
+@overload
+def requires(name: str, *, extra: str = ..., program: Literal[True]) -> str: ...
+def requires(name: str, *, extra: str = "test", program: bool = False) -> str | ModuleType:
+    """The module ``name`` (or, with ``program=True``, the path of the executable ``name``,
+    looked up beside the running Python, then on ``PATH``) for a test that needs a tool
+    from an extra. Where it is missing the test skips, saying which extra installs it;
+    under ``CI`` (which installs every extra) it fails instead, so CI never skips the
+    typing tests silently. Works at module level too.
+
+    Example:
+        >>> mypy_api = requires("mypy.api")             # module-level or in a test
+        >>> pyright = requires("pyright", extra="dev", program=True)
+    """
+    if program:
+        here = str(Path(sys.executable).parent)
+        found = shutil.which(name, path=here) or shutil.which(name)
+        if found is not None:
+            return found
+        why = f"the program {name!r} is not installed"
+    else:
+        try:
+            return importlib.import_module(name)
+        except ImportError as e:
+            why = f"{name} is not installed ({e})"
+    where = f'pip install -e ".[{extra}]"'
+    if in_ci():
+        pytest.fail(f"{why}: {where}; CI installs every extra, so this fails", pytrace=False)
+    pytest.skip(f"{why}: {where}", allow_module_level=True)
+
+
+# ------------------------------------------------------------------ fixtures and data
 @pytest.fixture
 def key() -> jax.Array:
     return jax.random.key(0)

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import subprocess
 import sys
 import textwrap
@@ -25,17 +24,14 @@ from typing import Any
 
 import pytest
 
+from tests.conftest import requires
+
 ROOT = Path(__file__).resolve().parents[1]
 THRESHOLD = 0.95
 
 
 def _pyright() -> str:
-    found = shutil.which("pyright", path=str(Path(sys.executable).parent)) or shutil.which(
-        "pyright"
-    )
-    if found is None:  # the dev extra installs it: never skip silently in CI
-        pytest.fail('pyright is not installed: pip install -e ".[dev]"')
-    return found
+    return requires("pyright", extra="dev", program=True)  # fails, never skips, under CI
 
 
 def verify(package: str, root: Path) -> dict[str, Any]:

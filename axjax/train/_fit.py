@@ -31,7 +31,7 @@ from ..nn import Policy
 from ._axes import Batch
 from ._fit_checkpoint import FitCheckpoints, schedule_of, start_run
 from ._fit_log import FitLog
-from ._guard import GUARDS, Guard, NanGuard
+from ._guard import GUARDS, FlatSteps, Guard, NanGuard
 from ._loader import BatchSource, as_source
 from ._manager import Checkpoints
 from ._parallel import Parallel, queue_bound
@@ -51,10 +51,6 @@ __all__ = ["EarlyStopping", "FitResult", "Guard", "evaluate", "fit"]
 
 #: Whether a smaller (``"min"``) or a larger (``"max"``) value of the metric is better
 Mode = Literal["min", "max"]
-
-#: ``treedef -> step``, the step ``(leaves, batch, key, step) -> leaves`` on the leaves of
-#: ``(params, opt_state, monitor)`` (``make_flat_train_step``, one per tree structure)
-FlatSteps = Callable[[Any], Callable[[list[jax.Array], Any, jax.Array, int], list[jax.Array]]]
 
 
 @dataclasses.dataclass
@@ -289,6 +285,12 @@ def fit(
         schedule,
     )
     donate = True  # in place on every backend: faster on CPU too (benchmarks.fit_loop)
+    # one compiled step per tree structure, for the loop and the guard's replay alike
+    flat_steps: FlatSteps = functools.cache(
+        functools.partial(
+            _flat_step, run, parallel, loss_fn, optimizer, donate=donate, guard=guard == "step"
+        )
+    )
     # the first snapshot holds these arrays: never donated (the step gets copies if it donates)
     nan_guard = NanGuard(
         guard,
@@ -296,6 +298,7 @@ def fit(
         source,
         donate=donate,
         make_replay=functools.partial(make_replay_step, loss_fn, optimizer, run.static),
+        flat_steps=flat_steps,
     )
     if donate:  # the caller's arrays must survive the donation of the step's inputs
         run.params, run.opt_state = copy_tree((run.params, run.opt_state))
@@ -305,11 +308,7 @@ def fit(
         loss_fn=loss_fn,
         donate=donate,
         guard=nan_guard,
-        flat_step=functools.cache(
-            functools.partial(
-                _flat_step, run, parallel, loss_fn, optimizer, donate=donate, guard=guard == "step"
-            )
-        ),
+        flat_step=flat_steps,
         log=FitLog(logdir, resume_at=run.step, epochs=epochs, progress=progress),
         saver=FitCheckpoints(checkpoints, early_stopping, schedule),
         epochs=epochs,

@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 import warnings
 from collections.abc import Callable
-from typing import Literal, NamedTuple
+from typing import Any, Literal, NamedTuple
 
 import equinox as eqx
 import jax
@@ -13,9 +13,9 @@ import jax
 from ..core import NonFiniteError, NonFiniteReport, debug_nans
 from ._loader import BatchSource
 from ._run_state import PyTree, RunState, copy_tree, finite_and_copy
-from ._step import TrainingDiverged, all_finite
+from ._step import Monitor, TrainingDiverged, all_finite
 
-__all__ = ["GUARDS", "Guard", "NanGuard", "ReplayStep", "explain_step"]
+__all__ = ["GUARDS", "FlatSteps", "Guard", "NanGuard", "ReplayStep", "explain_step"]
 
 #: how ``fit`` guards against NaN/Inf (see :func:`axjax.train.fit`)
 Guard = Literal["replay", "step", "off"]
@@ -25,6 +25,11 @@ GUARDS: tuple[Guard, ...] = ("replay", "step", "off")
 ReplayStep = Callable[
     [PyTree, PyTree, PyTree, jax.Array, int], tuple[PyTree, PyTree, jax.Array, jax.Array, jax.Array]
 ]
+
+#: ``treedef -> step``: the run's own compiled step ``(leaves, batch, key, step) -> leaves``
+#: on the leaves of ``(params, opt_state, monitor)`` (``make_flat_train_step``, one per
+#: tree structure)
+FlatSteps = Callable[[Any], Callable[[list[jax.Array], Any, jax.Array, int], list[jax.Array]]]
 
 
 class Snapshot(NamedTuple):
@@ -42,8 +47,13 @@ class NanGuard:
 
     ``"step"``: raise at the bad step the guarded train step recorded. ``"replay"``: keep
     the last finite state as a snapshot; when the loss sum or the state is not finite,
-    replay the steps since the snapshot with a checking step (built by ``make_replay`` on
-    the first replay only) and raise at the first bad one. ``"off"``: only read the means.
+    replay the steps since the snapshot and raise at the first bad one. The replay
+    recomputes the state with the run's own compiled step (``flat_steps``), so the state it
+    keeps is the run's to the bit wherever that step is deterministic; a checking step
+    (built by ``make_replay`` on the first replay only) gives the gradient norm. Two
+    compilations of one update need not agree to the last bit on a GPU (fusion, autotuned
+    matrix products, TF32), which is why the checking step never supplies the state.
+    ``"off"``: only read the means.
 
     Built before the run's arrays are copied for a donating step, so the first snapshot
     holds the caller's (never donated) arrays.
@@ -57,11 +67,13 @@ class NanGuard:
         *,
         donate: bool,
         make_replay: Callable[[], ReplayStep],
+        flat_steps: FlatSteps,
     ) -> None:
         self.mode = mode
         self.source = source
         self.donate = donate
         self.make_replay = make_replay
+        self.flat_steps = flat_steps
         self.replay_step: ReplayStep | None = None
         self.snapshot: Snapshot | None = None
         if mode == "replay":
@@ -114,15 +126,17 @@ class NanGuard:
         """Run the steps since the snapshot again, checking each; raise at the first bad
         one. Return the replayed state if none is bad (a non-deterministic device)."""
         snap = self.snapshot
-        assert snap is not None
+        assert snap is not None and run.monitor is not None
         if self.replay_step is None:
             self.replay_step = self.make_replay()
         params, opt_state = snap.params, snap.opt_state
         batches = self.source.epoch(snap.epoch, snap.batch)
         for k, batch in zip(range(snap.step, run.step), batches, strict=False):
-            new_params, new_opt_state, loss, gnorm, finite = self.replay_step(
-                params, opt_state, batch, run.key, k
+            new_params, new_opt_state, loss = self._run_step(
+                params, opt_state, run.monitor, batch, run.key, k
             )
+            gnorm = self.replay_step(params, opt_state, batch, run.key, k)[3]
+            finite = all_finite((new_params, new_opt_state))
             loss, gnorm, finite = jax.device_get((loss, gnorm, finite))
             if not (math.isfinite(loss) and math.isfinite(gnorm) and finite):
                 raise TrainingDiverged(
@@ -142,6 +156,26 @@ class NanGuard:
             stacklevel=3,
         )
         return params, opt_state
+
+    def _run_step(
+        self,
+        params: PyTree,
+        opt_state: PyTree,
+        monitor: Monitor,
+        batch: PyTree,
+        key: jax.Array,
+        step: int,
+    ) -> tuple[PyTree, PyTree, jax.Array]:
+        """One update by the run's own compiled step (the one ``fit``'s loop called, found
+        by the same tree structure), on copies where it donates: ``(params, opt_state,
+        loss)``, the loss read from a fresh monitor's sum (``0 + loss``)."""
+        if self.donate:  # the step must not consume the snapshot or the state before a bad step
+            params, opt_state = copy_tree((params, opt_state))
+        leaves, treedef = jax.tree.flatten((params, opt_state, monitor.reset()))
+        new_params, new_opt_state, mon = jax.tree.unflatten(
+            treedef, self.flat_steps(treedef)(leaves, batch, key, step)
+        )
+        return new_params, new_opt_state, mon.sums["loss"]
 
 
 def explain_step(

@@ -11,6 +11,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+from tests.conftest import requires
+
 ROOT = Path(__file__).resolve().parents[2]
 IGNORED = shutil.ignore_patterns("__pycache__", ".mypy_cache", ".hypothesis", "*.pyc")
 
@@ -47,6 +49,8 @@ def _run(copy: Path, *args: str) -> subprocess.CompletedProcess[str]:
 
 
 def test_a_unary_op_is_three_edits_and_the_generator(tmp_path: Path) -> None:
+    requires("ruff", program=True)  # the generator formats what it writes
+    requires("mypy")  # the copied table checks include the mypy plugin's
     copy = _copy(tmp_path)
     # the three edits
     _edit(copy / "axjax/ops/_elementwise.py", "# " + "=" * 76 + " binary", DECLARATION)

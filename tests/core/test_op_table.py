@@ -22,6 +22,7 @@ import axjax.ops
 import axjax.train
 from axjax.core._internal import declared_ops
 from axjax.core._registry import operator as registry_operator
+from tests.conftest import requires
 from tests.core.helpers import OpCase, check_op
 from tests.core.op_cases import CASES
 
@@ -172,6 +173,7 @@ def test_tensor_operators_call_the_declared_functions() -> None:
 
 
 def test_the_mypy_plugin_tables_come_from_the_registry() -> None:
+    requires("mypy")
     from axjax.mypy import _plugin
 
     by_kind: dict[str, set[str]] = {}

@@ -11,6 +11,7 @@ import pytest
 
 import axjax as ax
 from axjax.graph import _render
+from tests.conftest import requires
 
 
 @final
@@ -78,7 +79,7 @@ def test_svg_is_well_formed_with_a_box_per_node_and_an_edge_per_operand() -> Non
 
 
 def test_jupyter_displays_the_graph_as_html_with_svg() -> None:
-    from IPython.core.formatters import DisplayFormatter
+    DisplayFormatter = requires("IPython.core.formatters", extra="dev").DisplayFormatter
 
     g, x, w, loss = _graph()
     data, _ = DisplayFormatter().format(g)

@@ -14,8 +14,8 @@ import equinox as eqx
 import pytest
 
 import axjax as ax
-from axjax.mypy import _layers as plugin_layers
 from axjax.nn._registry import LayerSpec, declared_layers, register_layer
+from tests.conftest import requires
 
 ROOT = Path(__file__).resolve().parents[2]
 DOCS = ROOT / "docs" / "nn.md"
@@ -108,6 +108,9 @@ def test_every_layer_the_plugin_judges_has_a_typing_case() -> None:
 
 
 def test_the_mypy_plugin_tables_come_from_the_registry() -> None:
+    requires("mypy")
+    from axjax.mypy import _layers as plugin_layers
+
     specs = declared_layers()
     assert plugin_layers.LAYERS == {s.path: s.name for s in specs if s.typed == "stand-in"}
     assert set(plugin_layers.CHAINS) == {s.path for s in specs if s.typed == "chain"}

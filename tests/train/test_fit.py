@@ -437,34 +437,73 @@ def test_replay_builds_its_checking_step_only_when_something_is_bad(monkeypatch)
     assert all(np.isfinite(a).all() for a in _leaves(result.model))
 
 
+def _blow_up_at_step_8(**kw: Any) -> Any:
+    """``fit`` with SGD whose update becomes infinite at step 8 (loss and gradients stay
+    finite), two epochs of 6 steps: the snapshot at the epoch end (step 6) is replayed."""
+    blow_up = optax.scale_by_schedule(lambda count: jnp.where(count >= 7, jnp.inf, 1.0))
+    return ax.train.fit(
+        _model(),
+        optax.chain(optax.sgd(1e-2), blow_up),
+        classify,
+        _loader(),
+        **{"epochs": 2, "progress": False} | kw,
+    )
+
+
 def test_replay_catches_a_state_that_turns_non_finite_under_finite_gradients():
     """An update can overflow although the loss and gradients are finite; the per-step
     guard lets that through, the replay names the step that did it."""
-    blow_up = optax.scale_by_schedule(lambda count: jnp.where(count >= 7, jnp.inf, 1.0))
     with pytest.raises(
         TrainingDiverged,
         match=r"at step 8: the update made the parameters "
         r"or optimizer state non-finite \(loss [0-9.e-]+, gradient norm "
         r"[0-9.e-]+\)",
     ) as info:
-        ax.train.fit(
-            _model(),
-            optax.chain(optax.sgd(1e-2), blow_up),
-            classify,
-            _loader(),
-            epochs=2,
-            progress=False,
-        )
-    before = ax.train.fit(
-        _model(),
-        optax.chain(optax.sgd(1e-2), blow_up),
-        classify,
-        _loader(),
-        epochs=2,
-        max_steps=7,
-        progress=False,
-    )
+        _blow_up_at_step_8()
+    before = _blow_up_at_step_8(max_steps=7)
     assert before.step == 7
+    _assert_same_leaves(info.value.model, before.model)
+
+
+def _last_bit_off(tree: Any) -> Any:
+    """Each floating-point array of ``tree`` moved by one unit in the last place."""
+    return jax.tree.map(lambda a: jnp.nextafter(a, jnp.inf) if _floating(a) else a, tree)
+
+
+def _floating(a: Any) -> bool:
+    return isinstance(a, jax.Array) and jnp.issubdtype(a.dtype, jnp.floating)
+
+
+def test_the_replayed_state_is_the_runs_own_step_not_the_checking_steps(monkeypatch):
+    """The replay recomputes the state with the run's own compiled step; the checking
+    step (its own ``jax.jit``: gradient norm, finiteness) only judges each step. Two
+    compilations of one update need not agree to the last bit on a GPU (fusion, autotuned
+    matrix-product algorithms, TF32), so a state taken from the checking step would differ
+    from the run's. Mutation: a checking step whose new state is one ulp off (what such a
+    second compilation may give) leaves the replayed state bit-identical to the run's; and
+    the run's step is compiled once: the replay calls the very program the loop called."""
+    real, real_flat = fit_module.make_replay_step, fit_module._flat_step
+    built: list[Any] = []
+
+    def counted(*args: Any, **kw: Any) -> Any:
+        built.append(real_flat(*args, **kw))
+        return built[-1]
+
+    def one_ulp_off(*args: Any) -> Any:
+        step = real(*args)
+
+        def checking(params: Any, opt_state: Any, *rest: Any) -> Any:
+            new_params, new_opt_state, *verdict = step(params, opt_state, *rest)
+            return (_last_bit_off(new_params), _last_bit_off(new_opt_state), *verdict)
+
+        return checking
+
+    monkeypatch.setattr(fit_module, "make_replay_step", one_ulp_off)
+    monkeypatch.setattr(fit_module, "_flat_step", counted)
+    with pytest.raises(TrainingDiverged, match="at step 8: the update made") as info:
+        _blow_up_at_step_8()
+    assert len(built) == 1 and built[0]._cache_size() == 1  # one step, one executable
+    before = _blow_up_at_step_8(max_steps=7)
     _assert_same_leaves(info.value.model, before.model)
 
 
@@ -519,18 +558,23 @@ def test_replay_on_the_donating_path_keeps_its_snapshot(monkeypatch):
 @pytest.mark.parametrize("every", [None, 5], ids=["at-epoch-end", "at-checkpoint"])
 def test_a_bad_state_that_a_replay_cannot_reproduce_is_a_warning(monkeypatch, tmp_path, every):
     """A non-deterministic device may give NaN once and not again: the replay's finite
-    state is kept, the sums of the discarded steps are dropped, and training goes on."""
+    state is kept, the sums of the discarded steps are dropped, and training goes on. The
+    run's step is made so: its ninth update gives NaN the first time only."""
+    real = fit_module._flat_step
 
-    def nan_on_zero_batch(model, x, y):  # NaN on the all-zero batch, in the fast step only
-        loss, metrics = classify(model, x, y)
-        scale = ax.mean(x * x, (Batch, ax.train.Pixel))
-        return loss * scale / scale, metrics
+    def nan_once_at_step_9(*args: Any, **kw: Any) -> Any:
+        step, spoilt = real(*args, **kw), []
 
-    real = fit_module.make_replay_step
-    monkeypatch.setattr(
-        fit_module, "make_replay_step", lambda loss_fn, opt, static: real(classify, opt, static)
-    )
-    source = Poisoned(_loader(), 9, "zero")
+        def flaky(leaves: Any, batch: Any, key: Any, k: int) -> Any:
+            out = step(leaves, batch, key, k)
+            if k == 8 and not spoilt:
+                spoilt.append(k)
+                out = [jnp.full_like(a, jnp.nan) if _floating(a) else a for a in out]
+            return out
+
+        return flaky
+
+    monkeypatch.setattr(fit_module, "_flat_step", nan_once_at_step_9)
     ckpts = Checkpoints(tmp_path, keep=10, every=every) if every else None
     found = "7-12" if every is None else "7-10"  # at the epoch end, or at the save of 10
     with pytest.warns(
@@ -538,14 +582,14 @@ def test_a_bad_state_that_a_replay_cannot_reproduce_is_a_warning(monkeypatch, tm
         match=rf"fit: steps {found} left a non-finite loss or "
         r"state, but replaying them gave finite values throughout",
     ):
-        got = _guarded("replay", source, nan_on_zero_batch, checkpoints=ckpts)
-    want = _guarded("replay", source, classify)
+        got = _guarded("replay", _loader(), classify, checkpoints=ckpts)
+    monkeypatch.setattr(fit_module, "_flat_step", real)
+    want = _guarded("replay", _loader(), classify)
     assert got.step == want.step == 18
     # the row of step 12 is dropped, or covers steps 11-12 only
     assert [r["step"] for r in got.history] == ([6, 18] if every is None else [6, 12, 18])
     assert all(math.isfinite(r["train_loss"]) for r in got.history)
-    for a, b in zip(_leaves(got.model), _leaves(want.model), strict=True):
-        np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)
+    _assert_same_leaves(got.model, want.model)  # the replay ran the run's own step
     if ckpts is not None:
         assert ckpts.steps() == [5, 6, 10, 12, 15, 18]
 

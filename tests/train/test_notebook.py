@@ -5,10 +5,11 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
-import nbclient
-import nbformat
+from tests.conftest import data_dir, requires
 
-from tests.conftest import data_dir
+nbformat = requires("nbformat", extra="dev")
+nbclient = requires("nbclient", extra="dev")
+requires("ipykernel", extra="dev")  # the kernel the notebook runs in
 
 NOTEBOOK = Path(__file__).resolve().parents[2] / "examples" / "quickstart.ipynb"
 

@@ -16,13 +16,21 @@ from pathlib import Path
 
 import pytest
 
+from tests.conftest import requires
 from tests.typing import runner
 
 ROOT = runner.ROOT
 
 
+def _checkers() -> None:
+    """mypy (the ``test`` extra) and pyright (``dev``), or skip (fail under CI)."""
+    requires("mypy", program=True)
+    requires("pyright", extra="dev", program=True)
+
+
 @pytest.fixture(scope="module")
 def runs() -> dict[str, runner.Run]:
+    _checkers()
     return runner.run_all()
 
 
@@ -92,6 +100,7 @@ def test_directives_parse(tmp_path: Path) -> None:
 def test_plugin_options_are_read(tmp_path: Path) -> None:
     """``[tool.axjax-mypy]`` (pyproject.toml) and ``[axjax-mypy]`` (mypy.ini) are read;
     ``warn_untyped = true`` means every module, a list names module patterns."""
+    requires("mypy")
     from axjax.mypy._options import read_options
 
     toml = tmp_path / "pyproject.toml"
@@ -112,6 +121,7 @@ def test_checkers_are_the_pinned_versions() -> None:
         "optional-dependencies"
     ]
     pins = dict(p.split("==") for name in ("test", "dev") for p in extras[name] if "==" in p)
+    _checkers()
     for tool in ("mypy", "pyright"):
         out = subprocess.run(
             [str(runner.BIN / tool), "--version"], capture_output=True, text=True
@@ -120,6 +130,7 @@ def test_checkers_are_the_pinned_versions() -> None:
 
 
 def test_generated_overloads_are_current() -> None:
+    requires("ruff", program=True)  # the generator formats what it writes
     p = subprocess.run(
         [sys.executable, str(ROOT / "tools" / "gen_overloads.py"), "--check"],
         capture_output=True,

@@ -1,0 +1,97 @@
+"""The suite's own rules (tests/conftest.py): float32 matrix products at full precision on
+accelerators, applied once at import; optional tools skip outside CI and fail inside it."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import jax
+import jax.numpy as jnp
+import pytest
+
+from tests.conftest import matmul_precision_for, requires
+
+CONFTEST = Path(__file__).resolve().parent / "conftest.py"
+#: what a test may end with early: a skip or a failure (caught here to tell them apart)
+OUTCOMES = (pytest.skip.Exception, pytest.fail.Exception)
+
+
+@pytest.fixture
+def precision_restored() -> Iterator[None]:
+    """Put ``jax_default_matmul_precision`` back as it was after the test."""
+    old = jax.config.jax_default_matmul_precision
+    try:
+        yield
+    finally:
+        jax.config.update("jax_default_matmul_precision", old)
+
+
+def _product_precision() -> str:
+    """The precision of a jitted float32 product, as its StableHLO states it."""
+    a = jnp.ones((4, 4), jnp.float32)
+    (line,) = [s for s in jax.jit(jnp.matmul).lower(a, a).as_text().splitlines() if "dot" in s]
+    return line.split("precision = [")[1].split(",")[0]
+
+
+def test_full_precision_on_every_backend_but_the_cpu() -> None:
+    assert matmul_precision_for("gpu") == "highest"  # TF32 by default on Ampere/Hopper
+    assert matmul_precision_for("tpu") == "highest"  # bfloat16 passes by default
+    assert matmul_precision_for("cpu") is None
+
+
+def test_the_rule_is_in_force_on_this_backend() -> None:
+    """What the import set: on a GPU, ``highest`` (fails there if the rule is removed)."""
+    want = matmul_precision_for(jax.default_backend())
+    assert jax.config.jax_default_matmul_precision == want
+    assert _product_precision() == (want or "default").upper()
+
+
+@pytest.mark.parametrize(("backend", "want"), [("gpu", "HIGHEST"), ("cpu", "DEFAULT")])
+def test_importing_the_conftest_on_a_gpu_sets_full_precision(
+    monkeypatch: pytest.MonkeyPatch, precision_restored: None, backend: str, want: str
+) -> None:
+    """The conftest run afresh with the backend query answering ``backend``: on ``gpu`` its
+    import sets the precision, and a jitted float32 product then lowers at ``HIGHEST``
+    (``cpu``, the mutation's view: the same check sees ``DEFAULT``)."""
+    jax.config.update("jax_default_matmul_precision", None)
+    monkeypatch.setattr(jax, "default_backend", lambda: backend)
+    spec = importlib.util.spec_from_file_location("conftest_afresh", CONFTEST)
+    assert spec is not None and spec.loader is not None
+    spec.loader.exec_module(importlib.util.module_from_spec(spec))
+    assert _product_precision() == want
+
+
+def test_a_present_tool_is_returned() -> None:
+    assert requires("json") is json
+    assert requires(Path(sys.executable).name, program=True).endswith(Path(sys.executable).name)
+
+
+@pytest.mark.parametrize("program", [False, True], ids=["module", "program"])
+@pytest.mark.parametrize("ci", [None, "false", "0"])
+def test_a_missing_tool_skips_outside_ci(
+    monkeypatch: pytest.MonkeyPatch, program: bool, ci: str | None
+) -> None:
+    if ci is None:
+        monkeypatch.delenv("CI", raising=False)
+    else:
+        monkeypatch.setenv("CI", ci)
+    with pytest.raises(OUTCOMES) as info:
+        requires("axjax_no_such_tool", extra="dev", program=program)
+    assert info.type is pytest.skip.Exception
+    assert info.match(r'not installed.*: pip install -e "\.\[dev\]"$')
+
+
+@pytest.mark.parametrize("program", [False, True], ids=["module", "program"])
+@pytest.mark.parametrize("ci", ["true", "1", "TRUE"])
+def test_a_missing_tool_fails_in_ci(
+    monkeypatch: pytest.MonkeyPatch, program: bool, ci: str
+) -> None:
+    monkeypatch.setenv("CI", ci)
+    with pytest.raises(OUTCOMES) as info:
+        requires("axjax_no_such_tool", program=program)
+    assert info.type is pytest.fail.Exception  # not a skip, which CI would not notice
+    assert info.match(r'pip install -e "\.\[test\]"; CI installs every extra, so this fails$')
