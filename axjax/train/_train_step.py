@@ -126,9 +126,9 @@ class TrainStep(Generic[M]):
         trained = eqx.filter(params, eqx.is_inexact_array)
         if not jax.tree.leaves(trained):
             raise ValueError(
-                f"{_WHERE}: the model has no floating-point arrays to train (it holds "
-                f"{_count(params)} arrays, none of them floating-point); pass the module "
-                "itself, not its static part"
+                f"{_WHERE}: the model holds no floating-point array to train (arrays "
+                f"found: {_count(params)}, none floating-point); pass the module itself, "
+                "with its Tensors, not its static part"
             )
         if opt_state is None:
             opt_state = optimizer.init(trained)
@@ -260,7 +260,10 @@ class TrainStep(Generic[M]):
         return lowered
 
     def __repr__(self) -> str:
-        return f"TrainStep({self._model_type}, steps={self._steps}, guard={self._guard}, donate={self._donate})"
+        return (
+            f"TrainStep({self._model_type}, steps={self._steps}, guard={self._guard}, "
+            f"donate={self._donate})"
+        )
 
     # ------------------------------------------------------------------ helpers
     def _params(self) -> Any:
@@ -299,7 +302,7 @@ class TrainStep(Generic[M]):
 
 
 def _what(value: Any) -> str:
-    return f"a {type(value).__name__}"
+    return f"an object of type {type(value).__name__}"
 
 
 def _count(params: Any) -> int:
@@ -323,7 +326,5 @@ def _prng_key(key: Any) -> jax.Array:
             return key
         if key.dtype == jnp.uint32 and key.shape == (2,):
             return key
-    raise TypeError(
-        f"{_WHERE}: key must be a PRNG key (jax.random.key(0)), got "
-        + (f"an array of {key.dtype} and shape {key.shape}" if hasattr(key, "dtype") else _what(key))
-    )
+    got = f"an array of {key.dtype} and shape {key.shape}" if hasattr(key, "dtype") else _what(key)
+    raise TypeError(f"{_WHERE}: key must be a PRNG key (jax.random.key(0)), got {got}")
