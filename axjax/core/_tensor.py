@@ -452,7 +452,7 @@ def _unflatten(
     _new: Any = object.__new__,
     _tensor: type[Tensor[Any, *tuple[Any, ...]]] = Tensor,
 ) -> Tensor[Any, *tuple[Any, ...]]:
-    t = _new(_tensor)
+    t: Tensor[Any, *tuple[Any, ...]] = _new(_tensor)
     t._array = leaves[0]
     t._axes = axes
     return t
