@@ -36,6 +36,7 @@ from ._step import (
     TrainingDiverged,
     make_flat_train_step,
     metric_names,
+    takes_key,
 )
 
 __all__ = ["TrainStep"]
@@ -118,7 +119,9 @@ class TrainStep(Generic[M]):
             )
         self._guard = _flag("guard", guard)
         self._donate = _flag("donate", donate)
-        self._key = _prng_key(key)
+        key = _prng_key(key)
+        # a typed key is a pytree node that JAX flattens in Python: passed only when used
+        self._key: jax.Array | None = key if takes_key(loss_fn) else None
         self._optimizer = optimizer
         self._loss_fn = loss_fn
         self._model_type = type(model).__name__

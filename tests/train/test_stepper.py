@@ -343,8 +343,9 @@ def test_the_pytree_work_per_call_does_not_grow_with_the_model(monkeypatch: Any)
     shallow, deep = _step_arguments(1, monkeypatch), _step_arguments(6, monkeypatch)
     assert len(shallow) == len(deep) == 3
     for call in shallow + deep:
-        # (leaves, batch, key): the argument tuple, the list and the batch's one Tensor
-        assert _inner_nodes(call) == 3
+        # (leaves, batch, None): the argument tuple, the list, the batch's one Tensor, and
+        # None for the key (a loss without one is not passed the run's key)
+        assert _inner_nodes(call) == 4
         leaves = call[0]
         assert isinstance(leaves, list) and all(isinstance(a, jax.Array) for a in leaves)
     # a leaf per array: the parameters, Adam's two moments and count, the monitor, the step
