@@ -29,7 +29,7 @@ def _parser() -> argparse.ArgumentParser:
     )
     p.add_argument(
         "--frameworks",
-        default="jax,expert,expert-int,axjax,graph,fit,equinox,haliax,torch",
+        default="jax,expert,expert-int,axjax,axjax-jit,graph,fit,equinox,haliax,torch",
         help="comma-separated; haliax and torch are skipped when not installed",
     )
     p.add_argument("--rounds", type=int, help="interleaved timing rounds (default 7)")
@@ -37,6 +37,7 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--no-memory", action="store_true", help="skip the peak-memory children")
     p.add_argument("--no-dispatch", action="store_true", help="skip eager dispatch")
     p.add_argument("--no-structure", action="store_true", help="skip the op counts")
+    p.add_argument("--no-host", action="store_true", help="skip the host time per call (batch 8)")
     p.add_argument(
         "--no-timing",
         action="store_true",
@@ -100,6 +101,15 @@ def run(args: argparse.Namespace, log: Any = None) -> dict[str, Any]:
     if not args.no_structure:
         log("op counts of the compiled steps:")
         results["structure"] = structure_table(models)
+    if not args.no_host:
+        from .host_overhead import run as bench_host
+
+        log("host time per training-step call (MLP, batch 8):")
+        results["host"] = (
+            bench_host(calls=5, rounds=2, costs=False)
+            if args.quick
+            else bench_host(calls=100, rounds=5)
+        )
     if not args.no_dispatch:
         log("eager dispatch:")
         results["dispatch"] = (

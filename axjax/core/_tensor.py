@@ -431,16 +431,28 @@ def _summary(array: Any) -> str:
     return _display.summary(array)
 
 
-def _flatten_with_keys(t: Tensor[Any, *tuple[Any, ...]]) -> Any:
-    return ((jax.tree_util.GetAttrKey("array"), t._array),), t._axes
+# The pytree node: the array is the one child, the axes the static data. JAX calls these
+# two on every flatten and unflatten of a tree holding Tensors (a jitted call's arguments
+# and results), so they do the least Python can: no checks, no global lookups (bound as
+# defaults), the key built once. ``python -m benchmarks.host_overhead`` times them.
+_ARRAY_KEY = jax.tree_util.GetAttrKey("array")
+
+
+def _flatten_with_keys(t: Tensor[Any, *tuple[Any, ...]], _key: Any = _ARRAY_KEY) -> Any:
+    return ((_key, t._array),), t._axes
 
 
 def _flatten(t: Tensor[Any, *tuple[Any, ...]]) -> Any:
     return (t._array,), t._axes
 
 
-def _unflatten(axes: tuple[type[Axis], ...], leaves: Any) -> Tensor[Any, *tuple[Any, ...]]:
-    t = object.__new__(Tensor)
+def _unflatten(
+    axes: tuple[type[Axis], ...],
+    leaves: Any,
+    _new: Any = object.__new__,
+    _tensor: type[Tensor[Any, *tuple[Any, ...]]] = Tensor,
+) -> Tensor[Any, *tuple[Any, ...]]:
+    t: Tensor[Any, *tuple[Any, ...]] = _new(_tensor)
     t._array = leaves[0]
     t._axes = axes
     return t

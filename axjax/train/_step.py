@@ -300,13 +300,19 @@ def make_flat_train_step(
     donate: bool = True,
     guard: bool = True,
     out_shardings: Any = None,
+    carry_step: bool = False,
 ) -> Callable[..., Any]:
     """:func:`make_train_step` on the leaves of ``(params, opt_state, monitor)``: the jitted
     ``(leaves, batch, key, step) -> leaves`` for that ``treedef``. A list of arrays crosses
     ``jax.jit`` without the Python flatten and unflatten of every Equinox module in the
     model and the optimizer state, which ``fit``'s loop would otherwise pay on every step.
     ``out_shardings`` (one per leaf) pins where the updated state lives (``fit`` under a
-    :class:`Parallel`: the parameter rules)."""
+    :class:`Parallel`: the parameter rules).
+
+    ``carry_step=True``: the step number rides on the device as one more leaf, an int32
+    scalar after the state's leaves, which each call increments: the jitted function is
+    ``(leaves, batch, key) -> leaves``, and no Python number crosses to the device per call
+    (:class:`TrainStep`)."""
     step = train_step_fn(loss_fn, optimizer, static, guard=guard)
 
     def flat(
@@ -315,7 +321,15 @@ def make_flat_train_step(
         params, opt_state, mon = jax.tree.unflatten(treedef, leaves)
         return jax.tree.leaves(step(params, opt_state, mon, batch, key, step_no))
 
-    return jax.jit(flat, donate_argnums=(0,) if donate else (), out_shardings=out_shardings)
+    def counted(leaves: list[jax.Array], batch: Any, key: jax.Array) -> list[jax.Array]:
+        step_no = leaves[-1]
+        return [*flat(leaves[:-1], batch, key, step_no), step_no + 1]
+
+    return jax.jit(
+        counted if carry_step else flat,
+        donate_argnums=(0,) if donate else (),
+        out_shardings=out_shardings,
+    )
 
 
 def train_step_fn(

@@ -16,8 +16,21 @@ __all__ = ["EXPERTS", "FRAMEWORKS", "MODELS", "available", "builder"]
 #: every framework, the references first: hand-written JAX as JAX users usually write it
 #: (``jax``: weights stored ``[in, out]``, optax's integer-label loss) and the expert
 #: baselines (``expert``: axjax's weight storage, optax's loss on one-hot labels;
-#: ``expert-int``: the same with integer labels); all three donate their buffers
-FRAMEWORKS = ("jax", "expert", "expert-int", "axjax", "graph", "fit", "equinox", "haliax", "torch")
+#: ``expert-int``: the same with integer labels); all three donate their buffers. ``axjax``
+#: is the loop the docs recommend (``ax.train.TrainStep``), ``axjax-jit`` axjax modules
+#: under the user's own ``jax.jit`` (the cost of Equinox modules as arguments)
+FRAMEWORKS = (
+    "jax",
+    "expert",
+    "expert-int",
+    "axjax",
+    "axjax-jit",
+    "graph",
+    "fit",
+    "equinox",
+    "haliax",
+    "torch",
+)
 #: the baselines whose best, round by round, axjax's paths are measured against
 EXPERTS = ("jax", "expert", "expert-int")
 

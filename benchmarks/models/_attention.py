@@ -29,6 +29,7 @@ from ._frameworks import (
     onehot_xent,
     put_jax,
     torch_runner,
+    train_step_runner,
 )
 
 NAME = "attention"
@@ -203,6 +204,12 @@ def put_axjax(x: np.ndarray, y: np.ndarray) -> tuple[Any, Any]:
 
 
 def build_axjax(p: dict[str, np.ndarray]) -> Runner:
+    return train_step_runner(AxBlock(p), axjax_loss, put_axjax)
+
+
+def build_axjax_jit(p: dict[str, np.ndarray]) -> Runner:
+    """axjax modules under the user's own ``jax.jit`` (the cost of Equinox modules as
+    arguments: their Python flatten and unflatten on every call)."""
     return jit_train_step(
         lambda m, x, y: axjax_loss(m, x, y).array, AxBlock(p), put_axjax, split=True
     )

@@ -1,6 +1,11 @@
 """Training steps written the way each framework's users write them.
 
-- raw JAX and axjax modules: :func:`benchmarks._common.jit_train_step` (one ``jax.jit``);
+- raw JAX: :func:`benchmarks._common.jit_train_step` (one ``jax.jit``);
+- axjax (``axjax``): the loop the docs recommend, ``ax.train.TrainStep`` (the step of
+  ``fit`` on a flat list of arrays, the model rebuilt only on request);
+- axjax modules under the user's own ``jax.jit`` (``axjax-jit``): ``jit_train_step`` over
+  the partitioned modules, which pays the Python flatten and unflatten of every Equinox
+  module (and Tensor) per call: the cost of Equinox modules as ``jax.jit`` arguments;
 - the axjax graph: the model's Tensors become ``ax.Param``s, the batch ``ax.Input``s, and
   ``ax.compile_step`` lowers loss, gradient and update to one jitted function;
 - axjax's own training loop: the step ``ax.train.fit`` runs (``ax.train.make_train_step``:
@@ -25,6 +30,7 @@ import axjax as ax
 from .._common import LR, Runner
 
 __all__ = [
+    "RunningLoss",
     "eqx_runner",
     "fit_runner",
     "graph_runner",
@@ -32,6 +38,7 @@ __all__ = [
     "onehot_xent",
     "put_jax",
     "torch_runner",
+    "train_step_runner",
 ]
 
 Put = Callable[[np.ndarray, np.ndarray], tuple[Any, Any]]
@@ -114,6 +121,42 @@ def fit_runner(model: Any, loss_fn: Callable[[Any, Any, Any], Any], put: Put) ->
         return step.lower(shapes, (x, y), key, 0)
 
     return Runner((leaves, 0), run, put, traces=lambda: count[0], value=value, lowered=lowered)
+
+
+class RunningLoss:
+    """What the ``TrainStep`` runner returns as its loss: ``float()`` reads the mean loss
+    since the last read (one host sync; after each step, that step's loss), and
+    ``block_until_ready`` waits for the queued steps (``jax.block_until_ready`` calls it)."""
+
+    def __init__(self, step: ax.train.TrainStep[Any]) -> None:
+        self.step = step
+
+    def __float__(self) -> float:
+        return self.step.metrics()["loss"]
+
+    def block_until_ready(self) -> RunningLoss:
+        self.step.block_until_ready()
+        return self
+
+
+def train_step_runner(model: Any, loss_fn: Callable[[Any, Any, Any], Any], put: Put) -> Runner:
+    """The recommended hand-written loop: ``step = ax.train.TrainStep(model, adam, loss_fn)``
+    then ``step(x, y)`` per batch (defaults: donated, unguarded, the step number on the
+    device). The runner's state is the step object itself."""
+    step = ax.train.TrainStep(model, optax.adam(LR), loss_fn)
+
+    def run(state: Any, x: Any, y: Any) -> tuple[Any, Any]:
+        state(x, y)
+        return state, RunningLoss(state)
+
+    return Runner(
+        step,
+        run,
+        put,
+        traces=lambda: step.trace_count,
+        value=float,
+        lowered=lambda x, y: step.lower(x, y),
+    )
 
 
 def _to_params(model: Any) -> Any:

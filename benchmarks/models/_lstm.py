@@ -21,7 +21,15 @@ import axjax as ax
 from axjax.train import Batch, Class
 
 from .._common import LR, Runner, jit_train_step, uniform
-from ._frameworks import eqx_runner, fit_runner, int_xent, onehot_xent, put_jax, torch_runner
+from ._frameworks import (
+    eqx_runner,
+    fit_runner,
+    int_xent,
+    onehot_xent,
+    put_jax,
+    torch_runner,
+    train_step_runner,
+)
 
 NAME = "lstm"
 TITLE = "LSTM 28x28 rows, hidden 64"
@@ -147,6 +155,12 @@ def put_axjax(x: np.ndarray, y: np.ndarray) -> tuple[Any, Any]:
 
 
 def build_axjax(p: dict[str, np.ndarray]) -> Runner:
+    return train_step_runner(AxLSTM(p), axjax_loss, put_axjax)
+
+
+def build_axjax_jit(p: dict[str, np.ndarray]) -> Runner:
+    """axjax modules under the user's own ``jax.jit`` (the cost of Equinox modules as
+    arguments: their Python flatten and unflatten on every call)."""
     return jit_train_step(
         lambda m, x, y: axjax_loss(m, x, y).array, AxLSTM(p), put_axjax, split=True
     )
