@@ -29,7 +29,14 @@ import jax
 import jax.numpy as jnp
 
 from ..core import BF16, F16, AnyTensor, Axis, Bool, DType, Integer, Op, TensorType
-from ..core._internal import axes_names, axis_name, is_floating, register_op, result_dtype
+from ..core._internal import (
+    axes_names,
+    axis_name,
+    is_floating,
+    optional_positive_int,
+    register_op,
+    result_dtype,
+)
 
 __all__ = [
     "AttentionPath",
@@ -94,6 +101,9 @@ def cudnn_refusal(
         >>> ax.nn.cudnn_refusal(ax.F32, 64)  # on a GPU
         ('dtype', 'the dtype is F32; cuDNN flash attention takes BF16 or F16 ...')
     """
+    head_dim = optional_positive_int("cudnn_refusal", "head_dim", head_dim)
+    n_query = optional_positive_int("cudnn_refusal", "n_query", n_query)
+    n_key = optional_positive_int("cudnn_refusal", "n_key", n_key)
     backend = _backend()
     if backend != "gpu":
         return "backend", f"cuDNN runs on an NVIDIA GPU; the default backend is {backend}"

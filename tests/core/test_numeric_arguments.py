@@ -385,6 +385,18 @@ def fixtures(tmp: Path) -> dict[str, Fixture | Exempt]:
             {"n_query": 2, "n_key": 3},
             lambda n_query, n_key: nn.causal_mask(T, nn.KeyPos, n_query, n_key),
         ),
+        "ax.nn.cudnn_refusal": Fixture(
+            {"head_dim": 64, "n_query": 4, "n_key": 4},
+            lambda head_dim, n_query, n_key: nn.cudnn_refusal(
+                ax.BF16, head_dim, causal=True, n_query=n_query, n_key=n_key
+            ),
+        ),
+        "ax.nn.default_attention_path": Fixture(
+            {"head_dim": 64, "n_query": 4, "n_key": 4},
+            lambda head_dim, n_query, n_key: nn.default_attention_path(
+                ax.BF16, head_dim, causal=True, n_query=n_query, n_key=n_key
+            ),
+        ),
         "ax.nn.LayerNorm": Fixture(
             {"sizes": 3, "eps": 1e-5}, lambda sizes, eps: nn.LayerNorm(B, sizes, eps=eps)(x23())
         ),
