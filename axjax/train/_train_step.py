@@ -2,11 +2,12 @@
 
 A hand-written loop that calls its own ``jax.jit`` step with the model and the optimizer
 state pays, on every call, the Python flatten and unflatten of every Equinox module (and
-Tensor) in both: about 80 µs per call for the MNIST MLP with Adam, more than the step's
-own dispatch. :class:`TrainStep` keeps ``(params, opt_state, monitor)`` as one flat list of
-arrays between calls (the jitted step of :func:`make_flat_train_step`, which ``fit`` runs),
-so a call flattens only the batch; the model is put back together only when it is asked
-for (:attr:`TrainStep.model`).
+Tensor) in both: about 60 µs more per call than a step over a list of arrays for the MNIST
+MLP with Adam (``python -m benchmarks.host_overhead``). :class:`TrainStep` keeps
+``(params, opt_state, monitor)`` and the step number as one flat list of arrays between
+calls (the jitted step of :func:`make_flat_train_step`, which ``fit`` runs), so a call
+flattens only the batch; the model is put back together only when it is asked for
+(:attr:`TrainStep.model`).
 
 Example:
     >>> step = ax.train.TrainStep(model, optax.adam(1e-3), loss_fn)
@@ -117,6 +118,9 @@ class TrainStep(Generic[M]):
                 f"{_WHERE}: loss_fn must be a function loss_fn(model, *batch) returning the "
                 f"loss (or the loss and a dict of metrics), got {_what(loss_fn)}"
             )
+        # the set-up, in two places: here (validate, split the model once, copy, flatten)
+        # and in _build at the first batch (the monitor, the jitted flat step); options such
+        # as a precision policy or a parallel layout belong in the same two places
         self._guard = _flag("guard", guard)
         self._donate = _flag("donate", donate)
         key = _prng_key(key)
@@ -237,13 +241,14 @@ class TrainStep(Generic[M]):
             TrainingDiverged: with ``guard=True``, a step's loss or gradient norm was not
                 finite.
         """
+        reset = _flag("reset", reset)
         if self._mon_def is None:
             return {}
         monitor = self._monitor()
         means, bad = monitor.read()
         if bad is not None:
             raise self._diverged(*bad)
-        if _flag("reset", reset):
+        if reset:
             new = jax.tree.leaves(monitor.reset())
             self._leaves = [*self._leaves[: self._n_state], *new, self._leaves[-1]]
         return means
