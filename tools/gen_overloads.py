@@ -302,14 +302,15 @@ def construct_module(docs: dict[str, str]) -> Module:
     return m
 
 
-def _needs_floats(name: str) -> bool:
-    """Whether the op ``ax.<name>(x, axis)`` rejects integer tensors (its own rule, run)."""
+def _needs_floats(op: type) -> bool:
+    """Whether the axis op ``op(axis)`` rejects integer tensors (its own rule, run; the op
+    class, not its function, which the generator may be about to write)."""
     import axjax as ax
 
     class _A(ax.Axis): ...
 
     try:
-        getattr(ax, name)(ax.Input(ax.I32, _A), _A)
+        op(_A)(ax.Input(ax.I32, _A))
     except ax.AxisError as e:
         return "needs floating-point values" in str(e)
     return False
@@ -327,7 +328,7 @@ def reduce_module(docs: dict[str, str]) -> Module:
                 reduction(m, name, "_reduce", dtype_in="Any", dtype_out="I32", tuples=False)
             else:
                 keep = not issubclass(spec.op, _reduce.Reduction)
-                d = "DR" if _needs_floats(name) else "D"
+                d = "DR" if _needs_floats(spec.op) else "D"
                 reduction(m, name, "_reduce", keep=keep, dtype_in=d, dtype_out=d)
     return m
 
