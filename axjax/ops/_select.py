@@ -268,11 +268,8 @@ class OneHot(Op):
 
 
 def one_hot(
-    labels: Tensor[Any, *tuple[Any, ...]],
-    axis: type[Axis],
-    n: int,
-    dtype: type[D] = F32,  # type: ignore[assignment]
-) -> AnyOf[D]:
+    labels: Tensor[Any, *tuple[Any, ...]], axis: type[Axis], n: int, dtype: type[DType] = F32
+) -> AnyTensor:
     """One-hot encode integer ``labels`` along a new last axis ``axis`` of size ``n``.
 
     Raises:
