@@ -12,6 +12,13 @@ Which functions get which overloads comes from the registry of ops
 below, and a declared axis-naming function that has none and no ``HAND_TYPED`` reason makes
 the generator fail.
 
+It also writes, between ``BEGIN GENERATED`` / ``END GENERATED`` markers in hand-written files:
+the public function of each declaration with a ``doc`` (into the op's module), the
+constructors' overloads (``CONSTRUCTORS``: ``Input``, the norms, the convolutions, the cells,
+the dense layers), ``ax.nn.cast``'s overloads, the static names of the elementwise functions
+and the export lines of ``axjax/ops/__init__.py`` and ``axjax/__init__.py``. ``--check``
+compares every one of these files with what it would write.
+
 The window (see docs/typing.md) is set by the constants below. Outside it, a catch-all
 overload for the larger ranks returns the gradual ``Tensor[D, *tuple[Any, ...]]``, so no
 valid call is ever rejected; inside it, every type is exact and wrong axes are errors.

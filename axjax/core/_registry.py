@@ -21,8 +21,8 @@ class, the public function and this registration), a test case and a docs row; t
 
 Other ops declare their class with this decorator, ``@register_op("sum", kind="axis",
 doc=...)`` on ``class Sum``; with ``doc`` (the public function's docstring) the generator
-also writes the function, ``sum(x, over) = cached(Sum, over)(x)``. A
-function name is declared once per namespace: a second declaration of it is an error, and
+also writes the function, ``sum(x, over) = cached(Sum, over)(x)``. A function name is
+declared once per namespace: a second declaration of it is an error, and
 ``tests/ops/test_op_table.py`` fails when a declared name means something else in another
 public namespace (``ax.nn.swish`` beside a new ``ax.swish`` op).
 """
