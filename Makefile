@@ -26,7 +26,7 @@ docs: $(VENV)/.installed   ## the documentation site with the API reference, int
 	$(PY) tools/gen_api_docs.py --check
 	$(PY) -m mkdocs build --strict
 
-# tests/core and tests/nn on Python 3.12 and 3.13 with the newest JAX each installs (one
+# tests/core, tests/ops and tests/nn on Python 3.12 and 3.13 with the newest JAX each installs (one
 # .venv-py3.X per version; a version that is not installed is skipped with a message)
 PYTHONS ?= 3.12 3.13
 test-pythons:

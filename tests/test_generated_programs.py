@@ -42,7 +42,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import axjax as ax
-from tests.core.helpers import A, B, C, D, E  # the op tests' shared labels
+from tests.ops.helpers import A, B, C, D, E  # the op tests' shared labels
 
 AXES = (A, B, C, D, E)
 NAMES = "ABCDE"

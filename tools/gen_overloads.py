@@ -12,6 +12,13 @@ Which functions get which overloads comes from the registry of ops
 below, and a declared axis-naming function that has none and no ``HAND_TYPED`` reason makes
 the generator fail.
 
+It also writes, between ``BEGIN GENERATED`` / ``END GENERATED`` markers in hand-written files:
+the public function of each declaration with a ``doc`` (into the op's module), the
+constructors' overloads (``CONSTRUCTORS``: ``Input``, the norms, the convolutions, the cells,
+the dense layers), ``ax.nn.cast``'s overloads, the static names of the elementwise functions
+and the export lines of ``axjax/ops/__init__.py`` and ``axjax/__init__.py``. ``--check``
+compares every one of these files with what it would write.
+
 The window (see docs/typing.md) is set by the constants below. Outside it, a catch-all
 overload for the larger ranks returns the gradual ``Tensor[D, *tuple[Any, ...]]``, so no
 valid call is ever rejected; inside it, every type is exact and wrong axes are errors.
@@ -27,7 +34,9 @@ from __future__ import annotations
 import argparse
 import ast
 import difflib
+import inspect
 import itertools
+import re
 import subprocess
 import sys
 import textwrap
@@ -103,6 +112,13 @@ if TYPE_CHECKING:
 ANY = "*tuple[Any, ...]"
 
 
+def quote(doc: str) -> str:
+    """``doc`` as a docstring literal (raw where it has a backslash; a closing line of its own
+    where it has several lines)."""
+    prefix = 'r"""' if "\\" in doc else '"""'
+    return prefix + doc + ('\n"""' if "\n" in doc else '"""')
+
+
 def tensor(dtype: str, items: list[str]) -> str:
     return "Tensor[" + ", ".join([dtype, *items]) + "]"
 
@@ -126,8 +142,7 @@ class Module:
 
     def impl(self, name: str, sig: str, source: str) -> None:
         doc = self.docs.get(name, "")
-        prefix = 'r"""' if "\\" in doc else '"""'
-        quoted = prefix + doc + ('\n"""' if "\n" in doc else '"""') + "\n..." if doc else "..."
+        quoted = quote(doc) + "\n..." if doc else "..."
         self.body += [f"    def {name}{sig}:", textwrap.indent(quoted, " " * 8), ""]
         self.exports.setdefault(source, []).append(name)
 
@@ -295,14 +310,15 @@ def construct_module(docs: dict[str, str]) -> Module:
     return m
 
 
-def _needs_floats(name: str) -> bool:
-    """Whether the op ``ax.<name>(x, axis)`` rejects integer tensors (its own rule, run)."""
+def _needs_floats(op: type) -> bool:
+    """Whether the axis op ``op(axis)`` rejects integer tensors (its own rule, run; the op
+    class, not its function, which the generator may be about to write)."""
     import axjax as ax
 
     class _A(ax.Axis): ...
 
     try:
-        getattr(ax, name)(ax.Input(ax.I32, _A), _A)
+        op(_A)(ax.Input(ax.I32, _A))
     except ax.AxisError as e:
         return "needs floating-point values" in str(e)
     return False
@@ -320,7 +336,7 @@ def reduce_module(docs: dict[str, str]) -> Module:
                 reduction(m, name, "_reduce", dtype_in="Any", dtype_out="I32", tuples=False)
             else:
                 keep = not issubclass(spec.op, _reduce.Reduction)
-                d = "DR" if _needs_floats(name) else "D"
+                d = "DR" if _needs_floats(spec.op) else "D"
                 reduction(m, name, "_reduce", keep=keep, dtype_in=d, dtype_out=d)
     return m
 
@@ -489,11 +505,74 @@ MODULES: dict[str, Callable[[dict[str, str]], Module]] = {
 SOURCES = ("_construct.py", "_elementwise.py", "_reduce.py", "_shape.py", "_select.py")
 
 
-# ----------------------------------------------------------------------------- Input.__init__
+# ----------------------------------------------------------------------------- marked blocks
+#: Generated lines inside hand-written files stand between a ``BEGIN GENERATED`` line (its
+#: text says what is generated) and the next ``END_MARK`` line, each matched whatever its
+#: indentation.
+END_MARK = "# END GENERATED"
+
+
+def with_blocks(
+    text: str,
+    begin: str,
+    blocks: list[list[str]],
+    path: Path,
+    add: Callable[[list[str]], list[str]] | None = None,
+) -> str:
+    """``text`` with the lines of each block marked ``begin`` (in order) replaced by the next
+    of ``blocks``. Where the file has no such block, ``add`` puts the markers in (given the
+    file's lines); without ``add``, or with another count of blocks, the generator fails."""
+    lines = text.splitlines()
+
+    def starts() -> list[int]:
+        return [i for i, line in enumerate(lines) if line.strip() == begin.strip()]
+
+    if not starts() and add is not None:
+        lines = add(lines)
+    found = starts()
+    if len(found) != len(blocks):
+        raise SystemExit(
+            f"{path.relative_to(ROOT)}: {len(found)} blocks marked {begin.strip()!r} "
+            f"... {END_MARK!r}, {len(blocks)} wanted (put the markers back)"
+        )
+    out: list[str] = []
+    done = 0
+    for start, block in zip(found, blocks, strict=True):
+        end = next(j for j in range(start + 1, len(lines)) if lines[j].strip() == END_MARK)
+        out += [*lines[done : start + 1], *block]
+        done = end
+    return "\n".join([*out, *lines[done:]]) + "\n"
+
+
+def appended(begin: str) -> Callable[[list[str]], list[str]]:
+    """An ``add`` for :func:`with_blocks`: the markers at the end of the file."""
+    return lambda lines: [*lines, "", "", begin, END_MARK]
+
+
+# ----------------------------------------------------------------------------- constructors
+#: ``*axes: type[X]`` cannot map to ``Input[D, X...]``, and a parameter ``dtype: type[D] =
+#: F32`` cannot default a type variable: the constructors below are typed by overloads, one
+#: per rank of their axes and one with the dtype left out (``F32``) beside one with it given
+#: (``DI``), written into a marked block before each class's own ``__init__`` (which takes
+#: ``dtype: type[DType] = F32``). By class, how its overloads are made:
+#:
+#: - ``input``: ``Input(dtype, *axes)``, one overload per rank up to ``CTOR_RANK``;
+#: - ``rank``: the first parameter is one axis or a tuple of axes (the norms), exact up to
+#:   ``NORM_RANK`` axes; both dtype forms for each rank, then a gradual catch-all;
+#: - ``dtype``: the class's type parameters are its dtype and the axes its parameters name
+#:   (``Conv2D[D, S1, S2, In, Out]``); both dtype forms.
+NN = ROOT / "axjax" / "nn"
 NODES = GRAPH / "_nodes.py"
-BEGIN = "    # BEGIN GENERATED by tools/gen_overloads.py: the static type by rank (do not edit)"
-END = "    # END GENERATED"
-INPUT_INIT = "    def __init__(self, dtype: type[D], *axes: type[Axis],"
+NORM_RANK = 2
+CONSTRUCTORS: dict[Path, dict[str, str]] = {
+    NODES: {"Input": "input"},
+    NN / "_norm.py": {"LayerNorm": "rank", "RMSNorm": "rank"},
+    NN / "_conv.py": {"Conv1D": "dtype", "Conv2D": "dtype", "Conv3D": "dtype"},
+    NN / "_recurrent.py": {"RNNCell": "dtype", "GRUCell": "dtype", "LSTMCell": "dtype"},
+    NN / "_linear.py": {"Affine": "dtype", "Linear": "dtype"},
+    NN / "_embedding.py": {"Embedding": "dtype"},
+}
+INIT_BEGIN = "# BEGIN GENERATED by tools/gen_overloads.py: the constructor's types (do not edit)"
 INPUT_KW = [
     "*",
     "sizes: Mapping[type[Axis], int | None] | Sequence[int | None] | None = None",
@@ -513,48 +592,142 @@ def _wrap(params: list[str], width: int = 90) -> list[str]:
     return ["        " + ln for ln in [*lines, line]]
 
 
-def input_region() -> list[str]:
-    """Overloads of ``Input.__init__``: ``ax.Input(ax.F32, A, B)`` is ``Input[F32, A, B]``."""
-    out = [BEGIN]
+def _init_overload(params: list[str]) -> list[str]:
+    return ["    @overload", "    def __init__(", *_wrap(params), "    ) -> None: ..."]
+
+
+def input_overloads(cls: ast.ClassDef, init: ast.FunctionDef) -> list[str]:
+    """``ax.Input(ax.F32, A, B)`` is ``Input[F32, A, B]``."""
+    out = []
     for r in range(CTOR_RANK + 1):
         self_type = "self: Input[" + ", ".join(["DIn", *tv("A", r)]) + "]"
         axes = [f"a{i}: type[A{i}]" for i in range(r)]
-        out += [
-            "    @overload",
-            "    def __init__(",
-            *_wrap([self_type, "dtype: type[DIn]", *axes, "/", *INPUT_KW]),
-            "    ) -> None: ...",
-        ]
+        out += _init_overload([self_type, "dtype: type[DIn]", *axes, "/", *INPUT_KW])
     big = [f"a{i}: type[Axis]" for i in range(CTOR_RANK + 1)]
-    out += [
-        "    @overload",
-        "    def __init__(",
-        *_wrap(
-            [
-                f"self: Input[DIn, {ANY}]",
-                "dtype: type[DIn]",
-                *big,
-                "/",
-                "*axes: type[Axis]",
-                *INPUT_KW[1:],
-            ]
-        ),
-        "    ) -> None: ...",
-        END,
-    ]
+    out += _init_overload(
+        [f"self: Input[DIn, {ANY}]", "dtype: type[DIn]", *big, "/", "*axes: type[Axis]"]
+        + INPUT_KW[1:]
+    )
     return out
 
 
-def with_input_region(text: str) -> str:
-    """``_nodes.py`` with the generated region in place (inserted before ``__init__``)."""
+def _parameters(init: ast.FunctionDef, given: dict[str, str | None]) -> list[str]:
+    """``init``'s parameters after ``self`` as an overload's (each default ``...``); a name in
+    ``given`` takes that text instead, or is left out where it maps to ``None``."""
+    a = init.args
+
+    def text(arg: ast.arg, default: bool, star: str = "") -> list[str]:
+        if arg.arg in given:
+            new = given[arg.arg]
+            return [] if new is None else [new]
+        ann = f": {ast.unparse(arg.annotation)}" if arg.annotation else ""
+        return [f"{star}{arg.arg}{ann}{' = ...' if default else ''}"]
+
+    positional = [*a.posonlyargs, *a.args]
+    first_default = len(positional) - len(a.defaults)
+    out: list[str] = []
+    for i, arg in enumerate(positional[1:], start=1):
+        out += text(arg, i >= first_default)
+        if a.posonlyargs and arg is a.posonlyargs[-1]:
+            out.append("/")
+    if a.vararg is not None:
+        out += text(a.vararg, False, "*")
+    elif a.kwonlyargs:
+        out.append("*")
+    for arg, kw_default in zip(a.kwonlyargs, a.kw_defaults, strict=True):
+        out += text(arg, kw_default is not None)
+    if a.kwarg is not None:
+        out += text(a.kwarg, False, "**")
+    if "*" in out and (out[-1] == "*" or out[out.index("*") + 1].startswith("**")):
+        out.remove("*")  # no keyword-only parameter is left
+    return out
+
+
+def _check_dtype(cls: ast.ClassDef, init: ast.FunctionDef) -> None:
+    dtype = next((p for p in init.args.kwonlyargs if p.arg == "dtype"), None)
+    if dtype is None or dtype.annotation is None or ast.unparse(dtype.annotation) != "type[DType]":
+        raise SystemExit(
+            f"{cls.name}.__init__: give it a keyword `dtype: type[DType] = F32` (its overloads "
+            "type the dtype left out and given)"
+        )
+
+
+def rank_overloads(cls: ast.ClassDef, init: ast.FunctionDef) -> list[str]:
+    """``LayerNorm(Embed, 64)`` is ``LayerNorm[F32, Embed]``, ``LayerNorm((T, E), (4, 8),
+    dtype=BF16)`` a ``LayerNorm[BF16, T, E]``; more axes, or a computed tuple, are gradual."""
+    _check_dtype(cls, init)
+    axes = init.args.args[1].arg
+    out: list[str] = []
+    for r in range(1, NORM_RANK + 1):
+        labels = tv("A", r)
+        one = "tuple[" + ", ".join(f"type[{a}]" for a in labels) + "]" if r > 1 else "type[A0]"
+        for dtype, given in (("F32", None), ("DI", "dtype: type[DI]")):
+            self_type = f"self: {cls.name}[{', '.join([dtype, *labels])}]"
+            params = _parameters(init, {axes: f"{axes}: {one}", "dtype": given})
+            out += _init_overload([self_type, *params])
+    return out + _init_overload([f"self: {cls.name}[Any, {ANY}]", *_parameters(init, {})])
+
+
+def dtype_overloads(cls: ast.ClassDef, init: ast.FunctionDef) -> list[str]:
+    """``Conv1D(Time, Chan, Feature, ...)`` is ``Conv1D[F32, Time, Chan, Feature]``; with
+    ``dtype=BF16`` a ``Conv1D[BF16, ...]``. The class's dtype ``D`` defaults to ``F32``: the
+    overload that leaves the dtype out does not name ``D``, so the default applies. The one
+    with the dtype given comes first, as a ``**kwargs`` would take it too."""
+    _check_dtype(cls, init)
+    out = _init_overload(["self", *_parameters(init, {"dtype": "dtype: type[D]"})])
+    return out + _init_overload(["self", *_parameters(init, {"dtype": None})])
+
+
+PATTERNS: dict[str, Callable[[ast.ClassDef, ast.FunctionDef], list[str]]] = {
+    "input": input_overloads,
+    "rank": rank_overloads,
+    "dtype": dtype_overloads,
+}
+
+
+def _implementation(cls: ast.ClassDef) -> ast.FunctionDef:
+    """The class's own ``__init__`` (the one that is no overload)."""
+    for node in cls.body:
+        if (
+            isinstance(node, ast.FunctionDef)
+            and node.name == "__init__"
+            and not any(ast.unparse(d) == "overload" for d in node.decorator_list)
+        ):
+            return node
+    raise SystemExit(f"{cls.name}: no __init__ of its own to write overloads for")
+
+
+def with_constructors(path: Path, text: str) -> str:
+    """``text`` (the module at ``path``) with each listed class's overloads in its block (the
+    markers are put before the class's ``__init__`` where they are missing)."""
+    classes = {n.name: n for n in ast.parse(text).body if isinstance(n, ast.ClassDef)}
+    wanted = sorted((classes[name] for name in CONSTRUCTORS[path]), key=lambda c: c.lineno)
     lines = text.splitlines()
-    if BEGIN in lines:
-        start, end = lines.index(BEGIN), lines.index(END)
-        lines[start : end + 1] = input_region()
-    elif INPUT_INIT in lines:
-        i = lines.index(INPUT_INIT)
-        lines[i:i] = input_region()
-    return "\n".join(lines) + "\n"
+    for cls in reversed(wanted):  # from the end, so the line numbers above stay valid
+        body = lines[cls.lineno - 1 : cls.end_lineno]
+        if "    " + INIT_BEGIN not in body:
+            at = _implementation(cls).lineno - 1
+            lines[at:at] = ["    " + INIT_BEGIN, "    " + END_MARK]
+    text = "\n".join(lines) + "\n"
+    classes = {n.name: n for n in ast.parse(text).body if isinstance(n, ast.ClassDef)}
+    blocks = [
+        PATTERNS[CONSTRUCTORS[path][cls.name]](cls, _implementation(cls))
+        for cls in sorted((classes[name] for name in CONSTRUCTORS[path]), key=lambda c: c.lineno)
+    ]
+    defined = {
+        target.id
+        for node in ast.parse(text).body
+        if isinstance(node, ast.Assign)
+        for target in node.targets
+        if isinstance(target, ast.Name)
+    }
+    used = set(re.findall(r"\b(?:A\d+|DI|DIn)\b", "\n".join(sum(blocks, []))))
+    if used - defined:
+        raise SystemExit(
+            f"{path.relative_to(ROOT)}: define the type variables "
+            f"{', '.join(sorted(used - defined))} of its generated constructor overloads"
+        )
+    return with_blocks(text, INIT_BEGIN, blocks, path)
 
 
 # ----------------------------------------------------------------------------- export lines
@@ -563,7 +736,6 @@ def with_input_region(text: str) -> str:
 EXPORT_BEGIN = (
     "# BEGIN GENERATED by tools/gen_overloads.py: the ops' public functions (do not edit)"
 )
-EXPORT_END = "# END GENERATED"
 OPS_INIT = OPS / "__init__.py"
 AXJAX_INIT = ROOT / "axjax" / "__init__.py"
 
@@ -585,23 +757,13 @@ def public_functions(modules: dict[Path, Module]) -> dict[str, str]:
     return dict(sorted(source.items()))
 
 
-def with_exports(text: str, lines: list[str], path: Path) -> str:
-    """``text`` with the lines between the export markers replaced by ``lines``."""
-    old = text.splitlines()
-    if EXPORT_BEGIN not in old or EXPORT_END not in old[old.index(EXPORT_BEGIN) :]:
-        raise SystemExit(f"{path}: the export markers are missing ({EXPORT_BEGIN!r} ... END)")
-    start = old.index(EXPORT_BEGIN)
-    end = old.index(EXPORT_END, start)
-    return "\n".join([*old[: start + 1], *lines, *old[end:]]) + "\n"
-
-
 def export_files(modules: dict[Path, Module]) -> dict[Path, str]:
     functions = public_functions(modules)
     ops_lines = [f"from .{mod} import {n} as {n}" for n, mod in functions.items()]
     top_lines = [f"from .ops import {n} as {n}" for n in functions]
     return {
-        OPS_INIT: with_exports(OPS_INIT.read_text(), ops_lines, OPS_INIT),
-        AXJAX_INIT: with_exports(AXJAX_INIT.read_text(), top_lines, AXJAX_INIT),
+        path: with_blocks(path.read_text(), EXPORT_BEGIN, [lines], path)
+        for path, lines in ((OPS_INIT, ops_lines), (AXJAX_INIT, top_lines))
     }
 
 
@@ -611,7 +773,6 @@ def export_files(modules: dict[Path, Module]) -> dict[Path, str]:
 #: (``axjax/nn/_registry.py``), written into ``nn/_precision.py`` between these markers.
 PRECISION = ROOT / "axjax" / "nn" / "_precision.py"
 CAST_BEGIN = "# BEGIN GENERATED by tools/gen_overloads.py: a cast per castable layer (do not edit)"
-CAST_END = "# END GENERATED"
 
 
 #: The order of the cast overloads, by the layers' modules (a checker without Equinox's types
@@ -666,24 +827,7 @@ def cast_regions() -> tuple[list[str], list[str]]:
 
 def with_cast_regions(text: str) -> str:
     """``_precision.py`` with both generated regions in place."""
-    module, method = cast_regions()
-    lines = text.splitlines()
-    out: list[str] = []
-    regions = iter([module, method])
-    skipping = False
-    for line in lines:
-        if line.strip() == CAST_BEGIN:
-            out.append(line)
-            out += next(regions)
-            skipping = True
-        elif skipping and line.strip() == CAST_END:
-            out.append(line)
-            skipping = False
-        elif not skipping:
-            out.append(line)
-    if next(regions, None) is not None:
-        raise SystemExit(f"{PRECISION}: the cast markers are missing ({CAST_BEGIN!r} ... END)")
-    return "\n".join(out) + "\n"
+    return with_blocks(text, CAST_BEGIN, list(cast_regions()), PRECISION)
 
 
 # ----------------------------------------------------------------------------- static names
@@ -692,23 +836,94 @@ def with_cast_regions(text: str) -> str:
 #: reference's griffe follows ``_gen_elementwise``'s re-exports to them).
 ELEMENTWISE = OPS / "_elementwise.py"
 NAMES_BEGIN = "# BEGIN GENERATED by tools/gen_overloads.py: the declared functions, by name"
-NAMES_END = "# END GENERATED"
 
 
 def with_function_names(text: str) -> str:
     from axjax.ops import _elementwise
 
     lines = [f'{n} = FUNCTIONS["{n}"]' for n in _elementwise.FUNCTIONS]
-    old = text.splitlines()
-    if NAMES_BEGIN not in old:
-        old += ["", "", NAMES_BEGIN, NAMES_END]
-    start = old.index(NAMES_BEGIN)
-    end = old.index(NAMES_END, start)
-    return "\n".join([*old[: start + 1], *lines, *old[end:]]) + "\n"
+    return with_blocks(text, NAMES_BEGIN, [lines], ELEMENTWISE, appended(NAMES_BEGIN))
+
+
+# ----------------------------------------------------------------------------- op functions
+#: A declaration with a ``doc`` (``@register_op("sum", kind="axis", doc=...)``) gets its
+#: public function written into its own module, between these markers: ``sum(x, over)``
+#: applies ``cached(Sum, over)`` to ``x``, with the parameters of ``Sum.__init__`` (their
+#: annotations and defaults as written there) and ``doc`` as its docstring.
+FUNCTIONS_BEGIN = (
+    "# BEGIN GENERATED by tools/gen_overloads.py: the declared ops' functions (do not edit)"
+)
+
+
+def _init_arguments(op: type) -> list[str]:
+    """The parameters of ``op.__init__`` after ``self``, as written in its source."""
+    node = ast.parse(textwrap.dedent(inspect.getsource(op.__init__))).body[0]
+    if not isinstance(node, ast.FunctionDef):
+        raise SystemExit(f"{op.__name__}.__init__: not a plain function")
+    args = node.args
+    if args.posonlyargs or args.vararg or args.kwonlyargs or args.kwarg:
+        raise SystemExit(
+            f"{op.__name__}.__init__: a generated function passes plain positional "
+            "parameters on (write this op's function by hand, without doc=)"
+        )
+    defaults = [None] * (len(args.args) - len(args.defaults)) + list(args.defaults)
+    out = []
+    for arg, default in list(zip(args.args, defaults, strict=True))[1:]:
+        if arg.annotation is None:
+            raise SystemExit(f"{op.__name__}.__init__: annotate {arg.arg}")
+        text = f"{arg.arg}: {ast.unparse(arg.annotation)}"
+        out.append(text if default is None else f"{text} = {ast.unparse(default)}")
+    return out
+
+
+def _runtime_types(op: type) -> tuple[str, str, str]:
+    """The run-time annotations of a generated function's operand and result (the API
+    reference shows them; the static types are the overloads), and how it applies the op."""
+    from axjax.ops import _reduce
+
+    if issubclass(op, _reduce.ArgMax):
+        return tensor("Any", [ANY]), tensor("I32", [ANY]), "(x)"
+    if issubclass(op, _reduce.AxisOp) and not issubclass(op, _reduce.Reduction):
+        return tensor("D", ["*Axes"]), tensor("D", ["*Axes"]), ".same_type(x)"
+    return tensor("D", [ANY]), tensor("D", [ANY]), "(x)"
+
+
+def op_function(spec: OpSpec) -> list[str]:
+    """The source of the public function of a declaration with a ``doc``."""
+    if len(spec.functions) != 1 or spec.doc is None:
+        raise SystemExit(f"{spec.op.__name__}: a generated function needs one name and a doc")
+    (name,) = spec.functions
+    params = _init_arguments(spec.op)
+    operand, result, apply = _runtime_types(spec.op)
+    args = ", ".join([spec.op.__name__, *(p.split(":")[0] for p in params)])
+    return [
+        f"def {name}({', '.join([f'x: {operand}', *params])}) -> {result}:",
+        textwrap.indent(quote(inspect.cleandoc(spec.doc)), "    "),
+        f"    return cached({args}){apply}",
+        "",
+        "",
+    ]
+
+
+def op_function_files() -> dict[Path, str]:
+    """Each module with declarations that have a ``doc``, with their functions written in."""
+    by_module: dict[str, list[OpSpec]] = {}
+    for spec in declared_ops():
+        if spec.doc is not None:
+            by_module.setdefault(spec.module, []).append(spec)
+    out = {}
+    for module, specs in by_module.items():
+        path = ROOT / Path(*module.split(".")).with_suffix(".py")
+        lines = [line for spec in specs for line in op_function(spec)]
+        out[path] = with_blocks(
+            path.read_text(), FUNCTIONS_BEGIN, [lines[:-2]], path, appended(FUNCTIONS_BEGIN)
+        )
+    return out
 
 
 def runtime_docs() -> dict[str, str]:
-    """Docstrings of the run-time functions, read from the source (nothing is imported)."""
+    """Docstrings of the run-time functions: a declaration's ``doc``, else read from the
+    source (nothing is imported)."""
     docs: dict[str, str] = {}
     for source in SOURCES:
         tree = ast.parse((OPS / source).read_text())
@@ -717,6 +932,9 @@ def runtime_docs() -> dict[str, str]:
                 doc = ast.get_docstring(node)
                 if doc:
                     docs[node.name] = doc
+    for spec in declared_ops():
+        if spec.doc is not None:
+            docs.update(dict.fromkeys(spec.functions, inspect.cleandoc(spec.doc)))
     return docs
 
 
@@ -734,10 +952,11 @@ def render() -> dict[Path, str]:
         )
     out = {path: m.text() for path, m in modules.items()}
     out.update(export_files(modules))
+    out.update(op_function_files())
     out[PRECISION] = with_cast_regions(PRECISION.read_text())
     out[ELEMENTWISE] = with_function_names(ELEMENTWISE.read_text())
-    if NODES.exists():
-        out[NODES] = with_input_region(NODES.read_text())
+    for path in CONSTRUCTORS:
+        out[path] = with_constructors(path, path.read_text())
     return out
 
 

@@ -19,9 +19,11 @@ class, the public function and this registration), a test case and a docs row; t
     Cube = unary_op("cube", lambda x: x**3, lambda dy, y, x: 3 * x * x * dy,
                     doc="``x**3``, elementwise.", floating_only=False)
 
-Other ops declare their class next to it: ``register_op("sum", kind="axis")(Sum)``. A
-function name is declared once per namespace: a second declaration of it is an error, and
-``tests/core/test_op_table.py`` fails when a declared name means something else in another
+Other ops declare their class with this decorator, ``@register_op("sum", kind="axis",
+doc=...)`` on ``class Sum``; with ``doc`` (the public function's docstring) the generator
+also writes the function, ``sum(x, over) = cached(Sum, over)(x)``. A function name is
+declared once per namespace: a second declaration of it is an error, and
+``tests/ops/test_op_table.py`` fails when a declared name means something else in another
 public namespace (``ax.nn.swish`` beside a new ``ax.swish`` op).
 """
 
@@ -57,6 +59,7 @@ class OpSpec:
     kind: Kind
     namespace: str
     operators: tuple[str, ...]
+    doc: str | None = None  # the generated public function's docstring (tools/gen_overloads.py)
 
     @property
     def module(self) -> str:
@@ -70,18 +73,24 @@ _FUNCTIONS: dict[str, Callable[..., Any]] = {}
 
 
 def register_op(
-    *functions: str, kind: Kind, namespace: str = "axjax", operators: tuple[str, ...] = ()
+    *functions: str,
+    kind: Kind,
+    namespace: str = "axjax",
+    operators: tuple[str, ...] = (),
+    doc: str | None = None,
 ) -> Callable[[OpT], OpT]:
     """Declare an op class: its public functions (defined in the same module), their kind.
 
     ``operators`` names the ``Tensor`` methods that call the (first) function: ``("__add__",
-    "__radd__")`` for ``add``.
+    "__radd__")`` for ``add``. ``doc`` asks ``tools/gen_overloads.py`` to write the one
+    function into the module, with this docstring: ``name(x, *params)`` applies
+    ``cached(cls, *params)`` to ``x`` (``params``: those of ``cls.__init__``).
     """
     if kind != "internal" and not functions:
         raise TypeError(f"register_op: a {kind} op needs at least one public function")
 
     def declare(cls: OpT) -> OpT:
-        spec = OpSpec(cls, tuple(functions), kind, namespace, tuple(operators))
+        spec = OpSpec(cls, tuple(functions), kind, namespace, tuple(operators), doc)
         for other in _SPECS.values():
             taken = set(other.functions) & set(functions)
             if other.op is not cls and other.namespace == namespace and taken:

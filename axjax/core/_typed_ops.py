@@ -69,7 +69,7 @@ class ElementwiseOp(Op[AnyTensor]):
         >>> Swish()(t)  # Tensor[F32, Batch, Pixel] for t: Tensor[F32, Batch, Pixel]
     """
 
-    user_base = True  # a base for users' ops, not a primitive (tests/core/test_op_table.py)
+    user_base = True  # a base for users' ops, not a primitive (tests/ops/test_op_table.py)
 
     def infer(self, x: Any, *others: Any) -> TensorType:
         """The operands' common type (``AxisError`` if their dtypes or axes differ)."""
@@ -88,7 +88,7 @@ class FloatElementwiseOp(Op[AnyTensor]):
         >>> SoftPlus()(ax.zeros((2,), Batch, dtype=ax.I32))  # rejected by every checker
     """
 
-    user_base = True  # a base for users' ops, not a primitive (tests/core/test_op_table.py)
+    user_base = True  # a base for users' ops, not a primitive (tests/ops/test_op_table.py)
 
     def infer(self, x: Any, *others: Any) -> TensorType:
         """The operands' common type; floating-point values only."""
@@ -110,7 +110,7 @@ class ReductionOp(Op[AnyTensor], Generic[X]):
         >>> Norm(Pixel)(t)  # Tensor[F32, Batch] for t: Tensor[F32, Batch, Pixel]
     """
 
-    user_base = True  # a base for users' ops, not a primitive (tests/core/test_op_table.py)
+    user_base = True  # a base for users' ops, not a primitive (tests/ops/test_op_table.py)
 
     def __init__(self, over: type[X]) -> None:
         self.over = over

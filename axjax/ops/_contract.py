@@ -47,6 +47,7 @@ Array = jax.Array
 Dims = tuple[tuple[tuple[int, ...], tuple[int, ...]], tuple[tuple[int, ...], tuple[int, ...]]]
 
 
+@register_op("matmul", kind="matmul", operators=("__matmul__",))
 class MatMul(Op):
     """``Tensor[D, *B, I, J] @ Tensor[D, *B, J, K] -> Tensor[D, *B, I, K]``.
 
@@ -109,6 +110,7 @@ def matmul(a: Tensor[D, *Bs, I, J], b: Tensor[D, *Bs, J, K]) -> Tensor[D, *Bs, I
     return _MATMUL(a, b)
 
 
+@register_op("contract", kind="set_algebra")
 class Contract(Op):
     """Natural contraction ⋈ (``over=None``) or contraction over the named shared axes, of
     two operands or more."""
@@ -420,9 +422,3 @@ def contract(
             f"over={labels[0]}))"
         )
     return cached(Contract, over)(*tensors)
-
-
-# ----------------------------------------------------------------------------- registry
-# One declaration per op (axjax/core/_registry.py): its public functions and their kind.
-register_op("matmul", kind="matmul", operators=("__matmul__",))(MatMul)
-register_op("contract", kind="set_algebra")(Contract)

@@ -116,6 +116,7 @@ def window_out(n: int | None, k: int, s: int, pad: tuple[int, int] | None) -> in
     return (n + pad[0] + pad[1] - k) // s + 1
 
 
+@register_op("conv", kind="axis")
 class Conv(Op):
     """Convolution over the named ``spatial`` axes; see the module docstring."""
 
@@ -285,8 +286,3 @@ def conv(
     """
     axes = spatial if isinstance(spatial, tuple) else (spatial,)
     return Conv(axes, stride, padding, dilation, groups)(x, kernel)
-
-
-# ----------------------------------------------------------------------------- registry
-# One declaration per op (axjax/core/_registry.py): its public functions and their kind.
-register_op("conv", kind="axis")(Conv)

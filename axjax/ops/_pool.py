@@ -38,6 +38,7 @@ AnyOf = Tensor[D, *tuple[Any, ...]]
 Axes = TypeVarTuple("Axes")
 
 
+@register_op("max_pool", "avg_pool", kind="axis")
 class Pool(Op):
     """Max or mean over windows of the named ``spatial`` axes.
 
@@ -159,8 +160,3 @@ def avg_pool(
         >>> ax.avg_pool(feature_maps, (Height, Width), window=2)
     """
     return Pool("avg", _spatial(spatial), window, stride, padding).same_type(x)
-
-
-# ----------------------------------------------------------------------------- registry
-# One declaration per op (axjax/core/_registry.py): its public functions and their kind.
-register_op("max_pool", "avg_pool", kind="axis")(Pool)

@@ -42,6 +42,7 @@ def _require(op: Op, x: HasType, axis: type[Axis]) -> int:
     return int(x.axes.index(axis))
 
 
+@register_op("index", kind="axis")
 class Index(Op):
     """Pick entry ``i`` along axis ``X`` (which is removed); backward scatters ``dy`` back.
 
@@ -115,6 +116,7 @@ def index(x: AnyOf[D], axis: type[Axis], i: int | Any) -> AnyOf[D]:
     return Index(axis)(x, pos)
 
 
+@register_op("slice", kind="axis")
 class Slice(Op):
     """Entries ``start:stop:step`` along axis ``X`` (static bounds); backward pads."""
 
@@ -183,6 +185,7 @@ def _slice_bound(name: str, v: Any, none_ok: bool = True) -> int | None:
     )
 
 
+@register_op("take", kind="axis")
 class Take(Op):
     """Gather along axis ``X`` by an integer index tensor, whose axes replace ``X``.
 
@@ -235,6 +238,7 @@ def take(x: AnyOf[D], axis: type[Axis], indices: Tensor[Any, *tuple[Any, ...]]) 
     return Take(axis)(x, indices)
 
 
+@register_op("one_hot", kind="axis")
 class OneHot(Op):
     """Integer labels -> one-hot vectors along a new last axis ``X`` of size ``n``."""
 
@@ -264,11 +268,8 @@ class OneHot(Op):
 
 
 def one_hot(
-    labels: Tensor[Any, *tuple[Any, ...]],
-    axis: type[Axis],
-    n: int,
-    dtype: type[D] = F32,  # type: ignore[assignment]
-) -> AnyOf[D]:
+    labels: Tensor[Any, *tuple[Any, ...]], axis: type[Axis], n: int, dtype: type[DType] = F32
+) -> AnyTensor:
     """One-hot encode integer ``labels`` along a new last axis ``axis`` of size ``n``.
 
     Raises:
@@ -314,11 +315,3 @@ def check_labels(
         f"{where}: label {label}{f' (at {at})' if at else ''} is not a class: labels must lie "
         f"in [0, {n}) for {axis_name(axis)} of size {n}{more} ({fix})"
     )
-
-
-# ----------------------------------------------------------------------------- registry
-# One declaration per op (axjax/core/_registry.py): its public functions and their kind.
-register_op("index", kind="axis")(Index)
-register_op("slice", kind="axis")(Slice)
-register_op("take", kind="axis")(Take)
-register_op("one_hot", kind="axis")(OneHot)

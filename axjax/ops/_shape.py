@@ -62,6 +62,11 @@ def _transpose(arr: Array, perm: tuple[int, ...]) -> Array:
 
 
 # ----------------------------------------------------------------------------- expand/squeeze
+@register_op(
+    "expand_dims",
+    kind="positional",
+    doc="Insert a new axis of size 1 at position ``at`` (negative counts from the end).",
+)
 class ExpandDims(Op):
     """Insert a new size-1 axis ``X`` at position ``at``; backward squeezes it."""
 
@@ -95,6 +100,7 @@ class ExpandDims(Op):
         return (jnp.squeeze(dy.array, self._index(x)),)
 
 
+@register_op("squeeze", kind="axis", doc="Remove the size-1 axis ``axis``.")
 class Squeeze(Op):
     """Remove a size-1 axis ``X``; backward re-inserts it."""
 
@@ -122,17 +128,8 @@ class Squeeze(Op):
         return (jnp.expand_dims(dy.array, x.axes.index(self.axis)),)
 
 
-def expand_dims(x: AnyOf[D], axis: type[Axis], at: int = 0) -> AnyOf[D]:
-    """Insert a new axis of size 1 at position ``at`` (negative counts from the end)."""
-    return cached(ExpandDims, axis, at)(x)
-
-
-def squeeze(x: AnyOf[D], axis: type[Axis]) -> AnyOf[D]:
-    """Remove the size-1 axis ``axis``."""
-    return cached(Squeeze, axis)(x)
-
-
 # ----------------------------------------------------------------------------- transpose/rename
+@register_op("transpose", kind="axis")
 class Transpose(Op):
     """Reorder the axes to the given permutation; backward applies the inverse."""
 
@@ -170,6 +167,7 @@ def transpose(x: AnyOf[D], *axes: type[Axis]) -> AnyOf[D]:
     return cached(Transpose, axes)(x)
 
 
+@register_op("rename", kind="axis", doc="Relabel one axis: ``ax.rename(t, Hidden, In)``.")
 class Rename(Op):
     """Relabel axis ``old`` as ``new`` (no data movement); backward renames back."""
 
@@ -192,12 +190,8 @@ class Rename(Op):
         return (dy.array,)
 
 
-def rename(x: AnyOf[D], old: type[Axis], new: type[Axis]) -> AnyOf[D]:
-    """Relabel one axis: ``ax.rename(t, Hidden, In)``."""
-    return cached(Rename, old, new)(x)
-
-
 # ----------------------------------------------------------------------------- broadcast/tile
+@register_op("broadcast", kind="axis")
 class Broadcast(Op):
     """Broadcast to ``axes`` with ``sizes`` (a superset of the operand's axes, any order).
 
@@ -267,6 +261,7 @@ def broadcast(
     return cached(Broadcast, tuple(to.axes), tuple(to.shape))(x)
 
 
+@register_op(kind="internal")
 class BroadcastLike(Op):
     """Broadcast the first operand to the axes and sizes of the second, which gets no
     gradient. ``broadcast(t, node)`` uses it when the graph node's sizes are known only
@@ -285,6 +280,7 @@ class BroadcastLike(Op):
         return Broadcast(like.axes, like.array.shape).backward(dy, y, x)[0], None
 
 
+@register_op("tile", kind="axis")
 class Tile(Op):
     """Repeat the whole tensor ``n`` times along axis ``X``; backward sums the copies."""
 
@@ -319,6 +315,7 @@ def tile(x: Tensor[D, *Axes], axis: type[Axis], n: int) -> Tensor[D, *Axes]:
 
 
 # ----------------------------------------------------------------------------- concat/stack
+@register_op("concat", kind="axis")
 class Concat(Op):
     """Join operands with identical axes along existing axis ``X``; backward splits."""
 
@@ -369,6 +366,7 @@ def concat(xs: Sequence[Tensor[D, *Axes]], axis: type[Axis]) -> Tensor[D, *Axes]
     return Concat(axis).same_type(xs[0], *xs[1:])
 
 
+@register_op("stack", kind="positional")
 class Stack(Op):
     """Stack operands with identical axes and sizes along a new axis ``X`` at ``at``."""
 
@@ -422,6 +420,7 @@ def stack(xs: Sequence[AnyOf[D]], axis: type[Axis], at: int = 0) -> AnyOf[D]:
     return Stack(axis, at)(*xs)
 
 
+@register_op("unstack", kind="other")
 class Unstack(Op[tuple[AnyTensor, ...]]):
     """The entries of ``x`` along axis ``X``, one tensor each (``X`` removed): the inverse of
     :class:`Stack`, and the op with several results.
@@ -485,6 +484,15 @@ def unstack(x: AnyOf[D], axis: type[Axis]) -> tuple[AnyOf[D], ...]:
 
 
 # ----------------------------------------------------------------------------- flatten
+@register_op(
+    "flatten",
+    kind="axis",
+    doc="""Merge ``axes`` (first = major) into the new axis ``into``.
+
+    Example:
+        >>> ax.flatten(images, (Height, Width), Pixel)   # [Batch, Height, Width] -> [Batch, Pixel]
+    """,
+)
 class Flatten(Op):
     """Merge axes (in the given order, first = major) into one new axis.
 
@@ -535,15 +543,11 @@ class Flatten(Op):
         return (_transpose(g, _perm(order, x.axes)),)
 
 
-def flatten(x: AnyOf[D], axes: tuple[type[Axis], ...], into: type[Axis]) -> AnyOf[D]:
-    """Merge ``axes`` (first = major) into the new axis ``into``.
-
-    Example:
-        >>> ax.flatten(images, (Height, Width), Pixel)   # [Batch, Height, Width] -> [Batch, Pixel]
-    """
-    return cached(Flatten, axes, into)(x)
-
-
+@register_op(
+    "unflatten",
+    kind="axis",
+    doc="Split ``axis`` into ``axes`` of the given ``sizes`` (first = major).",
+)
 class Unflatten(Op):
     """Split axis ``X`` into ``axes`` with ``sizes`` (first = major); inverse of Flatten."""
 
@@ -593,24 +597,45 @@ class Unflatten(Op):
         return (dy.array.reshape(x.array.shape),)
 
 
+# BEGIN GENERATED by tools/gen_overloads.py: the declared ops' functions (do not edit)
+def expand_dims(
+    x: Tensor[D, *tuple[Any, ...]], axis: type[Axis], at: int = 0
+) -> Tensor[D, *tuple[Any, ...]]:
+    """Insert a new axis of size 1 at position ``at`` (negative counts from the end)."""
+    return cached(ExpandDims, axis, at)(x)
+
+
+def squeeze(x: Tensor[D, *tuple[Any, ...]], axis: type[Axis]) -> Tensor[D, *tuple[Any, ...]]:
+    """Remove the size-1 axis ``axis``."""
+    return cached(Squeeze, axis)(x)
+
+
+def rename(
+    x: Tensor[D, *tuple[Any, ...]], old: type[Axis], new: type[Axis]
+) -> Tensor[D, *tuple[Any, ...]]:
+    """Relabel one axis: ``ax.rename(t, Hidden, In)``."""
+    return cached(Rename, old, new)(x)
+
+
+def flatten(
+    x: Tensor[D, *tuple[Any, ...]], axes: tuple[type[Axis], ...], into: type[Axis]
+) -> Tensor[D, *tuple[Any, ...]]:
+    """Merge ``axes`` (first = major) into the new axis ``into``.
+
+    Example:
+        >>> ax.flatten(images, (Height, Width), Pixel)   # [Batch, Height, Width] -> [Batch, Pixel]
+    """
+    return cached(Flatten, axes, into)(x)
+
+
 def unflatten(
-    x: AnyOf[D], axis: type[Axis], axes: tuple[type[Axis], ...], sizes: tuple[int, ...]
-) -> AnyOf[D]:
+    x: Tensor[D, *tuple[Any, ...]],
+    axis: type[Axis],
+    axes: tuple[type[Axis], ...],
+    sizes: tuple[int, ...],
+) -> Tensor[D, *tuple[Any, ...]]:
     """Split ``axis`` into ``axes`` of the given ``sizes`` (first = major)."""
-    return Unflatten(axis, axes, sizes)(x)
+    return cached(Unflatten, axis, axes, sizes)(x)
 
 
-# ----------------------------------------------------------------------------- registry
-# One declaration per op (axjax/core/_registry.py): its public functions and their kind.
-register_op("expand_dims", kind="positional")(ExpandDims)
-register_op("squeeze", kind="axis")(Squeeze)
-register_op("transpose", kind="axis")(Transpose)
-register_op("rename", kind="axis")(Rename)
-register_op("broadcast", kind="axis")(Broadcast)
-register_op(kind="internal")(BroadcastLike)
-register_op("tile", kind="axis")(Tile)
-register_op("concat", kind="axis")(Concat)
-register_op("stack", kind="positional")(Stack)
-register_op("unstack", kind="other")(Unstack)
-register_op("flatten", kind="axis")(Flatten)
-register_op("unflatten", kind="axis")(Unflatten)
+# END GENERATED

@@ -47,6 +47,7 @@ def _integer(t: HasType) -> bool:
     return bool(jnp.issubdtype(t.dtype.numpy, jnp.integer))
 
 
+@register_op("softmax_cross_entropy", kind="other", namespace="axjax.train")
 class SoftmaxCrossEntropy(Op):
     """``logsumexp(logits) - logits[label]`` along a class axis; backward ``softmax - onehot``.
 
@@ -160,6 +161,7 @@ def softmax_cross_entropy(
     return op(logits, labels)
 
 
+@register_op("binary_cross_entropy", kind="other", namespace="axjax.train")
 class BinaryCrossEntropy(Op):
     """``-t log σ(x) - (1-t) log(1-σ(x))`` from logits, computed stably.
 
@@ -275,9 +277,3 @@ def mean_squared_error(
     )
     sq = diff * diff
     return _mean(sq, axes) if axes else sq
-
-
-# ----------------------------------------------------------------------------- registry
-# One declaration per op (axjax/core/_registry.py): its public functions and their kind.
-register_op("softmax_cross_entropy", kind="other", namespace="axjax.train")(SoftmaxCrossEntropy)
-register_op("binary_cross_entropy", kind="other", namespace="axjax.train")(BinaryCrossEntropy)

@@ -12,8 +12,8 @@ import pytest
 from jax import lax
 
 import axjax as ax
-from tests.core.helpers import A, Arg, B, C, OpCase, check_op
 from tests.nn.helpers import Batch, Chan, Height, Time, Width, arr, close, rand
+from tests.ops.helpers import A, Arg, B, C, OpCase, check_op
 
 
 def _window(

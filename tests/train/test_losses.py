@@ -13,8 +13,8 @@ import pytest
 import axjax as ax
 from axjax.core._internal import declared_ops
 from axjax.train import Batch, Class, RunningMean
-from tests.core.helpers import OpCase, check_op
-from tests.core.op_cases import LOSSES
+from tests.ops.helpers import OpCase, check_op
+from tests.ops.op_cases import LOSSES
 
 
 @final
@@ -23,7 +23,7 @@ class Time(ax.Axis): ...
 
 @pytest.mark.parametrize("case", LOSSES, ids=lambda c: c.name)
 def test_loss_op(case: OpCase) -> None:
-    """The op matrix's checks (tests/core/helpers.py): forward against the jax.numpy
+    """The op matrix's checks (tests/ops/helpers.py): forward against the jax.numpy
     oracle over random sizes and storage orders, the op's own backward against jax.grad
     of the oracle and against finite differences in float64, jax_autodiff, jvp, hessian."""
     check_op(case)

@@ -61,6 +61,8 @@ reveal_type(conv(ax.zeros((4, 4, 4, 4), N, H, Chan, W)))  # want: Tensor[F32, N,
 reveal_type(conv(ax.zeros((4, 4, 4, 4), N, W, Chan, H)))  # want: Tensor[F32, N, W, Feature, H]
 odd = conv(ax.zeros((4, 4, 4, 4), H, N, W, Chan))  # ok[plugin]; limit[mypy,pyright]: runs (any layout), but the overloads take the three axes last
 reveal_type(ax.nn.Conv1D(W, Chan, Feature, 4, 4, 3, key=key))  # want: Conv1D[F32, W, Chan, Feature]
+reveal_type(ax.nn.Conv1D(W, Chan, Feature, 4, 4, 3, dtype=BF16, key=key))  # want: Conv1D[BF16, W, Chan, Feature]
+reveal_type(ax.nn.Conv3D((D, H, W), Chan, Feature, 4, 4, 3, dtype=BF16, key=key))  # want: Conv3D[BF16, D, H, W, Chan, Feature]
 model = ax.nn.Sequential([conv, ax.relu, pool])
 reveal_type(model(images))  # want[plugin]: Tensor[F32, N, H, W, Feature]; want[mypy,pyright]: Any
 
@@ -113,6 +115,8 @@ c5 = cell(h0, x0)  # want-error[plugin]: the state is a pair; want-error[mypy,py
 # a GRU cell: the state is one tensor
 gru = ax.nn.GRUCell(In, Hidden, 4, 4, key=key)
 reveal_type(gru)  # want: GRUCell[F32, In, Hidden]
+reveal_type(ax.nn.GRUCell(In, Hidden, 4, 4, dtype=BF16, key=key))  # want: GRUCell[BF16, In, Hidden]
+reveal_type(ax.nn.RNNCell(In, Hidden, 4, 4, dtype=BF16, key=key))  # want: RNNCell[BF16, In, Hidden]
 reveal_type(gru(h0, x0))  # want: Tensor[F32, N, Hidden]
 g1 = gru(h0, ax.rename(x0, In, Class))  # want-error[plugin]: In is not an axis of the input; want-error[mypy,pyright]
 g2 = gru(state, x0)  # want-error[plugin]: takes a Tensor as its state, got a tuple; want-error[mypy,pyright]; raises: TypeError

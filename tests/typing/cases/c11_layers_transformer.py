@@ -61,6 +61,8 @@ reveal_type(ax.nn.LayerNorm((Time, Embed), (4, 4))(h3))  # want: Tensor[F32, N, 
 reveal_type(norm(ax.transpose(h3, Embed, N, Time)))  # want: Tensor[F32, Embed, N, Time]
 half_norm = ax.nn.LayerNorm(Embed, 4, dtype=BF16)
 reveal_type(half_norm)  # want: LayerNorm[BF16, Embed]
+reveal_type(ax.nn.RMSNorm((Time, Embed), (4, 4), dtype=BF16))  # want: RMSNorm[BF16, Time, Embed]
+reveal_type(ax.nn.LayerNorm((Time, Embed), (4, 4)))  # want: LayerNorm[F32, Time, Embed]
 reveal_type(half_norm(ax.astype(h3, BF16)))  # want: Tensor[BF16, N, Time, Embed]
 
 # mistakes

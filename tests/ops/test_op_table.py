@@ -23,8 +23,8 @@ import axjax.train
 from axjax.core._internal import declared_ops
 from axjax.core._registry import operator as registry_operator
 from tests.conftest import requires
-from tests.core.helpers import OpCase, check_op
-from tests.core.op_cases import CASES
+from tests.ops.helpers import OpCase, check_op
+from tests.ops.op_cases import CASES
 
 DOCS = Path(__file__).resolve().parents[2] / "docs" / "ops.md"
 
@@ -78,7 +78,7 @@ def documented() -> dict[str, str]:
 def test_every_primitive_has_a_test_case() -> None:
     tested = {c.op for c in CASES}
     missing = primitives() - tested
-    assert not missing, f"primitives without a case in tests/core/op_cases.py: {sorted(missing)}"
+    assert not missing, f"primitives without a case in tests/ops/op_cases.py: {sorted(missing)}"
     assert tested <= primitives(), f"cases for unknown ops: {sorted(tested - primitives())}"
 
 

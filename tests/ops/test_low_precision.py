@@ -32,8 +32,8 @@ import axjax as ax
 from axjax.core import _op
 from axjax.core._internal import declared_ops
 from axjax.nn._fused_attention import FusedAttention
-from tests.core import helpers
-from tests.core.op_cases import CASES, LOSSES
+from tests.ops import helpers
+from tests.ops.op_cases import CASES, LOSSES
 
 N = 70_000  # more than 65 504, the largest F16: 1 / N in F16 arithmetic is 0
 LOW = (ax.F16, ax.BF16)

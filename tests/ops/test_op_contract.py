@@ -1,6 +1,6 @@
 """The op contract, checked in one place (core/_op.py) for every op of the registry.
 
-Each declared op is run on its op-table operands (``tests/core/op_cases.py``) with one of its
+Each declared op is run on its op-table operands (``tests/ops/op_cases.py``) with one of its
 three methods broken on purpose:
 
 - ``infer`` declares an axis twice, or returns something other than a ``TensorType``;
@@ -29,8 +29,8 @@ import axjax as ax
 from axjax.core import _op
 from axjax.core._internal import declared_ops
 from axjax.nn._fused_attention import FusedAttention
-from tests.core.helpers import ALL_AXES, OpCase, _values
-from tests.core.op_cases import CASES, LOSSES
+from tests.ops.helpers import ALL_AXES, OpCase, _values
+from tests.ops.op_cases import CASES, LOSSES
 
 AnyT = ax.Tensor[Any, *tuple[Any, ...]]
 
