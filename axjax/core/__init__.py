@@ -9,6 +9,8 @@ from ._check_axes import check_axes as check_axes
 from ._collective import all_gather as all_gather
 from ._collective import pmean as pmean
 from ._collective import psum as psum
+from ._context import config as config
+from ._context import jax_autodiff as jax_autodiff
 from ._dtype import BF16 as BF16
 from ._dtype import F16 as F16
 from ._dtype import F32 as F32
@@ -32,8 +34,6 @@ from ._interop import register_export as _register_export
 from ._jax_hints import TransformError as TransformError
 from ._jax_hints import install_jax_hints as _install_jax_hints
 from ._op import Op as Op
-from ._op import config as config
-from ._op import jax_autodiff as jax_autodiff
 from ._optional import OptionalDependencyWarning as OptionalDependencyWarning
 from ._rules import AxisRules as AxisRules
 from ._rules import abstract as abstract
@@ -46,8 +46,8 @@ from ._tensor import AnyTensor as AnyTensor
 from ._tensor import Matrix as Matrix
 from ._tensor import Scalar as Scalar
 from ._tensor import Tensor as Tensor
-from ._tensor import TensorType as TensorType
 from ._tensor import Vector as Vector
+from ._tensor_type import TensorType as TensorType
 from ._transforms import grad as grad
 from ._transforms import value_and_grad as value_and_grad
 from ._transforms import vmap as vmap

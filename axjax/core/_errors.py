@@ -15,6 +15,7 @@ from typing import Any, Protocol
 
 from . import _provenance
 from ._axis import Axis, axis_name, same_name_note
+from ._context import CONTEXT
 
 __all__ = ["AxisError", "HasType", "describe", "fail"]
 
@@ -68,7 +69,7 @@ def fail(op: str, operands: Sequence[HasType], why: str) -> AxisError:
     shown = " and ".join(describe(t) for t in operands)
     note = same_name_note(a for t in operands for a in getattr(t, "axes", ()))
     text = f"Cannot apply {op} to {shown}: {why}" + (f"; {note}" if note else "")
-    if _provenance.recording:  # the debugging mode: where the axes it names came from
+    if CONTEXT.provenance:  # the debugging mode: where the axes it names came from
         origins = _provenance.explain(operands, why)
         text += f"\nAxis provenance: {origins}" if origins else ""
     return AxisError(text)

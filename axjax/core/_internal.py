@@ -17,6 +17,8 @@ from ._choices import check_choice as check_choice
 from ._choices import checks_choices as checks_choices
 from ._choices import literal_choices as literal_choices
 from ._choices import string_choices as string_choices
+from ._contract import check_layout as check_layout
+from ._contract import not_a_tensor as not_a_tensor
 from ._dtype import FLOATING as FLOATING
 from ._dtype import accumulation_dtype as accumulation_dtype
 from ._dtype import dtype_marker as dtype_marker
@@ -33,8 +35,6 @@ from ._finite import checking_finite as checking_finite
 from ._finite import node_site as node_site
 from ._op import apply as apply
 from ._op import cached as cached
-from ._op import check_layout as check_layout
-from ._op import not_a_tensor as not_a_tensor
 from ._op import require_floating as require_floating
 from ._op import require_numbers as require_numbers
 from ._op import result_dtype as result_dtype

@@ -26,6 +26,7 @@ import numpy as np
 from jax.sharding import AxisType, Mesh, NamedSharding, PartitionSpec
 
 from ._axis import Axis, axis_name
+from ._context import placing
 from ._pytree import is_tensor
 from ._sharding import MeshAxes, Table, check_mesh_axes, rules_table, spec_of
 from ._tensor import Tensor
@@ -125,7 +126,7 @@ def axis_rules(
     state = AxisRules(mesh, rules, param_rules)
     _ACTIVE.stack.append(state)
     try:
-        with jax.set_mesh(mesh):
+        with placing(state.rules), jax.set_mesh(mesh):
             yield state
     finally:
         _ACTIVE.stack.pop()
