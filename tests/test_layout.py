@@ -1,7 +1,11 @@
 """The layout's rules, read from the source: packages depend one way (train -> nn -> graph
--> ops -> core), nothing below train imports optax, and no package reaches into another's
-private modules (it imports the package, or its ``_internal`` module). Every import counts,
-inside functions and under ``TYPE_CHECKING`` too."""
+-> ops -> parallel -> core), nothing below train imports optax, and no package reaches into
+another's private modules (it imports the package, or its ``_internal`` module). Every import
+counts, inside functions and under ``TYPE_CHECKING`` too.
+
+``parallel`` (sharding by axis name, ``Parallel``, the launch flags, FSDP's gather) builds on
+core alone, so it sits right above it: core's ops read the current rules from core's own
+context, which ``parallel`` sets, and nn (``LayerStack``) and train (``fit``) use it."""
 
 from __future__ import annotations
 
@@ -11,7 +15,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1] / "axjax"
-ORDER = ["core", "ops", "graph", "nn", "train"]  # each may import those before it
+ORDER = ["core", "parallel", "ops", "graph", "nn", "train"]  # each may import those before it
 #: the mypy plugin types every package, so it may import each of them
 ANYWHERE = {"mypy"}
 
@@ -74,6 +78,10 @@ def test_packages_depend_one_way_and_only_train_imports_optax() -> None:
     [
         ("core", "from ..graph import Node\n", "core builds below graph"),
         ("core", "def f():\n    from ..ops import _shape\n", "core builds below ops"),
+        ("core", "from ..parallel import axis_rules\n", "core builds below parallel"),
+        ("parallel", "from ..ops import add\n", "parallel builds below ops"),
+        ("parallel", "def f():\n    from ..train import fit\n", "parallel builds below train"),
+        ("nn", "from ..parallel._rules import active_rules\n", "a private module of parallel"),
         (
             "ops",
             "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from ..nn import MLP\n",

@@ -6,9 +6,6 @@ train). The library's packages take core's helpers from :mod:`axjax.core._intern
 
 from ._axis import Axis as Axis
 from ._check_axes import check_axes as check_axes
-from ._collective import all_gather as all_gather
-from ._collective import pmean as pmean
-from ._collective import psum as psum
 from ._context import config as config
 from ._context import jax_autodiff as jax_autodiff
 from ._dtype import BF16 as BF16
@@ -35,13 +32,6 @@ from ._jax_hints import TransformError as TransformError
 from ._jax_hints import install_jax_hints as _install_jax_hints
 from ._op import Op as Op
 from ._optional import OptionalDependencyWarning as OptionalDependencyWarning
-from ._rules import AxisRules as AxisRules
-from ._rules import abstract as abstract
-from ._rules import axis_rules as axis_rules
-from ._rules import shard as shard
-from ._rules import sharded_init as sharded_init
-from ._rules import sharding as sharding
-from ._sharding import partition_spec as partition_spec
 from ._tensor import AnyTensor as AnyTensor
 from ._tensor import Matrix as Matrix
 from ._tensor import Scalar as Scalar

@@ -17,6 +17,8 @@ from ._choices import check_choice as check_choice
 from ._choices import checks_choices as checks_choices
 from ._choices import literal_choices as literal_choices
 from ._choices import string_choices as string_choices
+from ._context import Table as Table
+from ._context import placing as placing
 from ._contract import check_layout as check_layout
 from ._contract import not_a_tensor as not_a_tensor
 from ._dtype import FLOATING as FLOATING
