@@ -46,4 +46,4 @@ from ._typed_ops import FloatElementwiseOp as FloatElementwiseOp
 from ._typed_ops import ReductionOp as ReductionOp
 
 _install_jax_hints()
-_register_export()  # Tensor in jax.export's serialized calling convention
+_register_export(Tensor)  # Tensor in jax.export's serialized calling convention

@@ -1,6 +1,5 @@
-"""The switches that decide how ops are applied, held in one object: :data:`CONTEXT`.
-
-``apply`` (core/_op.py) reads them once per op, into one ``Dispatch`` (core/_lower.py):
+"""The switches that decide how ops are applied: one immutable :class:`Switches`, read once
+per op (``apply``, core/_op.py: ``now = current()``).
 
 - ``autodiff``: ``"axjax"`` (an op JAX differentiates is a ``jax.custom_vjp`` whose bwd is
   the op's own backward) or ``"jax"`` (JAX differentiates the forward: ``ax.jax_autodiff``);
@@ -11,22 +10,32 @@
   mesh (core/_placement.py); ``axjax.parallel``'s ``axis_rules`` sets it (:func:`placing`);
 - ``provenance``: record where each axis came from (core/_provenance.py).
 
-The first four are per thread (tests flip them safely). ``provenance`` is process-wide: a
-class attribute of the thread-local object, the same in every thread (set it with
-:func:`set_provenance`; ``AXJAX_PROVENANCE=1`` in the environment turns it on at import).
+The first four are per thread (a ``ContextVar``: tests flip them safely); a change makes new
+``Switches`` (:func:`switched`), so the ones an op read never change under it.
+``provenance`` is process-wide, a class attribute of ``Switches`` (``AXJAX_PROVENANCE=1`` in
+the environment turns it on at import).
 """
 
 from __future__ import annotations
 
 import contextlib
 import os
-import threading
 from collections.abc import Generator
-from typing import ClassVar, Literal
+from contextvars import ContextVar
+from typing import Any, ClassVar, Literal, final
 
 from ._axis import Axis
 
-__all__ = ["CONTEXT", "Context", "Table", "config", "jax_autodiff", "placing", "set_provenance"]
+__all__ = [
+    "Switches",
+    "Table",
+    "config",
+    "current",
+    "jax_autodiff",
+    "placing",
+    "set_provenance",
+    "switched",
+]
 
 #: Placement rules after checking: axis label -> the mesh axes that split it (maybe none).
 Table = dict[type[Axis], tuple[str, ...]]
@@ -37,36 +46,66 @@ def _from_environment() -> bool:
     return flag not in ("", "0", "false", "no", "off")
 
 
-class Context(threading.local):
-    """How ops are applied now, in this thread (``provenance``: in every thread)."""
+@final
+class Switches:
+    """How ops are applied now, in this thread (``provenance``: in every thread). Never
+    changed: a change makes new ``Switches`` (:meth:`replace`, :func:`switched`)."""
 
-    #: record axis provenance: process-wide, so a class attribute (see :func:`set_provenance`)
+    __slots__ = ("autodiff", "finite", "site", "rules")
+    autodiff: Literal["axjax", "jax"]
+    finite: bool  # inside ax.debug_nans
+    site: str | None  # the line of the graph node being run, for NaN reports
+    rules: Table | None  # the compute rules' table (axjax.parallel sets it)
+    #: record axis provenance: process-wide, so a class attribute (:func:`set_provenance`)
     provenance: ClassVar[bool] = _from_environment()
 
-    def __init__(self) -> None:
-        self.autodiff: Literal["axjax", "jax"] = "axjax"
-        self.finite = False  # inside ax.debug_nans
-        self.site: str | None = None  # the line of the graph node being run, for NaN reports
-        self.rules: Table | None = None  # the compute rules' table (axjax.parallel sets it)
+    def __init__(
+        self,
+        autodiff: Literal["axjax", "jax"] = "axjax",
+        finite: bool = False,
+        site: str | None = None,
+        rules: Table | None = None,
+    ) -> None:
+        for name, value in zip(self.__slots__, (autodiff, finite, site, rules), strict=True):
+            object.__setattr__(self, name, value)
+
+    def __setattr__(self, name: str, value: object) -> None:
+        raise AttributeError(f"Switches are never changed: use replace({name}=...)")
+
+    def replace(self, **changes: Any) -> Switches:
+        """These switches with ``changes`` (field=value)."""
+        fields = {name: getattr(self, name) for name in self.__slots__}
+        return Switches(**{**fields, **changes})
 
 
-CONTEXT: Context = Context()
+_DEFAULT = Switches()  # immutable: a new Switches for each change
+_SWITCHES: ContextVar[Switches] = ContextVar("axjax_switches", default=_DEFAULT)
+
+#: The switches of this thread: one read (``apply`` takes it once per op).
+current = _SWITCHES.get
+
+
+@contextlib.contextmanager
+def switched(**changes: Any) -> Generator[Switches, None, None]:
+    """Inside the block this thread's switches have ``changes`` (field=value)."""
+    old = _SWITCHES.get()
+    new = old.replace(**changes)
+    _SWITCHES.set(new)
+    try:
+        yield new
+    finally:
+        _SWITCHES.set(old)
 
 
 def set_provenance(on: bool) -> None:
     """Turn axis provenance on or off, in every thread."""
-    Context.provenance = bool(on)
+    Switches.provenance = bool(on)
 
 
-@contextlib.contextmanager
-def placing(table: Table) -> Generator[None, None, None]:
+def placing(table: Table) -> contextlib.AbstractContextManager[Switches]:
     """Inside the block ops on an Explicit mesh shard their results by ``table`` (the current
     compute rules), in this thread."""
-    old, CONTEXT.rules = CONTEXT.rules, table
-    try:
-        yield
-    finally:
-        CONTEXT.rules = old
+    return switched(rules=table)
 
 
 class _Config:
@@ -78,17 +117,17 @@ class _Config:
     def autodiff(self) -> Literal["axjax", "jax"]:
         """``"axjax"``: ops JAX differentiates use their own backward (``jax.custom_vjp``);
         ``"jax"``: JAX differentiates their forward (see :func:`jax_autodiff`)."""
-        return CONTEXT.autodiff
+        return _SWITCHES.get().autodiff
 
     @autodiff.setter
     def autodiff(self, mode: Literal["axjax", "jax"]) -> None:
-        CONTEXT.autodiff = mode
+        _SWITCHES.set(_SWITCHES.get().replace(autodiff=mode))
 
     @property
     def provenance(self) -> bool:
         """Record where each axis came from and say it in ``AxisError`` messages (a debugging
         mode, process-wide; also ``AXJAX_PROVENANCE=1``). See core/_provenance.py."""
-        return Context.provenance
+        return Switches.provenance
 
     @provenance.setter
     def provenance(self, on: bool) -> None:
@@ -109,9 +148,5 @@ def jax_autodiff() -> Generator[None, None, None]:
         >>> with ax.jax_autodiff():
         ...     h = jax.hessian(lambda a: ax.sum(ax.tanh(ax.tensor(a, X)), X).array)(x)
     """
-    old = CONTEXT.autodiff
-    CONTEXT.autodiff = "jax"
-    try:
+    with switched(autodiff="jax"):
         yield
-    finally:
-        CONTEXT.autodiff = old

@@ -25,9 +25,9 @@ import jax.numpy as jnp
 import numpy as np
 from jax.export import is_symbolic_dim
 
-from ._axis import axes_names, check_axis_label, check_unique_axes
+from ._axis import axes_names, check_axis_label
 from ._dtype import DType, is_inexact
-from ._errors import AxisError, describe
+from ._errors import AxisError, check_unique_axes, describe
 from ._tensor import Tensor, bare_type, unnamed_dims
 from ._tensor_type import TensorType
 

@@ -24,7 +24,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from ._choices import check_choice
-from ._context import CONTEXT
+from ._context import current, switched
 from ._dtype import is_inexact
 from ._errors import describe
 from ._source import user_site
@@ -102,22 +102,19 @@ _effects_barrier = cast(Callable[[], None], jax.effects_barrier)
 
 def checking_finite() -> bool:
     """Whether ops check their results now (inside :func:`debug_nans`)."""
-    return CONTEXT.finite
+    return current().finite
 
 
 @contextlib.contextmanager
 def node_site(site: str) -> Generator[None, None, None]:
     """Report ops applied inside as built at ``site`` (a compiled graph's node)."""
-    old, CONTEXT.site = CONTEXT.site, site
-    try:
+    with switched(site=site):
         yield
-    finally:
-        CONTEXT.site = old
 
 
-def op_site() -> str:
-    """The line to report for the op being applied now: the graph node's, else the user's."""
-    site = CONTEXT.site
+def op_site(site: str | None) -> str:
+    """The line to report for the op being applied now: the graph node's ``site`` (the
+    switch core/_context.py holds), else the user's."""
     return site if site is not None else user_site(2)
 
 
@@ -137,19 +134,19 @@ def debug_nans() -> Generator[None, None, None]:
           cotangent 0 Tensor[F32, Batch=4]: 1 inf of 4 (finite range [0.25, 0.5])
           ...
     """
-    if CONTEXT.finite:
+    if current().finite:
         yield
         return
-    CONTEXT.finite, _STATE.found, _STATE.counter = True, [], 0
+    _STATE.found, _STATE.counter = [], 0
     try:
-        with jax.disable_jit():
+        with switched(finite=True), jax.disable_jit():
             yield
             _effects_barrier()  # traced checks (jax.debug.callback) have all run
         if _STATE.found:
             _, report = min(_STATE.found, key=lambda f: f[0])
             raise NonFiniteError(str(report), report)
     finally:
-        CONTEXT.finite, _STATE.found = False, []
+        _STATE.found = []
 
 
 def check_finite(fun: Callable[P, R]) -> Callable[P, R]:

@@ -12,7 +12,6 @@ from ._arrays import array_type as array_type
 from ._axis import axes_names as axes_names
 from ._axis import axis_name as axis_name
 from ._axis import check_axis_label as check_axis_label
-from ._axis import check_unique_axes as check_unique_axes
 from ._choices import check_choice as check_choice
 from ._choices import checks_choices as checks_choices
 from ._choices import literal_choices as literal_choices
@@ -31,6 +30,7 @@ from ._dtype import jax_dtype as jax_dtype
 from ._dtype import narrowed_error as narrowed_error
 from ._dtype import to_numpy_dtype as to_numpy_dtype
 from ._errors import HasType as HasType
+from ._errors import check_unique_axes as check_unique_axes
 from ._errors import describe as describe
 from ._errors import fail as fail
 from ._finite import checking_finite as checking_finite

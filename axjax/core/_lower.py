@@ -1,9 +1,8 @@
 """Lowering an op: its forward run as it is, or inside a ``jax.custom_vjp`` whose bwd is
 its own backward.
 
-``apply`` (core/_op.py) has the result's type and one :class:`Dispatch` (the switches of
-core/_context.py and the operands' layout, read once per op); :func:`lower` returns the
-forward's result arrays:
+``apply`` (core/_op.py) has the result's type and the switches it read once
+(core/_context.py); :func:`lower` returns the forward's result arrays:
 
 - an operand is a JAX tracer, ``ax.config.autodiff`` is ``"axjax"`` and the op does not ask
   for JAX's autodiff (:attr:`~axjax.Op.jax_vjp`): the forward inside a ``jax.custom_vjp``
@@ -21,13 +20,13 @@ for NaN and infinity (core/_finite.py).
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any, Literal, final
+from typing import TYPE_CHECKING, Any
 
 import jax
 import jax.core  # jax.core.Tracer: the submodule, imported by name for type checkers
 import numpy as np
 
-from ._context import CONTEXT
+from ._context import Switches
 from ._contract import check_cotangents, forward_arrays
 from ._dtype import accumulation_dtype
 from ._finite import check_backward, check_forward, op_site
@@ -39,40 +38,27 @@ from ._tensor_type import TensorType
 if TYPE_CHECKING:  # lowering sits below Op (core/_op.py calls it): types only
     from ._op import Op
 
-__all__ = ["Dispatch", "lower"]
+__all__ = ["lower"]
 
 _Tracer = jax.core.Tracer
 Out = TensorType | tuple[TensorType, ...]
+Placement = Layout | Unplaced
 
 
-@final
-class Dispatch:
-    """How one op is applied: the switches (core/_context.py) and the operands' layout,
-    read once per op by ``apply``."""
-
-    __slots__ = ("autodiff", "provenance", "site", "layout")
-
-    def __init__(self, xs: Sequence[Any]) -> None:
-        now = CONTEXT
-        self.autodiff: Literal["axjax", "jax"] = now.autodiff
-        self.provenance: bool = now.provenance
-        #: inside ``ax.debug_nans``: the line to report a NaN at; ``None`` checks nothing
-        self.site: str | None = op_site() if now.finite else None
-        #: the layout step: :class:`Layout` on an Explicit mesh, the identity otherwise
-        self.layout: Layout | Unplaced = explicit_layout(xs, now.rules)
-
-
-def lower(op: Op[Any], xs: Sequence[Any], out: Out, now: Dispatch, check: bool) -> Any:
+def lower(op: Op[Any], xs: Sequence[Any], out: Out, now: Switches, check: bool) -> Any:
     """The arrays of ``op.forward(*xs)``, through a ``jax.custom_vjp`` when JAX is
-    differentiating with axjax's derivatives; ``check``: also check their shapes and dtypes
-    against ``out`` (see :func:`~._contract.forward_arrays`)."""
-    if now.autodiff != "jax" and not op.jax_vjp:
-        for x in xs:
-            if isinstance(x._array, _Tracer):
-                return _custom_vjp_call(op, xs, out, now, check)
-    y = _forward(op, xs, out, now.layout, check)
-    if now.site is not None:
-        check_forward(op, xs, _typed(y, out), now.site)
+    differentiating with axjax's derivatives (``now``: the switches ``apply`` read);
+    ``check``: also check their shapes and dtypes against ``out`` (``forward_arrays``)."""
+    layout = explicit_layout(xs, now.rules)  # the identity without an Explicit mesh
+    site = op_site(now.site) if now.finite else None  # inside ax.debug_nans: where to report
+    for x in xs:
+        if isinstance(x._array, _Tracer):  # JAX may differentiate: with whose derivative?
+            if now.autodiff != "jax" and not op.jax_vjp:
+                return _custom_vjp_call(op, xs, out, site, layout, check)
+            break
+    y = layout.forward(_checked_forward, xs, out, op, check)
+    if site is not None:
+        check_forward(op, xs, _typed(y, out), site)
     return y
 
 
@@ -86,12 +72,16 @@ def _typed(y: Any, out: Out) -> Any:
 
 
 def _custom_vjp_call(
-    op: Op[Any], xs: Sequence[Tensor[Any, *tuple[Any, ...]]], out: Out, now: Dispatch, check: bool
+    op: Op[Any],
+    xs: Sequence[Tensor[Any, *tuple[Any, ...]]],
+    out: Out,
+    site: str | None,
+    layout: Placement,
+    check: bool,
 ) -> Any:
     """``op.forward`` in a ``jax.custom_vjp`` whose bwd is ``op.backward``; inside
-    ``ax.debug_nans`` (``now.site``) both check their results for NaN and infinity."""
+    ``ax.debug_nans`` (a ``site``) both check their results for NaN and infinity."""
     in_axes = [x._axes for x in xs]
-    site, layout = now.site, now.layout
 
     def wrap_out(a: Any) -> Any:
         if isinstance(out, tuple):
@@ -100,7 +90,7 @@ def _custom_vjp_call(
 
     def fwd_arrays(*arrays: Any) -> Any:
         wrapped = [Tensor._wrap(a, ax_) for a, ax_ in zip(arrays, in_axes, strict=True)]
-        y = _forward(op, wrapped, out, layout, check)
+        y = layout.forward(_checked_forward, wrapped, out, op, check)
         if site is not None:
             check_forward(op, wrapped, wrap_out(y), site)
         return y
@@ -137,15 +127,9 @@ def _custom_vjp_call(
         raise error from e
 
 
-def _forward(
-    op: Op[Any], xs: Sequence[Any], out: Out, layout: Layout | Unplaced, check: bool
-) -> Any:
-    """``op.forward(*xs)``'s arrays, checked by ``forward_arrays``, through the layout step."""
-
-    def run(ws: Sequence[Any]) -> Any:
-        return forward_arrays(op, out, _run_forward(op, ws, out), check)
-
-    return layout.forward(run, xs, out)
+def _checked_forward(xs: Sequence[Any], out: Out, op: Op[Any], check: bool) -> Any:
+    """``op.forward(*xs)``'s arrays, checked by ``forward_arrays`` (the layout step's run)."""
+    return forward_arrays(op, out, _run_forward(op, xs, out), check)
 
 
 def _backward(
@@ -154,20 +138,23 @@ def _backward(
     dy: Any,
     y: Any,
     xs: Sequence[Any],
-    layout: Layout | Unplaced,
+    layout: Placement,
 ) -> tuple[Any, ...]:
     """``op.backward``'s checked cotangents through the layout step (each with its primal's
     sharding on an Explicit mesh), each cast to its primal's varying mesh axes
     (``shard_map``), as ``jax.custom_vjp`` requires."""
-
-    def run(dy: Any, y: Any, ws: Sequence[Any]) -> tuple[Any, ...]:
-        return check_cotangents(op, _run_backward(op, wrap_out(dy), wrap_out(y), ws), ws)
-
-    grads = layout.backward(run, dy, y, xs)
+    grads = layout.backward(_checked_backward, dy, y, xs, op, wrap_out)
     return tuple(
         g if isinstance(g, np.ndarray) else cast_varying(g, x._array)
         for g, x in zip(grads, xs, strict=True)
     )
+
+
+def _checked_backward(
+    dy: Any, y: Any, xs: Sequence[Any], op: Op[Any], wrap_out: Callable[[Any], Any]
+) -> tuple[Any, ...]:
+    """``op.backward``'s cotangents, checked by ``check_cotangents`` (the layout step's run)."""
+    return check_cotangents(op, _run_backward(op, wrap_out(dy), wrap_out(y), xs), xs)
 
 
 def _widened(op: Op[Any], values: Sequence[Any]) -> list[Any] | None:
@@ -190,9 +177,11 @@ def _widened(op: Op[Any], values: Sequence[Any]) -> list[Any] | None:
     return widened if any_low else None
 
 
-def _run_forward(op: Op[Any], xs: Sequence[Any], out: TensorType | tuple[TensorType, ...]) -> Any:
+def _run_forward(op: Op[Any], xs: Sequence[Any], out: Out) -> Any:
     """``op.forward(*xs)``; for an op that accumulates, on float32 copies of F16/BF16
     operands, its results cast back to the declared dtypes."""
+    if not op.accumulates:
+        return op.forward(*xs)
     wide = _widened(op, xs)
     if wide is None:
         return op.forward(*xs)

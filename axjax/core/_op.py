@@ -15,8 +15,8 @@ Applying an op (:func:`apply`) is *infer -> record or lower -> wrap*:
    ``jax.hessian``);
 4. **wrap**: the arrays as Tensors with the declared axes.
 
-The switches that decide the lowering are read once per op (a ``Dispatch``: autodiff mode,
-provenance, NaN checks, the Explicit-mesh layout; core/_context.py holds them).
+The switches that decide the lowering are read once per op (autodiff mode, provenance, NaN
+checks, the rules of the Explicit-mesh layout: core/_context.py).
 """
 
 from __future__ import annotations
@@ -28,11 +28,11 @@ from typing_extensions import TypeVar as DefaultTypeVar  # PEP 696 defaults on 3
 
 from . import _provenance
 from ._axis import Axis
-from ._context import CONTEXT
-from ._contract import check_layout, checked_infer, inferred
+from ._context import current
+from ._contract import checked_infer
 from ._dtype import Bool, DType, is_floating
 from ._errors import AxisError
-from ._lower import Dispatch, lower
+from ._lower import lower
 from ._symbolic import Symbolic
 from ._tensor import AnyTensor, Tensor
 from ._tensor_type import TensorType
@@ -189,9 +189,7 @@ def _cached_infer(
     except (TypeError, AttributeError):  # an unhashable parameter (a traced index), __slots__
         return None
     if out is None:
-        for x in xs:
-            check_layout(op, x)
-        return _Unverified(inferred(op, xs), k)
+        return _Unverified(checked_infer(op, xs), k)
     return out
 
 
@@ -223,19 +221,19 @@ def apply(op: Op[Any], xs: Sequence[Any]) -> Any:
     The forward's result is checked against the type rule (shape and dtype, which are static
     even under tracing) the first time each cache entry is used, and on every uncached call.
     """
+    now = current()  # the switches (core/_context.py), read once
     found = _cached_infer(op, xs)
     if found is None:  # not cacheable (a graph node, a traced parameter): check each operand
         out = checked_infer(op, xs)
         for x in xs:
             if type(x)._is_symbolic:  # a graph node records the op (core/_symbolic.py)
                 node = cast(Symbolic, x).record_apply(op, tuple(xs), out)
-                return _provenance.record(op, xs, node) if CONTEXT.provenance else node
+                return _provenance.record(op, xs, node) if now.provenance else node
         verify: Any = True  # check the forward, cache nothing
     elif type(found) is _Unverified:
         out, verify = found.out, found.key  # check the forward, then cache the rule's result
     else:
         out, verify = found, None
-    now = Dispatch(xs)  # the switches and the operands' layout, read once
     y = lower(op, xs, out, now, verify is not None)
     if verify is not None and verify is not True and len(_INFER_CACHE) < _INFER_CACHE_MAX:
         _INFER_CACHE[verify] = out  # the forward matched the rule: later calls skip both

@@ -38,10 +38,10 @@ __all__ = ["UNPLACED", "Layout", "Unplaced", "explicit_layout", "match_varying",
 _get_abstract_mesh = jax.sharding.get_abstract_mesh
 _EXPLICIT = AxisType.Explicit
 _Tracer = jax.core.Tracer
-#: ``run(xs)``: an op's forward on its operand Tensors, to its result arrays
-Forward = Callable[[Sequence[Any]], Any]
-#: ``run(dy, y, xs)``: an op's backward, to one cotangent array per operand
-Backward = Callable[[Any, Any, Sequence[Any]], tuple[Any, ...]]
+#: ``run(xs, out, *args)``: an op's forward on its operand Tensors, to its result arrays
+Forward = Callable[..., Any]
+#: ``run(dy, y, xs, *args)``: an op's backward, to one cotangent array per operand
+Backward = Callable[..., tuple[Any, ...]]
 
 
 def _spec(a: Any) -> tuple[Any, ...]:
@@ -64,11 +64,13 @@ class Unplaced:
 
     __slots__ = ()
 
-    def forward(self, run: Forward, xs: Sequence[Any], out: Any) -> Any:
-        return run(xs)
+    def forward(self, run: Forward, xs: Sequence[Any], out: Any, *args: Any) -> Any:
+        return run(xs, out, *args)
 
-    def backward(self, run: Backward, dy: Any, y: Any, xs: Sequence[Any]) -> tuple[Any, ...]:
-        return run(dy, y, xs)
+    def backward(
+        self, run: Backward, dy: Any, y: Any, xs: Sequence[Any], *args: Any
+    ) -> tuple[Any, ...]:
+        return run(dy, y, xs, *args)
 
 
 UNPLACED = Unplaced()
@@ -88,24 +90,27 @@ class Layout:
         self.rules = rules  # the compute rules when the op was applied (core/_context.py)
         self.entered = entered  # False: the mesh came from the operands, enter it to run
 
-    def forward(self, run: Forward, xs: Sequence[Any], out: Any) -> Any:
-        """``run(xs)`` with its results sharded by axis name (:meth:`spec`)."""
+    def forward(self, run: Forward, xs: Sequence[Any], out: Any, *args: Any) -> Any:
+        """``run(xs, out, *args)`` with its results sharded by axis name (:meth:`spec`)."""
         in_axes = [x._axes for x in xs]
 
         def arrays_fn(*arrays: Any) -> Any:
-            return run([Tensor._wrap(a, ax_) for a, ax_ in zip(arrays, in_axes, strict=True)])
+            ws = [Tensor._wrap(a, ax_) for a, ax_ in zip(arrays, in_axes, strict=True)]
+            return run(ws, out, *args)
 
         return self.run(arrays_fn, self.out_sharding(out), *[x._array for x in xs])
 
-    def backward(self, run: Backward, dy: Any, y: Any, xs: Sequence[Any]) -> tuple[Any, ...]:
-        """``run(dy, y, xs)`` with each floating cotangent sharded as its primal, as
+    def backward(
+        self, run: Backward, dy: Any, y: Any, xs: Sequence[Any], *args: Any
+    ) -> tuple[Any, ...]:
+        """``run(dy, y, xs, *args)`` with each floating cotangent sharded as its primal, as
         ``jax.custom_vjp`` requires (a non-floating operand gets no gradient: float0)."""
         in_axes = [x._axes for x in xs]
         floating = [i for i, x in enumerate(xs) if is_inexact(x._array)]
 
         def arrays_fn(dy: Any, y: Any, *arrays: Any) -> tuple[Any, ...]:
             ws = [Tensor._wrap(a, ax_) for a, ax_ in zip(arrays, in_axes, strict=True)]
-            gs = run(dy, y, ws)
+            gs = run(dy, y, ws, *args)
             return tuple(gs[i] for i in floating)
 
         specs = tuple(self.primal_spec(xs[i]._array) for i in floating)

@@ -31,7 +31,7 @@ from collections.abc import Iterable, Sequence
 from typing import Any, NamedTuple
 
 from ._axis import Axis, axis_name
-from ._context import Context
+from ._context import Switches
 from ._source import entry_name, user_site
 
 __all__ = [
@@ -47,7 +47,7 @@ __all__ = [
 
 def provenance_enabled() -> bool:
     """Whether the recording is on (``ax.config.provenance``; core/_context.py holds it)."""
-    return Context.provenance
+    return Switches.provenance
 
 
 class Origin(NamedTuple):

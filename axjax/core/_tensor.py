@@ -26,12 +26,12 @@ import jax
 import jax.core  # jax.core.Tracer: the submodule, imported by name for type checkers
 import numpy as np
 
-from . import _display, _provenance
+from . import _display, _interop, _provenance
 from ._arrays import AxesArray
-from ._axis import Axis, axes_names, axis_name, check_axis_label, check_unique_axes
-from ._context import CONTEXT
+from ._axis import Axis, axes_names, axis_name, check_axis_label
+from ._context import Switches
 from ._dtype import F32, Bool, DType, dtype_marker
-from ._errors import AxisError, describe
+from ._errors import AxisError, check_unique_axes, describe
 from ._numpy_habits import NUMPY_ATTRIBUTES as _NUMPY_ATTRIBUTES
 from ._numpy_habits import numpy_attribute_error as _numpy_attribute_error
 from ._numpy_habits import numpy_function as _numpy_function
@@ -92,7 +92,7 @@ class Tensor(Generic[D, *Axes]):
         dtype_marker(array.dtype)
         self._array = array
         self._axes = axes
-        if CONTEXT.provenance:
+        if Switches.provenance:
             self._prov = _provenance.constructed(len(axes))
 
     @classmethod
@@ -319,13 +319,9 @@ class Tensor(Generic[D, *Axes]):
 
     # treescope (core/_interop.py): imported there, on first use, never by `import axjax`
     def __treescope_repr__(self, path: str | None, subtree_renderer: Any) -> Any:
-        from . import _interop
-
         return _interop.treescope_repr(self, path, subtree_renderer)
 
     def __treescope_ndarray_adapter__(self) -> Any:
-        from . import _interop
-
         return _interop.treescope_adapter()
 
 
