@@ -31,7 +31,7 @@ from ._contract import check_cotangents, forward_arrays
 from ._dtype import accumulation_dtype
 from ._finite import check_backward, check_forward, op_site
 from ._jax_hints import forward_mode_error
-from ._placement import Layout, Unplaced, cast_varying, explicit_layout, match_varying
+from ._placement import Layout, Out, Unplaced, cast_varying, explicit_layout, match_varying
 from ._tensor import Tensor
 from ._tensor_type import TensorType
 
@@ -41,7 +41,6 @@ if TYPE_CHECKING:  # lowering sits below Op (core/_op.py calls it): types only
 __all__ = ["lower"]
 
 _Tracer = jax.core.Tracer
-Out = TensorType | tuple[TensorType, ...]
 Placement = Layout | Unplaced
 
 

@@ -9,10 +9,10 @@ Applying an op (:func:`apply`) is *infer -> record or lower -> wrap*:
    graph node records the op (core/_symbolic.py);
 3. **lower**: otherwise the forward's arrays (core/_lower.py): inside a ``jax.custom_vjp``
    whose bwd is :meth:`Op.backward` when JAX is differentiating (an operand is a JAX
-   tracer), so reverse mode uses axjax's own derivative; directly otherwise (concrete
-   operands: cheap eager dispatch). ``with ax.jax_autodiff():`` (or ``ax.config.autodiff =
-   "jax"``) runs every op's forward directly, so JAX differentiates it (``jax.jvp``,
-   ``jax.hessian``);
+   tracer; unless :attr:`Op.jax_vjp`), so reverse mode uses axjax's own derivative;
+   directly otherwise (concrete operands: cheap eager dispatch). ``with
+   ax.jax_autodiff():`` (or ``ax.config.autodiff = "jax"``) runs every op's forward
+   directly, so JAX differentiates it (``jax.jvp``, ``jax.hessian``);
 4. **wrap**: the arrays as Tensors with the declared axes.
 
 The switches that decide the lowering are read once per op (autodiff mode, provenance, NaN

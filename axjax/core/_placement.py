@@ -38,6 +38,8 @@ __all__ = ["UNPLACED", "Layout", "Unplaced", "explicit_layout", "match_varying",
 _get_abstract_mesh = jax.sharding.get_abstract_mesh
 _EXPLICIT = AxisType.Explicit
 _Tracer = jax.core.Tracer
+#: an op's result type(s)
+Out = TensorType | tuple[TensorType, ...]
 #: ``run(xs, out, *args)``: an op's forward on its operand Tensors, to its result arrays
 Forward = Callable[..., Any]
 #: ``run(dy, y, xs, *args)``: an op's backward, to one cotangent array per operand
@@ -64,7 +66,7 @@ class Unplaced:
 
     __slots__ = ()
 
-    def forward(self, run: Forward, xs: Sequence[Any], out: Any, *args: Any) -> Any:
+    def forward(self, run: Forward, xs: Sequence[Any], out: Out, *args: Any) -> Any:
         return run(xs, out, *args)
 
     def backward(
@@ -90,7 +92,7 @@ class Layout:
         self.rules = rules  # the compute rules when the op was applied (core/_context.py)
         self.entered = entered  # False: the mesh came from the operands, enter it to run
 
-    def forward(self, run: Forward, xs: Sequence[Any], out: Any, *args: Any) -> Any:
+    def forward(self, run: Forward, xs: Sequence[Any], out: Out, *args: Any) -> Any:
         """``run(xs, out, *args)`` with its results sharded by axis name (:meth:`spec`)."""
         in_axes = [x._axes for x in xs]
 
@@ -140,7 +142,7 @@ class Layout:
             entries.append(names[0] if len(names) == 1 else names)
         return PartitionSpec(*entries)  # type: ignore[no-untyped-call, unused-ignore]
 
-    def out_sharding(self, out: TensorType | tuple[TensorType, ...]) -> Any:
+    def out_sharding(self, out: Out) -> Any:
         if isinstance(out, tuple):
             return tuple(self.spec(t) for t in out)
         return self.spec(out)
