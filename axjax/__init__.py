@@ -4,9 +4,10 @@ Every tensor's type names what each axis means (``Tensor[F32, Batch, Pixel]``); 
 mistakes are type errors for mypy/pyright and clear ``AxisError``s at trace time.
 
 The packages, each importing only those below it: ``axjax.core`` (axes, dtypes, Tensor,
-Op), ``axjax.ops`` (the primitive ops), ``axjax.graph`` (nodes, compile, fold/scan),
-``axjax.nn`` (layers), ``axjax.train`` (losses, the loop, checkpoints, data). Their public
-names are re-exported here; ``ax.nn`` and ``ax.train`` keep their own namespaces.
+Op), ``axjax.parallel`` (sharding by axis name, Parallel), ``axjax.ops`` (the primitive
+ops), ``axjax.graph`` (nodes, compile, fold/scan), ``axjax.nn`` (layers), ``axjax.train``
+(losses, the loop, checkpoints, data). Their public names are re-exported here; ``ax.nn``
+and ``ax.train`` keep their own namespaces.
 
 Example:
     >>> import axjax as ax
@@ -33,7 +34,6 @@ from .core import U32 as U32
 from .core import AnyTensor as AnyTensor
 from .core import Axis as Axis
 from .core import AxisError as AxisError
-from .core import AxisRules as AxisRules
 from .core import Bool as Bool
 from .core import DType as DType
 from .core import ElementwiseOp as ElementwiseOp
@@ -52,23 +52,24 @@ from .core import Tensor as Tensor
 from .core import TensorType as TensorType
 from .core import TransformError as TransformError
 from .core import Vector as Vector
-from .core import abstract as abstract
-from .core import all_gather as all_gather
-from .core import axis_rules as axis_rules
 from .core import check_axes as check_axes
 from .core import check_finite as check_finite
 from .core import config as config
 from .core import debug_nans as debug_nans
 from .core import grad as grad
 from .core import jax_autodiff as jax_autodiff
-from .core import partition_spec as partition_spec
-from .core import pmean as pmean
-from .core import psum as psum
-from .core import shard as shard
-from .core import sharded_init as sharded_init
-from .core import sharding as sharding
 from .core import value_and_grad as value_and_grad
 from .core import vmap as vmap
+from .parallel import AxisRules as AxisRules
+from .parallel import abstract as abstract
+from .parallel import all_gather as all_gather
+from .parallel import axis_rules as axis_rules
+from .parallel import partition_spec as partition_spec
+from .parallel import pmean as pmean
+from .parallel import psum as psum
+from .parallel import shard as shard
+from .parallel import sharded_init as sharded_init
+from .parallel import sharding as sharding
 from .graph import Apply as Apply
 from .graph import CompiledGraph as CompiledGraph
 from .graph import Const as Const

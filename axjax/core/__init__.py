@@ -6,9 +6,8 @@ train). The library's packages take core's helpers from :mod:`axjax.core._intern
 
 from ._axis import Axis as Axis
 from ._check_axes import check_axes as check_axes
-from ._collective import all_gather as all_gather
-from ._collective import pmean as pmean
-from ._collective import psum as psum
+from ._context import config as config
+from ._context import jax_autodiff as jax_autodiff
 from ._dtype import BF16 as BF16
 from ._dtype import F16 as F16
 from ._dtype import F32 as F32
@@ -32,22 +31,13 @@ from ._interop import register_export as _register_export
 from ._jax_hints import TransformError as TransformError
 from ._jax_hints import install_jax_hints as _install_jax_hints
 from ._op import Op as Op
-from ._op import config as config
-from ._op import jax_autodiff as jax_autodiff
 from ._optional import OptionalDependencyWarning as OptionalDependencyWarning
-from ._rules import AxisRules as AxisRules
-from ._rules import abstract as abstract
-from ._rules import axis_rules as axis_rules
-from ._rules import shard as shard
-from ._rules import sharded_init as sharded_init
-from ._rules import sharding as sharding
-from ._sharding import partition_spec as partition_spec
 from ._tensor import AnyTensor as AnyTensor
 from ._tensor import Matrix as Matrix
 from ._tensor import Scalar as Scalar
 from ._tensor import Tensor as Tensor
-from ._tensor import TensorType as TensorType
 from ._tensor import Vector as Vector
+from ._tensor_type import TensorType as TensorType
 from ._transforms import grad as grad
 from ._transforms import value_and_grad as value_and_grad
 from ._transforms import vmap as vmap
@@ -56,4 +46,4 @@ from ._typed_ops import FloatElementwiseOp as FloatElementwiseOp
 from ._typed_ops import ReductionOp as ReductionOp
 
 _install_jax_hints()
-_register_export()  # Tensor in jax.export's serialized calling convention
+_register_export(Tensor)  # Tensor in jax.export's serialized calling convention

@@ -22,7 +22,6 @@ __all__ = [
     "axis_name",
     "axes_names",
     "check_axis_label",
-    "check_unique_axes",
     "same_named_axes",
     "same_name_note",
 ]
@@ -72,19 +71,6 @@ def check_axis_label(axis: Any, where: str) -> type[Axis]:
         f"{where}: {axis!r} is not an axis label; axis labels are subclasses of ax.Axis "
         "(`@final class Batch(ax.Axis): ...`)"
     )
-
-
-def check_unique_axes(axes: tuple[type[Axis], ...], where: str) -> None:
-    """Raise :class:`AxisError` if an axis occurs twice."""
-    if len(set(axes)) != len(axes):
-        from ._errors import AxisError
-
-        seen: set[type[Axis]] = set()
-        dup = next(a for a in axes if a in seen or seen.add(a))  # type: ignore[func-returns-value]
-        raise AxisError(
-            f"{where}: axis {axis_name(dup)} occurs twice in ({axes_names(axes)}); "
-            "a tensor never has the same axis twice (rename one of them)"
-        )
 
 
 def same_named_axes(axes: Iterable[object]) -> list[str]:

@@ -14,9 +14,10 @@ from collections.abc import Sequence
 from typing import Any, Protocol
 
 from . import _provenance
-from ._axis import Axis, axis_name, same_name_note
+from ._axis import Axis, axes_names, axis_name, same_name_note
+from ._context import Switches
 
-__all__ = ["AxisError", "HasType", "describe", "fail"]
+__all__ = ["AxisError", "HasType", "check_unique_axes", "describe", "fail"]
 
 
 class AxisError(TypeError):
@@ -37,6 +38,17 @@ class AxisError(TypeError):
     """
 
     __module__ = "axjax"
+
+
+def check_unique_axes(axes: tuple[type[Axis], ...], where: str) -> None:
+    """Raise :class:`AxisError` if an axis occurs twice."""
+    if len(set(axes)) != len(axes):
+        seen: set[type[Axis]] = set()
+        dup = next(a for a in axes if a in seen or seen.add(a))  # type: ignore[func-returns-value]
+        raise AxisError(
+            f"{where}: axis {axis_name(dup)} occurs twice in ({axes_names(axes)}); "
+            "a tensor never has the same axis twice (rename one of them)"
+        )
 
 
 class HasType(Protocol):
@@ -68,7 +80,7 @@ def fail(op: str, operands: Sequence[HasType], why: str) -> AxisError:
     shown = " and ".join(describe(t) for t in operands)
     note = same_name_note(a for t in operands for a in getattr(t, "axes", ()))
     text = f"Cannot apply {op} to {shown}: {why}" + (f"; {note}" if note else "")
-    if _provenance.recording:  # the debugging mode: where the axes it names came from
+    if Switches.provenance:  # the debugging mode: where the axes it names came from
         origins = _provenance.explain(operands, why)
         text += f"\nAxis provenance: {origins}" if origins else ""
     return AxisError(text)

@@ -24,6 +24,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from ._choices import check_choice
+from ._context import current, switched
 from ._dtype import is_inexact
 from ._errors import describe
 from ._source import user_site
@@ -88,9 +89,9 @@ class NonFiniteError(FloatingPointError):
 
 
 class _State(threading.local):
+    """What :func:`debug_nans` found (whether it is on, and the node's line: core/_context.py)."""
+
     def __init__(self) -> None:
-        self.active = False
-        self.site: str | None = None  # a graph node's line, set while the node runs
         self.found: list[tuple[int, NonFiniteReport]] = []  # from traced checks
         self.counter = 0
 
@@ -101,22 +102,20 @@ _effects_barrier = cast(Callable[[], None], jax.effects_barrier)
 
 def checking_finite() -> bool:
     """Whether ops check their results now (inside :func:`debug_nans`)."""
-    return _STATE.active
+    return current().finite
 
 
 @contextlib.contextmanager
 def node_site(site: str) -> Generator[None, None, None]:
     """Report ops applied inside as built at ``site`` (a compiled graph's node)."""
-    old, _STATE.site = _STATE.site, site
-    try:
+    with switched(site=site):
         yield
-    finally:
-        _STATE.site = old
 
 
-def op_site() -> str:
-    """The line to report for the op being applied now."""
-    return _STATE.site if _STATE.site is not None else user_site(2)
+def op_site(site: str | None) -> str:
+    """The line to report for the op being applied now: the graph node's ``site`` (the
+    switch core/_context.py holds), else the user's."""
+    return site if site is not None else user_site(2)
 
 
 @contextlib.contextmanager
@@ -135,19 +134,19 @@ def debug_nans() -> Generator[None, None, None]:
           cotangent 0 Tensor[F32, Batch=4]: 1 inf of 4 (finite range [0.25, 0.5])
           ...
     """
-    if _STATE.active:
+    if current().finite:
         yield
         return
-    _STATE.active, _STATE.found, _STATE.counter = True, [], 0
+    _STATE.found, _STATE.counter = [], 0
     try:
-        with jax.disable_jit():
+        with switched(finite=True), jax.disable_jit():
             yield
             _effects_barrier()  # traced checks (jax.debug.callback) have all run
         if _STATE.found:
             _, report = min(_STATE.found, key=lambda f: f[0])
             raise NonFiniteError(str(report), report)
     finally:
-        _STATE.active, _STATE.found = False, []
+        _STATE.found = []
 
 
 def check_finite(fun: Callable[P, R]) -> Callable[P, R]:

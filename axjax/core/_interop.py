@@ -40,7 +40,7 @@ from . import _display
 from ._axis import Axis, axis_name
 from ._errors import describe
 
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # Tensor's treescope methods call this module: types only here
     from ._tensor import Tensor
 
 __all__ = [
@@ -155,15 +155,14 @@ def _deserialize_axes(data: bytes) -> tuple[type[Axis], ...]:
 _registered = False
 
 
-def register_export() -> None:
-    """Make Tensor serializable in ``jax.export`` (once; ``import axjax`` calls it)."""
+def register_export(tensor: type[Tensor[Any, *tuple[Any, ...]]]) -> None:
+    """Make ``tensor`` (the Tensor class) serializable in ``jax.export`` (once; ``import
+    axjax`` calls it)."""
     global _registered
     if _registered:
         return
-    from ._tensor import Tensor
-
     jax.export.register_pytree_node_serialization(
-        Tensor,
+        tensor,
         serialized_name=SERIALIZED_NAME,
         serialize_auxdata=_serialize_axes,
         deserialize_auxdata=_deserialize_axes,
@@ -188,9 +187,7 @@ _adapter: Any = None
 def _aligned_mask(mask: Any, t: Tensor[Any, *tuple[Any, ...]]) -> Any:
     """A Tensor mask's values laid out for ``t``: its axes, a subset of ``t``'s, moved into
     ``t``'s order, and size-1 dimensions for the axes it lacks."""
-    from ._tensor import Tensor
-
-    if not isinstance(mask, Tensor):
+    if not isinstance(mask, type(t)):  # an array: treescope's own
         return mask
     extra = [a for a in mask.axes if a not in t.axes]
     if extra:
@@ -209,11 +206,10 @@ def _make_adapter() -> Any:
     from treescope import ndarray_adapters
     from treescope.external import jax_support
 
-    from ._tensor import Tensor
-
     arrays = jax_support.JAXArrayAdapter()
 
-    class TensorAdapter(ndarray_adapters.NDArrayAdapter[Tensor[Any, *tuple[Any, ...]]]):  # type: ignore[misc]
+    # Tensor is a name for type checkers only here (core/_tensor.py imports this module)
+    class TensorAdapter(ndarray_adapters.NDArrayAdapter["Tensor[Any, *tuple[Any, ...]]"]):  # type: ignore[misc]
         """Renders a Tensor's values with its axes named by their labels."""
 
         def get_axis_info_for_array_data(

@@ -31,6 +31,8 @@ from typing import Any
 
 import numpy as np
 
+from ._registry import declared_ops
+
 __all__ = [
     "NUMPY_ATTRIBUTES",
     "numpy_attribute_error",
@@ -184,8 +186,6 @@ def _sizes(x: Any) -> tuple[int, ...]:
 
 
 def _where(cond: Any, a: Any, b: Any) -> Any:
-    from ._registry import declared_ops
-
     spec = next(s for s in declared_ops() if "where" in s.functions and s.namespace == "axjax")
     return sys.modules[spec.module].where(cond, a, b)
 

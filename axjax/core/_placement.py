@@ -6,9 +6,11 @@ Two things JAX 0.10.2 asks of every op that axjax lowers (each op is a ``jax.cus
   sharding, and a contraction over a sharded axis has no defined output sharding. axjax
   knows each result axis by name, so it runs the op's forward under
   ``jax.sharding.auto_axes`` with the output sharded by name: by the current compute rules
-  (:func:`axjax.axis_rules`) when there are any, else each result axis keeps the mesh axes
-  it had in the operands. The backward runs the same way with the cotangents sharded as
-  their primals, as ``custom_vjp`` requires.
+  (:func:`axjax.axis_rules` sets them in core/_context.py) when there are any, else each
+  result axis keeps the mesh axes it had in the operands. The backward runs the same way
+  with the cotangents sharded as their primals, as ``custom_vjp`` requires. This is the
+  *layout step* of lowering (core/_lower.py): :class:`Layout`, or :data:`UNPLACED` (the
+  identity) when no Explicit mesh shards an operand.
 - **``shard_map`` with ``check_vma=True``**: a value's type says over which mesh axes it
   varies. The operands are cast to their common varying axes before the ``custom_vjp``
   (JAX transposes the cast into the ``psum`` the gradient needs), and each cotangent is
@@ -18,21 +20,30 @@ Two things JAX 0.10.2 asks of every op that axjax lowers (each op is a ``jax.cus
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, final
 
 import jax
 import jax.core  # jax.core.Tracer: imported by name for type checkers
+import numpy as np
 from jax.sharding import AxisType, PartitionSpec
 
 from ._axis import Axis
-from ._rules import active_rules
-from ._tensor import TensorType
+from ._context import Table
+from ._dtype import is_inexact
+from ._tensor import Tensor
+from ._tensor_type import TensorType
 
-__all__ = ["Layout", "explicit_layout", "match_varying", "cast_varying"]
+__all__ = ["UNPLACED", "Layout", "Unplaced", "explicit_layout", "match_varying", "cast_varying"]
 
 _get_abstract_mesh = jax.sharding.get_abstract_mesh
 _EXPLICIT = AxisType.Explicit
 _Tracer = jax.core.Tracer
+#: an op's result type(s)
+Out = TensorType | tuple[TensorType, ...]
+#: ``run(xs, out, *args)``: an op's forward on its operand Tensors, to its result arrays
+Forward = Callable[..., Any]
+#: ``run(dy, y, xs, *args)``: an op's backward, to one cotangent array per operand
+Backward = Callable[..., tuple[Any, ...]]
 
 
 def _spec(a: Any) -> tuple[Any, ...]:
@@ -49,24 +60,73 @@ def _names(entry: Any) -> tuple[str, ...]:
     return (entry,) if isinstance(entry, str) else tuple(entry)
 
 
-class Layout:
-    """The operands' shardings by axis, on the current Explicit mesh."""
+@final
+class Unplaced:
+    """The layout step where no Explicit mesh shards an operand: the identity."""
 
-    __slots__ = ("mesh", "by_axis", "entered")
+    __slots__ = ()
+
+    def forward(self, run: Forward, xs: Sequence[Any], out: Out, *args: Any) -> Any:
+        return run(xs, out, *args)
+
+    def backward(
+        self, run: Backward, dy: Any, y: Any, xs: Sequence[Any], *args: Any
+    ) -> tuple[Any, ...]:
+        return run(dy, y, xs, *args)
+
+
+UNPLACED = Unplaced()
+
+
+@final
+class Layout:
+    """The layout step on an Explicit mesh: the operands' shardings by axis, and the rules."""
+
+    __slots__ = ("mesh", "by_axis", "rules", "entered")
 
     def __init__(
-        self, mesh: Any, by_axis: dict[type[Axis], tuple[str, ...]], entered: bool = True
+        self, mesh: Any, by_axis: Table, rules: Table | None = None, entered: bool = True
     ) -> None:
         self.mesh = mesh
         self.by_axis = by_axis
+        self.rules = rules  # the compute rules when the op was applied (core/_context.py)
         self.entered = entered  # False: the mesh came from the operands, enter it to run
+
+    def forward(self, run: Forward, xs: Sequence[Any], out: Out, *args: Any) -> Any:
+        """``run(xs, out, *args)`` with its results sharded by axis name (:meth:`spec`)."""
+        in_axes = [x._axes for x in xs]
+
+        def arrays_fn(*arrays: Any) -> Any:
+            ws = [Tensor._wrap(a, ax_) for a, ax_ in zip(arrays, in_axes, strict=True)]
+            return run(ws, out, *args)
+
+        return self.run(arrays_fn, self.out_sharding(out), *[x._array for x in xs])
+
+    def backward(
+        self, run: Backward, dy: Any, y: Any, xs: Sequence[Any], *args: Any
+    ) -> tuple[Any, ...]:
+        """``run(dy, y, xs, *args)`` with each floating cotangent sharded as its primal, as
+        ``jax.custom_vjp`` requires (a non-floating operand gets no gradient: float0)."""
+        in_axes = [x._axes for x in xs]
+        floating = [i for i, x in enumerate(xs) if is_inexact(x._array)]
+
+        def arrays_fn(dy: Any, y: Any, *arrays: Any) -> tuple[Any, ...]:
+            ws = [Tensor._wrap(a, ax_) for a, ax_ in zip(arrays, in_axes, strict=True)]
+            gs = run(dy, y, ws, *args)
+            return tuple(gs[i] for i in floating)
+
+        specs = tuple(self.primal_spec(xs[i]._array) for i in floating)
+        got = self.run(arrays_fn, specs, dy, y, *[x._array for x in xs])
+        filled = [np.zeros(x._array.shape, dtype=jax.dtypes.float0) for x in xs]
+        for i, g in zip(floating, got, strict=True):
+            filled[i] = g
+        return tuple(filled)
 
     def spec(self, t: TensorType) -> PartitionSpec:
         """The result's spec by name: the compute rules if any are active, else the mesh
         axes each axis had in the operands. A mesh axis splits one axis at most, and an
         axis that does not divide evenly stays whole."""
-        state = active_rules()
-        table = state.rules if state is not None else self.by_axis
+        table = self.rules if self.rules is not None else self.by_axis
         sizes = dict(self.mesh.shape)
         used: set[str] = set()
         entries: list[Any] = []
@@ -82,7 +142,7 @@ class Layout:
             entries.append(names[0] if len(names) == 1 else names)
         return PartitionSpec(*entries)  # type: ignore[no-untyped-call, unused-ignore]
 
-    def out_sharding(self, out: TensorType | tuple[TensorType, ...]) -> Any:
+    def out_sharding(self, out: Out) -> Any:
         if isinstance(out, tuple):
             return tuple(self.spec(t) for t in out)
         return self.spec(out)
@@ -101,23 +161,24 @@ class Layout:
             return wrapped(*arrays)
 
 
-def explicit_layout(xs: Sequence[Any]) -> Layout | None:
+def explicit_layout(xs: Sequence[Any], rules: Table | None = None) -> Layout | Unplaced:
     """A :class:`Layout` when the current mesh has Explicit axes and an operand is sharded
-    over one of them; ``None`` otherwise (the common case: one cheap check)."""
+    over one of them (``rules``: the current compute rules, if any); :data:`UNPLACED`
+    otherwise (the common case: one cheap check)."""
     mesh, entered = _get_abstract_mesh(), True
     if not mesh.axis_types:  # no mesh context (``.empty`` costs more: the hot path)
         mesh, entered = _tracers_mesh(xs), False  # under jax.jit: the operands' own mesh
         if mesh is None:
-            return None
+            return UNPLACED
     if _EXPLICIT not in mesh.axis_types:
-        return None
+        return UNPLACED
     by_axis: dict[type[Axis], tuple[str, ...]] = {}
     for x in xs:
         for a, entry in zip(x._axes, _spec(x._array), strict=True):
             names = _names(entry)
             if names and a not in by_axis:
                 by_axis[a] = names
-    return Layout(mesh, by_axis, entered) if by_axis else None
+    return Layout(mesh, by_axis, rules, entered) if by_axis else UNPLACED
 
 
 def _tracers_mesh(xs: Sequence[Any]) -> Any:

@@ -26,12 +26,12 @@ function the user called (``from ax.zeros``, ``from Affine``).
 
 from __future__ import annotations
 
-import os
 import re
 from collections.abc import Iterable, Sequence
 from typing import Any, NamedTuple
 
 from ._axis import Axis, axis_name
+from ._context import Switches
 from ._source import entry_name, user_site
 
 __all__ = [
@@ -42,30 +42,12 @@ __all__ = [
     "origins",
     "provenance_enabled",
     "record",
-    "recording",
-    "set_enabled",
 ]
-
-#: the switch (``ax.config.provenance`` reads and sets it): a module global, so the hot path
-#: of an op pays one attribute read when it is off
-recording: bool = os.environ.get("AXJAX_PROVENANCE", "").strip().lower() not in (
-    "",
-    "0",
-    "false",
-    "no",
-    "off",
-)
 
 
 def provenance_enabled() -> bool:
-    """Whether the recording is on."""
-    return recording
-
-
-def set_enabled(on: bool) -> None:
-    """Turn the recording on or off (process-wide)."""
-    global recording
-    recording = bool(on)
+    """Whether the recording is on (``ax.config.provenance``; core/_context.py holds it)."""
+    return Switches.provenance
 
 
 class Origin(NamedTuple):

@@ -32,9 +32,10 @@ from __future__ import annotations
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Literal, TypeVar
+from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
-from ._op import Op
+if TYPE_CHECKING:  # the registry sits below Op (Tensor's operators read it): types only
+    from ._op import Op
 
 __all__ = ["Kind", "OpSpec", "declared_ops", "operator", "register_op"]
 
@@ -47,7 +48,7 @@ __all__ = ["Kind", "OpSpec", "declared_ops", "operator", "register_op"]
 Kind = Literal[
     "unary", "binary", "axis", "positional", "set_algebra", "matmul", "internal", "other"
 ]
-OpT = TypeVar("OpT", bound=type[Op[Any]])
+OpT = TypeVar("OpT", bound="type[Op[Any]]")
 
 
 @dataclass(frozen=True)

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
     from ._op import Op
-    from ._tensor import TensorType
+    from ._tensor_type import TensorType
 
 __all__ = ["Symbolic", "is_symbolic"]
 

@@ -26,16 +26,20 @@ import jax
 import jax.core  # jax.core.Tracer: the submodule, imported by name for type checkers
 import numpy as np
 
-from . import _display, _provenance
+from . import _display, _interop, _provenance
 from ._arrays import AxesArray
-from ._axis import Axis, axes_names, axis_name, check_axis_label, check_unique_axes
+from ._axis import Axis, axes_names, axis_name, check_axis_label
+from ._context import Switches
 from ._dtype import F32, Bool, DType, dtype_marker
-from ._errors import AxisError, describe
+from ._errors import AxisError, check_unique_axes, describe
 from ._numpy_habits import NUMPY_ATTRIBUTES as _NUMPY_ATTRIBUTES
 from ._numpy_habits import numpy_attribute_error as _numpy_attribute_error
 from ._numpy_habits import numpy_function as _numpy_function
+from ._registry import declared_ops as _declared_ops
+from ._registry import operator as _operator
+from ._tensor_type import TensorType
 
-__all__ = ["Tensor", "TensorType", "Scalar", "Vector", "Matrix", "AnyTensor"]
+__all__ = ["Tensor", "Scalar", "Vector", "Matrix", "AnyTensor"]
 
 D = TypeVar("D", bound=DType)
 D2 = TypeVar("D2", bound=DType)
@@ -46,43 +50,6 @@ J = TypeVar("J")
 K = TypeVar("K")
 A = TypeVar("A")
 B = TypeVar("B")
-
-
-class TensorType:
-    """The static description of a tensor: dtype marker, axes and sizes.
-
-    An op's type rule (:meth:`axjax.Op.infer`) maps the operands' types to this. A size
-    may be ``None`` in a graph whose sizes are not known until compile.
-    """
-
-    __slots__ = ("dtype", "axes", "shape")
-    dtype: type[DType]
-    axes: tuple[type[Axis], ...]
-    shape: tuple[int | None, ...]
-
-    def __init__(
-        self, dtype: type[DType], axes: tuple[type[Axis], ...], shape: tuple[int | None, ...]
-    ) -> None:
-        self.dtype = dtype
-        self.axes = axes
-        self.shape = shape
-
-    @property
-    def sizes(self) -> dict[type[Axis], int | None]:
-        return dict(zip(self.axes, self.shape, strict=True))
-
-    def __eq__(self, other: object) -> bool:
-        return isinstance(other, TensorType) and (self.dtype, self.axes, self.shape) == (
-            other.dtype,
-            other.axes,
-            other.shape,
-        )
-
-    def __hash__(self) -> int:
-        return hash((self.dtype, self.axes, self.shape))
-
-    def __repr__(self) -> str:
-        return describe(self)
 
 
 class Tensor(Generic[D, *Axes]):
@@ -125,7 +92,7 @@ class Tensor(Generic[D, *Axes]):
         dtype_marker(array.dtype)
         self._array = array
         self._axes = axes
-        if _provenance.recording:
+        if Switches.provenance:
             self._prov = _provenance.constructed(len(axes))
 
     @classmethod
@@ -352,13 +319,9 @@ class Tensor(Generic[D, *Axes]):
 
     # treescope (core/_interop.py): imported there, on first use, never by `import axjax`
     def __treescope_repr__(self, path: str | None, subtree_renderer: Any) -> Any:
-        from . import _interop
-
         return _interop.treescope_repr(self, path, subtree_renderer)
 
     def __treescope_ndarray_adapter__(self) -> Any:
-        from . import _interop
-
         return _interop.treescope_adapter()
 
 
@@ -467,9 +430,6 @@ AnyTensor = Tensor[Any, *tuple[Any, ...]]
 Scalar = Tensor[F32]
 Vector = Tensor[F32, A]
 Matrix = Tensor[F32, A, B]
-
-from ._registry import declared_ops as _declared_ops  # noqa: E402  (as below)
-from ._registry import operator as _operator  # noqa: E402  (the registry imports _op, which imports this)
 
 
 def _same(method: str, x: Tensor[D, *Axes], other: object) -> Tensor[D, *Axes]:

@@ -27,7 +27,8 @@ from typing import Any, Generic, TypeVar, TypeVarTuple, cast, overload
 from ._axis import Axis, axes_names, axis_name
 from ._dtype import DType, Floating
 from ._op import Op, apply, require_floating, same_sizes
-from ._tensor import AnyTensor, Tensor, TensorType
+from ._tensor import AnyTensor, Tensor
+from ._tensor_type import TensorType
 
 __all__ = ["ElementwiseOp", "FloatElementwiseOp", "ReductionOp"]
 

@@ -22,7 +22,6 @@ from typing import Any, Concatenate, Generic, final
 import equinox as eqx
 import jax
 import jax.numpy as jnp
-from jax.sharding import AxisType, PartitionSpec
 from typing_extensions import ParamSpec, TypeVar
 
 from ..core import Axis, AxisError, Tensor
@@ -37,6 +36,7 @@ from ..core._internal import (
     unflatten,
 )
 from ..graph import fold
+from ..parallel._internal import unsplit_leading
 from ._registry import register_layer
 from ._remat import Policy, resolve_policy
 
@@ -292,7 +292,7 @@ def _run(stack: LayerStack[Any, Any], x: Any, args: tuple[Any, ...], kwargs: dic
     if key is not None and symbolic:
         raise TypeError(f"{where}: key= is for a call on Tensors, not on graph nodes")
     if not symbolic:
-        dyn = _layers_unsplit(dyn)
+        dyn = unsplit_leading(dyn)  # FSDP over Layer on an Explicit mesh: gathered first
     xs: Any = dyn if key is None else (dyn, _keys_tensor(key, n, stack.axis))
 
     def apply(state: Any, sliced: Any) -> Any:
@@ -317,32 +317,6 @@ def _run(stack: LayerStack[Any, Any], x: Any, args: tuple[Any, ...], kwargs: dic
     policy = None if stack.remat is True else resolve_policy(stack.remat, where, "remat")
     unit = jax.checkpoint(apply, policy=policy, prevent_cse=False)
     return fold(unit, over=stack.axis)(x, xs)
-
-
-def _layers_unsplit(dyn: Any) -> Any:
-    """The stacked parameters with the stacking axis whole on every device, where a mesh
-    with Explicit axes splits it (``{Layer: "data"}``): JAX's scan takes one slice per step
-    only of an unsplit leading axis there, so the layers are gathered before the loop. On
-    Auto meshes XLA partitions the loop itself and nothing changes."""
-
-    def one(leaf: Any) -> Any:
-        if not is_tensor(leaf):
-            return leaf
-        sharding = getattr(jax.typeof(leaf.array), "sharding", None)
-        mesh = getattr(sharding, "mesh", None)
-        spec = getattr(sharding, "spec", None)
-        if (
-            mesh is None
-            or not spec
-            or spec[0] is None
-            or AxisType.Explicit not in (mesh.axis_types or ())
-        ):
-            return leaf
-        unsplit = PartitionSpec(None, *spec[1:])  # type: ignore[no-untyped-call, unused-ignore]
-        whole = jax.sharding.reshard(leaf.array, unsplit)  # type: ignore[no-untyped-call, unused-ignore]
-        return Tensor(whole, leaf.axes)
-
-    return jax.tree.map(one, dyn, is_leaf=is_tensor)
 
 
 def _keys_tensor(key: jax.Array, n: int, axis: type[Axis]) -> AnyTensor:

@@ -1,5 +1,10 @@
 """axjax.train: losses, metrics, the optax training loop, checkpoints and data."""
 
+from ..parallel import Parallel as Parallel
+from ..parallel import ParallelPreset as ParallelPreset
+from ..parallel import add_parallel_args as add_parallel_args
+from ..parallel import parallel_from_args as parallel_from_args
+from ..parallel import unsharded as unsharded
 from ._axes import Batch as Batch
 from ._axes import Class as Class
 from ._axes import Height as Height
@@ -10,10 +15,6 @@ from ._checkpoint import CheckpointMismatchError as CheckpointMismatchError
 from ._checkpoint import load_checkpoint as load_checkpoint
 from ._checkpoint import read_manifest as read_manifest
 from ._checkpoint import save_checkpoint as save_checkpoint
-from ._cli import ParallelPreset as ParallelPreset
-from ._cli import add_parallel_args as add_parallel_args
-from ._cli import parallel_from_args as parallel_from_args
-from ._cli import unsharded as unsharded
 from ._datasets import FASHION_MNIST as FASHION_MNIST
 from ._datasets import MNIST as MNIST
 from ._datasets import Dataset as Dataset
@@ -47,7 +48,6 @@ from ._manager import Checkpoints as Checkpoints
 from ._manager import Restored as Restored
 from ._metrics import RunningMean as RunningMean
 from ._metrics import accuracy as accuracy
-from ._parallel import Parallel as Parallel
 from ._sharded import load_sharded as load_sharded
 from ._sharded import read_sharded_manifest as read_sharded_manifest
 from ._sharded import save_sharded as save_sharded

@@ -28,13 +28,14 @@ from ..core._internal import (
     positive_int,
 )
 from ..nn import Policy
+from ..parallel import Parallel
+from ..parallel._internal import queue_bound
 from ._axes import Batch
 from ._fit_checkpoint import FitCheckpoints, schedule_of, start_run
 from ._fit_log import FitLog
 from ._guard import GUARDS, FlatSteps, Guard, NanGuard
 from ._loader import BatchSource, as_source
 from ._manager import Checkpoints
-from ._parallel import Parallel, queue_bound
 from ._run_state import RunState, copy_tree
 from ._step import (
     Monitor,

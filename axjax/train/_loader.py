@@ -26,9 +26,9 @@ from ..core._internal import (
     non_negative_int,
     positive_int,
 )
+from ..parallel import Parallel
 from ._axes import Batch, Pixel
 from ._datasets import Dataset
-from ._parallel import Parallel
 
 __all__ = ["BatchSource", "Loader", "as_source"]
 

@@ -125,6 +125,40 @@ def test_ops_describe_themselves() -> None:
     assert ax.Op.name == "" and Sum.name == "Sum"
 
 
+class _Cube(ax.Op):
+    """``x**3`` with a deliberately wrong backward (``2 * dy``): the gradient says whose
+    derivative JAX used."""
+
+    def infer(self, x: ax.AnyTensor) -> ax.TensorType:
+        return x.type
+
+    def forward(self, x: ax.AnyTensor) -> jax.Array:
+        return x.array**3
+
+    def backward(self, dy: ax.AnyTensor, y: ax.AnyTensor, x: ax.AnyTensor) -> tuple[jax.Array]:
+        return (2 * dy.array,)
+
+
+class _CubeByJax(_Cube):
+    jax_vjp = True
+
+
+def test_an_op_with_jax_vjp_is_differentiated_by_jax() -> None:
+    """``Op.jax_vjp``: JAX differentiates the forward (``3 x**2``, forward mode too), not the
+    op's backward; the same op without it uses its backward (the control: ``2``)."""
+    x = jnp.array([1.0, 2.0])
+
+    def grad(op: ax.Op) -> jax.Array:
+        return jax.grad(lambda a: ax.sum(op(ax.tensor(a, Batch)), Batch).array)(x)
+
+    np.testing.assert_allclose(grad(_CubeByJax()), jax.grad(lambda a: jnp.sum(a**3))(x))
+    np.testing.assert_allclose(grad(_Cube()), [2.0, 2.0])
+    _, tangent = jax.jvp(lambda a: _CubeByJax()(ax.tensor(a, Batch)).array, (x,), (x,))
+    np.testing.assert_allclose(tangent, 3 * x**3)
+    with pytest.raises(ax.TransformError, match="ax.jax_autodiff"):
+        jax.jvp(lambda a: _Cube()(ax.tensor(a, Batch)).array, (x,), (x,))
+
+
 def test_autodiff_switch_restores_itself() -> None:
     assert ax.config.autodiff == "axjax"
     with pytest.raises(RuntimeError), ax.jax_autodiff():

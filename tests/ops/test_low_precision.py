@@ -29,7 +29,7 @@ import pytest
 from jax.extend import core as jex_core
 
 import axjax as ax
-from axjax.core import _op
+from axjax.core import _lower
 from axjax.core._internal import declared_ops
 from axjax.nn._fused_attention import FusedAttention
 from tests.ops import helpers
@@ -272,7 +272,7 @@ def test_without_the_mechanism_both_checks_fail(monkeypatch: pytest.MonkeyPatch)
     """Operands no longer widened: mean's F16 gradient (1 / 70 000) and the average pool
     come out wrong (its forward only: the gradient of a 70 000 window summed in F16 takes
     minutes on a CPU), and the average pool's window sums are found in F16."""
-    monkeypatch.setattr(_op, "accumulation_dtype", lambda d: np.dtype(d))
+    monkeypatch.setattr(_lower, "accumulation_dtype", lambda d: np.dtype(d))
     (mean,) = numeric_problems(CASES_BY_NAME["mean"], ax.F16)
     off, largest = re.fullmatch(r"gradient 0 off by (\S+) \(largest value (\S+)\)", mean).groups()
     assert off == largest  # all of it: 1 / N was 0

@@ -1,4 +1,4 @@
-"""The op contract, checked in one place (core/_op.py) for every op of the registry.
+"""The op contract, checked in one place (core/_contract.py) for every op of the registry.
 
 Each declared op is run on its op-table operands (``tests/ops/op_cases.py``) with one of its
 three methods broken on purpose:
@@ -10,7 +10,7 @@ three methods broken on purpose:
 
 Every break must be caught by the contract (an ``AxisError``/``TypeError`` naming the op's
 method), never relabelled, cast or turned into a zero gradient. The mutation test switches
-the contract off (``_op.check_contract = False``) and shows the same breaks then go through
+the contract off (``_contract.check_contract = False``) and shows the same breaks then go through
 or fail elsewhere, so the check above can fail.
 """
 
@@ -26,7 +26,7 @@ import numpy as np
 import pytest
 
 import axjax as ax
-from axjax.core import _op
+from axjax.core import _contract, _op
 from axjax.core._internal import declared_ops
 from axjax.nn._fused_attention import FusedAttention
 from tests.ops.helpers import ALL_AXES, OpCase, _values
@@ -302,7 +302,7 @@ def test_the_contract_catches_a_broken_op(op: type[ax.Op], method: str, name: st
 def test_without_the_contract_the_breaks_go_through(monkeypatch: pytest.MonkeyPatch) -> None:
     """The mutation test: with the one check switched off, the generated test above fails
     for every break of a sample (they go through, or fail later, elsewhere)."""
-    monkeypatch.setattr(_op, "check_contract", False)
+    monkeypatch.setattr(_contract, "check_contract", False)
     sample = PAIRS[:: max(1, len(PAIRS) // 120)]
     caught_anyway = [p for p in sample if missed(*p) is None]
     assert not caught_anyway, caught_anyway

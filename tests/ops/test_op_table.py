@@ -41,7 +41,7 @@ def op_classes() -> set[type[ax.Op]]:
     A class with subclasses of its own (``UnaryOp``, ``Reduction``, ...) is a base, not a
     primitive.
     """
-    for pkg in (axjax.core, axjax.ops, axjax.graph, axjax.nn, axjax.train):
+    for pkg in (axjax.core, axjax.parallel, axjax.ops, axjax.graph, axjax.nn, axjax.train):
         for info in pkgutil.iter_modules(pkg.__path__):
             importlib.import_module(f"{pkg.__name__}.{info.name}")
     found: set[type[ax.Op]] = set()

@@ -432,7 +432,7 @@ def sharded_init_never_whole() -> None:
     """The program ``ax.sharded_init`` runs (captured from it) has no buffer as large as a
     whole split parameter: its largest is one device's block of the largest parameter, and
     its outputs per device are the blocks; no collectives."""
-    from axjax.core import _rules
+    from axjax.parallel import _rules
 
     programs: list[Any] = []
     build = _rules._init_program

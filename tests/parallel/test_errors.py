@@ -1,5 +1,5 @@
 """Mistakes with meshes are axjax's own errors, with the fix: generated over every
-collective of ``axjax.core._collective`` and every public callable that takes rules.
+collective of ``axjax.parallel._collective`` and every public callable that takes rules.
 
 One device is enough: a 1 x 1 mesh has the axes ``("data", "model")`` the rules name.
 Each check is also run with its mechanism switched off, to show it can fail.
@@ -18,7 +18,7 @@ import pytest
 from jax.sharding import PartitionSpec as P
 
 import axjax as ax
-from axjax.core import _collective, _rules, _sharding
+from axjax.parallel import _collective, _rules, _sharding
 from tests.axes import Batch, Hidden, Pixel
 
 BAD = {Hidden: "modl"}  # a mesh axis the mesh does not have

@@ -17,15 +17,14 @@ from collections.abc import Mapping, Sequence
 import jax
 from jax.sharding import PartitionSpec
 
-from ._axis import Axis, axis_name, check_axis_label
-from ._errors import AxisError, HasType, describe
+from ..core import Axis, AxisError
+from ..core._internal import HasType, Table, axis_name, check_axis_label, describe
 
 __all__ = ["MeshAxes", "Table", "check_mesh_axes", "partition_spec", "rules_table", "spec_of"]
 
 #: What a rule maps an axis to: a mesh axis name, a tuple of names, or ``None`` (replicated).
+#: After checking (``Table``, core's placement table) each is the tuple of names (maybe none).
 MeshAxes = str | tuple[str, ...] | None
-#: Rules after checking: axis label -> the mesh axis names that split it (maybe none).
-Table = dict[type[Axis], tuple[str, ...]]
 
 
 def _mesh_names(value: MeshAxes, where: str) -> tuple[str, ...]:

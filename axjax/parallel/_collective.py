@@ -18,12 +18,10 @@ from typing import Any, TypeVar, TypeVarTuple, cast
 
 import jax
 
-from ._axis import Axis, axes_names, axis_name, check_axis_label
-from ._dtype import DType
-from ._errors import AxisError, describe
+from ..core import Axis, AxisError, DType, Tensor
+from ..core._internal import axes_names, axis_name, check_axis_label, describe, trusted_tensor
 from ._rules import AxisRules, active_rules
 from ._sharding import MeshAxes, check_mesh_axes, rules_table
-from ._tensor import Tensor
 
 __all__ = ["all_gather", "pmean", "psum"]
 
@@ -78,7 +76,7 @@ def _reduce(
 ) -> Tensor[D, *Axes]:
     names = _mesh_axes(where, t, over, rules)
     labels = over if isinstance(over, tuple) else (over,)
-    kept = [a for a in labels if a in t._axes]
+    kept = [a for a in labels if a in t.axes]
     if kept:
         raise AxisError(
             f"{where}({describe(t)}, {axes_names(labels)}): the tensor still has axis "
@@ -86,7 +84,7 @@ def _reduce(
             f"with ax.sum or ax.contract, or use ax.all_gather to rebuild it)"
         )
     return cast(
-        "Tensor[D, *Axes]", Tensor._wrap(_bound(where, t, over, names, fn, t._array), t._axes)
+        "Tensor[D, *Axes]", trusted_tensor(_bound(where, t, over, names, fn, t.array), t.axes)
     )
 
 
@@ -174,29 +172,29 @@ def all_gather(
         >>> w = ax.all_gather(w_block, Hidden)       # FSDP: the whole weight, for one use
     """
     names = _mesh_axes("all_gather", t, over, rules)
-    if over not in t._axes:
+    if over not in t.axes:
         raise AxisError(
             f"all_gather({describe(t)}, {axis_name(over)}): the tensor has no "
             f"axis {axis_name(over)} to gather"
         )
-    dim = t._axes.index(over)
+    dim = t.axes.index(over)
     # "invarying": the result is the same on every device of those mesh axes (its type says
     # so under check_vma), so it mixes with replicated values and leaves shard_map through
     # a spec without them; its transpose takes each device's block of the cotangent
     return cast(
         "Tensor[D, *Axes]",
-        Tensor._wrap(
+        trusted_tensor(
             _bound(
                 "all_gather",
                 t,
                 over,
                 names,
                 jax.lax.all_gather,
-                t._array,
+                t.array,
                 axis=dim,
                 tiled=True,
                 to="invarying",
             ),
-            t._axes,
+            t.axes,
         ),
     )

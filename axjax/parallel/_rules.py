@@ -25,10 +25,9 @@ import jax.core  # jax.core.Tracer: imported by name for type checkers
 import numpy as np
 from jax.sharding import AxisType, Mesh, NamedSharding, PartitionSpec
 
-from ._axis import Axis, axis_name
-from ._pytree import is_tensor
-from ._sharding import MeshAxes, Table, check_mesh_axes, rules_table, spec_of
-from ._tensor import Tensor
+from ..core import Axis
+from ..core._internal import Table, axis_name, is_tensor, placing, trusted_tensor
+from ._sharding import MeshAxes, check_mesh_axes, rules_table, spec_of
 
 __all__ = [
     "AxisRules",
@@ -125,7 +124,7 @@ def axis_rules(
     state = AxisRules(mesh, rules, param_rules)
     _ACTIVE.stack.append(state)
     try:
-        with jax.set_mesh(mesh):
+        with placing(state.rules), jax.set_mesh(mesh):
             yield state
     finally:
         _ACTIVE.stack.pop()
@@ -236,16 +235,16 @@ def shard(
         if not is_tensor(x):
             return x
         s = state.named(x, params, "shard")
-        a = x._array
+        a = x.array
         if not isinstance(a, jax.core.Tracer):
-            return Tensor._wrap(jax.device_put(a, s), x._axes)
+            return trusted_tensor(jax.device_put(a, s), x.axes)
         if _explicit_mesh():
             placed = jax.sharding.reshard(a, s.spec)  # type: ignore[no-untyped-call, unused-ignore]
         else:
             placed = jax.lax.with_sharding_constraint(  # type: ignore[no-untyped-call, unused-ignore]
                 a, s
             )
-        return Tensor._wrap(placed, x._axes)
+        return trusted_tensor(placed, x.axes)
 
     out: T = jax.tree.map(one, tree, is_leaf=is_tensor)
     return out
@@ -271,9 +270,9 @@ def abstract(
 
     def one(x: Any) -> Any:
         if is_tensor(x):
-            a = x._array
-            return Tensor._wrap(
-                _struct(a.shape, a.dtype, state.named(x, params, "abstract")), x._axes
+            a = x.array
+            return trusted_tensor(
+                _struct(a.shape, a.dtype, state.named(x, params, "abstract")), x.axes
             )
         if _is_array(x):
             return _struct(x.shape, x.dtype, replicated)

@@ -17,8 +17,9 @@ import jax
 import jax.core  # jax.core.Tracer: imported by name for type checkers
 from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
-from ..core import Axis, AxisRules, TensorType, axis_rules, shard, sharding
+from ..core import Axis, TensorType
 from ..core._internal import is_tensor
+from ._rules import AxisRules, axis_rules, shard, sharding
 
 __all__ = ["Parallel", "queue_bound"]
 
