@@ -46,7 +46,7 @@ def _train_step(policy: ax.nn.Policy | None) -> Any:
 
 
 @pytest.mark.parametrize("compute", [ax.BF16, ax.F16])
-def test_train_step_under_a_policy_makes_fits_updates(compute: type[ax.DType]) -> None:
+def test_train_step_under_a_policy_makes_fits_updates(compute: type[ax.Floating]) -> None:
     """Same model, data and policy: ``TrainStep`` and ``fit`` end with the same parameters,
     which differ from the f32 ones (a policy the step ignored would give those)."""
     policy = ax.nn.Policy.mixed(compute)
