@@ -9,16 +9,20 @@ f32 weights. Nothing is cast implicitly elsewhere: a bf16 activation meeting an 
 is still an ``AxisError`` (dtypes differ), unless a policy (or :func:`cast`) cast the weight.
 
 f16 has a narrow range, so small gradients underflow; ``loss_scale="dynamic"`` multiplies
-the gradient by a scale (2**15 at first) on its way back, divides it out before the
-optimizer, skips the update and halves the scale when the gradient overflows, and doubles
-the scale after ``period`` finite steps (the scheme of ``jmp.DynamicLossScale``).
+the gradient by a scale (2**15 at first) on its way back (:func:`scale_gradient`), divides
+it out before the optimizer, skips the update and halves the scale when the gradient
+overflows, and doubles the scale after ``period`` finite steps (the scheme of
+``jmp.DynamicLossScale``).
+
+This module is what layers need: the policy's dtypes and its typed casts, and the
+:class:`LossScaled` state. What trains under a policy (the wrapped loss, the optax wrapper
+that unscales and skips, the set-up of a step) is ``axjax/train/_precision.py``.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import math
-from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Generic, Literal, TypeVarTuple, overload
 
 import equinox as eqx
@@ -284,64 +288,11 @@ class Policy(Generic[PD, CD, OD]):
         :class:`DTypeCast`)."""
         return DTypeCast(self.output)
 
-    def wrap_loss(self, loss_fn: Callable[..., Any], with_key: bool) -> Callable[..., Any]:
-        """``loss_fn`` run in ``compute`` (model and floating batch cast), loss in ``output``.
-
-        With loss scaling the model argument is a :class:`LossScaled` and the loss's
-        gradient is multiplied by its scale on the way back (the value is unchanged).
-        """
-
-        def run(model: Any, batch: tuple[Any, ...], key: Any) -> Any:
-            scale = None
-            if isinstance(model, LossScaled):
-                model, scale = model.model, model.scale
-            args = self.cast_to_compute((model, batch))
-            out = (
-                loss_fn(*args[:1], *args[1], key=key) if with_key else loss_fn(*args[:1], *args[1])
-            )
-            loss, metrics = out if isinstance(out, tuple) else (out, None)
-            loss = self.cast_to_output(loss)
-            if scale is not None:
-                loss = _scale_loss(loss, scale)
-            return loss if metrics is None else (loss, self.cast_to_output(metrics))
-
-        if with_key:
-
-            def keyed(model: Any, *batch: Any, key: Any = None) -> Any:
-                return run(model, batch, key)
-
-            return keyed
-
-        def plain(model: Any, *batch: Any) -> Any:
-            return run(model, batch, None)
-
-        return plain
-
-    def for_training(
-        self, model: Any, optimizer: Any, loss_fn: Callable[..., Any], with_key: bool
-    ) -> tuple[Any, Any, Callable[..., Any], Callable[[Any], Any]]:
-        """What ``fit`` trains: ``(model, optimizer, loss_fn, unwrap)`` (see
-        :func:`for_training`)."""
-        return for_training(self, model, optimizer, loss_fn, with_key)
-
     def initial_scale(self) -> float | None:
         """The first loss scale (``None`` without loss scaling)."""
         if self.loss_scale is None:
             return None
         return 2.0**15 if self.loss_scale == "dynamic" else float(self.loss_scale)
-
-    def next_scale(
-        self, scale: jax.Array, good: jax.Array, finite: jax.Array
-    ) -> tuple[jax.Array, jax.Array]:
-        """The scale and finite-step count after a step (fixed scales never change)."""
-        if self.loss_scale != "dynamic":
-            return scale, good
-        grow = finite & (good + 1 >= self.period)
-        new_scale = jnp.where(
-            finite, jnp.where(grow, scale * 2, scale), jnp.maximum(scale / 2, 1.0)
-        )
-        new_good = jnp.where(finite & ~grow, good + 1, 0.0)
-        return new_scale, new_good
 
 
 def _check_loss_scale(s: object, output: type[DType]) -> None:
@@ -401,62 +352,3 @@ def _scale_bwd(scale: jax.Array, g: jax.Array) -> tuple[jax.Array, jax.Array]:
 
 
 scale_gradient.defvjp(_scale_fwd, _scale_bwd)
-
-
-def _scale_loss(loss: Any, scale: jax.Array) -> Any:
-    if isinstance(loss, Tensor):
-        return Tensor(scale_gradient(loss.array, scale), loss.axes)
-    return scale_gradient(jnp.asarray(loss), scale)
-
-
-class ScaledOptimizer:
-    """Wraps an optax ``GradientTransformation`` for a :class:`LossScaled` model: divides the
-    gradient by the scale, skips the update (parameters and optimizer state unchanged) when
-    the gradient is not finite, and moves the scale as the policy says.
-
-    It has optax's ``init``/``update`` (``nn`` does not import optax, which works on any
-    object with those methods)."""
-
-    def __init__(self, inner: Any, policy: Policy) -> None:
-        self.inner, self.policy = inner, policy
-
-    def init(self, params: LossScaled) -> Any:
-        return self.inner.init(params.model)
-
-    def update(
-        self, grads: LossScaled, state: Any, params: LossScaled | None = None
-    ) -> tuple[LossScaled, Any]:
-        if params is None:
-            raise ValueError("ScaledOptimizer.update needs params (the current scale)")
-        inv = 1.0 / params.scale
-        g = jax.tree.map(lambda a: a * inv.astype(a.dtype), grads.model)
-        leaves = [jnp.isfinite(a).all() for a in jax.tree.leaves(g)]
-        finite = jnp.stack(leaves).all() if leaves else jnp.asarray(True)
-        g = jax.tree.map(lambda a: jnp.where(finite, a, 0), g)
-        updates, new_state = self.inner.update(g, state, params.model)
-        updates = jax.tree.map(lambda a: jnp.where(finite, a, jnp.zeros_like(a)), updates)
-        new_state = jax.tree.map(lambda a, b: jnp.where(finite, a, b), new_state, state)
-        scale, good = self.policy.next_scale(params.scale, params.good, finite)
-        return LossScaled(updates, scale - params.scale, good - params.good), new_state
-
-
-def for_training(
-    policy: Policy, model: Any, optimizer: Any, loss_fn: Callable[..., Any], with_key: bool
-) -> tuple[Any, Any, Callable[..., Any], Callable[[Any], Any]]:
-    """What ``fit`` trains under ``policy``: ``(model, optimizer, loss_fn, unwrap)``.
-
-    The model's parameters are cast to ``policy.param``; with loss scaling the model is a
-    :class:`LossScaled` and the optimizer a :class:`ScaledOptimizer`; ``unwrap`` gives the
-    trained model back.
-    """
-    model = policy.cast_to_param(model)
-    loss = policy.wrap_loss(loss_fn, with_key)
-    first = policy.initial_scale()
-    if first is None:
-        return model, optimizer, loss, lambda m: m
-    scaled = LossScaled(model, jnp.asarray(first, jnp.float32), jnp.zeros((), jnp.float32))
-    return scaled, ScaledOptimizer(optimizer, policy), loss, _unwrap
-
-
-def _unwrap(m: Any) -> Any:
-    return m.model if isinstance(m, LossScaled) else m

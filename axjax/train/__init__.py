@@ -25,7 +25,7 @@ from ._datasets import find_dataset as find_dataset
 from ._datasets import load_dataset as load_dataset
 from ._datasets import mnist as mnist
 from ._download import download as download
-from ._fit import EarlyStopping as EarlyStopping
+from ._early_stopping import EarlyStopping as EarlyStopping
 from ._fit import FitResult as FitResult
 from ._fit import evaluate as evaluate
 from ._fit import fit as fit

@@ -7,10 +7,9 @@ import dataclasses
 import functools
 import math
 import os
-import typing
 import warnings
 from collections.abc import Callable
-from typing import Any, Literal, NamedTuple
+from typing import Any, NamedTuple
 
 import equinox as eqx
 import jax
@@ -18,25 +17,20 @@ import jax.numpy as jnp
 import optax
 
 from ..core import Axis
-from ..core._internal import (
-    check_axis_label,
-    check_choice,
-    finite_float,
-    non_negative_float,
-    non_negative_int,
-    optional_positive_int,
-    positive_int,
-)
+from ..core._internal import check_axis_label, optional_positive_int, positive_int
 from ..nn import Policy
 from ..parallel import Parallel
 from ..parallel._internal import queue_bound
 from ._axes import Batch
+from ._early_stopping import EarlyStopping
 from ._fit_checkpoint import FitCheckpoints, schedule_of, start_run
 from ._fit_log import FitLog
 from ._guard import GUARDS, FlatSteps, Guard, NanGuard
 from ._loader import BatchSource, as_source
 from ._manager import Checkpoints
+from ._precision import check_guard
 from ._run_state import RunState, copy_tree
+from ._setup import Prepared, prepare
 from ._step import (
     Monitor,
     TrainingDiverged,
@@ -45,65 +39,9 @@ from ._step import (
     make_flat_train_step,
     make_replay_step,
     metric_names,
-    takes_key,
 )
 
-__all__ = ["EarlyStopping", "FitResult", "Guard", "evaluate", "fit"]
-
-#: Whether a smaller (``"min"``) or a larger (``"max"``) value of the metric is better
-Mode = Literal["min", "max"]
-
-
-@dataclasses.dataclass
-class EarlyStopping:
-    """Stop when ``metric`` has not improved for ``patience`` evaluations (epochs).
-
-    Args:
-        metric: a history column, e.g. ``"eval_loss"`` or ``"eval_accuracy"``.
-        patience: evaluations without improvement before stopping.
-        mode: ``"min"`` or ``"max"``; default ``"min"`` for losses, ``"max"`` otherwise
-            (any other string is a ``ValueError``).
-        min_delta: the smallest change that counts as an improvement.
-        restore_best: at the end of the run (stopped early or not), return the parameters
-            of the best evaluation, not the last.
-
-    Example:
-        >>> ax.train.fit(..., early_stopping=ax.train.EarlyStopping("eval_accuracy", 2))
-    """
-
-    metric: str = "eval_loss"
-    patience: int = 3
-    mode: Mode | None = None
-    min_delta: float = 0.0
-    restore_best: bool = True
-    best: float | None = None
-    wait: int = 0
-
-    def __post_init__(self) -> None:
-        self.patience = non_negative_int("EarlyStopping", "patience", self.patience)
-        self.min_delta = non_negative_float("EarlyStopping", "min_delta", self.min_delta)
-        self.wait = non_negative_int("EarlyStopping", "wait", self.wait)
-        if self.best is not None:
-            self.best = finite_float("EarlyStopping", "best", self.best)
-        if self.mode is not None:
-            check_choice("EarlyStopping", "mode", self.mode, typing.get_args(Mode))
-
-    @property
-    def direction(self) -> Mode:
-        """``mode``, or its default: ``"min"`` for a metric named like a loss, else ``"max"``."""
-        return self.mode or ("min" if "loss" in self.metric else "max")
-
-    def update(self, value: float) -> tuple[bool, bool]:
-        """Record a value; return ``(improved, stop)``."""
-        sign = -1.0 if self.direction == "min" else 1.0
-        if self.best is None or sign * (value - self.best) > self.min_delta:
-            self.best, self.wait = value, 0
-            return True, False
-        self.wait += 1
-        return False, self.wait >= self.patience
-
-    def state(self) -> dict[str, Any]:
-        return {"best": self.best, "wait": self.wait}
+__all__ = ["FitResult", "Guard", "evaluate", "fit"]
 
 
 class FitResult(NamedTuple):
@@ -252,90 +190,40 @@ def fit(
         >>> result.history[-1]["eval_accuracy"]
         0.981
     """
-    epochs = positive_int("fit", "epochs", epochs)
-    log_every = positive_int("fit", "log_every", log_every)
-    max_steps = optional_positive_int("fit", "max_steps", max_steps)
-    _check_arguments(guard, log_every, early_stopping, eval_data)
-    unwrap: Callable[[Any], Any] = _same
-    if precision is not None:
-        if guard == "step" and precision.loss_scale is not None:
-            raise ValueError(
-                "fit: guard='step' stops at the first overflow, which loss "
-                "scaling expects and skips; use guard='replay' or 'off'"
-            )
-        model, optimizer, loss_fn, unwrap = precision.for_training(
-            model, optimizer, loss_fn, takes_key(loss_fn)
-        )
-    source = as_source(data)
-    if parallel is not None:  # the model (so its optimizer state) and batches placed by rules
-        model, source = parallel.prepare(model, source)
-        if not parallel.is_main:  # logs and the progress bar: process 0 only
-            logdir, progress = None, False
+    epochs, log_every, max_steps = _check_arguments(
+        epochs, log_every, max_steps, guard, early_stopping, eval_data, precision
+    )
+    p = prepare(
+        model, optimizer, loss_fn, precision=precision, parallel=parallel, data=as_source(data)
+    )
+    if parallel is not None and not parallel.is_main:  # logs and the progress bar: process 0
+        logdir, progress = None, False
+    schedule = schedule_of(epochs, max_steps, len(p.data))
     key = jax.random.key(0) if key is None else key
-    opt_state = optimizer.init(eqx.filter(model, eqx.is_inexact_array))  # what is trained
-    if parallel is not None:  # its bare arrays (Adam's count) too: a resume restores into these
-        opt_state = parallel.place_params(opt_state)
-    schedule = schedule_of(epochs, max_steps, len(source))
-    run = start_run(
-        model,
-        opt_state,
-        key,
-        len(source),
-        checkpoints if resume else None,
-        early_stopping,
-        schedule,
-    )
-    donate = True  # in place on every backend: faster on CPU too (benchmarks.fit_loop)
-    # one compiled step per tree structure, for the loop and the guard's replay alike
-    flat_steps: FlatSteps = functools.cache(
-        functools.partial(
-            _flat_step, run, parallel, loss_fn, optimizer, donate=donate, guard=guard == "step"
-        )
-    )
-    # the first snapshot holds these arrays: never donated (the step gets copies if it donates)
-    nan_guard = NanGuard(
-        guard,
+    resume_from = checkpoints if resume else None
+    run = start_run(p.model, p.opt_state, key, len(p.data), resume_from, early_stopping, schedule)
+    loop = _Loop.build(
         run,
-        source,
-        donate=donate,
-        make_replay=functools.partial(make_replay_step, loss_fn, optimizer, run.static),
-        flat_steps=flat_steps,
-    )
-    if donate:  # the caller's arrays must survive the donation of the step's inputs
-        run.params, run.opt_state = copy_tree((run.params, run.opt_state))
-    eval_static = eqx.partition(eqx.nn.inference_mode(run.model()), eqx.is_array)[1]
-    loop = _Loop(
-        source=source,
-        loss_fn=loss_fn,
-        donate=donate,
-        guard=nan_guard,
-        flat_step=flat_steps,
+        p,
+        parallel,
+        guard,
         log=FitLog(logdir, resume_at=run.step, epochs=epochs, progress=progress),
         saver=FitCheckpoints(checkpoints, early_stopping, schedule),
         epochs=epochs,
         max_steps=max_steps,
         log_every=log_every,
         eval_data=eval_data,
-        eval_step=(
-            make_eval_step(loss_fn, eval_static, batch_axis_of(eval_data, batch_axis))
-            if eval_data is not None
-            else None
-        ),
+        batch_axis=batch_axis,
         early_stopping=early_stopping,
-        sync_every=queue_bound(run.params),
     )
     # the step, the guard's replay and its op-by-op report, evaluation and checkpoints all
     # run in one placement context: the mesh under a Parallel (ops run eagerly by the
     # report would otherwise mix the mesh's arrays with one-device constants)
     with parallel.placement() if parallel is not None else contextlib.nullcontext():
         loop.run(run)
+    history, seconds = loop.log.history, run.seconds()
     return FitResult(
-        unwrap(run.model()),
-        run.opt_state,
-        run.step,
-        loop.log.history,
-        run.stopped_early,
-        run.seconds(),
+        p.unwrap(run.model()), run.opt_state, run.step, history, run.stopped_early, seconds
     )
 
 
@@ -360,23 +248,29 @@ def _flat_step(
     )
 
 
-def _same(model: Any) -> Any:
-    return model
-
-
 def _check_arguments(
-    guard: Guard, log_every: int, early_stopping: EarlyStopping | None, eval_data: Any
-) -> None:
-    """Raise the ``ValueError`` of an unknown guard or an impossible setting."""
+    epochs: int,
+    log_every: int,
+    max_steps: int | None,
+    guard: Guard,
+    early_stopping: EarlyStopping | None,
+    eval_data: Any,
+    precision: Policy | None,
+) -> tuple[int, int, int | None]:
+    """``(epochs, log_every, max_steps)`` checked; the ``ValueError`` of an unknown guard
+    or an impossible setting."""
+    epochs = positive_int("fit", "epochs", epochs)
+    log_every = positive_int("fit", "log_every", log_every)
+    max_steps = optional_positive_int("fit", "max_steps", max_steps)
     if guard not in GUARDS:
         raise ValueError(
             f"fit: guard must be 'replay' (check at log points, replay on NaN), "
             f"'step' (check every step) or 'off', got {guard!r}"
         )
-    if log_every < 1:
-        raise ValueError(f"fit: log_every must be at least 1, got {log_every}")
     if early_stopping is not None and eval_data is None:
         raise ValueError("fit: early_stopping compares evaluations; pass eval_data too")
+    check_guard("fit", precision, stepwise=guard == "step")
+    return epochs, log_every, max_steps
 
 
 def _warn_if_not_finite(run: RunState, ev: dict[str, float], train: dict[str, float]) -> None:
@@ -420,6 +314,72 @@ class _Loop:
     eval_step: Callable[..., Any] | None
     early_stopping: EarlyStopping | None
     sync_every: int | None = None
+
+    @classmethod
+    def build(
+        cls,
+        run: RunState,
+        p: Prepared,
+        parallel: Parallel | None,
+        guard: Guard,
+        *,
+        log: FitLog,
+        saver: FitCheckpoints,
+        epochs: int,
+        max_steps: int | None,
+        log_every: int,
+        eval_data: Any,
+        batch_axis: type[Axis] | None,
+        early_stopping: EarlyStopping | None,
+    ) -> _Loop:
+        """The loop of a run: its compiled steps, NaN guard and evaluation step. The run's
+        arrays are copied first when the step donates them (the caller's must survive)."""
+        donate = True  # in place on every backend: faster on CPU too (benchmarks.fit_loop)
+        # one compiled step per tree structure, for the loop and the guard's replay alike
+        flat_steps: FlatSteps = functools.cache(
+            functools.partial(
+                _flat_step,
+                run,
+                parallel,
+                p.loss_fn,
+                p.optimizer,
+                donate=donate,
+                guard=guard == "step",
+            )
+        )
+        # the first snapshot holds these arrays: never donated (the step gets copies)
+        nan_guard = NanGuard(
+            guard,
+            run,
+            p.data,
+            donate=donate,
+            make_replay=functools.partial(make_replay_step, p.loss_fn, p.optimizer, run.static),
+            flat_steps=flat_steps,
+        )
+        if donate:  # the caller's arrays must survive the donation of the step's inputs
+            run.params, run.opt_state = copy_tree((run.params, run.opt_state))
+        eval_static = eqx.partition(eqx.nn.inference_mode(run.model()), eqx.is_array)[1]
+        eval_step = (
+            make_eval_step(p.loss_fn, eval_static, batch_axis_of(eval_data, batch_axis))
+            if eval_data is not None
+            else None
+        )
+        return cls(
+            source=p.data,
+            loss_fn=p.loss_fn,
+            donate=donate,
+            guard=nan_guard,
+            flat_step=flat_steps,
+            log=log,
+            saver=saver,
+            epochs=epochs,
+            max_steps=max_steps,
+            log_every=log_every,
+            eval_data=eval_data,
+            eval_step=eval_step,
+            early_stopping=early_stopping,
+            sync_every=queue_bound(run.params),
+        )
 
     def run(self, run: RunState) -> None:
         """Train until ``epochs``, ``max_steps`` or early stopping; then, with

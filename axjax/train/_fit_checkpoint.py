@@ -20,7 +20,7 @@ from ._manager import Checkpoints, Restored
 from ._run_state import PyTree, RunState
 
 if TYPE_CHECKING:
-    from ._fit import EarlyStopping
+    from ._early_stopping import EarlyStopping
 
 __all__ = ["FitCheckpoints", "schedule_of", "start_run"]
 

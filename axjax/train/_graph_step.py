@@ -16,7 +16,6 @@ from __future__ import annotations
 from typing import Any, cast
 
 import jax
-import jax.numpy as jnp
 import optax
 
 from ..core import AnyTensor, Tensor, config
@@ -24,6 +23,7 @@ from ..core._internal import is_floating
 from ..graph import Graph, LossProgram, Node, Param
 from ..nn import LossScaled, Policy
 from ._run_state import copy_tree
+from ._setup import prepare
 
 __all__ = ["GraphStep", "compile_step"]
 
@@ -58,17 +58,16 @@ class GraphStep:
         self._lp = LossProgram(loss, wrt, inputs, "compile_step")
         self.optimizer = optimizer
         # under a policy: the loss cast to its compute dtype and, with loss scaling, the
-        # trained values carried as a LossScaled and updated by a ScaledOptimizer (as fit)
-        self._policy_loss: Any = None
-        self._opt: Any = optimizer
+        # trained values carried as a LossScaled and updated by a ScaledOptimizer (the
+        # set-up of fit and TrainStep; the Params keep their own dtype: no model is cast)
+        prepared = prepare(  # opt_state: initialised below, on the trained values
+            (), optimizer, self._lp.loss, precision=precision, opt_state=()
+        )
+        self._opt: Any = prepared.optimizer
+        self._policy_loss: Any = None if precision is None else prepared.loss_fn
         self._scale: tuple[jax.Array, jax.Array] | None = None
-        if precision is not None:
-            _, self._opt, self._policy_loss, _ = precision.for_training(
-                (), optimizer, self._lp.loss, False
-            )
-            first = precision.initial_scale()
-            if first is not None:
-                self._scale = (jnp.asarray(first, jnp.float32), jnp.zeros((), jnp.float32))
+        if isinstance(prepared.model, LossScaled):
+            self._scale = (prepared.model.scale, prepared.model.good)
         self.graph: Graph = self._lp.program.graph
         self.wrt: tuple[AnyParam, ...] = self._lp.wrt
         values = list(self._lp.program.values(None))

@@ -16,6 +16,7 @@ Example:
     >>> step.metrics()            # the means since the last read: one host sync
     {'loss': 0.31, 'accuracy': 0.91}
     >>> model = step.model        # the trained model, of the type you passed in
+    >>> ax.train.TrainStep(model, optax.adam(1e-3), loss_fn, precision=ax.nn.Policy.mixed())
 """
 
 from __future__ import annotations
@@ -30,7 +31,12 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 
+from ..nn import Policy
+from ..parallel import Parallel
+from ..parallel._internal import queue_bound
+from ._precision import check_guard
 from ._run_state import copy_tree
+from ._setup import prepare
 from ._step import (
     LossFn,
     Monitor,
@@ -81,12 +87,21 @@ class TrainStep(Generic[M]):
             (``donate_argnums``). The model and ``opt_state`` handed in are copied once, and
             the ``model`` / ``opt_state`` you read stay valid: the next call copies the
             state first (once per read). ``False``: no donation, no copies.
+        precision: an ``ax.nn.Policy``, as in ``fit``: the step runs the model and the
+            floating inputs in its compute dtype, the loss in its output dtype, and updates
+            the parameters in its param dtype; with loss scaling (f16) an overflowing step
+            is skipped and the scale moves (``guard=True`` is refused then). ``model`` is
+            the model as passed in, its parameters in the param dtype.
+        parallel: an :class:`axjax.train.Parallel`, as in ``fit``: the model and optimizer
+            state are placed by its parameter rules, each batch by its compute rules, and
+            the step runs over the whole mesh.
 
     Raises:
         TypeError: an ``optimizer`` that is not an optax transformation, a ``loss_fn`` that
             is not callable, a ``key`` that is not a PRNG key, a ``guard`` or ``donate``
             that is not a bool.
-        ValueError: a model without floating-point arrays (nothing to train).
+        ValueError: a model without floating-point arrays (nothing to train), or
+            ``guard=True`` under a policy with loss scaling.
 
     Example:
         >>> step = ax.train.TrainStep(model, optax.adam(1e-3), loss_fn)
@@ -107,6 +122,8 @@ class TrainStep(Generic[M]):
         opt_state: Any = None,
         guard: bool = False,
         donate: bool = True,
+        precision: Policy | None = None,
+        parallel: Parallel | None = None,
     ) -> None:
         if not (hasattr(optimizer, "init") and hasattr(optimizer, "update")):
             raise TypeError(
@@ -118,29 +135,34 @@ class TrainStep(Generic[M]):
                 f"{_WHERE}: loss_fn must be a function loss_fn(model, *batch) returning the "
                 f"loss (or the loss and a dict of metrics), got {_what(loss_fn)}"
             )
-        # the set-up, in two places: here (validate, split the model once, copy, flatten)
-        # and in _build at the first batch (the monitor, the jitted flat step); options such
-        # as a precision policy or a parallel layout belong in the same two places
+        # the set-up, in two places: here (validate, prepare the pieces under the policy
+        # and the layout, split the model once, copy, flatten) and in _build at the first
+        # batch (the monitor, the jitted flat step)
         self._guard = _flag("guard", guard)
         self._donate = _flag("donate", donate)
         key = _prng_key(key)
-        # a typed key is a pytree node that JAX flattens in Python: passed only when used
-        self._key: jax.Array | None = key if takes_key(loss_fn) else None
-        self._optimizer = optimizer
-        self._loss_fn = loss_fn
+        check_guard(_WHERE, precision, stepwise=self._guard)
         self._model_type = type(model).__name__
-        params, static = eqx.partition(model, eqx.is_array)
-        trained = eqx.filter(params, eqx.is_inexact_array)
-        if not jax.tree.leaves(trained):
+        params = eqx.filter(model, eqx.is_array)
+        if not jax.tree.leaves(eqx.filter(params, eqx.is_inexact_array)):
             raise ValueError(
                 f"{_WHERE}: the model holds no floating-point array to train (arrays "
                 f"found: {_count(params)}, none floating-point); pass the module itself, "
                 "with its Tensors, not its static part"
             )
-        if opt_state is None:
-            opt_state = optimizer.init(trained)
+        p = prepare(
+            model, optimizer, loss_fn, precision=precision, parallel=parallel, opt_state=opt_state
+        )
+        self._optimizer, self._loss_fn, self._unwrap = p.optimizer, p.loss_fn, p.unwrap
+        self._parallel = parallel
+        # a typed key is a pytree node that JAX flattens in Python: passed only when used
+        self._key: jax.Array | None = key if takes_key(p.loss_fn) else None
+        params, static = eqx.partition(p.model, eqx.is_array)
+        opt_state = p.opt_state
         if self._donate:  # the step updates these in place: never the caller's arrays
             params, opt_state = copy_tree((params, opt_state))
+        #: simulated CPU devices: one step queued at a time (``queue_bound``)
+        self._sync = queue_bound(params) if parallel is not None else None
         self._static: Any = static
         leaves, self._params_def = jax.tree.flatten(params)
         opt_leaves, self._opt_def = jax.tree.flatten(opt_state)
@@ -163,10 +185,26 @@ class TrainStep(Generic[M]):
         """One update on ``batch``: ``step(x, y)`` or ``step((x, y))`` call
         ``loss_fn(model, x, y)``. Returns at once (asynchronous dispatch)."""
         data = batch[0] if len(batch) == 1 else batch
+        if self._parallel is not None:
+            return self._call_placed(self._parallel, data)
         step = self._jit if self._jit is not None else self._build(data)
         if self._lent_params or self._lent_opt:
             self._take_back()
         self._leaves = step(self._leaves, data, self._key)
+        self._steps += 1
+        self._model = None
+        return None
+
+    def _call_placed(self, parallel: Parallel, data: Any) -> None:
+        """The call under a :class:`Parallel`: the batch placed by its compute rules, the
+        step run in its mesh (and waited for on simulated CPU devices)."""
+        with parallel.placement():
+            step = self._jit if self._jit is not None else self._build(data)
+            if self._lent_params or self._lent_opt:
+                self._take_back()
+            self._leaves = step(self._leaves, parallel.place_batch(data), self._key)
+            if self._sync:
+                jax.block_until_ready(self._leaves)  # type: ignore[no-untyped-call, unused-ignore]  # jax's own annotation
         self._steps += 1
         self._model = None
 
@@ -178,6 +216,10 @@ class TrainStep(Generic[M]):
         mon_leaves, self._mon_def = jax.tree.flatten(Monitor.zero(names, guarded=self._guard))
         self._leaves = [*self._leaves, *mon_leaves, jnp.asarray(self._steps, jnp.int32)]
         treedef = jax.tree_util.treedef_tuple((self._params_def, self._opt_def, self._mon_def))
+        out = None
+        if self._parallel is not None:  # the state stays where the parameter rules put it
+            state = (jax.tree.unflatten(treedef, self._leaves[:-1]), self._leaves[-1])
+            out = jax.tree.leaves(self._parallel.state_sharding(state))
         self._jit = step = make_flat_train_step(
             self._counted(self._loss_fn),
             self._optimizer,
@@ -185,6 +227,7 @@ class TrainStep(Generic[M]):
             treedef,
             donate=self._donate,
             guard=self._guard,
+            out_shardings=out,
             carry_step=True,
         )
         return step
@@ -262,6 +305,8 @@ class TrainStep(Generic[M]):
         """The step lowered for this batch (nothing runs): ``.as_text()`` is its StableHLO,
         ``.compile().cost_analysis()`` its cost."""
         data = batch[0] if len(batch) == 1 else batch
+        if self._parallel is not None:
+            data = self._parallel.place_batch(data)
         step = self._jit if self._jit is not None else self._build(data)
         jitted = cast(Any, step)  # a jax.jit function: it has .lower
         lowered: jax.stages.Lowered = jitted.lower(self._leaves, data, self._key)
@@ -280,7 +325,7 @@ class TrainStep(Generic[M]):
     def _current_model(self) -> M:
         """The model (cached until the next call); its arrays are lent out from here on."""
         if self._model is None:
-            self._model = cast(M, eqx.combine(self._params(), self._static))
+            self._model = cast(M, self._unwrap(eqx.combine(self._params(), self._static)))
         self._lent_params = self._donate
         return self._model
 

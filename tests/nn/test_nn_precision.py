@@ -14,6 +14,7 @@ import pytest
 
 import axjax as ax
 from axjax.train import Batch, Class, Pixel
+from axjax.train._internal import for_training
 from tests.train.models import TinyMLP, classify
 
 #: bf16 keeps 8 bits of mantissa: its training loss may differ from f32's by this much
@@ -85,7 +86,7 @@ def test_scale_gradient_scales_only_the_cotangent() -> None:
 def test_dynamic_loss_scale_skips_overflow_and_moves_the_scale() -> None:
     policy = ax.nn.Policy(compute=ax.F16, loss_scale="dynamic", period=2)
     model = TinyMLP(jax.random.key(0), 16, 8, 4)
-    scaled, opt, _, unwrap = policy.for_training(model, optax.sgd(0.1), classify, False)
+    scaled, opt, _, unwrap = for_training(policy, model, optax.sgd(0.1), classify, False)
     params = ax.nn.LossScaled(model, jnp.float32(4.0), jnp.float32(0.0))
     state = opt.init(params)
     ones = jax.tree.map(jnp.ones_like, params)

@@ -1,0 +1,75 @@
+"""The set-up of a training step, shared by ``fit``, :class:`TrainStep` and
+``compile_step``: a precision policy and a parallel layout wrap the pieces of the step
+(model, optimizer, loss), as optax wraps a transformation, instead of being threaded
+through the loop.
+
+Example:
+    >>> p = prepare(model, optax.adam(1e-3), loss_fn, precision=ax.nn.Policy.mixed())
+    >>> p.model, p.optimizer, p.loss_fn, p.opt_state      # what the step trains
+    >>> p.unwrap(trained)                                 # the model as it was given
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any, NamedTuple
+
+import equinox as eqx
+
+from ..nn import Policy
+from ..parallel import Parallel
+from ._precision import for_training, same
+from ._step import takes_key
+
+__all__ = ["Prepared", "prepare"]
+
+
+class Prepared(NamedTuple):
+    """What a step trains: the model cast to the policy's ``param`` dtype (a
+    ``LossScaled`` under loss scaling) and placed by the parallel layout's parameter
+    rules, the optimizer (unscaling the gradient under loss scaling), the loss run in the
+    policy's dtypes, the placed optimizer state, ``unwrap`` (trained model -> the model
+    as given), and ``data`` with its batches placed by the compute rules."""
+
+    model: Any
+    optimizer: Any
+    loss_fn: Callable[..., Any]
+    opt_state: Any
+    unwrap: Callable[[Any], Any]
+    data: Any
+
+
+def prepare(
+    model: Any,
+    optimizer: Any,
+    loss_fn: Callable[..., Any],
+    *,
+    precision: Policy | None = None,
+    parallel: Parallel | None = None,
+    opt_state: Any = None,
+    data: Any = None,
+) -> Prepared:
+    """The pieces of a training step under ``precision`` and ``parallel`` (either may be
+    ``None``: that piece is kept as it is).
+
+    ``opt_state`` (default ``optimizer.init`` of the model's floating-point arrays) is
+    the state of ``optimizer`` as given: under loss scaling the wrapped optimizer keeps it.
+    ``data`` (a batch source), when given, comes back with every batch placed by
+    ``parallel``'s compute rules.
+    """
+    unwrap: Callable[[Any], Any] = same
+    if precision is not None:
+        model, optimizer, loss_fn, unwrap = for_training(
+            precision, model, optimizer, loss_fn, takes_key(loss_fn)
+        )
+    if parallel is not None:  # the model (so its optimizer state) and batches placed by rules
+        model, data = (
+            parallel.prepare(model, data)
+            if data is not None
+            else (parallel.place_params(model), None)
+        )
+    if opt_state is None:
+        opt_state = optimizer.init(eqx.filter(model, eqx.is_inexact_array))  # what is trained
+    if parallel is not None:  # its bare arrays (Adam's count) too: a resume restores into these
+        opt_state = parallel.place_params(opt_state)
+    return Prepared(model, optimizer, loss_fn, opt_state, unwrap, data)
