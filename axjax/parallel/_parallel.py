@@ -15,15 +15,15 @@ from typing import Any, final
 
 import jax
 import jax.core  # jax.core.Tracer: imported by name for type checkers
-from jax.sharding import Mesh, NamedSharding, PartitionSpec
+from jax.sharding import Mesh, NamedSharding
 
 from ..core import Axis, TensorType
-from ..core._internal import is_tensor
+from ..core._internal import is_tensor, pspec
 from ._rules import AxisRules, axis_rules, shard, sharding
 
 __all__ = ["Parallel", "queue_bound"]
 
-_REPLICATED = PartitionSpec()  # type: ignore[no-untyped-call, unused-ignore]
+_REPLICATED = pspec()
 
 
 @final
