@@ -466,7 +466,7 @@ class MultiheadAttention(eqx.Module, Generic[D, Q, K, E, H, HD]):
         return y + broadcast(self.biases[i], y) if self.biases is not None else y
 
     @overload  # the two layouts overlap where the batch is empty (the same result)
-    def __call__(  # type: ignore[overload-overlap]
+    def __call__(  # type: ignore[overload-overlap]  # as the line above says
         self,
         query: Tensor[D, *B, Q, E],
         key_: Tensor[D, *BK, K, E] | None = None,
