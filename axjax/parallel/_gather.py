@@ -15,12 +15,12 @@ import jax
 from jax.sharding import AxisType
 
 from ..core import Tensor
-from ..core._internal import is_tensor, pspec, reshard
+from ..core._internal import PyTree, is_tensor, pspec, reshard
 
 __all__ = ["unsplit_leading"]
 
 
-def unsplit_leading(tree: Any) -> Any:
+def unsplit_leading(tree: PyTree) -> PyTree:
     """``tree`` with every Tensor's leading axis whole on every device where a mesh with
     Explicit axes splits it (a ``jax.sharding.reshard``); other leaves as they are.
 
