@@ -11,8 +11,8 @@ precise signature. Each function does exactly what the JAX call does, nothing mo
 ignore unused, which must not fail the check either.
 
 Example:
-    >>> spec = pspec("data", None)          # PartitionSpec('data', None)
-    >>> y = reshard(x, spec)                          # x's type, placed by spec
+    >>> spec = pspec("data", None)        # PartitionSpec('data', None)
+    >>> y = reshard(x, spec)              # x's type, placed by spec
 """
 
 from __future__ import annotations
