@@ -117,7 +117,7 @@ def checks_choices(fn: Callable[P, R]) -> Callable[P, R]:
                 check_choice(where, name, value, allowed)
         return fn(*args, **kwargs)
 
-    checked.__axjax_checks_choices__ = True  # type: ignore[attr-defined]
+    checked.__dict__["__axjax_checks_choices__"] = True  # a function attribute, as a marker
     return checked
 
 

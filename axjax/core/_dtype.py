@@ -13,6 +13,8 @@ import jax.core  # jax.core.Tracer, imported by name for type checkers
 import jax.numpy as jnp
 import numpy as np
 
+from ._jax_typed import finfo_max
+
 __all__ = [
     "DType",
     "FLOATING",
@@ -272,7 +274,7 @@ def _range(dtype: np.dtype[Any]) -> str:
     if dtype.kind in "iu":
         info = np.iinfo(dtype)
         return f"integers in [{info.min}, {info.max}]"
-    top = float(jnp.finfo(dtype).max)  # type: ignore[no-untyped-call]
+    top = finfo_max(dtype)
     return f"magnitudes up to {top:.6g}; a larger finite value would become inf"
 
 

@@ -43,8 +43,7 @@ class AxisError(TypeError):
 def check_unique_axes(axes: tuple[type[Axis], ...], where: str) -> None:
     """Raise :class:`AxisError` if an axis occurs twice."""
     if len(set(axes)) != len(axes):
-        seen: set[type[Axis]] = set()
-        dup = next(a for a in axes if a in seen or seen.add(a))  # type: ignore[func-returns-value]
+        dup = next(a for i, a in enumerate(axes) if a in axes[:i])
         raise AxisError(
             f"{where}: axis {axis_name(dup)} occurs twice in ({axes_names(axes)}); "
             "a tensor never has the same axis twice (rename one of them)"

@@ -35,6 +35,15 @@ from ._errors import describe as describe
 from ._errors import fail as fail
 from ._finite import checking_finite as checking_finite
 from ._finite import node_site as node_site
+from ._jax_typed import PyTree as PyTree
+from ._jax_typed import block_until_ready as block_until_ready
+from ._jax_typed import config_update as config_update
+from ._jax_typed import finfo_max as finfo_max
+from ._jax_typed import finfo_min as finfo_min
+from ._jax_typed import pspec as pspec
+from ._jax_typed import reshard as reshard
+from ._jax_typed import shape_dtype_struct as shape_dtype_struct
+from ._jax_typed import with_sharding_constraint as with_sharding_constraint
 from ._op import apply as apply
 from ._op import cached as cached
 from ._op import require_floating as require_floating

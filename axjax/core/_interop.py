@@ -209,7 +209,7 @@ def _make_adapter() -> Any:
     arrays = jax_support.JAXArrayAdapter()
 
     # Tensor is a name for type checkers only here (core/_tensor.py imports this module)
-    class TensorAdapter(ndarray_adapters.NDArrayAdapter["Tensor[Any, *tuple[Any, ...]]"]):  # type: ignore[misc]
+    class TensorAdapter(ndarray_adapters.NDArrayAdapter["Tensor[Any, *tuple[Any, ...]]"]):  # type: ignore[misc]  # treescope has no types: the base is Any
         """Renders a Tensor's values with its axes named by their labels."""
 
         def get_axis_info_for_array_data(

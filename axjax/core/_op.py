@@ -212,7 +212,7 @@ def cached(cls: type[OpT], *params: Any) -> OpT:
         if len(_OPS) < _INFER_CACHE_MAX:
             op._interned = True
             _OPS[key] = op
-    return op  # type: ignore[return-value]
+    return op  # type: ignore[return-value]  # keyed by cls: op is a cls
 
 
 def apply(op: Op[Any], xs: Sequence[Any]) -> Any:

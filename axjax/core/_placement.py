@@ -30,6 +30,7 @@ from jax.sharding import AxisType, PartitionSpec
 from ._axis import Axis
 from ._context import Table
 from ._dtype import is_inexact
+from ._jax_typed import pspec
 from ._tensor import Tensor
 from ._tensor_type import TensorType
 
@@ -140,7 +141,7 @@ class Layout:
                 continue
             used.update(names)
             entries.append(names[0] if len(names) == 1 else names)
-        return PartitionSpec(*entries)  # type: ignore[no-untyped-call, unused-ignore]
+        return pspec(*entries)
 
     def out_sharding(self, out: Out) -> Any:
         if isinstance(out, tuple):
@@ -149,7 +150,7 @@ class Layout:
 
     def primal_spec(self, a: Any) -> PartitionSpec:
         """The spec an operand already has (its cotangent must have the same)."""
-        return PartitionSpec(*_spec(a))  # type: ignore[no-untyped-call, unused-ignore]
+        return pspec(*_spec(a))
 
     def run(self, fn: Callable[..., Any], out_sharding: Any, *arrays: Any) -> Any:
         """``fn(*arrays)`` with the mesh's Explicit axes made Auto inside, its results

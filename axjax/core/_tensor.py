@@ -118,7 +118,7 @@ class Tensor(Generic[D, *Axes]):
     @property
     def dtype(self) -> type[D]:
         """The dtype marker class (``ax.F32``, ...)."""
-        return dtype_marker(self._array.dtype)  # type: ignore[return-value]
+        return dtype_marker(self._array.dtype)  # type: ignore[return-value]  # the array's is D
 
     @property
     def shape(self) -> tuple[int, ...]:

@@ -115,7 +115,7 @@ class Node(Tensor[D, *Axes]):
 
     @property
     def dtype(self) -> type[D]:
-        return self._type.dtype  # type: ignore[return-value]
+        return self._type.dtype  # type: ignore[return-value]  # _type is the node's own type
 
     @property
     def axes(self) -> tuple[type[Axis], ...]:
@@ -124,11 +124,11 @@ class Node(Tensor[D, *Axes]):
     @property
     def shape(self) -> tuple[int, ...]:
         """Sizes in axis order; an open size is ``None``."""
-        return self._type.shape  # type: ignore[return-value]
+        return self._type.shape  # type: ignore[return-value]  # Tensor's signature; open sizes are None
 
     @property
     def sizes(self) -> dict[type[Axis], int]:
-        return self._type.sizes  # type: ignore[return-value]
+        return self._type.sizes  # type: ignore[return-value]  # Tensor's signature; open sizes are None
 
     @property
     def ndim(self) -> int:

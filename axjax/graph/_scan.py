@@ -449,7 +449,7 @@ def fold(unit: U, over: type[X], *, reverse: bool = False) -> Fold[U, X]:
 
 
 @overload
-def scan(  # type: ignore[overload-overlap]
+def scan(  # type: ignore[overload-overlap]  # at=0 is also an int: the first wins
     unit: U,
     over: type[X],
     *,

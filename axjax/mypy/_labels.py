@@ -40,7 +40,7 @@ def check_annotation(ctx: AnalyzeTypeContext) -> Type:
     _analyzing.append(True)
     try:
         # mypy's own analysis (an internal method: the hook replaces it otherwise)
-        typ: Type = ctx.api.visit_unbound_type_nonoptional(ctx.type, False)  # type: ignore[attr-defined]
+        typ: Type = ctx.api.visit_unbound_type_nonoptional(ctx.type, False)  # type: ignore[attr-defined]  # TypeAnalyser's, not in the interface
     finally:
         _analyzing.pop()
     p = get_proper_type(typ)

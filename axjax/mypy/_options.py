@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from mypy.errorcodes import ErrorCode
-from mypy.nodes import CallExpr, Expression, MemberExpr, NameExpr
+from mypy.nodes import CallExpr, Expression, MemberExpr, NameExpr, TypeInfo
 from mypy.plugin import FunctionContext, MethodContext
 from mypy.types import AnyType, Instance, Type, UnpackType, get_proper_type
 
@@ -87,12 +87,12 @@ def _text(e: Expression) -> str:
     return "an expression"
 
 
-def _degraded(t: Type, tensor: object) -> str | None:
+def _degraded(t: Type, tensor: TypeInfo) -> str | None:
     """How a Tensor type has degraded (``None``: it has not, or it is no Tensor)."""
     p = get_proper_type(t)
     if isinstance(p, AnyType):
         return "Any"
-    tt = tensor_of(t, tensor) if isinstance(p, Instance) else None  # type: ignore[arg-type]
+    tt = tensor_of(t, tensor) if isinstance(p, Instance) else None
     if tt is None:
         return None
     if tt.axes is None:
@@ -107,7 +107,7 @@ def _degraded(t: Type, tensor: object) -> str | None:
 
 
 def report_untyped(
-    ctx: FunctionContext | MethodContext, result: Type, callee: str, tensor: object
+    ctx: FunctionContext | MethodContext, result: Type, callee: str, tensor: TypeInfo
 ) -> None:
     """Report a call whose Tensor result has degraded, naming the cause (not where the
     result meets a declared, exact Tensor type: ``x: Tensor[F32, N] = load()``)."""
@@ -121,7 +121,7 @@ def report_untyped(
         isinstance(target, Type)
         and _degraded(target, tensor) is None
         and isinstance(get_proper_type(target), Instance)
-        and tensor_of(target, tensor) is not None  # type: ignore[arg-type]
+        and tensor_of(target, tensor) is not None
     ):
         return
     causes = []

@@ -14,7 +14,6 @@ from typing import Any, Generic, TypeVarTuple, final, overload
 
 import equinox as eqx
 import jax
-import jax.numpy as jnp
 from typing_extensions import TypeVar
 
 from ..core import F32, I32, Axis, Bool, DType, Integer, Tensor
@@ -24,6 +23,7 @@ from ..core._internal import (
     check_axis_label,
     checks_choices,
     fail,
+    finfo_min,
     is_symbolic,
     optional_positive_int,
     positive_int,
@@ -327,7 +327,7 @@ def _attention(
                 f"{axis_name(extra[0])}, which the scores lack (they have "
                 f"{axes_names(scores.axes)})",
             )
-        low = float(jnp.finfo(scores.dtype.numpy).min)  # type: ignore[no-untyped-call]
+        low = finfo_min(scores.dtype.numpy)
         scores = where(broadcast(mask, scores), scores, low)
     weights = softmax(scores, key_pos)
     if drop is not None:
@@ -466,7 +466,7 @@ class MultiheadAttention(eqx.Module, Generic[D, Q, K, E, H, HD]):
         return y + broadcast(self.biases[i], y) if self.biases is not None else y
 
     @overload  # the two layouts overlap where the batch is empty (the same result)
-    def __call__(  # type: ignore[overload-overlap]
+    def __call__(  # type: ignore[overload-overlap]  # as the line above says
         self,
         query: Tensor[D, *B, Q, E],
         key_: Tensor[D, *BK, K, E] | None = None,

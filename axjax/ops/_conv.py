@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from typing import Any, TypeVar, cast
+from typing import Any, TypeVar, cast, overload
 
 import jax
 import jax.numpy as jnp
@@ -88,16 +88,32 @@ def normalize_padding(
     return tuple(out)
 
 
+@overload
+def resolve_padding(
+    padding: str | tuple[tuple[int, int], ...],
+    sizes: Sequence[int],
+    windows: Sequence[int],
+    strides: Sequence[int],
+) -> list[tuple[int, int]]: ...
+@overload
 def resolve_padding(
     padding: str | tuple[tuple[int, int], ...],
     sizes: Sequence[int | None],
     windows: Sequence[int],
     strides: Sequence[int],
-) -> list[tuple[int, int] | None]:
-    """Explicit ``(lo, hi)`` pads per axis (``None`` where a ``SAME`` size is unknown)."""
+) -> Sequence[tuple[int, int] | None]: ...
+def resolve_padding(
+    padding: str | tuple[tuple[int, int], ...],
+    sizes: Sequence[int | None],
+    windows: Sequence[int],
+    strides: Sequence[int],
+) -> Sequence[tuple[int, int] | None]:
+    """Explicit ``(lo, hi)`` pads per axis (``None`` where a ``SAME`` size is unknown: never
+    when every size is known, as on arrays). ``padding`` is as :func:`normalize_padding`
+    leaves it: ``"VALID"``, ``"SAME"`` or the pads."""
     if padding == "VALID":
         return [(0, 0)] * len(sizes)
-    if padding == "SAME":
+    if isinstance(padding, str):  # "SAME"
         out: list[tuple[int, int] | None] = []
         for n, k, s in zip(sizes, windows, strides, strict=True):
             if n is None:
@@ -106,7 +122,7 @@ def resolve_padding(
             total = max((-(-n // s) - 1) * s + k - n, 0)
             out.append((total // 2, total - total // 2))
         return out
-    return list(padding)  # type: ignore[arg-type]
+    return list(padding)
 
 
 def window_out(n: int | None, k: int, s: int, pad: tuple[int, int] | None) -> int | None:
@@ -236,7 +252,7 @@ class Conv(Op):
             xa,
             wa,
             self.stride,
-            pads,  # type: ignore[arg-type]
+            pads,
             rhs_dilation=self.dilation,
             dimension_numbers=lax.ConvDimensionNumbers(lhs, rhs, lhs),
             feature_group_count=self.groups,

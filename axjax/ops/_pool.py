@@ -68,7 +68,7 @@ class Pool(Op):
         self.padding: str | tuple[tuple[int, int], ...] = normalize_padding(padding, n, where)
 
     @property
-    def accumulates(self) -> bool:  # type: ignore[override]
+    def accumulates(self) -> bool:  # type: ignore[override]  # a property over Op's attribute
         """An average sums its window: in float32 for F16/BF16 operands (a max does not)."""
         return self.kind == "avg"
 
@@ -106,7 +106,7 @@ class Pool(Op):
         dims, strides = [1] * xa.ndim, [1] * xa.ndim
         padding: list[tuple[int, int]] = [(0, 0)] * xa.ndim
         for a, k, s, p in zip(self.spatial, self.window, self.stride, pads, strict=True):
-            dims[pos[a]], strides[pos[a]], padding[pos[a]] = k, s, p  # type: ignore[assignment]
+            dims[pos[a]], strides[pos[a]], padding[pos[a]] = k, s, p
         # numpy inits: a jnp array made inside jax.jit is a tracer, and lax.reduce_window
         # then cannot see the monoid (max/-inf, add/0) and builds a non-differentiable window
         if self.kind == "max":

@@ -12,15 +12,15 @@ from __future__ import annotations
 from typing import Any
 
 import jax
-from jax.sharding import AxisType, PartitionSpec
+from jax.sharding import AxisType
 
 from ..core import Tensor
-from ..core._internal import is_tensor
+from ..core._internal import PyTree, is_tensor, pspec, reshard
 
 __all__ = ["unsplit_leading"]
 
 
-def unsplit_leading(tree: Any) -> Any:
+def unsplit_leading(tree: PyTree) -> PyTree:
     """``tree`` with every Tensor's leading axis whole on every device where a mesh with
     Explicit axes splits it (a ``jax.sharding.reshard``); other leaves as they are.
 
@@ -41,8 +41,8 @@ def unsplit_leading(tree: Any) -> Any:
             or AxisType.Explicit not in (mesh.axis_types or ())
         ):
             return leaf
-        unsplit = PartitionSpec(None, *spec[1:])  # type: ignore[no-untyped-call, unused-ignore]
-        whole = jax.sharding.reshard(leaf.array, unsplit)  # type: ignore[no-untyped-call, unused-ignore]
+        unsplit = pspec(None, *spec[1:])
+        whole = reshard(leaf.array, unsplit)
         return Tensor(whole, leaf.axes)
 
     return jax.tree.map(one, tree, is_leaf=is_tensor)

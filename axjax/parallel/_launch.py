@@ -32,7 +32,7 @@ import jax
 import numpy as np
 
 from ..core import Axis
-from ..core._internal import positive_int
+from ..core._internal import config_update, positive_int
 from ._parallel import Parallel
 
 __all__ = ["ParallelPreset", "add_parallel_args", "parallel_from_args", "unsharded"]
@@ -119,7 +119,7 @@ def parallel_from_args(
             raise ValueError(f"--devices: the number of devices is at least 1, got {devices}")
         _simulate_devices(devices)
     if args.coordinator or args.num_processes:  # several processes: JAX's own runtime
-        jax.config.update("jax_enable_preemption_service", False)  # type: ignore[no-untyped-call, unused-ignore]
+        config_update("jax_enable_preemption_service", False)
         jax.distributed.initialize(args.coordinator, args.num_processes, args.process_id)
     if args.parallel is None and devices is None:
         return None
@@ -139,7 +139,7 @@ def parallel_from_args(
 def _simulate_devices(n: int) -> None:
     """Ask for ``n`` CPU devices; JAX takes the count only before its backend starts."""
     try:
-        jax.config.update("jax_num_cpu_devices", n)  # type: ignore[no-untyped-call, unused-ignore]
+        config_update("jax_num_cpu_devices", n)
     except RuntimeError:  # started already: fine if it has those devices
         if jax.device_count() != n:
             raise ValueError(

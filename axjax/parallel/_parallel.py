@@ -15,15 +15,15 @@ from typing import Any, final
 
 import jax
 import jax.core  # jax.core.Tracer: imported by name for type checkers
-from jax.sharding import Mesh, NamedSharding, PartitionSpec
+from jax.sharding import Mesh, NamedSharding
 
 from ..core import Axis, TensorType
-from ..core._internal import is_tensor
+from ..core._internal import PyTree, is_tensor, pspec
 from ._rules import AxisRules, axis_rules, shard, sharding
 
 __all__ = ["Parallel", "queue_bound"]
 
-_REPLICATED = PartitionSpec()  # type: ignore[no-untyped-call, unused-ignore]
+_REPLICATED = pspec()
 
 
 @final
@@ -81,7 +81,7 @@ class Parallel:
         axes its operands have (the rules placed the model and the batches)."""
         return jax.set_mesh(self.mesh)
 
-    def place_params(self, tree: Any) -> Any:
+    def place_params(self, tree: PyTree) -> PyTree:
         """``tree`` (a model, an optimizer state) placed by the parameter rules: each
         Tensor by its axes, each bare array (Adam's step count) replicated over the mesh,
         as :meth:`state_sharding` says (so a restore into this tree's shardings, and the
@@ -95,12 +95,12 @@ class Parallel:
 
         return jax.tree.map(bare, shard(tree, self.axis_rules, params=True), is_leaf=is_tensor)
 
-    def state_sharding(self, tree: Any) -> Any:
+    def state_sharding(self, tree: PyTree) -> PyTree:
         """The shardings of a training state (model, optimizer state, running sums) by the
         parameter rules: a ``NamedSharding`` per Tensor, bare arrays replicated."""
         return sharding(tree, self.axis_rules, params=True)
 
-    def place_batch(self, batch: Any) -> Any:
+    def place_batch(self, batch: PyTree) -> PyTree:
         """A batch placed by the compute rules (a global array over the whole mesh)."""
         return shard(batch, self.axis_rules)
 
@@ -134,7 +134,7 @@ class _Placed:
             yield self.parallel.place_batch(batch)
 
 
-def queue_bound(tree: Any) -> int | None:
+def queue_bound(tree: PyTree) -> int | None:
     """How many steps may be queued between host syncs for arrays like ``tree``'s: ``1``
     when an array is sharded over several CPU devices, ``None`` (no bound) otherwise.
 

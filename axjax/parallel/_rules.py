@@ -26,7 +26,17 @@ import numpy as np
 from jax.sharding import AxisType, Mesh, NamedSharding, PartitionSpec
 
 from ..core import Axis
-from ..core._internal import Table, axis_name, is_tensor, placing, trusted_tensor
+from ..core._internal import (
+    Table,
+    axis_name,
+    is_tensor,
+    placing,
+    pspec,
+    reshard,
+    shape_dtype_struct,
+    trusted_tensor,
+    with_sharding_constraint,
+)
 from ._sharding import MeshAxes, check_mesh_axes, rules_table, spec_of
 
 __all__ = [
@@ -154,7 +164,7 @@ def _resolve(rules: Rules | AxisRules | None, mesh: Mesh | None, where: str) -> 
     return AxisRules(mesh, rules, None, where)
 
 
-_REPLICATED = PartitionSpec()  # type: ignore[no-untyped-call, unused-ignore]
+_REPLICATED = pspec()
 
 
 def _is_array(x: Any) -> bool:
@@ -239,11 +249,9 @@ def shard(
         if not isinstance(a, jax.core.Tracer):
             return trusted_tensor(jax.device_put(a, s), x.axes)
         if _explicit_mesh():
-            placed = jax.sharding.reshard(a, s.spec)  # type: ignore[no-untyped-call, unused-ignore]
+            placed = reshard(a, s.spec)
         else:
-            placed = jax.lax.with_sharding_constraint(  # type: ignore[no-untyped-call, unused-ignore]
-                a, s
-            )
+            placed = with_sharding_constraint(a, s)
         return trusted_tensor(placed, x.axes)
 
     out: T = jax.tree.map(one, tree, is_leaf=is_tensor)
@@ -283,10 +291,7 @@ def abstract(
 
 
 def _struct(shape: tuple[int, ...], dtype: Any, sharding: NamedSharding) -> jax.ShapeDtypeStruct:
-    out: jax.ShapeDtypeStruct = jax.ShapeDtypeStruct(  # type: ignore[no-untyped-call, unused-ignore]
-        shape, dtype, sharding=sharding
-    )
-    return out
+    return shape_dtype_struct(shape, dtype, sharding=sharding)
 
 
 def sharded_init(

@@ -18,7 +18,7 @@ import jax
 from jax.sharding import PartitionSpec
 
 from ..core import Axis, AxisError
-from ..core._internal import HasType, Table, axis_name, check_axis_label, describe
+from ..core._internal import HasType, Table, axis_name, check_axis_label, describe, pspec
 
 __all__ = ["MeshAxes", "Table", "check_mesh_axes", "partition_spec", "rules_table", "spec_of"]
 
@@ -81,7 +81,7 @@ def spec_of(
         if sizes is not None and names:
             _check_divides(a, n, names, sizes, where, t)
         entries.append(None if not names else names[0] if len(names) == 1 else names)
-    return PartitionSpec(*entries)  # type: ignore[no-untyped-call, unused-ignore]
+    return pspec(*entries)
 
 
 def _check_divides(

@@ -22,7 +22,7 @@ import jax
 import numpy as np
 
 from ..core import Tensor
-from ..core._internal import Feature
+from ..core._internal import Feature, shape_dtype_struct
 from ._checkpoint import (
     CheckpointError,
     CheckpointMismatchError,
@@ -182,7 +182,7 @@ def _target(entry: dict[str, Any], leaf: Any) -> Any:
         return np.zeros(shape, dtype)
     if not isinstance(sharding, jax.sharding.Sharding):
         sharding = jax.sharding.SingleDeviceSharding(jax.local_devices()[0])
-    return jax.ShapeDtypeStruct(shape, dtype, sharding=sharding)  # type: ignore[no-untyped-call, unused-ignore]
+    return shape_dtype_struct(shape, dtype, sharding=sharding)
 
 
 def read_sharded_manifest(directory: str | os.PathLike[str]) -> dict[str, Any]:
