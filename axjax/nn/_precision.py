@@ -33,7 +33,14 @@ from jax.typing import DTypeLike
 from typing_extensions import TypeVar
 
 from ..core import BF16, F16, F32, DType, Floating, Tensor
-from ..core._internal import FLOATING, dtype_marker, is_floating, jax_dtype, positive_int
+from ..core._internal import (
+    FLOATING,
+    dtype_marker,
+    finfo_max,
+    is_floating,
+    jax_dtype,
+    positive_int,
+)
 
 if TYPE_CHECKING:
     from ..core import F64, Axis
@@ -249,8 +256,8 @@ class Policy(Generic[PD, CD, OD]):
     """
 
     param: type[PD] = F32  # type: ignore[assignment]  # PD is Any when left out
-    compute: type[CD] = F32  # type: ignore[assignment]
-    output: type[OD] = F32  # type: ignore[assignment]
+    compute: type[CD] = F32  # type: ignore[assignment]  # CD is Any when left out
+    output: type[OD] = F32  # type: ignore[assignment]  # OD is Any when left out
     loss_scale: LossScale = None
     period: int = 2000
 
@@ -304,7 +311,7 @@ def _check_loss_scale(s: object, output: type[DType]) -> None:
         isinstance(s, int | float)
         or (isinstance(s, np.generic) and (is_floating(s) or s.dtype.kind in "iu"))
     )
-    value = float(s) if number else math.nan  # type: ignore[arg-type]
+    value = float(s) if number else math.nan  # type: ignore[arg-type]  # `number` narrowed s to a real number
     if not number or not math.isfinite(value) or value <= 0:
         raise ValueError(
             "Policy: loss_scale must be None, 'dynamic' or a finite positive number (the "
@@ -320,7 +327,7 @@ def _check_loss_scale(s: object, output: type[DType]) -> None:
 
 
 def _largest(dtype: np.dtype[Any]) -> float:
-    return float(jnp.finfo(dtype).max)  # type: ignore[no-untyped-call]
+    return finfo_max(dtype)
 
 
 class LossScaled(eqx.Module):

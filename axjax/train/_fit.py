@@ -17,7 +17,12 @@ import jax.numpy as jnp
 import optax
 
 from ..core import Axis
-from ..core._internal import check_axis_label, optional_positive_int, positive_int
+from ..core._internal import (
+    block_until_ready,
+    check_axis_label,
+    optional_positive_int,
+    positive_int,
+)
 from ..nn import Policy
 from ..parallel import Parallel
 from ..parallel._internal import queue_bound
@@ -105,7 +110,7 @@ def evaluate(
             sums = {n: jnp.zeros((), jnp.float32) for n in (*names, "count")}
         sums = step(params, sums, batch)
         if sync_every and (i + 1) % sync_every == 0:  # bound the queued steps
-            jax.block_until_ready(sums)  # type: ignore[no-untyped-call, unused-ignore]
+            block_until_ready(sums)
     if sums is None:
         return {}
     host = jax.device_get(sums)
@@ -420,7 +425,7 @@ class _Loop:
         run.hot = self.flat_step(run.hot_def)(leaves, batch, run.key, run.step)
         run.step, run.batch = run.step + 1, run.batch + 1
         if self.sync_every and run.step % self.sync_every == 0:  # bound the queue (CPU meshes)
-            jax.block_until_ready(run.hot)  # type: ignore[no-untyped-call, unused-ignore]
+            block_until_ready(run.hot)
         self.log.advance()
         logged = run.step % self.log_every == 0
         due = self.saver.due(run)

@@ -31,6 +31,7 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 
+from ..core._internal import block_until_ready
 from ..nn import Policy
 from ..parallel import Parallel
 from ..parallel._internal import queue_bound
@@ -204,7 +205,7 @@ class TrainStep(Generic[M]):
                 self._take_back()
             self._leaves = step(self._leaves, parallel.place_batch(data), self._key)
             if self._sync:
-                jax.block_until_ready(self._leaves)  # type: ignore[no-untyped-call, unused-ignore]  # jax's own annotation
+                block_until_ready(self._leaves)
         self._steps += 1
         self._model = None
 
@@ -298,7 +299,7 @@ class TrainStep(Generic[M]):
 
     def block_until_ready(self) -> TrainStep[M]:
         """Wait until the queued steps are done (for timing a loop); returns the step."""
-        jax.block_until_ready(self._leaves)  # type: ignore[no-untyped-call, unused-ignore]  # jax's own annotation
+        block_until_ready(self._leaves)
         return self
 
     def lower(self, *batch: Any) -> jax.stages.Lowered:
