@@ -17,8 +17,8 @@ is unchanged:
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from collections.abc import Iterable, Sequence
+from typing import TYPE_CHECKING, Any, cast
 
 import jax
 import jax.numpy as jnp
@@ -28,6 +28,7 @@ from jax.export import is_symbolic_dim
 from ._axis import axes_names, check_axis_label
 from ._dtype import DType, is_inexact
 from ._errors import AxisError, check_unique_axes, describe
+from ._protocols import Arrays, Cotangents, Operand
 from ._tensor import Tensor, bare_type, unnamed_dims
 from ._tensor_type import TensorType
 
@@ -75,7 +76,7 @@ def inferred(op: Op[Any], xs: Sequence[Any]) -> TensorType | tuple[TensorType, .
     return out
 
 
-def _check_declared(op: Op[Any], t: Any, which: str) -> None:
+def _check_declared(op: Op[Any], t: object, which: str) -> None:
     name = f"{op.describe()}.infer"
     if not isinstance(t, TensorType):
         raise TypeError(
@@ -106,15 +107,15 @@ def _check_declared(op: Op[Any], t: Any, which: str) -> None:
 
 
 def forward_arrays(
-    op: Op[Any], out: TensorType | tuple[TensorType, ...], y: Any, check: bool
-) -> Any:
+    op: Op[Any], out: TensorType | tuple[TensorType, ...], y: object, check: bool
+) -> Arrays:
     """The arrays of ``op.forward``'s result ``y``: a Tensor's axes must be the declared ones,
     in the declared order (never relabelled); with ``check`` (the first call per operand
     types, and every uncached call), shape and dtype must be the declared ones too."""
     if isinstance(out, tuple):
         if not isinstance(y, tuple | list) or len(y) != len(out):
             if not check_contract:
-                return tuple(getattr(v, "_array", v) for v in y)
+                return tuple(getattr(v, "_array", v) for v in cast("Iterable[Any]", y))
             got = f"{len(y)} results" if isinstance(y, tuple | list) else f"one {_what(y)}"
             raise TypeError(
                 f"{op.describe()}.forward returned {got}, but {op.describe()}.infer declared "
@@ -127,7 +128,7 @@ def forward_arrays(
     return _result_array(op, out, y, check, "")
 
 
-def _result_array(op: Op[Any], t: TensorType, y: Any, check: bool, which: str) -> Any:
+def _result_array(op: Op[Any], t: TensorType, y: object, check: bool, which: str) -> jax.Array:
     if isinstance(y, Tensor):
         if y._axes != t.axes and check_contract:
             raise AxisError(
@@ -139,10 +140,10 @@ def _result_array(op: Op[Any], t: TensorType, y: Any, check: bool, which: str) -
         y = y._array
     if check and check_contract:
         _check_result(op, t, y, which)
-    return y
+    return cast(jax.Array, y)  # checked above (or the contract is off)
 
 
-def _what(y: Any) -> str:
+def _what(y: object) -> str:
     shape, dtype = getattr(y, "shape", None), getattr(y, "dtype", None)
     if shape is None or dtype is None:
         return (
@@ -157,7 +158,7 @@ def _what(y: Any) -> str:
     return f"array of shape {tuple(shape)} and dtype {name}"
 
 
-def _check_result(op: Op[Any], t: TensorType, y: Any, which: str) -> None:
+def _check_result(op: Op[Any], t: TensorType, y: object, which: str) -> None:
     shape, dtype = getattr(y, "shape", None), getattr(y, "dtype", None)
     want = t.dtype.numpy
     if (
@@ -190,9 +191,11 @@ def _check_result(op: Op[Any], t: TensorType, y: Any, which: str) -> None:
     )
 
 
-def check_layout(op: Op[Any], x: Any) -> None:
+def check_layout(op: Op[Any], x: object) -> None:
     """Raise unless a concrete Tensor's array has one dimension per axis (not stacked)."""
-    problem = unnamed_dims(x) if isinstance(x, Tensor) and not x._is_symbolic else ""
+    if not isinstance(x, Tensor) or x._is_symbolic:
+        return
+    problem = unnamed_dims(x)
     if problem:
         fix = (
             ""
@@ -205,7 +208,7 @@ def check_layout(op: Op[Any], x: Any) -> None:
         raise TypeError(f"Cannot apply {op.describe()} to {bare_type(x)}: {problem}{fix}")
 
 
-def not_a_tensor(op: Op[Any], x: Any, numbers_ok: bool = False) -> TypeError:
+def not_a_tensor(op: Op[Any], x: object, numbers_ok: bool = False) -> TypeError:
     """The ``TypeError`` for an operand that is neither a Tensor nor a graph node."""
     shape = getattr(x, "shape", None)
     what = "jax.Array" if isinstance(x, jax.Array) else type(x).__name__
@@ -217,13 +220,13 @@ def not_a_tensor(op: Op[Any], x: Any, numbers_ok: bool = False) -> TypeError:
     )
 
 
-def check_cotangents(op: Op[Any], grads: Any, xs: Sequence[Any]) -> tuple[Any, ...]:
+def check_cotangents(op: Op[Any], grads: object, xs: Sequence[Operand]) -> Cotangents:
     """The arrays of ``op.backward``'s cotangents, one per operand (zeros for ``None``, no
     gradient for a non-floating operand); each must be a Tensor with its operand's axes, or
     an array of its shape, with its floating dtype (the op contract: see ``inferred``)."""
     name = f"{op.describe()}.backward"
     if not check_contract:
-        grads = tuple(grads)
+        grads = tuple(cast("Iterable[Any]", grads))  # unchecked: whatever backward gave
     elif not isinstance(grads, tuple | list):
         raise TypeError(
             f"{name} returned {_what(grads)}: it returns a tuple with one cotangent per "
@@ -276,5 +279,5 @@ def check_cotangents(op: Op[Any], grads: Any, xs: Sequence[Any]) -> tuple[Any, .
     return tuple(out)
 
 
-def _float0(arr: Any) -> Any:
+def _float0(arr: jax.Array) -> np.ndarray[Any, np.dtype[Any]]:
     return np.zeros(arr.shape, dtype=jax.dtypes.float0)

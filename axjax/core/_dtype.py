@@ -12,6 +12,7 @@ import jax
 import jax.core  # jax.core.Tracer, imported by name for type checkers
 import jax.numpy as jnp
 import numpy as np
+from jax.typing import DTypeLike  # a marker class is one too: a type
 
 from ._jax_typed import finfo_max
 
@@ -140,7 +141,7 @@ _MARKERS: dict[np.dtype[Any], type[DType]] = {
 }
 
 
-def dtype_marker(dtype: Any) -> type[DType]:
+def dtype_marker(dtype: DTypeLike) -> type[DType]:
     """The marker class of a numpy/JAX dtype (``float32`` -> ``F32``)."""
     if isinstance(dtype, type) and issubclass(dtype, DType):
         return dtype
@@ -151,7 +152,7 @@ def dtype_marker(dtype: Any) -> type[DType]:
         raise TypeError(f"dtype {dtype!r} has no axjax marker (known: {known})") from None
 
 
-def to_numpy_dtype(dtype: Any) -> np.dtype[Any]:
+def to_numpy_dtype(dtype: DTypeLike) -> np.dtype[Any]:
     """The numpy dtype of a marker class or anything ``np.dtype`` accepts."""
     if isinstance(dtype, type) and issubclass(dtype, DType):
         return dtype.numpy
@@ -159,7 +160,7 @@ def to_numpy_dtype(dtype: Any) -> np.dtype[Any]:
     return out
 
 
-def narrowed_error(where: str, asked: Any, made: Any) -> TypeError:
+def narrowed_error(where: str, asked: DTypeLike, made: DTypeLike) -> TypeError:
     """The error for a 64-bit dtype JAX narrows to 32 bits (``jax_enable_x64`` is off)."""
     return TypeError(
         f"{where}: asked for {dtype_marker(asked).__name__} but JAX made "
@@ -168,7 +169,7 @@ def narrowed_error(where: str, asked: Any, made: Any) -> TypeError:
     )
 
 
-def jax_dtype(dtype: Any, where: str) -> np.dtype[Any]:
+def jax_dtype(dtype: DTypeLike, where: str) -> np.dtype[Any]:
     """The numpy dtype of a marker that JAX will really make: ``F64``/``I64`` without
     ``jax_enable_x64`` raise (JAX would silently make them 32-bit)."""
     want = to_numpy_dtype(dtype)
@@ -184,19 +185,22 @@ def jax_dtype(dtype: Any, where: str) -> np.dtype[Any]:
 FLOATING: tuple[type[Floating], ...] = (F16, BF16, F32, F64)
 
 
-def _numpy_or_none(dtype: Any) -> np.dtype[Any] | None:
+def _numpy_or_none(dtype: object) -> np.dtype[Any] | None:
     """The numpy dtype of a marker, a dtype-like (``jnp.bfloat16``, ``"float16"``) or of
     anything with a ``.dtype`` (an array, a Tensor, a numpy scalar); ``None`` if none."""
     if isinstance(dtype, type) and issubclass(dtype, DType):
         return dtype.numpy
-    if not isinstance(dtype, type | np.dtype | str):
-        dtype = getattr(dtype, "dtype", None)
-        if dtype is None:
+    like: DTypeLike | None
+    if isinstance(dtype, type | np.dtype | str):
+        like = dtype
+    else:
+        like = getattr(dtype, "dtype", None)
+        if like is None:
             return None
-        if isinstance(dtype, type) and issubclass(dtype, DType):
-            return dtype.numpy
+        if isinstance(like, type) and issubclass(like, DType):
+            return like.numpy
     try:
-        out: np.dtype[Any] = np.dtype(dtype)
+        out: np.dtype[Any] = np.dtype(like)
     except TypeError:
         return None
     return out
@@ -214,7 +218,7 @@ def _floating_rule(dtype: np.dtype[Any]) -> bool:
     return known
 
 
-def is_floating(dtype: Any) -> bool:
+def is_floating(dtype: object) -> bool:
     """Whether ``dtype`` is floating-point: ``F16``, ``BF16``, ``F32`` or ``F64`` (or a
     float8 type), alike.
 
@@ -231,14 +235,14 @@ def is_floating(dtype: Any) -> bool:
     return d is not None and _floating_rule(d)
 
 
-def is_inexact(dtype: Any) -> bool:
+def is_inexact(dtype: object) -> bool:
     """:func:`is_floating`, or complex: values that can be NaN or infinite and that carry
     gradients (takes what :func:`is_floating` takes)."""
     d = _numpy_or_none(dtype)
     return d is not None and (_floating_rule(d) or d.kind == "c")
 
 
-def accumulation_dtype(dtype: Any) -> np.dtype[Any]:
+def accumulation_dtype(dtype: DTypeLike) -> np.dtype[Any]:
     """The dtype that sums over ``dtype`` values accumulate in: float32 for floating
     dtypes narrower than 32 bits (``F16``, ``BF16``), as ``jnp.sum`` and ``jnp.mean`` do;
     the dtype itself otherwise.
@@ -256,7 +260,7 @@ def accumulation_dtype(dtype: Any) -> np.dtype[Any]:
     return wide
 
 
-_WIDE: dict[np.dtype[Any], np.dtype[Any]] = {}
+_WIDE: dict[object, np.dtype[Any]] = {}  # keyed by numpy dtypes only
 
 
 def _first_bad(bad: np.ndarray[Any, Any], arr: np.ndarray[Any, Any]) -> str:
@@ -295,7 +299,7 @@ def misfits(arr: np.ndarray[Any, Any], out: np.ndarray[Any, Any]) -> np.ndarray[
     return bad
 
 
-def _check_big_ints(where: str, arr: np.ndarray[Any, Any], dtype: Any) -> None:
+def _check_big_ints(where: str, arr: np.ndarray[Any, Any], dtype: DTypeLike | None) -> None:
     """Raise for a Python int no 64-bit integer holds (``-2**63 - 1``, ``2**64``) when the
     dtype is an integer one (or not given); other objects are the caller's to report."""
     want = np.dtype(np.int64) if dtype is None else to_numpy_dtype(dtype)
@@ -313,7 +317,7 @@ def _check_big_ints(where: str, arr: np.ndarray[Any, Any], dtype: Any) -> None:
             )
 
 
-def fit_dtype(where: str, data: Any, dtype: Any = None) -> Any:
+def fit_dtype(where: str, data: Any, dtype: DTypeLike | None = None) -> Any:
     """Host data (a Python number, nested lists, a numpy array) converted to ``dtype``, or
     to the dtype JAX makes of it when ``dtype`` is ``None`` (int64 data becomes int32
     unless ``jax_enable_x64`` is on), raising a ``ValueError`` when a value does not fit.

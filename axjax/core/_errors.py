@@ -11,11 +11,14 @@ plugin reports the same sentence with the sizes left out.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from . import _provenance
 from ._axis import Axis, axes_names, axis_name, same_name_note
 from ._context import Switches
+
+if TYPE_CHECKING:
+    from ._dtype import DType
 
 __all__ = ["AxisError", "HasType", "check_unique_axes", "describe", "fail"]
 
@@ -54,7 +57,7 @@ class HasType(Protocol):
     """Anything with a dtype marker, axes and a shape (a Tensor, a graph node, a type)."""
 
     @property
-    def dtype(self) -> Any: ...
+    def dtype(self) -> type[DType]: ...
     @property
     def axes(self) -> tuple[type[Axis], ...]: ...
     @property

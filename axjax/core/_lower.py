@@ -20,7 +20,7 @@ for NaN and infinity (core/_finite.py).
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 import jax
 import jax.core  # jax.core.Tracer: the submodule, imported by name for type checkers
@@ -32,7 +32,8 @@ from ._dtype import accumulation_dtype
 from ._finite import check_backward, check_forward, op_site
 from ._jax_hints import forward_mode_error
 from ._placement import Layout, Out, Unplaced, cast_varying, explicit_layout, match_varying
-from ._tensor import Tensor
+from ._protocols import Arrays, Cotangents, Operand
+from ._tensor import AnyTensor, Tensor
 from ._tensor_type import TensorType
 
 if TYPE_CHECKING:  # lowering sits below Op (core/_op.py calls it): types only
@@ -42,9 +43,13 @@ __all__ = ["lower"]
 
 _Tracer = jax.core.Tracer
 Placement = Layout | Unplaced
+#: the forward's or backward's view of a result: a Tensor, or a tuple of them (several results)
+Wrapped = AnyTensor | tuple[AnyTensor, ...]
+#: what an op's forward returns, before the contract judges it (arrays or Tensors, per result)
+Forwarded = object
 
 
-def lower(op: Op[Any], xs: Sequence[Any], out: Out, now: Switches, check: bool) -> Any:
+def lower(op: Op[Any], xs: Sequence[Operand], out: Out, now: Switches, check: bool) -> Arrays:
     """The arrays of ``op.forward(*xs)``, through a ``jax.custom_vjp`` when JAX is
     differentiating with axjax's derivatives (``now``: the switches ``apply`` read);
     ``check``: also check their shapes and dtypes against ``out`` (``forward_arrays``)."""
@@ -61,7 +66,7 @@ def lower(op: Op[Any], xs: Sequence[Any], out: Out, now: Switches, check: bool) 
     return y
 
 
-def _typed(y: Any, out: Out) -> Any:
+def _typed(y: Arrays, out: Out) -> AnyTensor | tuple[AnyTensor, ...]:
     """The forward's result ``y`` as Tensors of the declared types (for reports)."""
     if isinstance(out, tuple):
         return tuple(
@@ -72,33 +77,33 @@ def _typed(y: Any, out: Out) -> Any:
 
 def _custom_vjp_call(
     op: Op[Any],
-    xs: Sequence[Tensor[Any, *tuple[Any, ...]]],
+    xs: Sequence[Operand],
     out: Out,
     site: str | None,
     layout: Placement,
     check: bool,
-) -> Any:
+) -> Arrays:
     """``op.forward`` in a ``jax.custom_vjp`` whose bwd is ``op.backward``; inside
     ``ax.debug_nans`` (a ``site``) both check their results for NaN and infinity."""
     in_axes = [x._axes for x in xs]
 
-    def wrap_out(a: Any) -> Any:
+    def wrap_out(a: Arrays) -> Wrapped:
         if isinstance(out, tuple):
             return tuple(Tensor._wrap(v, t.axes) for v, t in zip(a, out, strict=True))
         return Tensor._wrap(a, out.axes)
 
-    def fwd_arrays(*arrays: Any) -> Any:
+    def fwd_arrays(*arrays: jax.Array) -> Arrays:
         wrapped = [Tensor._wrap(a, ax_) for a, ax_ in zip(arrays, in_axes, strict=True)]
         y = layout.forward(_checked_forward, wrapped, out, op, check)
         if site is not None:
             check_forward(op, wrapped, wrap_out(y), site)
         return y
 
-    def fwd(*arrays: Any) -> tuple[Any, Any]:
+    def fwd(*arrays: jax.Array) -> tuple[Arrays, tuple[Arrays, tuple[jax.Array, ...]]]:
         y = fwd_arrays(*arrays)
         return y, (y, arrays)
 
-    def bwd(res: Any, dy: Any) -> tuple[Any, ...]:
+    def bwd(res: tuple[Arrays, tuple[jax.Array, ...]], dy: Arrays) -> Cotangents:
         y, arrays = res
         wrapped = [Tensor._wrap(a, ax_) for a, ax_ in zip(arrays, in_axes, strict=True)]
         grads = _backward(op, wrap_out, dy, y, wrapped, layout)
@@ -126,19 +131,19 @@ def _custom_vjp_call(
         raise error from e
 
 
-def _checked_forward(xs: Sequence[Any], out: Out, op: Op[Any], check: bool) -> Any:
+def _checked_forward(xs: Sequence[Operand], out: Out, op: Op[Any], check: bool) -> Arrays:
     """``op.forward(*xs)``'s arrays, checked by ``forward_arrays`` (the layout step's run)."""
     return forward_arrays(op, out, _run_forward(op, xs, out), check)
 
 
 def _backward(
     op: Op[Any],
-    wrap_out: Callable[[Any], Any],
-    dy: Any,
-    y: Any,
-    xs: Sequence[Any],
+    wrap_out: Callable[[Arrays], Wrapped],
+    dy: Arrays,
+    y: Arrays,
+    xs: Sequence[Operand],
     layout: Placement,
-) -> tuple[Any, ...]:
+) -> Cotangents:
     """``op.backward``'s checked cotangents through the layout step (each with its primal's
     sharding on an Explicit mesh), each cast to its primal's varying mesh axes
     (``shard_map``), as ``jax.custom_vjp`` requires."""
@@ -150,8 +155,8 @@ def _backward(
 
 
 def _checked_backward(
-    dy: Any, y: Any, xs: Sequence[Any], op: Op[Any], wrap_out: Callable[[Any], Any]
-) -> tuple[Any, ...]:
+    dy: Arrays, y: Arrays, xs: Sequence[Operand], op: Op[Any], wrap_out: Callable[[Arrays], Wrapped]
+) -> Cotangents:
     """``op.backward``'s cotangents, checked by ``check_cotangents`` (the layout step's run)."""
     return check_cotangents(op, _run_backward(op, wrap_out(dy), wrap_out(y), xs), xs)
 
@@ -176,7 +181,7 @@ def _widened(op: Op[Any], values: Sequence[Any]) -> list[Any] | None:
     return widened if any_low else None
 
 
-def _run_forward(op: Op[Any], xs: Sequence[Any], out: Out) -> Any:
+def _run_forward(op: Op[Any], xs: Sequence[Operand], out: Out) -> Forwarded:
     """``op.forward(*xs)``; for an op that accumulates, on float32 copies of F16/BF16
     operands, its results cast back to the declared dtypes."""
     if not op.accumulates:
@@ -190,7 +195,7 @@ def _run_forward(op: Op[Any], xs: Sequence[Any], out: Out) -> Any:
     return _narrowed(y, out)
 
 
-def _narrowed(y: Any, t: TensorType) -> Any:
+def _narrowed(y: Forwarded, t: TensorType) -> Forwarded:
     """A result computed in float32 for ``t``'s F16/BF16, cast back (anything else is left
     for ``forward_arrays`` to judge)."""
     a = getattr(y, "_array", y)
@@ -198,10 +203,11 @@ def _narrowed(y: Any, t: TensorType) -> Any:
     dtype = getattr(a, "dtype", None)
     if dtype == want or dtype != accumulation_dtype(want):
         return y
-    return Tensor._wrap(a.astype(want), y._axes) if isinstance(y, Tensor) else a.astype(want)
+    narrow = cast(jax.Array, a).astype(want)  # an array: it has the float32 dtype
+    return Tensor._wrap(narrow, y._axes) if isinstance(y, Tensor) else narrow
 
 
-def _run_backward(op: Op[Any], dy: Any, y: Any, xs: Sequence[Any]) -> Sequence[Any]:
+def _run_backward(op: Op[Any], dy: Wrapped, y: Wrapped, xs: Sequence[Operand]) -> Sequence[object]:
     """``op.backward(dy, y, *xs)``; for an op that accumulates, on float32 copies of
     F16/BF16 values (``check_cotangents`` casts the cotangents back to the operands')."""
     wide = _widened(op, (dy, y, *xs))

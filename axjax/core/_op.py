@@ -31,8 +31,9 @@ from ._axis import Axis
 from ._context import current
 from ._contract import checked_infer
 from ._dtype import Bool, DType, is_floating
-from ._errors import AxisError
+from ._errors import AxisError, HasType
 from ._lower import lower
+from ._protocols import Arrays, Operand
 from ._symbolic import Symbolic
 from ._tensor import AnyTensor, Tensor
 from ._tensor_type import TensorType
@@ -107,15 +108,15 @@ class Op(Generic[R]):
         backward: Callable[..., Sequence[Any]]
     else:
 
-        def infer(self, *xs: Any) -> TensorType:
+        def infer(self, *xs: Operand) -> TensorType:
             """The type rule: operand types in, result type out (or ``AxisError``)."""
             raise NotImplementedError(f"{type(self).__name__} must define infer()")
 
-        def forward(self, *xs: Any) -> Any:
+        def forward(self, *xs: Operand) -> Arrays:
             """Compute the result array from the operand Tensors."""
             raise NotImplementedError(f"{type(self).__name__} must define forward()")
 
-        def backward(self, dy: Any, y: Any, *xs: Any) -> Sequence[Any]:
+        def backward(self, dy: object, y: object, *xs: Operand) -> Sequence[object]:
             """Cotangents of the operands given the result's cotangent ``dy``."""
             raise NotImplementedError(f"{type(self).__name__} must define backward()")
 
@@ -142,7 +143,7 @@ class Op(Generic[R]):
         """Apply the op: check the operands' types, then compute (or build a graph node)."""
         return cast(R, apply(self, xs))
 
-    def same_type(self, x: Tensor[D, *Axes], *others: Any) -> Tensor[D, *Axes]:
+    def same_type(self, x: Tensor[D, *Axes], *others: object) -> Tensor[D, *Axes]:
         """Apply an op whose result has its first operand's dtype and axes (elementwise
         math, softmax, slice, pooling, ...): the result is typed exactly, as ``x``."""
         return cast("Tensor[D, *Axes]", apply(self, (x, *others)))
@@ -164,7 +165,7 @@ class _Unverified:
 
     __slots__ = ("out", "key")
 
-    def __init__(self, out: TensorType | tuple[TensorType, ...], key: Any) -> None:
+    def __init__(self, out: TensorType | tuple[TensorType, ...], key: tuple[object, ...]) -> None:
         self.out, self.key = out, key
 
 
@@ -196,7 +197,7 @@ def _cached_infer(
 _OPS: dict[Any, Op[Any]] = {}
 
 
-def cached(cls: type[OpT], *params: Any) -> OpT:
+def cached(cls: type[OpT], *params: object) -> OpT:
     """``cls(*params)``, made once per distinct (hashable) parameters and then reused.
 
     Ops are immutable once built, so ``ax.sum(t, Batch)`` need not validate and build a
@@ -215,7 +216,7 @@ def cached(cls: type[OpT], *params: Any) -> OpT:
     return op  # type: ignore[return-value]  # keyed by cls: op is a cls
 
 
-def apply(op: Op[Any], xs: Sequence[Any]) -> Any:
+def apply(op: Op[Any], xs: Sequence[Any]) -> AnyTensor | tuple[AnyTensor, ...]:
     """Apply ``op`` to operand Tensors (or graph nodes): infer -> record or lower -> wrap.
 
     The forward's result is checked against the type rule (shape and dtype, which are static
@@ -229,7 +230,7 @@ def apply(op: Op[Any], xs: Sequence[Any]) -> Any:
             if type(x)._is_symbolic:  # a graph node records the op (core/_symbolic.py)
                 node = cast(Symbolic, x).record_apply(op, tuple(xs), out)
                 return _provenance.record(op, xs, node) if now.provenance else node
-        verify: Any = True  # check the forward, cache nothing
+        verify: tuple[object, ...] | bool | None = True  # check the forward, cache nothing
     elif type(found) is _Unverified:
         out, verify = found.out, found.key  # check the forward, then cache the rule's result
     else:
@@ -237,15 +238,16 @@ def apply(op: Op[Any], xs: Sequence[Any]) -> Any:
     y = lower(op, xs, out, now, verify is not None)
     if verify is not None and verify is not True and len(_INFER_CACHE) < _INFER_CACHE_MAX:
         _INFER_CACHE[verify] = out  # the forward matched the rule: later calls skip both
+    result: AnyTensor | tuple[AnyTensor, ...]
     if isinstance(out, tuple):  # several results: one Tensor each
-        y = tuple(Tensor._wrap(v, t.axes) for v, t in zip(y, out, strict=True))
+        result = tuple(Tensor._wrap(v, t.axes) for v, t in zip(y, out, strict=True))
     else:
-        y = Tensor._wrap(y, out.axes)
-    return _provenance.record(op, xs, y) if now.provenance else y
+        result = Tensor._wrap(y, out.axes)
+    return _provenance.record(op, xs, result) if now.provenance else result
 
 
 # ----------------------------------------------------------------------------- utilities
-def same_sizes(op: Op[Any], xs: Sequence[Any]) -> None:
+def same_sizes(op: Op[Any], xs: Sequence[HasType]) -> None:
     """Check that equal axes have equal sizes across operands (``None`` = unknown)."""
     seen: dict[type[Axis], int] = {}
     for x in xs:

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
     from ._op import Op
+    from ._tensor import AnyTensor
     from ._tensor_type import TensorType
 
 __all__ = ["Symbolic", "is_symbolic"]
@@ -23,11 +24,11 @@ class Symbolic(Protocol):
 
     def record_apply(
         self, op: Op, operands: tuple[Any, ...], out_type: TensorType | tuple[TensorType, ...]
-    ) -> Any:
+    ) -> AnyTensor | tuple[AnyTensor, ...]:
         """The node (or nodes) that applying ``op`` to ``operands`` builds."""
         ...
 
-    def differentiate(self, wrt: Any, inputs: Any, with_value: bool) -> Callable[..., Any]:
+    def differentiate(self, wrt: object, inputs: object, with_value: bool) -> Callable[..., Any]:
         """``ax.grad`` / ``ax.value_and_grad`` of this scalar node (a jitted function)."""
         ...
 

@@ -10,15 +10,16 @@ import jax
 
 from ._axis import Axis, axis_name, check_axis_label
 from ._errors import AxisError, describe
+from ._jax_typed import PyTree
 from ._symbolic import Symbolic, is_symbolic
 from ._tensor import Tensor
 from ._validate import index_int, non_negative_int
 
 __all__ = ["grad", "value_and_grad", "vmap"]
 
-# `Any` below stands for what JAX itself types as `Any`: the user's function, its pytree
-# arguments and results, their leaves (Tensors, arrays, Python scalars), and graph nodes,
-# which core knows only through the `Symbolic` protocol.
+# The user's function and its arguments are what JAX itself types as `Any` (forwarded as
+# they are); pytree results are `PyTree`, their leaves (Tensors, arrays, Python scalars)
+# `object`, and graph nodes core knows only through the `Symbolic` protocol.
 
 AxisLabels = tuple[type[Axis], ...]
 """A Tensor's axes; ``None`` in a list of them marks a pytree leaf that is not a Tensor."""
@@ -32,8 +33,8 @@ def value_and_grad(
     argnums: int | Sequence[int] = 0,
     has_aux: bool = False,
     *,
-    wrt: Any = None,
-    inputs: Any = None,
+    wrt: object = None,
+    inputs: object = None,
 ) -> Callable[..., Any]:
     """``jax.value_and_grad`` for functions returning a scalar ``Tensor`` (or array).
 
@@ -57,8 +58,8 @@ def grad(
     argnums: int | Sequence[int] = 0,
     has_aux: bool = False,
     *,
-    wrt: Any = None,
-    inputs: Any = None,
+    wrt: object = None,
+    inputs: object = None,
 ) -> Callable[..., Any]:
     """``jax.grad`` for functions returning a scalar ``Tensor`` (or array).
 
@@ -77,7 +78,7 @@ def grad(
     value_and_grad_fun = _value_and_grad(fn, argnums, has_aux, "grad")
 
     @functools.wraps(fn)
-    def grad_fun(*args: Any, **kwargs: Any) -> Any:
+    def grad_fun(*args: Any, **kwargs: Any) -> PyTree:
         out, grads = value_and_grad_fun(*args, **kwargs)
         if has_aux:
             _, aux = out
@@ -87,7 +88,7 @@ def grad(
     return grad_fun
 
 
-def _reject_graph_args(wrt: Any, inputs: Any, name: str) -> None:
+def _reject_graph_args(wrt: object, inputs: object, name: str) -> None:
     """``wrt=`` and ``inputs=`` name a graph's Params and Inputs: refuse them for a function."""
     if wrt is not None or inputs is not None:
         raise TypeError(
@@ -102,7 +103,7 @@ def _value_and_grad(
     """``jax.value_and_grad`` of ``fun`` with its scalar result unwrapped going in and the
     value wrapped as a 0-axis Tensor coming out; ``name`` is the transform errors speak of."""
 
-    def scalar_fun(*args: Any, **kwargs: Any) -> Any:
+    def scalar_fun(*args: Any, **kwargs: Any) -> object:
         out = fun(*args, **kwargs)
         if has_aux:
             value, aux = out
@@ -117,7 +118,7 @@ def _value_and_grad(
     jax_value_and_grad = jax.value_and_grad(scalar_fun, argnums=argnums, has_aux=has_aux)
 
     @functools.wraps(fun)
-    def value_and_grad_fun(*args: Any, **kwargs: Any) -> Any:
+    def value_and_grad_fun(*args: Any, **kwargs: Any) -> tuple[object, PyTree]:
         out, grads = jax_value_and_grad(*args, **kwargs)
         if has_aux:
             value, aux = out
@@ -127,7 +128,7 @@ def _value_and_grad(
     return value_and_grad_fun
 
 
-def _scalar_array(out: Any, where: str) -> Any:
+def _scalar_array(out: object, where: str) -> object:
     """The array of a 0-axis Tensor result (other results pass as they are, for JAX to check).
 
     Example:
@@ -163,13 +164,13 @@ def vmap(fun: Callable[..., Any], over: type[Axis], at: int = 0) -> Callable[...
     at = index_int("vmap", "at", at)
 
     @functools.wraps(fun)
-    def batched(*args: Any) -> Any:
+    def batched(*args: Any) -> PyTree:
         leaves, treedef = jax.tree_util.tree_flatten(args, is_leaf=_is_tensor)
         _check_mapped_sizes(leaves, over)
         example_axes = [_axes_without(leaf, over) for leaf in leaves]
         results = _VmapResults(over)
 
-        def per_example(*arrays: Any) -> list[Any]:
+        def per_example(*arrays: object) -> list[object]:
             example = jax.tree_util.tree_unflatten(treedef, _wrap(arrays, example_axes))
             return results.record(fun(*example))
 
@@ -196,7 +197,7 @@ class _VmapResults:
         self.treedef: Any = None
         self.leaf_axes: list[AxisLabels | None] = []
 
-    def record(self, out: Any) -> list[Any]:
+    def record(self, out: PyTree) -> list[object]:
         """Remember ``out``'s structure and axes; return its leaves as arrays."""
         leaves, self.treedef = jax.tree_util.tree_flatten(out, is_leaf=_is_tensor)
         for leaf in leaves:
@@ -209,7 +210,7 @@ class _VmapResults:
         self.leaf_axes = [leaf.axes if isinstance(leaf, Tensor) else None for leaf in leaves]
         return _unwrap(leaves)
 
-    def rebuild(self, arrays: Sequence[Any], at: int) -> Any:
+    def rebuild(self, arrays: Sequence[object], at: int) -> PyTree:
         """The recorded structure with ``arrays`` as leaves, Tensors named with ``over`` at
         ``at``."""
         batched_axes = [
@@ -249,7 +250,7 @@ def _is_tensor(x: object) -> bool:
     return isinstance(x, Tensor)
 
 
-def _mapped_position(leaf: Any, over: type[Axis]) -> int | None:
+def _mapped_position(leaf: object, over: type[Axis]) -> int | None:
     """The ``in_axes`` entry for one leaf: where ``over`` is in a Tensor, ``None`` (shared)
     for a Tensor without it or a leaf that is not a Tensor.
 
@@ -261,7 +262,7 @@ def _mapped_position(leaf: Any, over: type[Axis]) -> int | None:
     return None
 
 
-def _axes_without(leaf: Any, over: type[Axis]) -> AxisLabels | None:
+def _axes_without(leaf: object, over: type[Axis]) -> AxisLabels | None:
     """A Tensor leaf's axes as one example sees them (without ``over``); ``None`` for others.
 
     Example:
@@ -282,12 +283,12 @@ def _insert_axis(axes: AxisLabels, over: type[Axis], at: int) -> AxisLabels:
     return axes[:k] + (over,) + axes[k:]
 
 
-def _unwrap(leaves: Sequence[Any]) -> list[Any]:
+def _unwrap(leaves: Sequence[object]) -> list[object]:
     """Tensors to their arrays; other leaves as they are."""
     return [leaf.array if isinstance(leaf, Tensor) else leaf for leaf in leaves]
 
 
-def _wrap(arrays: Sequence[Any], leaf_axes: Sequence[AxisLabels | None]) -> list[Any]:
+def _wrap(arrays: Sequence[object], leaf_axes: Sequence[AxisLabels | None]) -> list[object]:
     """The inverse of :func:`_unwrap`: name each array whose axes are given."""
     return [
         arr if axes is None else Tensor._wrap(arr, axes)

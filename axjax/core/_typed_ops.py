@@ -27,6 +27,7 @@ from typing import Any, Generic, TypeVar, TypeVarTuple, cast, overload
 from ._axis import Axis, axes_names, axis_name
 from ._dtype import DType, Floating
 from ._op import Op, apply, require_floating, same_sizes
+from ._protocols import Operand
 from ._tensor import AnyTensor, Tensor
 from ._tensor_type import TensorType
 
@@ -41,7 +42,7 @@ T2 = TypeVar("T2")
 Ts = TypeVarTuple("Ts")
 
 
-def _same_type(op: Op[Any], x: Any, others: tuple[Any, ...]) -> TensorType:
+def _same_type(op: Op[Any], x: Operand, others: tuple[Operand, ...]) -> TensorType:
     for o in others:
         if o.dtype is not x.dtype:
             raise op.fail(
@@ -72,7 +73,7 @@ class ElementwiseOp(Op[AnyTensor]):
 
     user_base = True  # a base for users' ops, not a primitive (tests/ops/test_op_table.py)
 
-    def infer(self, x: Any, *others: Any) -> TensorType:
+    def infer(self, x: Operand, *others: Operand) -> TensorType:
         """The operands' common type (``AxisError`` if their dtypes or axes differ)."""
         return _same_type(self, x, others)
 
@@ -91,7 +92,7 @@ class FloatElementwiseOp(Op[AnyTensor]):
 
     user_base = True  # a base for users' ops, not a primitive (tests/ops/test_op_table.py)
 
-    def infer(self, x: Any, *others: Any) -> TensorType:
+    def infer(self, x: Operand, *others: Operand) -> TensorType:
         """The operands' common type; floating-point values only."""
         require_floating(self, (x, *others))
         return _same_type(self, x, others)
@@ -119,7 +120,7 @@ class ReductionOp(Op[AnyTensor], Generic[X]):
     def describe(self) -> str:
         return f"{self.name}({axis_name(self.over)})"
 
-    def infer(self, x: Any) -> TensorType:
+    def infer(self, x: Operand) -> TensorType:
         """``x``'s type without axis ``over``."""
         if self.over not in x.axes:
             raise self.fail(
@@ -146,5 +147,5 @@ class ReductionOp(Op[AnyTensor], Generic[X]):
     def __call__(
         self, x: Tensor[D, T0, T1, T2, *Ts, Any, Any, Any]
     ) -> Tensor[D, *tuple[Any, ...]]: ...
-    def __call__(self, x: Any) -> Any:
+    def __call__(self, x: AnyTensor) -> AnyTensor | tuple[AnyTensor, ...]:
         return apply(self, (x,))

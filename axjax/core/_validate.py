@@ -51,7 +51,7 @@ __all__ = [
 ]
 
 
-def _shown(value: Any) -> str:
+def _shown(value: object) -> str:
     """The value as the message shows it: its repr, with the type when that is not obvious."""
     if isinstance(value, bool | np.bool_):
         return f"{value!r} (a bool)"
@@ -69,7 +69,7 @@ def _shown(value: Any) -> str:
 def check_int(
     where: str,
     name: str,
-    value: Any,
+    value: object,
     low: int | None,
     high: int | None,
     what: str,
@@ -99,7 +99,7 @@ def check_int(
 def check_float(
     where: str,
     name: str,
-    value: Any,
+    value: object,
     low: float | None,
     high: float | None,
     what: str,
@@ -123,36 +123,38 @@ def check_float(
     return x
 
 
-def positive_int(where: str, name: str, value: Any) -> int:
+def positive_int(where: str, name: str, value: object) -> int:
     """A size or count that must be at least 1 (features, heads, a stride, a batch size)."""
     return check_int(where, name, value, 1, None, "a positive int (1, 2, ...)")
 
 
-def non_negative_int(where: str, name: str, value: Any) -> int:
+def non_negative_int(where: str, name: str, value: object) -> int:
     """A count or step number that may be 0 (an axis size, a step, a start position)."""
     return check_int(where, name, value, 0, None, "a non-negative int (0, 1, ...)")
 
 
-def index_int(where: str, name: str, value: Any, *, what: str = "", fix: str | None = None) -> int:
+def index_int(
+    where: str, name: str, value: object, *, what: str = "", fix: str | None = None
+) -> int:
     """A position, negative counting from the end (checked against the size by the op);
     ``what`` and ``fix`` replace the description and the advice of the message."""
     what = what or "an int (negative counts from the end)"
     return check_int(where, name, value, None, None, what, fix)
 
 
-def int_in_range(where: str, name: str, value: Any, low: int, high: int) -> int:
+def int_in_range(where: str, name: str, value: object, low: int, high: int) -> int:
     """An int in ``[low, high]``."""
     return check_int(where, name, value, low, high, f"an int in [{low}, {high}]")
 
 
-def optional_positive_int(where: str, name: str, value: Any) -> int | None:
+def optional_positive_int(where: str, name: str, value: object) -> int | None:
     """``None`` or a positive int (an optional limit such as ``max_steps``)."""
     if value is None:
         return None
     return check_int(where, name, value, 1, None, "None or a positive int (1, 2, ...)")
 
 
-def positive_ints(where: str, name: str, value: Any, n: int) -> tuple[int, ...]:
+def positive_ints(where: str, name: str, value: object, n: int) -> tuple[int, ...]:
     """One positive int for all ``n`` axes, or a sequence of ``n`` of them (a window)."""
     what = f"a positive int or {n} positive ints"
     if isinstance(value, Sequence) and not isinstance(value, str):
@@ -177,27 +179,27 @@ def positive_sizes(
     }
 
 
-def probability(where: str, name: str, value: Any, *, one_ok: bool = False) -> float:
+def probability(where: str, name: str, value: object, *, one_ok: bool = False) -> float:
     """A rate in ``[0, 1)`` (``[0, 1]`` with ``one_ok``): a dropout rate."""
     what = "a probability in [0, 1]" if one_ok else "a probability in [0, 1)"
     return check_float(where, name, value, 0.0, 1.0, what, high_open=not one_ok)
 
 
-def positive_float(where: str, name: str, value: Any) -> float:
+def positive_float(where: str, name: str, value: object) -> float:
     """A finite number above 0 (an epsilon, a standard deviation, a timeout)."""
     return check_float(
         where, name, value, 0.0, math.inf, "a positive finite number", low_open=True, high_open=True
     )
 
 
-def non_negative_float(where: str, name: str, value: Any) -> float:
+def non_negative_float(where: str, name: str, value: object) -> float:
     """A finite number at least 0 (a tolerance)."""
     return check_float(
         where, name, value, 0.0, math.inf, "a non-negative finite number", high_open=True
     )
 
 
-def finite_float(where: str, name: str, value: Any) -> float:
+def finite_float(where: str, name: str, value: object) -> float:
     """Any finite number (a slope, a mean, a fill value)."""
     return check_float(
         where,
