@@ -15,7 +15,6 @@ Sizes are not part of the label: each tensor binds a size to each of its axes.
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import Any
 
 __all__ = [
     "Axis",
@@ -59,7 +58,7 @@ def axes_names(axes: Iterable[object]) -> str:
     return ", ".join(axis_name(a) for a in axes)
 
 
-def check_axis_label(axis: Any, where: str) -> type[Axis]:
+def check_axis_label(axis: object, where: str) -> type[Axis]:
     """Raise a clear ``TypeError`` unless ``axis`` is a subclass of :class:`Axis`."""
     if isinstance(axis, type) and issubclass(axis, Axis) and axis is not Axis:
         return axis

@@ -24,7 +24,7 @@ from jaxtyping import jaxtyped
 from ._arrays import sized
 from ._axis import axes_names, axis_name
 from ._errors import AxisError, describe
-from ._tensor import Tensor
+from ._tensor import AnyTensor, Tensor
 
 __all__ = ["check_axes"]
 
@@ -48,7 +48,7 @@ class _Spec:
 
     __slots__ = ("cls", "pattern", "dtype", "head", "tail", "star", "inner")
 
-    def __init__(self, cls: type[Any], pattern: Pattern) -> None:
+    def __init__(self, cls: type[AnyTensor], pattern: Pattern) -> None:
         self.cls, self.pattern = cls, pattern
         self.dtype, pats = pattern
         stars = [i for i, p in enumerate(pats) if _variadic(p) is not None]
@@ -94,9 +94,9 @@ class _Call:
 
     def __init__(self, name: str) -> None:
         self.name, self.bound = name, cast(Binding, {})
-        self.seen: list[tuple[str, Any]] = []
+        self.seen: list[tuple[str, AnyTensor]] = []
 
-    def fail(self, value: Any, what: str, pattern: Pattern, why: str) -> AxisError:
+    def fail(self, value: AnyTensor, what: str, pattern: Pattern, why: str) -> AxisError:
         return AxisError(
             f"Cannot apply {self.name} to {describe(value)}: {what} should be "
             f"{_annotation(pattern, self.bound)}, but {why}"
@@ -118,7 +118,7 @@ class _Call:
             return f"it has {axis_name(got)} {where}"
         return None
 
-    def match(self, value: Any, what: str, spec: _Spec) -> None:
+    def match(self, value: object, what: str, spec: _Spec) -> None:
         if not isinstance(value, spec.cls):
             raise TypeError(
                 f"Cannot apply {self.name}: {what} should be "
@@ -157,10 +157,10 @@ class _Call:
                 )
         self.sizes(value, what, spec, axes)
 
-    def sizes(self, value: Any, what: str, spec: _Spec, axes: tuple[Any, ...]) -> None:
+    def sizes(self, value: AnyTensor, what: str, spec: _Spec, axes: tuple[Any, ...]) -> None:
         """Ask jaxtyping whether each axis has the size it has elsewhere in this call."""
         if getattr(type(value), "_is_symbolic", False):  # a graph node: sizes may be None
-            carrier: Any = value
+            carrier: object = value
             known = tuple(n is not None for n in value.shape)
             hint = sized(axes, None if all(known) else known)
         else:
@@ -172,7 +172,7 @@ class _Call:
             raise self.fail(value, what, spec.pattern, self.mismatch(value))
         self.seen.append((what, value))
 
-    def mismatch(self, value: Any) -> str:
+    def mismatch(self, value: AnyTensor) -> str:
         """Which axis has another size elsewhere in this call (jaxtyping said one does)."""
         for i, (axis, size) in enumerate(zip(value.axes, value.shape, strict=True)):
             for where, other in self.seen:

@@ -29,7 +29,7 @@ P = ParamSpec("P")
 R = TypeVar("R")
 
 
-def check_choice(where: str, name: str, value: Any, allowed: Iterable[str]) -> str:
+def check_choice(where: str, name: str, value: object, allowed: Iterable[str]) -> str:
     """``value`` if it is one of ``allowed``; else ``ValueError`` listing them all.
 
     Example:
@@ -46,7 +46,7 @@ def check_choice(where: str, name: str, value: Any, allowed: Iterable[str]) -> s
     )
 
 
-def literal_choices(annotation: Any) -> tuple[str, ...] | None:
+def literal_choices(annotation: object) -> tuple[str, ...] | None:
     """The strings of a ``Literal`` annotation (also inside ``X | None``); ``None`` when the
     annotation is not one, or also admits any ``str``."""
     origin = typing.get_origin(annotation)

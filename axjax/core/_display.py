@@ -104,7 +104,7 @@ def _host_float_stats(a: np.ndarray[Any, Any]) -> tuple[list[float], list[int]]:
     return stats, counts
 
 
-def summary(array: Any) -> str:
+def summary(array: object) -> str:
     """The part of ``repr`` after the type: the values of a small array, else statistics.
 
     ``traced`` inside a transformation, the leaf's type name for a leaf that is no array

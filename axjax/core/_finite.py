@@ -16,18 +16,23 @@ import dataclasses
 import functools
 import threading
 from collections.abc import Callable, Generator, Sequence
-from typing import Any, Literal, ParamSpec, TypeVar, cast
+from typing import TYPE_CHECKING, Any, Literal, ParamSpec, TypeVar, cast
 
 import jax
 import jax.core
 import jax.numpy as jnp
 import numpy as np
+import numpy.typing as npt
 
 from ._choices import check_choice
 from ._context import current, switched
 from ._dtype import is_inexact
 from ._errors import describe
+from ._jax_typed import PyTree
 from ._source import user_site
+
+if TYPE_CHECKING:  # the checks sit below Op (core/_lower.py calls them): types only
+    from ._op import Op
 
 __all__ = [
     "NonFiniteError",
@@ -183,7 +188,7 @@ def check_finite(fun: Callable[P, R]) -> Callable[P, R]:
     return checked
 
 
-def all_finite(tree: Any) -> bool:
+def all_finite(tree: PyTree) -> bool:
     """Whether every floating leaf of ``tree`` (Tensors included) is finite (one sync)."""
     arrays: list[Any] = [getattr(x, "_array", x) for x in jax.tree_util.tree_leaves(tree)]
     leaves = [x for x in arrays if is_inexact(x)]
@@ -192,7 +197,7 @@ def all_finite(tree: Any) -> bool:
     return bool(jnp.all(jnp.stack([jnp.all(jnp.isfinite(x)) for x in leaves])))
 
 
-def check_forward(op: Any, operands: Sequence[Any], result: Any, site: str) -> None:
+def check_forward(op: Op[Any], operands: Sequence[object], result: object, site: str) -> None:
     """Raise (or record, under a trace) if the op's ``result`` arrays are not finite."""
     results = list(result) if isinstance(result, tuple) else [result]
     _check(
@@ -205,7 +210,7 @@ def check_forward(op: Any, operands: Sequence[Any], result: Any, site: str) -> N
 
 
 def check_backward(
-    op: Any, cotangent: Any, operands: Sequence[Any], grads: Sequence[Any], site: str
+    op: Op[Any], cotangent: object, operands: Sequence[object], grads: Sequence[object], site: str
 ) -> None:
     """Raise (or record) if the cotangents the op's backward returned are not finite."""
     dys = list(cotangent) if isinstance(cotangent, tuple) else [cotangent]
@@ -215,7 +220,11 @@ def check_backward(
 
 
 def _check(
-    op: Any, phase: Phase, site: str, checked: list[tuple[str, Any]], context: list[tuple[str, Any]]
+    op: Op[Any],
+    phase: Phase,
+    site: str,
+    checked: list[tuple[str, object]],
+    context: list[tuple[str, object]],
 ) -> None:
     checked = [(n, v) for n, v in checked if is_inexact(_array(v))]
     if not checked:
@@ -227,7 +236,7 @@ def _check(
     arrays = [_array(v) for _, v in checked + context]
     n_checked = len(checked)
 
-    def inspect(*values: Any) -> None:
+    def inspect(*values: npt.ArrayLike) -> None:
         values_np = [np.asarray(v) for v in values]
         if all(np.isfinite(v).all() for v in values_np[:n_checked] if is_inexact(v.dtype)):
             return
@@ -256,8 +265,9 @@ def _check(
         jax.debug.callback(inspect, *arrays)
 
 
-def _array(v: Any) -> Any:
-    return getattr(v, "_array", v)
+def _array(v: object) -> jax.Array | np.ndarray[Any, Any]:
+    """A Tensor's array; an array (a cotangent, a float0 zero) as it is."""
+    return cast("jax.Array | np.ndarray[Any, Any]", getattr(v, "_array", v))
 
 
 def _type_of(v: Any) -> str:

@@ -258,7 +258,7 @@ def _make_adapter() -> Any:
     return TensorAdapter()
 
 
-def treescope_repr(t: Tensor[Any, *tuple[Any, ...]], path: str | None, renderer: Any) -> Any:
+def treescope_repr(t: Tensor[Any, *tuple[Any, ...]], path: str | None, renderer: object) -> Any:
     """A Tensor in a treescope rendering: its ``repr``, the type with sizes and the summary,
     on one line (treescope itself adds the ``_repr_html_`` preview below it in HTML). The
     values of a small tensor of rank 2 or more, which numpy prints on several lines, are

@@ -23,6 +23,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 from jax.sharding import PartitionSpec, Sharding
+from jax.typing import DTypeLike
 
 __all__ = [
     "PyTree",
@@ -37,7 +38,7 @@ __all__ = [
 ]
 
 PyTree: TypeAlias = Any
-"""Any JAX pytree: a leaf (an array, a Tensor, a scalar, ``None``) or a nesting of lists,
+"""A JAX pytree: a leaf (an array, a Tensor, a scalar, ``None``) or a nesting of lists,
 tuples, dicts and registered nodes (Equinox modules) of them. An alias of ``Any`` (a pytree
 has no static type), written where a signature means a tree rather than anything."""
 
@@ -80,7 +81,7 @@ def with_sharding_constraint(x: T, sharding: PartitionSpec | Sharding) -> T:
 
 
 def shape_dtype_struct(
-    shape: tuple[int, ...], dtype: Any, *, sharding: Sharding | None = None
+    shape: tuple[int, ...], dtype: DTypeLike, *, sharding: Sharding | None = None
 ) -> jax.ShapeDtypeStruct:
     """``jax.ShapeDtypeStruct(shape, dtype, sharding=sharding)``: an abstract array (``dtype``
     is anything ``numpy.dtype`` takes).
@@ -102,11 +103,11 @@ def config_update(name: str, value: bool | int | str) -> None:
     jax.config.update(name, value)  # type: ignore[no-untyped-call, unused-ignore]  # JAX leaves it unannotated
 
 
-def _finfo(dtype: Any) -> np.finfo[Any]:  # JAX's is ml_dtypes.finfo, a numpy.finfo
+def _finfo(dtype: DTypeLike) -> np.finfo[Any]:  # JAX's is ml_dtypes.finfo, a numpy.finfo
     return jnp.finfo(dtype)  # type: ignore[no-untyped-call, unused-ignore]  # JAX leaves it unannotated
 
 
-def finfo_max(dtype: Any) -> float:
+def finfo_max(dtype: DTypeLike) -> float:
     """``float(jnp.finfo(dtype).max)``: the largest finite value of a floating ``dtype``.
 
     Example:
@@ -116,7 +117,7 @@ def finfo_max(dtype: Any) -> float:
     return float(_finfo(dtype).max)
 
 
-def finfo_min(dtype: Any) -> float:
+def finfo_min(dtype: DTypeLike) -> float:
     """``float(jnp.finfo(dtype).min)``: the most negative finite value of a floating ``dtype``.
 
     Example:

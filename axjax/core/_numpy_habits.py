@@ -185,7 +185,7 @@ def _sizes(x: Any) -> tuple[int, ...]:
     return tuple(array.shape) if array is not None else tuple(np.shape(x))
 
 
-def _where(cond: Any, a: Any, b: Any) -> Any:
+def _where(cond: object, a: object, b: object) -> object:
     spec = next(s for s in declared_ops() if "where" in s.functions and s.namespace == "axjax")
     return sys.modules[spec.module].where(cond, a, b)
 
@@ -204,8 +204,8 @@ _SERVED: dict[str, Callable[[tuple[Any, ...], dict[str, Any]], Any]] = {
 
 
 def numpy_function(
-    shown: str, func: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]
-) -> Any:
+    shown: str, func: Callable[..., object], args: tuple[object, ...], kwargs: dict[str, object]
+) -> object:
     """What ``func(*args, **kwargs)`` (a numpy function given Tensors) gives: the axjax op's
     result, or a ``TypeError`` naming the axjax spelling."""
     name = _qualified(func)

@@ -31,8 +31,9 @@ __all__ = ["Arrays", "Cotangents", "Operand"]
 class Operand(HasType, Protocol):
     """An op's operand as the pipeline reads it: a ``Tensor`` satisfies it.
 
-    A type rule reads what :class:`HasType` names (``axes``, ``dtype``, ``shape``) and ``type``; the lowering reads the array and
-    the labels through the slots (``_array``, ``_axes``), as the hot path does.
+    A type rule reads what :class:`HasType` names (``axes``, ``dtype``, ``shape``) and
+    ``type``; the lowering reads the array and the labels through the slots (``_array``,
+    ``_axes``), as the hot path does.
     """
 
     @property

@@ -28,11 +28,13 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Sequence
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, TypeVar
 
 from ._axis import Axis, axis_name
 from ._context import Switches
 from ._source import entry_name, user_site
+
+T = TypeVar("T")
 
 __all__ = [
     "Origin",
@@ -64,13 +66,13 @@ class Origin(NamedTuple):
 Record = tuple[Origin | None, ...]
 
 
-def origins(t: Any) -> Record | None:
+def origins(t: object) -> Record | None:
     """The per-axis record of a Tensor or graph node (``None`` if it has none)."""
     rec = getattr(t, "_prov", None)
     return rec if isinstance(rec, tuple) else None
 
 
-def origin(t: Any, axis: type[Axis]) -> Origin | None:
+def origin(t: object, axis: type[Axis]) -> Origin | None:
     """Where ``axis`` of ``t`` came from, if recorded."""
     rec = origins(t)
     axes = getattr(t, "axes", ())
@@ -86,7 +88,7 @@ def constructed(n: int, name: str | None = None) -> Record:
     return (o,) * n
 
 
-def record(op: Any, operands: Sequence[Any], result: Any) -> Any:
+def record(op: object, operands: Sequence[object], result: T) -> T:
     """Attach the record of ``result`` (a Tensor, a node, or a tuple of them) made by ``op``
     from ``operands``; returns ``result``."""
     for y in result if isinstance(result, tuple) else (result,):
@@ -94,7 +96,7 @@ def record(op: Any, operands: Sequence[Any], result: Any) -> Any:
     return result
 
 
-def _record_one(op: Any, operands: Sequence[Any], y: Any) -> None:
+def _record_one(op: object, operands: Sequence[Any], y: object) -> None:
     out: tuple[type[Axis], ...] = getattr(y, "axes", ())
     tensors = [x for x in operands if isinstance(getattr(x, "axes", None), tuple)]
     if tensors and tensors[0].axes == out:  # every axis in place (elementwise): its record
@@ -110,7 +112,8 @@ def _record_one(op: Any, operands: Sequence[Any], y: Any) -> None:
             rec.append(next((o for o in (origin(x, a) for x in having) if o is not None), None))
             continue
         site = user_site() if site is None else site
-        name = op.describe() if hasattr(op, "describe") else str(op)
+        describe = getattr(op, "describe", None)
+        name = describe() if describe is not None else str(op)
         rec.append(Origin(f"{'moved' if having else 'introduced'} by {name}", site))
     object.__setattr__(y, "_prov", tuple(rec))
 

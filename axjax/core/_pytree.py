@@ -8,6 +8,7 @@ from typing import Any
 import jax
 
 from ._axis import Axis
+from ._jax_typed import PyTree
 from ._tensor import AnyTensor, Tensor
 
 __all__ = ["flatten", "is_tensor", "unflatten", "wrap"]
@@ -18,17 +19,17 @@ def is_tensor(x: object) -> bool:
     return isinstance(x, Tensor)
 
 
-def wrap(array: Any, axes: tuple[type[Axis], ...]) -> AnyTensor:  # Any: a jax.Array or tracer
+def wrap(array: jax.Array, axes: tuple[type[Axis], ...]) -> AnyTensor:  # or a tracer
     """A Tensor from an array and its axes (the public, checked constructor)."""
     return Tensor(array, axes)
 
 
-def flatten(tree: Any) -> tuple[list[Any], Any]:
+def flatten(tree: PyTree) -> tuple[list[Any], Any]:  # Any: the leaves, a PyTreeDef
     """Leaves (Tensors kept whole) and the structure of a pytree."""
     flat: tuple[list[Any], Any] = jax.tree_util.tree_flatten(tree, is_leaf=is_tensor)
     return flat
 
 
-def unflatten(treedef: Any, leaves: Sequence[Any]) -> Any:
+def unflatten(treedef: Any, leaves: Sequence[Any]) -> PyTree:
     """The inverse of :func:`flatten`."""
     return jax.tree_util.tree_unflatten(treedef, list(leaves))

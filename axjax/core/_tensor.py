@@ -10,6 +10,7 @@ from __future__ import annotations
 import builtins  # `type` is also a property of Tensor: annotations say builtins.type
 import html
 import math
+from collections.abc import Callable, Collection
 from typing import (
     TYPE_CHECKING,
     Any,
@@ -25,6 +26,7 @@ from typing import (
 import jax
 import jax.core  # jax.core.Tracer: the submodule, imported by name for type checkers
 import numpy as np
+import numpy.typing as npt
 
 from . import _display, _interop, _provenance
 from ._arrays import AxesArray
@@ -175,7 +177,9 @@ class Tensor(Generic[D, *Axes]):
         """Refused: axjax picks entries by axis name (``ax.index``, ``ax.slice``)."""
         raise _no_positions(self, key)
 
-    def __array__(self, dtype: Any = None, copy: bool | None = None) -> np.ndarray[Any, Any]:
+    def __array__(
+        self, dtype: npt.DTypeLike | None = None, copy: bool | None = None
+    ) -> np.ndarray[Any, Any]:
         """``np.asarray(t)``: the values in storage order (:attr:`axes`), without the axes."""
         if isinstance(self._array, jax.core.Tracer):
             raise TypeError(
@@ -186,7 +190,9 @@ class Tensor(Generic[D, *Axes]):
         out = np.asarray(self._array, dtype=dtype)
         return out.copy() if copy else out
 
-    def __array_ufunc__(self, ufunc: Any, method: str, *inputs: Any, **kwargs: Any) -> Any:
+    def __array_ufunc__(
+        self, ufunc: np.ufunc, method: str, *inputs: object, **kwargs: object
+    ) -> object:
         """numpy's operators defer to axjax's (``np.sqrt(2.0) * t`` is ``t``'s ``__rmul__``
         rule); any other numpy ufunc on a Tensor is an error, never a silent loss of axes."""
         name = getattr(ufunc, "__name__", str(ufunc))
@@ -199,8 +205,12 @@ class Tensor(Generic[D, *Axes]):
         raise _no_ufunc(self, name, method)
 
     def __array_function__(
-        self, func: Any, types: Any, args: tuple[Any, ...], kwargs: dict[str, Any]
-    ) -> Any:
+        self,
+        func: Callable[..., object],
+        types: Collection[builtins.type],
+        args: tuple[object, ...],
+        kwargs: dict[str, object],
+    ) -> object:
         """A numpy function given Tensors (``np.concatenate([a, b])``): the axjax op where one
         keeps the axes (``np.where``), else a ``TypeError`` naming the axjax spelling
         (core/_numpy_habits.py); never a bare array."""
@@ -208,7 +218,7 @@ class Tensor(Generic[D, *Axes]):
 
     if not TYPE_CHECKING:  # for checkers a missing attribute stays an error
 
-        def __getattr__(self, name: str) -> Any:
+        def __getattr__(self, name: str) -> NoReturn:
             """``t.T``, ``t.sum()``, ``t.reshape``: numpy's array attributes are refused with
             the axjax spelling; any other missing attribute is the plain error."""
             if name in _NUMPY_ATTRIBUTES:
@@ -318,10 +328,10 @@ class Tensor(Generic[D, *Axes]):
         )
 
     # treescope (core/_interop.py): imported there, on first use, never by `import axjax`
-    def __treescope_repr__(self, path: str | None, subtree_renderer: Any) -> Any:
+    def __treescope_repr__(self, path: str | None, subtree_renderer: object) -> object:
         return _interop.treescope_repr(self, path, subtree_renderer)
 
-    def __treescope_ndarray_adapter__(self) -> Any:
+    def __treescope_ndarray_adapter__(self) -> object:
         return _interop.treescope_adapter()
 
 
@@ -366,7 +376,7 @@ def _nested(t: Tensor[Any, *tuple[Any, ...]]) -> str:
     ``jax.hessian`` return for Tensor arguments (the input's Tensor inside the output's)."""
     levels: list[str] = []
     axes: list[type[Axis]] = list(t._axes)
-    leaf: Any = t._array
+    leaf: object = t._array
     while isinstance(leaf, Tensor) and len(levels) < 8:
         levels.append(_axes_only(leaf))
         axes += leaf._axes
@@ -386,11 +396,11 @@ def _axes_only(t: Tensor[Any, *tuple[Any, ...]]) -> str:
     return "Tensor[" + ", ".join(axis_name(a) for a in getattr(t, "_axes", ())) + "]"
 
 
-def _is_array_like(leaf: Any) -> bool:
+def _is_array_like(leaf: object) -> bool:
     return hasattr(leaf, "shape") and hasattr(leaf, "dtype")
 
 
-def _summary(array: Any) -> str:
+def _summary(array: object) -> str:
     return _display.summary(array)
 
 
@@ -401,18 +411,22 @@ def _summary(array: Any) -> str:
 _ARRAY_KEY = jax.tree_util.GetAttrKey("array")
 
 
-def _flatten_with_keys(t: Tensor[Any, *tuple[Any, ...]], _key: Any = _ARRAY_KEY) -> Any:
+def _flatten_with_keys(
+    t: Tensor[Any, *tuple[Any, ...]], _key: object = _ARRAY_KEY
+) -> tuple[tuple[tuple[object, jax.Array]], tuple[type[Axis], ...]]:  # object: a GetAttrKey
     return ((_key, t._array),), t._axes
 
 
-def _flatten(t: Tensor[Any, *tuple[Any, ...]]) -> Any:
+def _flatten(t: Tensor[Any, *tuple[Any, ...]]) -> tuple[tuple[jax.Array], tuple[type[Axis], ...]]:
     return (t._array,), t._axes
 
 
 def _unflatten(
     axes: tuple[type[Axis], ...],
     leaves: Any,
-    _new: Any = object.__new__,
+    _new: Callable[
+        [type[Tensor[Any, *tuple[Any, ...]]]], Tensor[Any, *tuple[Any, ...]]
+    ] = object.__new__,
     _tensor: type[Tensor[Any, *tuple[Any, ...]]] = Tensor,
 ) -> Tensor[Any, *tuple[Any, ...]]:
     t: Tensor[Any, *tuple[Any, ...]] = _new(_tensor)
@@ -449,7 +463,7 @@ def _compare(method: str, x: Tensor[D, *Axes], other: object) -> Tensor[Bool, *A
     return cast("Tensor[Bool, *Axes]", _operator(method)(x, other))
 
 
-def _number(v: Any) -> Any:
+def _number(v: object) -> object:
     """A rank-0 numpy array as the Python number it holds; anything else as it is."""
     if isinstance(v, np.ndarray) and v.ndim == 0:
         n = v.item()

@@ -67,7 +67,7 @@ def tensor(
     return Tensor(arr, tuple(axes))
 
 
-def _not_array_data(data: Any, error: Exception) -> Exception:
+def _not_array_data(data: object, error: Exception) -> Exception:
     """Why ``data`` cannot be a tensor's array (ragged lists, object or string arrays)."""
     kind = getattr(getattr(data, "dtype", None), "kind", None)
     if isinstance(data, np.ndarray) and kind in ("O", "U", "S", "M", "m", "V"):
@@ -154,7 +154,10 @@ def ones(shape: int | Sequence[int], *axes: type[Axis], dtype: type[DType] = F32
 
 
 def full(
-    shape: int | Sequence[int], *axes: type[Axis], value: Any, dtype: type[DType] = F32
+    shape: int | Sequence[int],
+    *axes: type[Axis],
+    value: float | jax.Array,
+    dtype: type[DType] = F32,
 ) -> AnyTensor:
     """A tensor filled with ``value``: ``ax.full((2,), Batch, value=0.5)``."""
     sizes, dt = _shape(shape, axes, "full"), jax_dtype(dtype, "full")

@@ -171,7 +171,7 @@ def slice(
     return Slice(axis, start, stop, step).same_type(x)
 
 
-def _slice_bound(name: str, v: Any, none_ok: bool = True) -> int | None:
+def _slice_bound(name: str, v: object, none_ok: bool = True) -> int | None:
     """``v`` as an int bound of ``ax.slice``, or the one ``TypeError`` for anything else."""
     if v is None and none_ok:
         return None

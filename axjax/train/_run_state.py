@@ -10,12 +10,10 @@ import equinox as eqx
 import jax
 import jax.numpy as jnp
 
+from ..core._internal import PyTree  # the one alias: a JAX pytree (core/_jax_typed.py)
 from ._step import Monitor, all_finite
 
 __all__ = ["PyTree", "RunState", "copy_tree", "finite_and_copy"]
-
-#: a pytree of arrays (parameters, optimizer state)
-PyTree = Any
 
 
 @jax.jit
