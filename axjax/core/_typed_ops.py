@@ -73,7 +73,7 @@ class ElementwiseOp(Op[AnyTensor]):
 
     user_base = True  # a base for users' ops, not a primitive (tests/ops/test_op_table.py)
 
-    def infer(self, x: Operand, *others: Operand) -> TensorType:
+    def infer(self, x: Any, *others: Any) -> TensorType:  # Any: an override may say Tensor
         """The operands' common type (``AxisError`` if their dtypes or axes differ)."""
         return _same_type(self, x, others)
 
@@ -92,7 +92,7 @@ class FloatElementwiseOp(Op[AnyTensor]):
 
     user_base = True  # a base for users' ops, not a primitive (tests/ops/test_op_table.py)
 
-    def infer(self, x: Operand, *others: Operand) -> TensorType:
+    def infer(self, x: Any, *others: Any) -> TensorType:  # Any: an override may say Tensor
         """The operands' common type; floating-point values only."""
         require_floating(self, (x, *others))
         return _same_type(self, x, others)
@@ -120,7 +120,7 @@ class ReductionOp(Op[AnyTensor], Generic[X]):
     def describe(self) -> str:
         return f"{self.name}({axis_name(self.over)})"
 
-    def infer(self, x: Operand) -> TensorType:
+    def infer(self, x: Any) -> TensorType:  # Any: an override may say Tensor
         """``x``'s type without axis ``over``."""
         if self.over not in x.axes:
             raise self.fail(
