@@ -154,10 +154,7 @@ def ones(shape: int | Sequence[int], *axes: type[Axis], dtype: type[DType] = F32
 
 
 def full(
-    shape: int | Sequence[int],
-    *axes: type[Axis],
-    value: float | jax.Array,
-    dtype: type[DType] = F32,
+    shape: int | Sequence[int], *axes: type[Axis], value: Any, dtype: type[DType] = F32
 ) -> AnyTensor:
     """A tensor filled with ``value``: ``ax.full((2,), Batch, value=0.5)``."""
     sizes, dt = _shape(shape, axes, "full"), jax_dtype(dtype, "full")
