@@ -9,7 +9,7 @@ import math
 import os
 import warnings
 from collections.abc import Callable
-from typing import Any, NamedTuple
+from typing import Any, Generic, NamedTuple, TypeVar
 
 import equinox as eqx
 import jax
@@ -18,6 +18,7 @@ import optax
 
 from ..core import Axis
 from ..core._internal import (
+    PyTree,
     block_until_ready,
     check_axis_label,
     optional_positive_int,
@@ -33,7 +34,7 @@ from ._fit_log import FitLog
 from ._guard import GUARDS, FlatSteps, Guard, NanGuard
 from ._loader import BatchSource, as_source
 from ._manager import Checkpoints
-from ._precision import check_guard
+from ._precision import Optimizer, check_guard
 from ._run_state import RunState, copy_tree
 from ._setup import Prepared, prepare
 from ._step import (
@@ -48,19 +49,21 @@ from ._step import (
 
 __all__ = ["FitResult", "Guard", "evaluate", "fit"]
 
+M = TypeVar("M")
 
-class FitResult(NamedTuple):
-    """What :func:`fit` returns."""
 
-    model: Any
-    opt_state: Any
+class FitResult(NamedTuple, Generic[M]):
+    """What :func:`fit` returns: ``model`` has the type of the model given to it."""
+
+    model: M
+    opt_state: PyTree
     step: int
     history: list[dict[str, Any]]
     stopped_early: bool
     seconds: float
 
 
-def batch_axis_of(data: Any, batch_axis: type[Axis] | None) -> type[Axis]:
+def batch_axis_of(data: object, batch_axis: type[Axis] | None) -> type[Axis]:
     """``batch_axis`` if given, else the first of a :class:`Loader`'s ``axes`` (its batch
     axis), else :class:`Batch`."""
     if batch_axis is not None:
@@ -73,9 +76,9 @@ def batch_axis_of(data: Any, batch_axis: type[Axis] | None) -> type[Axis]:
 
 
 def evaluate(
-    model: Any,
+    model: PyTree,
     loss_fn: Callable[..., Any],
-    data: Any,
+    data: object,
     _step: Callable[..., Any] | None = None,
     *,
     batch_axis: type[Axis] | None = None,
@@ -118,7 +121,7 @@ def evaluate(
 
 
 def fit(
-    model: Any,
+    model: M,
     optimizer: optax.GradientTransformation,
     loss_fn: Callable[..., Any],
     data: BatchSource | Any,
@@ -126,7 +129,7 @@ def fit(
     epochs: int = 1,
     max_steps: int | None = None,
     key: jax.Array | None = None,
-    eval_data: Any = None,
+    eval_data: object = None,
     log_every: int = 100,
     logdir: str | os.PathLike[str] | None = None,
     checkpoints: Checkpoints | None = None,
@@ -137,7 +140,7 @@ def fit(
     precision: Policy | None = None,
     parallel: Parallel | None = None,
     batch_axis: type[Axis] | None = None,
-) -> FitResult:
+) -> FitResult[M]:
     """Train ``model`` with ``optimizer`` on ``loss_fn`` over ``data``.
 
     Args:
@@ -203,10 +206,12 @@ def fit(
     )
     if parallel is not None and not parallel.is_main:  # logs and the progress bar: process 0
         logdir, progress = None, False
-    schedule = schedule_of(epochs, max_steps, len(p.data))
+    schedule = schedule_of(epochs, max_steps, len(p.batches()))
     key = jax.random.key(0) if key is None else key
     resume_from = checkpoints if resume else None
-    run = start_run(p.model, p.opt_state, key, len(p.data), resume_from, early_stopping, schedule)
+    run = start_run(
+        p.model, p.opt_state, key, len(p.batches()), resume_from, early_stopping, schedule
+    )
     loop = _Loop.build(
         run,
         p,
@@ -235,13 +240,13 @@ def fit(
 def _flat_step(
     run: RunState,
     parallel: Parallel | None,
-    loss_fn: Any,
-    optimizer: Any,
-    treedef: Any,
+    loss_fn: Callable[..., Any],
+    optimizer: Optimizer,
+    treedef: Any,  # a jax.tree_util.PyTreeDef: jaxlib has no stub pyright can use
     *,
     donate: bool,
     guard: bool,
-) -> Any:
+) -> Callable[..., list[jax.Array]]:
     """The jitted step on the leaves of ``treedef``; under a :class:`Parallel`, its outputs
     pinned to the parameter rules' shardings (the state it updates: ``run.hot``)."""
     out = None
@@ -259,7 +264,7 @@ def _check_arguments(
     max_steps: int | None,
     guard: Guard,
     early_stopping: EarlyStopping | None,
-    eval_data: Any,
+    eval_data: object,
     precision: Policy | None,
 ) -> tuple[int, int, int | None]:
     """``(epochs, log_every, max_steps)`` checked; the ``ValueError`` of an unknown guard
@@ -315,7 +320,7 @@ class _Loop:
     epochs: int
     max_steps: int | None
     log_every: int
-    eval_data: Any
+    eval_data: object
     eval_step: Callable[..., Any] | None
     early_stopping: EarlyStopping | None
     sync_every: int | None = None
@@ -333,7 +338,7 @@ class _Loop:
         epochs: int,
         max_steps: int | None,
         log_every: int,
-        eval_data: Any,
+        eval_data: object,
         batch_axis: type[Axis] | None,
         early_stopping: EarlyStopping | None,
     ) -> _Loop:
@@ -356,7 +361,7 @@ class _Loop:
         nan_guard = NanGuard(
             guard,
             run,
-            p.data,
+            p.batches(),
             donate=donate,
             make_replay=functools.partial(make_replay_step, p.loss_fn, p.optimizer, run.static),
             flat_steps=flat_steps,
@@ -370,7 +375,7 @@ class _Loop:
             else None
         )
         return cls(
-            source=p.data,
+            source=p.batches(),
             loss_fn=p.loss_fn,
             donate=donate,
             guard=nan_guard,
@@ -416,7 +421,7 @@ class _Loop:
         finally:
             run.unpack()
 
-    def _train_batch(self, run: RunState, batch: Any) -> None:
+    def _train_batch(self, run: RunState, batch: PyTree) -> None:
         """One step; a log row every ``log_every`` steps, a checkpoint when one is due."""
         if run.monitor is None:
             names = metric_names(self.loss_fn, run.model(), batch)
