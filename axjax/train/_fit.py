@@ -160,19 +160,13 @@ def fit(
         resume: continue from the newest checkpoint in ``checkpoints``, if any.
         early_stopping: an :class:`EarlyStopping` rule checked after each evaluation.
         progress: show a tqdm progress bar with the live loss and metrics.
-        guard: what a NaN or infinite value does.
-
-            - ``"replay"`` (default): the step is as fast as a hand-written one. At each log
-              point, epoch end and checkpoint, ``fit`` checks that the loss sum, parameters
-              and optimizer state are finite, and keeps a device copy of that state (the
-              step updates its buffers in place). If something is not finite it
-              replays the steps since then (same batches, same keys) with a checking step
-              and raises the ``TrainingDiverged`` that ``"step"`` would raise (two edge
-              cases differ: docs/training.md, "NaN/Inf guard").
-            - ``"step"``: every step computes the gradient norm and keeps the old
-              parameters and optimizer state when it or the loss is not finite (slower, no
-              extra memory).
-            - ``"off"``: no check; NaN goes into the model, the logs and checkpoints.
+        guard: what a NaN or infinite value does: ``"replay"`` (default; as fast as a
+            hand-written step: at each log point, epoch end and checkpoint the loss sum and
+            state are checked and a device copy kept; when not finite, the steps since are
+            replayed, same batches and keys, to raise what ``"step"`` would), ``"step"``
+            (every step checks the loss and gradient norm and keeps the old state: slower,
+            no extra memory) or ``"off"`` (no check: NaN goes into the model, the logs and
+            checkpoints). Details and two edge cases: docs/training.md, "NaN/Inf guard".
         precision: an ``ax.nn.Policy``: the step casts the model and floating inputs to
             its compute dtype and the loss to its output dtype, and updates the parameters
             in its param dtype; with loss scaling (f16) an overflowing step is skipped and
@@ -204,21 +198,15 @@ def fit(
     p = prepare(
         model, optimizer, loss_fn, precision=precision, parallel=parallel, data=as_source(data)
     )
-    if parallel is not None and not parallel.is_main:  # logs and the progress bar: process 0
-        logdir, progress = None, False
-    schedule = schedule_of(epochs, max_steps, len(p.batches()))
-    key = jax.random.key(0) if key is None else key
-    resume_from = checkpoints if resume else None
-    run = start_run(
-        p.model, p.opt_state, key, len(p.batches()), resume_from, early_stopping, schedule
-    )
-    loop = _Loop.build(
-        run,
+    loop, run = _Loop.start(
         p,
         parallel,
         guard,
-        log=FitLog(logdir, resume_at=run.step, epochs=epochs, progress=progress),
-        saver=FitCheckpoints(checkpoints, early_stopping, schedule),
+        key=key,
+        checkpoints=checkpoints,
+        resume=resume,
+        logdir=logdir,
+        progress=progress,
         epochs=epochs,
         max_steps=max_steps,
         log_every=log_every,
@@ -226,11 +214,7 @@ def fit(
         batch_axis=batch_axis,
         early_stopping=early_stopping,
     )
-    # the step, the guard's replay and its op-by-op report, evaluation and checkpoints all
-    # run in one placement context: the mesh under a Parallel (ops run eagerly by the
-    # report would otherwise mix the mesh's arrays with one-device constants)
-    with parallel.placement() if parallel is not None else contextlib.nullcontext():
-        loop.run(run)
+    loop.run(run)
     history, seconds = loop.log.history, run.seconds()
     return FitResult(
         p.unwrap(run.model()), run.opt_state, run.step, history, run.stopped_early, seconds
@@ -311,6 +295,7 @@ class _Loop:
     """What stays fixed in a ``fit`` run; its methods advance a :class:`RunState`."""
 
     source: BatchSource
+    parallel: Parallel | None
     loss_fn: Callable[..., Any]
     flat_step: FlatSteps
     donate: bool
@@ -326,24 +311,38 @@ class _Loop:
     sync_every: int | None = None
 
     @classmethod
-    def build(
+    def start(
         cls,
-        run: RunState,
         p: Prepared,
         parallel: Parallel | None,
         guard: Guard,
         *,
-        log: FitLog,
-        saver: FitCheckpoints,
+        key: jax.Array | None,
+        checkpoints: Checkpoints | None,
+        resume: bool,
+        logdir: str | os.PathLike[str] | None,
+        progress: bool,
         epochs: int,
         max_steps: int | None,
         log_every: int,
         eval_data: object,
         batch_axis: type[Axis] | None,
         early_stopping: EarlyStopping | None,
-    ) -> _Loop:
-        """The loop of a run: its compiled steps, NaN guard and evaluation step. The run's
-        arrays are copied first when the step donates them (the caller's must survive)."""
+    ) -> tuple[_Loop, RunState]:
+        """The run, fresh or (``resume``) from the newest checkpoint in ``checkpoints``, and
+        its loop: the log, the checkpoint schedule, the compiled steps, the NaN guard and
+        the evaluation step. The run's arrays are copied first when the step donates them
+        (the caller's must survive)."""
+        if parallel is not None and not parallel.is_main:  # logs and the progress bar: process 0
+            logdir, progress = None, False
+        schedule = schedule_of(epochs, max_steps, len(p.batches()))
+        key = jax.random.key(0) if key is None else key
+        resume_from = checkpoints if resume else None
+        run = start_run(
+            p.model, p.opt_state, key, len(p.batches()), resume_from, early_stopping, schedule
+        )
+        log = FitLog(logdir, resume_at=run.step, epochs=epochs, progress=progress)
+        saver = FitCheckpoints(checkpoints, early_stopping, schedule)
         donate = True  # in place on every backend: faster on CPU too (benchmarks.fit_loop)
         # one compiled step per tree structure, for the loop and the guard's replay alike
         flat_steps: FlatSteps = functools.cache(
@@ -374,8 +373,9 @@ class _Loop:
             if eval_data is not None
             else None
         )
-        return cls(
+        loop = cls(
             source=p.batches(),
+            parallel=parallel,
             loss_fn=p.loss_fn,
             donate=donate,
             guard=nan_guard,
@@ -390,24 +390,31 @@ class _Loop:
             early_stopping=early_stopping,
             sync_every=queue_bound(run.params),
         )
+        return loop, run
 
     def run(self, run: RunState) -> None:
         """Train until ``epochs``, ``max_steps`` or early stopping; then, with
         ``restore_best``, take the best evaluation's parameters. A ``TrainingDiverged``
-        closes the bar and writes the logs on its way out."""
-        run.start_clock()
-        run.done = self.max_steps is not None and run.step >= self.max_steps
-        try:
-            while run.epoch < self.epochs and not run.done:
-                self._train_epoch(run)
-                self._end_epoch(run)
-        except TrainingDiverged:
-            self.log.close()
-            raise
-        self.log.close()  # the curves: drawn once per run
-        rule = self.early_stopping
-        if rule is not None and rule.restore_best and run.best is not None:
-            run.params = run.best
+        closes the bar and writes the logs on its way out.
+
+        The step, the guard's replay and its op-by-op report, evaluation and checkpoints
+        all run in one placement context: the mesh under a Parallel (ops run eagerly by the
+        report would otherwise mix the mesh's arrays with one-device constants)."""
+        parallel = self.parallel
+        with parallel.placement() if parallel is not None else contextlib.nullcontext():
+            run.start_clock()
+            run.done = self.max_steps is not None and run.step >= self.max_steps
+            try:
+                while run.epoch < self.epochs and not run.done:
+                    self._train_epoch(run)
+                    self._end_epoch(run)
+            except TrainingDiverged:
+                self.log.close()
+                raise
+            self.log.close()  # the curves: drawn once per run
+            rule = self.early_stopping
+            if rule is not None and rule.restore_best and run.best is not None:
+                run.params = run.best
 
     def _train_epoch(self, run: RunState) -> None:
         """The steps of the current epoch, from the batch the run stands at."""
