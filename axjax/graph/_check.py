@@ -4,11 +4,11 @@ values against a node's type (a Param's new value, a compiled graph's arguments)
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import jax
 
-from ..core import Axis, AxisError, Tensor, TensorType
+from ..core import AnyTensor, Axis, AxisError, Tensor, TensorType
 from ..core._internal import axis_name, describe, is_symbolic, non_negative_int
 
 if TYPE_CHECKING:
@@ -42,7 +42,7 @@ def input_sizes(
     return tuple(None if n is None else non_negative_int("Input", "sizes", n) for n in shape)
 
 
-def check_value(node: AnyNode, value: Any, where: str) -> None:
+def check_value(node: AnyNode, value: object, where: str) -> None:
     """Raise unless ``value`` is a Tensor with the node's dtype, axes and known sizes."""
     if not isinstance(value, Tensor) or is_symbolic(value):  # a node has no value
         raise TypeError(
@@ -55,7 +55,7 @@ def check_value(node: AnyNode, value: Any, where: str) -> None:
         )
 
 
-def mismatch(want: TensorType, got: Any) -> str:
+def mismatch(want: TensorType, got: AnyTensor) -> str:
     """Why a concrete Tensor does not fit a node's type ('' when it fits)."""
     if got.axes != want.axes:
         if set(got.axes) == set(want.axes) and len(got.axes) == len(want.axes):

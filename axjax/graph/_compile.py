@@ -12,7 +12,7 @@ eager fold/scan, one ``lax.scan``, whose unit evaluates the loop's body the same
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any, Generic, TypeVar, TypeVarTuple, cast, overload
+from typing import Any, Generic, TypeGuard, TypeVar, TypeVarTuple, cast, overload
 
 import jax
 import jax.numpy as jnp
@@ -20,6 +20,7 @@ import numpy as np
 
 from ..core import AxisError, DType, Op, Tensor, config
 from ..core._internal import (
+    PyTree,
     apply,
     checking_finite,
     describe,
@@ -28,7 +29,7 @@ from ..core._internal import (
     trusted_tensor,
 )
 from ._check import check_value, mismatch
-from ._graph import Graph, Outputs, same_value
+from ._graph import Graph, Outputs, Structure, same_value
 from ._loop import Loop
 from ._nodes import Apply, Const, Input, Node, Param
 from ._results import MultiApply, Part
@@ -39,6 +40,8 @@ AnyTensor = Tensor[Any, *tuple[Any, ...]]
 AnyParam = Param[Any, *tuple[Any, ...]]
 AnyInput = Input[Any, *tuple[Any, ...]]
 AnyNode = Node[Any, *tuple[Any, ...]]
+#: the ``inputs=`` of compile / grad: the Inputs in argument order (``None``: the graph's own)
+InputList = Sequence[AnyTensor] | AnyTensor | None
 #: one computed node: (its slot, the node, its operands' slots, how: the op of an Apply,
 #: the plan of a Loop's body, the index of a Part)
 Step = tuple[int, AnyNode, tuple[int, ...], "Op | LoopPlan | int"]
@@ -47,7 +50,7 @@ Step = tuple[int, AnyNode, tuple[int, ...], "Op | LoopPlan | int"]
 class Program:
     """A graph ready to run: leaf sources, one step per Apply node, output slots."""
 
-    def __init__(self, outputs: Outputs, inputs: Any, where: str) -> None:
+    def __init__(self, outputs: Outputs, inputs: InputList, where: str) -> None:
         self.where = where
         self.graph: Graph = Graph(outputs)
         graph = self.graph
@@ -86,7 +89,7 @@ class Program:
     def bind(self, args: Sequence[Any], kwargs: Mapping[str, Any]) -> tuple[AnyTensor, ...]:
         """Match call arguments to the inputs (by position, or by name) and check them."""
         if not kwargs and len(args) == len(self.inputs):  # the per-step fast path
-            fast = [_fits(x, v) for x, v in zip(self.inputs, args, strict=True)]
+            fast = [_fits(v, x) for x, v in zip(self.inputs, args, strict=True)]
             if all(fast):
                 return tuple(args)
         names = [x.name or f"input{i}" for i, x in enumerate(self.inputs)]
@@ -112,10 +115,9 @@ class Program:
             )
         return tuple(self._tensor(x, names[i], given[i]) for i, x in enumerate(self.inputs))
 
-    def _tensor(self, x: AnyInput, name: str, value: Any) -> AnyTensor:
-        if _fits(x, value):
-            fits: AnyTensor = value  # _fits checked it is a Tensor of x's type
-            return fits
+    def _tensor(self, x: AnyInput, name: str, value: object) -> AnyTensor:
+        if _fits(value, x):
+            return value
         head = f"Cannot call {self.where}: input {name} is {describe(x.type)}"
         if isinstance(value, Node):
             raise TypeError(f"{head}, got the graph node {value!r} (pass a value)")
@@ -127,7 +129,7 @@ class Program:
         checked: AnyTensor = value
         return checked
 
-    def values(self, override: Any) -> tuple[AnyTensor, ...]:
+    def values(self, override: PyTree) -> tuple[AnyTensor, ...]:
         """Param values: the Params' own, replaced by those in ``override`` (see ``params=``)."""
         vals = [p.value for p in self.params]
         if override is None:
@@ -213,7 +215,7 @@ def execute(steps: Sequence[Step], env: list[Any], names: Mapping[AnyNode, str])
             raise
 
 
-def _leaves(tree: Any) -> list[Any]:
+def _leaves(tree: PyTree) -> list[Any]:
     return jax.tree_util.tree_leaves(tree, is_leaf=lambda t: isinstance(t, Tensor))
 
 
@@ -235,7 +237,7 @@ class LoopPlan:
         captured = list(args[len(args) - len(loop.captured) :])
         mask = args[n_init + n_xs] if loop.masked else None
 
-        def unit(state: Any, x_t: Any) -> Any:
+        def unit(state: PyTree, x_t: PyTree) -> PyTree:
             env: list[Any] = [*captured, *_leaves(state), *_leaves(x_t)]
             env += [None] * (len(self.nodes) - len(env))
             execute(self.steps, env, self.names)
@@ -246,13 +248,13 @@ class LoopPlan:
         return tuple(_leaves(loop.lowering(unit, init, xs, mask)))
 
 
-def _fits(x: AnyInput, value: Any) -> bool:
+def _fits(value: object, x: AnyInput) -> TypeGuard[AnyTensor]:
     """Whether ``value`` is a concrete Tensor that ``x`` accepts as it is (no message built:
     a step calls this for every input, and formatting the message costs more than the check)."""
     return type(value) is Tensor and not mismatch(x.type, value)
 
 
-def _from_array(x: AnyInput, value: Any, head: str) -> AnyTensor:
+def _from_array(x: AnyInput, value: object, head: str) -> AnyTensor:
     """An array (or nested lists) in the input's axis order, converted to its dtype."""
     arr = value if isinstance(value, jax.Array) else np.asarray(value)
     want = x.dtype.numpy
@@ -276,7 +278,7 @@ def _from_array(x: AnyInput, value: Any, head: str) -> AnyTensor:
     return trusted_tensor(jnp.asarray(fit_dtype(head, arr, want), dtype=want), x.axes)
 
 
-def _check_inputs(graph: Graph, inputs: Any, where: str) -> tuple[AnyInput, ...]:
+def _check_inputs(graph: Graph, inputs: InputList, where: str) -> tuple[AnyInput, ...]:
     if inputs is None:
         if len(graph.inputs) > 1:
             names = ", ".join(graph.names[x] for x in graph.inputs)
@@ -285,13 +287,14 @@ def _check_inputs(graph: Graph, inputs: Any, where: str) -> tuple[AnyInput, ...]
                 "the order of the arguments"
             )
         return graph.inputs
-    listed = (inputs,) if isinstance(inputs, Node) else tuple(inputs)
-    for x in listed:
+    given = (inputs,) if isinstance(inputs, Tensor) else tuple(inputs)
+    for x in given:
         if not isinstance(x, Input):
             raise TypeError(
                 f"{where}: inputs= lists ax.Input nodes, got {x!r}"
                 + (" (Params and Consts carry their own values)" if isinstance(x, Node) else "")
             )
+    listed = tuple(x for x in given if isinstance(x, Input))  # all of them, checked above
     if len({id(x) for x in listed}) != len(listed):
         raise TypeError(f"{where}: an Input is listed twice in inputs=")
     used = {id(x) for x in graph.inputs}
@@ -308,10 +311,12 @@ def _check_inputs(graph: Graph, inputs: Any, where: str) -> tuple[AnyInput, ...]
                 f"{where}: the outputs depend on {graph.names[x]} ({x!r}), which is "
                 f"not in inputs= (it lists {shown}; add it)"
             )
-    return cast(tuple[AnyInput, ...], listed)
+    return listed
 
 
-def restructure(structure: Any, outs: Sequence[Any]) -> Any:
+def restructure(
+    structure: Structure, outs: Sequence[AnyTensor]
+) -> AnyTensor | dict[str, AnyTensor] | tuple[AnyTensor, ...]:
     """Give results the shape the outputs were given in (one node, a list, a dict)."""
     if structure is None:
         return outs[0]
@@ -344,14 +349,20 @@ class CompiledGraph(Generic[R, *Ins]):
             many times JAX traced it (once per distinct input sizes).
     """
 
-    def __init__(self, outputs: Outputs, inputs: Any = None) -> None:
+    def __init__(self, outputs: Outputs, inputs: InputList = None) -> None:
         self._program = Program(outputs, inputs, "the compiled graph")
         self.graph: Graph = self._program.graph
         self.inputs: tuple[AnyInput, ...] = self._program.inputs
         self.trace_count: int = 0
         self._jit = jax.jit(self._run, static_argnums=0)  # 0: the autodiff mode
 
-    def _run(self, mode: str, params: Any, consts: Any, inputs: Any) -> tuple[AnyTensor, ...]:
+    def _run(
+        self,
+        mode: str,
+        params: Sequence[AnyTensor],
+        consts: Sequence[AnyTensor],
+        inputs: Sequence[AnyTensor],
+    ) -> tuple[AnyTensor, ...]:
         self.trace_count += 1
         return self._program.run(params, consts, inputs)
 
@@ -360,11 +371,11 @@ class CompiledGraph(Generic[R, *Ins]):
         """The graph's Params (with the values they were built with)."""
         return self._program.params
 
-    def __call__(self, *args: *Ins, params: Any = None, **kwargs: Any) -> R:
+    def __call__(self, *args: *Ins, params: PyTree = None, **kwargs: object) -> R:
         p = self._program
         outs = self._jit(config.autodiff, p.values(params), p.const_values, p.bind(args, kwargs))
-        out: R = restructure(self.graph.structure, outs)
-        return out
+        # R is the outputs' type (one node, a tuple or a dict of them), as restructure gives
+        return cast(R, restructure(self.graph.structure, outs))
 
     def __repr__(self) -> str:
         names = ", ".join(self.graph.names[x] for x in self.inputs)

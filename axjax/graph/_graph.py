@@ -30,6 +30,8 @@ AnyNode = Node[Any, *tuple[Any, ...]]
 AnyTensor = Tensor[Any, *tuple[Any, ...]]
 #: what ``Graph`` and ``compile`` take: nodes (statically typed as Tensors) in a structure
 Outputs = AnyTensor | Sequence[AnyTensor] | Mapping[str, AnyTensor]
+#: how the outputs were given: ``None`` (one node), their number (a sequence) or the dict keys
+Structure = tuple[str, ...] | int | None
 
 
 class Graph:
@@ -49,7 +51,7 @@ class Graph:
         >>> len(g), g.inputs, g.params
     """
 
-    structure: Any
+    structure: Structure
     outputs: tuple[AnyNode, ...]
 
     def __init__(self, outputs: Outputs) -> None:
@@ -158,13 +160,14 @@ def _count(n: int, what: str) -> str:
     return f"{n} {what}{'' if n == 1 else 's'}"
 
 
-def _flatten_outputs(outputs: Any, where: str) -> tuple[Any, tuple[AnyNode, ...]]:
+def _flatten_outputs(outputs: object, where: str) -> tuple[Structure, tuple[AnyNode, ...]]:
     """``(structure, nodes)``: structure is ``None`` (one node), ``len`` or the dict keys."""
     if isinstance(outputs, Mapping):
-        structure: Any = tuple(outputs.keys())
-        for k in structure:
+        keys = tuple(outputs.keys())
+        for k in keys:
             if not isinstance(k, str):
                 raise TypeError(f"{where}: output names must be strings, got {k!r}")
+        structure: Structure = keys
         items = tuple(outputs.values())
     elif isinstance(outputs, Tensor):
         structure, items = None, (outputs,)
@@ -194,7 +197,7 @@ def type_label(node: AnyNode) -> str:
 
 def _names(
     nodes: Sequence[AnyNode],
-    structure: Any,
+    structure: Structure,
     outputs: Sequence[AnyNode],
     names: dict[AnyNode, str] | None = None,
     wanted: dict[int, str] | None = None,

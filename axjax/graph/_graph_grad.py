@@ -17,12 +17,15 @@ from typing import Any
 import jax
 
 from ..core import AxisError, Tensor, config
-from ..core._internal import describe, is_floating, trusted_tensor
-from ._compile import AnyParam, AnyTensor, Program
+from ..core._internal import PyTree, describe, is_floating, trusted_tensor
+from ._compile import AnyParam, AnyTensor, InputList, Program
 from ._graph import Graph
 from ._nodes import Node, Param
 
 __all__ = ["GraphGrad", "LossProgram", "distinct_wrt", "graph_grad"]
+
+#: the ``wrt=`` of grad: one Param, a list of Params, or ``None`` (every Param of the graph)
+Wrt = Sequence[AnyTensor] | AnyTensor | None
 
 
 def distinct_wrt(wanted: Sequence[Any], where: str) -> None:
@@ -43,7 +46,7 @@ def distinct_wrt(wanted: Sequence[Any], where: str) -> None:
 class LossProgram:
     """A scalar loss, the Params to differentiate, and the loss as a function of them."""
 
-    def __init__(self, loss: AnyTensor, wrt: Any, inputs: Any, where: str) -> None:
+    def __init__(self, loss: AnyTensor, wrt: Wrt, inputs: InputList, where: str) -> None:
         if not isinstance(loss, Node):
             raise TypeError(f"{where}: the loss must be a graph node, got {type(loss).__name__}")
         if loss.axes or not is_floating(loss.dtype):
@@ -55,7 +58,7 @@ class LossProgram:
         self.program: Program = Program(loss, inputs, where)
         p = self.program
         self.single: bool = isinstance(wrt, Node)
-        wanted = p.params if wrt is None else (wrt,) if self.single else tuple(wrt)
+        wanted = p.params if wrt is None else (wrt,) if isinstance(wrt, Tensor) else tuple(wrt)
         distinct_wrt(wanted, where)
         for w in wanted:
             if not isinstance(w, Param):
@@ -70,12 +73,12 @@ class LossProgram:
                 raise TypeError(
                     f"{where}: {w!r} holds {w.dtype.__name__} values, which have no gradient"
                 )
-        self.wrt: tuple[AnyParam, ...] = tuple(wanted)
+        self.wrt: tuple[AnyParam, ...] = tuple(w for w in wanted if isinstance(w, Param))  # all
         self.index: tuple[int, ...] = tuple(p.param_index[w] for w in self.wrt)
 
     def loss(
         self, train: Sequence[AnyTensor], values: Sequence[AnyTensor], inputs: Sequence[AnyTensor]
-    ) -> Any:
+    ) -> jax.Array:
         vals = list(values)
         for i, v in zip(self.index, train, strict=True):
             vals[i] = v
@@ -91,7 +94,7 @@ class GraphGrad:
     """
 
     def __init__(
-        self, loss: AnyTensor, wrt: Any = None, inputs: Any = None, with_value: bool = False
+        self, loss: AnyTensor, wrt: Wrt = None, inputs: InputList = None, with_value: bool = False
     ) -> None:
         where = "ax.value_and_grad" if with_value else "ax.grad"
         self._lp = LossProgram(loss, wrt, inputs, where)
@@ -101,11 +104,17 @@ class GraphGrad:
         self.trace_count: int = 0
         self._jit = jax.jit(self._value_and_grad, static_argnums=0)  # 0: the autodiff mode
 
-    def _value_and_grad(self, mode: str, train: Any, values: Any, inputs: Any) -> Any:
+    def _value_and_grad(
+        self,
+        mode: str,
+        train: Sequence[AnyTensor],
+        values: Sequence[AnyTensor],
+        inputs: Sequence[AnyTensor],
+    ) -> tuple[jax.Array, tuple[AnyTensor, ...]]:
         self.trace_count += 1
         return jax.value_and_grad(self._lp.loss)(train, values, inputs)
 
-    def __call__(self, *args: Any, params: Any = None, **kwargs: Any) -> Any:
+    def __call__(self, *args: object, params: PyTree = None, **kwargs: object) -> PyTree:
         p = self._lp.program
         values = p.values(params)
         train = tuple(values[i] for i in self._lp.index)
@@ -115,7 +124,7 @@ class GraphGrad:
 
 
 def graph_grad(
-    loss: Tensor[Any], wrt: Any = None, inputs: Any = None, with_value: bool = False
+    loss: Tensor[Any], wrt: Wrt = None, inputs: InputList = None, with_value: bool = False
 ) -> GraphGrad:
     """Gradients of a scalar graph ``loss`` with respect to Params (``ax.grad`` on a node).
 

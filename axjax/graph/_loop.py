@@ -14,7 +14,7 @@ from typing import Any, TypeVar, TypeVarTuple
 
 import jax
 
-from ..core import DType, TensorType
+from ..core import AnyTensor, DType, TensorType
 from ._applied import toposort, user_site
 from ._nodes import AnyNode, Const, Node
 from ._results import Part, Results
@@ -90,8 +90,9 @@ class Loop(Results):
     _captured: tuple[AnyNode, ...]
     _parts: tuple[Part[Any, *tuple[Any, ...]], ...]
     _lowering: Lowering
-    _state_def: Any
-    _xs_def: Any
+    # the pytree structures (jax.tree_util.PyTreeDef, which pyright cannot use: no stub)
+    _state_def: object
+    _xs_def: object
     _masked: bool
 
     def __init__(
@@ -100,13 +101,13 @@ class Loop(Results):
         lowering: Lowering,
         init: Sequence[Any],
         xs: Sequence[Any],
-        mask: Any,
+        mask: AnyTensor | None,
         carries: Sequence[AnyNode],
         slices: Sequence[AnyNode],
         results: Sequence[Any],
         types: Sequence[TensorType],
-        state_def: Any,
-        xs_def: Any,
+        state_def: object,
+        xs_def: object,
         start: int,
     ) -> None:
         self._blank()
@@ -183,12 +184,12 @@ class Loop(Results):
         return self._masked
 
     @property
-    def state_def(self) -> Any:
+    def state_def(self) -> object:
         """The pytree structure of the state (its leaves are the carries and the parts)."""
         return self._state_def
 
     @property
-    def xs_def(self) -> Any:
+    def xs_def(self) -> object:
         """The pytree structure of the sequences (its leaves are the slices)."""
         return self._xs_def
 

@@ -16,8 +16,8 @@ Example:
 from __future__ import annotations
 
 import itertools
-from collections.abc import Mapping, Sequence
-from typing import Any, ClassVar, NoReturn, TypeVar, TypeVarTuple, cast, overload
+from collections.abc import Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, ClassVar, NoReturn, TypeVar, TypeVarTuple, cast, overload
 
 import jax
 
@@ -34,6 +34,10 @@ from ..core._internal import (
 )
 from ._applied import Applied
 from ._check import check_value, input_sizes
+
+if TYPE_CHECKING:
+    from ._compile import InputList
+    from ._graph_grad import GraphGrad, Wrt
 
 __all__ = ["Node", "AnyNode", "Input", "Param", "Const", "Apply", "mark"]
 
@@ -76,7 +80,7 @@ class Node(Tensor[D, *Axes]):
     # -- the protocol core calls (axjax.core._internal.Symbolic) ------------------------
     def record_apply(
         self, op: Op, operands: tuple[Any, ...], out_type: TensorType | tuple[TensorType, ...]
-    ) -> Any:
+    ) -> Node[Any, *tuple[Any, ...]] | tuple[Node[Any, *tuple[Any, ...]], ...]:
         """The node applying ``op`` builds: eager Tensors become Consts, the result an
         Apply node (a tuple of Parts of one MultiApply node for an op with several
         results)."""
@@ -87,7 +91,7 @@ class Node(Tensor[D, *Axes]):
             return MultiApply(op, args, out_type).parts
         return Apply(op, args, out_type)
 
-    def differentiate(self, wrt: Any, inputs: Any, with_value: bool) -> Any:
+    def differentiate(self, wrt: Wrt, inputs: InputList, with_value: bool) -> GraphGrad:
         """``ax.grad`` / ``ax.value_and_grad`` of this scalar loss node."""
         from ._graph_grad import GraphGrad  # _graph_grad builds on this module
 
@@ -104,7 +108,7 @@ class Node(Tensor[D, *Axes]):
         if provenance_enabled() and not isinstance(self, Applied):  # a leaf: its own line
             object.__setattr__(self, "_prov", constructed(len(type_.axes), f"ax.{self.kind}"))
 
-    def __setattr__(self, name: str, value: Any) -> None:
+    def __setattr__(self, name: str, value: object) -> None:
         raise AttributeError(f"graph nodes are immutable (cannot set {name})")
 
     # ------------------------------------------------------------------ type
@@ -171,7 +175,7 @@ class Node(Tensor[D, *Axes]):
     def array(self) -> jax.Array:
         self._no_value(".array")
 
-    def __array__(self, dtype: Any = None, copy: bool | None = None) -> Any:
+    def __array__(self, dtype: object = None, copy: bool | None = None) -> NoReturn:
         self._no_value("np.asarray(node)")
 
     def __bool__(self) -> bool:
@@ -183,7 +187,7 @@ class Node(Tensor[D, *Axes]):
     def __int__(self) -> int:
         self._no_value("int(node)")
 
-    def item(self) -> Any:
+    def item(self) -> NoReturn:
         self._no_value("node.item()")
 
     # ------------------------------------------------------------------ display
@@ -390,7 +394,7 @@ class Param(Node[D, *Axes]):
         object.__setattr__(self, "_value", value)
 
     @classmethod
-    def _rebuild(cls, pid: _ParamId, value: Any) -> Param[Any, *tuple[Any, ...]]:
+    def _rebuild(cls, pid: _ParamId, value: AnyTensor) -> Param[Any, *tuple[Any, ...]]:
         p = object.__new__(cls)
         Node._init(p, pid.type, pid.name, pid.serial)
         object.__setattr__(p, "_id", pid)
@@ -408,11 +412,13 @@ class Param(Node[D, *Axes]):
         return (p._value,), p._id
 
     @staticmethod
-    def flatten_with_keys(p: Param[Any, *tuple[Any, ...]]) -> Any:
+    def flatten_with_keys(
+        p: Param[Any, *tuple[Any, ...]],
+    ) -> tuple[tuple[tuple[object, AnyTensor]], _ParamId]:  # (GetAttrKey, value): no stub
         return ((jax.tree_util.GetAttrKey("value"), p._value),), p._id
 
     @staticmethod
-    def unflatten(pid: _ParamId, children: Any) -> Param[Any, *tuple[Any, ...]]:
+    def unflatten(pid: _ParamId, children: Iterable[AnyTensor]) -> Param[Any, *tuple[Any, ...]]:
         return Param._rebuild(pid, tuple(children)[0])
 
     @property

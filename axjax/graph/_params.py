@@ -20,7 +20,7 @@ from typing import Any, TypeVar
 import jax
 
 from ..core import Tensor
-from ..core._internal import is_floating
+from ..core._internal import PyTree, is_floating
 from ._nodes import Node, Param
 
 __all__ = ["as_params", "as_values"]
@@ -40,7 +40,7 @@ def as_params(tree: T, prefix: str = "") -> T:
         Param weight: Tensor[F32, Out=1, In=2]
     """
 
-    def swap(path: Any, leaf: Any) -> Any:
+    def swap(path: tuple[object, ...], leaf: object) -> object:
         if isinstance(leaf, Tensor) and not isinstance(leaf, Node) and is_floating(leaf.dtype):
             name = jax.tree_util.keystr(path, simple=True, separator=".")
             return Param(leaf, name=prefix + name if name else prefix or None)
@@ -50,7 +50,7 @@ def as_params(tree: T, prefix: str = "") -> T:
     return out
 
 
-def as_values(tree: T, params: Any = None) -> T:
+def as_values(tree: T, params: PyTree = None) -> T:
     """Replace each Param in ``tree`` by its value, or by the value it has in ``params``.
 
     Args:
@@ -68,7 +68,7 @@ def as_values(tree: T, params: Any = None) -> T:
             if isinstance(p, Param):
                 newer[p] = p.value
 
-    def swap(leaf: Any) -> Any:
+    def swap(leaf: object) -> object:
         return newer.get(leaf, leaf.value) if isinstance(leaf, Param) else leaf
 
     out: T = jax.tree_util.tree_map(swap, tree, is_leaf=lambda t: isinstance(t, Param))

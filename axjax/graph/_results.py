@@ -65,7 +65,7 @@ class Results(Node[Any]):
     _parts_hint: ClassVar[str] = "node.parts"
 
     @property
-    def dtype(self) -> Any:
+    def dtype(self) -> NoReturn:
         self._several()
 
     @property

@@ -26,6 +26,7 @@ from jax.sharding import AxisType
 
 from ..core import Axis, AxisError, DType, Tensor, TensorType
 from ..core._internal import (
+    PyTree,
     axes_names,
     axis_name,
     check_axis_label,
@@ -57,7 +58,9 @@ Ss2 = TypeVarTuple("Ss2")
 AnyTensor = Tensor[Any, *tuple[Any, ...]]
 
 
-def _leading(t: Any, over: type[Axis], where_: str) -> tuple[Any, tuple[type[Axis], ...]]:
+def _leading(
+    t: AnyTensor, over: type[Axis], where_: str
+) -> tuple[jax.Array, tuple[type[Axis], ...]]:
     """The array with ``over`` moved to the front (no copy when it is already there)."""
     i = t.axes.index(over)
     arr = t.array if i == 0 else jnp.moveaxis(t.array, i, 0)
@@ -67,14 +70,14 @@ def _leading(t: Any, over: type[Axis], where_: str) -> tuple[Any, tuple[type[Axi
 def _run(
     unit: Callable[[Any, Any], Any],
     over: type[Axis],
-    init: Any,
-    xs: Any,
+    init: PyTree,
+    xs: PyTree,
     mask: AnyTensor | None,
     reverse: bool,
     keep: bool,
     at: int,
     where_: str,
-) -> Any:
+) -> PyTree:
     """Run ``unit`` along ``over`` (fold, or scan when ``keep``): check the state and the
     sequences, then build one Loop node (on graph nodes) or run one ``lax.scan``."""
     over = check_axis_label(over, where_)
@@ -142,13 +145,13 @@ def _check_init(s_leaves: list[Any], over: type[Axis], where_: str) -> None:
 
 
 def _state_check(
-    s_leaves: list[Any], s_def: Any, over: type[Axis], where_: str
+    s_leaves: list[Any], s_def: object, over: type[Axis], where_: str
 ) -> Callable[[Any], list[AnyTensor]]:
     """``check(new)``: the leaves of the unit's result, if it is a state like ``s_leaves``
     (same structure, axes and dtypes); an ``AxisError`` otherwise."""
     s_axes = [t.axes for t in s_leaves]
 
-    def check(new: Any) -> list[AnyTensor]:
+    def check(new: PyTree) -> list[AnyTensor]:
         new_leaves, new_def = flatten(new)
         if new_def != s_def or any(
             not is_tensor(t) or t.axes != a for t, a in zip(new_leaves, s_axes, strict=True)
@@ -177,15 +180,15 @@ def _eager(
     check: Callable[[Any], list[AnyTensor]],
     over: type[Axis],
     s_leaves: list[Any],
-    s_def: Any,
+    s_def: object,
     x_leaves: list[Any],
-    x_def: Any,
+    x_def: object,
     mask: AnyTensor | None,
     reverse: bool,
     keep: bool,
     at: int,
     where_: str,
-) -> Any:
+) -> PyTree:
     """The Tensor form: one ``jax.lax.scan`` over the arrays, ``over`` moved to the front."""
     s_axes = [t.axes for t in s_leaves]
     moved = [_leading(t, over, where_) for t in x_leaves]
@@ -222,7 +225,7 @@ def _explicit(arrays: list[Any]) -> bool:
     return AxisType.Explicit in (mesh.axis_types or ())
 
 
-def _match_carry(body: Callable[..., Any], carry0: list[Any], seqs: Any) -> list[Any]:
+def _match_carry(body: Callable[..., Any], carry0: list[Any], seqs: PyTree) -> list[Any]:
     """The initial state resharded to the sharding the unit gives its result.
 
     On an Explicit mesh a sharding is part of an array's type and ``lax.scan`` needs the
@@ -242,8 +245,8 @@ def _match_carry(body: Callable[..., Any], carry0: list[Any], seqs: Any) -> list
 def _step(
     unit: Callable[[Any, Any], Any],
     check: Callable[[Any], list[AnyTensor]],
-    state: Any,
-    x_t: Any,
+    state: PyTree,
+    x_t: PyTree,
     m_t: AnyTensor | None,
     where_: str,
 ) -> list[AnyTensor]:
@@ -273,7 +276,7 @@ def _position(at: int, rank: int, where_: str) -> int:
     return k
 
 
-def _without(t: Any, over: type[Axis]) -> TensorType:
+def _without(t: AnyTensor, over: type[Axis]) -> TensorType:
     """The type of one step of ``t``: its type without axis ``over``."""
     keep = [i for i, a in enumerate(t.axes) if a is not over]
     return TensorType(t.dtype, tuple(t.axes[i] for i in keep), tuple(t.shape[i] for i in keep))
@@ -284,16 +287,16 @@ def _loop(
     check: Callable[[Any], list[AnyTensor]],
     over: type[Axis],
     s_leaves: list[Any],
-    s_def: Any,
+    s_def: object,
     x_leaves: list[Any],
-    x_def: Any,
+    x_def: object,
     mask: AnyTensor | None,
     reverse: bool,
     keep: bool,
     at: int,
     length: int | None,
     where_: str,
-) -> Any:
+) -> PyTree:
     """The graph form: trace ``unit`` once on placeholders into one ``Loop`` node.
 
     The axes are checked here, as the graph is built (the unit's ops run their type rules
@@ -304,7 +307,7 @@ def _loop(
     slices: list[Any] = [Slice(_without(t, over)) for t in x_leaves]
     results = check(unit(unflatten(s_def, carries), unflatten(x_def, slices)))
     if mask is not None:  # the mask's axes, checked on one step (the nodes are dropped)
-        m_t: Any = Slice(_without(mask, over))
+        m_t: AnyTensor = Slice(_without(mask, over))
         for new, old in zip(results, carries, strict=True):
             _keep(m_t, new, old, where_)
     types = []
@@ -326,7 +329,9 @@ def _loop(
     )
     what = f"{'Scan' if keep else 'Fold'}({axis_name(over)}{flags})"
 
-    def lowering(unit_: Callable[[Any, Any], Any], init: Any, xs: Any, mask_: Any) -> Any:
+    def lowering(
+        unit_: Callable[[Any, Any], Any], init: PyTree, xs: PyTree, mask_: AnyTensor | None
+    ) -> PyTree:
         return _run(unit_, over, init, xs, mask_, reverse, keep, at, where_)
 
     loop = Loop(
@@ -372,7 +377,7 @@ class Fold(Generic[U, X]):
     def __init__(self, unit: U, over: type[X], reverse: bool) -> None:
         self.unit, self.over, self.reverse = unit, over, reverse
 
-    def __call__(self, init: S, xs: Any, *, mask: AnyTensor | None = None) -> S:
+    def __call__(self, init: S, xs: PyTree, *, mask: AnyTensor | None = None) -> S:
         out: S = _run(self.unit, self.over, init, xs, mask, self.reverse, False, 0, "fold")
         return out
 
@@ -392,19 +397,19 @@ class Scan(Generic[U, X]):
 
     @overload
     def __call__(
-        self, init: Tensor[D, *Ss], xs: Any, *, mask: AnyTensor | None = None
+        self, init: Tensor[D, *Ss], xs: PyTree, *, mask: AnyTensor | None = None
     ) -> Tensor[D, X, *Ss]: ...
     @overload
     def __call__(
         self,
         init: tuple[Tensor[D, *Ss], Tensor[D2, *Ss2]],
-        xs: Any,
+        xs: PyTree,
         *,
         mask: AnyTensor | None = None,
     ) -> tuple[Tensor[D, X, *Ss], Tensor[D2, X, *Ss2]]: ...
     @overload
-    def __call__(self, init: object, xs: Any, *, mask: AnyTensor | None = None) -> Any: ...
-    def __call__(self, init: Any, xs: Any, *, mask: AnyTensor | None = None) -> Any:
+    def __call__(self, init: object, xs: PyTree, *, mask: AnyTensor | None = None) -> PyTree: ...
+    def __call__(self, init: PyTree, xs: PyTree, *, mask: AnyTensor | None = None) -> PyTree:
         return _run(self.unit, self.over, init, xs, mask, self.reverse, True, self.at, "scan")
 
 
@@ -423,11 +428,11 @@ class ScanAt(Generic[U, X, K]):
 
     @overload
     def __call__(
-        self, init: Tensor[D, *Ss], xs: Any, *, mask: AnyTensor | None = None
+        self, init: Tensor[D, *Ss], xs: PyTree, *, mask: AnyTensor | None = None
     ) -> Tensor[D, *tuple[Any, ...]]: ...
     @overload
-    def __call__(self, init: object, xs: Any, *, mask: AnyTensor | None = None) -> Any: ...
-    def __call__(self, init: Any, xs: Any, *, mask: AnyTensor | None = None) -> Any:
+    def __call__(self, init: object, xs: PyTree, *, mask: AnyTensor | None = None) -> PyTree: ...
+    def __call__(self, init: PyTree, xs: PyTree, *, mask: AnyTensor | None = None) -> PyTree:
         return _run(self.unit, self.over, init, xs, mask, self.reverse, True, self.at, "scan")
 
 

@@ -9,9 +9,10 @@ whose axes, order or dtype differ from an Input's is mypy's own argument error, 
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Callable
 
-from mypy.nodes import Expression, ListExpr, TupleExpr
+from mypy.checker import TypeChecker
+from mypy.nodes import Expression, ListExpr, SymbolTableNode, TupleExpr, TypeInfo
 from mypy.plugin import FunctionContext
 from mypy.types import AnyType, Instance, Type, TypeOfAny, UnionType, get_proper_type
 
@@ -31,18 +32,25 @@ def _listed(ctx: FunctionContext, name: str) -> list[Expression] | None:
     return None
 
 
-def compile_type(ctx: FunctionContext, tensor: Any, tuple_info: Any, lookup: Any) -> Type:
+def compile_type(
+    ctx: FunctionContext,
+    tensor: TypeInfo,
+    tuple_info: TypeInfo,
+    lookup: Callable[[str], SymbolTableNode | None],
+) -> Type:
     """``CompiledGraph[R, *Ins]`` with one argument type per listed Input."""
     ret = get_proper_type(ctx.default_return_type)
     items = _listed(ctx, "inputs")
     if not isinstance(ret, Instance) or not ret.args or items is None:
         return ctx.default_return_type
-    checker: Any = ctx.api
+    checker = ctx.api
+    if not isinstance(checker, TypeChecker):
+        return ctx.default_return_type
     arrays: list[Type] = []
     for full in ARRAYS:
         sym = lookup(full)
         node = sym.node if sym is not None else None
-        if node is None or not hasattr(node, "defn"):
+        if not isinstance(node, TypeInfo):
             return ctx.default_return_type  # the arrays' classes are not analysed
         arrays.append(Instance(node, [AnyType(TypeOfAny.special_form)] * len(node.defn.type_vars)))
     ins: list[Type] = []

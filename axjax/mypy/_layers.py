@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol, TypeVar
 
 from mypy.checker import TypeChecker
 from mypy.maptype import map_instance_to_supertype
@@ -51,6 +51,7 @@ from mypy.types import (
     get_proper_type,
 )
 
+from ..core import Axis, DType
 from ..graph import Input, Node
 from ..nn._registry import declared_layers
 from ._calls import AXES_ERROR, JOIN_ERROR
@@ -436,7 +437,11 @@ def _axes(env: Env, args: list[Type]) -> list[Any]:
 
 
 def _param(
-    env: Env, dtype: Any, *axes: Any, sized: bool = False, known: dict[Any, int] | None = None
+    env: Env,
+    dtype: type[DType],
+    *axes: type[Axis],
+    sized: bool = False,
+    known: dict[Any, int] | None = None,
 ) -> Input[Any, *tuple[Any, ...]]:
     """A parameter of the stand-in: sizes open, unless the rule reads them (``sized``), and
     those ``known`` (a cell's number of gates)."""
@@ -444,14 +449,31 @@ def _param(
     return Input(dtype, *axes, sizes=[(known or {}).get(a, fill) for a in axes])
 
 
-def _make(cls: type[Any], **fields: object) -> Any:
+T = TypeVar("T")
+
+
+class _Layer(Protocol):
+    """A layer as the stand-ins are used: called on the arguments' stand-ins."""
+
+    def __call__(self, *args: object, **kwargs: object) -> object: ...
+
+
+def _layer_class(kind: str) -> type[_Layer]:
+    """The ``ax.nn`` class named ``kind`` (a layer class of the registry)."""
+    from .. import nn
+
+    cls: type[_Layer] = getattr(nn, kind)
+    return cls
+
+
+def _make(cls: type[T], **fields: object) -> T:
     obj = object.__new__(cls)
     for k, v in fields.items():
         object.__setattr__(obj, k, v)
     return obj
 
 
-def build(kind: str, env: Env, args: list[Type]) -> Any:
+def build(kind: str, env: Env, args: list[Type]) -> Callable[..., object]:
     """A stand-in of a layer of class ``kind`` whose type arguments are ``args``."""
     from .. import nn
 
@@ -476,7 +498,7 @@ def build(kind: str, env: Env, args: list[Type]) -> Any:
         )
     if "Pool" in kind:  # no parameters, no dtype: the pooled axes only (a window of 1)
         return _make(
-            getattr(nn, kind),
+            _layer_class(kind),
             spatial=tuple(_axes(env, args)),
             window=1,
             stride=None,
@@ -488,7 +510,7 @@ def build(kind: str, env: Env, args: list[Type]) -> Any:
         i, o = axes
         bias = _param(env, d, o) if kind == "Affine" else None
         return _make(
-            getattr(nn, kind),
+            _layer_class(kind),
             weight=_param(env, d, o, i),
             **({"bias": bias} if kind == "Affine" else {}),
             in_axis=i,
@@ -506,7 +528,7 @@ def build(kind: str, env: Env, args: list[Type]) -> Any:
     if kind in ("LayerNorm", "RMSNorm"):
         extra = {"bias": _param(env, d, *axes)} if kind == "LayerNorm" else {}
         return _make(
-            getattr(nn, kind),
+            _layer_class(kind),
             weight=_param(env, d, *axes),
             axes=tuple(axes),
             sizes=(None,) * len(axes),
@@ -517,7 +539,7 @@ def build(kind: str, env: Env, args: list[Type]) -> Any:
         *spatial, i, o = axes
         n = len(spatial)
         return _make(
-            getattr(nn, kind),
+            _layer_class(kind),
             weight=_param(env, d, o, i, *spatial),
             bias=_param(env, d, o),
             spatial=tuple(spatial),
@@ -552,7 +574,7 @@ def build(kind: str, env: Env, args: list[Type]) -> Any:
     raise CannotEvaluate
 
 
-def _cell(kind: str, env: Env, d: Any, axes: list[Any]) -> Any:
+def _cell(kind: str, env: Env, d: type[DType], axes: list[Any]) -> Callable[..., object]:
     from .. import nn
 
     i, h = axes
@@ -568,7 +590,7 @@ def _cell(kind: str, env: Env, d: Any, axes: list[Any]) -> Any:
     }
     if kind == "GRUCell":
         fields["bias_n"] = _param(env, d, h)
-    return _make(getattr(nn, kind), **fields)
+    return _make(_layer_class(kind), **fields)
 
 
 __all__ = ["CAST", "CHAINS", "LAYERS", "LAYER_STACK", "SEQUENTIAL", "LayerHooks", "Tools", "build"]

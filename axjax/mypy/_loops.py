@@ -18,7 +18,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from mypy.nodes import ARG_POS, TempNode
+from mypy.checker import TypeChecker
+from mypy.nodes import ARG_POS, Expression, TempNode, TypeInfo
 from mypy.plugin import FunctionContext, MethodContext
 from mypy.types import (
     AnyType,
@@ -65,7 +66,7 @@ def _argument(ctx: MethodContext, name: str) -> Type | None:
     return None
 
 
-def _step(t: Type, over: Type, tensor: Any, tuple_info: Any) -> Type | None:
+def _step(t: Type, over: Type, tensor: TypeInfo, tuple_info: TypeInfo) -> Type | None:
     """One step of ``xs``: its type without axis ``over`` (``None``: not known)."""
     p = get_proper_type(t)
     if isinstance(p, TupleType):
@@ -85,7 +86,7 @@ def _step(t: Type, over: Type, tensor: Any, tuple_info: Any) -> Type | None:
 
 
 def loop_call_type(
-    ctx: MethodContext, make_env: Callable[[], Env], tensor: Any, tuple_info: Any
+    ctx: MethodContext, make_env: Callable[[], Env], tensor: TypeInfo, tuple_info: TypeInfo
 ) -> Type:
     """The result of calling a ``Fold`` / ``Scan`` / ``ScanAt``, errors reported."""
     this = get_proper_type(ctx.type)
@@ -104,18 +105,25 @@ def loop_call_type(
     # 1. the unit, called as mypy calls anything: its own argument errors, its result
     new: Type | None = None
     step = _step(xs, over, tensor, tuple_info)
-    if step is not None and not isinstance(get_proper_type(unit), AnyType):
-        args = [TempNode(init, context=ctx.context), TempNode(step, context=ctx.context)]
-        checker: Any = ctx.api
+    checker = ctx.api
+    if (
+        step is not None
+        and not isinstance(get_proper_type(unit), AnyType)
+        and isinstance(checker, TypeChecker)
+    ):
+        args: list[Expression] = [
+            TempNode(init, context=ctx.context),
+            TempNode(step, context=ctx.context),
+        ]
         new, _ = checker.expr_checker.check_call(unit, args, [ARG_POS, ARG_POS], ctx.context)
 
     # 2. the real fold / scan on stand-ins, with a unit returning a stand-in of `new`
     env = make_env()
     try:
         label = env.axis(over)
-        init_v: Any = env.value(None, init)
-        xs_v: Any = env.value(None, xs)
-        mask_v: Any = None
+        init_v = env.value(None, init)
+        xs_v = env.value(None, xs)
+        mask_v: Any = None  # a stand-in node (a Tensor) when the mask is given
         if mask is not None and not _is_none(mask):
             mask_v = env.value(None, mask)
 
@@ -150,7 +158,7 @@ def _is_none(t: Type) -> bool:
     return isinstance(get_proper_type(t), NoneType)
 
 
-def _read(out: object, env: Env, tensor: Any, tuple_info: Any) -> Type:
+def _read(out: object, env: Env, tensor: TypeInfo, tuple_info: TypeInfo) -> Type:
     """The static type of the loop's result: a node, or a tuple of them."""
     if isinstance(out, Node):
         return make_tensor(tensor, env.result(out), tuple_info)

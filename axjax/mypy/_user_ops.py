@@ -12,8 +12,8 @@ from __future__ import annotations
 
 import importlib
 from collections.abc import Callable
-from typing import Any
 
+from mypy.checker import TypeChecker
 from mypy.nodes import ARG_NAMED, ARG_POS, CallExpr
 from mypy.plugin import MethodContext
 from mypy.types import AnyType, Instance, Type, get_proper_type
@@ -53,8 +53,11 @@ def user_op_call(
     if not isinstance(this, Instance) or not isinstance(call, CallExpr) or not inline_op(call):
         return ctx.default_return_type  # an op held in a variable: its declared type
     module, _, name = this.type.fullname.rpartition(".")
-    cls: Any = getattr(importlib.import_module(module), name)
-    checker: Any = ctx.api
+    #: the op class: its instances are called on the operands
+    cls: Callable[..., Callable[..., object]] = getattr(importlib.import_module(module), name)
+    checker = ctx.api
+    if not isinstance(checker, TypeChecker):
+        return ctx.default_return_type
 
     def run(env: Env) -> object:
         pos: list[object] = []

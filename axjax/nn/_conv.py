@@ -78,7 +78,7 @@ class Conv(eqx.Module):
     in_axis: type[Axis] = eqx.field(static=True)
     out_axis: type[Axis] = eqx.field(static=True)
     stride: tuple[int, ...] = eqx.field(static=True)
-    padding: Any = eqx.field(static=True)
+    padding: str | tuple[tuple[int, int], ...] = eqx.field(static=True)
     dilation: tuple[int, ...] = eqx.field(static=True)
     groups: int = eqx.field(static=True)
 

@@ -30,6 +30,7 @@ import jax.numpy as jnp
 
 from ..core import BF16, F16, AnyTensor, Axis, Bool, DType, Integer, Op, TensorType
 from ..core._internal import (
+    HasType,
     axes_names,
     axis_name,
     is_floating,
@@ -238,7 +239,7 @@ class FusedAttention(Op):
     def describe(self) -> str:
         return f"FusedAttention(over={axis_name(self.over)}, key_pos={axis_name(self.key_pos)})"
 
-    def _layout(self, q: Any, k: Any) -> tuple[tuple[type[Axis], ...], type[Axis]]:
+    def _layout(self, q: HasType, k: HasType) -> tuple[tuple[type[Axis], ...], type[Axis]]:
         """The batch axes (in the query's order) and the query's position axis."""
         own = [a for a in q.axes if a not in k.axes]
         if len(own) != 1:
@@ -257,7 +258,7 @@ class FusedAttention(Op):
         lengths = rest.pop(0) if self.lengths and rest else None
         return mask, lengths
 
-    def infer(self, q: Any, k: Any, v: Any, *extra: Any) -> TensorType:
+    def infer(self, q: HasType, k: HasType, v: HasType, *extra: HasType) -> TensorType:
         xs = (q, k, v, *extra)
         if len(extra) != self.masked + self.lengths:
             raise self.fail(

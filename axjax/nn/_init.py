@@ -95,7 +95,7 @@ def fan(sizes: Mapping[type[Axis], int], axes: AxisArg, where: str = "fan") -> i
     return math.prod(sizes[a] for a in names)
 
 
-def _make(sizes: Mapping[type[Axis], int], array: Any) -> AnyTensor:
+def _make(sizes: Mapping[type[Axis], int], array: jax.Array) -> AnyTensor:
     return Tensor(array, tuple(sizes))
 
 

@@ -40,8 +40,13 @@ Activation = Callable[[Any], Any]
 
 
 def _dense(
-    name: str, x: Any, weight: Any, bias: Any, in_axis: type[Axis], out_axis: type[Axis]
-) -> Any:
+    name: str,
+    x: AnyTensor,
+    weight: AnyTensor,
+    bias: AnyTensor | None,
+    in_axis: type[Axis],
+    out_axis: type[Axis],
+) -> AnyTensor:
     n_in = dict(zip(weight.axes, weight.shape, strict=True))[in_axis]
     require(name, (x,), x, in_axis, n_in)
     forbid(name, (x,), x, (out_axis,))

@@ -57,7 +57,7 @@ def _params(
     return dict(zip(axes, ns, strict=True))
 
 
-def _check(name: str, x: Any, sizes: dict[type[Axis], int], weight: Any) -> None:
+def _check(name: str, x: AnyTensor, sizes: dict[type[Axis], int], weight: AnyTensor | None) -> None:
     for a, n in sizes.items():
         require(name, (x,), x, a, n)
     if weight is not None and x.dtype is not weight.dtype:

@@ -53,7 +53,7 @@ class _Pool(eqx.Module):
     spatial: tuple[type[Axis], ...] = eqx.field(static=True)
     window: int | tuple[int, ...] = eqx.field(static=True)
     stride: int | tuple[int, ...] | None = eqx.field(static=True)
-    padding: Any = eqx.field(static=True)
+    padding: str | tuple[tuple[int, int], ...] = eqx.field(static=True)
 
     def __init__(
         self, spatial: AxisArg, window: Ints, stride: Ints | None = None, padding: Padding = "VALID"

@@ -35,6 +35,7 @@ from typing_extensions import TypeVar
 from ..core import BF16, F16, F32, DType, Floating, Tensor
 from ..core._internal import (
     FLOATING,
+    PyTree,
     dtype_marker,
     finfo_max,
     is_floating,
@@ -65,7 +66,7 @@ Ts = TypeVarTuple("Ts")
 LossScale = float | Literal["dynamic"] | None
 
 
-def _cast_leaf(x: Any, dtype: Any) -> Any:
+def _cast_leaf(x: object, dtype: np.dtype[Any]) -> object:
     if isinstance(x, Tensor):
         if is_floating(x.dtype) and x.array.dtype != dtype:
             return Tensor(x.array.astype(dtype), x.axes)
@@ -75,7 +76,7 @@ def _cast_leaf(x: Any, dtype: Any) -> Any:
     return x
 
 
-def _floating_marker(dtype: Any, where: str) -> type[DType]:
+def _floating_marker(dtype: object, where: str) -> type[DType]:
     """The floating marker of ``dtype`` (a marker, or a numpy/JAX dtype such as
     ``jnp.bfloat16``), or the ``TypeError`` that names ``where`` and the dtypes to use."""
     try:
@@ -140,8 +141,10 @@ def cast(tree: Tensor[FD, *Ts], dtype: type[DN]) -> Tensor[DN, *Ts]: ...
 @overload
 def cast(tree: T, dtype: type[DType]) -> T: ...
 @overload
-def cast(tree: Any, dtype: DTypeLike) -> Any: ...  # jnp.bfloat16: give ax.BF16 for a typed result
-def cast(tree: Any, dtype: type[DType] | DTypeLike) -> Any:
+def cast(
+    tree: PyTree, dtype: DTypeLike
+) -> PyTree: ...  # jnp.bfloat16: give ax.BF16 for a typed result
+def cast(tree: PyTree, dtype: type[DType] | DTypeLike) -> PyTree:
     """``tree`` with every floating-point Tensor and array cast to ``dtype``.
 
     Integer and Bool Tensors (token ids, masks), static fields and Python numbers are left
@@ -224,8 +227,8 @@ class DTypeCast(Generic[DC]):
     @overload
     def __call__(self, tree: Tensor[DN, *Ts]) -> Tensor[DN, *Ts]: ...  # integers, Bool kept
     @overload
-    def __call__(self, tree: Any) -> Any: ...
-    def __call__(self, tree: Any) -> Any:
+    def __call__(self, tree: PyTree) -> PyTree: ...
+    def __call__(self, tree: PyTree) -> PyTree:
         """``tree`` with every floating-point Tensor and array cast to the dtype."""
         return cast(tree, self.dtype)
 
@@ -334,7 +337,7 @@ class LossScaled(eqx.Module):
     """A model with its loss scale and count of finite steps (f32 scalars), as ``fit``
     trains it under a policy with loss scaling."""
 
-    model: Any
+    model: PyTree
     scale: jax.Array
     good: jax.Array
 

@@ -34,6 +34,7 @@ from typing_extensions import TypeVar
 
 from ..core import F32, Axis, AxisError, DType, Tensor
 from ..core._internal import (
+    PyTree,
     axes_names,
     axis_name,
     check_axis_label,
@@ -172,7 +173,7 @@ class AbstractCell(eqx.Module, Generic[D, In, H]):
             xg = xg + broadcast(self.bias, xg)
         return xg, hg
 
-    def init_state(self, batch: Mapping[type[Axis], int] | None = None) -> Any:
+    def init_state(self, batch: Mapping[type[Axis], int] | None = None) -> PyTree:
         """The zero state for the given batch axes: ``cell.init_state({Batch: 32})``."""
         sizes = positive_sizes(f"{type(self).__name__}.init_state", "batch", batch or {})
         return zeros_tensor(
@@ -182,7 +183,7 @@ class AbstractCell(eqx.Module, Generic[D, In, H]):
             dtype=self.weight_hh.dtype,
         )
 
-    def output(self, state: Any) -> AnyTensor:
+    def output(self, state: PyTree) -> AnyTensor:
         """The part of the state a layer emits at each step (the state itself here)."""
         out: AnyTensor = state  # the state of an RNN/GRU cell is one Tensor
         return out
@@ -414,7 +415,6 @@ class LSTMCell(AbstractCell[D, In, H]):
         h = super().init_state(batch)
         return h, h
 
-    def output(self, state: Any) -> AnyTensor:
+    def output(self, state: tuple[AnyTensor, AnyTensor]) -> AnyTensor:
         """``h`` of the pair ``(h, c)``."""
-        h: AnyTensor = state[0]
-        return h
+        return state[0]

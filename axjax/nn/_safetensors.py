@@ -29,8 +29,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from ..core import Tensor
-from ..core._internal import Feature
+from ..core import AnyTensor, Tensor
+from ..core._internal import Feature, PyTree
 
 __all__ = ["SafetensorsError", "load_safetensors", "save_safetensors"]
 
@@ -47,15 +47,19 @@ class SafetensorsError(ValueError):
     __module__ = "axjax.nn"
 
 
-def _is_tensor(x: Any) -> bool:
+#: an array leaf of a module: a Tensor or a plain array
+Leaf = AnyTensor | jax.Array | np.ndarray[Any, Any]
+
+
+def _is_tensor(x: object) -> bool:
     return isinstance(x, Tensor)
 
 
-def _entries(module: Any, where: str) -> list[tuple[str, Any]]:
+def _entries(module: PyTree, where: str) -> list[tuple[str, Leaf]]:
     """``(entry name, leaf)`` for each array leaf; ``SafetensorsError`` when two paths give
     the same name (``{"a.b": x, "a": {"b": y}}``: both are ``a.b``)."""
     leaves = jax.tree_util.tree_flatten_with_path(module, is_leaf=_is_tensor)[0]
-    out: list[tuple[str, Any]] = []
+    out: list[tuple[str, Leaf]] = []
     paths: dict[str, str] = {}
     for path, leaf in leaves:
         if isinstance(leaf, Tensor) or isinstance(leaf, jax.Array | np.ndarray):
@@ -89,7 +93,7 @@ def _describe(entry: dict[str, Any]) -> str:
     return "[" + ", ".join(stack + named) + "]"
 
 
-def _info(leaf: Any) -> dict[str, Any]:
+def _info(leaf: Leaf) -> dict[str, Any]:
     if isinstance(leaf, Tensor):
         return {
             "axes": [a.__name__ for a in leaf.axes],
@@ -99,7 +103,7 @@ def _info(leaf: Any) -> dict[str, Any]:
     return {"axes": None, "shape": list(leaf.shape), "dtype": np.dtype(leaf.dtype).name}
 
 
-def _checked_metadata(metadata: Any) -> dict[str, str]:
+def _checked_metadata(metadata: object) -> dict[str, str]:
     """``metadata`` as a new dict; ``SafetensorsError`` unless it maps str to str (the
     header's metadata is strings only) and leaves out axjax's own key."""
     if metadata is None:
@@ -130,7 +134,7 @@ def _checked_metadata(metadata: Any) -> dict[str, str]:
 
 
 def save_safetensors(
-    module: Any, path: str | os.PathLike[str], metadata: dict[str, str] | None = None
+    module: PyTree, path: str | os.PathLike[str], metadata: dict[str, str] | None = None
 ) -> None:
     """Write the arrays of ``module`` (Tensors and plain arrays) to a safetensors file.
 
@@ -252,8 +256,8 @@ def _saved_axes(where: str, text: str | None) -> dict[str, dict[str, Any]]:
 
 
 def _check(
-    name: str, leaf: Any, array: np.ndarray, saved: dict[str, Any] | None, where: str
-) -> Any:
+    name: str, leaf: Leaf, array: np.ndarray, saved: dict[str, Any] | None, where: str
+) -> AnyTensor | jax.Array:
     want = _info(leaf)
     got = (
         saved
@@ -283,10 +287,11 @@ def _check(
         )
     value = jnp.asarray(array)
     if isinstance(leaf, Tensor):  # the template's axes, on the array (stacked ones too)
-        return jax.tree_util.tree_unflatten(jax.tree.structure(leaf), [value])
+        rebuilt: AnyTensor = jax.tree_util.tree_unflatten(jax.tree.structure(leaf), [value])
+        return rebuilt
     return value
 
 
-def _replace(loaded: dict[str, Any], path: Any, leaf: Any) -> Any:
+def _replace(loaded: dict[str, Any], path: tuple[object, ...], leaf: object) -> object:
     name = jax.tree_util.keystr(path, simple=True, separator=".")
     return loaded.get(name, leaf)

@@ -19,7 +19,7 @@ import jax
 from typing_extensions import TypeVar, TypeVarTuple, Unpack
 
 from ..core import Axis, Bool, DType, Tensor
-from ..core._internal import axis_name, check_axis_label, fail
+from ..core._internal import PyTree, axis_name, check_axis_label, fail
 from ..graph import scan
 from ..ops import concat
 from ._recurrent import AbstractCell
@@ -54,7 +54,7 @@ Mask = Tensor[Bool, *tuple[Any, ...]]
 Layers = TypeVarTuple("Layers", default=Unpack[tuple[Any, ...]])
 
 
-def _init_state(cell: Any, xs: AnyTensor, over: type[Axis]) -> Any:
+def _init_state(cell: AbstractCell[Any, Any, Any], xs: AnyTensor, over: type[Axis]) -> PyTree:
     batch = {
         a: n
         for a, n in zip(xs.axes, xs.shape, strict=True)
@@ -107,7 +107,7 @@ class Recurrent(eqx.Module, Generic[Cell, Over]):
         self: Recurrent[AbstractCell[D, In, H], T],
         xs: Tensor[D, *B, T, In],
         *,
-        init: Any = None,
+        init: PyTree = None,
         mask: Mask | None = None,
         key: jax.Array | None = None,
     ) -> Tensor[D, T, *B, H]: ...
@@ -116,7 +116,7 @@ class Recurrent(eqx.Module, Generic[Cell, Over]):
         self: Recurrent[AbstractCell[D, In, H], T],
         xs: Tensor[D, T, *B, In],
         *,
-        init: Any = None,
+        init: PyTree = None,
         mask: Mask | None = None,
         key: jax.Array | None = None,
     ) -> Tensor[D, T, *B, H]: ...
@@ -125,7 +125,7 @@ class Recurrent(eqx.Module, Generic[Cell, Over]):
         self: Recurrent[AbstractCell[D, In, H], T],
         xs: Tensor[D, *B, T, A1, In],
         *,
-        init: Any = None,
+        init: PyTree = None,
         mask: Mask | None = None,
         key: jax.Array | None = None,
     ) -> Tensor[D, T, *B, A1, H]: ...
@@ -133,7 +133,7 @@ class Recurrent(eqx.Module, Generic[Cell, Over]):
         self,
         xs: AnyTensor,
         *,
-        init: Any = None,
+        init: PyTree = None,
         mask: AnyTensor | None = None,
         key: jax.Array | None = None,
     ) -> AnyTensor:

@@ -26,6 +26,7 @@ from typing_extensions import ParamSpec, TypeVar
 
 from ..core import Axis, AxisError, Tensor
 from ..core._internal import (
+    PyTree,
     axis_name,
     check_axis_label,
     describe,
@@ -74,7 +75,7 @@ def _dynamic(leaf: object) -> bool:
     return is_tensor(leaf) or eqx.is_array(leaf)
 
 
-def _stacked_size(tree: Any, axis: type[Axis], where: str) -> int:
+def _stacked_size(tree: PyTree, axis: type[Axis], where: str) -> int:
     """The size of ``axis``, leading on every Tensor of ``tree``; a clear error otherwise."""
     sizes: set[int] = set()
     for path, leaf in jax.tree_util.tree_leaves_with_path(tree, is_leaf=is_tensor):
@@ -104,12 +105,12 @@ def _stacked_size(tree: Any, axis: type[Axis], where: str) -> int:
     return sizes.pop()
 
 
-def _with_leading(tree: Any, axis: type[Axis]) -> Any:
+def _with_leading(tree: PyTree, axis: type[Axis]) -> PyTree:
     """``tree`` with ``axis`` named first on every Tensor whose array gained a leading
     dimension (the result of a ``vmap`` or of stacking the arrays)."""
 
-    def name(leaf: Any) -> Any:
-        if is_tensor(leaf):
+    def name(leaf: object) -> object:
+        if isinstance(leaf, Tensor):
             return Tensor(leaf.array, (axis, *leaf.axes))
         return leaf
 
@@ -257,8 +258,8 @@ class LayerStack(eqx.Module, Generic[M, L]):
         return [self[i] for i in range(len(self))]
 
     def _block(self, take: Callable[[Any], Any]) -> M:
-        def one(leaf: Any) -> Any:
-            if is_tensor(leaf):
+        def one(leaf: object) -> object:
+            if isinstance(leaf, Tensor):
                 return Tensor(take(leaf.array), leaf.axes[1:])
             return leaf
 
@@ -277,7 +278,9 @@ class LayerStack(eqx.Module, Generic[M, L]):
         return out
 
 
-def _run(stack: LayerStack[Any, Any], x: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+def _run(
+    stack: LayerStack[Any, Any], x: PyTree, args: tuple[Any, ...], kwargs: dict[str, Any]
+) -> PyTree:
     where = f"LayerStack(over={axis_name(stack.axis)})"
     n = _stacked_size(stack.layers, stack.axis, where)
     x_leaves, _ = flatten(x)
@@ -293,9 +296,9 @@ def _run(stack: LayerStack[Any, Any], x: Any, args: tuple[Any, ...], kwargs: dic
         raise TypeError(f"{where}: key= is for a call on Tensors, not on graph nodes")
     if not symbolic:
         dyn = unsplit_leading(dyn)  # FSDP over Layer on an Explicit mesh: gathered first
-    xs: Any = dyn if key is None else (dyn, _keys_tensor(key, n, stack.axis))
+    xs: PyTree = dyn if key is None else (dyn, _keys_tensor(key, n, stack.axis))
 
-    def apply(state: Any, sliced: Any) -> Any:
+    def apply(state: PyTree, sliced: PyTree) -> PyTree:
         if key is None:
             block = eqx.combine(sliced, static, is_leaf=is_tensor)
             out = block(state, *args, **kwargs)
@@ -335,7 +338,7 @@ def _key_of(k: AnyTensor, like: jax.Array) -> jax.Array:
     return words  # a raw key: its uint32 words as they are
 
 
-def _check_same(out: Any, state: Any, where: str) -> None:
+def _check_same(out: PyTree, state: PyTree, where: str) -> None:
     """Raise unless the block returned what it was given: same structure, axes, dtypes."""
     o_leaves, o_def = flatten(out)
     s_leaves, s_def = flatten(state)

@@ -14,9 +14,9 @@ values); :class:`ChildSumTreeLSTMCell` is the unit of Tai et al. (2015).
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, final
+from typing import Any, Protocol, final
 
 import equinox as eqx
 import jax
@@ -24,7 +24,13 @@ import jax.numpy as jnp
 import numpy as np
 
 from ..core import F32, I32, Axis, AxisError, Bool, DType, Tensor
-from ..core._internal import axis_name, check_axis_label, describe, optional_positive_int
+from ..core._internal import (
+    PyTree,
+    axis_name,
+    check_axis_label,
+    describe,
+    optional_positive_int,
+)
 from ..ops import broadcast, contract, index, rename, sigmoid, take, tanh, tensor, transpose
 from ..ops import sum as reduce_sum
 from . import _init
@@ -65,6 +71,15 @@ class Slot(Axis):
 @final
 class Child(Axis):
     """The children of a node, padded: the extra axis of the children's states."""
+
+
+class TreeUnit(Protocol):
+    """What tree_fold / tree_scan run: a cell with ``init_state`` and
+    ``unit(children, x, mask=m)`` (:class:`ChildSumTreeLSTMCell`, say)."""
+
+    def init_state(self, batch: Mapping[type[Axis], int], /) -> PyTree: ...
+
+    def __call__(self, children: PyTree, x: PyTree, /, *, mask: AnyTensor) -> PyTree: ...
 
 
 @dataclass(frozen=True)
@@ -175,7 +190,8 @@ def _fit(limit: int | None, need: int, what: str) -> int:
     return limit
 
 
-def _run(unit: Any, batch: TreeBatch, xs: Any) -> tuple[Any, list[AnyTensor]]:
+def _run(unit: TreeUnit, batch: TreeBatch, xs: PyTree) -> tuple[object, list[AnyTensor]]:
+    """The final states of every node, padded, and their pytree structure (a PyTreeDef)."""
     node = batch.node_axis
     n = batch.num_nodes
     for t in flatten(xs)[0]:
@@ -217,7 +233,7 @@ def _run(unit: Any, batch: TreeBatch, xs: Any) -> tuple[Any, list[AnyTensor]]:
     return s_def, [wrap(a, ax_) for a, ax_ in zip(final, s_axes, strict=True)]
 
 
-def tree_scan(unit: Any, batch: TreeBatch) -> Callable[[Any], Any]:
+def tree_scan(unit: TreeUnit, batch: TreeBatch) -> Callable[[PyTree], PyTree]:
     """The state of every node: ``tree_scan(unit, batch)(xs) -> state [TreeNode, ...]``.
 
     ``xs`` (a Tensor or pytree of Tensors) has the node axis; ``unit(children, x, mask=m)``
@@ -225,7 +241,7 @@ def tree_scan(unit: Any, batch: TreeBatch) -> Callable[[Any], Any]:
     ``mask [Slot, Child]`` of real children, all over the batch axis :class:`Slot`.
     """
 
-    def run(xs: Any) -> Any:
+    def run(xs: PyTree) -> PyTree:
         s_def, final = _run(unit, batch, xs)
         return unflatten(s_def, [_drop_pad(t, batch) for t in final])
 
@@ -238,7 +254,7 @@ def _drop_pad(t: AnyTensor, batch: TreeBatch) -> AnyTensor:
     return wrap(jax.lax.slice_in_dim(t.array, 0, batch.num_nodes, axis=p), t.axes)
 
 
-def tree_fold(unit: Any, batch: TreeBatch) -> Callable[[Any], Any]:
+def tree_fold(unit: TreeUnit, batch: TreeBatch) -> Callable[[PyTree], PyTree]:
     """The catamorphism: the root state of each tree, ``[batch_axis, ...]``.
 
     Example:
@@ -246,7 +262,7 @@ def tree_fold(unit: Any, batch: TreeBatch) -> Callable[[Any], Any]:
         >>> h, c = ax.nn.tree_fold(cell, batch)(embed(batch.values))   # h [Batch, Hidden]
     """
 
-    def run(xs: Any) -> Any:
+    def run(xs: PyTree) -> PyTree:
         s_def, final = _run(unit, batch, xs)
         return unflatten(s_def, [take(t, batch.node_axis, batch.roots) for t in final])
 
@@ -312,12 +328,13 @@ class ChildSumTreeLSTMCell(AbstractCell):
         c = i * u + reduce_sum(f * broadcast(ck, fh), Child)
         return o * tanh(c), c
 
-    def init_state(self, batch: Any = None) -> tuple[AnyTensor, AnyTensor]:
+    def init_state(
+        self, batch: Mapping[type[Axis], int] | None = None
+    ) -> tuple[AnyTensor, AnyTensor]:
         """``(h, c)`` of zeros over the given batch axes."""
         h = super().init_state(batch)
         return h, h
 
-    def output(self, state: Any) -> AnyTensor:
+    def output(self, state: tuple[AnyTensor, AnyTensor]) -> AnyTensor:
         """``h`` of the pair ``(h, c)``."""
-        h: AnyTensor = state[0]
-        return h
+        return state[0]

@@ -7,7 +7,7 @@ from typing import Any
 
 import jax
 
-from ..core import Axis, AxisError
+from ..core import AnyTensor, Axis, AxisError
 from ..core._internal import (
     axes_names,
     axis_name,
@@ -47,13 +47,13 @@ def as_axes(arg: AxisArg, where: str) -> tuple[type[Axis], ...]:
     return tuple(check_axis_label(a, where) for a in axes)
 
 
-def size_of(x: Any, axis: type[Axis]) -> int | None:
+def size_of(x: AnyTensor, axis: type[Axis]) -> int | None:
     """The size of ``axis`` in a Tensor or graph node (``None`` when not yet known)."""
     return dict(zip(x.axes, x.shape, strict=True)).get(axis)
 
 
 def tensors(
-    layer: str, xs: Sequence[Any], x: Any, what: str, axes: Sequence[type[Axis]] = ()
+    layer: str, xs: Sequence[object], x: object, what: str, axes: Sequence[type[Axis]] = ()
 ) -> None:
     """``TypeError`` unless ``x`` and the other operands ``xs`` are Tensors (or graph nodes):
     a layer reads axes by name, which a raw ``jax.Array`` does not have."""
@@ -79,7 +79,12 @@ def tensors(
 
 
 def require(
-    layer: str, xs: Sequence[Any], x: Any, axis: type[Axis], size: int | None, what: str = "input"
+    layer: str,
+    xs: Sequence[Any],
+    x: AnyTensor,
+    axis: type[Axis],
+    size: int | None,
+    what: str = "input",
 ) -> None:
     """``AxisError`` unless ``x`` has ``axis`` (of ``size``, when both are known); a
     ``TypeError`` if ``x`` or an operand is not a Tensor (a raw array)."""
@@ -101,7 +106,7 @@ def require(
 
 
 def forbid(
-    layer: str, xs: Sequence[Any], x: Any, axes: Sequence[type[Axis]], what: str = "input"
+    layer: str, xs: Sequence[Any], x: AnyTensor, axes: Sequence[type[Axis]], what: str = "input"
 ) -> None:
     """``AxisError`` if ``x`` already has one of ``axes`` (the layer would add it twice); a
     ``TypeError`` if ``x`` or an operand is not a Tensor."""

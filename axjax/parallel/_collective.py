@@ -13,7 +13,7 @@ parallel layer); ``ax.pmean(loss, Batch)`` averages over the data-parallel mesh 
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any, TypeVar, TypeVarTuple, cast
 
 import jax
@@ -26,6 +26,7 @@ from ._sharding import MeshAxes, check_mesh_axes, rules_table
 __all__ = ["all_gather", "pmean", "psum"]
 
 D = TypeVar("D", bound=DType)
+R = TypeVar("R")
 Axes = TypeVarTuple("Axes")
 Over = type[Axis] | tuple[type[Axis], ...]
 
@@ -69,7 +70,7 @@ def _mesh_axes(
 
 def _reduce(
     where: str,
-    fn: Any,
+    fn: Callable[..., jax.Array],
     t: Tensor[D, *Axes],
     over: Over,
     rules: Mapping[type[Axis], MeshAxes] | AxisRules | None,
@@ -93,10 +94,10 @@ def _bound(
     t: Tensor[Any, *tuple[Any, ...]],
     over: Over,
     names: tuple[str, ...],
-    fn: Any,
+    fn: Callable[..., R],
     *args: Any,
     **kwargs: Any,
-) -> Any:
+) -> R:
     """``fn(*args, names, **kwargs)`` (a ``jax.lax`` collective over the mesh axes
     ``names``); JAX's ``NameError`` for an axis name nothing binds becomes an
     :class:`AxisError` saying that collectives run inside ``jax.shard_map`` only (a mesh

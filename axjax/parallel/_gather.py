@@ -9,8 +9,6 @@ partitions the loop itself and nothing changes.
 
 from __future__ import annotations
 
-from typing import Any
-
 import jax
 from jax.sharding import AxisType
 
@@ -28,8 +26,8 @@ def unsplit_leading(tree: PyTree) -> PyTree:
         >>> layers = unsplit_leading(stack.layers)  # Layer no longer split over "data"
     """
 
-    def one(leaf: Any) -> Any:
-        if not is_tensor(leaf):
+    def one(leaf: object) -> object:
+        if not isinstance(leaf, Tensor):
             return leaf
         sharding = getattr(jax.typeof(leaf.array), "sharding", None)
         mesh = getattr(sharding, "mesh", None)

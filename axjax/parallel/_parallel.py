@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Generator, Iterator, Mapping
-from typing import Any, final
+from typing import Any, Protocol, final
 
 import jax
 import jax.core  # jax.core.Tracer: imported by name for type checkers
@@ -88,7 +88,7 @@ class Parallel:
         jitted step, see every leaf on the whole mesh)."""
         replicated = NamedSharding(self.mesh, _REPLICATED)
 
-        def bare(x: Any) -> Any:
+        def bare(x: object) -> object:
             if isinstance(x, jax.Array) and not isinstance(x, jax.core.Tracer):
                 return jax.device_put(x, replicated)
             return x
@@ -108,7 +108,7 @@ class Parallel:
         """The sharding of a batch tensor of type ``t`` (its sizes must divide evenly)."""
         return self.axis_rules.named(t, where="Parallel")
 
-    def prepare(self, model: Any, source: Any) -> tuple[Any, Any]:
+    def prepare(self, model: PyTree, source: BatchSource) -> tuple[PyTree, BatchSource]:
         """The model placed by the parameter rules, and ``source`` with every batch placed by
         the compute rules (a source that already builds global batches is kept)."""
         model = self.place_params(model)
@@ -120,16 +120,25 @@ class Parallel:
         return f"Parallel({self.axis_rules!r})"
 
 
+class BatchSource(Protocol):
+    """A source of batches as ``fit`` iterates it (``ax.train``'s ``BatchSource``):
+    ``len()`` batches per epoch, in a fixed order."""
+
+    def __len__(self) -> int: ...
+
+    def epoch(self, epoch: int, start: int = 0) -> Iterator[PyTree]: ...
+
+
 class _Placed:
     """A batch source whose batches are placed by a :class:`Parallel`'s compute rules."""
 
-    def __init__(self, source: Any, parallel: Parallel) -> None:
+    def __init__(self, source: BatchSource, parallel: Parallel) -> None:
         self.source, self.parallel = source, parallel
 
     def __len__(self) -> int:
         return len(self.source)
 
-    def epoch(self, epoch: int, start: int = 0) -> Iterator[Any]:
+    def epoch(self, epoch: int, start: int = 0) -> Iterator[PyTree]:
         for batch in self.source.epoch(epoch, start):
             yield self.parallel.place_batch(batch)
 

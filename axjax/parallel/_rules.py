@@ -18,15 +18,18 @@ from __future__ import annotations
 import contextlib
 import threading
 from collections.abc import Callable, Generator, Mapping
-from typing import Any, TypeVar, final
+from typing import Any, TypeGuard, TypeVar, final
 
 import jax
 import jax.core  # jax.core.Tracer: imported by name for type checkers
 import numpy as np
 from jax.sharding import AxisType, Mesh, NamedSharding, PartitionSpec
+from jax.typing import DTypeLike
 
-from ..core import Axis
+from ..core import Axis, Tensor
 from ..core._internal import (
+    HasType,
+    PyTree,
     Table,
     axis_name,
     is_tensor,
@@ -82,11 +85,11 @@ class AxisRules:
     def table(self, params: bool = False) -> Table:
         return self.param_rules if params else self.rules
 
-    def spec(self, t: Any, params: bool = False, where: str = "shard") -> PartitionSpec:
+    def spec(self, t: HasType, params: bool = False, where: str = "shard") -> PartitionSpec:
         """``t``'s ``PartitionSpec``; every split axis must divide evenly."""
         return spec_of(t, self.table(params), where, dict(self.mesh.shape))
 
-    def named(self, t: Any, params: bool = False, where: str = "shard") -> NamedSharding:
+    def named(self, t: HasType, params: bool = False, where: str = "shard") -> NamedSharding:
         return NamedSharding(self.mesh, self.spec(t, params, where))
 
     def __repr__(self) -> str:
@@ -167,17 +170,17 @@ def _resolve(rules: Rules | AxisRules | None, mesh: Mesh | None, where: str) -> 
 _REPLICATED = pspec()
 
 
-def _is_array(x: Any) -> bool:
+def _is_array(x: object) -> TypeGuard[jax.Array | np.ndarray | jax.ShapeDtypeStruct]:
     return isinstance(x, jax.Array | np.ndarray | jax.ShapeDtypeStruct)
 
 
 def sharding(
-    tree: Any,
+    tree: PyTree,
     rules: Rules | AxisRules | None = None,
     *,
     mesh: Mesh | None = None,
     params: bool = False,
-) -> Any:
+) -> PyTree:
     """The ``NamedSharding`` of every Tensor in ``tree`` under the rules.
 
     Each Tensor is replaced by its sharding (a pytree prefix of ``tree``, as
@@ -201,8 +204,8 @@ def sharding(
     state = _resolve(rules, mesh, "sharding")
     replicated = NamedSharding(state.mesh, _REPLICATED)
 
-    def one(x: Any) -> Any:
-        if is_tensor(x):
+    def one(x: object) -> object:
+        if isinstance(x, Tensor):
             return state.named(x, params, "sharding")
         return replicated if _is_array(x) else None
 
@@ -241,8 +244,8 @@ def shard(
         )
     state = _resolve(rules, mesh, "shard")
 
-    def one(x: Any) -> Any:
-        if not is_tensor(x):
+    def one(x: object) -> object:
+        if not isinstance(x, Tensor):
             return x
         s = state.named(x, params, "shard")
         a = x.array
@@ -276,8 +279,8 @@ def abstract(
     state = _resolve(rules, mesh, "abstract")
     replicated = NamedSharding(state.mesh, _REPLICATED)
 
-    def one(x: Any) -> Any:
-        if is_tensor(x):
+    def one(x: object) -> object:
+        if isinstance(x, Tensor):
             a = x.array
             return trusted_tensor(
                 _struct(a.shape, a.dtype, state.named(x, params, "abstract")), x.axes
@@ -290,7 +293,9 @@ def abstract(
     return out
 
 
-def _struct(shape: tuple[int, ...], dtype: Any, sharding: NamedSharding) -> jax.ShapeDtypeStruct:
+def _struct(
+    shape: tuple[int, ...], dtype: DTypeLike, sharding: NamedSharding
+) -> jax.ShapeDtypeStruct:
     return shape_dtype_struct(shape, dtype, sharding=sharding)
 
 
@@ -335,7 +340,7 @@ def _init_program(
     traced = [i for i, v in enumerate(in_leaves) if isinstance(v, jax.Array | np.ndarray)]
     box: dict[str, Any] = {}
 
-    def dynamic(*arrays: Any) -> list[Any]:
+    def dynamic(*arrays: jax.Array) -> list[Any]:
         leaves = list(in_leaves)
         for i, a in zip(traced, arrays, strict=True):
             leaves[i] = a
@@ -355,7 +360,7 @@ def _init_program(
         )
     compiled = jax.jit(body, out_shardings=shardings).lower(*arrays).compile()
 
-    def finish(made: list[Any]) -> Any:
+    def finish(made: list[Any]) -> PyTree:
         leaves = [m if s is None else s for m, s in zip(made, box["static"], strict=True)]
         return jax.tree.unflatten(box["def"], leaves)
 

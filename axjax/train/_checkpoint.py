@@ -18,13 +18,14 @@ import json
 import os
 import zipfile
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeGuard
 
 import jax
 import numpy as np
+from jax.typing import ArrayLike
 
 from ..core import Tensor
-from ..core._internal import axis_name, describe
+from ..core._internal import PyTree, axis_name, describe
 
 __all__ = [
     "CheckpointError",
@@ -56,11 +57,11 @@ class CheckpointMismatchError(CheckpointError):
     __module__ = "axjax.train"
 
 
-def _is_leaf(x: Any) -> bool:
+def _is_leaf(x: object) -> bool:
     return isinstance(x, Tensor)
 
 
-def _is_key(x: Any) -> bool:
+def _is_key(x: object) -> TypeGuard[jax.Array]:
     return isinstance(x, jax.Array) and jax.numpy.issubdtype(x.dtype, jax.dtypes.prng_key)
 
 
@@ -75,7 +76,7 @@ def _show(entry: dict[str, Any]) -> str:
     return f"{entry['kind']} {entry.get('type', '')}".strip()
 
 
-def _describe_leaf(x: Any) -> dict[str, Any]:
+def _describe_leaf(x: object) -> dict[str, Any]:
     """The manifest entry of a leaf (without its path)."""
     if isinstance(x, Tensor):
         return {
@@ -99,7 +100,7 @@ def _describe_leaf(x: Any) -> dict[str, Any]:
     return {"kind": "static", "type": type(x).__name__}
 
 
-def _payload(x: Any) -> Any:
+def _payload(x: object) -> object:
     if isinstance(x, Tensor):
         return x.array
     if _is_key(x):
@@ -113,7 +114,7 @@ _JSON_HELP = (
 )
 
 
-def _json_problem(value: Any, where: str, seen: tuple[int, ...] = ()) -> str | None:
+def _json_problem(value: object, where: str, seen: tuple[int, ...] = ()) -> str | None:
     """Where and why ``value`` would not survive a JSON round trip, or ``None``."""
     if isinstance(value, (str, int, float, type(None))):  # bool is an int
         return None
@@ -206,7 +207,7 @@ def checked_metadata(path: Path, metadata: dict[str, Any] | None) -> dict[str, A
     return metadata
 
 
-def flatten_tree(tree: Any) -> tuple[list[dict[str, Any]], list[Any], str]:
+def flatten_tree(tree: PyTree) -> tuple[list[dict[str, Any]], list[Any], str]:
     """The manifest entries of ``tree``'s leaves, the arrays to store, and the tree's structure.
 
     Each array leaf's entry names its file (``leaf_<i>.npy``, in the order of the arrays); a
@@ -281,7 +282,7 @@ def _write_atomically(
 
 def save_checkpoint(
     path: str | os.PathLike[str],
-    tree: Any,
+    tree: PyTree,
     *,
     step: int = 0,
     metadata: dict[str, Any] | None = None,
@@ -448,7 +449,7 @@ def _read_array(zf: zipfile.ZipFile, path: Path, entry: dict[str, Any]) -> np.nd
     return arr
 
 
-def _placed(arr: Any, like: Any) -> jax.Array:
+def _placed(arr: ArrayLike, like: object) -> jax.Array:
     """``arr`` on the device(s) of the template leaf ``like``: with its ``NamedSharding``
     when it has one (a sharded array, or ``ax.abstract``'s ``ShapeDtypeStruct``)."""
     sharding = getattr(like, "sharding", None)
@@ -460,7 +461,7 @@ def _placed(arr: Any, like: Any) -> jax.Array:
     return jax.numpy.asarray(arr)
 
 
-def load_checkpoint(path: str | os.PathLike[str], like: Any) -> tuple[Any, dict[str, Any]]:
+def load_checkpoint(path: str | os.PathLike[str], like: PyTree) -> tuple[PyTree, dict[str, Any]]:
     """Read a checkpoint into the structure of ``like`` (a template with the same layout).
 
     Every stored leaf must match the template's leaf at the same path: kind, dtype,
@@ -504,7 +505,7 @@ def _path_difference(stored: list[dict[str, Any]], flat: list[tuple[Any, Any]]) 
     return "; " + " and ".join(parts) if parts else ""
 
 
-def check_leaf(path: Path, where: str, leaf: Any, entry: dict[str, Any]) -> None:
+def check_leaf(path: Path, where: str, leaf: object, entry: dict[str, Any]) -> None:
     """Raise ``CheckpointMismatchError`` unless the stored ``entry`` fits the template's
     ``leaf`` at ``where``: same path and kind; same axes, shape and dtype for arrays."""
     mine = {"path": where, **_describe_leaf(leaf)}
@@ -518,7 +519,7 @@ def check_leaf(path: Path, where: str, leaf: Any, entry: dict[str, Any]) -> None
         bad = [f for f in fields if entry.get(f) != mine.get(f)]
         if bad:
             plain = isinstance(leaf, Tensor) and np.ndim(leaf.array) == len(leaf.axes)
-            got = describe(leaf) if plain else _show(mine)
+            got = describe(leaf) if isinstance(leaf, Tensor) and plain else _show(mine)
             raise CheckpointMismatchError(
                 f"{path} does not fit at {where}: the checkpoint has {_show(entry)}, the "
                 f"template has {got} ({' and '.join(bad)} differ; restore into a model "
@@ -526,7 +527,7 @@ def check_leaf(path: Path, where: str, leaf: Any, entry: dict[str, Any]) -> None
             )
 
 
-def rebuild_leaf(entry: dict[str, Any], leaf: Any, arr: Any) -> Any:
+def rebuild_leaf(entry: dict[str, Any], leaf: Any, arr: Any) -> object:
     """The restored leaf from its manifest ``entry``, the template ``leaf`` and the stored
     array ``arr`` (host or device; ``None`` for a leaf without one)."""
     if entry["kind"] == "tensor":  # the template's axes on the array (stacked ones too)

@@ -9,7 +9,7 @@ import math
 import os
 import warnings
 from collections.abc import Callable
-from typing import Any, NamedTuple
+from typing import Any, Generic, NamedTuple, TypeVar
 
 import equinox as eqx
 import jax
@@ -18,6 +18,7 @@ import optax
 
 from ..core import Axis
 from ..core._internal import (
+    PyTree,
     block_until_ready,
     check_axis_label,
     optional_positive_int,
@@ -33,7 +34,7 @@ from ._fit_log import FitLog
 from ._guard import GUARDS, FlatSteps, Guard, NanGuard
 from ._loader import BatchSource, as_source
 from ._manager import Checkpoints
-from ._precision import check_guard
+from ._precision import Optimizer, check_guard
 from ._run_state import RunState, copy_tree
 from ._setup import Prepared, prepare
 from ._step import (
@@ -48,19 +49,21 @@ from ._step import (
 
 __all__ = ["FitResult", "Guard", "evaluate", "fit"]
 
+M = TypeVar("M")
 
-class FitResult(NamedTuple):
-    """What :func:`fit` returns."""
 
-    model: Any
-    opt_state: Any
+class FitResult(NamedTuple, Generic[M]):
+    """What :func:`fit` returns: ``model`` has the type of the model given to it."""
+
+    model: M
+    opt_state: PyTree
     step: int
     history: list[dict[str, Any]]
     stopped_early: bool
     seconds: float
 
 
-def batch_axis_of(data: Any, batch_axis: type[Axis] | None) -> type[Axis]:
+def batch_axis_of(data: object, batch_axis: type[Axis] | None) -> type[Axis]:
     """``batch_axis`` if given, else the first of a :class:`Loader`'s ``axes`` (its batch
     axis), else :class:`Batch`."""
     if batch_axis is not None:
@@ -73,9 +76,9 @@ def batch_axis_of(data: Any, batch_axis: type[Axis] | None) -> type[Axis]:
 
 
 def evaluate(
-    model: Any,
+    model: PyTree,
     loss_fn: Callable[..., Any],
-    data: Any,
+    data: object,
     _step: Callable[..., Any] | None = None,
     *,
     batch_axis: type[Axis] | None = None,
@@ -118,7 +121,7 @@ def evaluate(
 
 
 def fit(
-    model: Any,
+    model: M,
     optimizer: optax.GradientTransformation,
     loss_fn: Callable[..., Any],
     data: BatchSource | Any,
@@ -126,7 +129,7 @@ def fit(
     epochs: int = 1,
     max_steps: int | None = None,
     key: jax.Array | None = None,
-    eval_data: Any = None,
+    eval_data: object = None,
     log_every: int = 100,
     logdir: str | os.PathLike[str] | None = None,
     checkpoints: Checkpoints | None = None,
@@ -137,7 +140,7 @@ def fit(
     precision: Policy | None = None,
     parallel: Parallel | None = None,
     batch_axis: type[Axis] | None = None,
-) -> FitResult:
+) -> FitResult[M]:
     """Train ``model`` with ``optimizer`` on ``loss_fn`` over ``data``.
 
     Args:
@@ -157,19 +160,13 @@ def fit(
         resume: continue from the newest checkpoint in ``checkpoints``, if any.
         early_stopping: an :class:`EarlyStopping` rule checked after each evaluation.
         progress: show a tqdm progress bar with the live loss and metrics.
-        guard: what a NaN or infinite value does.
-
-            - ``"replay"`` (default): the step is as fast as a hand-written one. At each log
-              point, epoch end and checkpoint, ``fit`` checks that the loss sum, parameters
-              and optimizer state are finite, and keeps a device copy of that state (the
-              step updates its buffers in place). If something is not finite it
-              replays the steps since then (same batches, same keys) with a checking step
-              and raises the ``TrainingDiverged`` that ``"step"`` would raise (two edge
-              cases differ: docs/training.md, "NaN/Inf guard").
-            - ``"step"``: every step computes the gradient norm and keeps the old
-              parameters and optimizer state when it or the loss is not finite (slower, no
-              extra memory).
-            - ``"off"``: no check; NaN goes into the model, the logs and checkpoints.
+        guard: what a NaN or infinite value does: ``"replay"`` (default; as fast as a
+            hand-written step: at each log point, epoch end and checkpoint the loss sum and
+            state are checked and a device copy kept; when not finite, the steps since are
+            replayed, same batches and keys, to raise what ``"step"`` would), ``"step"``
+            (every step checks the loss and gradient norm and keeps the old state: slower,
+            no extra memory) or ``"off"`` (no check: NaN goes into the model, the logs and
+            checkpoints). Details and two edge cases: docs/training.md, "NaN/Inf guard".
         precision: an ``ax.nn.Policy``: the step casts the model and floating inputs to
             its compute dtype and the loss to its output dtype, and updates the parameters
             in its param dtype; with loss scaling (f16) an overflowing step is skipped and
@@ -201,19 +198,15 @@ def fit(
     p = prepare(
         model, optimizer, loss_fn, precision=precision, parallel=parallel, data=as_source(data)
     )
-    if parallel is not None and not parallel.is_main:  # logs and the progress bar: process 0
-        logdir, progress = None, False
-    schedule = schedule_of(epochs, max_steps, len(p.data))
-    key = jax.random.key(0) if key is None else key
-    resume_from = checkpoints if resume else None
-    run = start_run(p.model, p.opt_state, key, len(p.data), resume_from, early_stopping, schedule)
-    loop = _Loop.build(
-        run,
+    loop, run = _Loop.start(
         p,
         parallel,
         guard,
-        log=FitLog(logdir, resume_at=run.step, epochs=epochs, progress=progress),
-        saver=FitCheckpoints(checkpoints, early_stopping, schedule),
+        key=key,
+        checkpoints=checkpoints,
+        resume=resume,
+        logdir=logdir,
+        progress=progress,
         epochs=epochs,
         max_steps=max_steps,
         log_every=log_every,
@@ -221,11 +214,7 @@ def fit(
         batch_axis=batch_axis,
         early_stopping=early_stopping,
     )
-    # the step, the guard's replay and its op-by-op report, evaluation and checkpoints all
-    # run in one placement context: the mesh under a Parallel (ops run eagerly by the
-    # report would otherwise mix the mesh's arrays with one-device constants)
-    with parallel.placement() if parallel is not None else contextlib.nullcontext():
-        loop.run(run)
+    loop.run(run)
     history, seconds = loop.log.history, run.seconds()
     return FitResult(
         p.unwrap(run.model()), run.opt_state, run.step, history, run.stopped_early, seconds
@@ -235,13 +224,13 @@ def fit(
 def _flat_step(
     run: RunState,
     parallel: Parallel | None,
-    loss_fn: Any,
-    optimizer: Any,
-    treedef: Any,
+    loss_fn: Callable[..., Any],
+    optimizer: Optimizer,
+    treedef: Any,  # a jax.tree_util.PyTreeDef: jaxlib has no stub pyright can use
     *,
     donate: bool,
     guard: bool,
-) -> Any:
+) -> Callable[..., list[jax.Array]]:
     """The jitted step on the leaves of ``treedef``; under a :class:`Parallel`, its outputs
     pinned to the parameter rules' shardings (the state it updates: ``run.hot``)."""
     out = None
@@ -259,7 +248,7 @@ def _check_arguments(
     max_steps: int | None,
     guard: Guard,
     early_stopping: EarlyStopping | None,
-    eval_data: Any,
+    eval_data: object,
     precision: Policy | None,
 ) -> tuple[int, int, int | None]:
     """``(epochs, log_every, max_steps)`` checked; the ``ValueError`` of an unknown guard
@@ -306,6 +295,7 @@ class _Loop:
     """What stays fixed in a ``fit`` run; its methods advance a :class:`RunState`."""
 
     source: BatchSource
+    parallel: Parallel | None
     loss_fn: Callable[..., Any]
     flat_step: FlatSteps
     donate: bool
@@ -315,30 +305,44 @@ class _Loop:
     epochs: int
     max_steps: int | None
     log_every: int
-    eval_data: Any
+    eval_data: object
     eval_step: Callable[..., Any] | None
     early_stopping: EarlyStopping | None
     sync_every: int | None = None
 
     @classmethod
-    def build(
+    def start(
         cls,
-        run: RunState,
         p: Prepared,
         parallel: Parallel | None,
         guard: Guard,
         *,
-        log: FitLog,
-        saver: FitCheckpoints,
+        key: jax.Array | None,
+        checkpoints: Checkpoints | None,
+        resume: bool,
+        logdir: str | os.PathLike[str] | None,
+        progress: bool,
         epochs: int,
         max_steps: int | None,
         log_every: int,
-        eval_data: Any,
+        eval_data: object,
         batch_axis: type[Axis] | None,
         early_stopping: EarlyStopping | None,
-    ) -> _Loop:
-        """The loop of a run: its compiled steps, NaN guard and evaluation step. The run's
-        arrays are copied first when the step donates them (the caller's must survive)."""
+    ) -> tuple[_Loop, RunState]:
+        """The run, fresh or (``resume``) from the newest checkpoint in ``checkpoints``, and
+        its loop: the log, the checkpoint schedule, the compiled steps, the NaN guard and
+        the evaluation step. The run's arrays are copied first when the step donates them
+        (the caller's must survive)."""
+        if parallel is not None and not parallel.is_main:  # logs and the progress bar: process 0
+            logdir, progress = None, False
+        schedule = schedule_of(epochs, max_steps, len(p.batches()))
+        key = jax.random.key(0) if key is None else key
+        resume_from = checkpoints if resume else None
+        run = start_run(
+            p.model, p.opt_state, key, len(p.batches()), resume_from, early_stopping, schedule
+        )
+        log = FitLog(logdir, resume_at=run.step, epochs=epochs, progress=progress)
+        saver = FitCheckpoints(checkpoints, early_stopping, schedule)
         donate = True  # in place on every backend: faster on CPU too (benchmarks.fit_loop)
         # one compiled step per tree structure, for the loop and the guard's replay alike
         flat_steps: FlatSteps = functools.cache(
@@ -356,7 +360,7 @@ class _Loop:
         nan_guard = NanGuard(
             guard,
             run,
-            p.data,
+            p.batches(),
             donate=donate,
             make_replay=functools.partial(make_replay_step, p.loss_fn, p.optimizer, run.static),
             flat_steps=flat_steps,
@@ -369,8 +373,9 @@ class _Loop:
             if eval_data is not None
             else None
         )
-        return cls(
-            source=p.data,
+        loop = cls(
+            source=p.batches(),
+            parallel=parallel,
             loss_fn=p.loss_fn,
             donate=donate,
             guard=nan_guard,
@@ -385,24 +390,31 @@ class _Loop:
             early_stopping=early_stopping,
             sync_every=queue_bound(run.params),
         )
+        return loop, run
 
     def run(self, run: RunState) -> None:
         """Train until ``epochs``, ``max_steps`` or early stopping; then, with
         ``restore_best``, take the best evaluation's parameters. A ``TrainingDiverged``
-        closes the bar and writes the logs on its way out."""
-        run.start_clock()
-        run.done = self.max_steps is not None and run.step >= self.max_steps
-        try:
-            while run.epoch < self.epochs and not run.done:
-                self._train_epoch(run)
-                self._end_epoch(run)
-        except TrainingDiverged:
-            self.log.close()
-            raise
-        self.log.close()  # the curves: drawn once per run
-        rule = self.early_stopping
-        if rule is not None and rule.restore_best and run.best is not None:
-            run.params = run.best
+        closes the bar and writes the logs on its way out.
+
+        The step, the guard's replay and its op-by-op report, evaluation and checkpoints
+        all run in one placement context: the mesh under a Parallel (ops run eagerly by the
+        report would otherwise mix the mesh's arrays with one-device constants)."""
+        parallel = self.parallel
+        with parallel.placement() if parallel is not None else contextlib.nullcontext():
+            run.start_clock()
+            run.done = self.max_steps is not None and run.step >= self.max_steps
+            try:
+                while run.epoch < self.epochs and not run.done:
+                    self._train_epoch(run)
+                    self._end_epoch(run)
+            except TrainingDiverged:
+                self.log.close()
+                raise
+            self.log.close()  # the curves: drawn once per run
+            rule = self.early_stopping
+            if rule is not None and rule.restore_best and run.best is not None:
+                run.params = run.best
 
     def _train_epoch(self, run: RunState) -> None:
         """The steps of the current epoch, from the batch the run stands at."""
@@ -416,7 +428,7 @@ class _Loop:
         finally:
             run.unpack()
 
-    def _train_batch(self, run: RunState, batch: Any) -> None:
+    def _train_batch(self, run: RunState, batch: PyTree) -> None:
         """One step; a log row every ``log_every`` steps, a checkpoint when one is due."""
         if run.monitor is None:
             names = metric_names(self.loss_fn, run.model(), batch)

@@ -55,7 +55,7 @@ def _restore(checkpoints: Checkpoints, state: dict[str, Any], with_best: bool) -
 
 
 def start_run(
-    model: Any,
+    model: PyTree,
     opt_state: PyTree,
     key: jax.Array,
     per_epoch: int,
@@ -113,7 +113,7 @@ def start_run(
     return run
 
 
-def _warn_if_rescheduled(r: Restored, saved: Any, now: dict[str, Any]) -> None:
+def _warn_if_rescheduled(r: Restored, saved: object, now: dict[str, Any]) -> None:
     """Warn when the checkpoint's run had another length or data order than this one."""
     if not isinstance(saved, dict):
         return  # written before schedules were saved: nothing to compare

@@ -13,15 +13,17 @@ Example:
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from typing import Any, cast
 
 import jax
 import optax
 
 from ..core import AnyTensor, Tensor, config
-from ..core._internal import is_floating
+from ..core._internal import PyTree, is_floating
 from ..graph import Graph, LossProgram, Node, Param
 from ..nn import LossScaled, Policy
+from ._precision import Optimizer
 from ._run_state import copy_tree
 from ._setup import prepare
 
@@ -43,8 +45,8 @@ class GraphStep:
         self,
         loss: AnyTensor,
         optimizer: optax.GradientTransformation,
-        inputs: Any = None,
-        wrt: Any = None,
+        inputs: Sequence[AnyTensor] | AnyTensor | None = None,
+        wrt: Sequence[AnyTensor] | AnyTensor | None = None,
         precision: Policy | None = None,
     ) -> None:
         self.precision = precision
@@ -63,8 +65,10 @@ class GraphStep:
         prepared = prepare(  # opt_state: initialised below, on the trained values
             (), optimizer, self._lp.loss, precision=precision, opt_state=()
         )
-        self._opt: Any = prepared.optimizer
-        self._policy_loss: Any = None if precision is None else prepared.loss_fn
+        self._opt: Optimizer = prepared.optimizer
+        self._policy_loss: Callable[..., Any] | None = (
+            None if precision is None else prepared.loss_fn
+        )
         self._scale: tuple[jax.Array, jax.Array] | None = None
         if isinstance(prepared.model, LossScaled):
             self._scale = (prepared.model.scale, prepared.model.good)
@@ -75,7 +79,7 @@ class GraphStep:
         for i in self._trained:  # the step updates these in place: never the caller's arrays
             values[i] = copy_tree(values[i])
         self._values = tuple(values)
-        self.opt_state: Any = copy_tree(self._opt.init(self._wrap(self._train())))  # Tensors
+        self.opt_state: PyTree = copy_tree(self._opt.init(self._wrap(self._train())))  # Tensors
         self.trace_count: int = 0
         # 0: the autodiff mode; the trained values and the optimizer state are donated
         self._jit = jax.jit(self._step, static_argnums=0, donate_argnums=(1, 3))
@@ -83,7 +87,7 @@ class GraphStep:
     def _train(self) -> tuple[AnyTensor, ...]:
         return tuple(self._values[i] for i in self._lp.index)
 
-    def _wrap(self, train: tuple[AnyTensor, ...]) -> Any:
+    def _wrap(self, train: tuple[AnyTensor, ...]) -> PyTree:
         """The trained values as the step takes them (a LossScaled under loss scaling)."""
         return train if self._scale is None else LossScaled(train, *self._scale)
 
@@ -92,18 +96,26 @@ class GraphStep:
         """The current loss scale (``None`` without loss scaling)."""
         return None if self._scale is None else float(self._scale[0])
 
-    def _step(self, mode: str, train: Any, values: Any, opt_state: Any, inputs: Any) -> Any:
+    def _step(
+        self,
+        mode: str,
+        train: PyTree,
+        values: PyTree,
+        opt_state: PyTree,
+        inputs: tuple[AnyTensor, ...],
+    ) -> tuple[PyTree, PyTree, jax.Array]:
         self.trace_count += 1
         value, grads = jax.value_and_grad(self._loss)(train, values, inputs)
+        updates: PyTree  # a LossScaled under loss scaling: a tree optax applies alike
         updates, opt_state = self._opt.update(grads, opt_state, train)
         return optax.apply_updates(train, updates), opt_state, value
 
-    def _loss(self, train: Any, values: Any, inputs: Any) -> Any:
+    def _loss(self, train: PyTree, values: PyTree, inputs: tuple[AnyTensor, ...]) -> jax.Array:
         """The graph's loss; under a precision policy, run in its compute dtype (and its
         gradient scaled by the loss scale on the way back)."""
-        if self._policy_loss is None:
-            return self._lp.loss(train, values, inputs)
-        return self._policy_loss(train, values, inputs)
+        run = self._lp.loss if self._policy_loss is None else self._policy_loss
+        value: jax.Array = run(train, values, inputs)
+        return value
 
     def __call__(self, *args: Any, **kwargs: Any) -> Tensor[Any]:
         """Run one update on these inputs; returns the loss before the update."""
@@ -141,8 +153,8 @@ class GraphStep:
 def compile_step(
     loss: Tensor[Any],
     optimizer: optax.GradientTransformation,
-    inputs: Any = None,
-    wrt: Any = None,
+    inputs: Sequence[AnyTensor] | AnyTensor | None = None,
+    wrt: Sequence[AnyTensor] | AnyTensor | None = None,
     precision: Policy | None = None,
 ) -> GraphStep:
     """A jitted training step: gradients of ``loss`` by each op's backward, then ``optimizer``.

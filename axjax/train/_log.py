@@ -63,9 +63,10 @@ class MetricsLog:
         os.replace(tmp, self.csv)
 
 
-def _plain(v: Any) -> Any:
-    if hasattr(v, "item"):
-        v = v.item()
+def _plain(v: object) -> object:
+    item = getattr(v, "item", None)
+    if item is not None:
+        v = item()
     if isinstance(v, float) and not math.isfinite(v):
         return str(v)
     return v

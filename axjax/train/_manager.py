@@ -11,7 +11,7 @@ from typing import Any, NamedTuple
 
 import jax
 
-from ..core._internal import Feature, non_negative_int, optional_positive_int, positive_int
+from ..core._internal import Feature, PyTree, non_negative_int, optional_positive_int, positive_int
 from ._checkpoint import (
     CheckpointError,
     CheckpointMismatchError,
@@ -32,7 +32,7 @@ _TMP = re.compile(r"^\.ckpt-\d+\.npz\.tmp-(\d+)$")
 class Restored(NamedTuple):
     """What :meth:`Checkpoints.restore` returns."""
 
-    tree: Any
+    tree: PyTree
     step: int
     metadata: dict[str, Any]
     path: Path
@@ -101,7 +101,7 @@ class Checkpoints:
         steps = self.steps()
         return steps[-1] if steps else None
 
-    def save(self, step: int, tree: Any, metadata: dict[str, Any] | None = None) -> Path:
+    def save(self, step: int, tree: PyTree, metadata: dict[str, Any] | None = None) -> Path:
         """Write ``tree`` as the checkpoint of ``step`` (atomically), then prune old ones.
 
         Raises:
@@ -128,7 +128,7 @@ class Checkpoints:
         self._remove_stale_temporaries()
         return path
 
-    def _save_sharded(self, step: int, tree: Any, metadata: dict[str, Any] | None) -> Path:
+    def _save_sharded(self, step: int, tree: PyTree, metadata: dict[str, Any] | None) -> Path:
         """Every process writes its shards; an older save of the same step (an epoch's
         end, say) is replaced only once the new one is complete and checked (``overwrite``);
         process 0 prunes; the others wait for it."""
@@ -140,12 +140,12 @@ class Checkpoints:
         _barrier(f"axjax-checkpoint-{step}-pruned")
         return path
 
-    def _load(self, step: int, like: Any) -> tuple[Any, dict[str, Any]]:
+    def _load(self, step: int, like: PyTree) -> tuple[PyTree, dict[str, Any]]:
         if self.sharded:
             return load_sharded(self.path(step), like)
         return load_checkpoint(self.path(step), like)
 
-    def restore(self, like: Any, step: int | None = None) -> Restored:
+    def restore(self, like: PyTree, step: int | None = None) -> Restored:
         """Load a checkpoint into the structure of ``like``.
 
         With ``step`` that checkpoint is loaded (a damaged one raises

@@ -7,8 +7,9 @@ from typing import Any, cast
 import equinox as eqx
 import jax
 import jax.numpy as jnp
+from jax.typing import ArrayLike
 
-from ..core import F32, I32, Axis, Tensor
+from ..core import F32, I32, AnyTensor, Axis, Tensor
 from ..core._internal import axis_name, check_axis_label, fail
 from ..ops import argmax, astype, equal
 from ..ops import mean as _mean
@@ -78,7 +79,7 @@ class RunningMean(eqx.Module):
         """An empty mean (its :meth:`value` is NaN until updated)."""
         return RunningMean(jnp.zeros((), jnp.float32), jnp.zeros((), jnp.float32))
 
-    def update(self, value: Any, weight: Any = 1.0) -> RunningMean:
+    def update(self, value: AnyTensor | ArrayLike, weight: ArrayLike = 1.0) -> RunningMean:
         """Add ``value`` (a scalar array or Tensor) with ``weight``."""
         v = value.array if isinstance(value, Tensor) else jnp.asarray(value)
         w = jnp.asarray(weight, jnp.float32)

@@ -13,16 +13,24 @@ Example:
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import Any, TypeAlias, TypeVar
 
 import jax
 import jax.numpy as jnp
 import optax
 
-from ..core import Tensor
+from ..core import AnyTensor, Tensor
+from ..core._internal import PyTree
 from ..nn import LossScaled, Policy, scale_gradient
 
-__all__ = ["ScaledOptimizer", "check_guard", "for_training", "next_scale", "policy_loss"]
+__all__ = [
+    "Optimizer",
+    "ScaledOptimizer",
+    "check_guard",
+    "for_training",
+    "next_scale",
+    "policy_loss",
+]
 
 
 def policy_loss(policy: Policy, loss_fn: Callable[..., Any], with_key: bool) -> Callable[..., Any]:
@@ -33,7 +41,7 @@ def policy_loss(policy: Policy, loss_fn: Callable[..., Any], with_key: bool) -> 
     is multiplied by its scale on the way back (the value is unchanged).
     """
 
-    def run(model: Any, batch: tuple[Any, ...], key: Any) -> Any:
+    def run(model: PyTree, batch: tuple[PyTree, ...], key: jax.Array | None) -> object:
         scale = None
         if isinstance(model, LossScaled):
             model, scale = model.model, model.scale
@@ -47,18 +55,18 @@ def policy_loss(policy: Policy, loss_fn: Callable[..., Any], with_key: bool) -> 
 
     if with_key:
 
-        def keyed(model: Any, *batch: Any, key: Any = None) -> Any:
+        def keyed(model: PyTree, *batch: PyTree, key: jax.Array | None = None) -> object:
             return run(model, batch, key)
 
         return keyed
 
-    def plain(model: Any, *batch: Any) -> Any:
+    def plain(model: PyTree, *batch: PyTree) -> object:
         return run(model, batch, None)
 
     return plain
 
 
-def _scale_loss(loss: Any, scale: jax.Array) -> Any:
+def _scale_loss(loss: Any, scale: jax.Array) -> AnyTensor | jax.Array:
     if isinstance(loss, Tensor):
         return Tensor(scale_gradient(loss.array, scale), loss.axes)
     return scale_gradient(jnp.asarray(loss), scale)
@@ -87,12 +95,12 @@ class ScaledOptimizer:
     def __init__(self, inner: optax.GradientTransformation, policy: Policy) -> None:
         self.inner, self.policy = inner, policy
 
-    def init(self, params: LossScaled) -> Any:
+    def init(self, params: LossScaled) -> PyTree:
         return self.inner.init(params.model)
 
     def update(
-        self, grads: LossScaled, state: Any, params: LossScaled | None = None
-    ) -> tuple[LossScaled, Any]:
+        self, grads: LossScaled, state: PyTree, params: LossScaled | None = None
+    ) -> tuple[LossScaled, PyTree]:
         if params is None:
             raise ValueError("ScaledOptimizer.update needs params (the current scale)")
         inv = 1.0 / params.scale
@@ -107,9 +115,17 @@ class ScaledOptimizer:
         return LossScaled(updates, scale - params.scale, good - params.good), new_state
 
 
+#: what a step updates with: the optimizer given, or it wrapped for loss scaling
+Optimizer: TypeAlias = optax.GradientTransformation | ScaledOptimizer
+
+
 def for_training(
-    policy: Policy, model: Any, optimizer: Any, loss_fn: Callable[..., Any], with_key: bool
-) -> tuple[Any, Any, Callable[..., Any], Callable[[Any], Any]]:
+    policy: Policy,
+    model: PyTree,
+    optimizer: optax.GradientTransformation,
+    loss_fn: Callable[..., Any],
+    with_key: bool,
+) -> tuple[PyTree, Optimizer, Callable[..., Any], Callable[[PyTree], PyTree]]:
     """What a step trains under ``policy``: ``(model, optimizer, loss_fn, unwrap)``.
 
     The model's parameters are cast to ``policy.param`` and ``loss_fn`` runs as
@@ -137,9 +153,12 @@ def check_guard(where: str, precision: Policy | None, stepwise: bool) -> None:
         )
 
 
-def same(model: Any) -> Any:
+T = TypeVar("T")
+
+
+def same(model: T) -> T:
     return model
 
 
-def unwrap_scaled(m: Any) -> Any:
+def unwrap_scaled(m: PyTree) -> PyTree:
     return m.model if isinstance(m, LossScaled) else m

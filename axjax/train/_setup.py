@@ -15,10 +15,13 @@ from collections.abc import Callable
 from typing import Any, NamedTuple
 
 import equinox as eqx
+import optax
 
+from ..core._internal import PyTree
 from ..nn import Policy
 from ..parallel import Parallel
-from ._precision import for_training, same
+from ._loader import BatchSource
+from ._precision import Optimizer, for_training, same
 from ._step import takes_key
 
 __all__ = ["Prepared", "prepare"]
@@ -31,23 +34,29 @@ class Prepared(NamedTuple):
     policy's dtypes, the placed optimizer state, ``unwrap`` (trained model -> the model
     as given), and ``data`` with its batches placed by the compute rules."""
 
-    model: Any
-    optimizer: Any
+    model: PyTree
+    optimizer: Optimizer
     loss_fn: Callable[..., Any]
-    opt_state: Any
-    unwrap: Callable[[Any], Any]
-    data: Any
+    opt_state: PyTree
+    unwrap: Callable[[PyTree], PyTree]
+    data: BatchSource | None
+
+    def batches(self) -> BatchSource:
+        """``data``, for a set-up that was given it."""
+        if self.data is None:
+            raise ValueError("prepare: no data was given")
+        return self.data
 
 
 def prepare(
-    model: Any,
-    optimizer: Any,
+    model: PyTree,
+    optimizer: optax.GradientTransformation,
     loss_fn: Callable[..., Any],
     *,
     precision: Policy | None = None,
     parallel: Parallel | None = None,
-    opt_state: Any = None,
-    data: Any = None,
+    opt_state: PyTree = None,
+    data: BatchSource | None = None,
 ) -> Prepared:
     """The pieces of a training step under ``precision`` and ``parallel`` (either may be
     ``None``: that piece is kept as it is).
@@ -57,9 +66,10 @@ def prepare(
     ``data`` (a batch source), when given, comes back with every batch placed by
     ``parallel``'s compute rules.
     """
-    unwrap: Callable[[Any], Any] = same
+    unwrap: Callable[[PyTree], PyTree] = same
+    opt: Optimizer = optimizer
     if precision is not None:
-        model, optimizer, loss_fn, unwrap = for_training(
+        model, opt, loss_fn, unwrap = for_training(
             precision, model, optimizer, loss_fn, takes_key(loss_fn)
         )
     if parallel is not None:  # the model (so its optimizer state) and batches placed by rules
@@ -69,7 +79,7 @@ def prepare(
             else (parallel.place_params(model), None)
         )
     if opt_state is None:
-        opt_state = optimizer.init(eqx.filter(model, eqx.is_inexact_array))  # what is trained
+        opt_state = opt.init(eqx.filter(model, eqx.is_inexact_array))  # what is trained
     if parallel is not None:  # its bare arrays (Adam's count) too: a resume restores into these
         opt_state = parallel.place_params(opt_state)
-    return Prepared(model, optimizer, loss_fn, opt_state, unwrap, data)
+    return Prepared(model, opt, loss_fn, opt_state, unwrap, data)

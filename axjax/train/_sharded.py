@@ -22,7 +22,7 @@ import jax
 import numpy as np
 
 from ..core import Tensor
-from ..core._internal import Feature, shape_dtype_struct
+from ..core._internal import Feature, PyTree, shape_dtype_struct
 from ._checkpoint import (
     CheckpointError,
     CheckpointMismatchError,
@@ -57,7 +57,7 @@ def _checkpointer() -> Any:
 
 def save_sharded(
     directory: str | os.PathLike[str],
-    tree: Any,
+    tree: PyTree,
     *,
     step: int = 0,
     metadata: dict[str, Any] | None = None,
@@ -153,13 +153,13 @@ def _barrier(name: str) -> None:
         multihost_utils.sync_global_devices(name)
 
 
-def _global(sharding: Any) -> bool:
+def _global(sharding: object) -> bool:
     """Whether an array with ``sharding`` is one global array orbax can write shard by
     shard (in one process every array is)."""
     return jax.process_count() == 1 or isinstance(sharding, jax.sharding.NamedSharding)
 
 
-def _storable(a: Any) -> Any:
+def _storable(a: object) -> object:
     """``a``, or a host copy of a process-local array (a PRNG key on one device) in a run
     of several processes: orbax writes those once, from process 0."""
     if isinstance(a, jax.Array) and not _global(a.sharding):
@@ -167,7 +167,7 @@ def _storable(a: Any) -> Any:
     return a
 
 
-def _target(entry: dict[str, Any], leaf: Any) -> Any:
+def _target(entry: dict[str, Any], leaf: Any) -> np.ndarray | jax.ShapeDtypeStruct:
     """What orbax restores an array entry into: the template leaf's shape, dtype and
     sharding (one local device when it has none; a host array for a process-local leaf in
     a run of several processes)."""
@@ -208,7 +208,7 @@ def read_sharded_manifest(directory: str | os.PathLike[str]) -> dict[str, Any]:
     return manifest
 
 
-def load_sharded(directory: str | os.PathLike[str], like: Any) -> tuple[Any, dict[str, Any]]:
+def load_sharded(directory: str | os.PathLike[str], like: PyTree) -> tuple[PyTree, dict[str, Any]]:
     """Read a folder written by :func:`save_sharded` into the structure of ``like``.
 
     Every stored leaf must fit the template's (kind, axes, shape, dtype), as for

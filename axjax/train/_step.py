@@ -26,10 +26,12 @@ import equinox as eqx
 import jax
 import jax.numpy as jnp
 import optax
+from jax.typing import ArrayLike
 
-from ..core import Axis, AxisError, NonFiniteReport, Tensor
-from ..core._internal import axis_name, describe, is_inexact
+from ..core import AnyTensor, Axis, AxisError, NonFiniteReport, Tensor
+from ..core._internal import PyTree, axis_name, describe, is_inexact
 from ._axes import Batch
+from ._precision import Optimizer
 
 __all__ = [
     "Monitor",
@@ -68,15 +70,15 @@ class TrainingDiverged(FloatingPointError):
         step: int,
         loss: float,
         grad_norm: float,
-        model: Any = None,
-        opt_state: Any = None,
+        model: PyTree = None,
+        opt_state: PyTree = None,
         report: NonFiniteReport | None = None,
     ) -> None:
         self.step: int = step
         self.loss: float = loss
         self.grad_norm: float = grad_norm
-        self.model: Any = model
-        self.opt_state: Any = opt_state
+        self.model: PyTree = model
+        self.opt_state: PyTree = opt_state
         self.report: NonFiniteReport | None = report
         if not math.isfinite(loss):
             what = f"the loss is {loss}"
@@ -141,7 +143,7 @@ class Monitor(eqx.Module):
         return means, bad
 
     def read_with(
-        self, extra: Any
+        self, extra: PyTree
     ) -> tuple[dict[str, float], tuple[int, float, float] | None, Any]:
         """:meth:`read`, plus ``extra`` (device values) fetched in the same host sync."""
         (sums, count, step, loss, gnorm), host = jax.device_get(
@@ -156,7 +158,7 @@ def _zero() -> jax.Array:
     return jnp.zeros((), jnp.float32)
 
 
-def _array(x: Any, what: str) -> jax.Array:
+def _array(x: AnyTensor | ArrayLike, what: str) -> jax.Array:
     if isinstance(x, Tensor):
         if x.axes:
             raise AxisError(
@@ -179,7 +181,7 @@ def takes_key(loss_fn: LossFn) -> bool:
 
 
 def call_loss(
-    loss_fn: LossFn, model: Any, batch: Any, key: Any, with_key: bool
+    loss_fn: LossFn, model: PyTree, batch: PyTree, key: jax.Array | None, with_key: bool
 ) -> tuple[jax.Array, dict[str, jax.Array]]:
     """Call ``loss_fn(model, *batch[, key=key])``; return the scalar loss and metrics."""
     args = batch if isinstance(batch, tuple) else (batch,)
@@ -193,36 +195,36 @@ def call_loss(
     return _array(loss, "loss"), {k: _array(v, f"metric {k!r}") for k, v in metrics.items()}
 
 
-def _keep_if(ok: jax.Array, new: Any, old: Any) -> Any:
+def _keep_if(ok: jax.Array, new: PyTree, old: PyTree) -> PyTree:
     return jax.tree.map(lambda a, b: jnp.where(ok, a, b), new, old)
 
 
-def _is_float(x: Any) -> bool:
+def _is_float(x: object) -> bool:
     return isinstance(x, jax.Array) and is_inexact(x)
 
 
 @jax.jit
-def all_finite(tree: Any) -> jax.Array:
+def all_finite(tree: PyTree) -> jax.Array:
     """Whether every floating-point array in ``tree`` is finite (one jitted reduction)."""
     leaves = [jnp.isfinite(x).all() for x in jax.tree.leaves(tree) if _is_float(x)]
     return jnp.stack(leaves).all() if leaves else jnp.asarray(True)
 
 
-def _loss_of(loss_fn: LossFn, static: Any) -> Callable[..., Any]:
+def _loss_of(loss_fn: LossFn, static: PyTree) -> Callable[..., Any]:
     """``loss_of(trained, rest, batch, key)``: the loss of the model put back together from
     its floating-point arrays ``trained`` (differentiated), the other arrays ``rest`` and
     ``static``."""
     with_key = takes_key(loss_fn)
 
     def loss_of(
-        trained: Any, rest: Any, batch: Any, key: Any
+        trained: PyTree, rest: PyTree, batch: PyTree, key: jax.Array | None
     ) -> tuple[jax.Array, dict[str, jax.Array]]:
         return call_loss(loss_fn, eqx.combine(trained, rest, static), batch, key, with_key)
 
     return loss_of
 
 
-def trainable(params: Any) -> tuple[Any, Any]:
+def trainable(params: PyTree) -> tuple[PyTree, PyTree]:
     """``(trained, rest)``: the floating-point arrays of ``params`` (what the gradient and
     the optimizer see, as ``eqx.filter_grad`` differentiates) and the others (integer
     counters, masks, keys), which pass through the step unchanged.
@@ -235,7 +237,7 @@ def trainable(params: Any) -> tuple[Any, Any]:
 
 
 def _check_opt_state(
-    optimizer: optax.GradientTransformation, opt_state: Any, trained: Any, params: Any
+    optimizer: Optimizer, opt_state: PyTree, trained: PyTree, params: PyTree
 ) -> None:
     """``TypeError`` when ``opt_state`` was built on the integer arrays of the model too
     (at trace time, from the structures only): the step updates the floating-point ones."""
@@ -254,7 +256,7 @@ def _check_opt_state(
 def make_train_step(
     loss_fn: LossFn,
     optimizer: optax.GradientTransformation,
-    static: Any,
+    static: PyTree,
     *,
     donate: bool = True,
     guard: bool = True,
@@ -293,13 +295,13 @@ def make_train_step(
 
 def make_flat_train_step(
     loss_fn: LossFn,
-    optimizer: optax.GradientTransformation,
-    static: Any,
-    treedef: Any,
+    optimizer: Optimizer,
+    static: PyTree,
+    treedef: Any,  # a jax.tree_util.PyTreeDef: jaxlib has no stub pyright can use
     *,
     donate: bool = True,
     guard: bool = True,
-    out_shardings: Any = None,
+    out_shardings: list[jax.sharding.Sharding] | None = None,
     carry_step: bool = False,
 ) -> Callable[..., Any]:
     """:func:`make_train_step` on the leaves of ``(params, opt_state, monitor)``: the jitted
@@ -316,12 +318,12 @@ def make_flat_train_step(
     step = train_step_fn(loss_fn, optimizer, static, guard=guard)
 
     def flat(
-        leaves: list[jax.Array], batch: Any, key: jax.Array, step_no: jax.Array
+        leaves: list[jax.Array], batch: PyTree, key: jax.Array, step_no: jax.Array
     ) -> list[jax.Array]:
         params, opt_state, mon = jax.tree.unflatten(treedef, leaves)
         return jax.tree.leaves(step(params, opt_state, mon, batch, key, step_no))
 
-    def counted(leaves: list[jax.Array], batch: Any, key: jax.Array) -> list[jax.Array]:
+    def counted(leaves: list[jax.Array], batch: PyTree, key: jax.Array) -> list[jax.Array]:
         step_no = leaves[-1]
         return [*flat(leaves[:-1], batch, key, step_no), step_no + 1]
 
@@ -333,20 +335,25 @@ def make_flat_train_step(
 
 
 def train_step_fn(
-    loss_fn: LossFn, optimizer: optax.GradientTransformation, static: Any, *, guard: bool
-) -> Callable[..., tuple[Any, Any, Monitor]]:
+    loss_fn: LossFn, optimizer: Optimizer, static: PyTree, *, guard: bool
+) -> Callable[..., tuple[PyTree, PyTree, Monitor]]:
     """The step of :func:`make_train_step` before ``jax.jit``."""
     with_key = takes_key(loss_fn)
     loss_of = _loss_of(loss_fn, static)
 
     def update(
-        params: Any, opt_state: Any, batch: Any, key: jax.Array, step_no: jax.Array
-    ) -> tuple[jax.Array, dict[str, jax.Array], Any, Any, Any]:
+        params: PyTree, opt_state: PyTree, batch: PyTree, key: jax.Array, step_no: jax.Array
+    ) -> tuple[jax.Array, dict[str, jax.Array], PyTree, PyTree, PyTree]:
         return update_step(loss_of, optimizer, with_key, params, opt_state, batch, key, step_no)
 
     def fast(
-        params: Any, opt_state: Any, mon: Monitor, batch: Any, key: jax.Array, step_no: jax.Array
-    ) -> tuple[Any, Any, Monitor]:
+        params: PyTree,
+        opt_state: PyTree,
+        mon: Monitor,
+        batch: PyTree,
+        key: jax.Array,
+        step_no: jax.Array,
+    ) -> tuple[PyTree, PyTree, Monitor]:
         loss, metrics, _, new_params, new_opt = update(params, opt_state, batch, key, step_no)
         sums = {"loss": mon.sums["loss"] + loss} | {n: mon.sums[n] + v for n, v in metrics.items()}
         mon = Monitor(
@@ -355,8 +362,13 @@ def train_step_fn(
         return new_params, new_opt, mon
 
     def guarded(
-        params: Any, opt_state: Any, mon: Monitor, batch: Any, key: jax.Array, step_no: jax.Array
-    ) -> tuple[Any, Any, Monitor]:
+        params: PyTree,
+        opt_state: PyTree,
+        mon: Monitor,
+        batch: PyTree,
+        key: jax.Array,
+        step_no: jax.Array,
+    ) -> tuple[PyTree, PyTree, Monitor]:
         loss, metrics, grads, new_params, new_opt = update(params, opt_state, batch, key, step_no)
         if mon.bad_step is None or mon.bad_loss is None or mon.bad_grad_norm is None:
             raise ValueError("the guarded step needs a Monitor.zero(names, guarded=True)")
@@ -381,27 +393,26 @@ def train_step_fn(
 
 def update_step(
     loss_of: Callable[..., Any],
-    optimizer: optax.GradientTransformation,
+    optimizer: Optimizer,
     with_key: bool,
-    params: Any,
-    opt_state: Any,
-    batch: Any,
+    params: PyTree,
+    opt_state: PyTree,
+    batch: PyTree,
     key: jax.Array,
     step_no: jax.Array,
-) -> tuple[jax.Array, dict[str, jax.Array], Any, Any, Any]:
+) -> tuple[jax.Array, dict[str, jax.Array], PyTree, PyTree, PyTree]:
     """One update: ``(loss, metrics, grads, new_params, new_opt_state)``. Only the
     floating-point arrays are differentiated and updated (:func:`trainable`)."""
     k = jax.random.fold_in(key, step_no) if with_key else None
     trained, rest = trainable(params)
     _check_opt_state(optimizer, opt_state, trained, params)
     (loss, metrics), grads = jax.value_and_grad(loss_of, has_aux=True)(trained, rest, batch, k)
+    updates: PyTree  # a LossScaled under loss scaling: a tree optax applies alike
     updates, new_opt = optimizer.update(grads, opt_state, trained)
     return loss, metrics, grads, eqx.combine(optax.apply_updates(trained, updates), rest), new_opt
 
 
-def make_replay_step(
-    loss_fn: LossFn, optimizer: optax.GradientTransformation, static: Any
-) -> Callable[..., Any]:
+def make_replay_step(loss_fn: LossFn, optimizer: Optimizer, static: PyTree) -> Callable[..., Any]:
     """The jitted checking step ``(params, opt_state, batch, key, step) -> (params,
     opt_state, loss, grad_norm, finite)``: the update of :func:`make_train_step`, the
     global gradient norm, and whether the new parameters and optimizer state are all
@@ -410,7 +421,7 @@ def make_replay_step(
     loss_of = _loss_of(loss_fn, static)
 
     def step(
-        params: Any, opt_state: Any, batch: Any, key: jax.Array, step_no: jax.Array
+        params: PyTree, opt_state: PyTree, batch: PyTree, key: jax.Array, step_no: jax.Array
     ) -> tuple[Any, Any, jax.Array, jax.Array, jax.Array]:
         loss, _, grads, new_params, new_opt = update_step(
             loss_of, optimizer, with_key, params, opt_state, batch, key, step_no
@@ -427,7 +438,7 @@ def make_replay_step(
     return jax.jit(step)
 
 
-def batch_size(batch: Any, batch_axis: type[Axis], where: str = "evaluate") -> int:
+def batch_size(batch: PyTree, batch_axis: type[Axis], where: str = "evaluate") -> int:
     """The size of ``batch_axis`` in the Tensors of ``batch`` (the examples it holds).
 
     Raises:
@@ -466,21 +477,21 @@ def batch_size(batch: Any, batch_axis: type[Axis], where: str = "evaluate") -> i
     )
 
 
-def _show_leaf(x: Any) -> str:
+def _show_leaf(x: AnyTensor | ArrayLike) -> str:
     if isinstance(x, Tensor):
         return describe(x) if x.array.ndim == len(x.axes) else repr(x)
     return f"an array of shape {tuple(jnp.shape(x))}"
 
 
 def make_eval_step(
-    loss_fn: LossFn, static: Any, batch_axis: type[Axis] = Batch
+    loss_fn: LossFn, static: PyTree, batch_axis: type[Axis] = Batch
 ) -> Callable[..., Any]:
     """The jitted ``(params, sums, batch) -> sums`` adding the loss and metrics weighted by
     the batch's number of examples: the size of ``batch_axis`` in its Tensors (checked
     while tracing, :func:`batch_size`), whatever the axis's position (time-major data)."""
     with_key = takes_key(loss_fn)
 
-    def step(params: Any, sums: dict[str, jax.Array], batch: Any) -> dict[str, jax.Array]:
+    def step(params: PyTree, sums: dict[str, jax.Array], batch: PyTree) -> dict[str, jax.Array]:
         loss, metrics = call_loss(loss_fn, eqx.combine(params, static), batch, None, with_key)
         n = jnp.asarray(batch_size(batch, batch_axis), jnp.float32)
         out = {"loss": sums["loss"] + n * loss, "count": sums["count"] + n}
@@ -489,7 +500,7 @@ def make_eval_step(
     return jax.jit(step)
 
 
-def metric_names(loss_fn: LossFn, model: Any, batch: Any) -> tuple[str, ...]:
+def metric_names(loss_fn: LossFn, model: PyTree, batch: PyTree) -> tuple[str, ...]:
     """``("loss", *metrics)``, found by tracing ``loss_fn`` abstractly (no computation)."""
     with_key = takes_key(loss_fn)
     key = jax.random.key(0) if with_key else None

@@ -31,7 +31,7 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 
-from ..core._internal import block_until_ready
+from ..core._internal import PyTree, block_until_ready
 from ..nn import Policy
 from ..parallel import Parallel
 from ..parallel._internal import queue_bound
@@ -120,7 +120,7 @@ class TrainStep(Generic[M]):
         loss_fn: LossFn,
         *,
         key: jax.Array | None = None,
-        opt_state: Any = None,
+        opt_state: PyTree = None,
         guard: bool = False,
         donate: bool = True,
         precision: Policy | None = None,
@@ -164,7 +164,7 @@ class TrainStep(Generic[M]):
             params, opt_state = copy_tree((params, opt_state))
         #: simulated CPU devices: one step queued at a time (``queue_bound``)
         self._sync = queue_bound(params) if parallel is not None else None
-        self._static: Any = static
+        self._static: PyTree = static
         leaves, self._params_def = jax.tree.flatten(params)
         opt_leaves, self._opt_def = jax.tree.flatten(opt_state)
         self._n_params = len(leaves)
@@ -173,7 +173,7 @@ class TrainStep(Generic[M]):
         #: list of arrays; the monitor's from the first call on, when the metric names
         #: are known
         self._leaves: list[jax.Array] = leaves + opt_leaves
-        self._mon_def: Any = None
+        self._mon_def: Any = None  # a jax.tree_util.PyTreeDef (no stub pyright can use)
         self._jit: Callable[..., list[jax.Array]] | None = None
         self._model: M | None = None
         self._lent_params = False  # the arrays of a model handed out: copy before donating
@@ -182,7 +182,7 @@ class TrainStep(Generic[M]):
         self._traces = 0
 
     # ------------------------------------------------------------------ the step
-    def __call__(self, *batch: Any) -> None:
+    def __call__(self, *batch: PyTree) -> None:
         """One update on ``batch``: ``step(x, y)`` or ``step((x, y))`` call
         ``loss_fn(model, x, y)``. Returns at once (asynchronous dispatch)."""
         data = batch[0] if len(batch) == 1 else batch
@@ -196,7 +196,7 @@ class TrainStep(Generic[M]):
         self._model = None
         return None
 
-    def _call_placed(self, parallel: Parallel, data: Any) -> None:
+    def _call_placed(self, parallel: Parallel, data: PyTree) -> None:
         """The call under a :class:`Parallel`: the batch placed by its compute rules, the
         step run in its mesh (and waited for on simulated CPU devices)."""
         with parallel.placement():
@@ -209,7 +209,7 @@ class TrainStep(Generic[M]):
         self._steps += 1
         self._model = None
 
-    def _build(self, batch: Any) -> Callable[..., list[jax.Array]]:
+    def _build(self, batch: PyTree) -> Callable[..., list[jax.Array]]:
         """The monitor (its metric names found by tracing ``loss_fn`` abstractly on the first
         batch) and the jitted flat step."""
         model = eqx.combine(self._params(), self._static)
@@ -272,7 +272,7 @@ class TrainStep(Generic[M]):
         return self._current_model()
 
     @property
-    def opt_state(self) -> Any:
+    def opt_state(self) -> PyTree:
         """The current optimizer state (with ``guard=True``, checked as :attr:`model`)."""
         self._check()
         return self._current_opt_state()
@@ -302,7 +302,7 @@ class TrainStep(Generic[M]):
         block_until_ready(self._leaves)
         return self
 
-    def lower(self, *batch: Any) -> jax.stages.Lowered:
+    def lower(self, *batch: PyTree) -> jax.stages.Lowered:
         """The step lowered for this batch (nothing runs): ``.as_text()`` is its StableHLO,
         ``.compile().cost_analysis()`` its cost."""
         data = batch[0] if len(batch) == 1 else batch
@@ -320,7 +320,7 @@ class TrainStep(Generic[M]):
         )
 
     # ------------------------------------------------------------------ helpers
-    def _params(self) -> Any:
+    def _params(self) -> PyTree:
         return jax.tree.unflatten(self._params_def, self._leaves[: self._n_params])
 
     def _current_model(self) -> M:
@@ -330,7 +330,7 @@ class TrainStep(Generic[M]):
         self._lent_params = self._donate
         return self._model
 
-    def _current_opt_state(self) -> Any:
+    def _current_opt_state(self) -> PyTree:
         """The optimizer state; its arrays are lent out from here on."""
         self._lent_opt = self._donate
         return jax.tree.unflatten(self._opt_def, self._leaves[self._n_params : self._n_state])
@@ -355,22 +355,22 @@ class TrainStep(Generic[M]):
         return TrainingDiverged(step, loss, grad_norm, model, opt_state)
 
 
-def _what(value: Any) -> str:
+def _what(value: object) -> str:
     return f"an object of type {type(value).__name__}"
 
 
-def _count(params: Any) -> int:
+def _count(params: PyTree) -> int:
     return len(jax.tree.leaves(params))
 
 
-def _flag(name: str, value: Any) -> bool:
+def _flag(name: str, value: object) -> bool:
     """``value`` if it is a bool; else a ``TypeError`` naming the argument."""
     if isinstance(value, bool | np.bool_):
         return bool(value)
     raise TypeError(f"{_WHERE}: {name} must be True or False, got {value!r}")
 
 
-def _prng_key(key: Any) -> jax.Array:
+def _prng_key(key: object) -> jax.Array:
     """``key``, or ``jax.random.key(0)`` for ``None``; a ``TypeError`` for anything but a
     PRNG key (a typed key, or a legacy ``uint32[2]`` one)."""
     if key is None:
@@ -380,5 +380,9 @@ def _prng_key(key: Any) -> jax.Array:
             return key
         if key.dtype == jnp.uint32 and key.shape == (2,):
             return key
-    got = f"an array of {key.dtype} and shape {key.shape}" if hasattr(key, "dtype") else _what(key)
+    got = (
+        f"an array of {getattr(key, 'dtype', None)} and shape {getattr(key, 'shape', None)}"
+        if hasattr(key, "dtype")
+        else _what(key)
+    )
     raise TypeError(f"{_WHERE}: key must be a PRNG key (jax.random.key(0)), got {got}")

@@ -1,5 +1,6 @@
 """The training step of hand-written loops: ``ax.train.TrainStep(model, optimizer, loss_fn)``
-is generic in the model's type, so ``step.model`` is the model passed in, typed as it was.
+is generic in the model's type, so ``step.model`` is the model passed in, typed as it was;
+so is what ``ax.train.fit`` returns: ``fit(model, ...).model`` has the model's type.
 """
 
 from typing import final, reveal_type
@@ -45,3 +46,9 @@ reveal_type(trained)  # want: MLP[F32, Pixel, Class]
 reveal_type(trained(images))  # want: Tensor[F32, N, Class]
 reveal_type(step.steps)  # want: int
 reveal_type(step.metrics())  # want: dict[str, float]
+
+result = ax.train.fit(mlp, optax.adam(1e-2), squared_error, [(images, target)], progress=False)
+reveal_type(result.model)  # want: MLP[F32, Pixel, Class]
+reveal_type(result.model(images))  # want: Tensor[F32, N, Class]
+model, opt_state, steps, history, stopped_early, seconds = result  # ok
+reveal_type(steps)  # want: int
