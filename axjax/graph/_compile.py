@@ -18,7 +18,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from ..core import AxisError, DType, Op, Tensor, config
+from ..core import AnyTensor, AxisError, DType, Op, Tensor, config
 from ..core._internal import (
     PyTree,
     apply,
@@ -36,7 +36,6 @@ from ._results import MultiApply, Part
 
 __all__ = ["compile", "CompiledGraph"]
 
-AnyTensor = Tensor[Any, *tuple[Any, ...]]
 AnyParam = Param[Any, *tuple[Any, ...]]
 AnyInput = Input[Any, *tuple[Any, ...]]
 AnyNode = Node[Any, *tuple[Any, ...]]

@@ -17,7 +17,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, cast
 
-from ..core import Tensor
+from ..core import AnyTensor, Tensor
 from ..core._internal import describe
 from ._applied import toposort
 from ._loop import Loop
@@ -27,7 +27,6 @@ from ._results import Results
 __all__ = ["Graph"]
 
 AnyNode = Node[Any, *tuple[Any, ...]]
-AnyTensor = Tensor[Any, *tuple[Any, ...]]
 #: what ``Graph`` and ``compile`` take: nodes (statically typed as Tensors) in a structure
 Outputs = AnyTensor | Sequence[AnyTensor] | Mapping[str, AnyTensor]
 #: how the outputs were given: ``None`` (one node), their number (a sequence) or the dict keys

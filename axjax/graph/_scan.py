@@ -24,7 +24,7 @@ import jax
 import jax.numpy as jnp
 from jax.sharding import AxisType
 
-from ..core import Axis, AxisError, DType, Tensor, TensorType
+from ..core import AnyTensor, Axis, AxisError, DType, Tensor, TensorType
 from ..core._internal import (
     PyTree,
     axes_names,
@@ -55,7 +55,6 @@ D = TypeVar("D", bound=DType)
 D2 = TypeVar("D2", bound=DType)
 Ss = TypeVarTuple("Ss")
 Ss2 = TypeVarTuple("Ss2")
-AnyTensor = Tensor[Any, *tuple[Any, ...]]
 
 
 def _leading(

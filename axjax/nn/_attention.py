@@ -16,7 +16,7 @@ import equinox as eqx
 import jax
 from typing_extensions import TypeVar
 
-from ..core import F32, I32, Axis, Bool, DType, Integer, Tensor
+from ..core import F32, I32, AnyTensor, Axis, Bool, DType, Integer, Tensor
 from ..core._internal import (
     axes_names,
     axis_name,
@@ -55,8 +55,6 @@ __all__ = [
     "dot_product_attention",
     "causal_mask",
 ]
-
-AnyTensor = Tensor[Any, *tuple[Any, ...]]
 
 
 @final

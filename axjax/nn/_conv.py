@@ -28,7 +28,7 @@ import equinox as eqx
 import jax
 from typing_extensions import TypeVar
 
-from ..core import F32, Axis, AxisError, DType, Tensor
+from ..core import F32, AnyTensor, Axis, AxisError, DType, Tensor
 from ..core._internal import axes_names, axis_name, fail, positive_int
 from ..ops import broadcast, conv
 from ..ops._internal import Padding, normalize_padding, per_axis
@@ -38,7 +38,6 @@ from ._util import AxisArg, as_axes, distinct, forbid, require, size_of
 
 __all__ = ["Conv", "Conv1D", "Conv2D", "Conv3D"]
 
-AnyTensor = Tensor[Any, *tuple[Any, ...]]
 D = TypeVar("D", bound=DType, default=F32)
 B = TypeVarTuple("B")
 # the axes of a layer; a bare `Conv2D` annotation leaves them open (Any)

@@ -18,12 +18,12 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from typing import Any, Literal, Protocol
+from typing import Literal, Protocol
 
 import jax
 import jax.numpy as jnp
 
-from ..core import F32, Axis, DType, Tensor
+from ..core import F32, AnyTensor, Axis, DType, Tensor
 from ..core._internal import (
     axes_names,
     axis_name,
@@ -55,7 +55,6 @@ __all__ = [
 ]
 
 AxisArg = type[Axis] | tuple[type[Axis], ...]
-AnyTensor = Tensor[Any, *tuple[Any, ...]]
 
 
 class Initializer(Protocol):

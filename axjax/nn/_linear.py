@@ -17,7 +17,7 @@ import equinox as eqx
 import jax
 from typing_extensions import TypeVar
 
-from ..core import F32, Axis, DType, Tensor
+from ..core import F32, AnyTensor, Axis, DType, Tensor
 from ..core._internal import axis_name, check_axis_label, fail, positive_int, positive_sizes
 from ..ops import broadcast, contract, relu
 from . import _init
@@ -35,7 +35,6 @@ T0 = TypeVar("T0", bound=Axis)
 T1 = TypeVar("T1", bound=Axis)
 T2 = TypeVar("T2", bound=Axis)
 B = TypeVarTuple("B")
-AnyTensor = Tensor[Any, *tuple[Any, ...]]
 Activation = Callable[[Any], Any]
 
 

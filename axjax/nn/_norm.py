@@ -20,7 +20,7 @@ import equinox as eqx
 import jax
 from typing_extensions import TypeVar, TypeVarTuple, Unpack
 
-from ..core import F32, Axis, DType, Tensor
+from ..core import F32, AnyTensor, Axis, DType, Tensor
 from ..core._internal import axes_names, fail, positive_float, positive_int
 from ..ops import broadcast, mean, rsqrt, var
 from . import _init
@@ -43,7 +43,6 @@ T4 = TypeVar("T4", bound=Axis)
 T5 = TypeVar("T5", bound=Axis)
 Axes = TypeVarTuple("Axes")
 Rest = TypeVarTuple("Rest")
-AnyTensor = Tensor[Any, *tuple[Any, ...]]
 Sizes = int | Sequence[int]
 
 

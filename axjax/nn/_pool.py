@@ -18,7 +18,7 @@ import equinox as eqx
 import jax
 from typing_extensions import TypeVar
 
-from ..core import Axis, DType, Tensor
+from ..core import AnyTensor, Axis, DType, Tensor
 from ..ops import avg_pool, max_pool
 from ..ops import max as reduce_max
 from ..ops import mean as reduce_mean
@@ -37,7 +37,6 @@ __all__ = [
     "GlobalAvgPool",
 ]
 
-AnyTensor = Tensor[Any, *tuple[Any, ...]]
 D = TypeVar("D", bound=DType)
 Axes = TypeVarTuple("Axes")
 Ints = int | Sequence[int]

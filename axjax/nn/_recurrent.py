@@ -32,7 +32,7 @@ import equinox as eqx
 import jax
 from typing_extensions import TypeVar
 
-from ..core import F32, Axis, AxisError, DType, Tensor
+from ..core import F32, AnyTensor, Axis, AxisError, DType, Tensor
 from ..core._internal import (
     PyTree,
     axes_names,
@@ -50,7 +50,6 @@ from ._util import forbid, require, size_of
 
 __all__ = ["Gate", "Prev", "AbstractCell", "RNNCell", "GRUCell", "LSTMCell"]
 
-AnyTensor = Tensor[Any, *tuple[Any, ...]]
 # a cell's dtype, input axis and hidden axis; a bare `LSTMCell` is `LSTMCell[F32, Any, Any]`
 D = TypeVar("D", bound=DType, default=F32)
 In = TypeVar("In", bound=Axis, default=Any)

@@ -18,7 +18,7 @@ import equinox as eqx
 import jax
 from typing_extensions import TypeVar, TypeVarTuple, Unpack
 
-from ..core import Axis, Bool, DType, Tensor
+from ..core import AnyTensor, Axis, Bool, DType, Tensor
 from ..core._internal import PyTree, axis_name, check_axis_label, fail
 from ..graph import scan
 from ..ops import concat
@@ -28,7 +28,6 @@ from ._util import split
 
 __all__ = ["Recurrent", "Bidirectional", "Stacked"]
 
-AnyTensor = Tensor[Any, *tuple[Any, ...]]
 # a sequence layer's type names its cell(s) and the scanned axis: Recurrent[LSTMCell[F32, In,
 # Hidden], Time]; covariant, so that the call's self-typed overloads read the cell's D, In, H
 Cell = TypeVar(

@@ -24,7 +24,7 @@ import jax
 import jax.numpy as jnp
 from typing_extensions import ParamSpec, TypeVar
 
-from ..core import Axis, AxisError, Tensor
+from ..core import AnyTensor, Axis, AxisError, Tensor
 from ..core._internal import (
     PyTree,
     axis_name,
@@ -50,7 +50,6 @@ L = TypeVar("L", bound=Axis, covariant=True, default=Any)
 M2 = TypeVar("M2")
 X = TypeVar("X")
 P = ParamSpec("P")
-AnyTensor = Tensor[Any, *tuple[Any, ...]]
 
 #: ``remat=``: ``False`` (keep every activation), ``True`` (save only each layer's input),
 #: a policy name of :func:`axjax.nn.remat` or a ``jax.checkpoint_policies`` function

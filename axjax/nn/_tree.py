@@ -23,7 +23,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from ..core import F32, I32, Axis, AxisError, Bool, DType, Tensor
+from ..core import F32, I32, AnyTensor, Axis, AxisError, Bool, DType, Tensor
 from ..core._internal import (
     PyTree,
     axis_name,
@@ -49,8 +49,6 @@ __all__ = [
     "tree_scan",
     "ChildSumTreeLSTMCell",
 ]
-
-AnyTensor = Tensor[Any, *tuple[Any, ...]]
 
 
 @final

@@ -19,7 +19,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from ..core import F32, I32, Axis, DType, Tensor
+from ..core import F32, I32, AnyTensor, Axis, DType, Tensor
 from ..core._internal import (
     ArrayData,
     axes_names,
@@ -37,7 +37,6 @@ from ..core._internal import (
 __all__ = ["tensor", "zeros", "ones", "full", "normal", "uniform", "randint", "arange"]
 
 D = TypeVar("D", bound=DType)
-AnyTensor = Tensor[Any, *tuple[Any, ...]]
 # Remaining Any: user input checked at run time (array data, a shape, a fill value) and
 # the dtype/axes parameters of the Tensor aliases.
 

@@ -12,7 +12,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from ..core import I32, Axis, Bool, DType, Op, Tensor, TensorType
+from ..core import I32, AnyTensor, Axis, Bool, DType, Op, Tensor, TensorType
 from ..core._internal import (
     FLOATING,
     HasType,
@@ -29,7 +29,6 @@ Axes = TypeVarTuple("Axes")
 Array = jax.Array
 AxisArg = type[Axis] | tuple[type[Axis], ...]
 
-AnyTensor = Tensor[Any, *tuple[Any, ...]]
 # Remaining Any: the dtype/axes parameters of the Tensor aliases.
 
 
