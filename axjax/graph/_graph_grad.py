@@ -16,9 +16,9 @@ from typing import Any
 
 import jax
 
-from ..core import AxisError, Tensor, config
+from ..core import AnyTensor, AxisError, Tensor, config
 from ..core._internal import PyTree, describe, is_floating, trusted_tensor
-from ._compile import AnyParam, AnyTensor, InputList, Program
+from ._compile import AnyParam, InputList, Program
 from ._graph import Graph
 from ._nodes import Node, Param
 

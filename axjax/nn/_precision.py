@@ -76,7 +76,7 @@ def _cast_leaf(x: object, dtype: np.dtype[Any]) -> object:
     return x
 
 
-def _floating_marker(dtype: object, where: str) -> type[DType]:
+def _floating_marker(dtype: DTypeLike, where: str) -> type[DType]:
     """The floating marker of ``dtype`` (a marker, or a numpy/JAX dtype such as
     ``jnp.bfloat16``), or the ``TypeError`` that names ``where`` and the dtypes to use."""
     try:
