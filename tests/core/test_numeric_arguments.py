@@ -430,6 +430,10 @@ def fixtures(tmp: Path) -> dict[str, Fixture | Exempt]:
         "ax.nn.LSTMCell.init_state": Fixture(
             {"batch": {A: 2}}, lambda batch: nn.LSTMCell(B, Hid, 3, 2, key=KEY).init_state(batch)
         ),
+        "ax.nn.ChildSumTreeLSTMCell.init_state": Fixture(
+            {"batch": {A: 2}},
+            lambda batch: nn.ChildSumTreeLSTMCell(B, Hid, 3, 2, key=KEY).init_state(batch),
+        ),
         "ax.nn.TreeBatch.from_trees": Fixture(
             {"max_nodes": 4, "max_levels": 2, "max_width": 2, "max_children": 2},
             lambda **limits: nn.TreeBatch.from_trees(trees, A, **limits),
@@ -505,6 +509,9 @@ def fixtures(tmp: Path) -> dict[str, Fixture | Exempt]:
         "ax.train.EarlyStopping": Fixture(
             {"patience": 2, "min_delta": 0.0, "best": 1.0, "wait": 0},
             lambda **kw: train.EarlyStopping("eval_loss", **kw),
+        ),
+        "ax.train.RunningMean.update": Exempt(
+            "value and weight are data (arrays, traced inside jit), not arguments a user sets"
         ),
         "ax.train.EarlyStopping.update": Exempt(
             "fit calls it with the evaluated metric; a non-finite metric is fit's guard's"
