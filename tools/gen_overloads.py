@@ -187,6 +187,18 @@ def positions(
     m.overload(f"{name}({x}: {tensor(dtype_in, big)}, {ax}: type[Axis]{rest}) -> {result([ANY])}")
 
 
+def absent_axis(
+    m: Module, name: str, x: str, ax: str, rest: str, dtype_in: str, result: str
+) -> None:
+    """The last overload of an op that names an axis of ``x`` (issue 33): reached only when no
+    position matched, i.e. the axis is not one of the tensor's. It binds ``X`` to the union of
+    the tensor's axes, so pyright, which explains the last overload it tried, names the axis
+    given and the tensor's own: ``"type[C]" is not assignable to "type[A] | type[B]"``."""
+    m.overload(
+        f"{name}({x}: {tensor(dtype_in, ['*tuple[X, ...]'])}, {ax}: type[X]{rest}) -> {result}"
+    )
+
+
 def reduction(
     m: Module,
     name: str,
@@ -212,6 +224,7 @@ def reduction(
                 f"{name}(x: {tensor(dtype_in, [ANY])}, over: tuple[type[Axis], ...])"
                 f" -> {tensor(dtype_out, [ANY])}"
             )
+    absent_axis(m, name, "x", "over", "", dtype_in, tensor(dtype_out, [ANY]))
     m.impl(name, f"(x: {tensor(dtype_in, [ANY])}, over: Any) -> {tensor(dtype_out, [ANY])}", source)
 
 
@@ -351,9 +364,11 @@ def shape_module(docs: dict[str, str]) -> Module:
     at_positions(m, "stack", "xs", lambda t: f"Sequence[{t}]", "_shape")
 
     positions("D", "x", "axis", "", lambda items: tensor("D", items), "squeeze", m)
+    absent_axis(m, "squeeze", "x", "axis", "", "D", tensor("D", [ANY]))
     m.impl("squeeze", f"(x: {tensor('D', [ANY])}, axis: Any) -> {tensor('D', [ANY])}", "_shape")
 
     positions("D", "x", "axis", "", lambda items: f"tuple[{tensor('D', items)}, ...]", "unstack", m)
+    absent_axis(m, "unstack", "x", "axis", "", "D", f"tuple[{tensor('D', [ANY])}, ...]")
     m.impl(
         "unstack",
         f"(x: {tensor('D', [ANY])}, axis: Any) -> tuple[{tensor('D', [ANY])}, ...]",
@@ -362,6 +377,7 @@ def shape_module(docs: dict[str, str]) -> Module:
 
     index_arg = ", i: int | jax.Array | Tensor[Any]"
     positions("D", "x", "axis", index_arg, lambda items: tensor("D", items), "index", m)
+    absent_axis(m, "index", "x", "axis", index_arg, "D", tensor("D", [ANY]))
     m.impl(
         "index",
         f"(x: {tensor('D', [ANY])}, axis: Any{index_arg}) -> {tensor('D', [ANY])}",
@@ -384,6 +400,7 @@ def shape_module(docs: dict[str, str]) -> Module:
     m.overload(
         f"rename(x: {tensor('D', big)}, old: type[Axis], new: type[Axis]) -> {tensor('D', [ANY])}"
     )
+    absent_axis(m, "rename", "x", "old", ", new: type[Axis]", "D", tensor("D", [ANY]))
     m.impl(
         "rename", f"(x: {tensor('D', [ANY])}, old: Any, new: Any) -> {tensor('D', [ANY])}", "_shape"
     )
@@ -798,8 +815,9 @@ def cast_regions() -> tuple[list[str], list[str]]:
         (s for s in declared_layers() if s.castable),
         key=lambda s: _CAST_MODULE_ORDER.get(s.layer.__module__.rpartition(".")[2], 99),
     )  # stable: declaration order within a module
+    typevars, containers = container_casts(layers)
     by_module: dict[str, list[str]] = {}
-    for spec in layers:
+    for spec in [*layers, *{c: None for c, _ in containers}]:
         by_module.setdefault(spec.layer.__module__.rpartition(".")[2], []).append(spec.name)
     imports = ["if TYPE_CHECKING:"] + [
         f"    from .{mod} import {', '.join(sorted(names, key=_import_order))}"
@@ -822,7 +840,87 @@ def cast_regions() -> tuple[list[str], list[str]]:
             f"def cast(tree: {of('Any')}, dtype: type[DN]) -> {of('DN')}: ...",
         ]
         method += ["    @overload", f"    def __call__(self, tree: {of('Any')}) -> {of('DC')}: ..."]
+    module[len(imports) : len(imports)] = ["", *typevars]
+    for _, tree in containers:
+        module += [
+            "@overload",
+            f"def cast(tree: {tree('Any')}, dtype: type[DN]) -> {tree('DN')}: ...",
+        ]
+        method += [
+            "    @overload",
+            f"    def __call__(self, tree: {tree('Any')}) -> {tree('DC')}: ...",
+        ]
     return module, method
+
+
+#: type variables of the container casts (a container's axes, its layers' axes)
+CONTAINER_AXES = 10
+
+
+def _slot_bound(layer: type, param: Any) -> type | None:
+    """The class a container's layer parameter is bound by (``Recurrent``'s ``Cell``:
+    ``AbstractCell``), ``None`` for any module; a forward reference is read in the layer's
+    module."""
+    import sys as _sys
+
+    bound = getattr(param, "__bound__", None)
+    if bound is None or isinstance(bound, type):
+        return bound
+    name = getattr(bound, "__forward_arg__", str(bound)).split("[", 1)[0]
+    found = getattr(_sys.modules[layer.__module__], name, None)
+    return found if isinstance(found, type) else None
+
+
+def container_casts(
+    castable: list[Any],
+) -> tuple[list[str], list[tuple[Any, Callable[[str], str]]]]:
+    """A cast overload per container of the registry (a layer that is generic in other
+    layers: ``LayerStack[M, L]``, ``Remat[M]``, ``Recurrent[Cell, Over]``,
+    ``Bidirectional[Cell, Cell2, Over]``) and per castable layer each of its layer
+    parameters admits (its bound): ``LayerStack[Affine[Any, A1, A2], L]`` ->
+    ``LayerStack[Affine[DN, A1, A2], L]``. The type variables they need come first."""
+    from typing import TypeVar, TypeVarTuple
+
+    from axjax.core import Axis
+    from axjax.nn._registry import declared_layers
+
+    typevars = [f'    CA{i} = TypeVar("CA{i}", bound=Axis)' for i in range(1, CONTAINER_AXES + 1)]
+    out: list[tuple[Any, Callable[[str], str]]] = []
+    for spec in declared_layers():
+        params = getattr(spec.layer, "__parameters__", ())
+        if spec.castable or not params or any(isinstance(p, TypeVarTuple) for p in params):
+            continue
+        slots: list[list[Any]] = []  # per parameter: the layers it admits, or None (an axis)
+        for p in params:
+            bound = _slot_bound(spec.layer, p) if isinstance(p, TypeVar) else None
+            if isinstance(bound, type) and issubclass(bound, Axis):
+                slots.append([None])
+            else:
+                admitted = [c for c in castable if bound is None or issubclass(c.layer, bound)]
+                slots.append(admitted)
+        if all(s == [None] for s in slots):
+            continue  # a pool: axes only
+        for combo in itertools.product(*slots):
+            names = iter(f"CA{i}" for i in range(1, CONTAINER_AXES + 1))
+            parts: list[Callable[[str], str]] = []
+            for inner in combo:
+                if inner is None:
+                    axis = next(names)
+                    parts.append(lambda _d, axis=axis: axis)
+                    continue
+                axes = [
+                    "*Ts" if isinstance(q, TypeVarTuple) else next(names)
+                    for q in inner.axis_parameters
+                ]
+                parts.append(
+                    lambda d, inner=inner, axes=axes: f"{inner.name}[{', '.join([d, *axes])}]"
+                )
+
+            def tree(d: str, name: str = spec.name, parts: list[Any] = parts) -> str:
+                return f"{name}[{', '.join(part(d) for part in parts)}]"
+
+            out.append((spec, tree))
+    return typevars, out
 
 
 def with_cast_regions(text: str) -> str:
