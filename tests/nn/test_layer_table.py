@@ -58,7 +58,13 @@ def docs_problems(text: str, specs: tuple[LayerSpec, ...]) -> list[str]:
     rows = documented(text)
     problems = [f"no row in docs/nn.md for {s.name}" for s in specs if s.name not in rows]
     problems += [f"a row for an unknown layer {n}" for n in rows.keys() - {s.name for s in specs}]
-    typed = {"stand-in": "plugin", "chain": "chain", "stack": "stack", "signature": "signature"}
+    typed = {
+        "stand-in": "plugin",
+        "chain": "chain",
+        "stack": "stack",
+        "wrapper": "wrapper",
+        "signature": "signature",
+    }
     for s in specs:
         if s.name in rows:
             cells = rows[s.name]
