@@ -26,7 +26,7 @@ _NUMPY_KINDS = {
 _NUMPY_BOOL = ("numpy.bool", "numpy.bool_")
 #: Python scalars, most specific first (``bool`` is an ``int``, ``int`` promotes to ``float``)
 _PYTHON = {"builtins.bool": "True", "builtins.int": "1", "builtins.float": "1.0"}
-_SCALARS: dict[str, object] = {"True": True, "1": 1, "1.0": 1.0}
+_SCALARS: dict[str, bool | int | float] = {"True": True, "1": 1, "1.0": 1.0}
 _SEQUENCES = ("builtins.list", "builtins.tuple", "typing.Sequence", "collections.abc.Sequence")
 
 

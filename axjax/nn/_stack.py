@@ -51,6 +51,7 @@ M2 = TypeVar("M2")
 X = TypeVar("X")
 D = TypeVar("D", bound=DType)
 Ts = TypeVarTuple("Ts")
+LS = TypeVar("LS", bound=Axis)  # a stack's axis, in a method's self-type
 P = ParamSpec("P")
 
 #: ``remat=``: ``False`` (keep every activation), ``True`` (save only each layer's input),
@@ -255,8 +256,8 @@ class LayerStack(eqx.Module, Generic[M, L]):
         return self._block(lambda t: t[i % n])
 
     def stacked(
-        self: LayerStack[M2, L2], get: Callable[[M2], Tensor[D, *Ts]]
-    ) -> Tensor[D, L2, *Ts]:
+        self: LayerStack[M2, LS], get: Callable[[M2], Tensor[D, *Ts]]
+    ) -> Tensor[D, LS, *Ts]:
         """The stacked parameter ``get`` picks from the block, typed with the stacking axis
         first: ``stack.stacked(lambda b: b.down.weight)`` is a ``Tensor[F32, Layer, Other,
         Hidden]`` where ``stack.layers.down.weight`` is typed as one block's (the mypy plugin
@@ -272,7 +273,7 @@ class LayerStack(eqx.Module, Generic[M, L]):
                 f"stacked Tensors have {axis_name(self.axis)} first), got "
                 + (describe(out) if isinstance(out, Tensor) else type(out).__name__)
             )
-        return cast("Tensor[D, L2, *Ts]", out)  # the stacked parameter: the axis L2 first
+        return cast("Tensor[D, LS, *Ts]", out)  # the stacked parameter: the axis LS first
 
     def unstack(self) -> list[M]:
         """The blocks, in order (for an unrolled model or a per-layer look)."""
