@@ -188,18 +188,6 @@ def positions(
     m.overload(f"{name}({x}: {tensor(dtype_in, big)}, {ax}: type[Axis]{rest}) -> {result([ANY])}")
 
 
-def absent_axis(
-    m: Module, name: str, x: str, ax: str, rest: str, dtype_in: str, result: str
-) -> None:
-    """The last overload of an op that names an axis of ``x`` (issue 33): reached only when no
-    position matched, i.e. the axis is not one of the tensor's. It binds ``X`` to the union of
-    the tensor's axes, so pyright, which explains the last overload it tried, names the axis
-    given and the tensor's own: ``"type[C]" is not assignable to "type[A] | type[B]"``."""
-    m.overload(
-        f"{name}({x}: {tensor(dtype_in, ['*tuple[X, ...]'])}, {ax}: type[X]{rest}) -> {result}"
-    )
-
-
 def reduction(
     m: Module,
     name: str,
@@ -210,10 +198,12 @@ def reduction(
     keep: bool = False,
     tuples: bool = True,
 ) -> None:
-    """``name(x, over)``: sum-like (the axis is removed) or softmax-like (``keep``)."""
-    positions(
-        dtype_in, "x", "over", "", lambda items: tensor(dtype_out, items), name, m, keep_x=keep
-    )
+    """``name(x, over)``: sum-like (the axis is removed) or softmax-like (``keep``).
+
+    The tuple form comes first and the positions last (the sets do not overlap): pyright
+    explains only the last overload that failed at the latest argument, so an axis the
+    tensor lacks reads ``"type[C]" is not assignable to "type[B]"`` (the axis given, against
+    one of the tensor's), not "expected a tuple" (issue 33)."""
     if tuples:
         if keep:
             m.overload(
@@ -225,7 +215,9 @@ def reduction(
                 f"{name}(x: {tensor(dtype_in, [ANY])}, over: tuple[type[Axis], ...])"
                 f" -> {tensor(dtype_out, [ANY])}"
             )
-    absent_axis(m, name, "x", "over", "", dtype_in, tensor(dtype_out, [ANY]))
+    positions(
+        dtype_in, "x", "over", "", lambda items: tensor(dtype_out, items), name, m, keep_x=keep
+    )
     m.impl(name, f"(x: {tensor(dtype_in, [ANY])}, over: Any) -> {tensor(dtype_out, [ANY])}", source)
 
 
@@ -365,11 +357,9 @@ def shape_module(docs: dict[str, str]) -> Module:
     at_positions(m, "stack", "xs", lambda t: f"Sequence[{t}]", "_shape")
 
     positions("D", "x", "axis", "", lambda items: tensor("D", items), "squeeze", m)
-    absent_axis(m, "squeeze", "x", "axis", "", "D", tensor("D", [ANY]))
     m.impl("squeeze", f"(x: {tensor('D', [ANY])}, axis: Any) -> {tensor('D', [ANY])}", "_shape")
 
     positions("D", "x", "axis", "", lambda items: f"tuple[{tensor('D', items)}, ...]", "unstack", m)
-    absent_axis(m, "unstack", "x", "axis", "", "D", f"tuple[{tensor('D', [ANY])}, ...]")
     m.impl(
         "unstack",
         f"(x: {tensor('D', [ANY])}, axis: Any) -> tuple[{tensor('D', [ANY])}, ...]",
@@ -378,7 +368,6 @@ def shape_module(docs: dict[str, str]) -> Module:
 
     index_arg = ", i: int | jax.Array | Tensor[Any]"
     positions("D", "x", "axis", index_arg, lambda items: tensor("D", items), "index", m)
-    absent_axis(m, "index", "x", "axis", index_arg, "D", tensor("D", [ANY]))
     m.impl(
         "index",
         f"(x: {tensor('D', [ANY])}, axis: Any{index_arg}) -> {tensor('D', [ANY])}",
@@ -401,7 +390,6 @@ def shape_module(docs: dict[str, str]) -> Module:
     m.overload(
         f"rename(x: {tensor('D', big)}, old: type[Axis], new: type[Axis]) -> {tensor('D', [ANY])}"
     )
-    absent_axis(m, "rename", "x", "old", ", new: type[Axis]", "D", tensor("D", [ANY]))
     m.impl(
         "rename", f"(x: {tensor('D', [ANY])}, old: Any, new: Any) -> {tensor('D', [ANY])}", "_shape"
     )

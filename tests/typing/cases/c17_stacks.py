@@ -60,7 +60,7 @@ wrong: Tensor[F32, Hidden, Other] = stack.stacked(lambda b: b.down.weight)  # wa
 # mistakes with the stacking axis
 m1 = stack.stacked(lambda b: b.down.weight) + block.down.weight  # want-error: axes differ; want-error[mypy,pyright]
 m2 = stack.layers.down.weight + block.down.weight  # want-error[plugin]: axes differ; miss[mypy,pyright]: the block's class types its fields without Layer (use stack.stacked)
-m3 = ax.sum(block.down.weight, Layer)  # want-error[plugin]: Layer is not an axis of the tensor; want-error[pyright]: "type[Layer]" is not assignable to type "type[Hidden] | type[Other]"; want-error[mypy]
+m3 = ax.sum(block.down.weight, Layer)  # want-error[plugin]: Layer is not an axis of the tensor; want-error[pyright]: Argument of type "type[Layer]" cannot be assigned to parameter "over"; want-error[mypy]
 m4 = stack.stacked(lambda b: b.down)  # want-error[plugin,pyright]; limit[mypy]: plain mypy does not analyse equinox; raises: TypeError
 
 # a stack of a layer the checkers type, cast with the policy: its call takes the new dtype
