@@ -600,6 +600,8 @@ def main() -> int:
     print()
     print(summary(runs, results))
     print()
+    print(class_table(results))
+    print()
     print(runtime_summary(verdicts))
     failed = any(s == "FAIL" for rows in verdicts.values() for _, s, _ in rows)
     return 0 if all(not r.failures for r in results.values()) and not failed else 1
