@@ -219,11 +219,7 @@ KNOWN_ANY = {
     "ax.GraphGrad.__call__": "the gradients of the Params it names, in the structure the call asks",
     "ax.GraphStep.value": "the compiled loss's value; GraphStep is not generic in its loss",
     "ax.train.GraphStep.value": "as ax.GraphStep.value (the same class)",
-    "ax.Node.differentiate": "an op's graph rule: a node or a tuple of nodes, by the op",
-    "ax.Node.item": "a Python scalar whose type depends on the run-time dtype",
-    "ax.Node.record_apply": "an op's graph recording: a node or a tuple of nodes, by the op",
     "ax.Op.forward": "a user op's forward: jax arrays, by the op",
-    "ax.Param.flatten_with_keys": "JAX's pytree protocol",
     "ax.Tensor.item": "a Python scalar whose type depends on the run-time dtype (a union "
     "would reject range(t.item()))",
     "ax.sharding": "a pytree of NamedShardings shaped like its argument",
