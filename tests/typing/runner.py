@@ -401,7 +401,7 @@ def result_types(revealed: str) -> list[str]:
             return [r for item in _top_level(text[len(head) : -1], ",") for r in result_types(item)]
     parts = _top_level(text, "->")
     if len(parts) >= 2:
-        return ["->".join(parts[1:]).strip()]
+        return [" -> ".join(parts[1:]).strip()]
     return ["None"] if text.startswith("def ") else []  # mypy leaves out "-> None"
 
 
