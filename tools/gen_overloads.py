@@ -40,6 +40,7 @@ import re
 import subprocess
 import sys
 import textwrap
+import typing
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -197,10 +198,12 @@ def reduction(
     keep: bool = False,
     tuples: bool = True,
 ) -> None:
-    """``name(x, over)``: sum-like (the axis is removed) or softmax-like (``keep``)."""
-    positions(
-        dtype_in, "x", "over", "", lambda items: tensor(dtype_out, items), name, m, keep_x=keep
-    )
+    """``name(x, over)``: sum-like (the axis is removed) or softmax-like (``keep``).
+
+    The tuple form comes first and the positions last (the sets do not overlap): pyright
+    explains only the last overload that failed at the latest argument, so an axis the
+    tensor lacks reads ``"type[C]" is not assignable to "type[B]"`` (the axis given, against
+    one of the tensor's), not "expected a tuple" (issue 33)."""
     if tuples:
         if keep:
             m.overload(
@@ -212,6 +215,9 @@ def reduction(
                 f"{name}(x: {tensor(dtype_in, [ANY])}, over: tuple[type[Axis], ...])"
                 f" -> {tensor(dtype_out, [ANY])}"
             )
+    positions(
+        dtype_in, "x", "over", "", lambda items: tensor(dtype_out, items), name, m, keep_x=keep
+    )
     m.impl(name, f"(x: {tensor(dtype_in, [ANY])}, over: Any) -> {tensor(dtype_out, [ANY])}", source)
 
 
@@ -798,8 +804,9 @@ def cast_regions() -> tuple[list[str], list[str]]:
         (s for s in declared_layers() if s.castable),
         key=lambda s: _CAST_MODULE_ORDER.get(s.layer.__module__.rpartition(".")[2], 99),
     )  # stable: declaration order within a module
+    typevars, containers = container_casts(layers)
     by_module: dict[str, list[str]] = {}
-    for spec in layers:
+    for spec in [*layers, *{c: None for c, _ in containers}]:
         by_module.setdefault(spec.layer.__module__.rpartition(".")[2], []).append(spec.name)
     imports = ["if TYPE_CHECKING:"] + [
         f"    from .{mod} import {', '.join(sorted(names, key=_import_order))}"
@@ -822,7 +829,87 @@ def cast_regions() -> tuple[list[str], list[str]]:
             f"def cast(tree: {of('Any')}, dtype: type[DN]) -> {of('DN')}: ...",
         ]
         method += ["    @overload", f"    def __call__(self, tree: {of('Any')}) -> {of('DC')}: ..."]
+    module[len(imports) : len(imports)] = ["", *typevars]
+    for _, tree in containers:
+        module += [
+            "@overload",
+            f"def cast(tree: {tree('Any')}, dtype: type[DN]) -> {tree('DN')}: ...",
+        ]
+        method += [
+            "    @overload",
+            f"    def __call__(self, tree: {tree('Any')}) -> {tree('DC')}: ...",
+        ]
     return module, method
+
+
+#: type variables of the container casts (a container's axes, its layers' axes)
+CONTAINER_AXES = 10
+
+
+def _slot_bound(layer: type, param: Any) -> type | None:
+    """The class a container's layer parameter is bound by (``Recurrent``'s ``Cell``:
+    ``AbstractCell``), ``None`` for any module; a forward reference is read in the layer's
+    module."""
+    import sys as _sys
+
+    bound = getattr(param, "__bound__", None)
+    if bound is None or isinstance(bound, type):
+        return bound
+    name = getattr(bound, "__forward_arg__", str(bound)).split("[", 1)[0]
+    found = getattr(_sys.modules[layer.__module__], name, None)
+    return found if isinstance(found, type) else None
+
+
+def container_casts(
+    castable: list[Any],
+) -> tuple[list[str], list[tuple[Any, Callable[[str], str]]]]:
+    """A cast overload per container of the registry (a layer that is generic in other
+    layers: ``LayerStack[M, L]``, ``Remat[M]``, ``Recurrent[Cell, Over]``,
+    ``Bidirectional[Cell, Cell2, Over]``) and per castable layer each of its layer
+    parameters admits (its bound): ``LayerStack[Affine[Any, A1, A2], L]`` ->
+    ``LayerStack[Affine[DN, A1, A2], L]``. The type variables they need come first."""
+    from typing import TypeVar, TypeVarTuple
+
+    from axjax.core import Axis
+    from axjax.nn._registry import declared_layers
+
+    typevars = [f'    CA{i} = TypeVar("CA{i}", bound=Axis)' for i in range(1, CONTAINER_AXES + 1)]
+    out: list[tuple[Any, Callable[[str], str]]] = []
+    for spec in declared_layers():
+        params = getattr(spec.layer, "__parameters__", ())
+        if spec.castable or not params or any(isinstance(p, TypeVarTuple) for p in params):
+            continue
+        slots: list[list[Any]] = []  # per parameter: the layers it admits, or None (an axis)
+        for p in params:
+            bound = _slot_bound(spec.layer, p) if isinstance(p, TypeVar) else None
+            if isinstance(bound, type) and issubclass(bound, Axis):
+                slots.append([None])
+            else:
+                admitted = [c for c in castable if bound is None or issubclass(c.layer, bound)]
+                slots.append(admitted)
+        if all(s == [None] for s in slots):
+            continue  # a pool: axes only
+        for combo in itertools.product(*slots):
+            names = iter(f"CA{i}" for i in range(1, CONTAINER_AXES + 1))
+            parts: list[Callable[[str], str]] = []
+            for inner in combo:
+                if inner is None:
+                    axis = next(names)
+                    parts.append(lambda _d, axis=axis: axis)
+                    continue
+                axes = [
+                    "*Ts" if isinstance(q, TypeVarTuple) else next(names)
+                    for q in inner.axis_parameters
+                ]
+                parts.append(
+                    lambda d, inner=inner, axes=axes: f"{inner.name}[{', '.join([d, *axes])}]"
+                )
+
+            def tree(d: str, name: str = spec.name, parts: list[Any] = parts) -> str:
+                return f"{name}[{', '.join(part(d) for part in parts)}]"
+
+            out.append((spec, tree))
+    return typevars, out
 
 
 def with_cast_regions(text: str) -> str:
@@ -938,6 +1025,71 @@ def runtime_docs() -> dict[str, str]:
     return docs
 
 
+# ----------------------------------------------------------------------------- the public API
+#: ``reveal_type`` of every public callable, one generated case file: it rides in the typing
+#: runner's single run per checker, and tests/typing/test_typing.py fails where a callable's
+#: every result type is ``Any`` (or a Tensor of unknown dtype and rank) without a reason there.
+API_CASES = ROOT / "tests" / "typing" / "cases" / "c18_api.py"
+API_NAMESPACES = (("ax", "axjax"), ("ax.nn", "axjax.nn"), ("ax.nn.init", "axjax.nn.init"))
+API_NAMESPACES += (("ax.train", "axjax.train"),)
+
+
+def public_callables() -> list[str]:
+    """Every public function of ``ax``, ``ax.nn``, ``ax.nn.init`` and ``ax.train``, and every
+    public method (and ``__call__``) of their classes that axjax defines (classes themselves
+    are their constructors: typed as the class by definition). Axis labels, dtype markers and
+    exceptions are not callables of the API."""
+    import importlib
+
+    from axjax.core import Axis, DType
+
+    out: list[str] = []
+    for prefix, module_name in API_NAMESPACES:
+        module = importlib.import_module(module_name)
+        for name in sorted(vars(module)):
+            obj = getattr(module, name)
+            if name.startswith("_") or inspect.ismodule(obj) or not callable(obj):
+                continue
+            if getattr(obj, "__module__", "").split(".")[0] != "axjax":
+                continue  # jax's or optax's, re-exported
+            if typing.get_origin(obj) is not None:
+                continue  # a type alias (ax.AnyTensor, ax.Matrix)
+            if not inspect.isclass(obj):
+                out.append(f"{prefix}.{name}")
+                continue
+            if issubclass(obj, Axis | DType | BaseException) or obj.__module__.startswith(
+                "axjax.mypy"
+            ):
+                continue
+            for attr, member in sorted(vars(obj).items()):
+                if attr.startswith("_") and attr != "__call__":
+                    continue
+                raw = member.__func__ if isinstance(member, classmethod | staticmethod) else member
+                if inspect.isfunction(raw):
+                    out.append(f"{prefix}.{name}.{attr}")
+    return sorted(set(out), key=lambda n: (n.count("."), n))
+
+
+def api_cases() -> str:
+    """The text of ``c18_api.py``."""
+    lines = [
+        "# GENERATED by tools/gen_overloads.py -- do not edit by hand.",
+        '"""The public API revealed: one ``reveal_type`` per public callable (see',
+        "``public_callables`` in tools/gen_overloads.py). tests/typing/test_typing.py reads each",
+        "checker's answer and fails where every result type of a callable is ``Any`` or",
+        '``Tensor[Any, *tuple[Any, ...]]`` and no reason says why (``KNOWN_ANY`` there)."""',
+        "",
+        "# typing-class: 7 where types become Any",
+        "",
+        "from typing import reveal_type",
+        "",
+        "import axjax as ax",
+        "",
+    ]
+    lines += [f"reveal_type({name})  # show" for name in public_callables()]
+    return "\n".join(lines) + "\n"
+
+
 def render() -> dict[Path, str]:
     docs = runtime_docs()
     modules = {OPS / name: build(docs) for name, build in MODULES.items()}
@@ -957,6 +1109,7 @@ def render() -> dict[Path, str]:
     out[ELEMENTWISE] = with_function_names(ELEMENTWISE.read_text())
     for path in CONSTRUCTORS:
         out[path] = with_constructors(path, path.read_text())
+    out[API_CASES] = api_cases()
     return out
 
 

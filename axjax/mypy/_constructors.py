@@ -16,6 +16,7 @@ from ..core import Axis
 from ..core._internal import check_axis_label, check_unique_axes
 from ..ops import _construct
 from ._evaluate import CannotEvaluate, Env, Joined, message
+from ._host import host_dtype
 from ._types import DTYPE, TT, class_of, fullname
 
 #: the stand-in for a label whose class is not known statically (it only counts axes)
@@ -85,11 +86,14 @@ def _check_shape(short: str, ctx: FunctionContext, env: Env, axes: tuple[type, .
 
 
 def _dtype(ctx: FunctionContext, default: str, marker: Callable[[str], Type | None]) -> Type:
+    """The dtype ``dtype=`` names, else the constructor's default; ``ax.tensor``'s default
+    (``default`` is ``"Any"``) is its data's dtype where the data's type knows it, else the
+    gradual ``Any``, which every dtype accepts (never ``typing.Any``'s class)."""
     j = _formal(ctx, "dtype")
     if j is not None and ctx.arg_types[j]:
         p = get_proper_type(ctx.arg_types[j][0])
         if isinstance(p, NoneType):
-            return AnyType(TypeOfAny.special_form)
+            return _host(ctx, marker)
         given = class_of(p)
         if isinstance(p, TypeType) and fullname(p.item) == DTYPE:
             return AnyType(TypeOfAny.special_form)  # `dtype: type[DType]`: some dtype
@@ -98,4 +102,13 @@ def _dtype(ctx: FunctionContext, default: str, marker: Callable[[str], Type | No
         if isinstance(p, TypeType):
             return p.item
         return AnyType(TypeOfAny.special_form)
+    if default == "Any":
+        return _host(ctx, marker)
     return marker(default) or AnyType(TypeOfAny.special_form)
+
+
+def _host(ctx: FunctionContext, marker: Callable[[str], Type | None]) -> Type:
+    """The dtype of ``ax.tensor``'s data, where its static type knows it (:mod:`._host`)."""
+    i = _formal(ctx, "data")
+    known = host_dtype(ctx.arg_types[i][0]) if i is not None and ctx.arg_types[i] else None
+    return (marker(known) if known else None) or AnyType(TypeOfAny.special_form)

@@ -32,14 +32,17 @@ from mypy.nodes import (
     ARG_POS,
     ARG_STAR,
     ARG_STAR2,
+    CallExpr,
+    DictExpr,
     Expression,
     ListExpr,
+    MemberExpr,
     SymbolTableNode,
     TempNode,
     TupleExpr,
     TypeInfo,
 )
-from mypy.plugin import FunctionContext, MethodContext
+from mypy.plugin import AttributeContext, FunctionContext, MethodContext
 from mypy.subtypes import is_subtype
 from mypy.types import (
     AnyType,
@@ -57,13 +60,17 @@ from ..nn._registry import declared_layers
 from ._calls import AXES_ERROR, JOIN_ERROR
 from ._evaluate import SIZE, CannotEvaluate, Env, Joined, deliberate, message
 from ._origins import note_origins
-from ._types import TENSOR, TT, class_of, make_tensor
+from ._types import DTYPE, TENSOR, TT, class_of, make_tensor, tensor_of
 
 NN = "axjax.nn"
 SEQUENTIAL = f"{NN}._sequential.Sequential"
 #: ``LayerStack[Block, Layer]``: the block applied n times, so its call keeps its input's type
 LAYER_STACK = next(s.path for s in declared_layers() if s.typed == "stack")
+#: ``Remat[Block]``: one module called as it is, so its call is the module's call
+WRAPPERS = tuple(s.path for s in declared_layers() if s.typed == "wrapper")
 CAST = f"{NN}._precision.cast"
+#: the base of the recurrent cells (``AbstractCell[D, In, H]``): ``init_state`` is typed
+CELL = f"{NN}._recurrent.AbstractCell"
 #: a policy's cast (``policy.cast_to_compute(tree)``): ``DTypeCast[C]`` called
 POLICY_CAST = f"{NN}._precision.DTypeCast.__call__"
 FLOATS = frozenset(f"axjax.core._dtype.{n}" for n in ("F16", "BF16", "F32", "F64"))
@@ -116,7 +123,9 @@ class LayerHooks:
         cls, _, method = fullname.rpartition(".")
         if method != "__call__" or not cls:
             return False
-        return cls in CHAINS or cls == LAYER_STACK or self.layer_of(cls) is not None
+        return (
+            cls in CHAINS or cls in WRAPPERS or cls == LAYER_STACK or self.layer_of(cls) is not None
+        )
 
     # ------------------------------------------------------------------ hooks
     def judged(self, t: Type) -> bool:
@@ -127,9 +136,10 @@ class LayerHooks:
             return False
         if any(p.type.has_base(c) for c in CHAINS):
             return _layers_of(p) is not None
-        if p.type.has_base(LAYER_STACK):
-            block = get_proper_type(map_instance_to_supertype(p, self._info(LAYER_STACK)).args[0])
-            return not isinstance(block, AnyType)
+        for holder in (LAYER_STACK, *WRAPPERS):
+            if p.type.has_base(holder):
+                inner = map_instance_to_supertype(p, self._info(holder)).args[0]
+                return not isinstance(get_proper_type(inner), AnyType)
         known = self.layer_of(p.type.fullname)
         if known is None:
             return False
@@ -152,6 +162,11 @@ class LayerHooks:
             return self.chain(ctx, p)
         if p.type.has_base(LAYER_STACK):
             return self.stack(ctx, p)
+        wrapper = next((w for w in WRAPPERS if p.type.has_base(w)), None)
+        if wrapper is not None:
+            inner = map_instance_to_supertype(p, self._info(wrapper)).args[0]
+            out = self._call_inner(ctx, inner)
+            return self.tools.gradual() if out is None else out
         known = self.layer_of(p.type.fullname)
         if known is None:
             return self.tools.gradual()
@@ -232,6 +247,47 @@ class LayerHooks:
         tt: TT = env.result(out)
         return make_tensor(self.tools.tensor(), tt, self.tools.tuple_info())
 
+    # ------------------------------------------------------------------ a cell's state
+    def is_init_state(self, fullname: str) -> bool:
+        """``LSTMCell.init_state`` (a cell's, or a subclass's): typed from its batch."""
+        cls, _, method = fullname.rpartition(".")
+        if method != "init_state" or "." not in cls:
+            return False
+        sym = self.tools.lookup(cls)
+        info = sym.node if sym is not None else None
+        return isinstance(info, TypeInfo) and info.has_base(CELL)
+
+    def init_state(self, ctx: MethodContext) -> Type:
+        """``cell.init_state({Batch: 32, Time: 8})``: ``Tensor[D, Batch, Time, Hidden]`` (a
+        pair of them for an LSTM): the batch axes of a dict literal, in its order. Another
+        mapping keeps the declared (gradual) axes."""
+        cell = get_proper_type(ctx.type)
+        if not isinstance(cell, Instance) or not cell.type.has_base(CELL):
+            return ctx.default_return_type
+        args = map_instance_to_supertype(cell, self._info(CELL)).args
+        if len(args) != 3 or isinstance(get_proper_type(args[2]), AnyType):
+            return ctx.default_return_type
+        given = ctx.args[0] if ctx.args else []
+        if not given:
+            return ctx.default_return_type  # no batch: the overloads say [Hidden]
+        batch = given[0]
+        lookup = getattr(ctx.api, "lookup_type_or_none", None)
+        if not isinstance(batch, DictExpr) or lookup is None:
+            return ctx.default_return_type
+        axes: list[Type] = []
+        for key, _ in batch.items:
+            label = class_of(lookup(key)) if key is not None and lookup(key) is not None else None
+            if label is None or isinstance(get_proper_type(label), AnyType):
+                return ctx.default_return_type
+            axes.append(label)
+        state = make_tensor(
+            self.tools.tensor(), TT(args[0], [*axes, args[2]]), self.tools.tuple_info()
+        )
+        ret = get_proper_type(ctx.default_return_type)
+        if isinstance(ret, TupleType):
+            return ret.copy_modified(items=[state for _ in ret.items])
+        return state
+
     # ------------------------------------------------------------------ ax.nn.cast
     def cast(self, ctx: FunctionContext) -> Type:
         """``ax.nn.cast(tree, BF16)``: a Tensor, a layer, a Sequential or a tuple of them with
@@ -242,7 +298,7 @@ class LayerHooks:
         target = class_of(ctx.arg_types[1][0])
         if not (isinstance(target, Instance) and target.type.fullname in FLOATS):
             return ctx.default_return_type
-        return self._recast(ctx.arg_types[0][0], target)
+        return self._recast(_own_type(ctx), target)
 
     def policy_cast(self, ctx: MethodContext) -> Type:
         """``policy.cast_to_compute(tree)`` (a ``DTypeCast[C]`` called): as :meth:`cast`
@@ -255,36 +311,42 @@ class LayerHooks:
         target = get_proper_type(caster.args[0])
         if not (isinstance(target, Instance) and target.type.fullname in FLOATS):
             return ctx.default_return_type
-        tree = ctx.arg_types[0][0]
+        tree = _own_type(ctx)
         if not self._typed_tree(tree):
             return ctx.default_return_type
         return self._recast(tree, target)
 
     def _typed_tree(self, t: Type) -> bool:
-        """A Tensor, a known layer, a Sequential, or a tuple of these: what a cast types."""
+        """What a cast types: a Tensor, a known layer, a tuple of these, or a module generic
+        in one of them (``LayerStack[Affine[...], Layer]``, ``Remat[...]``, ``Recurrent[...]``,
+        ``Sequential[...]``, a user's ``Residual[Affine[...]]``)."""
         p = get_proper_type(t)
         if isinstance(p, TupleType):
             return all(self._typed_tree(i) for i in p.items)
-        return (
-            isinstance(p, Instance)
-            and bool(p.args)
-            and (p.type.fullname in (TENSOR, SEQUENTIAL) or p.type.fullname in LAYERS)
-        )
+        if not isinstance(p, Instance) or not p.args:
+            return False
+        if p.type.fullname == TENSOR or p.type.fullname in LAYERS:
+            return True
+        return _is_module(p.type) and any(self._typed_tree(a) for a in _flat_args(p))
 
     def _recast(self, t: Type, target: Instance) -> Type:
+        """``t`` with the floating dtype of every Tensor and layer in it replaced: a layer's
+        or Tensor's first type argument, and recursively the type arguments of a module that
+        holds them (a container's layers are cast with it)."""
+        if isinstance(t, UnpackType):  # Sequential[*tuple[A, B]]
+            inner = get_proper_type(t.type)
+            return UnpackType(self._recast(inner, target)) if isinstance(inner, TupleType) else t
         p = get_proper_type(t)
         if isinstance(p, TupleType):
             return p.copy_modified(items=[self._recast(i, target) for i in p.items])
         if not isinstance(p, Instance) or not p.args:
             return t
-        if p.type.fullname == TENSOR or p.type.fullname in LAYERS:
-            first = get_proper_type(p.args[0])
-            floating = isinstance(first, Instance) and first.type.fullname in FLOATS
+        first = get_proper_type(p.args[0])
+        if isinstance(first, Instance) and first.type.has_base(DTYPE):  # Affine[F32, ...]
+            floating = first.type.fullname in FLOATS
             return p.copy_modified(args=[target, *p.args[1:]]) if floating else t
-        if p.type.fullname == SEQUENTIAL:
-            layers = _layers_of(p)
-            if layers is not None:
-                return p.copy_modified(args=[self._recast(a, target) for a in layers])
+        if _is_module(p.type):  # Recurrent[LSTMCell[F32, ...], Time], a user's Residual[...]
+            return p.copy_modified(args=[self._recast(a, target) for a in p.args])
         return t
 
     # ------------------------------------------------------------------ Sequential
@@ -344,10 +406,30 @@ class LayerHooks:
         """``stack(x, *args, **kwargs)``: the block's call on the same arguments, whose
         result must have ``x``'s type; the result is ``x``'s type."""
         block = map_instance_to_supertype(stack, self._info(LAYER_STACK)).args[0]
-        checker = ctx.api
-        if not isinstance(checker, TypeChecker) or not ctx.arg_types or len(ctx.args[0]) != 1:
+        if not ctx.arg_types or len(ctx.args[0]) != 1:
             return ctx.default_return_type
         x = ctx.arg_types[0][0]
+        out = self._call_inner(ctx, block)
+        if out is None:
+            return self.tools.gradual()  # reported by the block's own call
+        if not is_subtype(out, x):  # a gradual result passes
+            ctx.api.fail(
+                f"LayerStack: the block returns {format_type(out, ctx.api.options)} for "
+                f"{format_type(x, ctx.api.options)}; a stacked block must return what it is "
+                "given (its output is the next layer's input)",
+                ctx.context,
+                code=AXES_ERROR,
+            )
+            return self.tools.gradual()
+        return x
+
+    def _call_inner(self, ctx: MethodContext, inner: Type) -> Type | None:
+        """The result of calling a module of type ``inner`` with the arguments of ``ctx``'s
+        call (mypy's own check of the call, the inner layer's hooks included); ``None`` when
+        that call was reported wrong."""
+        checker = ctx.api
+        if not isinstance(checker, TypeChecker):
+            return ctx.default_return_type
         nodes: list[Expression] = []
         kinds: list[Any] = []
         names: list[str | None] = []
@@ -362,26 +444,64 @@ class LayerHooks:
         calls.type_context.append(None)  # judged by the arguments alone
         try:  # a watcher that passes the errors on: mypy may hold them in an outer one
             with checker.msg.filter_errors(filter_errors=False) as watcher:
-                out, _ = calls.check_call(block, nodes, kinds, ctx.context, names)
+                out, _ = calls.check_call(inner, nodes, kinds, ctx.context, names)
         finally:
             calls.type_context.pop()
-        if watcher.has_new_errors():
-            return self.tools.gradual()  # reported by the block's own call
-        if not is_subtype(out, x):  # a gradual result passes
-            ctx.api.fail(
-                f"LayerStack: the block returns {format_type(out, checker.options)} for "
-                f"{format_type(x, checker.options)}; a stacked block must return what it is "
-                "given (its output is the next layer's input)",
-                ctx.context,
-                code=AXES_ERROR,
-            )
-            return self.tools.gradual()
-        return x
+        return None if watcher.has_new_errors() else out
+
+    def stacked_attribute(self, ctx: AttributeContext) -> Type:
+        """``stack.layers.down.weight``: a parameter Tensor reached through a
+        ``LayerStack``'s ``layers`` has the stacking axis first (``Tensor[F32, Layer, Other,
+        Hidden]``), as it has at run time; the block's own class types it without."""
+        t = get_proper_type(ctx.default_attr_type)
+        if ctx.is_lvalue or not (isinstance(t, Instance) and t.type.has_base(TENSOR)):
+            return ctx.default_attr_type
+        lookup = getattr(ctx.api, "lookup_type_or_none", None)
+        node = ctx.context.expr if isinstance(ctx.context, MemberExpr) else None
+        while isinstance(node, MemberExpr) and lookup is not None:
+            if node.name == "layers":
+                holder = get_proper_type(lookup(node.expr))
+                if isinstance(holder, Instance) and holder.type.has_base(LAYER_STACK):
+                    axis = map_instance_to_supertype(holder, self._info(LAYER_STACK)).args[1]
+                    tt = tensor_of(t, self.tools.tensor())
+                    if tt is None or tt.axes is None:
+                        return ctx.default_attr_type
+                    return make_tensor(
+                        self.tools.tensor(), TT(tt.dtype, [axis, *tt.axes]), self.tools.tuple_info()
+                    )
+            node = node.expr
+        return ctx.default_attr_type
 
     def _info(self, fullname: str) -> TypeInfo:
         sym = self.tools.lookup(fullname)
         assert sym is not None and isinstance(sym.node, TypeInfo), fullname
         return sym.node
+
+
+def _own_type(ctx: FunctionContext | MethodContext) -> Type:
+    """The first argument's type, inferred without the cast's parameter types as context: an
+    inline generic call (``cast(ax.nn.remat(fc))``) would otherwise take the ``Any`` of the
+    overloads' ``Remat[Affine[Any, ...]]`` (mypy infers an argument in its formal's context)."""
+    t, expr = ctx.arg_types[0][0], ctx.args[0][0]
+    checker = ctx.api
+    if not isinstance(expr, CallExpr) or not isinstance(checker, TypeChecker):
+        return t
+    with checker.msg.filter_errors():  # already reported once, in context
+        return checker.expr_checker.accept(expr, type_context=None)
+
+
+def _is_module(info: TypeInfo) -> bool:
+    """An Equinox module (a layer, a container, a user's block): ``cast`` maps its leaves."""
+    return any(c.name == "Module" and c.fullname.startswith("equinox.") for c in info.mro)
+
+
+def _flat_args(p: Instance) -> list[Type]:
+    """Type arguments with a spelt-out ``*tuple[A, B]`` spliced (a Sequential's layers)."""
+    out: list[Type] = []
+    for a in p.args:
+        inner = get_proper_type(a.type) if isinstance(a, UnpackType) else None
+        out += inner.items if isinstance(inner, TupleType) else [a]
+    return out
 
 
 def _layers_of(seq: Instance) -> list[Type] | None:
@@ -593,4 +713,14 @@ def _cell(kind: str, env: Env, d: type[DType], axes: list[Any]) -> Callable[...,
     return _make(_layer_class(kind), **fields)
 
 
-__all__ = ["CAST", "CHAINS", "LAYERS", "LAYER_STACK", "SEQUENTIAL", "LayerHooks", "Tools", "build"]
+__all__ = [
+    "CAST",
+    "CHAINS",
+    "LAYERS",
+    "LAYER_STACK",
+    "SEQUENTIAL",
+    "WRAPPERS",
+    "LayerHooks",
+    "Tools",
+    "build",
+]

@@ -37,6 +37,7 @@ from mypy.nodes import (
 from mypy.options import Options
 from mypy.plugin import (
     AnalyzeTypeContext,
+    AttributeContext,
     ClassDefContext,
     FunctionContext,
     FunctionSigContext,
@@ -333,6 +334,8 @@ class AxjaxPlugin(Plugin):
             return safe(self._layers.call, default)
         if fullname == POLICY_CAST:  # policy.cast_to_compute(tree): the policy's dtype
             return safe(self._layers.policy_cast, default)
+        if self._layers.is_init_state(fullname):  # cell.init_state({Batch: 32})
+            return safe(self._layers.init_state, default)
         if fullname in LOOP_CALLS:  # calling ax.fold(...) / ax.scan(...) (_loops)
             return safe(
                 lambda ctx: loop_call_type(
@@ -341,6 +344,12 @@ class AxjaxPlugin(Plugin):
                 default,
             )
         return None if fullname.startswith(FOREIGN) else safe(no_repeated_axis, default)
+
+    def get_attribute_hook(self, fullname: str) -> Callable[[AttributeContext], Type] | None:
+        # a parameter Tensor reached through `stack.layers`: the stacking axis first
+        if fullname.startswith(FOREIGN):
+            return None
+        return safe(self._layers.stacked_attribute, lambda ctx: ctx.default_attr_type)
 
     def get_type_analyze_hook(self, fullname: str) -> Callable[[AnalyzeTypeContext], Type] | None:
         return check_annotation if fullname in NODES and not analyzing() else None

@@ -103,6 +103,20 @@ if TYPE_CHECKING:
     from ._linear import MLP, Affine, Linear
     from ._norm import LayerNorm, RMSNorm
     from ._recurrent import GRUCell, LSTMCell, RNNCell
+    from ._remat import Remat
+    from ._sequence import Bidirectional, Recurrent
+    from ._stack import LayerStack
+
+    CA1 = TypeVar("CA1", bound=Axis)
+    CA2 = TypeVar("CA2", bound=Axis)
+    CA3 = TypeVar("CA3", bound=Axis)
+    CA4 = TypeVar("CA4", bound=Axis)
+    CA5 = TypeVar("CA5", bound=Axis)
+    CA6 = TypeVar("CA6", bound=Axis)
+    CA7 = TypeVar("CA7", bound=Axis)
+    CA8 = TypeVar("CA8", bound=Axis)
+    CA9 = TypeVar("CA9", bound=Axis)
+    CA10 = TypeVar("CA10", bound=Axis)
 
 
 @overload
@@ -135,6 +149,144 @@ def cast(tree: LSTMCell[Any, A1, A2], dtype: type[DN]) -> LSTMCell[DN, A1, A2]: 
 def cast(
     tree: MultiheadAttention[Any, A1, A2, A3, A4, A5], dtype: type[DN]
 ) -> MultiheadAttention[DN, A1, A2, A3, A4, A5]: ...
+@overload
+def cast(tree: Remat[Affine[Any, CA1, CA2]], dtype: type[DN]) -> Remat[Affine[DN, CA1, CA2]]: ...
+@overload
+def cast(tree: Remat[Linear[Any, CA1, CA2]], dtype: type[DN]) -> Remat[Linear[DN, CA1, CA2]]: ...
+@overload
+def cast(tree: Remat[MLP[Any, CA1, CA2]], dtype: type[DN]) -> Remat[MLP[DN, CA1, CA2]]: ...
+@overload
+def cast(
+    tree: Remat[Embedding[Any, CA1, CA2]], dtype: type[DN]
+) -> Remat[Embedding[DN, CA1, CA2]]: ...
+@overload
+def cast(tree: Remat[LayerNorm[Any, *Ts]], dtype: type[DN]) -> Remat[LayerNorm[DN, *Ts]]: ...
+@overload
+def cast(tree: Remat[RMSNorm[Any, *Ts]], dtype: type[DN]) -> Remat[RMSNorm[DN, *Ts]]: ...
+@overload
+def cast(
+    tree: Remat[Conv1D[Any, CA1, CA2, CA3]], dtype: type[DN]
+) -> Remat[Conv1D[DN, CA1, CA2, CA3]]: ...
+@overload
+def cast(
+    tree: Remat[Conv2D[Any, CA1, CA2, CA3, CA4]], dtype: type[DN]
+) -> Remat[Conv2D[DN, CA1, CA2, CA3, CA4]]: ...
+@overload
+def cast(
+    tree: Remat[Conv3D[Any, CA1, CA2, CA3, CA4, CA5]], dtype: type[DN]
+) -> Remat[Conv3D[DN, CA1, CA2, CA3, CA4, CA5]]: ...
+@overload
+def cast(tree: Remat[RNNCell[Any, CA1, CA2]], dtype: type[DN]) -> Remat[RNNCell[DN, CA1, CA2]]: ...
+@overload
+def cast(tree: Remat[GRUCell[Any, CA1, CA2]], dtype: type[DN]) -> Remat[GRUCell[DN, CA1, CA2]]: ...
+@overload
+def cast(
+    tree: Remat[LSTMCell[Any, CA1, CA2]], dtype: type[DN]
+) -> Remat[LSTMCell[DN, CA1, CA2]]: ...
+@overload
+def cast(
+    tree: Remat[MultiheadAttention[Any, CA1, CA2, CA3, CA4, CA5]], dtype: type[DN]
+) -> Remat[MultiheadAttention[DN, CA1, CA2, CA3, CA4, CA5]]: ...
+@overload
+def cast(
+    tree: Recurrent[RNNCell[Any, CA1, CA2], CA3], dtype: type[DN]
+) -> Recurrent[RNNCell[DN, CA1, CA2], CA3]: ...
+@overload
+def cast(
+    tree: Recurrent[GRUCell[Any, CA1, CA2], CA3], dtype: type[DN]
+) -> Recurrent[GRUCell[DN, CA1, CA2], CA3]: ...
+@overload
+def cast(
+    tree: Recurrent[LSTMCell[Any, CA1, CA2], CA3], dtype: type[DN]
+) -> Recurrent[LSTMCell[DN, CA1, CA2], CA3]: ...
+@overload
+def cast(
+    tree: Bidirectional[RNNCell[Any, CA1, CA2], RNNCell[Any, CA3, CA4], CA5], dtype: type[DN]
+) -> Bidirectional[RNNCell[DN, CA1, CA2], RNNCell[DN, CA3, CA4], CA5]: ...
+@overload
+def cast(
+    tree: Bidirectional[RNNCell[Any, CA1, CA2], GRUCell[Any, CA3, CA4], CA5], dtype: type[DN]
+) -> Bidirectional[RNNCell[DN, CA1, CA2], GRUCell[DN, CA3, CA4], CA5]: ...
+@overload
+def cast(
+    tree: Bidirectional[RNNCell[Any, CA1, CA2], LSTMCell[Any, CA3, CA4], CA5], dtype: type[DN]
+) -> Bidirectional[RNNCell[DN, CA1, CA2], LSTMCell[DN, CA3, CA4], CA5]: ...
+@overload
+def cast(
+    tree: Bidirectional[GRUCell[Any, CA1, CA2], RNNCell[Any, CA3, CA4], CA5], dtype: type[DN]
+) -> Bidirectional[GRUCell[DN, CA1, CA2], RNNCell[DN, CA3, CA4], CA5]: ...
+@overload
+def cast(
+    tree: Bidirectional[GRUCell[Any, CA1, CA2], GRUCell[Any, CA3, CA4], CA5], dtype: type[DN]
+) -> Bidirectional[GRUCell[DN, CA1, CA2], GRUCell[DN, CA3, CA4], CA5]: ...
+@overload
+def cast(
+    tree: Bidirectional[GRUCell[Any, CA1, CA2], LSTMCell[Any, CA3, CA4], CA5], dtype: type[DN]
+) -> Bidirectional[GRUCell[DN, CA1, CA2], LSTMCell[DN, CA3, CA4], CA5]: ...
+@overload
+def cast(
+    tree: Bidirectional[LSTMCell[Any, CA1, CA2], RNNCell[Any, CA3, CA4], CA5], dtype: type[DN]
+) -> Bidirectional[LSTMCell[DN, CA1, CA2], RNNCell[DN, CA3, CA4], CA5]: ...
+@overload
+def cast(
+    tree: Bidirectional[LSTMCell[Any, CA1, CA2], GRUCell[Any, CA3, CA4], CA5], dtype: type[DN]
+) -> Bidirectional[LSTMCell[DN, CA1, CA2], GRUCell[DN, CA3, CA4], CA5]: ...
+@overload
+def cast(
+    tree: Bidirectional[LSTMCell[Any, CA1, CA2], LSTMCell[Any, CA3, CA4], CA5], dtype: type[DN]
+) -> Bidirectional[LSTMCell[DN, CA1, CA2], LSTMCell[DN, CA3, CA4], CA5]: ...
+@overload
+def cast(
+    tree: LayerStack[Affine[Any, CA1, CA2], CA3], dtype: type[DN]
+) -> LayerStack[Affine[DN, CA1, CA2], CA3]: ...
+@overload
+def cast(
+    tree: LayerStack[Linear[Any, CA1, CA2], CA3], dtype: type[DN]
+) -> LayerStack[Linear[DN, CA1, CA2], CA3]: ...
+@overload
+def cast(
+    tree: LayerStack[MLP[Any, CA1, CA2], CA3], dtype: type[DN]
+) -> LayerStack[MLP[DN, CA1, CA2], CA3]: ...
+@overload
+def cast(
+    tree: LayerStack[Embedding[Any, CA1, CA2], CA3], dtype: type[DN]
+) -> LayerStack[Embedding[DN, CA1, CA2], CA3]: ...
+@overload
+def cast(
+    tree: LayerStack[LayerNorm[Any, *Ts], CA1], dtype: type[DN]
+) -> LayerStack[LayerNorm[DN, *Ts], CA1]: ...
+@overload
+def cast(
+    tree: LayerStack[RMSNorm[Any, *Ts], CA1], dtype: type[DN]
+) -> LayerStack[RMSNorm[DN, *Ts], CA1]: ...
+@overload
+def cast(
+    tree: LayerStack[Conv1D[Any, CA1, CA2, CA3], CA4], dtype: type[DN]
+) -> LayerStack[Conv1D[DN, CA1, CA2, CA3], CA4]: ...
+@overload
+def cast(
+    tree: LayerStack[Conv2D[Any, CA1, CA2, CA3, CA4], CA5], dtype: type[DN]
+) -> LayerStack[Conv2D[DN, CA1, CA2, CA3, CA4], CA5]: ...
+@overload
+def cast(
+    tree: LayerStack[Conv3D[Any, CA1, CA2, CA3, CA4, CA5], CA6], dtype: type[DN]
+) -> LayerStack[Conv3D[DN, CA1, CA2, CA3, CA4, CA5], CA6]: ...
+@overload
+def cast(
+    tree: LayerStack[RNNCell[Any, CA1, CA2], CA3], dtype: type[DN]
+) -> LayerStack[RNNCell[DN, CA1, CA2], CA3]: ...
+@overload
+def cast(
+    tree: LayerStack[GRUCell[Any, CA1, CA2], CA3], dtype: type[DN]
+) -> LayerStack[GRUCell[DN, CA1, CA2], CA3]: ...
+@overload
+def cast(
+    tree: LayerStack[LSTMCell[Any, CA1, CA2], CA3], dtype: type[DN]
+) -> LayerStack[LSTMCell[DN, CA1, CA2], CA3]: ...
+@overload
+def cast(
+    tree: LayerStack[MultiheadAttention[Any, CA1, CA2, CA3, CA4, CA5], CA6], dtype: type[DN]
+) -> LayerStack[MultiheadAttention[DN, CA1, CA2, CA3, CA4, CA5], CA6]: ...
 # END GENERATED
 @overload
 def cast(tree: Tensor[FD, *Ts], dtype: type[DN]) -> Tensor[DN, *Ts]: ...
@@ -221,6 +373,140 @@ class DTypeCast(Generic[DC]):
     def __call__(
         self, tree: MultiheadAttention[Any, A1, A2, A3, A4, A5]
     ) -> MultiheadAttention[DC, A1, A2, A3, A4, A5]: ...
+    @overload
+    def __call__(self, tree: Remat[Affine[Any, CA1, CA2]]) -> Remat[Affine[DC, CA1, CA2]]: ...
+    @overload
+    def __call__(self, tree: Remat[Linear[Any, CA1, CA2]]) -> Remat[Linear[DC, CA1, CA2]]: ...
+    @overload
+    def __call__(self, tree: Remat[MLP[Any, CA1, CA2]]) -> Remat[MLP[DC, CA1, CA2]]: ...
+    @overload
+    def __call__(self, tree: Remat[Embedding[Any, CA1, CA2]]) -> Remat[Embedding[DC, CA1, CA2]]: ...
+    @overload
+    def __call__(self, tree: Remat[LayerNorm[Any, *Ts]]) -> Remat[LayerNorm[DC, *Ts]]: ...
+    @overload
+    def __call__(self, tree: Remat[RMSNorm[Any, *Ts]]) -> Remat[RMSNorm[DC, *Ts]]: ...
+    @overload
+    def __call__(
+        self, tree: Remat[Conv1D[Any, CA1, CA2, CA3]]
+    ) -> Remat[Conv1D[DC, CA1, CA2, CA3]]: ...
+    @overload
+    def __call__(
+        self, tree: Remat[Conv2D[Any, CA1, CA2, CA3, CA4]]
+    ) -> Remat[Conv2D[DC, CA1, CA2, CA3, CA4]]: ...
+    @overload
+    def __call__(
+        self, tree: Remat[Conv3D[Any, CA1, CA2, CA3, CA4, CA5]]
+    ) -> Remat[Conv3D[DC, CA1, CA2, CA3, CA4, CA5]]: ...
+    @overload
+    def __call__(self, tree: Remat[RNNCell[Any, CA1, CA2]]) -> Remat[RNNCell[DC, CA1, CA2]]: ...
+    @overload
+    def __call__(self, tree: Remat[GRUCell[Any, CA1, CA2]]) -> Remat[GRUCell[DC, CA1, CA2]]: ...
+    @overload
+    def __call__(self, tree: Remat[LSTMCell[Any, CA1, CA2]]) -> Remat[LSTMCell[DC, CA1, CA2]]: ...
+    @overload
+    def __call__(
+        self, tree: Remat[MultiheadAttention[Any, CA1, CA2, CA3, CA4, CA5]]
+    ) -> Remat[MultiheadAttention[DC, CA1, CA2, CA3, CA4, CA5]]: ...
+    @overload
+    def __call__(
+        self, tree: Recurrent[RNNCell[Any, CA1, CA2], CA3]
+    ) -> Recurrent[RNNCell[DC, CA1, CA2], CA3]: ...
+    @overload
+    def __call__(
+        self, tree: Recurrent[GRUCell[Any, CA1, CA2], CA3]
+    ) -> Recurrent[GRUCell[DC, CA1, CA2], CA3]: ...
+    @overload
+    def __call__(
+        self, tree: Recurrent[LSTMCell[Any, CA1, CA2], CA3]
+    ) -> Recurrent[LSTMCell[DC, CA1, CA2], CA3]: ...
+    @overload
+    def __call__(
+        self, tree: Bidirectional[RNNCell[Any, CA1, CA2], RNNCell[Any, CA3, CA4], CA5]
+    ) -> Bidirectional[RNNCell[DC, CA1, CA2], RNNCell[DC, CA3, CA4], CA5]: ...
+    @overload
+    def __call__(
+        self, tree: Bidirectional[RNNCell[Any, CA1, CA2], GRUCell[Any, CA3, CA4], CA5]
+    ) -> Bidirectional[RNNCell[DC, CA1, CA2], GRUCell[DC, CA3, CA4], CA5]: ...
+    @overload
+    def __call__(
+        self, tree: Bidirectional[RNNCell[Any, CA1, CA2], LSTMCell[Any, CA3, CA4], CA5]
+    ) -> Bidirectional[RNNCell[DC, CA1, CA2], LSTMCell[DC, CA3, CA4], CA5]: ...
+    @overload
+    def __call__(
+        self, tree: Bidirectional[GRUCell[Any, CA1, CA2], RNNCell[Any, CA3, CA4], CA5]
+    ) -> Bidirectional[GRUCell[DC, CA1, CA2], RNNCell[DC, CA3, CA4], CA5]: ...
+    @overload
+    def __call__(
+        self, tree: Bidirectional[GRUCell[Any, CA1, CA2], GRUCell[Any, CA3, CA4], CA5]
+    ) -> Bidirectional[GRUCell[DC, CA1, CA2], GRUCell[DC, CA3, CA4], CA5]: ...
+    @overload
+    def __call__(
+        self, tree: Bidirectional[GRUCell[Any, CA1, CA2], LSTMCell[Any, CA3, CA4], CA5]
+    ) -> Bidirectional[GRUCell[DC, CA1, CA2], LSTMCell[DC, CA3, CA4], CA5]: ...
+    @overload
+    def __call__(
+        self, tree: Bidirectional[LSTMCell[Any, CA1, CA2], RNNCell[Any, CA3, CA4], CA5]
+    ) -> Bidirectional[LSTMCell[DC, CA1, CA2], RNNCell[DC, CA3, CA4], CA5]: ...
+    @overload
+    def __call__(
+        self, tree: Bidirectional[LSTMCell[Any, CA1, CA2], GRUCell[Any, CA3, CA4], CA5]
+    ) -> Bidirectional[LSTMCell[DC, CA1, CA2], GRUCell[DC, CA3, CA4], CA5]: ...
+    @overload
+    def __call__(
+        self, tree: Bidirectional[LSTMCell[Any, CA1, CA2], LSTMCell[Any, CA3, CA4], CA5]
+    ) -> Bidirectional[LSTMCell[DC, CA1, CA2], LSTMCell[DC, CA3, CA4], CA5]: ...
+    @overload
+    def __call__(
+        self, tree: LayerStack[Affine[Any, CA1, CA2], CA3]
+    ) -> LayerStack[Affine[DC, CA1, CA2], CA3]: ...
+    @overload
+    def __call__(
+        self, tree: LayerStack[Linear[Any, CA1, CA2], CA3]
+    ) -> LayerStack[Linear[DC, CA1, CA2], CA3]: ...
+    @overload
+    def __call__(
+        self, tree: LayerStack[MLP[Any, CA1, CA2], CA3]
+    ) -> LayerStack[MLP[DC, CA1, CA2], CA3]: ...
+    @overload
+    def __call__(
+        self, tree: LayerStack[Embedding[Any, CA1, CA2], CA3]
+    ) -> LayerStack[Embedding[DC, CA1, CA2], CA3]: ...
+    @overload
+    def __call__(
+        self, tree: LayerStack[LayerNorm[Any, *Ts], CA1]
+    ) -> LayerStack[LayerNorm[DC, *Ts], CA1]: ...
+    @overload
+    def __call__(
+        self, tree: LayerStack[RMSNorm[Any, *Ts], CA1]
+    ) -> LayerStack[RMSNorm[DC, *Ts], CA1]: ...
+    @overload
+    def __call__(
+        self, tree: LayerStack[Conv1D[Any, CA1, CA2, CA3], CA4]
+    ) -> LayerStack[Conv1D[DC, CA1, CA2, CA3], CA4]: ...
+    @overload
+    def __call__(
+        self, tree: LayerStack[Conv2D[Any, CA1, CA2, CA3, CA4], CA5]
+    ) -> LayerStack[Conv2D[DC, CA1, CA2, CA3, CA4], CA5]: ...
+    @overload
+    def __call__(
+        self, tree: LayerStack[Conv3D[Any, CA1, CA2, CA3, CA4, CA5], CA6]
+    ) -> LayerStack[Conv3D[DC, CA1, CA2, CA3, CA4, CA5], CA6]: ...
+    @overload
+    def __call__(
+        self, tree: LayerStack[RNNCell[Any, CA1, CA2], CA3]
+    ) -> LayerStack[RNNCell[DC, CA1, CA2], CA3]: ...
+    @overload
+    def __call__(
+        self, tree: LayerStack[GRUCell[Any, CA1, CA2], CA3]
+    ) -> LayerStack[GRUCell[DC, CA1, CA2], CA3]: ...
+    @overload
+    def __call__(
+        self, tree: LayerStack[LSTMCell[Any, CA1, CA2], CA3]
+    ) -> LayerStack[LSTMCell[DC, CA1, CA2], CA3]: ...
+    @overload
+    def __call__(
+        self, tree: LayerStack[MultiheadAttention[Any, CA1, CA2, CA3, CA4, CA5], CA6]
+    ) -> LayerStack[MultiheadAttention[DC, CA1, CA2, CA3, CA4, CA5], CA6]: ...
     # END GENERATED
     @overload
     def __call__(self, tree: Tensor[FD, *Ts]) -> Tensor[DC, *Ts]: ...

@@ -30,8 +30,9 @@ __all__ = ["LayerSpec", "Typed", "declared_layers", "register_layer"]
 #: its type arguments, so its own run-time checks are its static ones), ``chain`` (a list of
 #: layers whose call threads its argument through each, as ``Sequential``), ``stack`` (one
 #: block applied along a stacking axis: its call keeps the block's input type, ``LayerStack``),
+#: ``wrapper`` (one module called as it is: its call is the module's call, ``Remat``),
 #: ``signature`` (its hand-written signature alone: the same in every checker).
-Typed = Literal["stand-in", "chain", "stack", "signature"]
+Typed = Literal["stand-in", "chain", "stack", "wrapper", "signature"]
 L = TypeVar("L", bound=type[Any])
 
 

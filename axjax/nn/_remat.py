@@ -11,7 +11,7 @@ which ``jax.checkpoint`` recomputes like any other primitive.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any, Generic, Literal, TypeVar
+from typing import Any, Generic, Literal, ParamSpec, TypeVar
 
 import equinox as eqx
 import jax
@@ -22,6 +22,10 @@ from ._registry import register_layer
 __all__ = ["Remat", "remat", "resolve_policy"]
 
 M = TypeVar("M")
+#: the wrapped module's type (covariant: a call reads the module's own call signature)
+MC = TypeVar("MC", covariant=True)
+P = ParamSpec("P")
+R = TypeVar("R")
 
 #: Named ``jax.checkpoint_policies``: ``"nothing"`` saves nothing (recompute all, the least
 #: memory), ``"dots"`` saves matrix products without batch dimensions, ``"everything"``
@@ -58,16 +62,21 @@ def _call(module: Any, *args: Any, **kwargs: Any) -> Any:
     return module(*args, **kwargs)
 
 
-@register_layer(typed="signature")
-class Remat(eqx.Module, Generic[M]):
-    """A module whose call is rematerialised in the backward pass (see :func:`remat`)."""
+@register_layer(typed="wrapper")
+class Remat(eqx.Module, Generic[MC]):
+    """A module whose call is rematerialised in the backward pass (see :func:`remat`).
 
-    module: M
+    Typing: ``Remat[Block]``; its call is the module's own call (same parameters, same
+    result), in every checker; under the mypy plugin also for layers typed by their rules.
+    """
+
+    module: MC
     policy: Callable[..., bool] | None = eqx.field(static=True)
 
-    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+    def __call__(self: Remat[Callable[P, R]], *args: P.args, **kwargs: P.kwargs) -> R:
         """Call the wrapped module under ``eqx.filter_checkpoint``."""
-        return eqx.filter_checkpoint(_call, policy=self.policy)(self.module, *args, **kwargs)
+        out: R = eqx.filter_checkpoint(_call, policy=self.policy)(self.module, *args, **kwargs)
+        return out
 
 
 @checks_choices

@@ -17,14 +17,14 @@ policy (the names of :func:`axjax.nn.remat`), so the scan keeps only each layer'
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import Any, Concatenate, Generic, final
+from typing import Any, Concatenate, Generic, TypeVarTuple, cast, final
 
 import equinox as eqx
 import jax
 import jax.numpy as jnp
 from typing_extensions import ParamSpec, TypeVar
 
-from ..core import AnyTensor, Axis, AxisError, Tensor
+from ..core import AnyTensor, Axis, AxisError, DType, Tensor
 from ..core._internal import (
     PyTree,
     axis_name,
@@ -49,6 +49,9 @@ M = TypeVar("M", covariant=True, default=Any)
 L = TypeVar("L", bound=Axis, covariant=True, default=Any)
 M2 = TypeVar("M2")
 X = TypeVar("X")
+D = TypeVar("D", bound=DType)
+Ts = TypeVarTuple("Ts")
+LS = TypeVar("LS", bound=Axis)  # a stack's axis, in a method's self-type
 P = ParamSpec("P")
 
 #: ``remat=``: ``False`` (keep every activation), ``True`` (save only each layer's input),
@@ -251,6 +254,26 @@ class LayerStack(eqx.Module, Generic[M, L]):
         if not -n <= i < n:
             raise IndexError(f"LayerStack: layer {i} is out of range for {n} layers")
         return self._block(lambda t: t[i % n])
+
+    def stacked(
+        self: LayerStack[M2, LS], get: Callable[[M2], Tensor[D, *Ts]]
+    ) -> Tensor[D, LS, *Ts]:
+        """The stacked parameter ``get`` picks from the block, typed with the stacking axis
+        first: ``stack.stacked(lambda b: b.down.weight)`` is a ``Tensor[F32, Layer, Other,
+        Hidden]`` where ``stack.layers.down.weight`` is typed as one block's (the mypy plugin
+        types that one too; pyright does not).
+
+        Example:
+            >>> decay = ax.sum(ax.square(stack.stacked(lambda b: b.down.weight)), Layer)
+        """
+        out: object = get(self.layers)
+        if not isinstance(out, Tensor) or not out.axes or out.axes[0] is not self.axis:
+            raise TypeError(
+                f"LayerStack.stacked: get must pick a parameter Tensor of the block (its "
+                f"stacked Tensors have {axis_name(self.axis)} first), got "
+                + (describe(out) if isinstance(out, Tensor) else type(out).__name__)
+            )
+        return cast("Tensor[D, LS, *Ts]", out)  # the stacked parameter: the axis LS first
 
     def unstack(self) -> list[M]:
         """The blocks, in order (for an unrolled model or a per-layer look)."""

@@ -16,7 +16,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol, final
+from typing import Any, Protocol, TypeVar, final
 
 import equinox as eqx
 import jax
@@ -49,6 +49,8 @@ __all__ = [
     "tree_scan",
     "ChildSumTreeLSTMCell",
 ]
+
+BA = TypeVar("BA", bound=Axis)  # a batch axis of init_state's mapping (a dict's keys)
 
 
 @final
@@ -327,7 +329,7 @@ class ChildSumTreeLSTMCell(AbstractCell):
         return o * tanh(c), c
 
     def init_state(
-        self, batch: Mapping[type[Axis], int] | None = None
+        self, batch: Mapping[type[BA], int] | None = None
     ) -> tuple[AnyTensor, AnyTensor]:
         """``(h, c)`` of zeros over the given batch axes."""
         h = super().init_state(batch)

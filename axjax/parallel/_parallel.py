@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Generator, Iterator, Mapping
-from typing import Any, Protocol, final
+from typing import Any, Protocol, TypeVar, final
 
 import jax
 import jax.core  # jax.core.Tracer: imported by name for type checkers
@@ -20,6 +20,8 @@ from jax.sharding import Mesh, NamedSharding
 from ..core import Axis, TensorType
 from ..core._internal import PyTree, is_tensor, pspec
 from ._rules import AxisRules, axis_rules, shard, sharding
+
+T = TypeVar("T")  # a tree placed keeps its type
 
 __all__ = ["Parallel", "queue_bound"]
 
@@ -81,7 +83,7 @@ class Parallel:
         axes its operands have (the rules placed the model and the batches)."""
         return jax.set_mesh(self.mesh)
 
-    def place_params(self, tree: PyTree) -> PyTree:
+    def place_params(self, tree: T) -> T:
         """``tree`` (a model, an optimizer state) placed by the parameter rules: each
         Tensor by its axes, each bare array (Adam's step count) replicated over the mesh,
         as :meth:`state_sharding` says (so a restore into this tree's shardings, and the
@@ -93,14 +95,15 @@ class Parallel:
                 return jax.device_put(x, replicated)
             return x
 
-        return jax.tree.map(bare, shard(tree, self.axis_rules, params=True), is_leaf=is_tensor)
+        placed: T = jax.tree.map(bare, shard(tree, self.axis_rules, params=True), is_leaf=is_tensor)
+        return placed
 
     def state_sharding(self, tree: PyTree) -> PyTree:
         """The shardings of a training state (model, optimizer state, running sums) by the
         parameter rules: a ``NamedSharding`` per Tensor, bare arrays replicated."""
         return sharding(tree, self.axis_rules, params=True)
 
-    def place_batch(self, batch: PyTree) -> PyTree:
+    def place_batch(self, batch: T) -> T:
         """A batch placed by the compute rules (a global array over the whole mesh)."""
         return shard(batch, self.axis_rules)
 
@@ -108,7 +111,7 @@ class Parallel:
         """The sharding of a batch tensor of type ``t`` (its sizes must divide evenly)."""
         return self.axis_rules.named(t, where="Parallel")
 
-    def prepare(self, model: PyTree, source: BatchSource) -> tuple[PyTree, BatchSource]:
+    def prepare(self, model: T, source: BatchSource) -> tuple[T, BatchSource]:
         """The model placed by the parameter rules, and ``source`` with every batch placed by
         the compute rules (a source that already builds global batches is kept)."""
         model = self.place_params(model)

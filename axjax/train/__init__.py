@@ -56,3 +56,4 @@ from ._step import TrainingDiverged as TrainingDiverged
 from ._step import make_eval_step as make_eval_step
 from ._step import make_train_step as make_train_step
 from ._train_step import TrainStep as TrainStep
+from ._updates import apply_updates as apply_updates

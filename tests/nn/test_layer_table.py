@@ -58,7 +58,13 @@ def docs_problems(text: str, specs: tuple[LayerSpec, ...]) -> list[str]:
     rows = documented(text)
     problems = [f"no row in docs/nn.md for {s.name}" for s in specs if s.name not in rows]
     problems += [f"a row for an unknown layer {n}" for n in rows.keys() - {s.name for s in specs}]
-    typed = {"stand-in": "plugin", "chain": "chain", "stack": "stack", "signature": "signature"}
+    typed = {
+        "stand-in": "plugin",
+        "chain": "chain",
+        "stack": "stack",
+        "wrapper": "wrapper",
+        "signature": "signature",
+    }
     for s in specs:
         if s.name in rows:
             cells = rows[s.name]
@@ -91,6 +97,43 @@ def uncast(precision_text: str, specs: tuple[LayerSpec, ...]) -> list[str]:
 
 def test_every_exported_layer_is_declared() -> None:
     assert undeclared(ax.nn, declared_layers()) == []
+
+
+def containers(specs: tuple[LayerSpec, ...]) -> list[str]:
+    """Layers generic in other layers (``LayerStack[M, L]``, ``Remat[M]``,
+    ``Recurrent[Cell, Over]``): a type parameter that is no axis (chains, variadic, excepted:
+    the plugin types them)."""
+    from typing import TypeVarTuple
+
+    out = []
+    for s in specs:
+        params = getattr(s.layer, "__parameters__", ())
+        if s.castable or any(isinstance(p, TypeVarTuple) for p in params):
+            continue
+        bounds = [getattr(p, "__bound__", None) for p in params]
+        if any(not (isinstance(b, type) and issubclass(b, ax.Axis)) for b in bounds):
+            out.append(s.name)
+    return out
+
+
+def uncast_containers(precision_text: str, specs: tuple[LayerSpec, ...]) -> list[str]:
+    """Containers without both generated cast overloads."""
+    return sorted(
+        name
+        for name in containers(specs)
+        if not (
+            re.search(rf"def cast\(\s*tree: {name}\[\w+\[Any", precision_text)
+            and re.search(rf"def __call__\(\s*self, tree: {name}\[\w+\[Any", precision_text)
+        )
+    )
+
+
+def test_every_container_has_its_cast_overloads() -> None:
+    """Issue 32: a cast of a container casts the layers it holds (generated per container
+    of the registry and per castable layer it admits)."""
+    assert set(containers(declared_layers())) >= {"LayerStack", "Remat", "Recurrent"}
+    assert uncast_containers(PRECISION.read_text(), declared_layers()) == []
+    assert uncast_containers("", declared_layers()) != []  # the check can fail
 
 
 def test_every_declared_layer_is_exported_under_its_name() -> None:

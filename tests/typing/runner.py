@@ -371,6 +371,61 @@ def _revealed(diags: Iterable[Diag]) -> list[str]:
     return out
 
 
+# ----------------------------------------------------------------------------- result types
+def _top_level(text: str, sep: str) -> list[str]:
+    """``text`` split at each ``sep`` outside brackets and parentheses."""
+    parts, depth, start, i = [], 0, 0, 0
+    while i < len(text):
+        c = text[i]
+        if c in "([{":
+            depth += 1
+        elif c in ")]}":
+            depth -= 1
+        elif depth == 0 and text.startswith(sep, i):
+            parts.append(text[start:i])
+            i += len(sep)
+            start = i
+            continue
+        i += 1
+    parts.append(text[start:])
+    return [p.strip() for p in parts]
+
+
+def result_types(revealed: str) -> list[str]:
+    """The result type of each signature in a revealed callable type: mypy's ``def [T] (x:
+    T) -> T`` and ``Overload(def ..., def ...)``, pyright's ``(x: T) -> T`` and
+    ``Overload[(...) -> ..., ...]``. Empty when ``revealed`` is not a callable's type."""
+    text = revealed.strip()
+    for head, tail in (("Overload(", ")"), ("Overload[", "]")):
+        if text.startswith(head) and text.endswith(tail):
+            return [r for item in _top_level(text[len(head) : -1], ",") for r in result_types(item)]
+    parts = _top_level(text, "->")
+    if len(parts) >= 2:
+        return [" -> ".join(parts[1:]).strip()]
+    return ["None"] if text.startswith("def ") else []  # mypy leaves out "-> None"
+
+
+#: a result that tells nothing: ``Any`` (pyright: ``Unknown``), a Tensor of unknown dtype
+#: and rank, and a callable or a tuple of nothing else
+NOTHING = frozenset({"Any", "Unknown", "Tensor[Any, *tuple[Any, ...]]", "Tensor[Any, Unknown]"})
+
+
+def tells_nothing(result: str) -> bool:
+    """Whether a result type is ``Any`` in effect (see :data:`NOTHING`)."""
+    r = normalize(result).strip()
+    if r.startswith("(") and r.endswith(")") and len(_top_level(r[1:-1], ",")) == 1:
+        r = r[1:-1].strip()  # pyright's parenthesised callable result
+    if r in NOTHING:
+        return True
+    if r.startswith("tuple[") and r.endswith("]"):
+        items = [i for i in _top_level(r[6:-1], ",") if i != "..."]
+        return bool(items) and all(tells_nothing(i) for i in items)
+    if r.startswith("Callable[") and r.endswith("]"):
+        return tells_nothing(_top_level(r[9:-1], ",")[-1])
+    inner = result_types(r)
+    return bool(inner) and all(tells_nothing(i) for i in inner)
+
+
 def judge(m: Marked, checker: str, diags: list[Diag]) -> tuple[str, str]:
     """``PASS``/``FAIL``/``INFO`` and a detail, for one marked line and one checker."""
     here = [d for d in diags if d.line == m.line]
@@ -467,6 +522,44 @@ def summary(runs: dict[str, Run], results: dict[str, Outcome]) -> str:
     return "\n".join(rows)
 
 
+#: ``# typing-class: 4 stacked layers and policy casts`` on a line of its own assigns a case
+#: file to a class of mistakes (issue 32's classes); docs/typing.md's table is per class
+CLASS_TAG = re.compile(r"^# typing-class: (\d+) (.+)$", re.M)
+
+
+def case_classes() -> dict[tuple[int, str], list[str]]:
+    """``{(number, title): case files}`` from the files' ``# typing-class:`` lines."""
+    out: dict[tuple[int, str], list[str]] = {}
+    for f in case_files():
+        for m in CLASS_TAG.finditer((ROOT / f).read_text()):
+            out.setdefault((int(m.group(1)), m.group(2).strip()), []).append(f)
+    return dict(sorted(out.items()))
+
+
+def class_table(results: dict[str, Outcome]) -> str:
+    """Per class of mistakes and checker: wrong lines caught / wrong lines, and false errors
+    (``limit`` lines, errors on unmarked lines); how many of the class only the plugin
+    catches (pyright has no plugins: what it misses and the plugin catches needs it)."""
+    rows = [
+        "| class | mypy + `axjax.mypy` | mypy | pyright | caught only with the plugin |",
+        "|---|---|---|---|---|",
+    ]
+    for (number, title), files in case_classes().items():
+        cells, caught = [], {}
+        for c in ("plugin", "mypy", "pyright"):
+            o = results[c]
+            judged = [(m, st) for m, st, _ in o.judged if m.file in files]
+            kinds = [({d.kind for d in m.directives if c in d.checkers}, st) for m, st in judged]
+            wrong = sum(1 for k, _ in kinds if k & {"want-error", "miss"})
+            caught[c] = sum(1 for k, st in kinds if "want-error" in k and st == "PASS")
+            false = sum(1 for k, _ in kinds if "limit" in k)
+            false += sum(1 for d in o.unexpected if d.file in files)
+            cells.append(f"{caught[c]} / {wrong}" + (f", {false} false" if false else ""))
+        only = caught["plugin"] - caught["pyright"]
+        rows.append(f"| {number}. {title} | " + " | ".join(cells) + f" | {only or 'none'} |")
+    return "\n".join(rows)
+
+
 def runtime_summary(verdicts: dict[str, list[tuple[str, str, str]]]) -> str:
     """The run-time companion's table: wrong lines raising AxisError, statements running."""
     rows = [r for rs in verdicts.values() for r in rs]
@@ -489,6 +582,9 @@ def runtime_summary(verdicts: dict[str, list[tuple[str, str, str]]]) -> str:
 def main() -> int:
     runs = run_all()
     results = outcomes(runs)
+    if "--classes" in sys.argv:  # docs/typing.md's table of classes
+        print(class_table(results))
+        return 0
     for c in CHECKERS:
         print(f"\n## {c}")
         for m, status, detail in results[c].rows:
@@ -503,6 +599,8 @@ def main() -> int:
                 print(f"{status:5} {where}: {detail[:150]}")
     print()
     print(summary(runs, results))
+    print()
+    print(class_table(results))
     print()
     print(runtime_summary(verdicts))
     failed = any(s == "FAIL" for rows in verdicts.values() for _, s, _ in rows)

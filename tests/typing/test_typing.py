@@ -207,3 +207,116 @@ def test_plugin_notes_where_each_operand_was_typed(runs: dict[str, runner.Run]) 
     assert (18, '"hw" is "Tensor[F32, H, W]", typed at line 16') in notes
     assert (19, '"hw" is "Tensor[F32, H, W]", typed at line 16') in notes
     assert not [n for n in notes if n[0] not in (18, 19)]  # only after an error
+
+
+# ----------------------------------------------------------------------------- no silent Any
+API_CASE = "tests/typing/cases/c18_api.py"
+
+#: Public callables whose every result type is ``Any`` (or a Tensor of unknown dtype and
+#: rank) on purpose, each with the reason no type is knowable in its signature. Any other
+#: public callable that returns only ``Any`` fails :func:`test_no_public_callable_returns_any`.
+KNOWN_ANY = {
+    "ax.GraphGrad.__call__": "the gradients of the Params it names, in the structure the call asks",
+    "ax.GraphStep.value": "the compiled loss's value; GraphStep is not generic in its loss",
+    "ax.train.GraphStep.value": "as ax.GraphStep.value (the same class)",
+    "ax.Op.forward": "a user op's forward: jax arrays, by the op",
+    "ax.Tensor.item": "a Python scalar whose type depends on the run-time dtype (a union "
+    "would reject range(t.item()))",
+    "ax.sharding": "a pytree of NamedShardings shaped like its argument",
+    "ax.train.Parallel.state_sharding": "a pytree of NamedShardings shaped like its argument",
+    "ax.grad": "the function form's gradients have the structure of argnums (graph form: plugin)",
+    "ax.value_and_grad": "as ax.grad",
+    "ax.vmap": "typed at the call by the mypy plugin (the axis inserted into each parameter); "
+    "PEP 646 cannot insert it",
+    "ax.nn.ChildSumTreeLSTMCell.__call__": "the tree cell is not generic in its axes",
+    "ax.nn.ChildSumTreeLSTMCell.init_state": "the tree cell is not generic in its axes",
+    "ax.nn.ChildSumTreeLSTMCell.output": "the tree cell is not generic in its axes",
+    "ax.nn.LSTMCell.output": "Recurrent's protocol: the part of a state a layer emits",
+    "ax.nn.Conv.__call__": "the N-d convolution's axes are a run-time tuple",
+    "ax.nn.GlobalAvgPool.__call__": "removes a run-time tuple of axes",
+    "ax.nn.GlobalMaxPool.__call__": "removes a run-time tuple of axes",
+    "ax.nn.Lambda.__call__": "any function's result",
+    "ax.nn.Sequential.__call__": "typed at the call by the mypy plugin (each layer in turn)",
+    "ax.nn.Stacked.__call__": "typed at the call by the mypy plugin (each layer in turn)",
+    "ax.nn.dot_product_attention": "axes by the heads and positions the call names",
+    "ax.nn.init.Initializer.__call__": "the axes and dtype the call names",
+    "ax.nn.tree_fold": "a pytree of Tensors' structure is not a type",
+    "ax.nn.tree_scan": "a pytree of Tensors' structure is not a type",
+    "ax.train.make_eval_step": "a jitted function over the loss's arguments",
+    "ax.train.make_train_step": "a jitted function over the loss's arguments",
+}
+
+
+def _is_method(name: str) -> bool:
+    """``ax.nn.LSTMCell.init_state``: a method (its owner is a class)."""
+    import inspect
+
+    import axjax
+
+    owner: object = axjax
+    for part in name.split(".")[1:-1]:
+        owner = getattr(owner, part)
+    return inspect.isclass(owner)
+
+
+def api_any(runs: dict[str, runner.Run]) -> dict[str, set[str]]:
+    """``{callable: checkers}`` for each public callable of tests/typing/cases/c18_api.py
+    whose every result type tells nothing (:func:`runner.tells_nothing`), as the plugin
+    reveals it (methods and functions) and as pyright does (functions: pyright reveals a
+    method through its unparametrised class, whose type variables read as ``Any``). The
+    runner's plain mypy skips JAX and numpy, so their types are ``Any`` there: not judged."""
+    names = {
+        no: line[len("reveal_type(") : line.index(")")]
+        for no, line in enumerate((ROOT / API_CASE).read_text().splitlines(), 1)
+        if line.startswith("reveal_type(")
+    }
+    out: dict[str, set[str]] = {}
+    for checker in ("plugin", "pyright"):
+        for d in runs[checker].diags:
+            name = names.get(d.line) if d.file == API_CASE else None
+            revealed = runner._revealed([d]) if name else []
+            if not name or not revealed:
+                continue
+            if checker == "pyright" and _is_method(name):
+                continue
+            results = [r for r in runner.result_types(revealed[-1]) if r != "Unknown"]
+            if results and all(runner.tells_nothing(r) for r in results):
+                out.setdefault(name, set()).add(checker)
+    return out
+
+
+def test_no_public_callable_returns_any(runs: dict[str, runner.Run]) -> None:
+    """Issue 32, class 7: every public callable has a result type where one is knowable;
+    those that cannot say are listed with their reason (and a listed one that now has a type
+    must leave the list)."""
+    found = api_any(runs)
+    new = sorted(f"{n} ({', '.join(sorted(found[n]))})" for n in found.keys() - KNOWN_ANY.keys())
+    stale = sorted(KNOWN_ANY.keys() - found.keys())
+    assert not new, "public callables whose every result is Any: " + ", ".join(new)
+    assert not stale, "typed now, remove from KNOWN_ANY: " + ", ".join(stale)
+
+
+def test_the_api_case_reveals_every_public_callable() -> None:
+    """c18_api.py is the generator's current list (test_generated_overloads_are_current
+    checks the file), and it names callables: the result-type reader understands both
+    checkers' spelling."""
+    text = (ROOT / API_CASE).read_text()
+    assert text.count("reveal_type(") > 250
+    assert runner.result_types("Overload(def (x: A) -> B, def [T] (y: T) -> T)") == ["B", "T"]
+    assert runner.result_types("(f: (...) -> Any) -> ((...) -> Any)") == ["((...) -> Any)"]
+    assert runner.result_types("def (f: Any) -> def (*Any, **Any) -> Any") == [
+        "def (*Any, **Any) -> Any"
+    ]
+    assert runner.result_types("def (self: X)") == ["None"]
+    assert runner.tells_nothing("((...) -> Any)") and runner.tells_nothing("tuple[Any, Any]")
+    assert not runner.tells_nothing("Tensor[F32, *tuple[Any, ...]]")
+
+
+# ----------------------------------------------------------------------------- the class table
+def test_the_docs_table_of_classes_is_measured(results: dict[str, runner.Outcome]) -> None:
+    """docs/typing.md's table of which classes of mistakes each checker catches is this
+    run's count (``python -m tests.typing.runner --classes`` prints it)."""
+    table = runner.class_table(results)
+    assert table.count("\n") >= 3, "no case file names its class (# typing-class: N title)"
+    text = (ROOT / "docs" / "typing.md").read_text()
+    assert table in text, "docs/typing.md's table of classes differs from the run:\n" + table

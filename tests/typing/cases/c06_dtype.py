@@ -20,7 +20,7 @@ reveal_type(ax.normal(key, (2, 3), A, B, stddev=0.1))  # want: Tensor[F32, A, B]
 reveal_type(ax.uniform(key, (2,), A, dtype=ax.F16))  # want: Tensor[F16, A]
 reveal_type(ax.randint(key, (2,), A, minval=0, maxval=9))  # want: Tensor[I32, A]
 reveal_type(ax.arange(A, 5))  # want: Tensor[I32, A]
-reveal_type(ax.tensor([[1.0, 2.0]], A, B))  # want: Tensor[Any, A, B]
+reveal_type(ax.tensor([[1.0, 2.0]], A, B))  # want[plugin]: Tensor[F32, A, B]; want[mypy,pyright]: Tensor[Any, A, B]
 reveal_type(ax.tensor([[1.0, 2.0]], A, B, dtype=ax.F32))  # want: Tensor[F32, A, B]
 reveal_type(ax.zeros(()))  # want: Tensor[F32]
 c1 = ax.zeros((2, 3), A)  # want-error[plugin]: zeros: shape (2, 3) has 2 sizes but 1 axes were named (A); give one size per axis; miss[mypy,pyright]; raises: TypeError
