@@ -66,8 +66,8 @@ def start_run(
     """A fresh run, or the newest checkpoint's in ``checkpoints`` (``None``: no resume).
 
     A resumed run gets the model, optimizer state, key, step, data position, time and
-    history rows of the checkpoint, and ``early_stopping`` gets back its best value, wait count and best
-    parameters. A checkpoint saved under another ``schedule`` (epochs, or batches per
+    history rows of the checkpoint, and ``early_stopping`` gets back its best value, wait
+    count and best parameters. A checkpoint saved under another ``schedule`` (epochs, or batches per
     epoch) resumes with a ``UserWarning`` saying what changed.
 
     Raises:

@@ -45,8 +45,11 @@ def test_value_and_grad_returns_a_scalar_tensor() -> None:
 def test_the_quoted_jax_grad_of_a_tensor_loss_and_ax_grad() -> None:
     """Issue 33: ``jax.grad`` of a function returning a 0-axis Tensor fails with JAX's own
     check (no hook changes it); ``ax.grad`` takes the Tensor loss."""
-    with pytest.raises(TypeError, match=r"Gradient only defined for scalar-output functions\. "
-                       r"Output was Tensor\[F32\]"):
+    with pytest.raises(
+        TypeError,
+        match=r"Gradient only defined for scalar-output functions\. "
+        r"Output was Tensor\[F32\]",
+    ):
         jax.grad(loss)(W, X)
     assert ax.grad(loss)(W, X).axes == (Pixel, Hidden)
 

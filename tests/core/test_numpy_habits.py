@@ -244,8 +244,17 @@ def test_without_the_protocol_numpy_calls_return_bare_arrays(
 #: jax.numpy functions that read only the sizes, or take no array: their results hold no
 #: values of the tensor (index tables from its shape, a context manager, a wrapper)
 JNP_SHAPE_ONLY = frozenset(
-    {"ndim", "shape", "size", "isscalar", "iterable", "tril_indices_from", "triu_indices_from",
-     "printoptions", "vectorize"}
+    {
+        "ndim",
+        "shape",
+        "size",
+        "isscalar",
+        "iterable",
+        "tril_indices_from",
+        "triu_indices_from",
+        "printoptions",
+        "vectorize",
+    }
 )
 JNP_FUNCTIONS = sorted(
     n

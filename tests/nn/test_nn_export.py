@@ -111,7 +111,8 @@ def test_a_model_passed_as_an_argument_loads_in_another_process(tmp_path: Path) 
         f"""
         import jax, numpy as np, axjax as ax
         from tests.nn.helpers import Batch, Hidden, In, Out
-        f = jax.export.deserialize((__import__("pathlib").Path({str(tmp_path)!r}) / "mlp.bin").read_bytes())
+        from pathlib import Path
+        f = jax.export.deserialize(Path({str(tmp_path / "mlp.bin")!r}).read_bytes())
         other = ax.nn.MLP(In, Out, 3, 2, hidden={{Hidden: 4}}, key=jax.random.key(7))
         y = f.call(other, ax.ones((5, 3), Batch, In))
         np.testing.assert_allclose(y.array, other(ax.ones((5, 3), Batch, In)).array, rtol=1e-6)
@@ -139,7 +140,9 @@ class Unregistered(eqx.Module):
 
 def test_a_module_of_ones_own_is_exportable_when_decorated() -> None:
     k1, k2 = jax.random.split(K)
-    model = TwoLayers(ax.nn.Affine(In, Hidden, 3, 4, key=k1), ax.nn.Affine(Hidden, Out, 4, 2, key=k2))
+    model = TwoLayers(
+        ax.nn.Affine(In, Hidden, 3, 4, key=k1), ax.nn.Affine(Hidden, Out, 4, 2, key=k2)
+    )
     x = ax.ones((5, 3), Batch, In)
     blob = jax.export.export(jax.jit(lambda m, x: m(x)))(model, x).serialize()
     y = jax.export.deserialize(blob).call(model, x)

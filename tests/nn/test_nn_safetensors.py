@@ -84,17 +84,24 @@ def test_loads_a_file_written_from_plain_arrays(tmp_path: Path) -> None:
         "file, e.g. {name: w.T} with safetensors.numpy)"
     )
     # sizes in another order, not reversed (rank 3): the general hint
-    permuted = dict(arrays, **{"layers.0.output_proj": arrays["layers.0.output_proj"].transpose(1, 0, 2).copy()})
+    permuted = dict(
+        arrays, **{"layers.0.output_proj": arrays["layers.0.output_proj"].transpose(1, 0, 2).copy()}
+    )
     save_file(permuted, str(tmp_path / "permuted.safetensors"))
-    with pytest.raises(ax.nn.SafetensorsError, match=r"is an array of shape \(2, 8, 4\), .*"
-                       r"\(the module's sizes in another order: a file in another framework's"):
+    with pytest.raises(
+        ax.nn.SafetensorsError,
+        match=r"is an array of shape \(2, 8, 4\), .*"
+        r"\(the module's sizes in another order: a file in another framework's",
+    ):
         ax.nn.load_safetensors(model, tmp_path / "permuted.safetensors")
     # other sizes: no layout hint
     other = dict(arrays, **{"layers.1.weight": np.zeros((3, 7), np.float32)})
     save_file(other, str(tmp_path / "other.safetensors"))
     with pytest.raises(ax.nn.SafetensorsError) as e:
         ax.nn.load_safetensors(model, tmp_path / "other.safetensors")
-    assert str(e.value).endswith("is an array of shape (3, 7), but the module has [Hidden=3, Embed=8]")
+    assert str(e.value).endswith(
+        "is an array of shape (3, 7), but the module has [Hidden=3, Embed=8]"
+    )
 
 
 def test_mismatches_are_clear_errors(tmp_path: Path) -> None:

@@ -2,8 +2,8 @@
 own runtime (``jax.distributed`` on 127.0.0.1, one CPU device per process).
 
 ``python tests/parallel/_two_process_resume.py PROCESS_ID PORT FOLDER``. The run (2 epochs
-of 4 steps, a row each step, evaluated after each epoch, sharded checkpoints at steps 3, 4, 6 and 8) is
-trained through once; then, for each checkpoint, process 0 copies it alone into a folder
+of 4 steps, a row each step, evaluated after each epoch, sharded checkpoints at steps 3, 4,
+6 and 8) is trained through once; then, for each checkpoint, process 0 copies it alone into a folder
 of its own and both processes resume from it: inside the first epoch (3), before the last
 epoch (4), inside it (6) and after the end (8: nothing is left to train, the history is
 all there is). Each process writes every history it got to ``FOLDER/history-<id>.json``

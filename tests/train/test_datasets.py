@@ -231,7 +231,9 @@ def test_no_folder_relative_to_the_working_directory_is_searched(isolated, monke
     assert f"Looked in:\n  {cache}\n  {cache / 'tiny'}\n" in str(e.value)
     assert "(AXJAX_DATA is not set)" in str(e.value)
     # given explicitly, as the examples and tests do, it is found
-    found = ax.train.find_dataset(_spec(table), isolated / "shared" / "data", download_missing=False)
+    found = ax.train.find_dataset(
+        _spec(table), isolated / "shared" / "data", download_missing=False
+    )
     assert found == isolated / "shared" / "data" / "tiny"
 
 
