@@ -78,7 +78,7 @@ def exportable(cls: M) -> M:
     return cls
 
 
-def name_static_value(value: Any, name: str) -> None:
+def name_static_value(value: object, name: str) -> None:
     """Write ``value`` (an object axjax's layers keep as a static field, such as a
     ``jax.checkpoint`` policy) as ``name`` in a serialized function."""
     _NAMED[id(value)] = (name, value)
@@ -90,11 +90,11 @@ def is_exportable(cls: type[Any]) -> bool:
     return cls in _registered
 
 
-def _serialize(cls: type[Any], aux: Any) -> bytes:
+def _serialize(cls: type[Any], aux: object) -> bytes:
     return json.dumps({"format": _FORMAT, "aux": _encode(aux, cls, "")}).encode()
 
 
-def _deserialize(cls: type[Any], data: bytes) -> Any:
+def _deserialize(cls: type[Any], data: bytes) -> object:
     try:
         record = json.loads(data.decode())
         fmt, aux = record["format"], record["aux"]
@@ -112,7 +112,7 @@ def _deserialize(cls: type[Any], data: bytes) -> Any:
     return _decode(aux)
 
 
-def _encode(v: Any, cls: type[Any], where: str) -> Any:
+def _encode(v: object, cls: type[Any], where: str) -> object:
     """``v`` as tagged JSON; ExportAxisError for a value that cannot be named."""
     if v is None or isinstance(v, (bool, int, float, str)):
         return v
@@ -137,7 +137,7 @@ def _encode(v: Any, cls: type[Any], where: str) -> Any:
     )
 
 
-def _reference(obj: Any, cls: type[Any]) -> str:
+def _reference(obj: object, cls: type[Any]) -> str:
     module = getattr(obj, "__module__", None)
     qualname = getattr(obj, "__qualname__", None)
     if module is None or qualname is None or "<" in qualname:
@@ -160,14 +160,14 @@ def _reference(obj: Any, cls: type[Any]) -> str:
     return f"{module}:{qualname}"
 
 
-def _lookup(module: str, qualname: str) -> Any:
-    obj: Any = importlib.import_module(module)
+def _lookup(module: str, qualname: str) -> object:
+    obj: object = importlib.import_module(module)
     for part in qualname.split("."):
         obj = getattr(obj, part)
     return obj
 
 
-def _decode(v: Any) -> Any:
+def _decode(v: object) -> object:
     if not isinstance(v, dict):
         return v
     tag = v["$"]

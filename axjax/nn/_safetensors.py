@@ -259,7 +259,7 @@ def _check(
     name: str, leaf: Leaf, array: np.ndarray, saved: dict[str, Any] | None, where: str
 ) -> AnyTensor | jax.Array:
     want = _info(leaf)
-    got = (
+    got: dict[str, Any] = (
         saved
         if saved is not None
         else {"axes": want["axes"], "shape": list(array.shape), "dtype": array.dtype.name}
