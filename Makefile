@@ -2,7 +2,7 @@
 # what training needs (axjax and matplotlib for the curves), `make test` (and `install`)
 # the dev extra: every extra, the checkers, the notebook and docs tools. Wheels are
 # preferred (no package is built from source) and the bytecode is compiled on first import
-# rather than for every file at install time (docs/first-use timings: CHANGELOG.md).
+# rather than for every file at install time.
 VENV ?= .venv
 PY := $(VENV)/bin/python
 PIP_INSTALL := $(PY) -m pip install -q --prefer-binary --no-compile
