@@ -16,6 +16,7 @@ import equinox as eqx
 import jax
 
 from ._checkpoint import CheckpointError, CheckpointMismatchError
+from ._log import plain_row
 from ._manager import Checkpoints, Restored
 from ._run_state import PyTree, RunState
 
@@ -172,7 +173,7 @@ class FitCheckpoints:
             "seconds": run.seconds(),
             "early_stopping": stopping,
             "schedule": self.schedule,
-            "history": history,
+            "history": [plain_row(r) for r in history],  # JSON: NaN as "nan"
         }
         state = {"model": run.model(), "opt_state": run.opt_state, "key": run.key}
         if _keeps_best(self.early_stopping):

@@ -7,7 +7,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, NoReturn
 
 from ..core._internal import Feature
-from ._log import MetricsLog, plain_row, plot_history
+from ._log import MetricsLog, plot_history
 from ._run_state import RunState
 
 if TYPE_CHECKING:
@@ -52,7 +52,7 @@ class FitLog:
             MetricsLog(logdir, resume_at=resume_at, rows=earlier) if logdir is not None else None
         )
         self.history: list[dict[str, Any]] = (
-            self.log.rows if self.log is not None else [plain_row(r) for r in earlier or []]
+            self.log.rows if self.log is not None else list(earlier or [])
         )
         self.epochs = epochs
         self.progress = progress
@@ -67,7 +67,7 @@ class FitLog:
         }
         row |= {f"{prefix}_{k}": v for k, v in means.items()}
         if self.log is None:
-            self.history.append(plain_row(row))
+            self.history.append(row)
         else:
             self.log.append(row)
 
