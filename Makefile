@@ -1,18 +1,29 @@
-# The two commands of the README. Each creates .venv and installs axjax[dev] on first use.
+# The two commands of the README. Each creates .venv on first use: `make mnist` installs
+# what training needs (axjax and matplotlib for the curves), `make test` (and `install`)
+# the dev extra: every extra, the checkers, the notebook and docs tools. Wheels are
+# preferred (no package is built from source) and the bytecode is compiled on first import
+# rather than for every file at install time.
 VENV ?= .venv
 PY := $(VENV)/bin/python
+PIP_INSTALL := $(PY) -m pip install -q --prefer-binary --no-compile
 
 .PHONY: mnist test lint install docs test-pythons gpu-check gpu-check-smoke
+
+$(VENV)/.installed-run: pyproject.toml
+	python3 -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+	$(PIP_INSTALL) -e ".[plot]"
+	touch $@
 
 $(VENV)/.installed: pyproject.toml
 	python3 -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
-	$(PY) -m pip install -q -e ".[dev]"
-	touch $@
+	$(PIP_INSTALL) -e ".[dev]"
+	touch $@ $(VENV)/.installed-run
 
 install: $(VENV)/.installed
 
-mnist: $(VENV)/.installed   ## train the paper's 784-300-100-10 MLP on MNIST
+mnist: $(VENV)/.installed-run   ## train the paper's 784-300-100-10 MLP on MNIST
 	$(PY) examples/mnist/train.py $(ARGS)
 
 lint: $(VENV)/.installed

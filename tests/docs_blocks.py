@@ -9,13 +9,11 @@ invisible in the rendered page::
     <!-- docs-test: raises AxisError -->   (runs, and must raise that class or a subclass;
                                             the statements after the one that raises do not run)
 
-A fragment is only compiled (syntax checked), and it must give its reason. Set-up code that
-a reader need not see (the labels and arrays a snippet assumes) goes in a hidden block, run
-where it stands and not counted::
-
-    <!-- docs-test: setup
-    x = ax.zeros((2, 3), Batch, Pixel)
-    -->
+A fragment is only compiled (syntax checked), and it must give its reason. There is no hidden
+set-up: a page's code runs exactly as a reader sees it, so the labels, keys and data a block
+uses are defined by a visible block before it (each page opens with one). A hidden
+``<!-- docs-test: setup ... -->`` block is an error, and so is a block that needs a name no
+earlier visible block defines (the ``NameError`` of a fresh process).
 
 Page-level comments, anywhere in the page::
 
@@ -39,6 +37,7 @@ import tempfile
 import time
 import traceback
 import types
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -47,7 +46,7 @@ SHARED_DATA = ROOT.parent / "shared" / "data"
 
 _FENCE = re.compile(r"^```(\w*)\s*$")
 _MARK = re.compile(r"^\s*<!--\s*docs-test:\s*(.*?)\s*-->\s*$")
-_SETUP = re.compile(r"^\s*<!--\s*docs-test:\s*setup\s*$")
+_SETUP = re.compile(r"^\s*<!--\s*docs-test:\s*setup\b")
 _FRAGMENT = re.compile(r"^fragment\s*\((.+)\)$")
 _RAISES = re.compile(r"^raises\s+([A-Za-z_][\w.]*)$")
 _DATA = re.compile(r"^data=([\w-]+)$")
@@ -62,7 +61,7 @@ class Block:
     page: Path
     line: int  # 1-based line of the first line of code (after the fence)
     code: str
-    kind: str = "run"  # "run" | "fragment" | "raises" | "setup" (hidden, not counted)
+    kind: str = "run"  # "run" | "fragment" | "raises"
     reason: str = ""  # the fragment's reason, or the exception class a "raises" block expects
 
     @property
@@ -78,9 +77,8 @@ class Page:
 
     @property
     def counts(self) -> tuple[int, int]:
-        """(blocks that run, all python blocks); hidden set-up blocks are not counted."""
-        shown = [b for b in self.blocks if b.kind != "setup"]
-        return sum(b.kind != "fragment" for b in shown), len(shown)
+        """(blocks that run, all python blocks)."""
+        return sum(b.kind != "fragment" for b in self.blocks), len(self.blocks)
 
 
 def pages() -> list[Path]:
@@ -96,15 +94,11 @@ def parse(path: Path) -> Page:
     i = 0
     while i < len(lines):
         if _SETUP.match(lines[i]):
-            end = i + 1
-            while end < len(lines) and lines[end].strip() != "-->":
-                end += 1
-            if end == len(lines):
-                raise DocsMarkError(f"{_rel(path)}:{i + 1}: the setup block has no closing -->")
-            code = "\n".join(lines[i + 1 : end]) + "\n"
-            page.blocks.append(Block(path, i + 2, code, kind="setup"))
-            i = end + 1
-            continue
+            raise DocsMarkError(
+                f"{_rel(path)}:{i + 1}: a hidden set-up block: a reader copying the page's "
+                "code does not see it, so the blocks after it fail for them. Make it a "
+                "visible ```python block (a page's set-up block, near its top)"
+            )
         mark = _MARK.match(lines[i])
         if mark:
             text = mark.group(1)
@@ -115,8 +109,7 @@ def parse(path: Path) -> Page:
             else:
                 raise DocsMarkError(
                     f"{_rel(path)}:{i + 1}: unknown docs-test marker {text!r} (write "
-                    "'fragment (reason)', 'raises ErrorClass', 'setup' (a hidden block) or "
-                    "'data=NAME')"
+                    "'fragment (reason)', 'raises ErrorClass' or 'data=NAME')"
                 )
             i += 1
             continue
@@ -215,8 +208,7 @@ def _run_in(page: Page, namespace: dict[str, object]) -> list[str]:
                 f"{block.where}: the block is marked 'raises {block.reason}' but ran without "
                 "an error"
             )
-        what = "hidden set-up ran" if block.kind == "setup" else "ran"
-        done.append(f"{block.where} {what} ({time.perf_counter() - start:.2f} s)")
+        done.append(f"{block.where} ran ({time.perf_counter() - start:.2f} s)")
     return done
 
 
@@ -255,6 +247,17 @@ def run_page_in_subprocess(path: Path, timeout: float = 300) -> subprocess.Compl
             text=True,
             timeout=timeout,
         )
+
+
+def run_pages_in_parallel(
+    paths: list[Path], workers: int | None = None, timeout: float = 300
+) -> dict[Path, Future[subprocess.CompletedProcess[str]]]:
+    """Start every page of ``paths`` in its own fresh process, ``workers`` at a time (default:
+    the CPU count, at least 2); ``{page: future}`` of :func:`run_page_in_subprocess`."""
+    pool = ThreadPoolExecutor(max_workers=workers or max(2, os.cpu_count() or 1))
+    futures = {p: pool.submit(run_page_in_subprocess, p, timeout) for p in paths}
+    pool.shutdown(wait=False)
+    return futures
 
 
 def count() -> dict[str, tuple[int, int]]:

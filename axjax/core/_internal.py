@@ -35,6 +35,8 @@ from ._errors import describe as describe
 from ._errors import fail as fail
 from ._finite import checking_finite as checking_finite
 from ._finite import node_site as node_site
+from ._interop import axis_reference as axis_reference
+from ._interop import resolve_axis as resolve_axis
 from ._jax_typed import PyTree as PyTree
 from ._jax_typed import block_until_ready as block_until_ready
 from ._jax_typed import config_update as config_update

@@ -1,8 +1,11 @@
 """``Tensor[D, *Axes]``: a JAX array whose axes are named by :class:`Axis` classes.
 
 At run time a Tensor is a registered JAX pytree whose only leaf is the array; the axes are
-static aux data. It therefore passes through ``jax.jit``, ``jax.grad``, ``jax.lax.scan``,
-``eqx.filter_jit`` and optax untouched, and ``jax.jit`` caches on the axes.
+static aux data. It therefore passes through ``jax.jit``, ``jax.lax.scan``, ``eqx.filter_jit``
+and optax untouched, and ``jax.jit`` caches on the axes. A loss that is a 0-axis Tensor is
+differentiated by ``ax.grad`` (``jax.grad`` wants a bare array); a function is mapped over a
+named axis by ``ax.vmap`` (a raw ``jax.vmap`` that slices a named axis is refused with a
+pointer to it).
 """
 
 from __future__ import annotations
@@ -172,6 +175,19 @@ class Tensor(Generic[D, *Axes]):
         if getattr(self._array, "ndim", 0):
             raise _not_one_value(self, "bool")
         return bool(self._array)
+
+    def __format__(self, spec: str) -> str:
+        """``f"{loss:.4f}"``: a 0-axis Tensor formats as its Python number (``bool``,
+        ``int`` or ``float`` by its dtype); ``f"{t}"`` (no spec) is ``str(t)`` at any rank.
+
+        Raises:
+            TypeError: a format spec for a tensor with axes (it has no single number).
+        """
+        if not spec:
+            return str(self)
+        if getattr(self._array, "ndim", 0):
+            raise _not_one_value(self, f"a number formatted with {spec!r}")
+        return format(self._array.item(), spec)
 
     def __getitem__(self, key: Never) -> NoReturn:
         """Refused: axjax picks entries by axis name (``ax.index``, ``ax.slice``)."""

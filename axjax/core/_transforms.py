@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable, Sequence
-from typing import Any, cast
+from typing import Any, Concatenate, Literal, ParamSpec, TypeVar, cast, overload
 
 import jax
 
 from ._axis import Axis, axis_name, check_axis_label
+from ._dtype import DType
 from ._errors import AxisError, describe
 from ._jax_typed import PyTree
 from ._symbolic import Symbolic, is_symbolic
@@ -24,10 +25,43 @@ __all__ = ["grad", "value_and_grad", "vmap"]
 AxisLabels = tuple[type[Axis], ...]
 """A Tensor's axes; ``None`` in a list of them marks a pytree leaf that is not a Tensor."""
 
+P = ParamSpec("P")
+A = TypeVar("A")  # the first argument: its gradient has its type (a Tensor, a model)
+X = TypeVar("X")  # the auxiliary result (has_aux=True)
+DL = TypeVar("DL", bound=DType)  # the loss's dtype
+
 
 # ---------------------------------------------------------------------- grad, value_and_grad
+# Typed as JAX's are used most: with the default argnums=0 the gradient has the type of the
+# first argument, and the value is the loss's Tensor[D]. Other argnums are typed loosely.
 
 
+@overload
+def value_and_grad(
+    fun: Callable[Concatenate[A, P], Tensor[DL]],
+    argnums: Literal[0] = 0,
+    has_aux: Literal[False] = False,
+) -> Callable[Concatenate[A, P], tuple[Tensor[DL], A]]: ...
+@overload
+def value_and_grad(
+    fun: Callable[Concatenate[A, P], tuple[Tensor[DL], X]],
+    argnums: Literal[0] = 0,
+    *,
+    has_aux: Literal[True],
+) -> Callable[Concatenate[A, P], tuple[tuple[Tensor[DL], X], A]]: ...
+@overload
+def value_and_grad(
+    fun: Callable[..., object], argnums: int | Sequence[int] = 0, has_aux: bool = False
+) -> Callable[..., Any]: ...
+@overload
+def value_and_grad(
+    fun: Tensor[DL],
+    argnums: int | Sequence[int] = 0,
+    has_aux: bool = False,
+    *,
+    wrt: object,
+    inputs: object,
+) -> Callable[..., Any]: ...
 def value_and_grad(
     fun: Callable[..., Any] | Tensor[Any],
     argnums: int | Sequence[int] = 0,
@@ -53,6 +87,32 @@ def value_and_grad(
     return _value_and_grad(cast(Callable[..., Any], fun), argnums, has_aux, "value_and_grad")
 
 
+@overload
+def grad(
+    fun: Callable[Concatenate[A, P], Tensor[DL]],
+    argnums: Literal[0] = 0,
+    has_aux: Literal[False] = False,
+) -> Callable[Concatenate[A, P], A]: ...
+@overload
+def grad(
+    fun: Callable[Concatenate[A, P], tuple[Tensor[DL], X]],
+    argnums: Literal[0] = 0,
+    *,
+    has_aux: Literal[True],
+) -> Callable[Concatenate[A, P], tuple[A, X]]: ...
+@overload
+def grad(
+    fun: Callable[..., object], argnums: int | Sequence[int] = 0, has_aux: bool = False
+) -> Callable[..., Any]: ...
+@overload
+def grad(
+    fun: Tensor[DL],
+    argnums: int | Sequence[int] = 0,
+    has_aux: bool = False,
+    *,
+    wrt: object,
+    inputs: object,
+) -> Callable[..., Any]: ...
 def grad(
     fun: Callable[..., Any] | Tensor[Any],
     argnums: int | Sequence[int] = 0,

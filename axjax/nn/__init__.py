@@ -28,6 +28,8 @@ from ._conv import Conv2D as Conv2D
 from ._conv import Conv3D as Conv3D
 from ._dropout import Dropout as Dropout
 from ._embedding import Embedding as Embedding
+from ._export import exportable as exportable
+from ._export import is_exportable as is_exportable
 from ._fused_attention import AttentionPath as AttentionPath
 from ._fused_attention import FusedAttention as FusedAttention
 from ._fused_attention import compute_capability as compute_capability

@@ -8,7 +8,10 @@ produced from it or checked against it:
 - the mypy plugin (``axjax/mypy/_layers.py``) judges the calls of the layers declared
   ``typed="stand-in"`` and threads a chain's argument through its layers;
 - ``tests/nn/test_layer_table.py`` checks that every layer ``ax.nn`` exports is declared,
-  documented in docs/nn.md and covered by a typing case.
+  documented in docs/nn.md and covered by a typing case;
+- the declaration registers the class with ``jax.export`` (``nn/_export.py``), so a model
+  of these layers is an argument of a serialized function (``tests/nn/test_nn_export.py``
+  round-trips every declared layer).
 
 Example (a new layer is this decorator on its class, a typing case and a docs mention):
 
@@ -23,6 +26,7 @@ from dataclasses import dataclass
 from typing import Any, Literal, TypeVar, TypeVarTuple
 
 from ..core import DType
+from ._export import exportable
 
 __all__ = ["LayerSpec", "Typed", "declared_layers", "register_layer"]
 
@@ -83,6 +87,7 @@ def register_layer(*, typed: Typed = "stand-in", sized: bool = False) -> Callabl
                     f"({other.path}); choose another name"
                 )
         _LAYERS[cls] = LayerSpec(cls, typed, sized)
+        exportable(cls)
         return cls
 
     return declare

@@ -17,6 +17,7 @@ import equinox as eqx
 import jax
 
 from ..core._internal import check_choice, checks_choices
+from ._export import name_static_value
 from ._registry import register_layer
 
 __all__ = ["Remat", "remat", "resolve_policy"]
@@ -41,6 +42,9 @@ _POLICIES: dict[str, Callable[..., bool]] = {
     "everything": jax.checkpoint_policies.everything_saveable,
     "offload_dots": jax.checkpoint_policies.offload_dot_with_no_batch_dims("device", "pinned_host"),
 }
+
+for _name, _value in _POLICIES.items():  # written by name in a serialized jax.export function
+    name_static_value(_value, f"remat:{_name}")
 
 
 def _policy(policy: Policy) -> Callable[..., bool] | None:

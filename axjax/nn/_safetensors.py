@@ -259,13 +259,15 @@ def _check(
     name: str, leaf: Leaf, array: np.ndarray, saved: dict[str, Any] | None, where: str
 ) -> AnyTensor | jax.Array:
     want = _info(leaf)
-    got = (
+    got: dict[str, Any] = (
         saved
         if saved is not None
         else {"axes": want["axes"], "shape": list(array.shape), "dtype": array.dtype.name}
     )
     if got["axes"] != want["axes"] or list(array.shape) != want["shape"]:
         got = {**got, "shape": list(array.shape)}
+        if saved is None:  # a plain file: its array has a shape, not axes
+            got = {**got, "axes": None}
         if got["axes"] is not None and len(got["axes"]) > len(got["shape"]):
             got = {**got, "axes": None}  # a plain file's array of another rank
         if (
@@ -275,7 +277,7 @@ def _check(
         ):
             hint = " (same axes in another order: transpose the saved array)"
         else:
-            hint = ""
+            hint = _layout_hint(list(array.shape), want["shape"])
         raise SafetensorsError(
             f"load_safetensors: entry {name!r} of {where} is {_describe(got)}, but the module "
             f"has {_describe(want)}{hint}"
@@ -290,6 +292,25 @@ def _check(
         rebuilt: AnyTensor = jax.tree_util.tree_unflatten(jax.tree.structure(leaf), [value])
         return rebuilt
     return value
+
+
+def _layout_hint(got: list[int], want: list[int]) -> str:
+    """A hint when the saved array has the module's sizes in another order: a file written in
+    another framework's layout (PyTorch stores ``W x``, ``[out, in]``; a layer that reads
+    ``x @ W`` stores ``[in, out]``)."""
+    if len(got) < 2 or got == want or sorted(got) != sorted(want):
+        return ""
+    if got == want[::-1]:
+        return (
+            " (the module's shape transposed: a file in PyTorch's layout, which stores a "
+            "weight as [out, in] for W x, where this layer keeps the axes shown; transpose "
+            "the array when converting the file, e.g. {name: w.T} with safetensors.numpy)"
+        )
+    return (
+        " (the module's sizes in another order: a file in another framework's layout, "
+        "such as PyTorch's [out, in]; permute the array to the module's axis order when "
+        "converting the file)"
+    )
 
 
 def _replace(loaded: dict[str, Any], path: tuple[object, ...], leaf: object) -> object:

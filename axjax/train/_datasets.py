@@ -6,7 +6,9 @@ Search order for the four IDX files of a data set called ``name``:
 2. ``$AXJAX_DATA`` or ``$AXJAX_DATA/<name>``;
 3. the cache, ``$XDG_CACHE_HOME/axjax/<name>`` (default ``~/.cache/axjax/<name>``).
 
-Missing files are downloaded (checksum-verified) into the first of those that was given,
+Nothing else is searched: no folder relative to the working directory or to a checkout
+(the examples and tests pass the repository's data folder as ``data_dir``). Missing files
+are downloaded (checksum-verified) into the first of those that was given,
 each file from each mirror within a deadline (``timeout=`` or ``$AXJAX_DOWNLOAD_TIMEOUT``,
 default 120 s; see :func:`axjax.train.download`).
 Every file's size and sha256 is checked before it is read.
@@ -23,7 +25,7 @@ from typing import Literal
 import numpy as np
 
 from ..core._internal import checks_choices, index_int, non_negative_int
-from ._download import download, download_timeout, sha256_of
+from ._download import DATA_ENV, download_timeout, fetch, sha256_of
 from ._idx import DataError, read_idx
 
 __all__ = [
@@ -174,8 +176,8 @@ def _candidates(spec: DatasetSpec, data_dir: str | os.PathLike[str] | None) -> l
     roots: list[Path] = []
     if data_dir is not None:
         roots.append(Path(data_dir))
-    if os.environ.get("AXJAX_DATA"):
-        roots.append(Path(os.environ["AXJAX_DATA"]))
+    if os.environ.get(DATA_ENV):
+        roots.append(Path(os.environ[DATA_ENV]))
     roots.append(cache_dir())
     out: list[Path] = []
     for root in roots:
@@ -216,18 +218,20 @@ def find_dataset(
         if _has(folder, names):
             return folder
     target = candidates[0] if data_dir is not None else candidates[-1]
-    if data_dir is None and os.environ.get("AXJAX_DATA"):
-        target = Path(os.environ["AXJAX_DATA"]) / spec.name
+    if data_dir is None and os.environ.get(DATA_ENV):
+        target = Path(os.environ[DATA_ENV]) / spec.name
     if not download_missing:
         where = "\n  ".join(str(c) for c in candidates)
+        unset = "" if os.environ.get(DATA_ENV) else f" ({DATA_ENV} is not set)"
         raise DataError(
             f"{spec.title} files {', '.join(names)} not found. Looked in:\n  {where}\n"
-            "Download them (download_missing=True) or copy them into one of those folders."
+            "Download them (download_missing=True), copy them into one of those folders, "
+            f"or set {DATA_ENV} to a folder that holds them{unset}."
         )
     for n in names:
         if not (target / n).is_file():
             sha, size = spec.files[n]
-            download(
+            fetch(
                 n,
                 mirrors or spec.mirrors,
                 target / n,
@@ -235,6 +239,7 @@ def find_dataset(
                 size=size,
                 progress=progress,
                 timeout=timeout,
+                looked_in=candidates,
             )
     return target
 

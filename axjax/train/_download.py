@@ -30,10 +30,20 @@ from ._idx import DataError
 if TYPE_CHECKING:
     from tqdm import tqdm
 
-__all__ = ["DEFAULT_TIMEOUT", "TIMEOUT_ENV", "download", "download_timeout", "sha256_of"]
+__all__ = [
+    "DATA_ENV",
+    "DEFAULT_TIMEOUT",
+    "TIMEOUT_ENV",
+    "download",
+    "download_timeout",
+    "fetch",
+    "sha256_of",
+]
 
 _CHUNK = 1 << 16
 TIMEOUT_ENV = "AXJAX_DOWNLOAD_TIMEOUT"
+#: the folder of the data sets (``find_dataset``'s second place, after ``data_dir``)
+DATA_ENV = "AXJAX_DATA"
 DEFAULT_TIMEOUT = 120.0
 _STALL = 15.0  # seconds without a byte after which a mirror counts as stalled
 _BAR = Feature("tqdm", "ax.train.download")
@@ -289,7 +299,12 @@ def _install(
 
 
 def _no_mirror_error(
-    name: str, folder: Path, failures: Sequence[str], timed_out: bool, deadline: float
+    name: str,
+    folder: Path,
+    failures: Sequence[str],
+    timed_out: bool,
+    deadline: float,
+    looked_in: Sequence[Path] = (),
 ) -> DataError:
     """The error when no mirror served ``name``: each mirror's failure and what to do."""
     tried = "\n  ".join(failures) if failures else "(no mirrors given)"
@@ -300,10 +315,16 @@ def _no_mirror_error(
         if timed_out
         else ""
     )
+    where = (
+        "It was looked for in:\n  " + "\n  ".join(str(p) for p in looked_in) + "\n"
+        if looked_in
+        else ""
+    )
+    unset = "" if os.environ.get(DATA_ENV) else f" ({DATA_ENV} is not set)"
     return DataError(
-        f"Could not download {name}:\n  {tried}\n{slow}"
-        f"If this machine is offline, copy {name} into {folder} "
-        "(or pass data_dir / --data-dir, or set AXJAX_DATA to a folder that holds it)."
+        f"Could not download {name}:\n  {tried}\n{slow}{where}"
+        f"If this machine is offline, copy {name} into {folder}, or set {DATA_ENV} to a "
+        f"folder that holds it{unset}, or pass data_dir= (--data-dir in the examples)."
     )
 
 
@@ -339,6 +360,22 @@ def download(
         >>> ax.train.download("t10k-labels-idx1-ubyte.gz", MNIST.mirrors, "data/t10k...gz",
         ...                   sha256=MNIST.files["t10k-labels-idx1-ubyte.gz"][0], timeout=30)
     """
+    return fetch(name, mirrors, dest, sha256, size=size, progress=progress, timeout=timeout)
+
+
+def fetch(
+    name: str,
+    mirrors: Sequence[str],
+    dest: str | os.PathLike[str],
+    sha256: str,
+    *,
+    size: int | None = None,
+    progress: bool = True,
+    timeout: float | None = None,
+    looked_in: Sequence[Path] = (),
+) -> Path:
+    """:func:`download`, whose failure also lists ``looked_in``: the folders
+    ``find_dataset`` searched before downloading."""
     deadline = download_timeout(timeout)
     size = None if size is None else non_negative_int("download", "size", size)
     dest = Path(dest)
@@ -367,4 +404,4 @@ def download(
             timed_out = timed_out or e.timed_out
             continue
         return dest
-    raise _no_mirror_error(name, dest.parent, failures, timed_out, deadline)
+    raise _no_mirror_error(name, dest.parent, failures, timed_out, deadline, looked_in)

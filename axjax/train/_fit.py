@@ -341,7 +341,9 @@ class _Loop:
         run = start_run(
             p.model, p.opt_state, key, len(p.batches()), resume_from, early_stopping, schedule
         )
-        log = FitLog(logdir, resume_at=run.step, epochs=epochs, progress=progress)
+        log = FitLog(
+            logdir, resume_at=run.step, epochs=epochs, progress=progress, earlier=run.history
+        )
         saver = FitCheckpoints(checkpoints, early_stopping, schedule)
         donate = True  # in place on every backend: faster on CPU too (benchmarks.fit_loop)
         # one compiled step per tree structure, for the loop and the guard's replay alike
@@ -468,7 +470,7 @@ class _Loop:
             return
         if not checked and self.guard.mode != "off" and run.monitor is not None:
             self.guard.check(run)
-        self.saver.save(run)
+        self.saver.save(run, self.log.history)
 
     def _end_epoch(self, run: RunState) -> None:
         """Log, evaluate (at a full epoch or the last step), summarise, save; then move to

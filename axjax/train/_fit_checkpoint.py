@@ -16,6 +16,7 @@ import equinox as eqx
 import jax
 
 from ._checkpoint import CheckpointError, CheckpointMismatchError
+from ._log import plain_row
 from ._manager import Checkpoints, Restored
 from ._run_state import PyTree, RunState
 
@@ -65,9 +66,9 @@ def start_run(
 ) -> RunState:
     """A fresh run, or the newest checkpoint's in ``checkpoints`` (``None``: no resume).
 
-    A resumed run gets the model, optimizer state, key, step, data position and time of
-    the checkpoint, and ``early_stopping`` gets back its best value, wait count and best
-    parameters. A checkpoint saved under another ``schedule`` (epochs, or batches per
+    A resumed run gets the model, optimizer state, key, step, data position, time and
+    history rows of the checkpoint, and ``early_stopping`` gets back its best value, wait
+    count and best parameters. A checkpoint saved under another ``schedule`` (epochs, or batches per
     epoch) resumes with a ``UserWarning`` saying what changed.
 
     Raises:
@@ -101,6 +102,9 @@ def start_run(
         batch=meta["batch"],
         seconds=meta.get("seconds", 0.0),
     )
+    history = meta.get("history")
+    if isinstance(history, list):  # the rows up to the checkpoint, the same in every process
+        run.history = [row for row in history if isinstance(row, dict)]
     if _keeps_best(early_stopping) and "best" in r.tree and meta.get("has_best"):
         run.best = eqx.partition(r.tree["best"], eqx.is_array)[0]
     elif _keeps_best(early_stopping) and early_stopping and early_stopping.best is not None:
@@ -155,9 +159,10 @@ class FitCheckpoints:
             return False
         return run.step % every == 0 and run.batch < run.per_epoch
 
-    def save(self, run: RunState) -> None:
+    def save(self, run: RunState, history: list[dict[str, Any]]) -> None:
         """Write the run's model, optimizer state and key at its step (and, under
-        ``restore_best``, the best parameters: the current ones until an evaluation)."""
+        ``restore_best``, the best parameters: the current ones until an evaluation), with
+        the ``history`` rows so far: a resumed run gives them back in every process."""
         if self.checkpoints is None:
             return
         epoch, batch = run.position()
@@ -168,6 +173,7 @@ class FitCheckpoints:
             "seconds": run.seconds(),
             "early_stopping": stopping,
             "schedule": self.schedule,
+            "history": [plain_row(r) for r in history],  # JSON: NaN as "nan"
         }
         state = {"model": run.model(), "opt_state": run.opt_state, "key": run.key}
         if _keeps_best(self.early_stopping):

@@ -26,18 +26,34 @@ class FitLog:
     The CSV is rewritten at the end of every epoch; ``curves.png`` is drawn once, when the
     run stops (:meth:`close`).
 
+    Every process of a run keeps the same rows: a resumed run starts from the rows its
+    checkpoint carries (``earlier``), in every process, whether or not it writes ``logdir``.
+
     Args:
         logdir: where :class:`MetricsLog` writes its files and ``curves.png``, or ``None``.
         resume_at: the step the run starts from (later rows in ``logdir`` are dropped).
+        earlier: the rows before ``resume_at``, from the checkpoint (``None``: a fresh run,
+            or a checkpoint written before checkpoints carried them: then the rows of
+            ``logdir``'s file).
         epochs: the number of epochs (for the bar's and the summaries' "epoch e/n").
         progress: show the bar and the per-epoch summary lines.
     """
 
     def __init__(
-        self, logdir: str | os.PathLike[str] | None, *, resume_at: int, epochs: int, progress: bool
+        self,
+        logdir: str | os.PathLike[str] | None,
+        *,
+        resume_at: int,
+        epochs: int,
+        progress: bool,
+        earlier: list[dict[str, Any]] | None = None,
     ) -> None:
-        self.log = MetricsLog(logdir, resume_at=resume_at) if logdir is not None else None
-        self.history: list[dict[str, Any]] = self.log.rows if self.log is not None else []
+        self.log = (
+            MetricsLog(logdir, resume_at=resume_at, rows=earlier) if logdir is not None else None
+        )
+        self.history: list[dict[str, Any]] = (
+            self.log.rows if self.log is not None else list(earlier or [])
+        )
         self.epochs = epochs
         self.progress = progress
         self.bar: tqdm[NoReturn] | None = None

@@ -12,7 +12,7 @@ from typing import Any
 
 from ..core._internal import Feature, non_negative_int
 
-__all__ = ["MetricsLog", "plot_history"]
+__all__ = ["MetricsLog", "plain_row", "plot_history"]
 
 Row = dict[str, Any]
 _PLOT = Feature("matplotlib", "ax.train.plot_history")
@@ -29,7 +29,15 @@ class MetricsLog:
         >>> log.append({"step": 1, "train_loss": 2.3}); log.flush()
     """
 
-    def __init__(self, logdir: str | os.PathLike[str], *, resume_at: int | None = None) -> None:
+    def __init__(
+        self,
+        logdir: str | os.PathLike[str],
+        *,
+        resume_at: int | None = None,
+        rows: Sequence[Row] | None = None,
+    ) -> None:
+        """Start the files: empty, or from ``rows`` (the history a resumed run carries), or
+        from the file's own rows up to step ``resume_at``."""
         if resume_at is not None:
             resume_at = non_negative_int("MetricsLog", "resume_at", resume_at)
         self.logdir: Path = Path(logdir)
@@ -37,7 +45,9 @@ class MetricsLog:
         self.jsonl: Path = self.logdir / "metrics.jsonl"
         self.csv: Path = self.logdir / "metrics.csv"
         self.rows: list[Row] = []
-        if resume_at is not None and self.jsonl.is_file():
+        if rows is not None:
+            self.rows = [plain_row(r) for r in rows]
+        elif resume_at is not None and self.jsonl.is_file():
             # keep the rows up to the checkpoint; later ones are about to be recomputed
             self.rows = [r for r in read_jsonl(self.jsonl) if r.get("step", 0) <= resume_at]
         with open(self.jsonl, "w") as f:
@@ -45,7 +55,7 @@ class MetricsLog:
 
     def append(self, row: Row) -> None:
         """Add one row (written to the JSONL file at once)."""
-        clean = {k: _plain(v) for k, v in row.items()}
+        clean = plain_row(row)
         self.rows.append(clean)
         with open(self.jsonl, "a") as f:
             f.write(json.dumps(clean) + "\n")
@@ -61,6 +71,12 @@ class MetricsLog:
             w.writeheader()
             w.writerows(self.rows)
         os.replace(tmp, self.csv)
+
+
+def plain_row(row: Row) -> Row:
+    """``row`` with plain JSON values: Python numbers, and ``"nan"``/``"inf"`` as strings
+    (what ``metrics.jsonl`` and a checkpoint's metadata hold)."""
+    return {k: _plain(v) for k, v in row.items()}
 
 
 def _plain(v: object) -> object:

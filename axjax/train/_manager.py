@@ -39,14 +39,15 @@ class Restored(NamedTuple):
 
 
 class Checkpoints:
-    """Numbered checkpoints ``ckpt-<step>.npz`` in ``directory``; the newest ``keep`` stay.
+    """Numbered checkpoints in ``directory``, named by the step zero-padded to nine digits
+    (``ckpt-000000469.npz``); the newest ``keep`` stay.
 
     Args:
         directory: the folder (created when needed).
         keep: how many checkpoints to keep; older ones are deleted after each save.
         every: save every this many steps inside :func:`axjax.train.fit` (``None``: at the
             end of each epoch only).
-        sharded: write each checkpoint as a folder ``ckpt-<step>`` with
+        sharded: write each checkpoint as a folder (``ckpt-000000469``) with
             :func:`axjax.train.save_sharded` (orbax-checkpoint: every process writes its own
             shards; process 0 prunes) and restore with :func:`axjax.train.load_sharded`
             (each array in the sharding of ``like``'s leaf). For models whose shards span

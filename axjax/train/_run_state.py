@@ -59,6 +59,9 @@ class RunState:
     #: is ``None`` otherwise): a list crosses ``jax.jit`` without Python flattening
     hot: list[jax.Array] | None = None
     hot_def: Any = None
+    #: the history rows a resumed run's checkpoint carries (``None``: a fresh run, or a
+    #: checkpoint saved without them)
+    history: list[dict[str, Any]] | None = None
 
     def pack(self) -> list[jax.Array]:
         """The leaves of ``(params, opt_state, monitor)`` for the step (flattened once)."""

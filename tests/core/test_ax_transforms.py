@@ -42,6 +42,18 @@ def test_value_and_grad_returns_a_scalar_tensor() -> None:
     assert g.axes == (Pixel, Hidden)
 
 
+def test_the_quoted_jax_grad_of_a_tensor_loss_and_ax_grad() -> None:
+    """Issue 33: ``jax.grad`` of a function returning a 0-axis Tensor fails with JAX's own
+    check (no hook changes it); ``ax.grad`` takes the Tensor loss."""
+    with pytest.raises(
+        TypeError,
+        match=r"Gradient only defined for scalar-output functions\. "
+        r"Output was Tensor\[F32\]",
+    ):
+        jax.grad(loss)(W, X)
+    assert ax.grad(loss)(W, X).axes == (Pixel, Hidden)
+
+
 def test_argnums_tuple() -> None:
     gw, gx = ax.grad(loss, argnums=(0, 1))(W, X)
     assert gw.axes == (Pixel, Hidden) and gx.axes == (Batch, Pixel)

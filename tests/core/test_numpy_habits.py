@@ -238,3 +238,86 @@ def test_without_the_protocol_numpy_calls_return_bare_arrays(
         else:
             assert not isinstance(out, ax.Tensor), name  # a bare array (or a bool)
     assert len(named) <= 4, named
+
+
+# ----------------------------------------------------------------------- jax.numpy
+#: jax.numpy functions that read only the sizes, or take no array: their results hold no
+#: values of the tensor (index tables from its shape, a context manager, a wrapper)
+JNP_SHAPE_ONLY = frozenset(
+    {
+        "ndim",
+        "shape",
+        "size",
+        "isscalar",
+        "iterable",
+        "tril_indices_from",
+        "triu_indices_from",
+        "printoptions",
+        "vectorize",
+    }
+)
+JNP_FUNCTIONS = sorted(
+    n
+    for n in dir(jnp)
+    if not n.startswith("_")
+    and callable(getattr(jnp, n))
+    and not isinstance(getattr(jnp, n), type)
+    and n not in ("load", "save", "savez", "fromfile")  # files, not arrays
+)
+
+
+def _bare_results() -> list[str]:
+    """The jax.numpy functions that, given a Tensor, return array values without the axes."""
+    bare = []
+    for name in JNP_FUNCTIONS:
+        if name in JNP_SHAPE_ONLY:
+            continue
+        try:
+            out = getattr(jnp, name)(x23())
+        except Exception:
+            continue
+        if any(isinstance(v, (jax.Array, np.ndarray)) for v in jax.tree.leaves(out)):
+            bare.append(name)
+    return bare
+
+
+def test_no_jax_numpy_function_returns_a_bare_array() -> None:
+    """Generated over every public function of jax.numpy: given a Tensor each one raises
+    (JAX's message, or axjax's for jnp.asarray/jnp.array), or reads only the sizes."""
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)  # JAX's "in a future release"
+        assert _bare_results() == []
+    with pytest.raises(TypeError, match=r"exp requires ndarray or scalar arguments, got <class"):
+        jnp.exp(x23())  # the issue's example: JAX's message (docs/tensors.md says why)
+    assert not hasattr(ax.Tensor, "__jax_array__")
+
+
+def test_with_jax_array_the_named_errors_would_be_lost(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Why a Tensor has no ``__jax_array__`` (docs/tensors.md, "jax.numpy on a Tensor"): with
+    it, jax.numpy functions return bare arrays and ``jax_array + t`` skips the Tensor's own
+    operator and its error. The generated check above fails then."""
+    with pytest.raises(TypeError, match=r"Cannot apply Add to jax.Array of shape \(2, 3\)"):
+        jnp.ones((2, 3)) + x23()
+    monkeypatch.setattr(ax.Tensor, "__jax_array__", lambda self: self.array, raising=False)
+    out = jnp.ones((2, 3)) + x23()
+    assert isinstance(out, jax.Array)  # no error, no axes
+    assert "exp" in _bare_results()
+
+
+def test_the_docs_list_the_jax_numpy_functions_with_an_ax_op() -> None:
+    """docs/tensors.md names every jax.numpy function that has an ``ax`` op of the same name
+    (generated from both modules: a new op or a new JAX function changes the list)."""
+    from pathlib import Path
+
+    text = (Path(__file__).resolve().parents[2] / "docs" / "tensors.md").read_text()
+    section = text.split("### `jax.numpy` on a Tensor", 1)[1].split("\n#", 1)[0]
+    listed = section.split("The `jax.numpy` functions with an `ax` op of the same name are", 1)[1]
+    listed = listed.split("(`tests/core", 1)[0]
+    both = sorted(
+        n
+        for n in JNP_FUNCTIONS
+        if callable(getattr(ax, n, None)) and not isinstance(getattr(ax, n), type)
+    )
+    assert re.findall(r"`(\w+)`", listed) == both

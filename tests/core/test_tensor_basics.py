@@ -9,7 +9,9 @@ import numpy as np
 import pytest
 
 import axjax as ax
+from axjax.core._internal import to_numpy_dtype
 from tests.axes import Batch, Pixel, Time
+from tests.core.test_interop import DTYPES, x64_for
 
 
 def test_properties() -> None:
@@ -165,3 +167,34 @@ def test_autodiff_switch_restores_itself() -> None:
         assert ax.config.autodiff == "jax"
         raise RuntimeError
     assert ax.config.autodiff == "axjax"
+
+
+# ----------------------------------------------------------------- formatting (issue 33)
+
+
+@pytest.mark.parametrize("marker", DTYPES, ids=lambda d: d.__name__)
+def test_a_scalar_tensor_formats_as_its_number(marker: type[ax.DType]) -> None:
+    """Generated over every dtype marker: ``format(t, spec)`` of a 0-axis Tensor is the
+    format of its Python number; an empty spec is ``str(t)``."""
+    with x64_for(marker):
+        t = ax.tensor(np.asarray(1, dtype=to_numpy_dtype(marker)))
+        value = t.item()
+        assert f"{t}" == str(t) == repr(t)
+        spec = "" if isinstance(value, bool) else ".3f"
+        assert f"{t:{spec}}" == (str(t) if not spec else format(value, spec))
+        assert f"{t:>6}" == format(value, ">6")
+
+
+def test_the_quoted_loss_format_and_the_error_at_higher_rank() -> None:
+    loss = ax.sum(ax.tensor(np.array([0.25, 0.5], np.float32), Batch), Batch)
+    assert f"loss {loss:.4f}" == "loss 0.7500"
+    assert f"{ax.tensor(np.int32(7)):03d}" == "007"
+    x = ax.tensor(np.ones((2, 3), np.float32), Batch, Pixel)
+    assert f"{x}" == str(x)  # no spec: the repr, at any rank
+    with pytest.raises(TypeError) as e:
+        f"{x:.4f}"
+    assert str(e.value) == (
+        "Cannot convert Tensor[F32, Batch=2, Pixel=3] to a number formatted with '.4f': it "
+        "has 6 elements, not one (reduce it first, e.g. ax.sum(t, (Batch, Pixel)), ax.mean "
+        "or ax.max, or pick one entry with ax.index)"
+    )

@@ -74,13 +74,34 @@ def test_loads_a_file_written_from_plain_arrays(tmp_path: Path) -> None:
     assert loaded.layers[1].weight.axes == model.layers[1].weight.axes
     bad = dict(arrays, **{"layers.1.weight": arrays["layers.1.weight"].T.copy()})
     save_file(bad, str(tmp_path / "bad.safetensors"))
+    with pytest.raises(ax.nn.SafetensorsError) as e:
+        ax.nn.load_safetensors(model, tmp_path / "bad.safetensors")
+    assert str(e.value) == (
+        f"load_safetensors: entry 'layers.1.weight' of {tmp_path / 'bad.safetensors'} is an "
+        "array of shape (8, 3), but the module has [Hidden=3, Embed=8] (the module's shape "
+        "transposed: a file in PyTorch's layout, which stores a weight as [out, in] for W x, "
+        "where this layer keeps the axes shown; transpose the array when converting the "
+        "file, e.g. {name: w.T} with safetensors.numpy)"
+    )
+    # sizes in another order, not reversed (rank 3): the general hint
+    permuted = dict(
+        arrays, **{"layers.0.output_proj": arrays["layers.0.output_proj"].transpose(1, 0, 2).copy()}
+    )
+    save_file(permuted, str(tmp_path / "permuted.safetensors"))
     with pytest.raises(
         ax.nn.SafetensorsError,
-        match=r"entry 'layers.1.weight' of .*bad."
-        r"safetensors is \[Hidden=8, Embed=3\], but the module has "
-        r"\[Hidden=3, Embed=8\]",
+        match=r"is an array of shape \(2, 8, 4\), .*"
+        r"\(the module's sizes in another order: a file in another framework's",
     ):
-        ax.nn.load_safetensors(model, tmp_path / "bad.safetensors")
+        ax.nn.load_safetensors(model, tmp_path / "permuted.safetensors")
+    # other sizes: no layout hint
+    other = dict(arrays, **{"layers.1.weight": np.zeros((3, 7), np.float32)})
+    save_file(other, str(tmp_path / "other.safetensors"))
+    with pytest.raises(ax.nn.SafetensorsError) as e:
+        ax.nn.load_safetensors(model, tmp_path / "other.safetensors")
+    assert str(e.value).endswith(
+        "is an array of shape (3, 7), but the module has [Hidden=3, Embed=8]"
+    )
 
 
 def test_mismatches_are_clear_errors(tmp_path: Path) -> None:

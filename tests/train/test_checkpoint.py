@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -224,3 +225,18 @@ def test_sigkill_during_a_write_leaves_loadable_checkpoints(tmp_path):
     # the killed writer's temporary file is cleaned up by the next save
     ckpts.save(steps[-1] + 1, {"w": jnp.zeros(2)})
     assert not [p for p in folder.iterdir() if ".tmp-" in p.name]
+
+
+def test_the_docs_name_checkpoints_as_they_are_written(tmp_path):
+    """Issue 33: the docs said ``ckpt-<step>``; the names are the step zero-padded to nine
+    digits. Every docs page and the README quote only names that ``Checkpoints`` writes."""
+    root = Path(__file__).resolve().parents[2]
+    ckpts = ax.train.Checkpoints(tmp_path)
+    assert ckpts.path(469).name == "ckpt-000000469.npz"
+    assert ax.train.Checkpoints(tmp_path, sharded=True).path(469).name == "ckpt-000000469"
+    pages = [root / "README.md", *sorted((root / "docs").glob("*.md"))]
+    for page in pages:
+        text = page.read_text()
+        assert "ckpt-<" not in text, page.name
+        for name in re.findall(r"ckpt-(\d+)", text):
+            assert len(name) == 9, (page.name, name)

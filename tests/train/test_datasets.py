@@ -197,6 +197,46 @@ def test_download_unreachable_mirror(isolated):
         load_dataset(spec, "train", progress=False)
 
 
+def test_the_download_failure_names_every_place_and_the_variable(isolated, monkeypatch):
+    """Issue 33: the failure lists every folder searched (data_dir, $AXJAX_DATA, the cache,
+    each as given and with /<name>) and names AXJAX_DATA."""
+    spec = _spec(_tiny_files(isolated / "src"), mirrors=("http://127.0.0.1:9/",))
+    cache = isolated / "cache" / "axjax"
+    with pytest.raises(DataError) as e:
+        load_dataset(spec, "train", data_dir=isolated / "given", progress=False)
+    looked = [isolated / "given", isolated / "given" / "tiny", cache, cache / "tiny"]
+    assert "It was looked for in:\n  " + "\n  ".join(map(str, looked)) + "\n" in str(e.value)
+    assert str(e.value).endswith(
+        f"If this machine is offline, copy train-images-idx3-ubyte.gz into {isolated / 'given'}"
+        ", or set AXJAX_DATA to a folder that holds it (AXJAX_DATA is not set), or pass "
+        "data_dir= (--data-dir in the examples)."
+    )
+    monkeypatch.setenv("AXJAX_DATA", str(isolated / "env"))
+    with pytest.raises(DataError) as e:
+        load_dataset(spec, "train", progress=False)
+    looked = [isolated / "env", isolated / "env" / "tiny", cache, cache / "tiny"]
+    assert "It was looked for in:\n  " + "\n  ".join(map(str, looked)) + "\n" in str(e.value)
+    assert "or set AXJAX_DATA to a folder that holds it, or pass data_dir=" in str(e.value)
+
+
+def test_no_folder_relative_to_the_working_directory_is_searched(isolated, monkeypatch):
+    """The one lookup: argument, $AXJAX_DATA, the cache. A data folder beside the working
+    directory (as ../shared/data is beside a checkout) is never found by itself."""
+    table = _tiny_files(isolated / "work" / "data" / "tiny")
+    shutil.copytree(isolated / "work" / "data", isolated / "shared" / "data")
+    monkeypatch.chdir(isolated / "work")
+    with pytest.raises(DataError) as e:
+        ax.train.find_dataset(_spec(table), download_missing=False)
+    cache = isolated / "cache" / "axjax"
+    assert f"Looked in:\n  {cache}\n  {cache / 'tiny'}\n" in str(e.value)
+    assert "(AXJAX_DATA is not set)" in str(e.value)
+    # given explicitly, as the examples and tests do, it is found
+    found = ax.train.find_dataset(
+        _spec(table), isolated / "shared" / "data", download_missing=False
+    )
+    assert found == isolated / "shared" / "data" / "tiny"
+
+
 def test_bad_split_and_mismatched_lengths():
     with pytest.raises(ValueError, match="split must be 'train' or 'test', got 'valid'"):
         load_dataset(ax.train.MNIST, "valid")  # type: ignore[arg-type]

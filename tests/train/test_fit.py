@@ -126,6 +126,19 @@ def test_resume_keeps_earlier_log_rows(tmp_path):
     assert [r["step"] for r in resumed.history] == [5, 6, 10, 12, 14]
 
 
+def test_the_checkpoint_carries_the_history(tmp_path):
+    """Without a logdir (as every process but the first of a parallel run) the earlier rows
+    come from the checkpoint; a resume after the end gives the whole history back."""
+    first = _run(tmp_path, max_steps=10, log_every=5)
+    manifest = ax.train.read_manifest(Checkpoints(tmp_path / "ckpt").path(10))
+    assert manifest["metadata"]["history"] == first.history
+    resumed = _run(tmp_path, resume=True, max_steps=14, log_every=5)
+    assert [r["step"] for r in resumed.history] == [5, 6, 10, 12, 14]
+    assert resumed.history[:3] == first.history
+    again = _run(tmp_path, resume=True, max_steps=14, log_every=5)  # nothing left to train
+    assert again.history == resumed.history and again.step == 14
+
+
 def test_nan_guard_names_the_step_and_keeps_the_last_finite_model():
     data = _dataset(nan_at=37)  # unshuffled batches of 16: the 3rd batch, i.e. step 3
     with pytest.raises(

@@ -1,0 +1,85 @@
+"""Every process of a run resumed from a checkpoint gets the same history, at every resume
+point: inside an epoch, before the last one, inside the last one and after the end (issue
+33: process 1 of a finished run resumed got an empty history and failed on
+``[r for r in result.history if "eval_accuracy" in r][-1]``, because the earlier rows came
+from ``metrics.jsonl``, which only process 0 writes; a checkpoint now carries them)."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+HERE = Path(__file__).resolve().parent
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port: int = s.getsockname()[1]
+        return port
+
+
+def run_two(tmp_path: Path) -> list[dict[str, list[dict[str, Any]]]]:
+    """Both processes of ``_two_process_resume.py``; the histories each wrote."""
+    env = {**os.environ, "JAX_PLATFORMS": "cpu"}
+    env.pop("XLA_FLAGS", None)
+    port = str(_free_port())
+    logs = [tmp_path / f"process-{i}.txt" for i in range(2)]
+    files = [log.open("w") for log in logs]
+    procs = [
+        subprocess.Popen(
+            [sys.executable, str(HERE / "_two_process_resume.py"), str(i), port, str(tmp_path)],
+            env=env,
+            cwd=HERE.parents[1],
+            stdout=f,
+            stderr=subprocess.STDOUT,
+            text=True,
+        )
+        for i, f in enumerate(files)
+    ]
+    # a process that fails leaves the other waiting at a barrier: stop it
+    deadline = time.monotonic() + 300
+    while any(p.poll() is None for p in procs):
+        if time.monotonic() > deadline or any(p.returncode for p in procs):
+            for p in procs:
+                if p.poll() is None:
+                    p.kill()
+            break
+        time.sleep(0.2)
+    for p, f in zip(procs, files, strict=True):
+        p.wait()
+        f.close()
+    outs = [log.read_text() for log in logs]
+    for i, (p, out) in enumerate(zip(procs, outs, strict=True)):
+        assert p.returncode == 0 and f"PASS resume {i}" in out, "\n".join(outs)
+    return [json.loads((tmp_path / f"history-{i}.json").read_text()) for i in range(2)]
+
+
+def without_time(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    return [{k: v for k, v in r.items() if k != "time"} for r in rows]
+
+
+def test_every_process_gets_the_same_history_at_every_resume_point(tmp_path: Path) -> None:
+    first, second = run_two(tmp_path)
+    through = first["through"]
+    assert [r["step"] for r in through] == [1, 2, 3, 4, 4, 5, 6, 7, 8, 8]  # evals at 4 and 8
+    assert without_time(second["through"]) == without_time(through)
+    assert set(first) == set(second) == {"through", "3", "4", "6", "8"}
+    for at in ("3", "4", "6", "8"):
+        step = int(at)
+        for got in (first[at], second[at]):
+            # the rows up to the checkpoint are the saved ones, clock included, in both
+            # processes; the rows after it are computed again (each process's own clock)
+            assert [r for r in got if r["step"] <= step] == [
+                r for r in first["through"] if r["step"] <= step
+            ], (at, got)
+            assert without_time(got) == without_time(through), (at, got)
+        assert without_time(first[at]) == without_time(second[at])
+    # resumed after the end: nothing trained again, the history is the saved one
+    assert first["8"] == second["8"] == through
