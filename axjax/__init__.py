@@ -39,6 +39,7 @@ from .core import DType as DType
 from .core import ElementwiseOp as ElementwiseOp
 from .core import ExportAxisError as ExportAxisError
 from .core import FloatElementwiseOp as FloatElementwiseOp
+from .core import FloatReductionOp as FloatReductionOp
 from .core import Floating as Floating
 from .core import Integer as Integer
 from .core import Matrix as Matrix

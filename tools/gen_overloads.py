@@ -502,11 +502,143 @@ def check_coverage(generated: set[str]) -> list[str]:
     )
 
 
+# ----------------------------------------------------------------------------- losses
+#: How each loss and metric of ``axjax.train`` is typed. Every function of the loss registry
+#: (the declarations in namespace ``axjax.train``) and every public function of the loss and
+#: metric modules must have an entry (``loss_functions``; the generator fails otherwise):
+#:
+#: - ``class``: ``(logits, labels, axis=Class)``, the class axis among the logits' axes (one
+#:   overload per window position, for the default ``Class`` and for ``axis=X``), the
+#:   labels the logits' axes without it, in order, of an integer dtype (``ax.Integer``);
+#:   the result the labels' axes in the logits' floating dtype (a loss) or an F32 scalar
+#:   (``metric``);
+#: - ``same``: exact in its own signature (operands of one type, ``Tensor[DR, *Ts]``); the
+#:   generator checks the annotations are exact and re-exports it.
+LOSSES: dict[str, str] = {
+    "softmax_cross_entropy": "class",
+    "accuracy": "class metric",
+    "binary_cross_entropy": "same",
+    "mean_squared_error": "same",
+}
+LOSS_MODULES = ("axjax.train._losses", "axjax.train._metrics")
+
+
+def loss_functions() -> dict[str, str]:
+    """``{function: module}``: the loss registry's functions and the public functions of the
+    loss and metric modules that take a Tensor first."""
+    import importlib
+
+    out = {
+        name: spec.module
+        for spec in declared_ops()
+        if spec.namespace == "axjax.train"
+        for name in spec.functions
+    }
+    for module in LOSS_MODULES:
+        mod = importlib.import_module(module)
+        for name in mod.__all__:
+            fn = getattr(mod, name)
+            if inspect.isfunction(fn):
+                first = next(iter(inspect.signature(fn).parameters.values()), None)
+                if first is not None and "Tensor" in str(first.annotation):
+                    out.setdefault(name, module)
+    return out
+
+
+def _exact(fn: Any) -> bool:
+    """Whether no operand of ``fn`` (of each of its overloads) is gradual."""
+    from typing import get_overloads
+
+    return not any(
+        "tuple[Any, ...]" in str(p.annotation) or str(p.annotation) in ("Any", "AnyTensor")
+        for f in get_overloads(fn) or [fn]
+        for name, p in inspect.signature(f).parameters.items()
+        if name not in ("over", "axis")
+    )
+
+
+def class_axis(m: Module, name: str, metric: bool, source: str) -> None:
+    """``(logits, labels[, axis])``: the class axis at each window position, removed in the
+    labels (an integer dtype) and the result."""
+    logits_d = "D" if metric else "DR"
+
+    def result(items: list[str]) -> str:
+        return "Tensor[F32]" if metric else tensor(logits_d, items)
+
+    for given in (False, True):
+        axis = "X" if given else "Class"
+        tail = ", axis: type[X]" if given else ""
+        for p in range(FRONT):
+            pre = tv("T", p)
+            m.overload(
+                f"{name}(logits: {tensor(logits_d, [*pre, axis, '*Ts'])}, "
+                f"labels: {tensor('DL', [*pre, '*Ts'])}{tail}) -> {result([*pre, '*Ts'])}"
+            )
+        for q in range(1, BACK + 1):
+            post = tv("T", q - 1)
+            m.overload(
+                f"{name}(logits: {tensor(logits_d, ['*Ts', axis, *post])}, "
+                f"labels: {tensor('DL', ['*Ts', *post])}{tail}) -> {result(['*Ts', *post])}"
+            )
+        big = tv("T", FRONT + BACK + 1) + ["*Ts"]
+        tail = ", axis: type[Axis]" if given else ""
+        m.overload(
+            f"{name}(logits: {tensor(logits_d, big)}, labels: {tensor('DL', [ANY])}{tail})"
+            f" -> {result([ANY])}"
+        )
+    m.impl(
+        name,
+        "(logits: object, labels: object, axis: object = Class) -> "
+        f"{result([ANY]).replace(logits_d, 'Any', 1)}",
+        source,
+    )
+
+
+def losses_module(docs: dict[str, str]) -> Module:
+    """Every loss and metric of ``axjax.train`` (:data:`LOSSES`)."""
+    import importlib
+
+    found = loss_functions()
+    missing = sorted(found.keys() - LOSSES.keys())
+    if missing:
+        raise SystemExit(
+            f"losses or metrics without a pattern in LOSSES: {', '.join(missing)} (say how "
+            "each is typed)"
+        )
+    m = Module(
+        "Losses and metrics: the class axis among the logits' axes, the labels' axes the "
+        "logits' without it, in order, and integer.",
+        {n: inspect.getdoc(getattr(importlib.import_module(found[n]), n)) or "" for n in found},
+    )
+    m.body += [
+        "    from ..core import Integer",
+        "    from ._axes import Class",
+        "",
+        '    DL = TypeVar("DL", bound=Integer)  # labels: integer class indices',
+        "",
+    ]
+    for name in sorted(found, key=list(LOSSES).index):
+        pattern, source = LOSSES[name], found[name].rpartition(".")[2]
+        if pattern.startswith("class"):
+            class_axis(m, name, pattern.endswith("metric"), source)
+            continue
+        fn = getattr(importlib.import_module(found[name]), name)
+        if not _exact(fn):
+            raise SystemExit(f"{name}: a `same` loss needs an exact signature (no Any operand)")
+        m.body.append(f"    from .{source} import {name} as {name}")
+        m.exports.setdefault(source, []).append(name)
+    return m
+
+
 MODULES: dict[str, Callable[[dict[str, str]], Module]] = {
     "_gen_construct.py": construct_module,
     "_gen_elementwise.py": elementwise_module,
     "_gen_reduce.py": reduce_module,
     "_gen_shape.py": shape_module,
+}
+#: generated modules outside axjax/ops
+OTHER_MODULES: dict[Path, Callable[[dict[str, str]], Module]] = {
+    ROOT / "axjax" / "train" / "_gen_losses.py": losses_module,
 }
 SOURCES = ("_construct.py", "_elementwise.py", "_reduce.py", "_shape.py", "_select.py")
 
@@ -1104,6 +1236,7 @@ def render() -> dict[Path, str]:
         )
     out = {path: m.text() for path, m in modules.items()}
     out.update(export_files(modules))
+    out.update({path: build(docs).text() for path, build in OTHER_MODULES.items()})
     out.update(op_function_files())
     out[PRECISION] = with_cast_regions(PRECISION.read_text())
     out[ELEMENTWISE] = with_function_names(ELEMENTWISE.read_text())

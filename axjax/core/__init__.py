@@ -43,6 +43,7 @@ from ._transforms import value_and_grad as value_and_grad
 from ._transforms import vmap as vmap
 from ._typed_ops import ElementwiseOp as ElementwiseOp
 from ._typed_ops import FloatElementwiseOp as FloatElementwiseOp
+from ._typed_ops import FloatReductionOp as FloatReductionOp
 from ._typed_ops import ReductionOp as ReductionOp
 
 _install_jax_hints()

@@ -8,7 +8,8 @@ the result from the operands, with no plugin:
 - :class:`FloatElementwiseOp`: the same for floating-point dtypes only (``D`` bound to
   :class:`~axjax.Floating`: integer and Bool tensors are a static error);
 - :class:`ReductionOp` ``[X]``: built with the axis ``X`` it removes, ``Tensor[D, ..., X,
-  ...] -> Tensor[D, ...]`` (exact when ``X`` is among the first 3 or the last 3 axes).
+  ...] -> Tensor[D, ...]`` (exact when ``X`` is among the first 3 or the last 3 axes); more
+  operands, if any, of the first one's type; :class:`FloatReductionOp` the same for floats.
 
 Each has a default :meth:`infer` (the rule above, with axjax's messages): override
 ``forward`` and ``backward`` (and ``infer`` to add checks).
@@ -22,7 +23,8 @@ Each has a default :meth:`infer` (the rule above, with axjax's messages): overri
 
 from __future__ import annotations
 
-from typing import Any, Generic, TypeVar, TypeVarTuple, cast, overload
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, Generic, TypeVar, TypeVarTuple, cast, overload
 
 from ._axis import Axis, axes_names, axis_name
 from ._dtype import DType, Floating
@@ -31,7 +33,7 @@ from ._protocols import Operand
 from ._tensor import AnyTensor, Tensor
 from ._tensor_type import TensorType
 
-__all__ = ["ElementwiseOp", "FloatElementwiseOp", "ReductionOp"]
+__all__ = ["ElementwiseOp", "FloatElementwiseOp", "FloatReductionOp", "ReductionOp"]
 
 D = TypeVar("D", bound=DType)
 DR = TypeVar("DR", bound=Floating)
@@ -53,7 +55,7 @@ def _same_type(op: Op[Any], x: Operand, others: tuple[Operand, ...]) -> TensorTy
         if tuple(o.axes) != tuple(x.axes):
             raise op.fail(
                 (x, *others),
-                "axes differ (an elementwise op needs identical axes "
+                "axes differ (the operands need identical axes "
                 "in identical order; transpose first)",
             )
     same_sizes(op, (x, *others))  # never a silent broadcast of a size-1 axis
@@ -101,9 +103,46 @@ class FloatElementwiseOp(Op[AnyTensor]):
         return cast("Tensor[DR, *Ts]", apply(self, (x, *others)))
 
 
-class ReductionOp(Op[AnyTensor], Generic[X]):
+class _AxisReduction(Op[AnyTensor], Generic[X]):
+    """What :class:`ReductionOp` and :class:`FloatReductionOp` share: the axis, the rule."""
+
+    #: floating-point operands only (FloatReductionOp)
+    floating = False
+
+    def __init__(self, over: type[X]) -> None:
+        self.over = over
+
+    def describe(self) -> str:
+        return f"{self.name}({axis_name(self.over)})"
+
+    def _infer(self, x: Operand, *others: Operand) -> TensorType:
+        if self.floating:
+            require_floating(self, (x, *others))
+        if self.over not in x.axes:
+            raise self.fail(
+                (x, *others),
+                f"{axis_name(self.over)} is not an axis of the tensor "
+                f"(name one of {axes_names(x.axes)})",
+            )
+        _same_type(self, x, others)
+        i = list(x.axes).index(self.over)
+        return TensorType(x.dtype, x.axes[:i] + x.axes[i + 1 :], x.shape[:i] + x.shape[i + 1 :])
+
+    # An op of one operand overrides ``infer(self, x)``, of two ``infer(self, x, y)``: for
+    # type checkers the rule takes any operands, so neither override is flagged.
+    if TYPE_CHECKING:
+        infer: Callable[..., TensorType]
+    else:
+
+        def infer(self, x: Operand, *others: Operand) -> TensorType:
+            """``x``'s type without axis ``over`` (the operands of one type)."""
+            return self._infer(x, *others)
+
+
+class ReductionOp(_AxisReduction[X]):
     """A user op that removes axis ``X`` (given to the constructor): ``Tensor[D, *A]`` with
-    ``X`` among its axes gives ``Tensor[D, *A]`` without it.
+    ``X`` among its axes gives ``Tensor[D, *A]`` without it. Further operands, if the op
+    takes any (a similarity of two tensors), have the first one's type exactly.
 
     Example:
         >>> class Norm(ax.ReductionOp[X]):
@@ -114,38 +153,73 @@ class ReductionOp(Op[AnyTensor], Generic[X]):
 
     user_base = True  # a base for users' ops, not a primitive (tests/ops/test_op_table.py)
 
-    def __init__(self, over: type[X]) -> None:
-        self.over = over
-
-    def describe(self) -> str:
-        return f"{self.name}({axis_name(self.over)})"
-
-    def infer(self, x: Any) -> TensorType:  # Any: an override may say Tensor
-        """``x``'s type without axis ``over``."""
-        if self.over not in x.axes:
-            raise self.fail(
-                (x,),
-                f"{axis_name(self.over)} is not an axis of the tensor "
-                f"(name one of {axes_names(x.axes)})",
-            )
-        i = list(x.axes).index(self.over)
-        return TensorType(x.dtype, x.axes[:i] + x.axes[i + 1 :], x.shape[:i] + x.shape[i + 1 :])
-
     @overload
-    def __call__(self, x: Tensor[D, X, *Ts]) -> Tensor[D, *Ts]: ...
-    @overload
-    def __call__(self, x: Tensor[D, T0, X, *Ts]) -> Tensor[D, T0, *Ts]: ...
-    @overload
-    def __call__(self, x: Tensor[D, T0, T1, X, *Ts]) -> Tensor[D, T0, T1, *Ts]: ...
-    @overload
-    def __call__(self, x: Tensor[D, *Ts, X]) -> Tensor[D, *Ts]: ...
-    @overload
-    def __call__(self, x: Tensor[D, *Ts, X, T0]) -> Tensor[D, *Ts, T0]: ...
-    @overload
-    def __call__(self, x: Tensor[D, *Ts, X, T0, T1]) -> Tensor[D, *Ts, T0, T1]: ...
+    def __call__(self, x: Tensor[D, X, *Ts], *others: Tensor[D, X, *Ts]) -> Tensor[D, *Ts]: ...
     @overload
     def __call__(
-        self, x: Tensor[D, T0, T1, T2, *Ts, Any, Any, Any]
+        self, x: Tensor[D, T0, X, *Ts], *others: Tensor[D, T0, X, *Ts]
+    ) -> Tensor[D, T0, *Ts]: ...
+    @overload
+    def __call__(
+        self, x: Tensor[D, T0, T1, X, *Ts], *others: Tensor[D, T0, T1, X, *Ts]
+    ) -> Tensor[D, T0, T1, *Ts]: ...
+    @overload
+    def __call__(self, x: Tensor[D, *Ts, X], *others: Tensor[D, *Ts, X]) -> Tensor[D, *Ts]: ...
+    @overload
+    def __call__(
+        self, x: Tensor[D, *Ts, X, T0], *others: Tensor[D, *Ts, X, T0]
+    ) -> Tensor[D, *Ts, T0]: ...
+    @overload
+    def __call__(
+        self, x: Tensor[D, *Ts, X, T0, T1], *others: Tensor[D, *Ts, X, T0, T1]
+    ) -> Tensor[D, *Ts, T0, T1]: ...
+    @overload
+    def __call__(
+        self,
+        x: Tensor[D, T0, T1, T2, *Ts, Any, Any, Any],
+        *others: Tensor[D, T0, T1, T2, *Ts, Any, Any, Any],
     ) -> Tensor[D, *tuple[Any, ...]]: ...
-    def __call__(self, x: AnyTensor) -> AnyTensor | tuple[AnyTensor, ...]:
-        return apply(self, (x,))
+    def __call__(self, x: AnyTensor, *others: AnyTensor) -> AnyTensor:
+        return cast("AnyTensor", apply(self, (x, *others)))
+
+
+class FloatReductionOp(_AxisReduction[X]):
+    """:class:`ReductionOp` for floating-point dtypes: an ``I32`` or ``Bool`` operand is a
+    static error (and an ``AxisError`` when it runs).
+
+    Example:
+        >>> class Cosine(ax.FloatReductionOp[X]): ...   # (x, y) -> x . y / (|x| |y|) over X
+        >>> Cosine(Feature)(a, b)  # Tensor[F32, Batch] for a, b: Tensor[F32, Batch, Feature]
+    """
+
+    user_base = True  # a base for users' ops, not a primitive (tests/ops/test_op_table.py)
+    floating = True
+
+    @overload
+    def __call__(self, x: Tensor[DR, X, *Ts], *others: Tensor[DR, X, *Ts]) -> Tensor[DR, *Ts]: ...
+    @overload
+    def __call__(
+        self, x: Tensor[DR, T0, X, *Ts], *others: Tensor[DR, T0, X, *Ts]
+    ) -> Tensor[DR, T0, *Ts]: ...
+    @overload
+    def __call__(
+        self, x: Tensor[DR, T0, T1, X, *Ts], *others: Tensor[DR, T0, T1, X, *Ts]
+    ) -> Tensor[DR, T0, T1, *Ts]: ...
+    @overload
+    def __call__(self, x: Tensor[DR, *Ts, X], *others: Tensor[DR, *Ts, X]) -> Tensor[DR, *Ts]: ...
+    @overload
+    def __call__(
+        self, x: Tensor[DR, *Ts, X, T0], *others: Tensor[DR, *Ts, X, T0]
+    ) -> Tensor[DR, *Ts, T0]: ...
+    @overload
+    def __call__(
+        self, x: Tensor[DR, *Ts, X, T0, T1], *others: Tensor[DR, *Ts, X, T0, T1]
+    ) -> Tensor[DR, *Ts, T0, T1]: ...
+    @overload
+    def __call__(
+        self,
+        x: Tensor[DR, T0, T1, T2, *Ts, Any, Any, Any],
+        *others: Tensor[DR, T0, T1, T2, *Ts, Any, Any, Any],
+    ) -> Tensor[DR, *tuple[Any, ...]]: ...
+    def __call__(self, x: AnyTensor, *others: AnyTensor) -> AnyTensor:
+        return cast("AnyTensor", apply(self, (x, *others)))

@@ -328,6 +328,15 @@ R = TypeVar("R")
 Ins = TypeVarTuple("Ins")
 D = TypeVar("D", bound=DType)
 Os = TypeVarTuple("Os")
+D1 = TypeVar("D1", bound=DType)
+D2 = TypeVar("D2", bound=DType)
+D3 = TypeVar("D3", bound=DType)
+A1 = TypeVarTuple("A1")
+A2 = TypeVarTuple("A2")
+A3 = TypeVarTuple("A3")
+#: what a compiled graph takes for an Input of type ``Tensor[D, *A]``: such a Tensor, or an
+#: array in the Input's axis order
+Arg = Tensor[D, *Os] | jax.Array | np.ndarray[Any, Any]
 
 
 class CompiledGraph(Generic[R, *Ins]):
@@ -381,6 +390,20 @@ class CompiledGraph(Generic[R, *Ins]):
         return f"<CompiledGraph({names}) of {self.graph.summary()}>"
 
 
+# A tuple of Inputs types the compiled graph's arguments for every checker (a list's type
+# has lost the order of its items: the mypy plugin reads the list in the call instead).
+@overload
+def compile(
+    outputs: Tensor[D, *Os], inputs: tuple[Tensor[D1, *A1]]
+) -> CompiledGraph[Tensor[D, *Os], Arg[D1, *A1]]: ...
+@overload
+def compile(
+    outputs: Tensor[D, *Os], inputs: tuple[Tensor[D1, *A1], Tensor[D2, *A2]]
+) -> CompiledGraph[Tensor[D, *Os], Arg[D1, *A1], Arg[D2, *A2]]: ...
+@overload
+def compile(
+    outputs: Tensor[D, *Os], inputs: tuple[Tensor[D1, *A1], Tensor[D2, *A2], Tensor[D3, *A3]]
+) -> CompiledGraph[Tensor[D, *Os], Arg[D1, *A1], Arg[D2, *A2], Arg[D3, *A3]]: ...
 @overload
 def compile(
     outputs: Tensor[D, *Os], inputs: Sequence[AnyTensor] | AnyTensor | None = None

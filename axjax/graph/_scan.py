@@ -24,7 +24,7 @@ import jax
 import jax.numpy as jnp
 from jax.sharding import AxisType
 
-from ..core import AnyTensor, Axis, AxisError, DType, Tensor, TensorType
+from ..core import AnyTensor, Axis, AxisError, Bool, DType, Tensor, TensorType
 from ..core._internal import (
     PyTree,
     axes_names,
@@ -55,6 +55,8 @@ D = TypeVar("D", bound=DType)
 D2 = TypeVar("D2", bound=DType)
 Ss = TypeVarTuple("Ss")
 Ss2 = TypeVarTuple("Ss2")
+#: a mask: Bool (over the batch axes and the scanned one; their order is free)
+Mask = Tensor[Bool, *tuple[Any, ...]]
 
 
 def _leading(
@@ -376,7 +378,7 @@ class Fold(Generic[U, X]):
     def __init__(self, unit: U, over: type[X], reverse: bool) -> None:
         self.unit, self.over, self.reverse = unit, over, reverse
 
-    def __call__(self, init: S, xs: PyTree, *, mask: AnyTensor | None = None) -> S:
+    def __call__(self, init: S, xs: PyTree, *, mask: Mask | None = None) -> S:
         out: S = _run(self.unit, self.over, init, xs, mask, self.reverse, False, 0, "fold")
         return out
 
@@ -396,7 +398,7 @@ class Scan(Generic[U, X]):
 
     @overload
     def __call__(
-        self, init: Tensor[D, *Ss], xs: PyTree, *, mask: AnyTensor | None = None
+        self, init: Tensor[D, *Ss], xs: PyTree, *, mask: Mask | None = None
     ) -> Tensor[D, X, *Ss]: ...
     @overload
     def __call__(
@@ -404,11 +406,11 @@ class Scan(Generic[U, X]):
         init: tuple[Tensor[D, *Ss], Tensor[D2, *Ss2]],
         xs: PyTree,
         *,
-        mask: AnyTensor | None = None,
+        mask: Mask | None = None,
     ) -> tuple[Tensor[D, X, *Ss], Tensor[D2, X, *Ss2]]: ...
     @overload
-    def __call__(self, init: object, xs: PyTree, *, mask: AnyTensor | None = None) -> PyTree: ...
-    def __call__(self, init: PyTree, xs: PyTree, *, mask: AnyTensor | None = None) -> PyTree:
+    def __call__(self, init: object, xs: PyTree, *, mask: Mask | None = None) -> PyTree: ...
+    def __call__(self, init: PyTree, xs: PyTree, *, mask: Mask | None = None) -> PyTree:
         return _run(self.unit, self.over, init, xs, mask, self.reverse, True, self.at, "scan")
 
 
@@ -427,11 +429,11 @@ class ScanAt(Generic[U, X, K]):
 
     @overload
     def __call__(
-        self, init: Tensor[D, *Ss], xs: PyTree, *, mask: AnyTensor | None = None
+        self, init: Tensor[D, *Ss], xs: PyTree, *, mask: Mask | None = None
     ) -> Tensor[D, *tuple[Any, ...]]: ...
     @overload
-    def __call__(self, init: object, xs: PyTree, *, mask: AnyTensor | None = None) -> PyTree: ...
-    def __call__(self, init: PyTree, xs: PyTree, *, mask: AnyTensor | None = None) -> PyTree:
+    def __call__(self, init: object, xs: PyTree, *, mask: Mask | None = None) -> PyTree: ...
+    def __call__(self, init: PyTree, xs: PyTree, *, mask: Mask | None = None) -> PyTree:
         return _run(self.unit, self.over, init, xs, mask, self.reverse, True, self.at, "scan")
 
 

@@ -13,7 +13,16 @@ from typing import TypeVar
 from mypy.errorcodes import ErrorCode
 from mypy.nodes import Expression, IntExpr, TypeInfo, UnaryExpr
 from mypy.plugin import FunctionContext, MethodContext
-from mypy.types import CallableType, Instance, TupleType, Type, UnpackType, get_proper_type
+from mypy.subtypes import is_same_type
+from mypy.types import (
+    CallableType,
+    Instance,
+    TupleType,
+    Type,
+    UnionType,
+    UnpackType,
+    get_proper_type,
+)
 
 from ._types import (
     TENSOR,
@@ -121,9 +130,35 @@ def vmap_type(
             return gradual()
         return make_tensor(tensor, TT(tt.dtype, [*tt.axes[:k], over, *tt.axes[k:]]), tuple_info)
 
-    return fun.copy_modified(
-        arg_types=[obj] * len(fun.arg_types), ret_type=batched(fun.ret_type), variables=[]
-    )
+    over_t = Instance(over.type, []) if isinstance(over, Instance) else None
+    several = len(fun.arg_types) > 1
+    params = [
+        _mapped(t, over_t, several, tensor, tuple_info) or obj if over_t is not None else obj
+        for t in fun.arg_types
+    ]
+    return fun.copy_modified(arg_types=params, ret_type=batched(fun.ret_type), variables=[])
+
+
+def _mapped(
+    t: Type, over: Instance, shared: bool, tensor: TypeInfo, tuple_info: TypeInfo
+) -> Type | None:
+    """What a batched function's argument may be, for ``f``'s exact parameter type ``t``:
+    ``t`` with ``over`` anywhere (the run time maps it wherever it is), or ``t`` itself when
+    ``f`` has other parameters (an argument without ``over`` is shared; one of them must
+    have it). ``None``: not an exact Tensor type (anything goes)."""
+    tt = tensor_of(t, tensor)
+    if tt is None or tt.axes is None or tt.variadic:
+        return None
+    known = [tt.dtype, *tt.axes]
+    if any(not isinstance(get_proper_type(a), Instance) for a in known):
+        return None  # a type variable or Any: gradual
+    if any(is_same_type(a, over) for a in tt.axes):
+        return None  # f takes `over` itself: whatever the run time maps, f judges
+    options = [
+        make_tensor(tensor, TT(tt.dtype, [*tt.axes[:k], over, *tt.axes[k:]]), tuple_info)
+        for k in range(len(tt.axes) + 1)
+    ]
+    return UnionType.make_union([*options, *([t] if shared else [])])
 
 
 def exact_index(
@@ -144,9 +179,13 @@ def exact_index(
 
 @functools.cache
 def fingerprint() -> str:
-    """A hash of the plugin and of the core modules whose type rules it runs."""
+    """A hash of the plugin and of the modules whose type rules it runs (core's; the losses',
+    metrics' and collectives' rules)."""
     digest = hashlib.sha256()
     package = Path(__file__).resolve().parent.parent
-    for path in sorted([*package.glob("mypy/*.py"), *package.glob("core/*.py")]):
+    rules = ["train/_losses.py", "train/_metrics.py", "parallel/_collective.py"]
+    for path in sorted(
+        [*package.glob("mypy/*.py"), *package.glob("core/*.py"), *(package / r for r in rules)]
+    ):
         digest.update(path.read_bytes())
     return digest.hexdigest()[:16]

@@ -22,7 +22,7 @@ from __future__ import annotations
 import importlib
 import traceback
 from collections.abc import Callable
-from typing import TypeVar
+from typing import TypeVar, cast
 
 from mypy.nodes import (
     ARG_STAR,
@@ -85,7 +85,7 @@ from ._types import (
     TT,
     make_tensor,
 )
-from ._user_ops import inline_op, power_type, user_op_call
+from ._user_ops import inline_op, power_type, untyped_op, untyped_op_note, user_op_call
 
 C = TypeVar("C", FunctionContext, MethodContext)
 
@@ -97,6 +97,18 @@ def _functions(*kinds: str) -> frozenset[str]:
         for spec in declared_ops()
         if spec.namespace == "axjax" and spec.kind in kinds
         for f in spec.functions
+    )
+
+
+def _loss_names() -> frozenset[str]:
+    """The full names of the losses and metrics ``axjax.train._gen_losses`` types: there, and
+    where they are defined (a loss typed by its own signature is re-exported)."""
+    module = importlib.import_module("axjax.train._gen_losses")
+    public = {n: v for n, v in vars(module).items() if callable(v) and n[:1] != "_"}
+    return frozenset(
+        name
+        for n, v in public.items()
+        for name in (f"{module.__name__}.{n}", f"{v.__module__}.{n}")
     )
 
 
@@ -138,6 +150,15 @@ METHODS = frozenset(
         "__matmul__",
     }
 )
+# -- typ-sigs (issue 32): losses, metrics ------------------------------------------------
+#: the losses and metrics of axjax.train (tools/gen_overloads.py's LOSSES, typed in
+#: train/_gen_losses.py): the plugin runs each on stand-ins, exact at any rank
+LOSSES = _loss_names()
+#: the class axis a loss or metric takes when ``axis=`` is left out
+CLASS = "axjax.train._axes.Class"
+#: the collectives: their rule on axes (parallel/_collective.py: check_axes), on stand-ins
+COLLECTIVES = frozenset(f"axjax.parallel._collective.{n}" for n in ("psum", "pmean", "all_gather"))
+# -- end typ-sigs ---------------------------------------------------------------------------
 INPUT = f"{GRAPH}._nodes.Input"
 VMAP = f"{CORE}._transforms.vmap"
 NODES = frozenset(
@@ -179,6 +200,7 @@ class AxjaxPlugin(Plugin):
         self._tensor_classes: dict[str, bool] = {}
         self._options = read_options(options.config_file)
         self._failed: set[int] = set()  # calls whose type rule was reported failing
+        self._noted: set[str] = set()  # user ops noted as untyped (_user_ops)
         self._layers = LayerHooks(
             Tools(
                 self.lookup_fully_qualified,
@@ -212,7 +234,7 @@ class AxjaxPlugin(Plugin):
     def get_function_signature_hook(
         self, fullname: str
     ) -> Callable[[FunctionSigContext], CallableType] | None:
-        if _short(fullname) or fullname == INPUT:
+        if _short(fullname) or fullname == INPUT or fullname in LOSSES:
             return safe(
                 lambda ctx: self._widened(fullname, ctx.default_signature),
                 lambda ctx: ctx.default_signature,
@@ -259,6 +281,11 @@ class AxjaxPlugin(Plugin):
             return safe(lambda ctx: self._constructor(short, ctx), default)
         if short is not None or fullname == INPUT:
             return safe(lambda ctx: self._function(fullname, short or "Input", ctx), default)
+        if fullname in COLLECTIVES:
+            return safe(lambda ctx: self._collective(fullname.rpartition(".")[2], ctx), default)
+        if fullname in LOSSES:  # a loss or metric: its own checks, on stand-ins
+            name = fullname.rpartition(".")[2]
+            return safe(lambda ctx: self._function(fullname, name, ctx), default)
         if fullname in CHAINS:  # Sequential([...]), Stacked([...]): typed by their layers
             return safe(self._layers.sequential, default)
         if fullname == CAST:  # ax.nn.cast: the layer's (or tensor's) dtype replaced
@@ -324,7 +351,13 @@ class AxjaxPlugin(Plugin):
                 lambda ctx: user_op_call(ctx, self._evaluate), default
             )
             return self._watched(fullname, op_call)
+        if method == "__call__" and self._untyped_op(cls):  # typ-sigs (issue 32): a note
+            return safe(lambda ctx: untyped_op_note(ctx, self._noted), default)
         return self._watched(fullname, self._method_hook(fullname))
+
+    def _untyped_op(self, cls: str) -> bool:
+        sym = self.lookup_fully_qualified(cls) if cls else None
+        return untyped_op(sym.node if sym else None, self._options.op_modules)
 
     def _method_hook(self, fullname: str) -> Callable[[MethodContext], Type] | None:
         if self._is_tensor_method(fullname):
@@ -438,6 +471,9 @@ class AxjaxPlugin(Plugin):
                         kw[key] = value
             if short == "Input":
                 kw.pop("name", None)
+            if fullname in LOSSES and "axis" in ctx.callee_arg_names and "axis" not in kw:
+                if len(pos) < ctx.callee_arg_names.index("axis") + 1:
+                    kw["axis"] = env.axis(Instance(self._info(CLASS), []))
             if short in BINARY:
                 pos, kw = _lift_numbers(env, short, pos, kw)
             if short in POSITIONAL and any(isinstance(v, Named) for v in [*pos, *kw.values()]):
@@ -467,6 +503,23 @@ class AxjaxPlugin(Plugin):
         if computed and isinstance(p, Instance) and p.args:  # the rank is known, not the order
             return make_tensor(p.type, TT(p.args[0], None), self._tuple_info())
         return out
+
+    def _collective(self, name: str, ctx: FunctionContext) -> Type:
+        """``ax.psum(t, over)`` and the others: ``t``'s type, their rule on axes checked."""
+        from ..core import AnyTensor, Axis
+        from ..parallel._collective import check_axes
+
+        def run(env: Env) -> object:
+            args = {
+                n: env.value(ctx.args[i][0], ctx.arg_types[i][0])
+                for i, n in enumerate(ctx.callee_arg_names)
+                if n in ("t", "over") and ctx.args[i]
+            }
+            t = cast("AnyTensor", args["t"])  # an Input stand-in
+            check_axes(name, t, cast("type[Axis] | tuple[type[Axis], ...]", args["over"]))
+            return t
+
+        return self._evaluate(ctx, name, run)
 
     def _method(self, method: str, ctx: MethodContext) -> Type:
         def run(env: Env) -> object:

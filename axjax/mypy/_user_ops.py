@@ -14,7 +14,7 @@ import importlib
 from collections.abc import Callable
 
 from mypy.checker import TypeChecker
-from mypy.nodes import ARG_NAMED, ARG_POS, CallExpr
+from mypy.nodes import ARG_NAMED, ARG_POS, CallExpr, TypeInfo
 from mypy.plugin import MethodContext
 from mypy.types import AnyType, Instance, Type, get_proper_type
 
@@ -36,6 +36,39 @@ def power_type(ctx: MethodContext) -> Type:
         and names <= {"builtins.int", "builtins.float"}
     ):
         return ctx.api.named_generic_type("builtins.float", [])
+    return ctx.default_return_type
+
+
+#: ``ax.Op``, and the typed bases whose calls every checker types (core/_typed_ops.py)
+OP = "axjax.core._op.Op"
+TYPED_BASES = tuple(
+    f"axjax.core._typed_ops.{n}" for n in ("ElementwiseOp", "FloatElementwiseOp", "_AxisReduction")
+)
+
+
+def untyped_op(info: object, op_modules: set[str] | frozenset[str]) -> bool:
+    """Whether ``info`` is a user's ``ax.Op`` subclass that nothing types: not on a typed
+    base, not axjax's own, its module not in ``op_modules``."""
+    if not isinstance(info, TypeInfo) or info.fullname.startswith("axjax."):
+        return False
+    if not info.has_base(OP) or any(info.has_base(b) for b in TYPED_BASES):
+        return False
+    return info.module_name not in op_modules
+
+
+def untyped_op_note(ctx: MethodContext, noted: set[str]) -> Type:
+    """A note (never an error), once per class: a call of an op whose rule no checker runs."""
+    this = get_proper_type(ctx.type)
+    if isinstance(this, Instance) and this.type.fullname not in noted:
+        noted.add(this.type.fullname)
+        ctx.api.msg.note(
+            f"{this.type.name} is an ax.Op whose rule (its infer) no type checker runs: its "
+            "operands are not checked. Subclass a typed base (ax.ElementwiseOp, "
+            "ax.FloatElementwiseOp, ax.ReductionOp[X], ax.FloatReductionOp[X]), or list its "
+            f'module "{this.type.module_name}" in op_modules under [tool.axjax-mypy] '
+            "(docs/typing.md)",
+            ctx.context,
+        )
     return ctx.default_return_type
 
 
@@ -83,4 +116,4 @@ def user_op_call(
     return evaluate(ctx, "user:" + name, run)
 
 
-__all__ = ["inline_op", "power_type", "user_op_call"]
+__all__ = ["inline_op", "power_type", "untyped_op", "untyped_op_note", "user_op_call"]

@@ -10,7 +10,7 @@ import jax.core  # jax.core.Tracer: the submodule, imported by name for type che
 import jax.numpy as jnp
 import numpy as np
 
-from ..core import F32, AnyTensor, Axis, DType, Op, Tensor, TensorType
+from ..core import F32, AnyTensor, Axis, DType, Integer, Op, Tensor, TensorType
 from ..core._internal import (
     HasType,
     axes_names,
@@ -26,6 +26,7 @@ from ..core._internal import (
 )
 
 D = TypeVar("D", bound=DType)
+DI = TypeVar("DI", bound=Integer)  # indices: integers (Take's rule)
 Array = jax.Array
 AnyOf = Tensor[D, *tuple[Any, ...]]
 Axes = TypeVarTuple("Axes")
@@ -233,7 +234,7 @@ class Take(Op):
         return jnp.moveaxis(table, 0, p), None
 
 
-def take(x: AnyOf[D], axis: type[Axis], indices: Tensor[Any, *tuple[Any, ...]]) -> AnyOf[D]:
+def take(x: AnyOf[D], axis: type[Axis], indices: Tensor[DI, *tuple[Any, ...]]) -> AnyOf[D]:
     """Gather entries along ``axis`` by integer ``indices``; their axes replace ``axis``."""
     return Take(axis)(x, indices)
 

@@ -68,6 +68,27 @@ def _mesh_axes(
     return tuple(names)
 
 
+def check_axes(where: str, t: Tensor[Any, *tuple[Any, ...]], over: Over) -> None:
+    """The collectives' rule on axes (the mypy plugin runs it too): ``psum`` and ``pmean``
+    add up blocks of axes the tensor no longer has; ``all_gather`` rebuilds an axis it has."""
+    labels = over if isinstance(over, tuple) else (over,)
+    if where == "all_gather":
+        missing = [a for a in labels if a not in t.axes]
+        if missing:
+            raise AxisError(
+                f"all_gather({describe(t)}, {axis_name(missing[0])}): the tensor has no "
+                f"axis {axis_name(missing[0])} to gather"
+            )
+        return
+    kept = [a for a in labels if a in t.axes]
+    if kept:
+        raise AxisError(
+            f"{where}({describe(t)}, {axes_names(labels)}): the tensor still has axis "
+            f"{axis_name(kept[0])}, whose blocks hold different elements (sum it out first, "
+            f"with ax.sum or ax.contract, or use ax.all_gather to rebuild it)"
+        )
+
+
 def _reduce(
     where: str,
     fn: Callable[..., jax.Array],
@@ -76,14 +97,7 @@ def _reduce(
     rules: Mapping[type[Axis], MeshAxes] | AxisRules | None,
 ) -> Tensor[D, *Axes]:
     names = _mesh_axes(where, t, over, rules)
-    labels = over if isinstance(over, tuple) else (over,)
-    kept = [a for a in labels if a in t.axes]
-    if kept:
-        raise AxisError(
-            f"{where}({describe(t)}, {axes_names(labels)}): the tensor still has axis "
-            f"{axis_name(kept[0])}, whose blocks hold different elements (sum it out first, "
-            f"with ax.sum or ax.contract, or use ax.all_gather to rebuild it)"
-        )
+    check_axes(where, t, over)
     return cast(
         "Tensor[D, *Axes]", trusted_tensor(_bound(where, t, over, names, fn, t.array), t.axes)
     )
@@ -173,11 +187,7 @@ def all_gather(
         >>> w = ax.all_gather(w_block, Hidden)       # FSDP: the whole weight, for one use
     """
     names = _mesh_axes("all_gather", t, over, rules)
-    if over not in t.axes:
-        raise AxisError(
-            f"all_gather({describe(t)}, {axis_name(over)}): the tensor has no "
-            f"axis {axis_name(over)} to gather"
-        )
+    check_axes("all_gather", t, over)
     dim = t.axes.index(over)
     # "invarying": the result is the same on every device of those mesh axes (its type says
     # so under check_vma), so it mixes with replicated values and leaves shard_map through

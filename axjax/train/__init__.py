@@ -29,6 +29,10 @@ from ._early_stopping import EarlyStopping as EarlyStopping
 from ._fit import FitResult as FitResult
 from ._fit import evaluate as evaluate
 from ._fit import fit as fit
+from ._gen_losses import accuracy as accuracy
+from ._gen_losses import binary_cross_entropy as binary_cross_entropy
+from ._gen_losses import mean_squared_error as mean_squared_error
+from ._gen_losses import softmax_cross_entropy as softmax_cross_entropy
 from ._graph_step import GraphStep as GraphStep
 from ._graph_step import compile_step as compile_step
 from ._idx import DataError as DataError
@@ -41,13 +45,9 @@ from ._log import plot_history as plot_history
 from ._log import read_jsonl as read_jsonl
 from ._losses import BinaryCrossEntropy as BinaryCrossEntropy
 from ._losses import SoftmaxCrossEntropy as SoftmaxCrossEntropy
-from ._losses import binary_cross_entropy as binary_cross_entropy
-from ._losses import mean_squared_error as mean_squared_error
-from ._losses import softmax_cross_entropy as softmax_cross_entropy
 from ._manager import Checkpoints as Checkpoints
 from ._manager import Restored as Restored
 from ._metrics import RunningMean as RunningMean
-from ._metrics import accuracy as accuracy
 from ._sharded import load_sharded as load_sharded
 from ._sharded import read_sharded_manifest as read_sharded_manifest
 from ._sharded import save_sharded as save_sharded

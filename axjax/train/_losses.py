@@ -8,7 +8,7 @@ own backward (``softmax - one_hot`` and ``sigmoid - target``): stable and one fu
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any, TypeVar
+from typing import Any, TypeVar, TypeVarTuple, cast, overload
 
 import jax
 import jax.core
@@ -38,6 +38,8 @@ __all__ = [
 ]
 
 D = TypeVar("D", bound=DType)
+Ts = TypeVarTuple("Ts")
+_DR = TypeVar("_DR", bound=Floating)  # floating-point dtypes only (ax.mean needs them)
 Array = jax.Array
 AnyOf = Tensor[D, *tuple[Any, ...]]
 # Remaining Any: the dtype/axes parameters of the public Tensor aliases.
@@ -221,9 +223,7 @@ def check_targets(where: str, targets: AnyTensor) -> None:
     )
 
 
-def binary_cross_entropy(
-    logits: Tensor[D, *tuple[Any, ...]], targets: Tensor[D, *tuple[Any, ...]]
-) -> Tensor[D, *tuple[Any, ...]]:
+def binary_cross_entropy(logits: Tensor[_DR, *Ts], targets: Tensor[_DR, *Ts]) -> Tensor[_DR, *Ts]:
     """Elementwise binary cross-entropy of ``targets`` in [0, 1] under ``sigmoid(logits)``.
 
     Takes logits, not probabilities (stable for large ``|logits|``); both have the same axes.
@@ -240,12 +240,19 @@ def binary_cross_entropy(
         >>> loss = ax.mean(ax.train.binary_cross_entropy(scores, targets), (Batch, Out))
     """
     check_targets("binary_cross_entropy", targets)
-    return BinaryCrossEntropy()(logits, targets)
+    return cast("Tensor[_DR, *Ts]", BinaryCrossEntropy()(logits, targets))
 
 
-_DR = TypeVar("_DR", bound=Floating)  # floating-point dtypes only (ax.mean needs them)
-
-
+@overload
+def mean_squared_error(
+    predictions: Tensor[_DR, *Ts], targets: Tensor[_DR, *Ts], over: None = None
+) -> Tensor[_DR]: ...
+@overload
+def mean_squared_error(
+    predictions: Tensor[_DR, *Ts],
+    targets: Tensor[_DR, *Ts],
+    over: type[Axis] | Sequence[type[Axis]],
+) -> Tensor[_DR, *tuple[Any, ...]]: ...
 def mean_squared_error(
     predictions: Tensor[_DR, *tuple[Any, ...]],
     targets: Tensor[_DR, *tuple[Any, ...]],

@@ -57,7 +57,7 @@ class RowLSTM(eqx.Module):
 
 
 def classify(model: Any, x: Any, y: Any) -> tuple[Any, dict[str, Any]]:
-    logits = model(x)
+    logits: ax.Tensor[ax.F32, Batch, Class] = model(x)
     loss = ax.mean(ax.train.softmax_cross_entropy(logits, y, Class), Batch)
     return loss, {"accuracy": ax.train.accuracy(logits, y, Class)}
 

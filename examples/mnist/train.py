@@ -129,7 +129,7 @@ def classify(
 ) -> tuple[Any, dict[str, Any]]:
     """Mean softmax cross-entropy over the batch; accuracy as a metric. ``fit`` passes a
     fresh ``key`` each step (used by the CNN's dropout) and ``key=None`` to evaluate."""
-    logits = model(x, key=key)
+    logits: ax.Tensor[ax.F32, Batch, Class] = model(x, key=key)
     loss = ax.mean(ax.train.softmax_cross_entropy(logits, y, Class), Batch)
     return loss, {"accuracy": ax.train.accuracy(logits, y, Class)}
 

@@ -44,7 +44,7 @@ def make_model(key: jax.Array) -> ax.nn.MLP[ax.F32, In, Class]:
 
 
 def loss_fn(model: Any, x: Any, y: Any) -> tuple[Any, dict[str, Any]]:
-    logits = model(x)  # Tensor[F32, Batch, Class]
+    logits: ax.Tensor[ax.F32, Batch, Class] = model(x)
     loss = ax.mean(ax.train.softmax_cross_entropy(logits, y, Class), Batch)
     return loss, {"accuracy": ax.train.accuracy(logits, y, Class)}
 

@@ -320,3 +320,79 @@ def test_the_docs_table_of_classes_is_measured(results: dict[str, runner.Outcome
     assert table.count("\n") >= 3, "no case file names its class (# typing-class: N title)"
     text = (ROOT / "docs" / "typing.md").read_text()
     assert table in text, "docs/typing.md's table of classes differs from the run:\n" + table
+
+
+# ----------------------------------------------------------------------------- issue 32
+LOSS_CASES = "tests/typing/cases/c16_losses.py"
+#: the mistakes each pattern of tools/gen_overloads.py's LOSSES catches in every checker
+LOSS_MISTAKES = {"class": 3, "class metric": 3, "same": 2}
+
+
+def test_every_loss_and_metric_is_typed_and_cased() -> None:
+    """Every loss and metric (the loss registry's functions and the public functions of the
+    loss and metric modules) has a pattern in the generator, an exact static type, and in
+    c16_losses.py a correct call and as many mistakes as its pattern has, each flagged by
+    every checker."""
+    sys.path.insert(0, str(ROOT / "tools"))
+    try:
+        import gen_overloads
+    finally:
+        sys.path.remove(str(ROOT / "tools"))
+    from axjax.mypy._plugin import LOSSES
+
+    found = gen_overloads.loss_functions()
+    assert {"softmax_cross_entropy", "binary_cross_entropy", "accuracy"} <= found.keys()
+    marked = runner.parse(ROOT / LOSS_CASES)
+    for name, module in found.items():
+        pattern = gen_overloads.LOSSES.get(name)
+        assert pattern is not None, f"{name} ({module}): no pattern in LOSSES"
+        assert f"axjax.train._gen_losses.{name}" in LOSSES, f"{name}: not run by the plugin"
+        calls = [m for m in marked if f"ax.train.{name}(" in m.code]
+        revealed = [m for m in calls if any(d.kind == "want" for d in m.directives)]
+        wrong = [
+            m
+            for m in calls
+            if {c for d in m.directives if d.kind == "want-error" for c in d.checkers}
+            == set(runner.CHECKERS)
+        ]
+        assert revealed, f"{name}: no correct call with its type in {LOSS_CASES}"
+        assert len(wrong) >= LOSS_MISTAKES[pattern], (
+            f"{name}: {len(wrong)} mistakes flagged by every checker in {LOSS_CASES}, "
+            f"{LOSS_MISTAKES[pattern]} wanted"
+        )
+
+
+def test_a_plain_user_op_gets_a_note(runs: dict[str, runner.Run]) -> None:
+    """A call of a plain ``ax.Op`` whose module is not in ``op_modules`` gets the plugin's
+    note (once per class), naming the setting; ops on typed bases get none."""
+    case = "tests/typing/cases/c16_user_ops.py"
+    notes = [
+        d
+        for d in runs["plugin"].diags
+        if d.file == case and d.severity == "note" and "ax.Op" in d.message
+    ]
+    assert [n.message.split(" ")[0] for n in notes] == ["Plain"], notes
+    assert (
+        'list its module "c16_user_ops" in op_modules under [tool.axjax-mypy]' in notes[0].message
+    )
+
+
+def test_every_collective_is_checked_by_the_plugin() -> None:
+    """The plugin runs the collectives' rule on axes for each collective there is."""
+    from axjax.mypy._plugin import COLLECTIVES
+    from axjax.parallel import _collective
+
+    assert COLLECTIVES == {f"{_collective.__name__}.{n}" for n in _collective.__all__}
+
+
+def test_docs_annotate_no_bare_tensor() -> None:
+    """A bare ``ax.Tensor`` annotation is ``Tensor[Any, *tuple[Any, ...]]`` spelt so that
+    strict mypy rejects it (missing type arguments): the docs write ``ax.AnyTensor``."""
+    bare = re.compile(r"(?::|->)\s*(?:ax\.)?Tensor\b(?!\[)")
+    found = [
+        f"{page.name}:{no}: {line.strip()}"
+        for page in sorted((ROOT / "docs").glob("*.md"))
+        for no, line in enumerate(page.read_text().splitlines(), 1)
+        if bare.search(line)
+    ]
+    assert not found, "\n".join(found)

@@ -80,7 +80,7 @@ k5 = ax.flatten(img, (H, A), C)  # want-error[plugin]: Cannot apply Flatten((H, 
 table = ax.zeros((10, 3), A, B)
 ids = ax.zeros((4, 5), N, C, dtype=ax.I32)
 reveal_type(ax.take(table, A, ids))  # want[plugin]: Tensor[F32, N, C, B]; want[mypy,pyright]: Tensor[F32, *tuple[Any, ...]]
-k6 = ax.take(table, A, ax.zeros((4,), N))  # want-error[plugin]: Cannot apply Take(A) to Tensor[F32, A, B] and Tensor[F32, N]: indices must be integers, got F32; miss[mypy,pyright]
+k6 = ax.take(table, A, ax.zeros((4,), N))  # want-error[plugin]: Cannot apply Take(A) to Tensor[F32, A, B] and Tensor[F32, N]: indices must be integers, got F32; want-error[mypy,pyright]
 
 
 # generic user code over *Ts

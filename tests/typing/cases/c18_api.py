@@ -122,6 +122,7 @@ reveal_type(ax.ElementwiseOp.__call__)  # show
 reveal_type(ax.ElementwiseOp.infer)  # show
 reveal_type(ax.FloatElementwiseOp.__call__)  # show
 reveal_type(ax.FloatElementwiseOp.infer)  # show
+reveal_type(ax.FloatReductionOp.__call__)  # show
 reveal_type(ax.Graph.rows)  # show
 reveal_type(ax.Graph.save)  # show
 reveal_type(ax.Graph.summary)  # show
@@ -163,8 +164,6 @@ reveal_type(ax.Pool.forward)  # show
 reveal_type(ax.Pool.infer)  # show
 reveal_type(ax.Pool.run)  # show
 reveal_type(ax.ReductionOp.__call__)  # show
-reveal_type(ax.ReductionOp.describe)  # show
-reveal_type(ax.ReductionOp.infer)  # show
 reveal_type(ax.Tensor.astype)  # show
 reveal_type(ax.Tensor.item)  # show
 reveal_type(ax.Tensor.size)  # show
@@ -175,9 +174,11 @@ reveal_type(ax.nn.cudnn_refusal)  # show
 reveal_type(ax.nn.default_attention_path)  # show
 reveal_type(ax.nn.dot_product_attention)  # show
 reveal_type(ax.nn.elu)  # show
+reveal_type(ax.nn.exportable)  # show
 reveal_type(ax.nn.fold)  # show
 reveal_type(ax.nn.gelu)  # show
 reveal_type(ax.nn.identity)  # show
+reveal_type(ax.nn.is_exportable)  # show
 reveal_type(ax.nn.leaky_relu)  # show
 reveal_type(ax.nn.load_safetensors)  # show
 reveal_type(ax.nn.log_sigmoid)  # show

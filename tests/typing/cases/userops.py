@@ -7,7 +7,6 @@ import jax
 import jax.numpy as jnp
 
 import axjax as ax
-from axjax import Tensor
 
 X = TypeVar("X", bound=ax.Axis)
 
@@ -15,10 +14,10 @@ X = TypeVar("X", bound=ax.Axis)
 class Swish(ax.FloatElementwiseOp):
     """``x * sigmoid(x)``: same type in, same type out, floats only."""
 
-    def forward(self, x: Tensor) -> jax.Array:
+    def forward(self, x: ax.AnyTensor) -> jax.Array:
         return x.array * jax.nn.sigmoid(x.array)
 
-    def backward(self, dy: Tensor, y: Tensor, x: Tensor) -> tuple[jax.Array]:
+    def backward(self, dy: ax.AnyTensor, y: ax.AnyTensor, x: ax.AnyTensor) -> tuple[jax.Array]:
         s = jax.nn.sigmoid(x.array)
         return (dy.array * (s + y.array * (1 - s)),)
 
@@ -31,10 +30,10 @@ class Norm(ax.ReductionOp[X]):
             raise self.fail((x,), "the norm needs floating-point values (use astype)")
         return super().infer(x)
 
-    def forward(self, x: Tensor) -> jax.Array:
+    def forward(self, x: ax.AnyTensor) -> jax.Array:
         return jnp.sqrt(jnp.sum(jnp.square(x.array), axis=x.axes.index(self.over)))
 
-    def backward(self, dy: Tensor, y: Tensor, x: Tensor) -> tuple[jax.Array]:
+    def backward(self, dy: ax.AnyTensor, y: ax.AnyTensor, x: ax.AnyTensor) -> tuple[jax.Array]:
         i = x.axes.index(self.over)
         return (jnp.expand_dims(dy.array / y.array, i) * x.array,)
 
@@ -50,10 +49,10 @@ class Outer(ax.Op):
             raise self.fail((a, b), "both operands end in the same axis (rename one)")
         return ax.TensorType(a.dtype, (*a.axes, b.axes[-1]), (*a.shape, b.shape[-1]))
 
-    def forward(self, a: Tensor, b: Tensor) -> jax.Array:
+    def forward(self, a: ax.AnyTensor, b: ax.AnyTensor) -> jax.Array:
         return a.array[..., :, None] * b.array[..., None, :]
 
-    def backward(self, dy: Tensor, y: Tensor, a: Tensor, b: Tensor) -> tuple[jax.Array, ...]:
+    def backward(self, dy: ax.AnyTensor, y: ax.AnyTensor, a: ax.AnyTensor, b: ax.AnyTensor) -> tuple[jax.Array, ...]:
         return (jnp.sum(dy.array * b.array[..., None, :], -1),
                 jnp.sum(dy.array * a.array[..., :, None], -2))
 
