@@ -35,6 +35,9 @@ from ._errors import describe as describe
 from ._errors import fail as fail
 from ._finite import checking_finite as checking_finite
 from ._finite import node_site as node_site
+from ._indices import INDEX_DTYPE as INDEX_DTYPE
+from ._indices import check_indices as check_indices
+from ._indices import checking_indices as checking_indices
 from ._jax_typed import PyTree as PyTree
 from ._jax_typed import block_until_ready as block_until_ready
 from ._jax_typed import config_update as config_update
