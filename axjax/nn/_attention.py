@@ -21,6 +21,7 @@ from ..core._internal import (
     axes_names,
     axis_name,
     check_axis_label,
+    check_indices,
     checks_choices,
     fail,
     finfo_min,
@@ -41,6 +42,7 @@ from ..ops import (
     transpose,
     where,
 )
+from ..ops._internal import narrowed, widened
 from . import _init
 from ._dropout import Dropout
 from ._fused_attention import AttentionPath, FusedAttention, cudnn_refusal, warn_fallback
@@ -252,7 +254,12 @@ def _length_mask(lengths: AnyTensor, key_pos: type[Axis], n_key: int) -> AnyTens
 
 
 def _check_lengths(
-    lengths: AnyTensor, q: AnyTensor, k: AnyTensor, over: type[Axis], heads: type[Axis] | None
+    lengths: AnyTensor,
+    q: AnyTensor,
+    k: AnyTensor,
+    over: type[Axis],
+    heads: type[Axis] | None,
+    key_pos: type[Axis],
 ) -> None:
     name = "Attention key_lengths"
     if not isinstance(lengths, Tensor) and not is_symbolic(lengths):
@@ -274,6 +281,16 @@ def _check_lengths(
             f"axis {axis_name(other[0])} is not a batch axis of the query and key (those "
             f"are: {axes_names(batch) or 'none'}); key lengths are one number per sequence",
         )
+    n_key = k.shape[k.axes.index(key_pos)] if key_pos in k.axes else None
+    if n_key is not None:  # a length is a bound on key positions: the index rule, in [0, n]
+        check_indices(
+            name,
+            lengths,
+            n_key + 1,
+            what="key length",
+            noun="a number of keys",
+            of=f"for {axis_name(key_pos)} of size {n_key}",
+        )
 
 
 def _attention(
@@ -293,7 +310,7 @@ def _attention(
     """Attention by the einsum or the fused path; ``causal``: (query_pos, its size)."""
     heads = heads if heads in k.axes else None
     if key_lengths is not None:
-        _check_lengths(key_lengths, q, k, over, heads)
+        _check_lengths(key_lengths, q, k, over, heads, key_pos)
     path = _path(q, k, v, over, key_pos, mask is not None, drop is not None, causal, implementation)
     if path != "einsum":
         op = FusedAttention(
@@ -313,8 +330,12 @@ def _attention(
         padding = _length_mask(key_lengths, key_pos, _size(k, key_pos))
         mask = padding if mask is None else _and(mask, padding)
     d = _size(q, over)  # a graph's open size cannot scale the scores: the size error
-    query = transpose(q * (1.0 / math.sqrt(d)), *_score_layout(q, k, over))
-    scores = contract(query, k, over=over)
+    # the scores and their softmax in float32 for F16/BF16 (as the fused path's logits),
+    # the weights cast back to the value's dtype: q·k of F16 values overflows long before
+    # the attention's output could
+    wide_q, wide_k = (widened(q), widened(k)) if q.dtype is k.dtype else (q, k)
+    query = transpose(wide_q * (1.0 / math.sqrt(d)), *_score_layout(q, k, over))
+    scores = contract(query, wide_k, over=over)
     if mask is not None:
         extra = [a for a in mask.axes if a not in scores.axes]
         if extra:
@@ -327,7 +348,7 @@ def _attention(
             )
         low = finfo_min(scores.dtype.numpy)
         scores = where(broadcast(mask, scores), scores, low)
-    weights = softmax(scores, key_pos)
+    weights = narrowed(softmax(scores, key_pos), v.dtype)
     if drop is not None:
         weights = drop(weights)
     out = contract(weights, v, over=key_pos)
