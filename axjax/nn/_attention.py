@@ -21,7 +21,6 @@ from ..core._internal import (
     axes_names,
     axis_name,
     check_axis_label,
-    check_indices,
     checks_choices,
     fail,
     finfo_min,
@@ -45,7 +44,13 @@ from ..ops import (
 from ..ops._internal import narrowed, widened
 from . import _init
 from ._dropout import Dropout
-from ._fused_attention import AttentionPath, FusedAttention, cudnn_refusal, warn_fallback
+from ._fused_attention import (
+    AttentionPath,
+    FusedAttention,
+    check_key_lengths,
+    cudnn_refusal,
+    warn_fallback,
+)
 from ._registry import register_layer
 from ._util import distinct, require
 
@@ -125,11 +130,14 @@ def dot_product_attention(
     Every other shared axis (batch, heads) is kept once. ``mask`` (Bool, true = attend) may
     have any subset of the score axes and is broadcast to them. ``key_lengths`` (integers
     over some of the batch axes) is the number of valid keys of each sequence: padding
-    without a mask tensor. ``causal``: each query sees the keys up to its own position
-    (top-left aligned, as :func:`causal_mask`; the query needs one position axis of its
-    own). ``implementation``: ``"einsum"`` (contractions), ``"xla"``/``"cudnn"``
-    (``jax.nn.dot_product_attention`` with that kernel), ``"fused"`` (JAX picks the kernel),
-    ``"auto"`` (cuDNN where it can run, else einsum: :func:`default_attention_path`).
+    without a mask tensor; concrete lengths outside ``[0, n_keys]`` are a ``ValueError``
+    (traced ones are not checked, unless inside ``ax.checkify_indices``). For F16/BF16 the
+    scores and their softmax are computed in float32. ``causal``: each query sees the keys
+    up to its own position (top-left aligned, as :func:`causal_mask`; the query needs one
+    position axis of its own). ``implementation``: ``"einsum"`` (contractions),
+    ``"xla"``/``"cudnn"`` (``jax.nn.dot_product_attention`` with that kernel), ``"fused"``
+    (JAX picks the kernel), ``"auto"`` (cuDNN where it can run, else einsum:
+    :func:`default_attention_path`).
 
     Example:
         >>> out = ax.nn.dot_product_attention(q, k, v, over=HeadDim, key_pos=KeyPos)
@@ -281,16 +289,7 @@ def _check_lengths(
             f"axis {axis_name(other[0])} is not a batch axis of the query and key (those "
             f"are: {axes_names(batch) or 'none'}); key lengths are one number per sequence",
         )
-    n_key = k.shape[k.axes.index(key_pos)] if key_pos in k.axes else None
-    if n_key is not None:  # a length is a bound on key positions: the index rule, in [0, n]
-        check_indices(
-            name,
-            lengths,
-            n_key + 1,
-            what="key length",
-            noun="a number of keys",
-            of=f"for {axis_name(key_pos)} of size {n_key}",
-        )
+    check_key_lengths(name, lengths, k, key_pos)  # a length bounds key positions: [0, n]
 
 
 def _attention(

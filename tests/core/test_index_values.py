@@ -31,7 +31,9 @@ from axjax.core import _indices
 from tests.core.test_numeric_arguments import public_callables
 
 #: the parameter names that take index or label data
-INDEX_PARAMETERS = frozenset({"ids", "indices", "labels", "i", "key_lengths", "trees", "dataset"})
+INDEX_PARAMETERS = frozenset(
+    {"ids", "indices", "labels", "i", "key_lengths", "lengths", "trees", "dataset"}
+)
 #: an Op's own methods: the op contract, not an entry point (its ``__call__`` is)
 OP_METHODS = frozenset({"forward", "backward", "infer", "describe"})
 
@@ -100,6 +102,13 @@ def _attention(lengths: Any) -> Any:
     )
 
 
+def _fused(lengths: Any) -> Any:
+    q = ax.ones((2, 3, 4), B, T, HD)
+    k = ax.ones((2, 5, 4), B, ax.nn.KeyPos, HD)
+    op = ax.nn.FusedAttention(HD, ax.nn.KeyPos, lengths=True, implementation="xla")
+    return op(q, k, k, ax.tensor(jnp.asarray(lengths), B))
+
+
 @functools.cache
 def _mha_layer() -> Any:
     return ax.nn.MultiheadAttention(E, 4, num_heads=2, query_pos=T, key=KEY)
@@ -133,6 +142,7 @@ FIXTURES: dict[str, Fixture] = {
     "ax.nn.Embedding.__call__": Fixture(lambda v: _embedding()(ax.tensor(v, T)), 10),
     "ax.nn.dot_product_attention": Fixture(_attention, 6),  # a length: 0..5 keys
     "ax.nn.MultiheadAttention.__call__": Fixture(_mha, 6),
+    "ax.nn.FusedAttention.__call__": Fixture(_fused, 6),
     "ax.train.softmax_cross_entropy": Fixture(
         lambda v: ax.train.softmax_cross_entropy(_logits(), _labels(v), C), 3
     ),
@@ -159,7 +169,7 @@ def index_callables() -> set[str]:
             continue
         if inspect.isclass(fn) and issubclass(fn, ax.Op):
             forward = set(inspect.signature(fn.forward).parameters)
-            if INDEX_PARAMETERS & forward:
+            if INDEX_PARAMETERS & (forward | params):  # an operand, or a switch for one
                 found.add(f"{name}.__call__")
             continue
         if name.endswith(".__call__") and issubclass(_resolve(owner), ax.Op):
