@@ -347,3 +347,20 @@ def test_ops_fail_without_float32_accumulation(monkeypatch: pytest.MonkeyPatch) 
     monkeypatch.setattr(_lower, "_widened", lambda op, values: None)
     failing = {n for n, c in SUMMING.items() if case_failures(n, c, ax.F16)}
     assert {"avg_pool", "softmax_cross_entropy"} <= failing
+
+
+# ----------------------------------------------------------------------------- the examples
+def test_layer_norm_and_rms_norm_in_f16_on_400_are_right() -> None:
+    x = ax.tensor(np.tile([400.0, -400.0], 32), C, dtype=ax.F16)
+    y = ax.nn.LayerNorm(C, 64, dtype=ax.F16)(x)
+    assert y.dtype is ax.F16
+    np.testing.assert_allclose(np.asarray(y.array, np.float32), np.tile([1.0, -1.0], 32), 1e-2)
+    r = ax.nn.RMSNorm(C, 64, dtype=ax.F16)(ax.full(64, C, value=400.0, dtype=ax.F16))
+    np.testing.assert_allclose(np.asarray(r.array, np.float32), np.ones(64), 1e-2)
+
+
+def test_a_public_reduction_keeps_its_dtype_and_overflows_to_inf() -> None:
+    x = ax.tensor(np.tile([400.0, -400.0], 32), C, dtype=ax.F16)
+    v = ax.var(x, C)
+    assert v.dtype is ax.F16 and np.isinf(np.asarray(v.array, np.float32))
+    assert float(ax.var(ax.astype(x, ax.F32), C).array) == 160000.0
