@@ -59,6 +59,7 @@ from .core import config as config
 from .core import debug_nans as debug_nans
 from .core import grad as grad
 from .core import jax_autodiff as jax_autodiff
+from .core import checkify_indices as checkify_indices
 from .core import value_and_grad as value_and_grad
 from .core import vmap as vmap
 from .parallel import AxisRules as AxisRules

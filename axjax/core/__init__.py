@@ -26,6 +26,7 @@ from ._finite import NonFiniteError as NonFiniteError
 from ._finite import NonFiniteReport as NonFiniteReport
 from ._finite import check_finite as check_finite
 from ._finite import debug_nans as debug_nans
+from ._indices import checkify_indices as checkify_indices
 from ._interop import ExportAxisError as ExportAxisError
 from ._interop import register_export as _register_export
 from ._jax_hints import TransformError as TransformError

@@ -35,6 +35,9 @@ from ._errors import describe as describe
 from ._errors import fail as fail
 from ._finite import checking_finite as checking_finite
 from ._finite import node_site as node_site
+from ._indices import INDEX_DTYPE as INDEX_DTYPE
+from ._indices import check_indices as check_indices
+from ._indices import checking_indices as checking_indices
 from ._interop import axis_reference as axis_reference
 from ._interop import resolve_axis as resolve_axis
 from ._jax_typed import PyTree as PyTree

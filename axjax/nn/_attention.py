@@ -41,9 +41,16 @@ from ..ops import (
     transpose,
     where,
 )
+from ..ops._internal import narrowed, widened
 from . import _init
 from ._dropout import Dropout
-from ._fused_attention import AttentionPath, FusedAttention, cudnn_refusal, warn_fallback
+from ._fused_attention import (
+    AttentionPath,
+    FusedAttention,
+    check_key_lengths,
+    cudnn_refusal,
+    warn_fallback,
+)
 from ._registry import register_layer
 from ._util import distinct, require
 
@@ -123,11 +130,14 @@ def dot_product_attention(
     Every other shared axis (batch, heads) is kept once. ``mask`` (Bool, true = attend) may
     have any subset of the score axes and is broadcast to them. ``key_lengths`` (integers
     over some of the batch axes) is the number of valid keys of each sequence: padding
-    without a mask tensor. ``causal``: each query sees the keys up to its own position
-    (top-left aligned, as :func:`causal_mask`; the query needs one position axis of its
-    own). ``implementation``: ``"einsum"`` (contractions), ``"xla"``/``"cudnn"``
-    (``jax.nn.dot_product_attention`` with that kernel), ``"fused"`` (JAX picks the kernel),
-    ``"auto"`` (cuDNN where it can run, else einsum: :func:`default_attention_path`).
+    without a mask tensor; concrete lengths outside ``[0, n_keys]`` are a ``ValueError``
+    (traced ones are not checked, unless inside ``ax.checkify_indices``). For F16/BF16 the
+    scores and their softmax are computed in float32. ``causal``: each query sees the keys
+    up to its own position (top-left aligned, as :func:`causal_mask`; the query needs one
+    position axis of its own). ``implementation``: ``"einsum"`` (contractions),
+    ``"xla"``/``"cudnn"`` (``jax.nn.dot_product_attention`` with that kernel), ``"fused"``
+    (JAX picks the kernel), ``"auto"`` (cuDNN where it can run, else einsum:
+    :func:`default_attention_path`).
 
     Example:
         >>> out = ax.nn.dot_product_attention(q, k, v, over=HeadDim, key_pos=KeyPos)
@@ -252,7 +262,12 @@ def _length_mask(lengths: AnyTensor, key_pos: type[Axis], n_key: int) -> AnyTens
 
 
 def _check_lengths(
-    lengths: AnyTensor, q: AnyTensor, k: AnyTensor, over: type[Axis], heads: type[Axis] | None
+    lengths: AnyTensor,
+    q: AnyTensor,
+    k: AnyTensor,
+    over: type[Axis],
+    heads: type[Axis] | None,
+    key_pos: type[Axis],
 ) -> None:
     name = "Attention key_lengths"
     if not isinstance(lengths, Tensor) and not is_symbolic(lengths):
@@ -274,6 +289,7 @@ def _check_lengths(
             f"axis {axis_name(other[0])} is not a batch axis of the query and key (those "
             f"are: {axes_names(batch) or 'none'}); key lengths are one number per sequence",
         )
+    check_key_lengths(name, lengths, k, key_pos)  # a length bounds key positions: [0, n]
 
 
 def _attention(
@@ -293,7 +309,7 @@ def _attention(
     """Attention by the einsum or the fused path; ``causal``: (query_pos, its size)."""
     heads = heads if heads in k.axes else None
     if key_lengths is not None:
-        _check_lengths(key_lengths, q, k, over, heads)
+        _check_lengths(key_lengths, q, k, over, heads, key_pos)
     path = _path(q, k, v, over, key_pos, mask is not None, drop is not None, causal, implementation)
     if path != "einsum":
         op = FusedAttention(
@@ -313,8 +329,12 @@ def _attention(
         padding = _length_mask(key_lengths, key_pos, _size(k, key_pos))
         mask = padding if mask is None else _and(mask, padding)
     d = _size(q, over)  # a graph's open size cannot scale the scores: the size error
-    query = transpose(q * (1.0 / math.sqrt(d)), *_score_layout(q, k, over))
-    scores = contract(query, k, over=over)
+    # the scores and their softmax in float32 for F16/BF16 (as the fused path's logits),
+    # the weights cast back to the value's dtype: q·k of F16 values overflows long before
+    # the attention's output could
+    wide_q, wide_k = (widened(q), widened(k)) if q.dtype is k.dtype else (q, k)
+    query = transpose(wide_q * (1.0 / math.sqrt(d)), *_score_layout(q, k, over))
+    scores = contract(query, wide_k, over=over)
     if mask is not None:
         extra = [a for a in mask.axes if a not in scores.axes]
         if extra:
@@ -327,7 +347,7 @@ def _attention(
             )
         low = finfo_min(scores.dtype.numpy)
         scores = where(broadcast(mask, scores), scores, low)
-    weights = softmax(scores, key_pos)
+    weights = narrowed(softmax(scores, key_pos), v.dtype)
     if drop is not None:
         weights = drop(weights)
     out = contract(weights, v, over=key_pos)

@@ -10,7 +10,7 @@ import jax.numpy as jnp
 from typing_extensions import TypeVar
 
 from ..core import F32, Axis, DType, Integer, Tensor
-from ..core._internal import axis_name, check_axis_label, fail, positive_int
+from ..core._internal import axis_name, check_axis_label, check_indices, fail, positive_int
 from ..ops import take
 from . import _init
 from ._registry import register_layer
@@ -34,7 +34,9 @@ class Embedding(eqx.Module, Generic[D, V, E]):
     has neither of the table's axes.
 
     The lookup is a gather (``ax.take``); its backward scatter-adds into the rows read.
-    Ids outside ``[0, vocab_size)`` are clipped.
+    Concrete ids outside ``[0, vocab_size)`` are a ``ValueError`` naming the id; traced
+    ones (under ``jax.jit``) cannot be checked and are clamped into range, unless the call
+    is traced inside ``ax.checkify_indices`` (docs/nn.md, "Ids and labels").
 
     Args:
         vocab_axis, embed_axis: the table's axes.
@@ -116,5 +118,17 @@ class Embedding(eqx.Module, Generic[D, V, E]):
                 f"ids must be integers, got {ids.dtype.__name__} (convert with astype(ax.I32))",
             )
         forbid(name, (ids,), ids, (self.vocab_axis, self.embed_axis), what="ids")
+        if n is not None:
+            check_indices(
+                name,
+                ids,
+                n,
+                what="id",
+                noun="a row of the table",
+                of=f"for {axis_name(self.vocab_axis)} of size {n}",
+                fix_high="fix the ids, or give the table {top} rows "
+                f"({axis_name(self.vocab_axis)})",
+                fix_low="negative ids are not rows: drop or mask them",
+            )
         out: Tensor[D, *B, E] = take(self.weight, self.vocab_axis, ids)
         return out

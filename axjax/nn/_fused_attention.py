@@ -28,11 +28,12 @@ from typing import Any, Literal
 import jax
 import jax.numpy as jnp
 
-from ..core import BF16, F16, AnyTensor, Axis, Bool, DType, Integer, Op, TensorType
+from ..core import BF16, F16, AnyTensor, Axis, Bool, DType, Integer, Op, Tensor, TensorType
 from ..core._internal import (
     HasType,
     axes_names,
     axis_name,
+    check_indices,
     is_floating,
     optional_positive_int,
     register_op,
@@ -194,6 +195,23 @@ def warn_fallback(refusal: tuple[str, str]) -> None:
     )
 
 
+def check_key_lengths(where: str, lengths: object, k: object, key_pos: type[Axis]) -> None:
+    """Key lengths by the index rule (core's ``check_indices``): a length counts keys, so it
+    lies in ``[0, n]`` for ``n`` keys. Concrete lengths only (traced: checked inside
+    ``ax.checkify_indices``; else a length past the keys attends to all of them)."""
+    if not isinstance(k, Tensor) or key_pos not in k.axes:
+        return
+    n_key = k.size(key_pos)
+    check_indices(
+        where,
+        lengths,
+        n_key + 1,
+        what="key length",
+        noun="a number of keys",
+        of=f"for {axis_name(key_pos)} of size {n_key}",
+    )
+
+
 @register_op(kind="internal", namespace="axjax.nn")
 class FusedAttention(Op):
     """``softmax(q ⋈ k · scale [+ mask], key_pos) ⋈ v`` in one ``jax.nn.dot_product_attention``.
@@ -238,6 +256,14 @@ class FusedAttention(Op):
 
     def describe(self) -> str:
         return f"FusedAttention(over={axis_name(self.over)}, key_pos={axis_name(self.key_pos)})"
+
+    def __call__(self, *xs: object) -> AnyTensor:
+        """Apply the op, its key lengths (when it takes them) checked first (the index rule)."""
+        lengths = xs[-1] if self.lengths and len(xs) == 4 + self.masked else None
+        if lengths is not None and len(xs) > 1:
+            check_key_lengths("Attention key_lengths", lengths, xs[1], self.key_pos)
+        out: AnyTensor = super().__call__(*xs)
+        return out
 
     def _layout(self, q: HasType, k: HasType) -> tuple[tuple[type[Axis], ...], type[Axis]]:
         """The batch axes (in the query's order) and the query's position axis."""

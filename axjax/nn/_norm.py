@@ -23,6 +23,7 @@ from typing_extensions import TypeVar, TypeVarTuple, Unpack
 from ..core import F32, AnyTensor, Axis, DType, Tensor
 from ..core._internal import axes_names, fail, positive_float, positive_int
 from ..ops import broadcast, mean, rsqrt, var
+from ..ops._internal import narrowed, widened
 from . import _init
 from ._registry import register_layer
 from ._util import AxisArg, as_axes, require
@@ -210,13 +211,16 @@ class LayerNorm(_Norm[D, *N]):
         _check(
             f"LayerNorm({axes_names(self.axes)})", x, dict(zip(self.axes, self.sizes)), self.weight
         )
-        centred = x - broadcast(mean(x, self.axes), x)
-        out = centred * broadcast(rsqrt(var(x, self.axes) + self.eps), x)
+        # the statistics and their combination in float32 for F16/BF16, cast back once: the
+        # variance of F16 values ±400 (160 000) does not fit F16
+        wide = widened(x)
+        centred = wide - broadcast(mean(wide, self.axes), wide)
+        out = centred * broadcast(rsqrt(var(wide, self.axes) + self.eps), wide)
         if self.weight is not None:
-            out = out * broadcast(self.weight, x)
+            out = out * broadcast(widened(self.weight), wide)
         if self.bias is not None:
-            out = out + broadcast(self.bias, x)
-        return out
+            out = out + broadcast(widened(self.bias), wide)
+        return narrowed(out, x.dtype)
 
 
 @register_layer()
@@ -301,7 +305,8 @@ class RMSNorm(_Norm[D, *N]):
         _check(
             f"RMSNorm({axes_names(self.axes)})", x, dict(zip(self.axes, self.sizes)), self.weight
         )
-        out = x * broadcast(rsqrt(mean(x * x, self.axes) + self.eps), x)
+        wide = widened(x)  # the mean square in float32 for F16/BF16 (400² does not fit F16)
+        out = wide * broadcast(rsqrt(mean(wide * wide, self.axes) + self.eps), wide)
         if self.weight is not None:
-            out = out * broadcast(self.weight, x)
-        return out
+            out = out * broadcast(widened(self.weight), wide)
+        return narrowed(out, x.dtype)

@@ -28,6 +28,7 @@ from ..core._internal import (
     PyTree,
     axis_name,
     check_axis_label,
+    check_indices,
     describe,
     optional_positive_int,
 )
@@ -125,7 +126,9 @@ class TreeBatch(eqx.Module):
         """Number the nodes of ``trees`` level by level and build the index tensors.
 
         The ``max_*`` arguments pad to fixed sizes, so batches of different trees share one
-        compiled program. TreeNode values must be integers (ids to embed, say).
+        compiled program. TreeNode values must be ids (to embed, say): whole numbers in
+        ``[0, 2**31)``; ``2.7`` or ``-1`` is a ``ValueError`` naming the node, never
+        truncated.
 
         Example:
             >>> batch = ax.nn.TreeBatch.from_trees(trees, Batch)
@@ -163,7 +166,17 @@ class TreeBatch(eqx.Module):
                 nodes[li, si] = ids[id(t)]
                 children[li, si, : len(t.children)] = [ids[id(c)] for c in t.children]
         values = np.zeros(n_pad, np.int32)
-        values[:n] = [int(t.value) for t in order]
+        if n:  # the index rule (core's check_indices): whole, not negative, within int32
+            found = check_indices(
+                "TreeBatch.from_trees",
+                [_value(t.value) for t in order],
+                None,
+                what="value",
+                noun="an id",
+                at="node",
+            )
+            assert found is not None  # host values are never traced
+            values[:n] = found
         roots = np.array([ids[id(t)] for t in trees], np.int32)
         node_label: Any = node_axis  # for pyright: the field says TreeNode, node_axis is any label
         return cls(
@@ -179,6 +192,14 @@ class TreeBatch(eqx.Module):
     def num_nodes(self) -> int:
         """The size of the node axis (padding included)."""
         return self.values.shape[0]
+
+
+def _value(v: object) -> object:
+    """A node's value as the index check reads it (a scalar Tensor or array: its number)."""
+    a = v.array if isinstance(v, Tensor) else v
+    if isinstance(a, np.ndarray | jax.Array) and a.ndim == 0:
+        return a.item()
+    return a
 
 
 def _fit(limit: int | None, need: int, what: str) -> int:

@@ -6,7 +6,6 @@ import builtins
 from typing import Any, TypeVar, TypeVarTuple
 
 import jax
-import jax.core  # jax.core.Tracer: the submodule, imported by name for type checkers
 import jax.numpy as jnp
 import numpy as np
 
@@ -17,6 +16,7 @@ from ..core._internal import (
     axis_name,
     cached,
     check_axis_label,
+    check_indices,
     describe,
     dtype_marker,
     index_int,
@@ -100,8 +100,9 @@ class Index(Op):
 def index(x: AnyOf[D], axis: type[Axis], i: int | Any) -> AnyOf[D]:
     """Entry ``i`` along ``axis``; the axis is removed: ``ax.index(seq, Time, 0)``.
 
-    ``i`` is a Python int (checked against the size), or a traced integer / rank-0 integer
-    Tensor (clamped into range, as ``jax.lax.dynamic_index_in_dim`` does).
+    ``i`` is a Python int (checked against the size), or a rank-0 integer Tensor (checked
+    when concrete; traced, it is clamped into range as ``jax.lax.dynamic_index_in_dim``
+    does, unless traced inside ``ax.checkify_indices``).
     """
     if isinstance(i, int | float | np.number | np.bool_):  # a static position: an int
         return cached(Index, axis, index_int("index", "i", i))(x)
@@ -114,7 +115,9 @@ def index(x: AnyOf[D], axis: type[Axis], i: int | Any) -> AnyOf[D]:
             f"index: the position must be an int or a rank-0 integer Tensor, "
             f"got {got} (gather many positions with ax.take)"
         )
-    return Index(axis)(x, pos)
+    op = Index(axis)
+    _check_positions("index", x, op.axis, pos, low_wraps=True)
+    return op(x, pos)
 
 
 @register_op("slice", kind="axis")
@@ -235,8 +238,37 @@ class Take(Op):
 
 
 def take(x: AnyOf[D], axis: type[Axis], indices: Tensor[DI, *tuple[Any, ...]]) -> AnyOf[D]:
-    """Gather entries along ``axis`` by integer ``indices``; their axes replace ``axis``."""
-    return Take(axis)(x, indices)
+    """Gather entries along ``axis`` by integer ``indices``; their axes replace ``axis``.
+
+    Raises:
+        ValueError: an index outside ``[0, size)`` when the indices are concrete. Traced
+            indices (under ``jax.jit``) are not checked: an index out of range is clamped
+            into it, unless the call is traced inside ``ax.checkify_indices``.
+    """
+    op = Take(axis)
+    _check_positions("take", x, op.axis, indices, low_wraps=False)
+    return op(x, indices)
+
+
+def _check_positions(
+    where: str, x: object, axis: type[Axis], pos: object, *, low_wraps: bool
+) -> None:
+    """The index rule for positions along ``axis`` of ``x`` (``low_wraps``: ``-n..-1``
+    count from the end, as ``jax.lax.dynamic_index_in_dim`` does)."""
+    if not isinstance(pos, Tensor) or not jnp.issubdtype(pos.dtype.numpy, jnp.integer):
+        return  # the op's type rule reports it
+    if not isinstance(x, Tensor) or axis not in x.axes:
+        return
+    n = x.shape[x.axes.index(axis)]
+    if n is None:
+        return
+    check_indices(
+        where,
+        pos,
+        n,
+        low=-n if low_wraps else 0,
+        of=f"for {axis_name(axis)} of size {n}",
+    )
 
 
 @register_op("one_hot", kind="axis")
@@ -276,7 +308,7 @@ def one_hot(
     Raises:
         ValueError: a label outside ``[0, n)`` when the labels' values are known (a
             concrete Tensor). Under ``jax.jit`` they are not: there such a label, negative
-            ones included, gives an all-zero row.
+            ones included, gives an all-zero row (``ax.checkify_indices`` checks them).
     """
     op = cached(OneHot, axis, n, dtype)
     check_labels("one_hot", labels, op.n, op.axis)
@@ -288,31 +320,19 @@ def check_labels(
     labels: AnyTensor,
     n: int,
     axis: type[Axis],
-    too_large: str = "pass n={classes} if they are right",
+    too_large: str = "pass n={top} if they are right",
 ) -> None:
-    """Raise a ``ValueError`` naming the first label outside ``[0, n)``, when the labels'
-    values are known (a concrete Tensor: eagerly, or closed over by ``jax.grad``). Under
-    ``jax.jit`` they are not, and nothing is checked. ``too_large`` is the fix offered for a
-    label ``>= n`` (``{classes}`` becomes the largest label + 1)."""
-    arr = labels.array if type(labels) is Tensor else None
-    if arr is None or isinstance(arr, jax.core.Tracer):
-        return
-    host = np.asarray(arr)
-    if host.size == 0 or not np.issubdtype(host.dtype, np.integer):
-        return
-    bad = (host < 0) | (host >= n)
-    if not bad.any():
-        return
-    first = tuple(int(i) for i in np.argwhere(bad)[0])
-    at = ", ".join(f"{axis_name(a)}={i}" for a, i in zip(labels.axes, first, strict=True))
-    count, label = int(bad.sum()), int(host[first])
-    more = f"; {count} of {host.size} labels are out of range" if count > 1 else ""
-    fix = (
-        "negative labels are not class indices: drop or mask those examples"
-        if label < 0
-        else "fix the labels, or " + too_large.format(classes=int(host.max()) + 1)
-    )
-    raise ValueError(
-        f"{where}: label {label}{f' (at {at})' if at else ''} is not a class: labels must lie "
-        f"in [0, {n}) for {axis_name(axis)} of size {n}{more} ({fix})"
+    """The index rule (core's ``check_indices``) for class labels along ``axis`` of size
+    ``n``: a ``ValueError`` naming the first label outside ``[0, n)`` when the labels are
+    concrete; traced labels are checked only inside ``ax.checkify_indices``. ``too_large``
+    is the fix offered for a label ``>= n`` (``{top}`` becomes the largest label + 1)."""
+    check_indices(
+        where,
+        labels,
+        n,
+        what="label",
+        noun="a class",
+        of=f"for {axis_name(axis)} of size {n}",
+        fix_high="fix the labels, or " + too_large,
+        fix_low="negative labels are not class indices: drop or mask those examples",
     )

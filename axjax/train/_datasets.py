@@ -24,7 +24,7 @@ from typing import Literal
 
 import numpy as np
 
-from ..core._internal import checks_choices, index_int, non_negative_int
+from ..core._internal import check_indices, checks_choices, index_int, non_negative_int
 from ._download import DATA_ENV, download_timeout, fetch, sha256_of
 from ._idx import DataError, read_idx
 
@@ -154,6 +154,7 @@ class Dataset:
                 f"{self.name or 'dataset'}: {len(self.images)} images but {len(self.labels)} "
                 "labels (the image and label files do not belong together)"
             )
+        check_dataset_labels(f"Dataset {self.name}" if self.name else "Dataset", self)
 
     def __len__(self) -> int:
         return len(self.labels)
@@ -164,6 +165,27 @@ class Dataset:
         return dataclasses.replace(
             self, images=self.images[start:stop], labels=self.labels[start:stop]
         )
+
+
+def check_dataset_labels(where: str, dataset: Dataset) -> np.ndarray:
+    """The data set's labels as int32, by the index rule (core's ``check_indices``): whole
+    numbers (never truncated: ``0.7`` and NaN are errors), not negative, within int32 (never
+    wrapped: ``2**32 + 1`` is an error) and, when the data set names its classes, below
+    their number. Every way labels reach a batch (``Dataset``, ``Loader``) passes here."""
+    n = len(dataset.classes)
+    host = check_indices(
+        where,
+        dataset.labels,
+        n or None,
+        what="label",
+        noun="a class",
+        of=f"for its {n} classes" if n else "",
+        at="example",
+        fix_high="fix the labels, or list every class in Dataset(classes=...)",
+        fix_low="negative labels are not class indices: drop or mask those examples",
+    )
+    assert host is not None  # host data is never traced
+    return host
 
 
 def cache_dir() -> Path:

@@ -28,7 +28,7 @@ from ..core._internal import (
 )
 from ..parallel import Parallel
 from ._axes import Batch, Pixel
-from ._datasets import Dataset
+from ._datasets import Dataset, check_dataset_labels
 
 __all__ = ["BatchSource", "Loader", "as_source"]
 
@@ -126,16 +126,16 @@ class Loader:
         integer = np.issubdtype(dataset.images.dtype, np.integer)
         self._scale = 1.0 / 255.0 if integer else 1.0
         self._mean, self._std = _normalization(normalize)
-        _check_labels(dataset)
+        labels = check_dataset_labels("Loader", dataset)  # int32, never wrapped or truncated
         self.parallel = parallel
         self._orders: dict[int, jax.Array] = {}
         if parallel is not None:  # rows are built on the host, per device, by index
-            self._host = (np.asarray(dataset.images), np.asarray(dataset.labels, np.int32))
+            self._host = (np.asarray(dataset.images), labels)
             for size in {self.batch_size, n % self.batch_size if not drop_last else 0} - {0}:
                 self._shardings(size)  # an uneven batch is an AxisError naming the axis
             return
         self._images = jnp.asarray(dataset.images)
-        self._labels = jnp.asarray(np.asarray(dataset.labels, dtype=np.int32))
+        self._labels = jnp.asarray(labels)
 
     def _shape(self, inner: tuple[int, ...]) -> tuple[int, ...]:
         rest = len(self.axes) - 1
@@ -255,25 +255,6 @@ def _normalization(normalize: Any) -> tuple[float, float]:
             "normalize=(0.1307, 0.3081) for MNIST"
         )
     return mean, std
-
-
-def _check_labels(dataset: Dataset) -> None:
-    """``ValueError`` for a negative label, or one beyond the data set's classes (when it
-    names them): under ``fit``'s jit the loss could not tell, and would count it as no class."""
-    labels = np.asarray(dataset.labels)
-    if labels.size == 0 or not np.issubdtype(labels.dtype, np.integer):
-        return
-    n = len(dataset.classes)
-    low, high = int(labels.min()), int(labels.max())
-    if low < 0 or (n and high >= n):
-        bad = low if low < 0 else high
-        i = int(np.argmax(labels == bad))
-        limit = f"in [0, {n}) for its {n} classes" if n else "0 or more"
-        raise ValueError(
-            f"Loader: {dataset.name or 'the dataset'} has label {bad} at example "
-            f"{i}; labels must be class indices, {limit} (fix the labels"
-            f"{', or list every class in Dataset(classes=...)' if n else ''})"
-        )
 
 
 class _Batches:

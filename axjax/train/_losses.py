@@ -23,10 +23,12 @@ from ..core._internal import (
     check_axis_label,
     fail,
     is_floating,
+    is_symbolic,
     register_op,
 )
 from ..ops import mean as _mean
 from ..ops._internal import check_labels as check_class_labels
+from ..ops._internal import narrowed, widened
 from ._axes import Class
 
 __all__ = [
@@ -64,6 +66,15 @@ class SoftmaxCrossEntropy(Op):
 
     def describe(self) -> str:
         return f"SoftmaxCrossEntropy({axis_name(self.axis)})"
+
+    def __call__(self, *xs: object) -> AnyTensor:
+        """Apply the loss, its labels checked first (the index rule: core's check_indices)."""
+        logits, labels = xs if len(xs) == 2 else (None, None)
+        if isinstance(logits, Tensor) and isinstance(labels, Tensor):
+            if self.axis in logits.axes and not is_symbolic(logits):
+                check_labels("softmax_cross_entropy", labels, logits.size(self.axis), self.axis)
+        out: AnyTensor = super().__call__(*xs)
+        return out
 
     def infer(self, logits: HasType, labels: HasType) -> TensorType:
         ops = (logits, labels)
@@ -127,7 +138,7 @@ def check_labels(where: str, labels: AnyTensor, n: int, axis: type[Axis]) -> Non
     """``ax.one_hot``'s check of concrete labels, offering the loss's fix for a label
     ``>= n`` (more classes in the logits)."""
     check_class_labels(
-        where, labels, n, axis, too_large="give the logits {classes} classes if they are right"
+        where, labels, n, axis, too_large="give the logits {top} classes if they are right"
     )
 
 
@@ -152,15 +163,12 @@ def softmax_cross_entropy(
             (as in ``fit``) they are not: there an out-of-range label, negative ones
             included, picks no class and contributes zero loss and zero gradient, in the
             forward, in the op's backward and in ``jax.grad`` under ``ax.jax_autodiff()``
-            alike.
+            alike; a function traced inside ``ax.checkify_indices`` checks them.
 
     Example:
         >>> loss = ax.mean(ax.train.softmax_cross_entropy(model(x), y, Class), Batch)
     """
-    op = SoftmaxCrossEntropy(axis)
-    if type(labels) is Tensor and type(logits) is Tensor and op.axis in logits.axes:
-        check_labels("softmax_cross_entropy", labels, logits.size(op.axis), op.axis)
-    return op(logits, labels)
+    return SoftmaxCrossEntropy(axis)(logits, labels)
 
 
 @register_op("binary_cross_entropy", kind="other", namespace="axjax.train")
@@ -276,11 +284,12 @@ def mean_squared_error(
                 else "give both the same axes)"
             ),
         )
-    diff = predictions - targets
+    # the squares and their mean in float32 for F16/BF16, cast back once
+    diff = widened(predictions) - widened(targets)
     axes = (
         tuple(predictions.axes)
         if over is None
         else ((over,) if isinstance(over, type) else tuple(over))
     )
     sq = diff * diff
-    return _mean(sq, axes) if axes else sq
+    return narrowed(_mean(sq, axes) if axes else sq, predictions.dtype)

@@ -13,6 +13,7 @@ from ..core import F32, I32, AnyTensor, Axis, Tensor
 from ..core._internal import axis_name, check_axis_label, fail
 from ..ops import argmax, astype, equal
 from ..ops import mean as _mean
+from ..ops._internal import check_labels
 from ._axes import Class
 
 __all__ = ["RunningMean", "accuracy"]
@@ -29,6 +30,11 @@ def accuracy(
         logits: scores, e.g. ``Tensor[F32, Batch, Class]``.
         labels: integer labels with the logits' other axes, e.g. ``Tensor[I32, Batch]``.
         axis: the class axis.
+
+    Raises:
+        ValueError: a label outside ``[0, n)`` (``n`` the size of ``axis``) when the labels
+            are concrete. Traced labels (under ``jax.jit``) are not checked: such a label
+            counts as a miss, unless the call is traced inside ``ax.checkify_indices``.
 
     Example:
         >>> ax.train.accuracy(model(x), y, Class)
@@ -54,6 +60,9 @@ def accuracy(
             (logits, labels),
             f"the labels need the logits' axes without {axis_name(axis)}, in the same order",
         )
+    n = logits.shape[logits.axes.index(axis)]
+    if n is not None:
+        check_labels("accuracy", labels, n, axis, too_large="give the logits {top} classes")
     labels = labels if labels.dtype is I32 else astype(labels, I32)
     hits = astype(equal(predicted, labels), F32)
     return cast(Tensor[F32], _mean(hits, tuple(hits.axes)) if hits.axes else hits)

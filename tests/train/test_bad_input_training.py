@@ -170,19 +170,24 @@ def test_loader_rejects_labels_that_are_no_class():
     with pytest.raises(
         ValueError,
         match=(
-            r"Loader: the dataset has label -1 at example 1; labels must be class indices, 0 "
-            r"or more \(fix the labels\)"
+            r"Dataset: label -1 \(at example 1\) is not a class: labels must lie in \[0, "
+            r"2147483647\] \(they become int32\) \(negative labels are not class indices"
         ),
     ):
         Loader(Dataset(images, np.array([0, -1, 2, 1])), 2)
     with pytest.raises(
         ValueError,
         match=(
-            r"Loader: digits has label 5 at example 2; labels must be class indices, in \[0, "
-            r"3\) for its 3 classes"
+            r"Dataset digits: label 5 \(at example 2\) is not a class: labels must lie in "
+            r"\[0, 3\) for its 3 classes \(fix the labels, or list every class in "
+            r"Dataset\(classes=...\)\)"
         ),
     ):
         Loader(Dataset(images, np.array([0, 1, 5, 1]), classes=("a", "b", "c"), name="digits"), 2)
+    ds = Dataset(images, np.array([0, 1, 2, 1]), classes=("a", "b", "c"))
+    ds.labels[2] = 7  # changed after the Dataset checked it: the Loader checks again
+    with pytest.raises(ValueError, match=r"Loader: label 7 \(at example 2\) is not a class"):
+        Loader(ds, 2)
 
 
 # ----------------------------------------------------------------------------- layers
