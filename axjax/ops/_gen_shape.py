@@ -176,8 +176,9 @@ if TYPE_CHECKING:
     def index(x: Tensor[D, *tuple[Any, ...]], axis: Any, i: int | jax.Array | Tensor[Any]) -> Tensor[D, *tuple[Any, ...]]:
         """Entry ``i`` along ``axis``; the axis is removed: ``ax.index(seq, Time, 0)``.
 
-        ``i`` is a Python int (checked against the size), or a traced integer / rank-0 integer
-        Tensor (clamped into range, as ``jax.lax.dynamic_index_in_dim`` does).
+        ``i`` is a Python int (checked against the size), or a rank-0 integer Tensor (checked
+        when concrete; traced, it is clamped into range as ``jax.lax.dynamic_index_in_dim``
+        does, unless traced inside ``ax.checkify_indices``).
         """
         ...
 
@@ -315,7 +316,7 @@ if TYPE_CHECKING:
         Raises:
             ValueError: a label outside ``[0, n)`` when the labels' values are known (a
                 concrete Tensor). Under ``jax.jit`` they are not: there such a label, negative
-                ones included, gives an all-zero row.
+                ones included, gives an all-zero row (``ax.checkify_indices`` checks them).
         """
         ...
 

@@ -110,7 +110,7 @@ if TYPE_CHECKING:
                 (as in ``fit``) they are not: there an out-of-range label, negative ones
                 included, picks no class and contributes zero loss and zero gradient, in the
                 forward, in the op's backward and in ``jax.grad`` under ``ax.jax_autodiff()``
-                alike.
+                alike; a function traced inside ``ax.checkify_indices`` checks them.
 
         Example:
             >>> loss = ax.mean(ax.train.softmax_cross_entropy(model(x), y, Class), Batch)
@@ -160,6 +160,11 @@ if TYPE_CHECKING:
             logits: scores, e.g. ``Tensor[F32, Batch, Class]``.
             labels: integer labels with the logits' other axes, e.g. ``Tensor[I32, Batch]``.
             axis: the class axis.
+
+        Raises:
+            ValueError: a label outside ``[0, n)`` (``n`` the size of ``axis``) when the labels
+                are concrete. Traced labels (under ``jax.jit``) are not checked: such a label
+                counts as a miss, unless the call is traced inside ``ax.checkify_indices``.
 
         Example:
             >>> ax.train.accuracy(model(x), y, Class)

@@ -24,6 +24,7 @@ reveal_type(ax.axis_rules)  # show
 reveal_type(ax.broadcast)  # show
 reveal_type(ax.check_axes)  # show
 reveal_type(ax.check_finite)  # show
+reveal_type(ax.checkify_indices)  # show
 reveal_type(ax.compile)  # show
 reveal_type(ax.compile_step)  # show
 reveal_type(ax.concat)  # show
@@ -236,6 +237,7 @@ reveal_type(ax.nn.Conv2D.__call__)  # show
 reveal_type(ax.nn.Conv3D.__call__)  # show
 reveal_type(ax.nn.Dropout.__call__)  # show
 reveal_type(ax.nn.Embedding.__call__)  # show
+reveal_type(ax.nn.FusedAttention.__call__)  # show
 reveal_type(ax.nn.FusedAttention.backward)  # show
 reveal_type(ax.nn.FusedAttention.describe)  # show
 reveal_type(ax.nn.FusedAttention.forward)  # show
@@ -311,6 +313,7 @@ reveal_type(ax.train.Parallel.state_sharding)  # show
 reveal_type(ax.train.RunningMean.update)  # show
 reveal_type(ax.train.RunningMean.value)  # show
 reveal_type(ax.train.RunningMean.zero)  # show
+reveal_type(ax.train.SoftmaxCrossEntropy.__call__)  # show
 reveal_type(ax.train.SoftmaxCrossEntropy.backward)  # show
 reveal_type(ax.train.SoftmaxCrossEntropy.describe)  # show
 reveal_type(ax.train.SoftmaxCrossEntropy.forward)  # show
