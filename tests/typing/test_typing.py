@@ -224,8 +224,6 @@ KNOWN_ANY = {
     "would reject range(t.item()))",
     "ax.sharding": "a pytree of NamedShardings shaped like its argument",
     "ax.train.Parallel.state_sharding": "a pytree of NamedShardings shaped like its argument",
-    "ax.grad": "the function form's gradients have the structure of argnums (graph form: plugin)",
-    "ax.value_and_grad": "as ax.grad",
     "ax.vmap": "typed at the call by the mypy plugin (the axis inserted into each parameter); "
     "PEP 646 cannot insert it",
     "ax.nn.ChildSumTreeLSTMCell.__call__": "the tree cell is not generic in its axes",
@@ -239,6 +237,9 @@ KNOWN_ANY = {
     "ax.nn.Sequential.__call__": "typed at the call by the mypy plugin (each layer in turn)",
     "ax.nn.Stacked.__call__": "typed at the call by the mypy plugin (each layer in turn)",
     "ax.nn.dot_product_attention": "axes by the heads and positions the call names",
+    "ax.nn.FusedAttention.__call__": "the op under dot_product_attention: axes by the call",
+    "ax.train.SoftmaxCrossEntropy.__call__": "the op class; its typed entry is "
+    "ax.train.softmax_cross_entropy (exact, generated overloads)",
     "ax.nn.init.Initializer.__call__": "the axes and dtype the call names",
     "ax.nn.tree_fold": "a pytree of Tensors' structure is not a type",
     "ax.nn.tree_scan": "a pytree of Tensors' structure is not a type",
