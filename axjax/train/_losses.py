@@ -19,10 +19,12 @@ from ..core import AnyTensor, Axis, DType, Floating, Op, Tensor, TensorType
 from ..core._internal import (
     HasType,
     axes_names,
+    axis_labels,
     axis_name,
     check_axis_label,
     fail,
     is_floating,
+    public_call,
     register_op,
 )
 from ..ops import mean as _mean
@@ -246,6 +248,7 @@ def binary_cross_entropy(
 _DR = TypeVar("_DR", bound=Floating)  # floating-point dtypes only (ax.mean needs them)
 
 
+@public_call()
 def mean_squared_error(
     predictions: Tensor[_DR, *tuple[Any, ...]],
     targets: Tensor[_DR, *tuple[Any, ...]],
@@ -271,9 +274,7 @@ def mean_squared_error(
         )
     diff = predictions - targets
     axes = (
-        tuple(predictions.axes)
-        if over is None
-        else ((over,) if isinstance(over, type) else tuple(over))
+        tuple(predictions.axes) if over is None else axis_labels(over, "mean_squared_error: over")
     )
     sq = diff * diff
     return _mean(sq, axes) if axes else sq

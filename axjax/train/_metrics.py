@@ -10,7 +10,7 @@ import jax.numpy as jnp
 from jax.typing import ArrayLike
 
 from ..core import F32, I32, AnyTensor, Axis, Tensor
-from ..core._internal import axis_name, check_axis_label, fail
+from ..core._internal import axis_name, check_axis_label, fail, public_call
 from ..ops import argmax, astype, equal
 from ..ops import mean as _mean
 from ._axes import Class
@@ -18,6 +18,7 @@ from ._axes import Class
 __all__ = ["RunningMean", "accuracy"]
 
 
+@public_call()
 def accuracy(
     logits: Tensor[Any, *tuple[Any, ...]],
     labels: Tensor[Any, *tuple[Any, ...]],
@@ -40,6 +41,7 @@ def accuracy(
             "accuracy",
             (logits, labels),
             f"the logits have no axis {axis_name(axis)} (name the class axis with axis=...)",
+            subject=logits,
         )
     predicted = argmax(logits, axis)
     if not jnp.issubdtype(labels.dtype.numpy, jnp.integer):
@@ -47,13 +49,24 @@ def accuracy(
             "accuracy",
             (logits, labels),
             f"labels must be integer class indices, got {labels.dtype.__name__}",
+            subject=labels,
         )
     if tuple(labels.axes) != tuple(predicted.axes):
         raise fail(
             "accuracy",
             (logits, labels),
             f"the labels need the logits' axes without {axis_name(axis)}, in the same order",
+            subject=labels,
         )
+    for a, n, m in zip(labels.axes, labels.shape, predicted.shape, strict=True):
+        if n is not None and m is not None and n != m:
+            raise fail(
+                "accuracy",
+                (logits, labels),
+                f"the labels have {n} entries along {axis_name(a)}, the logits {m} (one label "
+                "per example)",
+                subject=labels,
+            )
     labels = labels if labels.dtype is I32 else astype(labels, I32)
     hits = astype(equal(predicted, labels), F32)
     return cast(Tensor[F32], _mean(hits, tuple(hits.axes)) if hits.axes else hits)
