@@ -23,8 +23,9 @@ Only the outermost public call is named (``MultiheadAttention``, not the
 gives ``fold``/``scan`` runs in :func:`user_code`: its public calls are named again, and an
 op failing in it keeps its own message (its traceback points at the user's line). The
 validators read :func:`calling` to name the layer being built (``Affine (variance_scaling):
-dtype must be ...``). The mypy plugin reports ``AxisError.inner``, the message before the
-call named it: its error already points at the call.
+dtype must be ...``). The mypy plugin runs a layer's call on stand-ins through the same
+context, so its message is the run-time one (sizes left out). ``AxisError.inner`` keeps the
+message as the op raised it.
 """
 
 from __future__ import annotations

@@ -54,8 +54,7 @@ class AxisError(TypeError):
     #: the public call that named it (set once, by the outermost call; ``""``: the
     #: user's own code, which names itself by its traceback)
     call: str | None = None
-    #: the message before the public call named it (the mypy plugin reports this one: its
-    #: error already points at the call)
+    #: the message as the op raised it, before the public call named it
     inner: str | None = None
 
 

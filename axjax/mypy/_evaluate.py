@@ -328,8 +328,7 @@ def _label(t: Type) -> str:
 def message(error: Exception) -> str:
     """The run-time message as the static checker shows it (the sizes dropped, and the
     axis provenance that ``AXJAX_PROVENANCE=1`` adds: it would point into the plugin)."""
-    said = getattr(error, "inner", None) or str(error)  # before a public call named it
-    return _SIZES.sub("", said.split("\nAxis provenance: ")[0])
+    return _SIZES.sub("", str(error).split("\nAxis provenance: ")[0])
 
 
 def deliberate(error: BaseException) -> bool:
