@@ -66,10 +66,22 @@ def check_axis_label(axis: object, where: str) -> type[Axis]:
         raise TypeError(f"{where}: `Axis` itself is not an axis label; subclass it")
     if isinstance(axis, Axis):  # pragma: no cover - Axis cannot be instantiated
         raise TypeError(f"{where}: pass the axis class, not an instance")
+    if isinstance(axis, str):
+        raise TypeError(
+            f"{where}: {axis!r} is not an axis label but a string: pass the axis class "
+            "itself (axis labels are subclasses of ax.Axis: `@final class Batch(ax.Axis): ...`)"
+        )
     raise TypeError(
         f"{where}: {axis!r} is not an axis label; axis labels are subclasses of ax.Axis "
         "(`@final class Batch(ax.Axis): ...`)"
     )
+
+
+def axis_labels(value: object, where: str) -> tuple[type[Axis], ...]:
+    """One axis label or a sequence of them, as a checked tuple. A string is refused as a
+    whole (iterated, ``"Batch"`` would be the labels ``'B'``, ``'a'``, ...)."""
+    items = value if isinstance(value, tuple | list) else (value,)
+    return tuple(check_axis_label(a, where) for a in items)
 
 
 def same_named_axes(axes: Iterable[object]) -> list[str]:

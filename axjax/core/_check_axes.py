@@ -233,7 +233,16 @@ def check_axes(fn: F) -> F:
             else:
                 given = signature.bind(*args, **kwargs).arguments
                 for arg, _, spec in todo:
-                    if arg in given:
+                    if arg not in given:
+                        continue
+                    kind = signature.parameters[arg].kind
+                    if kind is inspect.Parameter.VAR_POSITIONAL:  # *xs: each one
+                        for j, value in enumerate(given[arg]):
+                            call.match(value, f"argument {arg}[{j}]", spec)
+                    elif kind is inspect.Parameter.VAR_KEYWORD:  # **kw: each one
+                        for key, value in given[arg].items():
+                            call.match(value, f"argument {key}", spec)
+                    else:
                         call.match(given[arg], f"argument {arg}", spec)
             out = fn(*args, **kwargs)
             if result is not None:

@@ -42,6 +42,21 @@ class AxisError(TypeError):
 
     __module__ = "axjax"
 
+    #: what ``fail`` knew of the failure, read by the call context (core/_calls.py) to
+    #: name the public call and its argument at fault: the op, its operands, the reason
+    op: str | None = None
+    operands: tuple[HasType, ...] = ()
+    why: str | None = None
+    #: the operand at fault, when the check knows it (``fail(..., subject=x)``)
+    subject: HasType | None = None
+    #: the argument of the public call it is about (``with argument("mask"):``)
+    argument: str | None = None
+    #: the public call that named it (set once, by the outermost call; ``""``: the
+    #: user's own code, which names itself by its traceback)
+    call: str | None = None
+    #: the message as the op raised it, before the public call named it
+    inner: str | None = None
+
 
 def check_unique_axes(axes: tuple[type[Axis], ...], where: str) -> None:
     """Raise :class:`AxisError` if an axis occurs twice."""
@@ -73,16 +88,23 @@ def describe(t: HasType) -> str:
     return "Tensor[" + ", ".join(parts) + "]"
 
 
-def fail(op: str, operands: Sequence[HasType], why: str) -> AxisError:
+def fail(
+    op: str, operands: Sequence[HasType], why: str, subject: HasType | None = None
+) -> AxisError:
     """Build the standard message (``raise fail("Add", (x, y), "axes differ")``).
 
     When two different axis classes among the operands print the same name (a class defined
     twice), the message says so: otherwise "axes differ" would show identical-looking types.
+    ``subject``: the operand at fault, when it is one of them (the public call whose
+    argument it is names that argument: core/_calls.py).
     """
     shown = " and ".join(describe(t) for t in operands)
     note = same_name_note(a for t in operands for a in getattr(t, "axes", ()))
-    text = f"Cannot apply {op} to {shown}: {why}" + (f"; {note}" if note else "")
+    reason = why + (f"; {note}" if note else "")
+    text = f"Cannot apply {op} to {shown}: {reason}"
     if Switches.provenance:  # the debugging mode: where the axes it names came from
         origins = _provenance.explain(operands, why)
         text += f"\nAxis provenance: {origins}" if origins else ""
-    return AxisError(text)
+    error = AxisError(text)
+    error.op, error.operands, error.why, error.subject = op, tuple(operands), reason, subject
+    return error

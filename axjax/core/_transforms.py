@@ -14,7 +14,7 @@ from ._errors import AxisError, describe
 from ._jax_typed import PyTree
 from ._symbolic import Symbolic, is_symbolic
 from ._tensor import Tensor
-from ._validate import index_int, non_negative_int
+from ._validate import index_int, non_negative_int, position
 
 __all__ = ["grad", "value_and_grad", "vmap"]
 
@@ -228,7 +228,7 @@ def vmap(fun: Callable[..., Any], over: type[Axis], at: int = 0) -> Callable[...
         leaves, treedef = jax.tree_util.tree_flatten(args, is_leaf=_is_tensor)
         _check_mapped_sizes(leaves, over)
         example_axes = [_axes_without(leaf, over) for leaf in leaves]
-        results = _VmapResults(over)
+        results = _VmapResults(over, at)
 
         def per_example(*arrays: object) -> list[object]:
             example = jax.tree_util.tree_unflatten(treedef, _wrap(arrays, example_axes))
@@ -251,8 +251,8 @@ class _VmapResults:
         >>> results.rebuild(batched_arrays, at=0)    # -> {"y": Tensor[..., Batch, Hidden]}
     """
 
-    def __init__(self, over: type[Axis]) -> None:
-        self.over = over
+    def __init__(self, over: type[Axis], at: int | None = None) -> None:
+        self.over, self.at = over, at
         # a jax.tree_util.PyTreeDef, which pyright cannot use as a type (jaxlib has no stub)
         self.treedef: Any = None
         self.leaf_axes: list[AxisLabels | None] = []
@@ -268,6 +268,9 @@ class _VmapResults:
                     "without the mapped axis)"
                 )
         self.leaf_axes = [leaf.axes if isinstance(leaf, Tensor) else None for leaf in leaves]
+        for axes in self.leaf_axes:  # `at` places `over` in each result: within its rank
+            if axes is not None and self.at is not None:
+                position("vmap", "at", self.at, len(axes))
         return _unwrap(leaves)
 
     def rebuild(self, arrays: Sequence[object], at: int) -> PyTree:

@@ -17,7 +17,10 @@ The rules (docs/errors.md, "Numeric arguments"):
   asking for ``int(...)`` or ``//``, never a truncation;
 - a float argument accepts ints, floats and numpy scalars; ``bool`` and NaN are rejected;
 - a value of the right kind outside the allowed range (``0`` heads, ``-1`` epochs, a
-  dropout rate of ``1.5``) is a ``ValueError``.
+  dropout rate of ``1.5``) is a ``ValueError``, and so is an int beyond 64 bits (``2**64``
+  would reach XLA as an overflow);
+- a dtype argument has a kind (:func:`dtype_of_kind`: a random normal is floating,
+  ``randint`` integer), and a position a rank (:func:`position`).
 
 Each helper returns the value as a plain Python ``int``/``float``, so that the callers
 store and hash one kind of number.
@@ -28,14 +31,20 @@ from __future__ import annotations
 import math
 import numbers
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, Literal
 
 import jax
 import jax.core  # jax.core.Tracer, imported by name for type checkers
 import numpy as np
+from jax.typing import DTypeLike
+
+from ._calls import calling
+from ._dtype import DType, Floating, Integer, dtype_marker
 
 __all__ = [
     "check_int",
+    "dtype_of_kind",
+    "position",
     "check_float",
     "positive_int",
     "non_negative_int",
@@ -49,6 +58,10 @@ __all__ = [
     "non_negative_float",
     "finite_float",
 ]
+
+
+#: the range of every int argument: JAX and XLA index with 64-bit integers at most
+INT64 = (-(2**63), 2**63 - 1)
 
 
 def _shown(value: object) -> str:
@@ -93,6 +106,11 @@ def check_int(
     n = int(value)
     if (low is not None and n < low) or (high is not None and n > high):
         raise ValueError(f"{where}: {name} must be {what}, got {n}")
+    if not INT64[0] <= n <= INT64[1]:  # no size, count or position is that wide
+        raise ValueError(
+            f"{where}: {name} must be {what} that fits in 64 bits (at most 2**63 - 1 "
+            f"in magnitude), got {n}"
+        )
     return n
 
 
@@ -211,3 +229,39 @@ def finite_float(where: str, name: str, value: object) -> float:
         low_open=True,
         high_open=True,
     )
+
+
+#: each kind of dtype: its class of markers and the words of the message
+_KINDS: dict[str, tuple[type[DType] | tuple[type[DType], ...], str]] = {
+    "floating": (Floating, "a floating dtype (ax.F32, ax.BF16, ax.F16, ax.F64)"),
+    "integer": (Integer, "an integer dtype (ax.I32, ax.I8, ax.U8, ax.U32, ax.I64)"),
+    "number": ((Floating, Integer), "a dtype of numbers (floating or integer, not ax.Bool)"),
+}
+
+
+def dtype_of_kind(
+    where: str, name: str, dtype: DTypeLike, kind: Literal["floating", "integer", "number"]
+) -> type[DType]:
+    """``dtype`` (a marker, or a numpy/JAX dtype) if it is of ``kind``: a random normal or an
+    initialiser makes no integers (JAX raises deep inside, or an orthogonal matrix rounds to
+    zeros), ``randint`` no floats. The message names the public call running
+    (core/_calls.py) before ``where``: ``Affine (initializer)``, not the initialiser alone."""
+    cls, what = _KINDS[kind]
+    try:
+        marker = dtype_marker(dtype)
+    except (TypeError, ValueError):
+        marker = None
+    if marker is not None and issubclass(marker, cls):
+        return marker
+    outer = calling()
+    said = f"{outer} ({where})" if outer and outer != where else where
+    shown = marker.__name__ if marker is not None else _shown(dtype)
+    raise TypeError(f"{said}: {name} must be {what}, got {shown}")
+
+
+def position(where: str, name: str, value: object, rank: int) -> int:
+    """A position among ``rank`` places (``at=`` of a new axis in a result of ``rank`` axes,
+    so ``0 .. rank``; negative counts from the end), as a non-negative int."""
+    what = f"a position in [{-(rank + 1)}, {rank}] (a result of {rank} axes)"
+    n = check_int(where, name, value, -(rank + 1), rank, what)
+    return n % (rank + 1)

@@ -65,10 +65,11 @@ def mismatch(want: TensorType, got: AnyTensor) -> str:
         numpy_dtype = want.dtype.numpy
         if jax.dtypes.canonicalize_dtype(numpy_dtype) != numpy_dtype:  # 64-bit, x64 off
             return (
-                f"dtype {got.dtype.__name__} differs, and JAX makes no "
-                f"{want.dtype.__name__} while jax_enable_x64 is off (enable it for "
-                '64-bit types: jax.config.update("jax_enable_x64", True) before building '
-                f"the data, or declare the Input {got.dtype.__name__})"
+                f"the Input is declared {want.dtype.__name__}, and its data became "
+                f"{got.dtype.__name__} because jax_enable_x64 is off (JAX makes no "
+                f"{want.dtype.__name__} then: enable it with "
+                'jax.config.update("jax_enable_x64", True) before building the data, or '
+                f"declare the Input {got.dtype.__name__})"
             )
         return (
             f"dtype {got.dtype.__name__} differs (convert it with astype(ax.{want.dtype.__name__}))"

@@ -27,15 +27,19 @@ from jax.sharding import AxisType
 from ..core import AnyTensor, Axis, AxisError, Bool, DType, Tensor, TensorType
 from ..core._internal import (
     PyTree,
+    argument,
     axes_names,
     axis_name,
     check_axis_label,
+    check_mask,
     describe,
     flatten,
     index_int,
     is_symbolic,
     is_tensor,
+    public_call,
     unflatten,
+    user_code,
     wrap,
 )
 from ..ops import broadcast, where
@@ -86,11 +90,51 @@ def _run(
     if not x_leaves:
         raise TypeError(f"{where_}: xs has no Tensors to run over")
     seqs = [*x_leaves, *([] if mask is None else [mask])]
-    length = _length(seqs, over, where_)
+    with argument("xs"):
+        _length(x_leaves, over, where_)
+    if mask is not None:
+        check_mask(where_, mask)
+    with argument("mask"):  # the sequences agree: a disagreement is the mask's
+        length = _length(seqs, over, where_)
     s_leaves, s_def = flatten(init)
-    _check_init(s_leaves, over, where_)
+    with argument("init"):
+        _check_init(s_leaves, over, where_)
     check = _state_check(s_leaves, s_def, over, where_)
-    if any(is_symbolic(t) for t in [*s_leaves, *seqs]):
+    with user_code(where_):  # the unit: the user's code when they called fold/scan
+        return _unit_run(
+            unit,
+            check,
+            over,
+            s_leaves,
+            s_def,
+            x_leaves,
+            x_def,
+            mask,
+            reverse,
+            keep,
+            at,
+            length,
+            where_,
+        )
+
+
+def _unit_run(
+    unit: Callable[[Any, Any], Any],
+    check: Callable[[Any], list[AnyTensor]],
+    over: type[Axis],
+    s_leaves: list[Any],
+    s_def: object,
+    x_leaves: list[Any],
+    x_def: object,
+    mask: AnyTensor | None,
+    reverse: bool,
+    keep: bool,
+    at: int,
+    length: int | None,
+    where_: str,
+) -> object:
+    """The loop itself: a graph node on graph nodes, else one ``lax.scan``."""
+    if any(is_symbolic(t) for t in [*s_leaves, *x_leaves, *([] if mask is None else [mask])]):
         return _loop(
             unit,
             check,
@@ -165,6 +209,15 @@ def _state_check(
                 "a state like the one it is given (transpose it back)"
             )
         for t, s0 in zip(new_leaves, s_leaves, strict=True):
+            if any(
+                n is not None and m is not None and n != m
+                for n, m in zip(t.shape, s0.shape, strict=True)
+            ):
+                raise AxisError(
+                    f"Cannot {where_} over {axis_name(over)}: the unit returned "
+                    f"{describe(t)} for the state {describe(s0)}; a unit must keep the "
+                    "state's sizes (the state is carried from step to step)"
+                )
             if t.dtype is not s0.dtype:
                 raise AxisError(
                     f"Cannot {where_} over {axis_name(over)}: the unit returned "
@@ -378,6 +431,7 @@ class Fold(Generic[U, X]):
     def __init__(self, unit: U, over: type[X], reverse: bool) -> None:
         self.unit, self.over, self.reverse = unit, over, reverse
 
+    @public_call("fold")
     def __call__(self, init: S, xs: PyTree, *, mask: Mask | None = None) -> S:
         out: S = _run(self.unit, self.over, init, xs, mask, self.reverse, False, 0, "fold")
         return out
@@ -410,6 +464,7 @@ class Scan(Generic[U, X]):
     ) -> tuple[Tensor[D, X, *Ss], Tensor[D2, X, *Ss2]]: ...
     @overload
     def __call__(self, init: object, xs: PyTree, *, mask: Mask | None = None) -> PyTree: ...
+    @public_call("scan")
     def __call__(self, init: PyTree, xs: PyTree, *, mask: Mask | None = None) -> PyTree:
         return _run(self.unit, self.over, init, xs, mask, self.reverse, True, self.at, "scan")
 
@@ -433,6 +488,7 @@ class ScanAt(Generic[U, X, K]):
     ) -> Tensor[D, *tuple[Any, ...]]: ...
     @overload
     def __call__(self, init: object, xs: PyTree, *, mask: Mask | None = None) -> PyTree: ...
+    @public_call("scan")
     def __call__(self, init: PyTree, xs: PyTree, *, mask: Mask | None = None) -> PyTree:
         return _run(self.unit, self.over, init, xs, mask, self.reverse, True, self.at, "scan")
 

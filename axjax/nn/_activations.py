@@ -14,7 +14,7 @@ from __future__ import annotations
 from typing import TypeVar, TypeVarTuple
 
 from ..core import DType, Tensor
-from ..core._internal import finite_float
+from ..core._internal import finite_float, public_call
 from ..ops import expm1, gelu, log_softmax, relu, sigmoid, silu, softmax, softplus, tanh, where
 
 __all__ = [
@@ -39,6 +39,7 @@ Axes = TypeVarTuple("Axes")
 swish = silu
 
 
+@public_call()
 def leaky_relu(x: Tensor[D, *Axes], negative_slope: float = 0.01) -> Tensor[D, *Axes]:
     """``x`` where positive, ``negative_slope * x`` elsewhere.
 
@@ -49,6 +50,7 @@ def leaky_relu(x: Tensor[D, *Axes], negative_slope: float = 0.01) -> Tensor[D, *
     return where(x > 0.0, x, x * slope)
 
 
+@public_call()
 def elu(x: Tensor[D, *Axes], alpha: float = 1.0) -> Tensor[D, *Axes]:
     """``x`` where positive, ``alpha * (exp(x) - 1)`` elsewhere (no overflow for large x).
 
@@ -59,6 +61,7 @@ def elu(x: Tensor[D, *Axes], alpha: float = 1.0) -> Tensor[D, *Axes]:
     return where(x > 0.0, x, expm1(-relu(-x)) * alpha)  # no overflow
 
 
+@public_call()
 def log_sigmoid(x: Tensor[D, *Axes]) -> Tensor[D, *Axes]:
     """``log(sigmoid(x)) = -softplus(-x)``, stable for large ``|x|``.
 

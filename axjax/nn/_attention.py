@@ -21,6 +21,7 @@ from ..core._internal import (
     axes_names,
     axis_name,
     check_axis_label,
+    check_mask,
     checks_choices,
     fail,
     finfo_min,
@@ -28,6 +29,7 @@ from ..core._internal import (
     optional_positive_int,
     positive_int,
     probability,
+    public_call,
 )
 from ..ops import (
     arange,
@@ -110,6 +112,7 @@ def causal_mask(
     return greater_equal(q, k)
 
 
+@public_call()
 @checks_choices
 def dot_product_attention(
     query: AnyTensor,
@@ -308,6 +311,13 @@ def _attention(
 ) -> AnyTensor:
     """Attention by the einsum or the fused path; ``causal``: (query_pos, its size)."""
     heads = heads if heads in k.axes else None
+    if mask is not None:  # over the score axes: the query's but ``over``, and the keys'
+        known = {
+            **dict(zip(k.axes, k.shape, strict=True)),
+            **dict(zip(q.axes, q.shape, strict=True)),
+        }
+        score_axes = (*(a for a in q.axes if a != over), key_pos, *((heads,) if heads else ()))
+        check_mask("Attention", mask, {a: known.get(a) for a in score_axes})
     if key_lengths is not None:
         _check_lengths(key_lengths, q, k, over, heads, key_pos)
     path = _path(q, k, v, over, key_pos, mask is not None, drop is not None, causal, implementation)

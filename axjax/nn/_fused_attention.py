@@ -326,6 +326,12 @@ class FusedAttention(Op):
                 raise self.fail(
                     xs, f"the mask has axis {axis_name(extra_axes[0])}, which the scores lack"
                 )
+            for a, n in zip(m.axes, m.shape, strict=True):
+                expected = sizes.get(a)
+                if n is not None and expected is not None and n != expected:
+                    raise self.fail(
+                        xs, f"axis {axis_name(a)} of the mask has size {n}, the scores {expected}"
+                    )
         if lengths is not None:
             if not issubclass(lengths.dtype, Integer):
                 raise self.fail(

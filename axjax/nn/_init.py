@@ -18,10 +18,11 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from typing import Literal, Protocol
+from typing import Any, Literal, Protocol
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 
 from ..core import F32, AnyTensor, Axis, DType, Tensor
 from ..core._internal import (
@@ -29,6 +30,7 @@ from ..core._internal import (
     axis_name,
     check_axis_label,
     checks_choices,
+    dtype_of_kind,
     finite_float,
     jax_dtype,
     non_negative_float,
@@ -94,6 +96,12 @@ def fan(sizes: Mapping[type[Axis], int], axes: AxisArg, where: str = "fan") -> i
     return math.prod(sizes[a] for a in names)
 
 
+def _floating(dtype: type[DType], where: str) -> np.dtype[Any]:
+    """An initialiser's dtype, as numpy's: floating (parameters are trained; an orthogonal
+    matrix in integers rounds to zeros), of a width JAX makes."""
+    return jax_dtype(dtype_of_kind(where, "dtype", dtype, "floating"), where)
+
+
 def _make(sizes: Mapping[type[Axis], int], array: jax.Array) -> AnyTensor:
     return Tensor(array, tuple(sizes))
 
@@ -115,7 +123,7 @@ def constant(value: float) -> Initializer:
         dtype: type[DType] = F32,
     ) -> AnyTensor:
         del key, fan_in, fan_out
-        return _make(sizes, jnp.full(_shape(sizes), value, jax_dtype(dtype, "initializer")))
+        return _make(sizes, jnp.full(_shape(sizes), value, _floating(dtype, "constant")))
 
     return init
 
@@ -143,7 +151,7 @@ def uniform(limit: float) -> Initializer:
         dtype: type[DType] = F32,
     ) -> AnyTensor:
         del fan_in, fan_out
-        arr = jax.random.uniform(key, _shape(sizes), jax_dtype(dtype, "initializer"), -limit, limit)
+        arr = jax.random.uniform(key, _shape(sizes), _floating(dtype, "uniform"), -limit, limit)
         return _make(sizes, arr)
 
     return init
@@ -162,8 +170,8 @@ def normal(stddev: float) -> Initializer:
         dtype: type[DType] = F32,
     ) -> AnyTensor:
         del fan_in, fan_out
-        arr = jax.random.normal(key, _shape(sizes), jax_dtype(dtype, "initializer")) * stddev
-        return _make(sizes, arr.astype(jax_dtype(dtype, "initializer")))
+        arr = jax.random.normal(key, _shape(sizes), _floating(dtype, "normal")) * stddev
+        return _make(sizes, arr.astype(_floating(dtype, "normal")))
 
     return init
 
@@ -193,7 +201,7 @@ def variance_scaling(
         n_in, n_out = fan(sizes, fan_in, where), fan(sizes, fan_out, where)
         n = {"fan_in": n_in, "fan_out": n_out, "fan_avg": (n_in + n_out) / 2}[mode]
         var = scale / max(n, 1)
-        dt = jax_dtype(dtype, "initializer")
+        dt = _floating(dtype, "variance_scaling")
         if distribution == "normal":
             arr = jax.random.normal(key, _shape(sizes), dt) * math.sqrt(var)
         else:
@@ -250,6 +258,7 @@ def orthogonal(gain: float = 1.0) -> Initializer:
         fan_out: AxisArg = (),
         dtype: type[DType] = F32,
     ) -> AnyTensor:
+        dt = _floating(dtype, "orthogonal")
         ins, outs = _axes(fan_in, "orthogonal"), _axes(fan_out, "orthogonal")
         n_in, n_out = fan(sizes, ins, "orthogonal"), fan(sizes, outs, "orthogonal")
         if set(ins) & set(outs):
@@ -265,6 +274,6 @@ def orthogonal(gain: float = 1.0) -> Initializer:
         order = rest + outs + ins
         arr = (gain * mat).reshape(tuple(sizes[a] for a in order))
         perm = tuple(order.index(a) for a in sizes)
-        return _make(sizes, jnp.transpose(arr, perm).astype(jax_dtype(dtype, "initializer")))
+        return _make(sizes, jnp.transpose(arr, perm).astype(dt))
 
     return init

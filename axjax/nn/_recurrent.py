@@ -162,6 +162,7 @@ class AbstractCell(eqx.Module, Generic[D, In, H]):
                     f"the {what} is {t.dtype.__name__}, the cell's "
                     f"parameters {self.weight_hh.dtype.__name__} (convert it with "
                     "astype, or cast the cell)",
+                    subject=t,
                 )
         if self.in_axis is hid:
             x = rename(x, hid, Prev)

@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from typing import Any, Literal, TypeVar, TypeVarTuple
 
 from ..core import DType
+from ..core._internal import NAMED, public_init, public_method
 from ._export import exportable
 
 __all__ = ["LayerSpec", "Typed", "declared_layers", "register_layer"]
@@ -87,6 +88,12 @@ def register_layer(*, typed: Typed = "stand-in", sized: bool = False) -> Callabl
                     f"({other.path}); choose another name"
                 )
         _LAYERS[cls] = LayerSpec(cls, typed, sized)
+        call = next((k.__dict__["__call__"] for k in cls.__mro__ if "__call__" in k.__dict__), None)
+        if call is not None and call not in NAMED:  # errors inside name the layer
+            cls.__call__ = public_method(call)
+        init = cls.__dict__.get("__init__")
+        if init is not None and init not in NAMED:  # the validators name the layer built
+            cls.__init__ = public_init(init)
         exportable(cls)
         return cls
 

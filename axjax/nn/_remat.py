@@ -16,7 +16,7 @@ from typing import Any, Generic, Literal, ParamSpec, TypeVar
 import equinox as eqx
 import jax
 
-from ..core._internal import check_choice, checks_choices
+from ..core._internal import check_choice, checks_choices, describe, is_symbolic
 from ._export import name_static_value
 from ._registry import register_layer
 
@@ -79,6 +79,15 @@ class Remat(eqx.Module, Generic[MC]):
 
     def __call__(self: Remat[Callable[P, R]], *args: P.args, **kwargs: P.kwargs) -> R:
         """Call the wrapped module under ``eqx.filter_checkpoint``."""
+        leaves = jax.tree_util.tree_leaves((args, kwargs), is_leaf=is_symbolic)
+        node = next((x for x in leaves if is_symbolic(x)), None)
+        if node is not None:
+            raise TypeError(
+                f"remat: the {type(self.module).__name__} it wraps is called on a graph node "
+                f"({describe(node)}); rematerialisation runs on Tensors, eagerly or under jit. "
+                "In a graph call the module itself (ax.nn.remat(m).module), or call the "
+                "remat module on Tensors inside a jitted step"
+            )
         out: R = eqx.filter_checkpoint(_call, policy=self.policy)(self.module, *args, **kwargs)
         return out
 

@@ -79,6 +79,13 @@ def _entries(module: PyTree, where: str) -> list[tuple[str, Leaf]]:
                     "jax.random.key_data(key) and rebuild it with jax.random.wrap_key_data, "
                     "or keep keys out of the module (nothing was written or read)"
                 )
+            array = leaf.array if isinstance(leaf, Tensor) else leaf
+            if isinstance(array, jax.Array) and array.is_deleted():
+                raise SafetensorsError(
+                    f"{where}: the module's leaf {full} has been deleted (its buffer was "
+                    "donated to a jitted step, or deleted); save the model the step returned "
+                    "(nothing was written)"
+                )
             out.append((name, leaf))
     return out
 

@@ -19,7 +19,7 @@ import jax
 from typing_extensions import TypeVar, TypeVarTuple, Unpack
 
 from ..core import AnyTensor, Axis, Bool, DType, Tensor
-from ..core._internal import PyTree, axis_name, check_axis_label, fail
+from ..core._internal import PyTree, argument, axis_name, check_axis_label, fail
 from ..graph import scan
 from ..ops import concat
 from ._recurrent import AbstractCell
@@ -142,10 +142,12 @@ class Recurrent(eqx.Module, Generic[Cell, Over]):
                 f"Recurrent(over={axis_name(self.over)})",
                 (xs,),
                 f"{axis_name(self.over)} is not an axis of the input",
+                subject=xs,
             )
         cell: Any = self.cell  # a cell subclass's call (AbstractCell declares none)
         state = _init_state(cell, xs, self.over) if init is None else init
-        states = scan(cell, self.over, reverse=self.reverse)(state, xs, mask=mask)
+        with argument("xs"):  # the cell's errors on a step of xs (the mask's say so)
+            states = scan(cell, self.over, reverse=self.reverse)(state, xs, mask=mask)
         out: AnyTensor = cell.output(states)
         return out
 

@@ -27,10 +27,12 @@ from typing_extensions import ParamSpec, TypeVar
 from ..core import AnyTensor, Axis, AxisError, DType, Tensor
 from ..core._internal import (
     PyTree,
+    argument,
     axis_name,
     check_axis_label,
     describe,
     flatten,
+    index_int,
     is_symbolic,
     is_tensor,
     positive_int,
@@ -251,6 +253,7 @@ class LayerStack(eqx.Module, Generic[M, L]):
     def __getitem__(self, i: int) -> M:
         """Block ``i`` (its parameters without the stacking axis)."""
         n = len(self)
+        i = index_int("LayerStack", "index", i, what="an int (negative counts from the end)")
         if not -n <= i < n:
             raise IndexError(f"LayerStack: layer {i} is out of range for {n} layers")
         return self._block(lambda t: t[i % n])
@@ -332,7 +335,8 @@ def _run(
         return out
 
     if stack.remat is False:
-        return fold(apply, over=stack.axis)(x, xs)
+        with argument("x"):  # the blocks' errors on the carried activations
+            return fold(apply, over=stack.axis)(x, xs)
     if symbolic:  # a compiled graph replays the Loop node's body, without jax.checkpoint
         raise TypeError(
             f"{where}: remat={stack.remat!r} is for a call on Tensors; on graph nodes the "

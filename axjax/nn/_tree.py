@@ -29,6 +29,7 @@ from ..core._internal import (
     axis_name,
     check_axis_label,
     check_indices,
+    check_mask,
     describe,
     optional_positive_int,
 )
@@ -333,6 +334,9 @@ class ChildSumTreeLSTMCell(AbstractCell):
         hid, name = self.hidden_axis, self._name()
         require(name, (hk, x), hk, Child, None, "children's state")
         require(name, (hk, x), x, self.in_axis, self.weight_ih.size(self.in_axis), "input")
+        check_mask(
+            name, mask, {a: n for a, n in hk.sizes.items() if a is not hid}, target="the children"
+        )
         m = broadcast(mask.astype(hk.dtype), hk)
         hk, ck = hk * m, ck * m
         h_sum: AnyTensor = reduce_sum(hk, Child)

@@ -95,6 +95,7 @@ def require(
             xs,
             f"{axis_name(axis)} is not an axis of the {what} (the layer "
             f"reads {axis_name(axis)}; rename or transpose the {what} first)",
+            subject=x,
         )
     n = size_of(x, axis)
     if size is not None and n is not None and n != size:
@@ -102,6 +103,7 @@ def require(
             layer,
             xs,
             f"axis {axis_name(axis)} of the {what} has size {n}, the layer expects {size}",
+            subject=x,
         )
 
 
@@ -118,6 +120,7 @@ def forbid(
             xs,
             f"the {what} already has axis {axis_name(clash[0])}, which the "
             f"layer produces (rename it first; a tensor never has an axis twice)",
+            subject=x,
         )
 
 

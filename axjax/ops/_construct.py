@@ -24,6 +24,7 @@ from ..core._internal import (
     ArrayData,
     axes_names,
     dtype_marker,
+    dtype_of_kind,
     finite_float,
     fit_dtype,
     index_int,
@@ -169,7 +170,10 @@ def normal(
     dtype: type[DType] = F32,
 ) -> AnyTensor:
     """Normal samples: ``ax.normal(key, (784, 300), Pixel, Hidden, stddev=0.05)``."""
-    s, dt = _shape(shape, axes, "normal"), jax_dtype(dtype, "normal")
+    s, dt = (
+        _shape(shape, axes, "normal"),
+        jax_dtype(dtype_of_kind("normal", "dtype", dtype, "floating"), "normal"),
+    )
     if not isinstance(stddev, jax.Array):  # a traced scale is the caller's to check
         stddev = non_negative_float("normal", "stddev", stddev)
     if not isinstance(mean, jax.Array):
@@ -187,7 +191,10 @@ def uniform(
     dtype: type[DType] = F32,
 ) -> AnyTensor:
     """Uniform samples in ``[minval, maxval)``."""
-    s, dt = _shape(shape, axes, "uniform"), jax_dtype(dtype, "uniform")
+    s, dt = (
+        _shape(shape, axes, "uniform"),
+        jax_dtype(dtype_of_kind("uniform", "dtype", dtype, "floating"), "uniform"),
+    )
     if not isinstance(minval, jax.Array):  # traced bounds are the caller's to check
         minval = finite_float("uniform", "minval", minval)
     if not isinstance(maxval, jax.Array):
@@ -206,7 +213,10 @@ def randint(
     dtype: type[DType] = I32,
 ) -> AnyTensor:
     """Uniform integers in ``[minval, maxval)``."""
-    s, dt = _shape(shape, axes, "randint"), jax_dtype(dtype, "randint")
+    s, dt = (
+        _shape(shape, axes, "randint"),
+        jax_dtype(dtype_of_kind("randint", "dtype", dtype, "integer"), "randint"),
+    )
     lo, hi = index_int("randint", "minval", minval), index_int("randint", "maxval", maxval)
     if lo >= hi:
         raise ValueError(f"randint: minval ({lo}) must be below maxval ({hi}): [minval, maxval)")
@@ -216,6 +226,7 @@ def randint(
 
 def arange(axis: type[Axis], n: int, dtype: type[DType] = I32) -> AnyTensor:
     """``0, 1, ..., n-1`` along ``axis``: ``ax.arange(Time, 28)``."""
-    n, dt = non_negative_int("arange", "n", n), jax_dtype(dtype, "arange")
+    n = non_negative_int("arange", "n", n)
+    dt = jax_dtype(dtype_of_kind("arange", "dtype", dtype, "number"), "arange")
     fit_dtype("arange", max(n - 1, 0), dt)  # the last value must fit the dtype
     return Tensor(jnp.arange(n, dtype=dt), (axis,))

@@ -493,8 +493,22 @@ Divide = binary_op(
     accepts="floating",
     operators=("__truediv__",),
 )
+
+
+def _power(a: Array, b: Array) -> Array:
+    """``a ** b``; an integer base with a negative exponent known now (a number, a concrete
+    Tensor) is refused: its result is no integer (JAX raises deep inside, or gives 0)."""
+    if jnp.issubdtype(a.dtype, jnp.integer) and not isinstance(b, jax.core.Tracer):
+        if bool(np.any(np.asarray(b) < 0)):
+            raise ValueError(
+                f"power: an integer tensor ({a.dtype}) raised to a negative power has no "
+                "integer result (convert the base to floats first: ax.astype(t, ax.F32))"
+            )
+    return jnp.power(a, b)
+
+
 Power = binary_op(
-    "power", jnp.power, _pow_grads, doc="``a ** b`` on identical axes.", operators=("__pow__",)
+    "power", _power, _pow_grads, doc="``a ** b`` on identical axes.", operators=("__pow__",)
 )
 Maximum = binary_op(
     "maximum",

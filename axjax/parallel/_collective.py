@@ -48,8 +48,18 @@ def _mesh_axes(
     else:
         state = active_rules()
         if state is None:
-            raise RuntimeError(
-                f"{where}: no axis rules (use `with ax.axis_rules(mesh, rules):` or pass rules=)"
+            call = f"{where}({describe(t)}, {axes_names(labels)})"
+            if not _in_shard_map():  # the rules are not what is missing: shard_map is
+                raise AxisError(
+                    f"{call}: no mesh axis is bound here: {where} communicates between "
+                    "blocks, inside the function given to jax.shard_map; outside shard_map "
+                    "every array is already whole (ax.sum and ax.mean over an axis cover "
+                    f"all its blocks), so drop the {where}"
+                )
+            raise AxisError(
+                f"{call}: no axis rules say which mesh axes split "
+                f"{axes_names(labels)} (call it inside `with ax.axis_rules(mesh, rules):`, "
+                "or pass rules={Axis: 'mesh axis'})"
             )
         table = state.rules
     names: list[str] = []
@@ -87,6 +97,12 @@ def check_axes(where: str, t: Tensor[Any, *tuple[Any, ...]], over: Over) -> None
             f"{axis_name(kept[0])}, whose blocks hold different elements (sum it out first, "
             f"with ax.sum or ax.contract, or use ax.all_gather to rebuild it)"
         )
+
+
+def _in_shard_map() -> bool:
+    """Whether this code runs inside ``jax.shard_map`` (its mesh has Manual axes)."""
+    types = jax.sharding.get_abstract_mesh().axis_types or ()
+    return jax.sharding.AxisType.Manual in types
 
 
 def _reduce(

@@ -220,7 +220,14 @@ def flatten_tree(tree: PyTree) -> tuple[list[dict[str, Any]], list[Any], str]:
         entry = {"path": jax.tree_util.keystr(keypath), **_describe_leaf(leaf)}
         if entry["kind"] in ("tensor", "array", "key"):
             entry["file"] = f"leaf_{len(arrays):05d}.npy"
-            arrays.append(_payload(leaf))
+            payload = _payload(leaf)
+            if isinstance(payload, jax.Array) and payload.is_deleted():
+                raise CheckpointError(
+                    f"cannot save the checkpoint: entry {entry['path']} has been deleted (its "
+                    "buffer was donated to a jitted step, or deleted); save the state the "
+                    "step returned. Nothing was written."
+                )
+            arrays.append(payload)
         elif entry["kind"] == "value":
             entry["value"] = leaf
         entries.append(entry)

@@ -107,7 +107,7 @@ def evaluate(
     sums: dict[str, jax.Array] | None = None
     names: tuple[str, ...] = ()
     sync_every = queue_bound(params)  # simulated CPU devices: docs/parallel.md
-    for i, batch in enumerate(as_source(data).epoch(0)):
+    for i, batch in enumerate(as_source(data, "evaluate: data").epoch(0)):
         if sums is None:
             names = metric_names(loss_fn, model, batch)
             sums = {n: jnp.zeros((), jnp.float32) for n in (*names, "count")}
@@ -263,6 +263,8 @@ def _check_arguments(
         )
     if early_stopping is not None and eval_data is None:
         raise ValueError("fit: early_stopping compares evaluations; pass eval_data too")
+    if eval_data is not None:
+        as_source(eval_data, "fit: eval_data")  # an empty list: say so now, by its name
     check_guard("fit", precision, stepwise=guard == "step")
     return epochs, log_every, max_steps
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 import functools
 import math
 from collections.abc import Iterator, Sequence
-from typing import Any, Protocol
+from typing import Any, Protocol, cast
 
 import jax
 import jax.numpy as jnp
@@ -260,10 +260,10 @@ def _normalization(normalize: Any) -> tuple[float, float]:
 class _Batches:
     """A fixed list of batches, the same every epoch (e.g. XOR's one full batch)."""
 
-    def __init__(self, batches: Sequence[Any]) -> None:
+    def __init__(self, batches: Sequence[Any], where: str = "fit: data") -> None:
         self.batches = list(batches)
         if not self.batches:
-            raise ValueError("training data: the list of batches is empty")
+            raise ValueError(f"{where}: the list of batches is empty")
 
     def __len__(self) -> int:
         return len(self.batches)
@@ -272,15 +272,15 @@ class _Batches:
         return iter(self.batches[start:])
 
 
-def as_source(data: Any) -> BatchSource:
+def as_source(data: object, where: str = "fit: data") -> BatchSource:
     """A :class:`Loader` (anything with ``epoch`` and ``len``) as is; a list of batches
-    wrapped so that each epoch yields the same batches."""
+    wrapped so that each epoch yields the same batches. ``where`` names the argument in the
+    messages (``"fit: eval_data"``)."""
     if hasattr(data, "epoch") and hasattr(data, "__len__"):
-        source: BatchSource = data  # it has epoch() and len()
-        return source
+        return cast(BatchSource, data)  # it has epoch() and len()
     if isinstance(data, Sequence):
-        return _Batches(data)
+        return _Batches(data, where)
     raise TypeError(
-        f"training data must be an axjax.train.Loader (or have epoch() and len()) or a list "
-        f"of batches, got {type(data).__name__}"
+        f"{where}: the data must be an axjax.train.Loader (or have epoch() and len()) or a "
+        f"list of batches, got {type(data).__name__}"
     )

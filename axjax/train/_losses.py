@@ -19,11 +19,13 @@ from ..core import AnyTensor, Axis, DType, Floating, Op, Tensor, TensorType
 from ..core._internal import (
     HasType,
     axes_names,
+    axis_labels,
     axis_name,
     check_axis_label,
     fail,
     is_floating,
     is_symbolic,
+    public_call,
     register_op,
 )
 from ..ops import mean as _mean
@@ -261,6 +263,7 @@ def mean_squared_error(
     targets: Tensor[_DR, *Ts],
     over: type[Axis] | Sequence[type[Axis]],
 ) -> Tensor[_DR, *tuple[Any, ...]]: ...
+@public_call()
 def mean_squared_error(
     predictions: Tensor[_DR, *tuple[Any, ...]],
     targets: Tensor[_DR, *tuple[Any, ...]],
@@ -287,9 +290,7 @@ def mean_squared_error(
     # the squares and their mean in float32 for F16/BF16, cast back once
     diff = widened(predictions) - widened(targets)
     axes = (
-        tuple(predictions.axes)
-        if over is None
-        else ((over,) if isinstance(over, type) else tuple(over))
+        tuple(predictions.axes) if over is None else axis_labels(over, "mean_squared_error: over")
     )
     sq = diff * diff
     return narrowed(_mean(sq, axes) if axes else sq, predictions.dtype)

@@ -10,7 +10,7 @@ import jax.numpy as jnp
 from jax.typing import ArrayLike
 
 from ..core import F32, I32, AnyTensor, Axis, Tensor
-from ..core._internal import axis_name, check_axis_label, fail
+from ..core._internal import axis_name, check_axis_label, fail, public_call
 from ..ops import argmax, astype, equal
 from ..ops import mean as _mean
 from ..ops._internal import check_labels
@@ -19,6 +19,7 @@ from ._axes import Class
 __all__ = ["RunningMean", "accuracy"]
 
 
+@public_call()
 def accuracy(
     logits: Tensor[Any, *tuple[Any, ...]],
     labels: Tensor[Any, *tuple[Any, ...]],
@@ -46,6 +47,7 @@ def accuracy(
             "accuracy",
             (logits, labels),
             f"the logits have no axis {axis_name(axis)} (name the class axis with axis=...)",
+            subject=logits,
         )
     predicted = argmax(logits, axis)
     if not jnp.issubdtype(labels.dtype.numpy, jnp.integer):
@@ -53,13 +55,24 @@ def accuracy(
             "accuracy",
             (logits, labels),
             f"labels must be integer class indices, got {labels.dtype.__name__}",
+            subject=labels,
         )
     if tuple(labels.axes) != tuple(predicted.axes):
         raise fail(
             "accuracy",
             (logits, labels),
             f"the labels need the logits' axes without {axis_name(axis)}, in the same order",
+            subject=labels,
         )
+    for a, n, m in zip(labels.axes, labels.shape, predicted.shape, strict=True):
+        if n is not None and m is not None and n != m:
+            raise fail(
+                "accuracy",
+                (logits, labels),
+                f"the labels have {n} entries along {axis_name(a)}, the logits {m} (one label "
+                "per example)",
+                subject=labels,
+            )
     n = logits.shape[logits.axes.index(axis)]
     if n is not None:
         check_labels("accuracy", labels, n, axis, too_large="give the logits {top} classes")

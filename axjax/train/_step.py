@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import inspect
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 import equinox as eqx
@@ -192,7 +192,39 @@ def call_loss(
             "loss_fn must return a loss or (loss, dict of metrics), got a "
             f"{type(metrics).__name__} beside the loss"
         )
-    return _array(loss, "loss"), {k: _array(v, f"metric {k!r}") for k, v in metrics.items()}
+    reserved = [k for k in metrics if k in RESERVED]
+    if reserved:
+        raise ValueError(
+            f"loss_fn returned a metric named {reserved[0]!r}: that name is reserved "
+            f"({RESERVED[reserved[0]]}); rename the metric (e.g. {reserved[0] + '_metric'!r})"
+        )
+    value = _array(loss, "loss")
+    if not jnp.issubdtype(value.dtype, jnp.floating):
+        raise TypeError(
+            f"loss_fn returned a loss of dtype {value.dtype}: a loss to differentiate must be "
+            "floating (convert it, e.g. with ax.astype(loss, ax.F32); an integer count "
+            "belongs among the metrics)"
+        )
+    return value, {k: _array(v, f"metric {k!r}") for k, v in metrics.items()}
+
+
+#: metric names that ``fit`` and ``evaluate`` use themselves, and what for
+RESERVED = {
+    "loss": "the loss's own column: fit's history has train_loss and eval_loss",
+    "count": "evaluate's count of examples",
+}
+
+
+def check_metric_names(where: str, expected: Iterable[str], metrics: Mapping[str, object]) -> None:
+    """Raise unless ``metrics`` has the names of the first batch (``expected``, the loss
+    left out): the sums are kept per name, so a batch may not add or drop one."""
+    want = tuple(n for n in expected if n not in RESERVED)
+    if set(metrics) != set(want):
+        raise ValueError(
+            f"{where}: loss_fn returned the metrics ({', '.join(sorted(metrics)) or 'none'}) "
+            f"for this batch and ({', '.join(sorted(want)) or 'none'}) for the first; every "
+            "batch must return the same metric names (return each one for every batch)"
+        )
 
 
 def _keep_if(ok: jax.Array, new: PyTree, old: PyTree) -> PyTree:
@@ -355,6 +387,7 @@ def train_step_fn(
         step_no: jax.Array,
     ) -> tuple[PyTree, PyTree, Monitor]:
         loss, metrics, _, new_params, new_opt = update(params, opt_state, batch, key, step_no)
+        check_metric_names("fit", mon.names, metrics)
         sums = {"loss": mon.sums["loss"] + loss} | {n: mon.sums[n] + v for n, v in metrics.items()}
         mon = Monitor(
             sums, mon.count + 1.0, mon.bad_step, mon.bad_loss, mon.bad_grad_norm, mon.names
@@ -370,6 +403,7 @@ def train_step_fn(
         step_no: jax.Array,
     ) -> tuple[PyTree, PyTree, Monitor]:
         loss, metrics, grads, new_params, new_opt = update(params, opt_state, batch, key, step_no)
+        check_metric_names("fit", mon.names, metrics)
         if mon.bad_step is None or mon.bad_loss is None or mon.bad_grad_norm is None:
             raise ValueError("the guarded step needs a Monitor.zero(names, guarded=True)")
         gnorm = optax.tree.norm(grads)
@@ -493,6 +527,7 @@ def make_eval_step(
 
     def step(params: PyTree, sums: dict[str, jax.Array], batch: PyTree) -> dict[str, jax.Array]:
         loss, metrics = call_loss(loss_fn, eqx.combine(params, static), batch, None, with_key)
+        check_metric_names("evaluate", sums, metrics)
         n = jnp.asarray(batch_size(batch, batch_axis), jnp.float32)
         out = {"loss": sums["loss"] + n * loss, "count": sums["count"] + n}
         return out | {k: sums[k] + n * v for k, v in metrics.items()}

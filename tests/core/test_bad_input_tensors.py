@@ -610,9 +610,10 @@ def test_a_compiled_graph_input_of_64_bits_without_x64_says_to_enable_it():
         ax.AxisError,
         match=re.escape(
             "Cannot call the compiled graph: input input0 is Tensor[F64, Batch=?], got "
-            "Tensor[F32, Batch=3]: dtype F32 differs, and JAX makes no F64 while "
-            "jax_enable_x64 is off (enable it for 64-bit types: jax.config.update("
-            '"jax_enable_x64", True) before building the data, or declare the Input F32)'
+            "Tensor[F32, Batch=3]: the Input is declared F64, and its data became F32 "
+            "because jax_enable_x64 is off (JAX makes no F64 then: enable it with "
+            'jax.config.update("jax_enable_x64", True) before building the data, or '
+            "declare the Input F32)"
         ),
     ):
-        predict(ax.tensor(jnp.arange(3.0), Batch))
+        predict(ax.tensor(np.arange(3.0), Batch))  # float64 data

@@ -27,8 +27,8 @@ CASES: list[tuple[type[Exception], str, Callable[[], Any]]] = [
     ),
     (
         TypeError,
-        "Tensor: 'Batch' is not an axis label; axis labels are subclasses of ax.Axis "
-        "(`@final class Batch(ax.Axis): ...`)",
+        "Tensor: 'Batch' is not an axis label but a string: pass the axis class itself (axis "
+        "labels are subclasses of ax.Axis: `@final class Batch(ax.Axis): ...`)",
         lambda: ax.tensor(np.ones(2), "Batch"),
     ),
     (
@@ -186,8 +186,8 @@ CASES += [
     ),  # type: ignore[dict-item]
     (
         TypeError,
-        "partition_spec: 'Batch' is not an axis label; axis labels are subclasses of "
-        "ax.Axis (`@final class Batch(ax.Axis): ...`)",
+        "partition_spec: 'Batch' is not an axis label but a string: pass the axis class "
+        "itself (axis labels are subclasses of ax.Axis: `@final class Batch(ax.Axis): ...`)",
         lambda: ax.partition_spec(x23(), {"Batch": "data"}),
     ),  # type: ignore[dict-item]
 ]

@@ -121,7 +121,7 @@ def test_attention_errors(key: jax.Array) -> None:
     with pytest.raises(
         ax.AxisError,
         match=r"Cannot apply MultiheadAttention\(Embed\) to "
-        r"Tensor\[F32, Batch=2, Time=3, Embed=5\]: axis Embed of the query has "
+        r"query=Tensor\[F32, Batch=2, Time=3, Embed=5\]: axis Embed of the query has "
         r"size 5, the layer expects 4",
     ):
         mha(ax.zeros((2, 3, 5), Batch, Time, Embed))

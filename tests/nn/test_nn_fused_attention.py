@@ -165,7 +165,7 @@ def test_errors_name_the_problem() -> None:
     ):
         ax.nn.dot_product_attention(q, k, v2, over=HeadDim, key_pos=KeyPos, implementation="fused")
     bad = ax.astype(_mask(), ax.I32)
-    with pytest.raises(ax.AxisError, match="the mask must be Bool, got I32"):
+    with pytest.raises(ax.AxisError, match=r"the mask must be Bool \(true = keep\), got I32"):
         ax.nn.dot_product_attention(
             q, k, v, over=HeadDim, key_pos=KeyPos, mask=bad, implementation="fused"
         )

@@ -175,7 +175,7 @@ def test_the_block_must_return_its_input_type() -> None:
     with pytest.raises(
         ax.AxisError,
         match=r"LayerStack\(over=Layer\): the block returned \(Tensor\[F32, Batch=3, In=4\]\) "
-        r"for the input \(Tensor\[F32, Batch=3, Hidden=4\]\); a stacked block must return "
+        r"for the input \(x=Tensor\[F32, Batch=3, Hidden=4\]\); a stacked block must return "
         r"what it is given",
     ):
         stack(X)

@@ -156,7 +156,7 @@ def test_affine_errors_name_the_layer_and_operand(key: jax.Array) -> None:
     with pytest.raises(
         ax.AxisError,
         match=r"Cannot apply Affine\(In=4 -> Out=3\) to "
-        r"Tensor\[F32, Batch=2, Hidden=4\]: In is not an axis of the input",
+        r"x=Tensor\[F32, Batch=2, Hidden=4\]: In is not an axis of the input",
     ):
         layer(ax.zeros((2, 4), Batch, Hidden))
     with pytest.raises(

@@ -48,7 +48,7 @@ def test_embedding_errors(key: jax.Array) -> None:
     with pytest.raises(
         ax.AxisError,
         match=r"Cannot apply Embedding\(Vocab=10 -> Embed=4\) "
-        r"to Tensor\[F32, Batch=2\]: ids must be integers, got F32",
+        r"to ids=Tensor\[F32, Batch=2\]: ids must be integers, got F32",
     ):
         emb(ax.zeros((2,), Batch))
     with pytest.raises(ax.AxisError, match=r"the ids already has axis Embed"):
@@ -129,14 +129,14 @@ def test_norm_errors() -> None:
     with pytest.raises(
         ax.AxisError,
         match=r"Cannot apply LayerNorm\(Embed\) to "
-        r"Tensor\[F32, Batch=2, Embed=5\]: axis Embed of the input has size 5, "
+        r"x=Tensor\[F32, Batch=2, Embed=5\]: axis Embed of the input has size 5, "
         r"the layer expects 6",
     ):
         ax.nn.LayerNorm(Embed, 6)(ax.zeros((2, 5), Batch, Embed))
     with pytest.raises(
         ax.AxisError,
         match=r"Cannot apply RMSNorm\(Embed\) to "
-        r"Tensor\[F32, Batch=2\]: Embed is not an axis of the input",
+        r"x=Tensor\[F32, Batch=2\]: Embed is not an axis of the input",
     ):
         ax.nn.RMSNorm(Embed, 6)(ax.zeros((2,), Batch))
     with pytest.raises(ValueError, match=r"LayerNorm: 2 axes \(Height, Width\) but 1 sizes"):

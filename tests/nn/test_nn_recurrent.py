@@ -199,7 +199,7 @@ def test_scan_errors(key: jax.Array) -> None:
     init = cell.init_state({Batch: 2})
     with pytest.raises(
         ax.AxisError,
-        match=r"Cannot fold over Out: Tensor\[F32, Batch=2, "
+        match=r"Cannot fold over Out: xs=Tensor\[F32, Batch=2, "
         r"Time=4, In=2\] has no axis Out \(every input must have it\)",
     ):
         ax.fold(cell, over=Out)(init, xs)
@@ -212,7 +212,7 @@ def test_scan_errors(key: jax.Array) -> None:
     with pytest.raises(
         ax.AxisError,
         match=r"Cannot apply RNNCell\(In -> Hidden=3\) to "
-        r"Tensor\[F32, Hidden=3\] and Tensor\[F32, Batch=2, In=2\]: the "
+        r"state=Tensor\[F32, Hidden=3\] and x=Tensor\[F32, Batch=2, In=2\]: the "
         r"state's batch axes \(\) differ from the input's \(Batch\)",
     ):
         ax.fold(cell, over=Time)(cell.init_state(), xs)
@@ -257,7 +257,7 @@ def test_recurrent_layer_on_a_graph_input_needs_an_initial_state(key: jax.Array)
     xs = ax.Input(ax.F32, Batch, Time, In, sizes={Time: 3, In: 3})
     with pytest.raises(
         ax.AxisError,
-        match=r"Cannot apply Recurrent to Tensor\[F32, Batch=\?, "
+        match=r"Cannot apply Recurrent to xs=Tensor\[F32, Batch=\?, "
         r"Time=3, In=3\]: the size of Batch is not known",
     ):
         rnn(xs)

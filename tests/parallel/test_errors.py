@@ -73,6 +73,11 @@ def collective_errors(name: str) -> list[str]:
             call,
             [f"{name}(", "mesh axis 'data' is not bound here", "jax.shard_map", f"drop the {name}"],
         )
+    problems += _expect(  # no rules at all: shard_map is what is missing, not the rules
+        f"{name} with no rules",
+        lambda: fn(t, over),
+        [f"{name}(", "no mesh axis is bound here", "jax.shard_map", f"drop the {name}"],
+    )
     problems += _expect(
         f"{name} with a rule naming mesh axis 'modl'",
         lambda: inside_shard_map(

@@ -264,7 +264,7 @@ def test_loss_fn_mistakes_get_clear_errors():
         ValueError, match=r"fit: log_every must be a positive int \(1, 2, ...\), got"
     ):
         ax.train.fit(_model(), optax.sgd(0.1), classify, _loader(), log_every=0)
-    with pytest.raises(TypeError, match="training data must be an axjax.train.Loader"):
+    with pytest.raises(TypeError, match="fit: data: the data must be an axjax.train.Loader"):
         ax.train.fit(_model(), optax.sgd(0.1), classify, 42)
 
 

@@ -173,8 +173,8 @@ def test_mean_squared_error():
     np.testing.assert_allclose(np.asarray(g), np.asarray(a.array) / 2)
     with pytest.raises(
         ax.AxisError,
-        match=r"^Cannot apply mean_squared_error to Tensor\[F32, "
-        r"Batch=2, Class=2\] and Tensor\[F32, Class=2, Batch=2\]: predictions and "
+        match=r"^Cannot apply mean_squared_error to predictions=Tensor\[F32, "
+        r"Batch=2, Class=2\] and targets=Tensor\[F32, Class=2, Batch=2\]: predictions and "
         r"targets have different axes \(same axes in a different order",
     ):
         ax.train.mean_squared_error(a, ax.zeros((2, 2), Class, Batch))
