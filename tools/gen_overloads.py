@@ -197,14 +197,16 @@ def reduction(
     keep: bool = False,
     tuples: bool = True,
 ) -> None:
-    """``name(x, over)``: sum-like (the axis is removed) or softmax-like (``keep``)."""
+    """``name(x, over)``: sum-like (the axis is removed) or softmax-like (``keep``; these
+    take ``allow_query``, the switch of the key-role check: ``ax.KeyOf``)."""
+    rest = ", allow_query: bool = False" if keep else ""
     positions(
-        dtype_in, "x", "over", "", lambda items: tensor(dtype_out, items), name, m, keep_x=keep
+        dtype_in, "x", "over", rest, lambda items: tensor(dtype_out, items), name, m, keep_x=keep
     )
     if tuples:
         if keep:
             m.overload(
-                f"{name}(x: {tensor(dtype_in, ['*Ts'])}, over: tuple[type[Axis], ...])"
+                f"{name}(x: {tensor(dtype_in, ['*Ts'])}, over: tuple[type[Axis], ...]{rest})"
                 f" -> {tensor(dtype_out, ['*Ts'])}"
             )
         else:
@@ -212,7 +214,9 @@ def reduction(
                 f"{name}(x: {tensor(dtype_in, [ANY])}, over: tuple[type[Axis], ...])"
                 f" -> {tensor(dtype_out, [ANY])}"
             )
-    m.impl(name, f"(x: {tensor(dtype_in, [ANY])}, over: Any) -> {tensor(dtype_out, [ANY])}", source)
+    m.impl(
+        name, f"(x: {tensor(dtype_in, [ANY])}, over: Any{rest}) -> {tensor(dtype_out, [ANY])}", source
+    )
 
 
 def at_positions(m: Module, name: str, x: str, wrap: Callable[[str], str], rest: str) -> None:
