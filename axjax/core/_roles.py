@@ -142,7 +142,7 @@ def query_of(axis: type[Axis]) -> type[Axis] | None:
 
 def role_base(axis: type[Axis]) -> type[Axis] | None:
     """The axis an output role copies (``Embed`` for ``ax.Out[Embed]``), else ``None``."""
-    return axis._base if isinstance(axis, type) and issubclass(axis, Out) else None  # type: ignore[attr-defined]  # Out's
+    return axis._base if isinstance(axis, type) and issubclass(axis, Out) else None
 
 
 def _declare(query: type[Axis], key: type[Axis]) -> str:

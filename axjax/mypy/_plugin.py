@@ -77,6 +77,7 @@ from ._origins import note_origins
 from ._signature import widen
 from ._types import (
     AXIS,
+    ROLE_BASES,
     CORE,
     GRAPH,
     OPS,
@@ -346,7 +347,9 @@ class AxjaxPlugin(Plugin):
         return check_annotation if fullname in NODES and not analyzing() else None
 
     def get_base_class_hook(self, fullname: str) -> Callable[[ClassDefContext], None] | None:
-        return check_label_class if fullname == AXIS else None
+        # a label subclasses Axis or a role base (`class KPos(ax.KeyOf[Pos])`); the role
+        # bases themselves, generic and made to be subclassed, are exempt (check_label_class)
+        return check_label_class if fullname == AXIS or fullname in ROLE_BASES else None
 
     # ------------------------------------------------------------------ lookups
     def _info(self, fullname: str) -> TypeInfo:

@@ -103,17 +103,9 @@ _DS = TypeVar("_DS", bound=DType)
 _S = TypeVarTuple("_S")
 
 
-@overload
 def causal_mask(
     query_pos: type[_QPos], key_pos: type[_KPos], n_query: int, n_key: int
-) -> Tensor[Bool, _QPos, _KPos]: ...
-@overload
-def causal_mask(
-    query_pos: type[Axis], key_pos: type[Axis], n_query: int, n_key: int
-) -> Tensor[Bool, Any, Any]: ...
-def causal_mask(
-    query_pos: type[Axis], key_pos: type[Axis], n_query: int, n_key: int
-) -> Tensor[Bool, Any, Any]:
+) -> Tensor[Bool, _QPos, _KPos]:
     """``[QPos, KPos]`` mask, true where the key position is not after the query's.
 
     The key axis is a plain axis, ``ax.nn.KeyPos`` (the key of any query) or a key role of
@@ -125,15 +117,13 @@ def causal_mask(
         >>> ax.nn.causal_mask(Time, KeyPos, 3, 3).array
         Array([[ True, False, False], [ True,  True, False], [ True,  True,  True]])
     """
-    check_axis_label(query_pos, "causal_mask")
-    check_axis_label(key_pos, "causal_mask")
-    check_query_key(
-        f"causal_mask({axis_name(query_pos)}, {axis_name(key_pos)}, ...)", query_pos, key_pos
-    )
+    qa = check_axis_label(query_pos, "causal_mask")
+    ka = check_axis_label(key_pos, "causal_mask")
+    check_query_key(f"causal_mask({axis_name(qa)}, {axis_name(ka)}, ...)", qa, ka)
     n_query = positive_int("causal_mask", "n_query", n_query)
     n_key = positive_int("causal_mask", "n_key", n_key)
-    q: AnyTensor = broadcast(arange(query_pos, n_query), (query_pos, key_pos), {key_pos: n_key})
-    k: AnyTensor = broadcast(arange(key_pos, n_key), (query_pos, key_pos), {query_pos: n_query})
+    q: AnyTensor = broadcast(arange(qa, n_query), (qa, ka), {ka: n_key})
+    k: AnyTensor = broadcast(arange(ka, n_key), (qa, ka), {qa: n_query})
     return greater_equal(q, k)
 
 
