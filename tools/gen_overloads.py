@@ -215,7 +215,9 @@ def reduction(
                 f" -> {tensor(dtype_out, [ANY])}"
             )
     m.impl(
-        name, f"(x: {tensor(dtype_in, [ANY])}, over: Any{rest}) -> {tensor(dtype_out, [ANY])}", source
+        name,
+        f"(x: {tensor(dtype_in, [ANY])}, over: Any{rest}) -> {tensor(dtype_out, [ANY])}",
+        source,
     )
 
 

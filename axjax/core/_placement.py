@@ -139,7 +139,7 @@ class Layout:
         used: set[str] = set()
         entries: list[Any] = []
         ruled = rule_names(table, t.axes)  # an output role Out[E] takes E's rule
-        for a, n, listed in zip(t.axes, t.shape, ruled, strict=True):
+        for n, listed in zip(t.shape, ruled, strict=True):
             names = tuple(m for m in listed if m in sizes and m not in used)
             ways = 1
             for m in names:

@@ -112,7 +112,9 @@ class Out(Axis, Generic[_E]):
             return super().__class_getitem__(base)  # type: ignore[misc]  # Generic's own
         base = check_axis_label(base, "ax.Out[...]")
         if issubclass(base, Out):
-            raise TypeError(f"ax.Out[{axis_name(base)}]: {axis_name(base)} is already an output role")
+            raise TypeError(
+                f"ax.Out[{axis_name(base)}]: {axis_name(base)} is already an output role"
+            )
         made = cls._made.get(base)
         if made is None:
             name = f"Out[{axis_name(base)}]"

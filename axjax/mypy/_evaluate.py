@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
+from mypy.maptype import map_instance_to_supertype
 from mypy.nodes import (
     DictExpr,
     Expression,
@@ -32,7 +33,6 @@ from mypy.nodes import (
     TypeInfo,
     UnaryExpr,
 )
-from mypy.maptype import map_instance_to_supertype
 from mypy.types import (
     AnyType,
     FunctionLike,

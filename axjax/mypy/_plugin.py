@@ -77,10 +77,10 @@ from ._origins import note_origins
 from ._signature import widen
 from ._types import (
     AXIS,
-    ROLE_BASES,
     CORE,
     GRAPH,
     OPS,
+    ROLE_BASES,
     TENSOR,
     TT,
     make_tensor,

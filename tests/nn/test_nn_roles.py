@@ -185,9 +185,7 @@ def _kv(key: type[ax.Axis]) -> ax.AnyTensor:
 
 
 def _mha(query: type[ax.Axis], key: type[ax.Axis]) -> object:
-    layer = ax.nn.MultiheadAttention(
-        Embed, 4, num_heads=2, query_pos=query, key_pos=key, key=KEY
-    )
+    layer = ax.nn.MultiheadAttention(Embed, 4, num_heads=2, query_pos=query, key_pos=key, key=KEY)
     x = ax.ones((2, 3, 4), Batch, query, Embed)
     return layer(x)
 
