@@ -10,7 +10,17 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from typing import Any, ClassVar, Generic, Literal, Protocol, TypeVarTuple, final, overload
+from typing import (
+    Any,
+    ClassVar,
+    Generic,
+    Literal,
+    Protocol,
+    TypeVarTuple,
+    cast,
+    final,
+    overload,
+)
 
 import equinox as eqx
 import jax
@@ -151,7 +161,8 @@ def attention_weights(scores: Tensor[_DS, *_S], over: type[KeyOf[Any]]) -> Tenso
             f"queries {axis_name(over)} is ax.softmax(scores, {axis_name(over)}, "
             "allow_query=True)",
         )
-    out: Tensor[_DS, *_S] = softmax(scores, over)
+    # gradual inside (softmax's overloads need a floating dtype); the signature keeps the type
+    out: Tensor[_DS, *_S] = softmax(cast(AnyTensor, scores), over)
     return out
 
 
