@@ -343,8 +343,8 @@ class MLP(_Dense[D, In, Out]):
         hidden = positive_sizes("MLP", "hidden", hidden or {})
         axes: list[Any] = [in_axis, *hidden, out_axis]
         sizes = [in_size, *hidden.values(), out_size]
-        distinct("MLP", axes[:-1])  # the output may be the input (the last layer is square)
-        distinct("MLP", axes[1:])
+        # the output may be the input (a square last layer writes ax.Out[In])
+        distinct("MLP", axes[:-1] if axes[0] is axes[-1] else axes)
         keys = list(jax.random.split(key, len(axes) - 1))
         self.layers = tuple(
             Affine(a, b, n, m, weight_init=weight_init, bias_init=bias_init, dtype=dtype, key=k)
