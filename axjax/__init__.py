@@ -34,6 +34,8 @@ from .core import U32 as U32
 from .core import AnyTensor as AnyTensor
 from .core import Axis as Axis
 from .core import AxisError as AxisError
+from .core import KeyOf as KeyOf
+from .core import Out as Out
 from .core import Bool as Bool
 from .core import DType as DType
 from .core import ElementwiseOp as ElementwiseOp

@@ -198,16 +198,18 @@ def reduction(
     keep: bool = False,
     tuples: bool = True,
 ) -> None:
-    """``name(x, over)``: sum-like (the axis is removed) or softmax-like (``keep``).
+    """``name(x, over)``: sum-like (the axis is removed) or softmax-like (``keep``; these
+    take ``allow_query``, the switch of the key-role check: ``ax.KeyOf``).
 
     The tuple form comes first and the positions last (the sets do not overlap): pyright
     explains only the last overload that failed at the latest argument, so an axis the
     tensor lacks reads ``"type[C]" is not assignable to "type[B]"`` (the axis given, against
     one of the tensor's), not "expected a tuple" (issue 33)."""
+    rest = ", allow_query: bool = False" if keep else ""
     if tuples:
         if keep:
             m.overload(
-                f"{name}(x: {tensor(dtype_in, ['*Ts'])}, over: tuple[type[Axis], ...])"
+                f"{name}(x: {tensor(dtype_in, ['*Ts'])}, over: tuple[type[Axis], ...]{rest})"
                 f" -> {tensor(dtype_out, ['*Ts'])}"
             )
         else:
@@ -216,9 +218,13 @@ def reduction(
                 f" -> {tensor(dtype_out, [ANY])}"
             )
     positions(
-        dtype_in, "x", "over", "", lambda items: tensor(dtype_out, items), name, m, keep_x=keep
+        dtype_in, "x", "over", rest, lambda items: tensor(dtype_out, items), name, m, keep_x=keep
     )
-    m.impl(name, f"(x: {tensor(dtype_in, [ANY])}, over: Any) -> {tensor(dtype_out, [ANY])}", source)
+    m.impl(
+        name,
+        f"(x: {tensor(dtype_in, [ANY])}, over: Any{rest}) -> {tensor(dtype_out, [ANY])}",
+        source,
+    )
 
 
 def at_positions(m: Module, name: str, x: str, wrap: Callable[[str], str], rest: str) -> None:

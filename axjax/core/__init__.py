@@ -33,6 +33,8 @@ from ._jax_hints import TransformError as TransformError
 from ._jax_hints import install_jax_hints as _install_jax_hints
 from ._op import Op as Op
 from ._optional import OptionalDependencyWarning as OptionalDependencyWarning
+from ._roles import KeyOf as KeyOf
+from ._roles import Out as Out
 from ._tensor import AnyTensor as AnyTensor
 from ._tensor import Matrix as Matrix
 from ._tensor import Scalar as Scalar

@@ -15,6 +15,7 @@ Sizes are not part of the label: each tensor binds a size to each of its axes.
 from __future__ import annotations
 
 from collections.abc import Iterable
+from typing import ClassVar, Literal
 
 __all__ = [
     "Axis",
@@ -40,6 +41,10 @@ class Axis:
         >>> Pixel.__name__
         'Pixel'
     """
+
+    #: ``False`` on every axis but a key role (``ax.KeyOf[Q]``): the static mark by which a
+    #: query parameter (``causal_mask``'s first) refuses a key axis (see ``core/_roles.py``)
+    _key_role: ClassVar[Literal[False]] = False
 
     def __new__(cls, *args: object, **kwargs: object) -> Axis:
         raise TypeError(

@@ -74,6 +74,13 @@ from ._pytree import wrap as wrap
 from ._registry import OpSpec as OpSpec
 from ._registry import declared_ops as declared_ops
 from ._registry import register_op as register_op
+from ._roles import check_query_key as check_query_key
+from ._roles import is_key_role as is_key_role
+from ._roles import output_role as output_role
+from ._roles import query_of as query_of
+from ._roles import role_base as role_base
+from ._roles import rule_names as rule_names
+from ._roles import softmax_role_problem as softmax_role_problem
 from ._source import user_frame as user_frame
 from ._source import user_site as user_site
 from ._symbolic import Symbolic as Symbolic

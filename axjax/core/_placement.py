@@ -32,6 +32,7 @@ from ._context import Table
 from ._dtype import is_inexact
 from ._jax_typed import pspec
 from ._protocols import Arrays, Cotangents, Operand
+from ._roles import rule_names
 from ._tensor import Tensor
 from ._tensor_type import TensorType
 
@@ -137,8 +138,9 @@ class Layout:
         sizes = dict(self.mesh.shape)
         used: set[str] = set()
         entries: list[Any] = []
-        for a, n in zip(t.axes, t.shape, strict=True):
-            names = tuple(m for m in table.get(a, ()) if m in sizes and m not in used)
+        ruled = rule_names(table, t.axes)  # an output role Out[E] takes E's rule
+        for n, listed in zip(t.shape, ruled, strict=True):
+            names = tuple(m for m in listed if m in sizes and m not in used)
             ways = 1
             for m in names:
                 ways *= sizes[m]

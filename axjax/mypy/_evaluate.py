@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
+from mypy.maptype import map_instance_to_supertype
 from mypy.nodes import (
     DictExpr,
     Expression,
@@ -49,9 +50,9 @@ from mypy.types import (
 )
 
 from .. import core as _core
-from ..core import Axis, AxisError, DType, Tensor
+from ..core import Axis, AxisError, DType, KeyOf, Tensor
 from ..graph import Input, Node
-from ._types import AXIS, DTYPE, TT, WIDENED, describe, fullname, tensor_of
+from ._types import AXIS, DTYPE, KEY_OF, TT, WIDENED, describe, fullname, tensor_of
 
 _SIZES = re.compile(r"=(\?|\d+)(?=[,\]])")
 #: the size every axis gets when a rule cannot run on open sizes (a convolution's window)
@@ -136,10 +137,24 @@ class Env:
             key, label = ("any", next(_fresh)), "Any"
         cls = self.cache.get(key)
         if cls is None:
-            cls = type(label, (Axis,), {"__module__": "axjax.mypy"})
+            cls = self._role(p) or type(label, (Axis,), {"__module__": "axjax.mypy"})
             self.cache[key] = cls
             self.reverse[cls] = t
         return cls
+
+    def _role(self, p: Type) -> type[Axis] | None:
+        """The stand-in of a key role (``class KPos(ax.KeyOf[Pos])``): a ``KeyOf`` subclass
+        with the stand-in of its query, so that the run-time role checks run statically."""
+        if not isinstance(p, Instance):
+            return None
+        base = next((b for b in p.type.mro if b.fullname == KEY_OF), None)
+        if base is None or p.type is base:
+            return None
+        query = get_proper_type(map_instance_to_supertype(p, base).args[0])
+        ns: dict[str, object] = {"__module__": "axjax.mypy"}
+        if isinstance(query, Instance):
+            ns["_query"] = self.axis(query)
+        return type(p.type.name, (KeyOf,), ns)
 
     def dtype(self, t: Type) -> type[DType]:
         """A real dtype marker, or a stand-in marker for a type variable / ``Any``."""

@@ -12,7 +12,7 @@ from mypy.errorcodes import ErrorCode
 from mypy.plugin import AnalyzeTypeContext, ClassDefContext
 from mypy.types import Instance, Type, get_proper_type
 
-from ._types import AXIS, DTYPE, TENSOR, name, names
+from ._types import AXIS, DTYPE, ROLE_BASES, TENSOR, name, names
 
 LABEL_ERROR = ErrorCode("axjax-axis-label", "Not a usable axis label or annotation", "axjax")
 
@@ -20,7 +20,10 @@ _analyzing: list[bool] = []  # re-entrancy guard: the default analysis calls the
 
 
 def check_label_class(ctx: ClassDefContext) -> None:
-    """A direct subclass of ``ax.Axis`` must be ``@final``."""
+    """A direct subclass of ``ax.Axis`` or of a role base (``ax.KeyOf[Q]``, ``ax.Out[E]``)
+    must be ``@final``; the role bases themselves are generic bases, not labels."""
+    if ctx.cls.info.fullname in ROLE_BASES:
+        return
     if not ctx.cls.info.is_final:
         ctx.api.fail(
             f"Axis label {ctx.cls.name} must be decorated with @final (mypy treats Tensor "

@@ -55,6 +55,7 @@ from mypy.types import (
 )
 
 from ..core import Axis, DType
+from ..core._internal import output_role
 from ..graph import Input, Node
 from ..nn._registry import declared_layers
 from ._calls import AXES_ERROR, JOIN_ERROR
@@ -629,9 +630,10 @@ def build(kind: str, env: Env, args: list[Type]) -> Callable[..., object]:
     if kind in ("Affine", "Linear"):
         i, o = axes
         bias = _param(env, d, o) if kind == "Affine" else None
+        rows = output_role(o) if o is i else o  # a square layer's weight: [Out[E], E]
         return _make(
             _layer_class(kind),
-            weight=_param(env, d, o, i),
+            weight=_param(env, d, rows, i),
             **({"bias": bias} if kind == "Affine" else {}),
             in_axis=i,
             out_axis=o,

@@ -81,6 +81,7 @@ from ._types import (
     CORE,
     GRAPH,
     OPS,
+    ROLE_BASES,
     TENSOR,
     TT,
     make_tensor,
@@ -388,7 +389,9 @@ class AxjaxPlugin(Plugin):
         return check_annotation if fullname in NODES and not analyzing() else None
 
     def get_base_class_hook(self, fullname: str) -> Callable[[ClassDefContext], None] | None:
-        return check_label_class if fullname == AXIS else None
+        # a label subclasses Axis or a role base (`class KPos(ax.KeyOf[Pos])`); the role
+        # bases themselves, generic and made to be subclassed, are exempt (check_label_class)
+        return check_label_class if fullname == AXIS or fullname in ROLE_BASES else None
 
     # ------------------------------------------------------------------ lookups
     def _info(self, fullname: str) -> TypeInfo:

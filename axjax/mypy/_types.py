@@ -33,6 +33,9 @@ OPS = "axjax.ops"
 GRAPH = "axjax.graph"
 TENSOR = f"{CORE}._tensor.Tensor"
 AXIS = f"{CORE}._axis.Axis"
+#: the role bases (``ax.KeyOf[Q]``, ``ax.Out[E]``): generic, not final, subclassed like Axis
+KEY_OF = f"{CORE}._roles.KeyOf"
+ROLE_BASES = frozenset({KEY_OF, f"{CORE}._roles.Out"})
 DTYPE = f"{CORE}._dtype.DType"
 #: what a join widens an axis or a dtype to (``[ab, ac]`` is ``list[Tensor[F32, A, Axis]]``)
 WIDENED = frozenset({AXIS, DTYPE, "builtins.object"})

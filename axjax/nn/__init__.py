@@ -20,6 +20,7 @@ from ._attention import Head as Head
 from ._attention import HeadDim as HeadDim
 from ._attention import KeyPos as KeyPos
 from ._attention import MultiheadAttention as MultiheadAttention
+from ._attention import attention_weights as attention_weights
 from ._attention import causal_mask as causal_mask
 from ._attention import dot_product_attention as dot_product_attention
 from ._conv import Conv as Conv

@@ -10,26 +10,39 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from typing import Any, Generic, TypeVarTuple, final, overload
+from typing import (
+    Any,
+    ClassVar,
+    Generic,
+    Literal,
+    Protocol,
+    TypeVarTuple,
+    cast,
+    final,
+    overload,
+)
 
 import equinox as eqx
 import jax
 from typing_extensions import TypeVar
 
-from ..core import F32, I32, AnyTensor, Axis, Bool, DType, Integer, Tensor
+from ..core import F32, I32, AnyTensor, Axis, Bool, DType, Integer, KeyOf, Tensor
 from ..core._internal import (
     axes_names,
     axis_name,
     check_axis_label,
     check_mask,
+    check_query_key,
     checks_choices,
     fail,
     finfo_min,
+    is_key_role,
     is_symbolic,
     optional_positive_int,
     positive_int,
     probability,
     public_call,
+    query_of,
 )
 from ..ops import (
     arange,
@@ -61,6 +74,7 @@ __all__ = [
     "HeadDim",
     "KeyPos",
     "MultiheadAttention",
+    "attention_weights",
     "dot_product_attention",
     "causal_mask",
 ]
@@ -77,8 +91,11 @@ class HeadDim(Axis):
 
 
 @final
-class KeyPos(Axis):
-    """Key/value positions in self-attention (the query positions, renamed)."""
+class KeyPos(KeyOf):  # type: ignore[type-arg]  # the key of any query: KeyOf[Any]
+    """Key/value positions in self-attention (the query positions, renamed): the key role of
+    any query axis (``ax.KeyOf`` without a query), so ``causal_mask(Time, KeyPos, ...)``
+    is accepted and ``causal_mask(KeyPos, Time, ...)`` (query and key swapped) refused.
+    Declare ``class KPos(ax.KeyOf[Pos])`` to tie a key axis to one query axis."""
 
 
 # MultiheadAttention's dtype and axes (the defaults are the constructor's)
@@ -92,8 +109,17 @@ B = TypeVarTuple("B")
 BK = TypeVarTuple("BK")
 
 
-_QPos = TypeVar("_QPos", bound=Axis)
+class _QueryAxis(Protocol):
+    """An axis that is not a key role (every ``ax.Axis`` subclass but ``ax.KeyOf``'s): the
+    bound of a query parameter, so that a key axis in the query's place is a type error."""
+
+    _key_role: ClassVar[Literal[False]]
+
+
+_QPos = TypeVar("_QPos", bound=_QueryAxis)
 _KPos = TypeVar("_KPos", bound=Axis)
+_DS = TypeVar("_DS", bound=DType)
+_S = TypeVarTuple("_S")
 
 
 def causal_mask(
@@ -101,15 +127,52 @@ def causal_mask(
 ) -> Tensor[Bool, _QPos, _KPos]:
     """``[QPos, KPos]`` mask, true where the key position is not after the query's.
 
+    The key axis is a plain axis, ``ax.nn.KeyPos`` (the key of any query) or a key role of
+    the query (``class KPos(ax.KeyOf[QPos])``); a key role in the query's place (query and
+    key swapped, an anti-causal mask once aligned by name) or the key of another query is
+    an ``AxisError``, and a type error for mypy and pyright.
+
     Example:
         >>> ax.nn.causal_mask(Time, KeyPos, 3, 3).array
         Array([[ True, False, False], [ True,  True, False], [ True,  True,  True]])
     """
+    qa = check_axis_label(query_pos, "causal_mask")
+    ka = check_axis_label(key_pos, "causal_mask")
+    check_query_key(f"causal_mask({axis_name(qa)}, {axis_name(ka)}, ...)", qa, ka)
     n_query = positive_int("causal_mask", "n_query", n_query)
     n_key = positive_int("causal_mask", "n_key", n_key)
-    q: AnyTensor = broadcast(arange(query_pos, n_query), (query_pos, key_pos), {key_pos: n_key})
-    k: AnyTensor = broadcast(arange(key_pos, n_key), (query_pos, key_pos), {query_pos: n_query})
+    q: AnyTensor = broadcast(arange(qa, n_query), (qa, ka), {ka: n_key})
+    k: AnyTensor = broadcast(arange(ka, n_key), (qa, ka), {qa: n_query})
     return greater_equal(q, k)
+
+
+def attention_weights(scores: Tensor[_DS, *_S], over: type[KeyOf[Any]]) -> Tensor[_DS, *_S]:
+    """The attention weights: ``ax.softmax(scores, over)`` over the *key* axis ``over``.
+
+    ``over`` is a key role (``ax.nn.KeyPos``, or ``KPos`` declared ``ax.KeyOf[Pos]``); a
+    softmax over the query axis (the scores' other position axis) is an ``AxisError`` at
+    run time and a type error for mypy and pyright. A plain axis is accepted at run time
+    only on scores that hold no key role.
+
+    Example:
+        >>> w = ax.nn.attention_weights(scores, over=KPos)   # scores [Head, Pos, KPos]
+    """
+    name = f"attention_weights(over={axis_name(over)})"
+    check_axis_label(over, name)
+    keys = [a for a in scores.axes if is_key_role(a)]
+    if not is_key_role(over) and keys:
+        k = next((a for a in keys if query_of(a) is over), keys[0])
+        raise fail(
+            name,
+            (scores,),
+            f"{axis_name(over)} is not a key axis: the scores' key axis is {axis_name(k)}, and "
+            f"attention normalises over the keys (over={axis_name(k)}); a softmax over the "
+            f"queries {axis_name(over)} is ax.softmax(scores, {axis_name(over)}, "
+            "allow_query=True)",
+        )
+    # gradual inside (softmax's overloads need a floating dtype); the signature keeps the type
+    out: Tensor[_DS, *_S] = softmax(cast(AnyTensor, scores), over)
+    return out
 
 
 @public_call()
@@ -160,6 +223,7 @@ def dot_product_attention(
             f"{axis_name(key_pos)}; queries and keys need different position axes "
             "(rename one, e.g. ax.rename(k, Time, KeyPos))",
         )
+    _check_roles(name, query, key, over, key_pos)
     causal_axis = None
     if causal:
         own = [a for a in query.axes if a not in key.axes]
@@ -183,6 +247,29 @@ def dot_product_attention(
         causal=causal_axis,
         key_lengths=key_lengths,
     )
+
+
+def _check_roles(
+    name: str, q: AnyTensor, k: AnyTensor, over: type[Axis], key_pos: type[Axis]
+) -> None:
+    """The key axis against the query's own position axes (those the key lacks): a key role
+    among them (query and key swapped), or a key declared for another query, is refused."""
+    own = [a for a in q.axes if a not in k.axes and a != over]
+    if len(own) == 1:
+        check_query_key(name, own[0], key_pos)
+        return
+    for a in own:
+        if is_key_role(a):
+            check_query_key(name, a, key_pos)
+    want = query_of(key_pos)
+    if want is not None and want not in own:
+        raise fail(
+            name,
+            (q, k),
+            f"the key axis {axis_name(key_pos)} is declared the key of {axis_name(want)} "
+            f"(ax.KeyOf[{axis_name(want)}]), which is not a position axis of the query (it "
+            f"has {axes_names(tuple(own)) or 'none'})",
+        )
 
 
 def _size(t: AnyTensor, axis: type[Axis]) -> int:
@@ -442,6 +529,7 @@ class MultiheadAttention(eqx.Module, Generic[D, Q, K, E, H, HD]):
         for a in axes:
             check_axis_label(a, "MultiheadAttention")
         distinct("MultiheadAttention", axes)
+        check_query_key("MultiheadAttention", query_pos, key_pos)
         (self.embed_axis, self.query_pos, self.key_pos, self.head_axis, self.head_dim_axis) = axes
         embed_size = positive_int("MultiheadAttention", "embed_size", embed_size)
         num_heads = positive_int("MultiheadAttention", "num_heads", num_heads)

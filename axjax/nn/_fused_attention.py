@@ -34,6 +34,7 @@ from ..core._internal import (
     axes_names,
     axis_name,
     check_indices,
+    check_query_key,
     is_floating,
     optional_positive_int,
     register_op,
@@ -274,6 +275,8 @@ class FusedAttention(Op):
                 f"the query needs exactly one position axis that the key "
                 f"lacks, has {len(own)} ({axes_names(tuple(own))})",
             )
+        # the key axis against the query's (ax.KeyOf): swapped, or the key of another query
+        check_query_key(f"Cannot apply {self.describe()}", own[0], self.key_pos)
         batch = tuple(a for a in q.axes if a in k.axes and a not in (self.over, self.heads))
         return batch, own[0]
 

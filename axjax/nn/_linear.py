@@ -18,8 +18,15 @@ import jax
 from typing_extensions import TypeVar
 
 from ..core import F32, AnyTensor, Axis, DType, Tensor
-from ..core._internal import axis_name, check_axis_label, fail, positive_int, positive_sizes
-from ..ops import broadcast, contract, relu
+from ..core._internal import (
+    axis_name,
+    check_axis_label,
+    fail,
+    output_role,
+    positive_int,
+    positive_sizes,
+)
+from ..ops import broadcast, contract, relu, rename
 from . import _init
 from ._registry import register_layer
 from ._util import distinct, forbid, require
@@ -47,8 +54,9 @@ def _dense(
     out_axis: type[Axis],
 ) -> AnyTensor:
     n_in = dict(zip(weight.axes, weight.shape, strict=True))[in_axis]
+    rows = weight.axes[0]  # out_axis, or Out[out_axis] for a square layer
     require(name, (x,), x, in_axis, n_in)
-    forbid(name, (x,), x, (out_axis,))
+    forbid(name, (x,), x, (rows,))
     if x.dtype is not weight.dtype:
         raise fail(
             name,
@@ -57,6 +65,8 @@ def _dense(
             f"{weight.dtype.__name__} (convert the input with astype, or cast the layer)",
         )
     y = contract(x, weight, over=in_axis)
+    if rows is not out_axis:
+        y = rename(y, rows, out_axis)
     if bias is not None:
         y = y + broadcast(bias, y)
     return y
@@ -182,15 +192,15 @@ class Affine(_Dense[D, In, Out]):
         check_axis_label(in_axis, "Affine")
         check_axis_label(out_axis, "Affine")
         self.in_axis, self.out_axis = in_axis, out_axis
-        distinct("Affine", (self.in_axis, self.out_axis))
+        rows = _rows(in_axis, out_axis)
         in_size, out_size = _sizes("Affine", in_size, out_size)
         wkey, bkey = jax.random.split(key)
         w_init = weight_init or _init.glorot_uniform()
         self.weight = w_init(
             wkey,
-            {out_axis: out_size, in_axis: in_size},
+            {rows: out_size, in_axis: in_size},
             fan_in=in_axis,
-            fan_out=out_axis,
+            fan_out=rows,
             dtype=dtype,
         )
         self.bias = (bias_init or _init.zeros())(
@@ -206,6 +216,12 @@ class Affine(_Dense[D, In, Out]):
     def _name(self) -> str:
         n_out, n_in = self.weight.shape
         return _describe("Affine", self.in_axis, self.out_axis, n_in, n_out)
+
+
+def _rows(in_axis: type[Axis], out_axis: type[Axis]) -> type[Axis]:
+    """The weight's output axis: ``out_axis``, or its output role ``ax.Out[out_axis]`` when
+    the layer maps an axis to itself (a weight never has an axis twice)."""
+    return output_role(out_axis) if out_axis is in_axis else out_axis
 
 
 def _sizes(where: str, in_size: int, out_size: int) -> tuple[int, int]:
@@ -265,14 +281,14 @@ class Linear(_Dense[D, In, Out]):
         check_axis_label(in_axis, "Linear")
         check_axis_label(out_axis, "Linear")
         self.in_axis, self.out_axis = in_axis, out_axis
-        distinct("Linear", (self.in_axis, self.out_axis))
+        rows = _rows(in_axis, out_axis)
         in_size, out_size = _sizes("Linear", in_size, out_size)
         w_init = weight_init or _init.glorot_uniform()
         self.weight = w_init(
             key,
-            {out_axis: out_size, in_axis: in_size},
+            {rows: out_size, in_axis: in_size},
             fan_in=in_axis,
-            fan_out=out_axis,
+            fan_out=rows,
             dtype=dtype,
         )
 
@@ -327,7 +343,8 @@ class MLP(_Dense[D, In, Out]):
         hidden = positive_sizes("MLP", "hidden", hidden or {})
         axes: list[Any] = [in_axis, *hidden, out_axis]
         sizes = [in_size, *hidden.values(), out_size]
-        distinct("MLP", axes)
+        # the output may be the input (a square last layer writes ax.Out[In])
+        distinct("MLP", axes[:-1] if axes[0] is axes[-1] else axes)
         keys = list(jax.random.split(key, len(axes) - 1))
         self.layers = tuple(
             Affine(a, b, n, m, weight_init=weight_init, bias_init=bias_init, dtype=dtype, key=k)

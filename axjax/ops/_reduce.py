@@ -22,6 +22,7 @@ from ..core._internal import (
     check_axis_label,
     register_op,
     require_floating,
+    softmax_role_problem,
 )
 
 D = TypeVar("D", bound=DType)
@@ -239,10 +240,25 @@ class ArgMax(AxisOp):
 
 
 class _Normalise(AxisOp):
+    """A normalisation over axes. On attention scores that hold a key role
+    (``ax.KeyOf[Pos]``) a normalisation over its query axis ``Pos`` is refused unless
+    ``allow_query=True``: attention normalises over the keys."""
+
     accumulates = True  # the sum of exp(x): in float32 for F16/BF16 operands
+
+    def __init__(self, over: AxisArg, allow_query: bool = False) -> None:
+        super().__init__(over)
+        self.allow_query = bool(allow_query)
+
+    def describe(self) -> str:
+        extra = ", allow_query=True" if self.allow_query else ""
+        return f"{self.name}({axes_names(self.over)}{extra})"
 
     def infer(self, x: HasType) -> TensorType:
         self.check_present(x)
+        why = None if self.allow_query else softmax_role_problem(tuple(x.axes), self.over)
+        if why is not None:
+            raise self.fail((x,), why)
         require_floating(self, (x,))
         return TensorType(x.dtype, x.axes, x.shape)
 
@@ -324,18 +340,18 @@ def argmax(x: Tensor[Any, *tuple[Any, ...]], over: type[Axis]) -> Tensor[I32, *t
     return cached(ArgMax, over)(x)
 
 
-def softmax(x: Tensor[D, *Axes], over: AxisArg) -> Tensor[D, *Axes]:
+def softmax(x: Tensor[D, *Axes], over: AxisArg, allow_query: bool = False) -> Tensor[D, *Axes]:
     """Softmax along the named axis (or axes), stable; axes unchanged.
 
     Example:
         >>> p = ax.softmax(logits, Class)   # sums to 1 along Class
     """
-    return cached(Softmax, over).same_type(x)
+    return cached(Softmax, over, allow_query).same_type(x)
 
 
-def log_softmax(x: Tensor[D, *Axes], over: AxisArg) -> Tensor[D, *Axes]:
+def log_softmax(x: Tensor[D, *Axes], over: AxisArg, allow_query: bool = False) -> Tensor[D, *Axes]:
     """``x - logsumexp(x, over)`` along the named axis (or axes), stable."""
-    return cached(LogSoftmax, over).same_type(x)
+    return cached(LogSoftmax, over, allow_query).same_type(x)
 
 
 # END GENERATED

@@ -18,7 +18,15 @@ import jax
 from jax.sharding import PartitionSpec
 
 from ..core import Axis, AxisError
-from ..core._internal import HasType, Table, axis_name, check_axis_label, describe, pspec
+from ..core._internal import (
+    HasType,
+    Table,
+    axis_name,
+    check_axis_label,
+    describe,
+    pspec,
+    rule_names,
+)
 
 __all__ = ["MeshAxes", "Table", "check_mesh_axes", "partition_spec", "rules_table", "spec_of"]
 
@@ -68,8 +76,8 @@ def spec_of(
     entries: list[MeshAxes] = []
     owner: dict[str, type[Axis]] = {}
     shape: Sequence[int | None] = getattr(t, "shape", (None,) * len(t.axes))
-    for a, n in zip(t.axes, shape, strict=True):
-        names = table.get(a, ())
+    ruled = rule_names(table, t.axes)  # an output role Out[E] takes E's rule
+    for a, n, names in zip(t.axes, shape, ruled, strict=True):
         for name in names:
             if name in owner:
                 raise AxisError(

@@ -52,7 +52,7 @@ import numpy as np
 import optax
 
 import axjax as ax
-from axjax.nn import Head, HeadDim, KeyPos
+from axjax.nn import Head, HeadDim
 
 __all__ = [
     "Batch",
@@ -61,7 +61,7 @@ __all__ = [
     "Embed",
     "Head",
     "HeadDim",
-    "KeyPos",
+    "KPos",
     "LM",
     "Mlp",
     "Pos",
@@ -85,6 +85,12 @@ class Batch(ax.Axis):
 @final
 class Pos(ax.Axis):
     """Byte positions in a window (the query positions of attention)."""
+
+
+@final
+class KPos(ax.KeyOf[Pos]):
+    """The key positions of the queries ``Pos`` (a key role: a causal mask or a softmax that
+    swaps the two is an error)."""
 
 
 Window = tuple[ax.Tensor[ax.I32, Batch, Pos], ax.Tensor[ax.I32, Batch, Pos]]
@@ -220,7 +226,7 @@ class Block(eqx.Module):
     """``x + attn(ln1(x))``, then ``+ mlp(ln2(x))``: one pre-norm transformer block."""
 
     ln1: ax.nn.LayerNorm[ax.F32, Embed]
-    attn: ax.nn.MultiheadAttention
+    attn: ax.nn.MultiheadAttention[ax.F32, Pos, KPos, Embed, Head, HeadDim]
     ln2: ax.nn.LayerNorm[ax.F32, Embed]
     up: ax.nn.Affine[ax.F32, Embed, Mlp]
     down: ax.nn.Affine[ax.F32, Mlp, Embed]
@@ -233,6 +239,7 @@ class Block(eqx.Module):
             cfg.embed,
             num_heads=cfg.heads,
             query_pos=Pos,
+            key_pos=KPos,
             causal=True,
             implementation=cfg.attention,
             key=k1,

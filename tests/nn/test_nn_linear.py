@@ -169,8 +169,8 @@ def test_affine_errors_name_the_layer_and_operand(key: jax.Array) -> None:
         layer(ax.zeros((2, 4), Out, In))
     with pytest.raises(ax.AxisError, match=r"the input is BF16, the layer's parameters F32"):
         layer(ax.zeros((2, 4), Batch, In, dtype=ax.BF16))
-    with pytest.raises(ax.AxisError, match=r"Affine: the axes \(In, In\) must all differ"):
-        ax.nn.Affine(In, In, 4, 4, key=key)
+    # a layer from an axis to itself keeps its output rows on the role ax.Out[In] (issue 34)
+    assert ax.nn.Affine(In, In, 4, 4, key=key).weight.axes == (ax.Out[In], In)
     with pytest.raises(ax.AxisError, match=r"MLP: the axes \(In, Hidden, Out, Out\)"):
         ax.nn.MLP(In, Out, 2, 2, hidden={Hidden: 3, Out: 2}, key=key)
     with pytest.raises(TypeError, match="not an axis label"):

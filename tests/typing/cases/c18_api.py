@@ -168,6 +168,7 @@ reveal_type(ax.ReductionOp.__call__)  # show
 reveal_type(ax.Tensor.astype)  # show
 reveal_type(ax.Tensor.item)  # show
 reveal_type(ax.Tensor.size)  # show
+reveal_type(ax.nn.attention_weights)  # show
 reveal_type(ax.nn.cast)  # show
 reveal_type(ax.nn.causal_mask)  # show
 reveal_type(ax.nn.compute_capability)  # show
@@ -226,6 +227,7 @@ reveal_type(ax.train.save_sharded)  # show
 reveal_type(ax.train.softmax_cross_entropy)  # show
 reveal_type(ax.train.unsharded)  # show
 reveal_type(ax.train.write_idx)  # show
+reveal_type(ax.nn.Affine.__call__)  # show
 reveal_type(ax.nn.AvgPool.__call__)  # show
 reveal_type(ax.nn.Bidirectional.__call__)  # show
 reveal_type(ax.nn.ChildSumTreeLSTMCell.__call__)  # show
@@ -250,15 +252,19 @@ reveal_type(ax.nn.LSTMCell.__call__)  # show
 reveal_type(ax.nn.LSTMCell.init_state)  # show
 reveal_type(ax.nn.LSTMCell.output)  # show
 reveal_type(ax.nn.Lambda.__call__)  # show
+reveal_type(ax.nn.LayerNorm.__call__)  # show
 reveal_type(ax.nn.LayerStack.__call__)  # show
 reveal_type(ax.nn.LayerStack.from_layers)  # show
 reveal_type(ax.nn.LayerStack.init)  # show
 reveal_type(ax.nn.LayerStack.stacked)  # show
 reveal_type(ax.nn.LayerStack.unstack)  # show
+reveal_type(ax.nn.Linear.__call__)  # show
+reveal_type(ax.nn.MLP.__call__)  # show
 reveal_type(ax.nn.MaxPool.__call__)  # show
 reveal_type(ax.nn.MultiheadAttention.__call__)  # show
 reveal_type(ax.nn.Policy.initial_scale)  # show
 reveal_type(ax.nn.Policy.mixed)  # show
+reveal_type(ax.nn.RMSNorm.__call__)  # show
 reveal_type(ax.nn.RNNCell.__call__)  # show
 reveal_type(ax.nn.RNNCell.init_state)  # show
 reveal_type(ax.nn.Recurrent.__call__)  # show

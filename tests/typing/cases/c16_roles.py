@@ -1,0 +1,63 @@
+"""Axis roles (issue 34): a key axis declared for its query, and a layer from an axis to
+itself.
+
+The two attention mistakes that no name check sees: M1, a softmax over the query axis
+instead of the key axis; M2, a causal mask with query and key swapped. ``KPos`` is declared
+the key of ``Pos`` (``ax.KeyOf[Pos]``), so both are type errors and ``AxisError``s.
+"""
+
+from typing import final, reveal_type
+
+import jax
+
+import axjax as ax
+from axjax import F32, Tensor
+
+
+@final
+class Pos(ax.Axis): ...
+
+
+@final
+class KPos(ax.KeyOf[Pos]): ...
+
+
+@final
+class Head(ax.Axis): ...
+
+
+@final
+class Embed(ax.Axis): ...
+
+
+@final
+class Batch(ax.Axis): ...
+
+
+scores = ax.zeros((2, 3, 3), Head, Pos, KPos)
+
+# the correct lines
+mask = ax.nn.causal_mask(Pos, KPos, 3, 3)
+reveal_type(mask)  # want: Tensor[Bool, Pos, KPos]
+generic = ax.nn.causal_mask(Pos, ax.nn.KeyPos, 3, 3)
+reveal_type(generic)  # want: Tensor[Bool, Pos, KeyPos]
+weights = ax.nn.attention_weights(scores, over=KPos)
+reveal_type(weights)  # want: Tensor[F32, Head, Pos, KPos]
+keys = ax.softmax(scores, KPos)
+reveal_type(keys)  # want: Tensor[F32, Head, Pos, KPos]
+queries = ax.softmax(scores, Pos, allow_query=True)  # ok
+
+# M2: query and key swapped
+swapped = ax.nn.causal_mask(KPos, Pos, 3, 3)  # want-error[plugin,mypy,pyright]: causal_mask
+swapped_generic = ax.nn.causal_mask(ax.nn.KeyPos, Pos, 3, 3)  # want-error[plugin,mypy,pyright]: causal_mask
+
+# M1: normalised over the queries
+m1_weights = ax.nn.attention_weights(scores, over=Pos)  # want-error[plugin,mypy,pyright]: attention_weights
+m1_softmax = ax.softmax(scores, Pos)  # want-error[plugin]: softmax over the query axis Pos; miss[mypy,pyright]
+
+# ax.Out[E]: a layer from an axis to itself
+key = jax.random.key(0)
+square = ax.nn.Linear(Embed, Embed, 4, 4, key=key)
+x: Tensor[F32, Batch, Embed] = ax.zeros((2, 4), Batch, Embed)
+reveal_type(square(x))  # want: Tensor[F32, Batch, Embed]
+w: Tensor[F32, ax.Out[Embed], Embed] = ax.zeros((4, 4), ax.Out[Embed], Embed)  # ok
