@@ -88,19 +88,48 @@ _KPos = TypeVar("_KPos", bound=Axis)
 
 
 def causal_mask(
-    query_pos: type[_QPos], key_pos: type[_KPos], n_query: int, n_key: int
+    query_pos: type[_QPos],
+    key_pos: type[_KPos],
+    n_query: int,
+    n_key: int,
+    offset: int | jax.Array | AnyTensor | None = None,
 ) -> Tensor[Bool, _QPos, _KPos]:
-    """``[QPos, KPos]`` mask, true where the key position is not after the query's.
+    """``[QPos, KPos]`` mask, true where key ``j`` is not after query ``i``: ``j <= i + offset``.
+
+    ``offset`` is the position of query 0 among the keys. By default the queries are the
+    *last* ``n_query`` positions when keys outnumber queries (aligned lower-right, offset
+    ``n_key - n_query``: a decode step against a cache of earlier keys sees them all), and
+    start at key 0 otherwise (the square case, ``offset=0``). A traced integer (a KV
+    cache's length) may be given: the mask of a step inside ``jit``/``scan``.
 
     Example:
         >>> ax.nn.causal_mask(Time, KeyPos, 3, 3).array
         Array([[ True, False, False], [ True,  True, False], [ True,  True,  True]])
+        >>> ax.nn.causal_mask(Time, KeyPos, 2, 5).array    # lower-right: the last 2 queries
+        Array([[ True,  True,  True,  True, False], [ True,  True,  True,  True,  True]])
     """
     n_query = positive_int("causal_mask", "n_query", n_query)
     n_key = positive_int("causal_mask", "n_key", n_key)
+    if offset is None:
+        offset = max(n_key - n_query, 0)
+    elif isinstance(offset, bool) or not isinstance(offset, int | jax.Array | Tensor):
+        raise TypeError(
+            f"causal_mask: offset must be an int or an integer scalar, "
+            f"got {type(offset).__name__}"
+        )
     q: AnyTensor = broadcast(arange(query_pos, n_query), (query_pos, key_pos), {key_pos: n_key})
     k: AnyTensor = broadcast(arange(key_pos, n_key), (query_pos, key_pos), {query_pos: n_query})
-    return greater_equal(q, k)
+    if isinstance(offset, Tensor):
+        if offset.axes:
+            raise fail(
+                "causal_mask",
+                (offset,),
+                f"the offset is a scalar, got axes ({axes_names(offset.axes)})",
+            )
+        offset = offset.array
+    if isinstance(offset, int) and offset == 0:
+        return greater_equal(q, k)
+    return greater_equal(q + offset, k)
 
 
 @checks_choices
@@ -123,9 +152,9 @@ def dot_product_attention(
     Every other shared axis (batch, heads) is kept once. ``mask`` (Bool, true = attend) may
     have any subset of the score axes and is broadcast to them. ``key_lengths`` (integers
     over some of the batch axes) is the number of valid keys of each sequence: padding
-    without a mask tensor. ``causal``: each query sees the keys up to its own position
-    (top-left aligned, as :func:`causal_mask`; the query needs one position axis of its
-    own). ``implementation``: ``"einsum"`` (contractions), ``"xla"``/``"cudnn"``
+    without a mask tensor. ``causal``: each query sees the keys up to its own position,
+    aligned as :func:`causal_mask` (lower-right when keys outnumber queries: the queries
+    are the last positions; the query needs one position axis of its own). ``implementation``: ``"einsum"`` (contractions), ``"xla"``/``"cudnn"``
     (``jax.nn.dot_product_attention`` with that kernel), ``"fused"`` (JAX picks the kernel),
     ``"auto"`` (cuDNN where it can run, else einsum: :func:`default_attention_path`).
 
@@ -295,6 +324,12 @@ def _attention(
     if key_lengths is not None:
         _check_lengths(key_lengths, q, k, over, heads)
     path = _path(q, k, v, over, key_pos, mask is not None, drop is not None, causal, implementation)
+    if path != "einsum" and causal is not None and causal[1] != _size(k, key_pos):
+        # the fused kernels' causal flag aligns top-left; causal_mask aligns lower-right
+        # when keys outnumber queries, so such a call takes the mask instead of the flag
+        c = causal_mask(causal[0], key_pos, causal[1], _size(k, key_pos))
+        mask = c if mask is None else _and(mask, c)
+        causal = None
     if path != "einsum":
         op = FusedAttention(
             over,
