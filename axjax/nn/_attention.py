@@ -9,14 +9,14 @@ accident, which positional code does silently when two axes have the same size.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any, Generic, TypeVarTuple, final, overload
 
 import equinox as eqx
 import jax
 from typing_extensions import TypeVar
 
-from ..core import F32, I32, AnyTensor, Axis, Bool, DType, Integer, Tensor
+from ..core import F32, I32, AnyTensor, Axis, AxisError, Bool, DType, Integer, Tensor
 from ..core._internal import (
     axes_names,
     axis_name,
@@ -40,6 +40,7 @@ from ..ops import (
     softmax,
     transpose,
     where,
+    zeros,
 )
 from . import _init
 from ._dropout import Dropout
@@ -50,6 +51,7 @@ from ._util import distinct, require
 __all__ = [
     "Head",
     "HeadDim",
+    "KVCache",
     "KeyPos",
     "MultiheadAttention",
     "dot_product_attention",
@@ -154,7 +156,8 @@ def dot_product_attention(
     over some of the batch axes) is the number of valid keys of each sequence: padding
     without a mask tensor. ``causal``: each query sees the keys up to its own position,
     aligned as :func:`causal_mask` (lower-right when keys outnumber queries: the queries
-    are the last positions; the query needs one position axis of its own). ``implementation``: ``"einsum"`` (contractions), ``"xla"``/``"cudnn"``
+    are the last positions; the query needs one position axis of its own).
+    ``implementation``: ``"einsum"`` (contractions), ``"xla"``/``"cudnn"``
     (``jax.nn.dot_product_attention`` with that kernel), ``"fused"`` (JAX picks the kernel),
     ``"auto"`` (cuDNN where it can run, else einsum: :func:`default_attention_path`).
 
@@ -372,6 +375,61 @@ def _attention(
     return transpose(out, *order)
 
 
+class KVCache(eqx.Module):
+    """The keys and values a decoder has seen: heads-major ``[*Batch, Head, KeyPos,
+    HeadDim]`` tensors of a static ``max_len`` positions, and ``length``, how many are filled.
+
+    Made by :meth:`MultiheadAttention.init_cache`; ``mha(x, cache=cache)`` writes the keys
+    and values of ``x``'s positions at ``length`` and returns ``(y, cache)`` with ``length``
+    advanced, so that a prefill (the prompt) and each decode step (one position) run the
+    same layer, the same weights. Writing past ``max_len`` is an error, never a wrap-around.
+    A pytree: it can be carried through ``jax.lax.scan`` and ``jit``.
+
+    Example:
+        >>> cache = mha.init_cache({Batch: 2}, max_len=16)
+        >>> y, cache = mha(prompt, cache=cache)     # [Batch, Time=5, Embed]
+        >>> y, cache = mha(token, cache=cache)      # [Batch, Time=1, Embed]; length 6
+    """
+
+    keys: AnyTensor
+    values: AnyTensor
+    length: jax.Array
+    key_pos: type[Axis] = eqx.field(static=True)
+
+    @property
+    def max_len(self) -> int:
+        """The static number of positions the cache holds."""
+        return int(self.keys.size(self.key_pos))
+
+    def write(self, keys: AnyTensor, values: AnyTensor, query_pos: type[Axis]) -> KVCache:
+        """The cache with ``keys``/``values`` (over ``query_pos`` instead of ``key_pos``, and
+        otherwise the cache's axes) written at ``length``; an error where they overflow."""
+        n = int(keys.size(query_pos))
+        if n > self.max_len:
+            raise AxisError(
+                f"KVCache: {n} new positions ({axis_name(query_pos)}) overflow the cache of "
+                f"max_len {self.max_len} ({axis_name(self.key_pos)}); make a larger cache "
+                "with init_cache(..., max_len=...)"
+            )
+        length = eqx.error_if(
+            self.length,
+            self.length + n > self.max_len,
+            f"KVCache overflow: writing {n} position(s) past the static max_len "
+            f"{self.max_len} ({axis_name(self.key_pos)}); make a larger cache with "
+            "init_cache(..., max_len=...)",
+        )
+
+        def put(cache: AnyTensor, new: AnyTensor) -> AnyTensor:
+            new = transpose(rename(new, query_pos, self.key_pos), *cache.axes)
+            at = cache.axes.index(self.key_pos)
+            out = jax.lax.dynamic_update_slice_in_dim(
+                cache.array, new.array.astype(cache.array.dtype), length, at
+            )
+            return Tensor(out, cache.axes)
+
+        return KVCache(put(self.keys, keys), put(self.values, values), length + n, self.key_pos)
+
+
 @register_layer()
 class MultiheadAttention(eqx.Module, Generic[D, Q, K, E, H, HD]):
     """Multi-head attention: project, attend per head, project back.
@@ -498,8 +556,49 @@ class MultiheadAttention(eqx.Module, Generic[D, Q, K, E, H, HD]):
         y = contract(x, w, over=self.embed_axis)
         return y + broadcast(self.biases[i], y) if self.biases is not None else y
 
+    def init_cache(
+        self, batch: Mapping[type[Axis], int], max_len: int, dtype: type[DType] | None = None
+    ) -> KVCache:
+        """An empty :class:`KVCache` of ``max_len`` positions for queries with the ``batch``
+        axes (``{Batch: 16}``): keys and values ``[*batch, Head, KeyPos, HeadDim]`` in
+        ``dtype`` (the projections' by default), length 0."""
+        max_len = positive_int("MultiheadAttention.init_cache", "max_len", max_len)
+        for a in batch:
+            check_axis_label(a, "MultiheadAttention.init_cache")
+        sizes = {
+            **{a: positive_int("init_cache", "batch", n) for a, n in batch.items()},
+            self.head_axis: self.key_proj.size(self.head_axis),
+            self.key_pos: max_len,
+            self.head_dim_axis: self.key_proj.size(self.head_dim_axis),
+        }
+        dt = self.key_proj.dtype if dtype is None else dtype
+        empty: AnyTensor = zeros(tuple(sizes.values()), *sizes, dtype=dt)
+        return KVCache(empty, empty, jax.numpy.zeros((), jax.numpy.int32), self.key_pos)
+
     @overload  # the two layouts overlap where the batch is empty (the same result)
     def __call__(  # type: ignore[overload-overlap]  # as the line above says
+        self,
+        query: Tensor[D, *B, Q, E],
+        *,
+        cache: KVCache,
+        mask: Tensor[Bool, *tuple[Any, ...]] | None = None,
+        key_lengths: Tensor[Any, *tuple[Any, ...]] | None = None,
+        key: jax.Array | None = None,
+        inference: bool | None = None,
+    ) -> tuple[Tensor[D, *B, Q, E], KVCache]: ...
+    @overload
+    def __call__(
+        self,
+        query: Tensor[D, Q, *B, E],
+        *,
+        cache: KVCache,
+        mask: Tensor[Bool, *tuple[Any, ...]] | None = None,
+        key_lengths: Tensor[Any, *tuple[Any, ...]] | None = None,
+        key: jax.Array | None = None,
+        inference: bool | None = None,
+    ) -> tuple[Tensor[D, Q, *B, E], KVCache]: ...
+    @overload
+    def __call__(  # type: ignore[overload-overlap]  # the layouts overlap (see above)
         self,
         query: Tensor[D, *B, Q, E],
         key_: Tensor[D, *BK, K, E] | None = None,
@@ -532,8 +631,15 @@ class MultiheadAttention(eqx.Module, Generic[D, Q, K, E, H, HD]):
         key_lengths: AnyTensor | None = None,
         key: jax.Array | None = None,
         inference: bool | None = None,
-    ) -> AnyTensor:
+        cache: KVCache | None = None,
+    ) -> AnyTensor | tuple[AnyTensor, KVCache]:
         """Attend from ``query`` to ``key_``/``value`` (both default to ``query``).
+
+        With ``cache=`` (a :class:`KVCache`, self-attention only) the query's positions are
+        the next ones after the ``cache.length`` cached: their keys and values are written
+        into the cache, the query attends to every filled position (causally: to those not
+        after its own) and the call returns ``(y, cache)``: the prefill of a prompt and each
+        decode step are the same call.
 
         ``mask`` is a Bool tensor over any of the score axes (batch axes, ``query_pos``,
         ``head_axis``, ``key_pos``), true where attention is allowed. ``key_lengths`` is an
@@ -545,6 +651,13 @@ class MultiheadAttention(eqx.Module, Generic[D, Q, K, E, H, HD]):
         e = self.query_proj.size(self.embed_axis)
         require(name, (query,), query, self.embed_axis, e, "query")
         require(name, (query,), query, self.query_pos, None, "query")
+        if cache is not None:
+            if key_ is not None or value is not None:
+                raise TypeError(
+                    f"{name}: a KVCache is for self-attention; give the query only "
+                    "(its keys and values go into the cache)"
+                )
+            return self._cached(query, cache, mask, key_lengths, key, inference)
         keys = rename(query, self.query_pos, self.key_pos) if key_ is None else key_
         values = keys if value is None else value
         for what, t in (("key", keys), ("value", values)):
@@ -553,6 +666,12 @@ class MultiheadAttention(eqx.Module, Generic[D, Q, K, E, H, HD]):
         q = self._project(query, self.query_proj, 0)
         k = self._project(keys, self.key_proj, 1)
         v = self._project(values, self.value_proj, 2)
+        causal = (self.query_pos, query.size(self.query_pos)) if self.causal else None
+        return self._attend(q, k, v, mask, key_lengths, key, inference, causal)
+
+    def _dropout(
+        self, key: jax.Array | None, inference: bool | None
+    ) -> Callable[[AnyTensor], AnyTensor] | None:
         drop: Callable[[AnyTensor], AnyTensor] | None = None
         off = self.dropout is None or (
             (self.dropout.inference if inference is None else inference) is True
@@ -564,7 +683,19 @@ class MultiheadAttention(eqx.Module, Generic[D, Q, K, E, H, HD]):
                 return dropout(w, key=key, inference=inference)
 
             drop = dropped
-        causal = (self.query_pos, query.size(self.query_pos)) if self.causal else None
+        return drop
+
+    def _attend(
+        self,
+        q: AnyTensor,
+        k: AnyTensor,
+        v: AnyTensor,
+        mask: AnyTensor | None,
+        key_lengths: AnyTensor | None,
+        key: jax.Array | None,
+        inference: bool | None,
+        causal: tuple[type[Axis], int] | None,
+    ) -> AnyTensor:
         out = _attention(
             q,
             k,
@@ -572,7 +703,7 @@ class MultiheadAttention(eqx.Module, Generic[D, Q, K, E, H, HD]):
             self.head_dim_axis,
             self.key_pos,
             mask,
-            drop,
+            self._dropout(key, inference),
             implementation=self.implementation,
             heads=self.head_axis,
             causal=causal,
@@ -580,6 +711,38 @@ class MultiheadAttention(eqx.Module, Generic[D, Q, K, E, H, HD]):
         )
         y = contract(out, self.output_proj, over=(self.head_axis, self.head_dim_axis))
         return y + broadcast(self.biases[3], y) if self.biases is not None else y
+
+    def _cached(
+        self,
+        query: AnyTensor,
+        cache: KVCache,
+        mask: AnyTensor | None,
+        key_lengths: AnyTensor | None,
+        key: jax.Array | None,
+        inference: bool | None,
+    ) -> tuple[AnyTensor, KVCache]:
+        if not isinstance(cache, KVCache):
+            raise TypeError(f"cache= takes a KVCache, got {type(cache).__name__}")
+        if cache.key_pos is not self.key_pos:
+            raise AxisError(
+                f"MultiheadAttention: the cache's key axis is {axis_name(cache.key_pos)}, "
+                f"the layer's {axis_name(self.key_pos)} (make it with this layer's init_cache)"
+            )
+        q = self._project(query, self.query_proj, 0)
+        cache = cache.write(
+            self._project(query, self.key_proj, 1),
+            self._project(query, self.value_proj, 2),
+            self.query_pos,
+        )
+        n_query, n_key = _size(query, self.query_pos), cache.max_len
+        start = cache.length - n_query  # the position of the first query
+        if self.causal:  # keys up to each query's own position: none of the empty ones
+            filled = causal_mask(self.query_pos, self.key_pos, n_query, n_key, start)
+        else:
+            filled = less(arange(self.key_pos, n_key), cache.length)
+        mask = filled if mask is None else _and(mask, filled)
+        out = self._attend(q, cache.keys, cache.values, mask, key_lengths, key, inference, None)
+        return out, cache
 
 
 def _and(a: AnyTensor, b: AnyTensor) -> AnyTensor:
