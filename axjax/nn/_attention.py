@@ -21,6 +21,7 @@ from ..core._internal import (
     axes_names,
     axis_name,
     check_axis_label,
+    check_int,
     checks_choices,
     fail,
     finfo_min,
@@ -114,11 +115,8 @@ def causal_mask(
     n_key = positive_int("causal_mask", "n_key", n_key)
     if offset is None:
         offset = max(n_key - n_query, 0)
-    elif isinstance(offset, bool) or not isinstance(offset, int | jax.Array | Tensor):
-        raise TypeError(
-            f"causal_mask: offset must be an int or an integer scalar, "
-            f"got {type(offset).__name__}"
-        )
+    elif not isinstance(offset, jax.Array | Tensor):
+        offset = check_int("causal_mask", "offset", offset, None, None, "an int")
     q: AnyTensor = broadcast(arange(query_pos, n_query), (query_pos, key_pos), {key_pos: n_key})
     k: AnyTensor = broadcast(arange(key_pos, n_key), (query_pos, key_pos), {query_pos: n_query})
     if isinstance(offset, Tensor):

@@ -13,7 +13,7 @@ import jax
 import jax.numpy as jnp
 
 from ..core import I32, AnyTensor, Axis, AxisError, Tensor
-from ..core._internal import axes_names, axis_name, positive_int
+from ..core._internal import axes_names, axis_name, non_negative_float, positive_int
 from ..ops import expand_dims, index, transpose
 
 __all__ = ["Decoder", "generate"]
@@ -144,8 +144,7 @@ def generate(
             f"generate: a prompt of {n_prompt} and {steps} steps need a cache of {need} "
             f"positions, max_len is {max_len}"
         )
-    if not isinstance(temperature, int | float) or temperature < 0:
-        raise ValueError(f"generate: temperature must be >= 0, got {temperature!r}")
+    temperature = non_negative_float("generate", "temperature", temperature)
     if top_k is not None:
         top_k = positive_int("generate", "top_k", top_k)
     if key is None:
