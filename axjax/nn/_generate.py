@@ -36,7 +36,7 @@ class Decoder(Protocol[C]):
 
     def init_cache(self, batch: Mapping[type[Axis], int], max_len: int) -> C: ...
 
-    def __call__(self, ids: Any, *, cache: C) -> tuple[Any, C]: ...
+    def __call__(self, ids: AnyTensor, *, cache: C) -> tuple[AnyTensor, C]: ...
 
 
 def _pick(
@@ -63,7 +63,7 @@ def _pick(
 
 @eqx.filter_jit
 def _generate(
-    model: Any,
+    model: Decoder[Any],
     prompt: AnyTensor,
     key: jax.Array,
     steps: int,

@@ -80,7 +80,9 @@ def _is_axis(v: object) -> bool:
     return isinstance(v, type) and issubclass(v, Axis) and v is not Axis
 
 
-def rearrange(x: AnyOf[D], pattern: str, **axes: Any) -> AnyOf[D]:
+def rearrange(
+    x: AnyOf[D], pattern: str, **axes: int | type[Axis] | tuple[type[Axis], int]
+) -> AnyOf[D]:
     """Split, merge and reorder ``x``'s axes by a pattern of axis names.
 
     ``"left -> right"``: each side lists names and groups ``(A B)`` (first = major). Names
