@@ -127,9 +127,10 @@ def causal_mask(
                 f"the offset is a scalar, got axes ({axes_names(offset.axes)})",
             )
         offset = offset.array
-    if isinstance(offset, int) and offset == 0:
-        return greater_equal(q, k)
-    return greater_equal(q + offset, k)
+    if isinstance(offset, int):
+        return greater_equal(q + offset, k) if offset else greater_equal(q, k)
+    shift: AnyTensor = Tensor(jax.numpy.asarray(offset, jax.numpy.int32), ())
+    return greater_equal(q + shift, k)
 
 
 @checks_choices
@@ -737,7 +738,8 @@ class MultiheadAttention(eqx.Module, Generic[D, Q, K, E, H, HD]):
         if self.causal:  # keys up to each query's own position: none of the empty ones
             filled = causal_mask(self.query_pos, self.key_pos, n_query, n_key, start)
         else:
-            filled = less(arange(self.key_pos, n_key), cache.length)
+            length: AnyTensor = Tensor(cache.length, ())
+            filled = less(arange(self.key_pos, n_key), length)
         mask = filled if mask is None else _and(mask, filled)
         out = self._attend(q, cache.keys, cache.values, mask, key_lengths, key, inference, None)
         return out, cache

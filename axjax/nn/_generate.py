@@ -6,7 +6,7 @@ steps), greedy or sampled (temperature, top-k) with a reproducible key.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any, Protocol, TypeVar, TypeVarTuple
+from typing import Any, Protocol, TypeVar, TypeVarTuple, cast
 
 import equinox as eqx
 import jax
@@ -154,4 +154,4 @@ def generate(
     out = _generate(model, prompt, key, steps, pos, max_len, float(temperature), top_k)
     batch = tuple(a for a in prompt.axes if a is not pos)
     tokens: AnyTensor = Tensor(out, (pos, *batch))
-    return transpose(tokens, *prompt.axes)
+    return cast("Tensor[I32, *B]", transpose(tokens, *prompt.axes))

@@ -15,7 +15,7 @@ import math
 import re
 import sys
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeGuard
 
 from ..core import Axis, AxisError
 from ..core._internal import axes_names
@@ -35,13 +35,22 @@ class _Entry:
     parts: tuple[str, ...] | None = None
 
 
+def _names(e: _Entry) -> tuple[str, ...]:
+    """The axes an entry stands for on its side: a group's parts, else its name."""
+    if e.parts is not None:
+        return e.parts
+    return (e.name,) if e.name is not None else ()
+
+
 def _fail(pattern: str, why: str) -> AxisError:
     return AxisError(f"Cannot rearrange by {pattern!r}: {why}")
 
 
 def _parse_side(side: str, pattern: str) -> list[_Entry]:
     entries: list[_Entry] = []
-    pos, group, group_name = 0, None, None
+    pos = 0
+    group: list[str] | None = None
+    group_name: str | None = None
     while pos < len(side):
         if side[pos:].strip() == "":
             break
@@ -62,9 +71,9 @@ def _parse_side(side: str, pattern: str) -> list[_Entry]:
             entries.append(_Entry(group_name, tuple(group)))
             group = None
         elif group is not None:
-            group.append(name)
+            group.append(str(name))
         else:
-            entries.append(_Entry(name))
+            entries.append(_Entry(str(name)))
     if group is not None:
         raise _fail(pattern, "'(' without ')'")
     return entries
@@ -76,7 +85,7 @@ def _caller_names(depth: int) -> dict[str, Any]:
     return {**frame.f_globals, **frame.f_locals}
 
 
-def _is_axis(v: object) -> bool:
+def _is_axis(v: object) -> TypeGuard[type[Axis]]:
     return isinstance(v, type) and issubclass(v, Axis) and v is not Axis
 
 
@@ -114,10 +123,20 @@ def rearrange(
     for name, value in axes.items():
         if name not in names_in:
             raise _fail(pattern, f"the keyword {name}= names no axis of the pattern")
-        cls, size = value if isinstance(value, tuple) else (value, None)
-        if isinstance(cls, int) and not isinstance(cls, bool) and size is None:
-            cls, size = None, cls
-        if cls is not None and not _is_axis(cls):
+        given: object = value
+        cls: type[Axis] | None = None
+        size: object = None
+        if isinstance(given, tuple) and len(given) == 2:
+            first, size = given[0], given[1]
+            if _is_axis(first):
+                cls = first
+            else:
+                size = given
+        elif _is_axis(given):
+            cls = given
+        else:
+            size = given
+        if cls is None and not isinstance(size, int):
             raise TypeError(
                 f"rearrange: {name}= takes an axis class, a size or (class, size), got {value!r}"
             )
@@ -142,13 +161,8 @@ def rearrange(
             )
         classes[name] = found
     # the left side: plain names claim x's axes, groups split the rest
-    plain = [e.name for e in left if e.parts is None]
-    for e in left:
-        if e.parts is None or e.name is None:
-            continue
-        plain.append(e.name)
+    plain = [e.name for e in left if e.name is not None]  # plain names, named groups
     for name in plain:
-        assert name is not None
         if classes[name] not in x.axes:
             raise _fail(
                 pattern,
@@ -203,8 +217,8 @@ def rearrange(
         parts = tuple(classes[p] for p in e.parts)
         out = unflatten(out, axis, parts, tuple(sizes[p] for p in e.parts))
     # the right side: the same axes, some merged
-    left_axes = [p for e in left for p in (e.parts or (e.name,))]
-    right_axes = [p for e in right for p in (e.parts or (e.name,))]
+    left_axes = [p for e in left for p in _names(e)]
+    right_axes = [p for e in right for p in _names(e)]
     for name in right_axes:
         if name not in left_axes:
             raise _fail(pattern, f"missing axis {name}: the right side has it, the left not")

@@ -322,18 +322,24 @@ class LM(eqx.Module):
         if isinstance(self.blocks, ax.nn.LayerStack):
             return tuple(self.blocks.unstack())
         # remat only matters for a backward pass: generation runs the blocks themselves
-        return tuple(b.module if isinstance(b, ax.nn.Remat) else b for b in self.blocks)
+        blocks: list[Block] = []
+        for b in self.blocks:
+            inner: object = b.module if isinstance(b, ax.nn.Remat) else b
+            assert isinstance(inner, Block)
+            blocks.append(inner)
+        return tuple(blocks)
 
     def decode(
         self, ids: ax.Tensor[ax.I32, Batch, Pos], *, cache: tuple[ax.nn.KVCache, ...]
     ) -> tuple[ax.Tensor[Any, Batch, Pos, Vocab], tuple[ax.nn.KVCache, ...]]:
         """Logits of the positions after those cached (the prompt, then one at a time)."""
-        start = cache[0].length  # a traced int: how many positions the cache holds
+        # how many positions the cache holds (a traced int)
+        start: ax.Tensor[ax.I32] = ax.tensor(cache[0].length, dtype=ax.I32)
         where = ax.arange(Pos, ids.size(Pos)) + start
         table = ax.rename(self.positions, Pos, _Slot)  # take's axis, replaced by Pos
         x: ax.Tensor[ax.F32, Batch, Pos, Embed] = self.tokens(ids)
         x = x + ax.broadcast(ax.take(table, _Slot, where), x)
-        new = []
+        new: list[ax.nn.KVCache] = []
         for block, c in zip(self._blocks(), cache, strict=True):
             x, c = block.step(x, c)
             new.append(c)
