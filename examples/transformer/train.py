@@ -324,7 +324,7 @@ class LM(eqx.Module):
         # remat only matters for a backward pass: generation runs the blocks themselves
         blocks: list[Block] = []
         for b in self.blocks:
-            inner: object = b.module if isinstance(b, ax.nn.Remat) else b
+            inner = getattr(b, "module", b)  # an ax.nn.Remat wraps its block
             assert isinstance(inner, Block)
             blocks.append(inner)
         return tuple(blocks)
@@ -405,7 +405,9 @@ def sample(
     (at least one). ``temperature=0`` is greedy."""
     n = min(n, context - 1)
     tail = prompt[-max(context - n, 1) :]
-    ids = ax.tensor(np.frombuffer(tail, np.uint8).astype(np.int32)[None, :], Batch, Pos)
+    ids = ax.tensor(
+        np.frombuffer(tail, np.uint8).astype(np.int32)[None, :], Batch, Pos, dtype=ax.I32
+    )
     out = ax.nn.generate(
         Decoding(model), ids, n, key, temperature=temperature, top_k=top_k, max_len=context
     )
