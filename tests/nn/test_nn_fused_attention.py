@@ -331,7 +331,7 @@ def test_the_causal_mask_aligns_lower_right() -> None:
     ]
     traced = jax.jit(lambda o: cm(Time, KeyPos, 1, 4, o).array)(jnp.int32(2))
     assert traced.tolist() == [[True, True, True, False]]
-    with pytest.raises(TypeError, match="causal_mask: offset must be an int, got 1.5"):
+    with pytest.raises(TypeError, match="causal_mask: offset must be an int, got float 1.5"):
         cm(Time, KeyPos, 1, 4, 1.5)  # type: ignore[arg-type]
 
 
