@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from typing import Any, TypeGuard
 
 from ..core import Axis, AxisError
-from ..core._internal import axes_names
+from ..core._internal import axes_names, positive_int
 from ._shape import AnyOf, D, flatten, transpose, unflatten
 
 __all__ = ["rearrange"]
@@ -136,18 +136,14 @@ def rearrange(
             cls = given
         else:
             size = given
-        if cls is None and not isinstance(size, int):
-            raise TypeError(
-                f"rearrange: {name}= takes an axis class, a size or (class, size), got {value!r}"
-            )
         if cls is not None:
             if name in have and have[name] is not cls:
                 raise _fail(pattern, f"{name}= is another class than x's axis {name}")
             classes[name] = cls
         if size is not None:
-            if isinstance(size, bool) or not isinstance(size, int) or size < 1:
-                raise TypeError(f"rearrange: {name}= size must be a positive int, got {size!r}")
-            sizes[name] = size
+            sizes[name] = positive_int(
+                "rearrange", f"axes keyword {name}= (a size, an axis class or both)", size
+            )
     caller: dict[str, Any] | None = None
     for name in sorted(names_in - set(classes)):
         if caller is None:

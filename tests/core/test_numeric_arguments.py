@@ -401,8 +401,8 @@ def fixtures(tmp: Path) -> dict[str, Fixture | Exempt]:
             ),
         ),
         "ax.nn.causal_mask": Fixture(
-            {"n_query": 2, "n_key": 3, "offset": 1},
-            lambda n_query, n_key, offset: nn.causal_mask(T, nn.KeyPos, n_query, n_key, offset),
+            {"n_query": 2, "n_key": 3},
+            lambda n_query, n_key: nn.causal_mask(T, nn.KeyPos, n_query, n_key, 1),
         ),
         "ax.nn.MultiheadAttention.init_cache": Fixture(
             {"batch": {A: 2}, "max_len": 4},
@@ -417,6 +417,10 @@ def fixtures(tmp: Path) -> dict[str, Fixture | Exempt]:
             ),
         ),
         "ax.nn.Decoder.init_cache": Exempt("a protocol: the user's model implements it"),
+        "ax.rearrange": Fixture(
+            {"axes": {"New": 2}},
+            lambda axes: ax.rearrange(ax.zeros((4,), A), "(New B) -> New B", B=B, **axes),
+        ),
         "ax.nn.cudnn_refusal": Fixture(
             {"head_dim": 64, "n_query": 4, "n_key": 4},
             lambda head_dim, n_query, n_key: nn.cudnn_refusal(
