@@ -170,5 +170,6 @@ from .ops import where as where
 from .ops import zeros as zeros
 
 # END GENERATED
+from .ops import rearrange as rearrange
 from .train import GraphStep as GraphStep
 from .train import compile_step as compile_step

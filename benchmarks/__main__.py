@@ -39,6 +39,9 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--no-structure", action="store_true", help="skip the op counts")
     p.add_argument("--no-host", action="store_true", help="skip the host time per call (batch 8)")
     p.add_argument(
+        "--no-decode", action="store_true", help="skip the decoding speed (KV cache vs recompute)"
+    )
+    p.add_argument(
         "--no-timing",
         action="store_true",
         help="skip the training-step timing (e.g. to redo memory or dispatch)",
@@ -110,6 +113,11 @@ def run(args: argparse.Namespace, log: Any = None) -> dict[str, Any]:
             if args.quick
             else bench_host(calls=100, rounds=5)
         )
+    if not args.no_decode:
+        from .decode import bench_decode
+
+        log("decoding, tokens/s (ax.nn.generate with a KV cache against recomputing):")
+        results["decode"] = bench_decode(steps=4, rounds=1) if args.quick else bench_decode()
     if not args.no_dispatch:
         log("eager dispatch:")
         results["dispatch"] = (

@@ -149,6 +149,11 @@ def markdown(results: dict[str, Any]) -> str:
         from .host_overhead import markdown as host_tables
 
         lines += [host_tables(host, with_target=False), ""]
+    decode = results.get("decode")
+    if decode:
+        from .decode import markdown as decode_table
+
+        lines += ["### Decoding (ax.nn.generate)", "", decode_table(decode), ""]
     lines += ["### Targets", ""] + [f"- {t}" for t in targets(results)]
     return "\n".join(lines)
 

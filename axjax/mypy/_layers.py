@@ -171,6 +171,8 @@ class LayerHooks:
         known = self.layer_of(p.type.fullname)
         if known is None:
             return self.tools.gradual()
+        if cache_call(ctx.context):  # ``(y, cache)``, as the overloads declare
+            return ctx.default_return_type
         args = list(map_instance_to_supertype(p, self._info(known)).args)
 
         def run(env: Env) -> object:
@@ -715,6 +717,12 @@ def _cell(kind: str, env: Env, d: type[DType], axes: list[Any]) -> Callable[...,
     return _make(_layer_class(kind), **fields)
 
 
+def cache_call(context: object) -> bool:
+    """A layer call given ``cache=`` (attention with a KV cache): its declared overloads
+    type it (``(y, cache)``), not the layer run on stand-ins."""
+    return isinstance(context, CallExpr) and "cache" in context.arg_names
+
+
 __all__ = [
     "CAST",
     "CHAINS",
@@ -725,4 +733,5 @@ __all__ = [
     "LayerHooks",
     "Tools",
     "build",
+    "cache_call",
 ]

@@ -70,7 +70,7 @@ from ._calls import (
 from ._evaluate import CannotEvaluate, Env, Joined, Named, deliberate, message
 from ._graphs import COMPILE, compile_type
 from ._labels import analyzing, check_annotation, check_label_class
-from ._layers import CAST, CHAINS, POLICY_CAST, LayerHooks, Tools
+from ._layers import CAST, CHAINS, POLICY_CAST, LayerHooks, Tools, cache_call
 from ._loops import CALLS as LOOP_CALLS
 from ._loops import SCAN_FUNCTION, loop_call_type, scan_position
 from ._options import read_options, report_untyped
@@ -321,7 +321,7 @@ class AxjaxPlugin(Plugin):
             return safe(
                 lambda ctx: (
                     widen(ctx.default_signature, self._object(), self._gradual())
-                    if self._layers.judged(ctx.type)
+                    if self._layers.judged(ctx.type) and not cache_call(ctx.context)
                     else ctx.default_signature
                 ),
                 lambda ctx: ctx.default_signature,

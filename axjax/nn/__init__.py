@@ -19,6 +19,7 @@ from ._activations import tanh as tanh
 from ._attention import Head as Head
 from ._attention import HeadDim as HeadDim
 from ._attention import KeyPos as KeyPos
+from ._attention import KVCache as KVCache
 from ._attention import MultiheadAttention as MultiheadAttention
 from ._attention import attention_weights as attention_weights
 from ._attention import causal_mask as causal_mask
@@ -36,6 +37,8 @@ from ._fused_attention import FusedAttention as FusedAttention
 from ._fused_attention import compute_capability as compute_capability
 from ._fused_attention import cudnn_refusal as cudnn_refusal
 from ._fused_attention import default_attention_path as default_attention_path
+from ._generate import Decoder as Decoder
+from ._generate import generate as generate
 from ._linear import MLP as MLP
 from ._linear import Affine as Affine
 from ._linear import Linear as Linear

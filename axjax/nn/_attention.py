@@ -9,7 +9,7 @@ accident, which positional code does silently when two axes have the same size.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import (
     Any,
     ClassVar,
@@ -26,11 +26,12 @@ import equinox as eqx
 import jax
 from typing_extensions import TypeVar
 
-from ..core import F32, I32, AnyTensor, Axis, Bool, DType, Integer, KeyOf, Tensor
+from ..core import F32, I32, AnyTensor, Axis, AxisError, Bool, DType, Integer, KeyOf, Tensor
 from ..core._internal import (
     axes_names,
     axis_name,
     check_axis_label,
+    check_int,
     check_mask,
     check_query_key,
     checks_choices,
@@ -55,6 +56,7 @@ from ..ops import (
     softmax,
     transpose,
     where,
+    zeros,
 )
 from ..ops._internal import narrowed, widened
 from . import _init
@@ -72,6 +74,7 @@ from ._util import distinct, require
 __all__ = [
     "Head",
     "HeadDim",
+    "KVCache",
     "KeyPos",
     "MultiheadAttention",
     "attention_weights",
@@ -123,9 +126,19 @@ _S = TypeVarTuple("_S")
 
 
 def causal_mask(
-    query_pos: type[_QPos], key_pos: type[_KPos], n_query: int, n_key: int
+    query_pos: type[_QPos],
+    key_pos: type[_KPos],
+    n_query: int,
+    n_key: int,
+    offset: int | jax.Array | AnyTensor | None = None,
 ) -> Tensor[Bool, _QPos, _KPos]:
-    """``[QPos, KPos]`` mask, true where the key position is not after the query's.
+    """``[QPos, KPos]`` mask, true where key ``j`` is not after query ``i``: ``j <= i + offset``.
+
+    ``offset`` is the position of query 0 among the keys. By default the queries are the
+    *last* ``n_query`` positions when keys outnumber queries (aligned lower-right, offset
+    ``n_key - n_query``: a decode step against a cache of earlier keys sees them all), and
+    start at key 0 otherwise (the square case, ``offset=0``). A traced integer (a KV
+    cache's length) may be given: the mask of a step inside ``jit``/``scan``.
 
     The key axis is a plain axis, ``ax.nn.KeyPos`` (the key of any query) or a key role of
     the query (``class KPos(ax.KeyOf[QPos])``); a key role in the query's place (query and
@@ -135,15 +148,32 @@ def causal_mask(
     Example:
         >>> ax.nn.causal_mask(Time, KeyPos, 3, 3).array
         Array([[ True, False, False], [ True,  True, False], [ True,  True,  True]])
+        >>> ax.nn.causal_mask(Time, KeyPos, 2, 5).array    # lower-right: the last 2 queries
+        Array([[ True,  True,  True,  True, False], [ True,  True,  True,  True,  True]])
     """
     qa = check_axis_label(query_pos, "causal_mask")
     ka = check_axis_label(key_pos, "causal_mask")
     check_query_key(f"causal_mask({axis_name(qa)}, {axis_name(ka)}, ...)", qa, ka)
     n_query = positive_int("causal_mask", "n_query", n_query)
     n_key = positive_int("causal_mask", "n_key", n_key)
+    if offset is None:
+        offset = max(n_key - n_query, 0)
+    elif not isinstance(offset, jax.Array | Tensor):
+        offset = check_int("causal_mask", "offset", offset, None, None, "an int")
     q: AnyTensor = broadcast(arange(qa, n_query), (qa, ka), {ka: n_key})
     k: AnyTensor = broadcast(arange(ka, n_key), (qa, ka), {qa: n_query})
-    return greater_equal(q, k)
+    if isinstance(offset, Tensor):
+        if offset.axes:
+            raise fail(
+                "causal_mask",
+                (offset,),
+                f"the offset is a scalar, got axes ({axes_names(offset.axes)})",
+            )
+        offset = offset.array
+    if isinstance(offset, int):
+        return greater_equal(q + offset, k) if offset else greater_equal(q, k)
+    shift: AnyTensor = Tensor(jax.numpy.asarray(offset, jax.numpy.int32), ())
+    return greater_equal(q + shift, k)
 
 
 def attention_weights(scores: Tensor[_DS, *_S], over: type[KeyOf[Any]]) -> Tensor[_DS, *_S]:
@@ -199,11 +229,11 @@ def dot_product_attention(
     without a mask tensor; concrete lengths outside ``[0, n_keys]`` are a ``ValueError``
     (traced ones are not checked, unless inside ``ax.checkify_indices``). For F16/BF16 the
     scores and their softmax are computed in float32. ``causal``: each query sees the keys
-    up to its own position (top-left aligned, as :func:`causal_mask`; the query needs one
-    position axis of its own). ``implementation``: ``"einsum"`` (contractions),
-    ``"xla"``/``"cudnn"`` (``jax.nn.dot_product_attention`` with that kernel), ``"fused"``
-    (JAX picks the kernel), ``"auto"`` (cuDNN where it can run, else einsum:
-    :func:`default_attention_path`).
+    up to its own position, aligned as :func:`causal_mask` (lower-right when keys outnumber
+    queries: the queries are the last positions; the query needs one position axis of its
+    own). ``implementation``: ``"einsum"`` (contractions), ``"xla"``/``"cudnn"``
+    (``jax.nn.dot_product_attention`` with that kernel), ``"fused"`` (JAX picks the kernel),
+    ``"auto"`` (cuDNN where it can run, else einsum: :func:`default_attention_path`).
 
     Example:
         >>> out = ax.nn.dot_product_attention(q, k, v, over=HeadDim, key_pos=KeyPos)
@@ -408,6 +438,12 @@ def _attention(
     if key_lengths is not None:
         _check_lengths(key_lengths, q, k, over, heads, key_pos)
     path = _path(q, k, v, over, key_pos, mask is not None, drop is not None, causal, implementation)
+    if path != "einsum" and causal is not None and causal[1] != _size(k, key_pos):
+        # the fused kernels' causal flag aligns top-left; causal_mask aligns lower-right
+        # when keys outnumber queries, so such a call takes the mask instead of the flag
+        c = causal_mask(causal[0], key_pos, causal[1], _size(k, key_pos))
+        mask = c if mask is None else _and(mask, c)
+        causal = None
     if path != "einsum":
         op = FusedAttention(
             over,
@@ -452,6 +488,61 @@ def _attention(
     kept = tuple(a for a in q.axes if a != over) + tuple(a for a in k.axes if a not in q.axes)
     order = tuple(a for a in kept if a != key_pos) + tuple(a for a in v.axes if a not in kept)
     return transpose(out, *order)
+
+
+class KVCache(eqx.Module):
+    """The keys and values a decoder has seen: heads-major ``[*Batch, Head, KeyPos,
+    HeadDim]`` tensors of a static ``max_len`` positions, and ``length``, how many are filled.
+
+    Made by :meth:`MultiheadAttention.init_cache`; ``mha(x, cache=cache)`` writes the keys
+    and values of ``x``'s positions at ``length`` and returns ``(y, cache)`` with ``length``
+    advanced, so that a prefill (the prompt) and each decode step (one position) run the
+    same layer, the same weights. Writing past ``max_len`` is an error, never a wrap-around.
+    A pytree: it can be carried through ``jax.lax.scan`` and ``jit``.
+
+    Example:
+        >>> cache = mha.init_cache({Batch: 2}, max_len=16)
+        >>> y, cache = mha(prompt, cache=cache)     # [Batch, Time=5, Embed]
+        >>> y, cache = mha(token, cache=cache)      # [Batch, Time=1, Embed]; length 6
+    """
+
+    keys: AnyTensor
+    values: AnyTensor
+    length: jax.Array
+    key_pos: type[Axis] = eqx.field(static=True)
+
+    @property
+    def max_len(self) -> int:
+        """The static number of positions the cache holds."""
+        return int(self.keys.size(self.key_pos))
+
+    def write(self, keys: AnyTensor, values: AnyTensor, query_pos: type[Axis]) -> KVCache:
+        """The cache with ``keys``/``values`` (over ``query_pos`` instead of ``key_pos``, and
+        otherwise the cache's axes) written at ``length``; an error where they overflow."""
+        n = int(keys.size(query_pos))
+        if n > self.max_len:
+            raise AxisError(
+                f"KVCache: {n} new positions ({axis_name(query_pos)}) overflow the cache of "
+                f"max_len {self.max_len} ({axis_name(self.key_pos)}); make a larger cache "
+                "with init_cache(..., max_len=...)"
+            )
+        length = eqx.error_if(
+            self.length,
+            self.length + n > self.max_len,
+            f"KVCache overflow: writing {n} position(s) past the static max_len "
+            f"{self.max_len} ({axis_name(self.key_pos)}); make a larger cache with "
+            "init_cache(..., max_len=...)",
+        )
+
+        def put(cache: AnyTensor, new: AnyTensor) -> AnyTensor:
+            new = transpose(rename(new, query_pos, self.key_pos), *cache.axes)
+            at = cache.axes.index(self.key_pos)
+            out = jax.lax.dynamic_update_slice_in_dim(
+                cache.array, new.array.astype(cache.array.dtype), length, at
+            )
+            return Tensor(out, cache.axes)
+
+        return KVCache(put(self.keys, keys), put(self.values, values), length + n, self.key_pos)
 
 
 @register_layer()
@@ -581,8 +672,49 @@ class MultiheadAttention(eqx.Module, Generic[D, Q, K, E, H, HD]):
         y = contract(x, w, over=self.embed_axis)
         return y + broadcast(self.biases[i], y) if self.biases is not None else y
 
+    def init_cache(
+        self, batch: Mapping[type[Axis], int], max_len: int, dtype: type[DType] | None = None
+    ) -> KVCache:
+        """An empty :class:`KVCache` of ``max_len`` positions for queries with the ``batch``
+        axes (``{Batch: 16}``): keys and values ``[*batch, Head, KeyPos, HeadDim]`` in
+        ``dtype`` (the projections' by default), length 0."""
+        max_len = positive_int("MultiheadAttention.init_cache", "max_len", max_len)
+        for a in batch:
+            check_axis_label(a, "MultiheadAttention.init_cache")
+        sizes = {
+            **{a: positive_int("init_cache", "batch", n) for a, n in batch.items()},
+            self.head_axis: self.key_proj.size(self.head_axis),
+            self.key_pos: max_len,
+            self.head_dim_axis: self.key_proj.size(self.head_dim_axis),
+        }
+        dt = self.key_proj.dtype if dtype is None else dtype
+        empty: AnyTensor = zeros(tuple(sizes.values()), *sizes, dtype=dt)
+        return KVCache(empty, empty, jax.numpy.zeros((), jax.numpy.int32), self.key_pos)
+
     @overload  # the two layouts overlap where the batch is empty (the same result)
     def __call__(  # type: ignore[overload-overlap]  # as the line above says
+        self,
+        query: Tensor[D, *B, Q, E],
+        *,
+        cache: KVCache,
+        mask: Tensor[Bool, *tuple[Any, ...]] | None = None,
+        key_lengths: Tensor[Any, *tuple[Any, ...]] | None = None,
+        key: jax.Array | None = None,
+        inference: bool | None = None,
+    ) -> tuple[Tensor[D, *B, Q, E], KVCache]: ...
+    @overload
+    def __call__(
+        self,
+        query: Tensor[D, Q, *B, E],
+        *,
+        cache: KVCache,
+        mask: Tensor[Bool, *tuple[Any, ...]] | None = None,
+        key_lengths: Tensor[Any, *tuple[Any, ...]] | None = None,
+        key: jax.Array | None = None,
+        inference: bool | None = None,
+    ) -> tuple[Tensor[D, Q, *B, E], KVCache]: ...
+    @overload
+    def __call__(  # type: ignore[overload-overlap]  # the layouts overlap (see above)
         self,
         query: Tensor[D, *B, Q, E],
         key_: Tensor[D, *BK, K, E] | None = None,
@@ -615,8 +747,15 @@ class MultiheadAttention(eqx.Module, Generic[D, Q, K, E, H, HD]):
         key_lengths: AnyTensor | None = None,
         key: jax.Array | None = None,
         inference: bool | None = None,
-    ) -> AnyTensor:
+        cache: KVCache | None = None,
+    ) -> AnyTensor | tuple[AnyTensor, KVCache]:
         """Attend from ``query`` to ``key_``/``value`` (both default to ``query``).
+
+        With ``cache=`` (a :class:`KVCache`, self-attention only) the query's positions are
+        the next ones after the ``cache.length`` cached: their keys and values are written
+        into the cache, the query attends to every filled position (causally: to those not
+        after its own) and the call returns ``(y, cache)``: the prefill of a prompt and each
+        decode step are the same call.
 
         ``mask`` is a Bool tensor over any of the score axes (batch axes, ``query_pos``,
         ``head_axis``, ``key_pos``), true where attention is allowed. ``key_lengths`` is an
@@ -628,6 +767,13 @@ class MultiheadAttention(eqx.Module, Generic[D, Q, K, E, H, HD]):
         e = self.query_proj.size(self.embed_axis)
         require(name, (query,), query, self.embed_axis, e, "query")
         require(name, (query,), query, self.query_pos, None, "query")
+        if cache is not None:
+            if key_ is not None or value is not None:
+                raise TypeError(
+                    f"{name}: a KVCache is for self-attention; give the query only "
+                    "(its keys and values go into the cache)"
+                )
+            return self._cached(query, cache, mask, key_lengths, key, inference)
         keys = rename(query, self.query_pos, self.key_pos) if key_ is None else key_
         values = keys if value is None else value
         for what, t in (("key", keys), ("value", values)):
@@ -636,6 +782,12 @@ class MultiheadAttention(eqx.Module, Generic[D, Q, K, E, H, HD]):
         q = self._project(query, self.query_proj, 0)
         k = self._project(keys, self.key_proj, 1)
         v = self._project(values, self.value_proj, 2)
+        causal = (self.query_pos, query.size(self.query_pos)) if self.causal else None
+        return self._attend(q, k, v, mask, key_lengths, key, inference, causal)
+
+    def _dropout(
+        self, key: jax.Array | None, inference: bool | None
+    ) -> Callable[[AnyTensor], AnyTensor] | None:
         drop: Callable[[AnyTensor], AnyTensor] | None = None
         off = self.dropout is None or (
             (self.dropout.inference if inference is None else inference) is True
@@ -647,7 +799,19 @@ class MultiheadAttention(eqx.Module, Generic[D, Q, K, E, H, HD]):
                 return dropout(w, key=key, inference=inference)
 
             drop = dropped
-        causal = (self.query_pos, query.size(self.query_pos)) if self.causal else None
+        return drop
+
+    def _attend(
+        self,
+        q: AnyTensor,
+        k: AnyTensor,
+        v: AnyTensor,
+        mask: AnyTensor | None,
+        key_lengths: AnyTensor | None,
+        key: jax.Array | None,
+        inference: bool | None,
+        causal: tuple[type[Axis], int] | None,
+    ) -> AnyTensor:
         out = _attention(
             q,
             k,
@@ -655,7 +819,7 @@ class MultiheadAttention(eqx.Module, Generic[D, Q, K, E, H, HD]):
             self.head_dim_axis,
             self.key_pos,
             mask,
-            drop,
+            self._dropout(key, inference),
             implementation=self.implementation,
             heads=self.head_axis,
             causal=causal,
@@ -663,6 +827,39 @@ class MultiheadAttention(eqx.Module, Generic[D, Q, K, E, H, HD]):
         )
         y = contract(out, self.output_proj, over=(self.head_axis, self.head_dim_axis))
         return y + broadcast(self.biases[3], y) if self.biases is not None else y
+
+    def _cached(
+        self,
+        query: AnyTensor,
+        cache: KVCache,
+        mask: AnyTensor | None,
+        key_lengths: AnyTensor | None,
+        key: jax.Array | None,
+        inference: bool | None,
+    ) -> tuple[AnyTensor, KVCache]:
+        if not isinstance(cache, KVCache):
+            raise TypeError(f"cache= takes a KVCache, got {type(cache).__name__}")
+        if cache.key_pos is not self.key_pos:
+            raise AxisError(
+                f"MultiheadAttention: the cache's key axis is {axis_name(cache.key_pos)}, "
+                f"the layer's {axis_name(self.key_pos)} (make it with this layer's init_cache)"
+            )
+        q = self._project(query, self.query_proj, 0)
+        cache = cache.write(
+            self._project(query, self.key_proj, 1),
+            self._project(query, self.value_proj, 2),
+            self.query_pos,
+        )
+        n_query, n_key = _size(query, self.query_pos), cache.max_len
+        start = cache.length - n_query  # the position of the first query
+        if self.causal:  # keys up to each query's own position: none of the empty ones
+            filled = causal_mask(self.query_pos, self.key_pos, n_query, n_key, start)
+        else:
+            length: AnyTensor = Tensor(cache.length, ())
+            filled = less(arange(self.key_pos, n_key), length)
+        mask = filled if mask is None else _and(mask, filled)
+        out = self._attend(q, cache.keys, cache.values, mask, key_lengths, key, inference, None)
+        return out, cache
 
 
 def _and(a: AnyTensor, b: AnyTensor) -> AnyTensor:

@@ -97,8 +97,8 @@ def cudnn_refusal(
     The conditions are JAX's (``check_is_flash_attention``) and those under which the call
     needs no ``[B, N, T, S]`` tensor: a general mask goes into cuDNN as a bias of that size
     (padding belongs in ``key_lengths=``, causality in ``causal=``), and a causal call with
-    fewer queries than keys is left to the paths whose alignment is tested (see
-    :func:`axjax.nn.causal_mask`).
+    fewer queries than keys is refused: cuDNN's causal flag aligns top-left, while
+    :func:`axjax.nn.causal_mask` (and every other path) aligns lower-right.
 
     Example:
         >>> ax.nn.cudnn_refusal(ax.F32, 64)  # on a GPU
@@ -136,7 +136,8 @@ def cudnn_refusal(
     if causal and (n_query is None or n_query != n_key):
         return "causal", (
             f"causal attention with {n_query} queries and {n_key} keys; cuDNN runs causal "
-            "attention with as many queries as keys"
+            "attention with as many queries as keys (its causal flag aligns top-left, "
+            "ax.nn.causal_mask lower-right)"
         )
     return None
 
@@ -222,8 +223,9 @@ class FusedAttention(Op):
     of the batch axes: the number of valid keys (the first ones) of each sequence. ``query``
     has ``over`` and exactly one position axis of its own; ``key`` and ``value`` have
     ``key_pos`` and ``over``; all other axes are shared by the three (batch axes, and
-    ``heads`` if given). ``causal``: a query sees the keys up to its own position
-    (top-left aligned, as :func:`axjax.nn.causal_mask`).
+    ``heads`` if given). ``causal``: the kernels' flag, top-left aligned (query ``i`` sees
+    keys ``0..i``); ``ax.nn`` gives it only with as many queries as keys, and passes the
+    lower-right :func:`axjax.nn.causal_mask` as a mask otherwise.
 
     JAX differentiates the forward (``jax_vjp``): with ``implementation="cudnn"`` that is
     cuDNN's backward kernel. :meth:`backward` (the VJP of the same call) is the op's declared

@@ -79,3 +79,5 @@ from ._gen_reduce import var as var
 from ._elementwise import where as where
 from ._gen_construct import zeros as zeros
 # END GENERATED
+
+from ._rearrange import rearrange as rearrange

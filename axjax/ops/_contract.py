@@ -34,6 +34,7 @@ from ..core._internal import (
     result_dtype,
     same_sizes,
 )
+from ._shape import Transpose
 
 # Remaining Any: the dtype/axes parameters of the public Tensor aliases.
 
@@ -397,8 +398,12 @@ def _run_tree_vjp(
 def contract(
     *tensors: Tensor[D, *tuple[Any, ...]],
     over: type[Axis] | tuple[type[Axis], ...] | None = None,
+    out: tuple[type[Axis], ...] | None = None,
 ) -> Tensor[D, *tuple[Any, ...]]:
     """Natural contraction ⋈: sum the shared axes, keep the symmetric difference.
+
+    ``out=(A, B, ...)`` fixes the order of the result's axes (a permutation of them, else
+    an ``AxisError`` naming the axis in question); without it the order is the operands'.
 
     With ``over=X`` (or a tuple) only those shared axes are summed; the other shared axes
     are kept once, batched — the safe form when a batch axis is shared. With three operands
@@ -421,4 +426,26 @@ def contract(
             f"operands; `over` is keyword-only (ax.contract(a, b, "
             f"over={labels[0]}))"
         )
-    return cached(Contract, over)(*tensors)
+    result = cached(Contract, over)(*tensors)
+    if out is None:
+        return result
+    if not isinstance(out, tuple):
+        raise TypeError(f"contract: out= is a tuple of axes, got {type(out).__name__}")
+    for a in out:
+        if a not in result.axes:
+            raise AxisError(
+                f"Cannot apply Contract: out= names {axis_name(a)}, which the result "
+                f"({axes_names(result.axes)}) lacks; out= is a permutation of the result's axes"
+            )
+    missing = [a for a in result.axes if a not in out]
+    if missing or len(set(out)) != len(out):
+        what = (
+            f"leaves {axis_name(missing[0])} out"
+            if missing
+            else f"names {axis_name(next(a for a in out if out.count(a) > 1))} twice"
+        )
+        raise AxisError(
+            f"Cannot apply Contract: out=({axes_names(out)}) {what}; it is a permutation of "
+            f"the result's axes ({axes_names(result.axes)})"
+        )
+    return result if tuple(result.axes) == out else cached(Transpose, out)(result)

@@ -42,7 +42,7 @@ import sys
 import sysconfig
 import time
 import zlib
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any, final
 
@@ -58,6 +58,7 @@ __all__ = [
     "Batch",
     "Block",
     "Config",
+    "Decoding",
     "Embed",
     "Head",
     "HeadDim",
@@ -255,6 +256,15 @@ class Block(eqx.Module):
         x = x + self.attn(self.ln1(x))
         return x + self.down(ax.gelu(self.up(self.ln2(x))))
 
+    def step(
+        self, x: ax.Tensor[ax.F32, Batch, Pos, Embed], cache: ax.nn.KVCache
+    ) -> tuple[ax.Tensor[ax.F32, Batch, Pos, Embed], ax.nn.KVCache]:
+        """The block on the positions after those in ``cache`` (generation): the same
+        weights, the attention reading and extending the cache."""
+        y, cache = self.attn(self.ln1(x), cache=cache)
+        x = x + y
+        return x + self.down(ax.gelu(self.up(self.ln2(x)))), cache
+
 
 class LM(eqx.Module):
     """Token and position embeddings, ``layers`` blocks, a final norm, tied unembedding.
@@ -303,6 +313,66 @@ class LM(eqx.Module):
                 x = block(x)
         return ax.contract(self.ln_f(x), self.tokens.weight, over=Embed)
 
+    # generation (ax.nn.generate): the ax.nn.Decoder protocol
+    def init_cache(
+        self, batch: Mapping[type[ax.Axis], int], max_len: int
+    ) -> tuple[ax.nn.KVCache, ...]:
+        """An empty KV cache per block, ``max_len`` positions (at most the context)."""
+        if max_len > self.positions.size(Pos):
+            raise ValueError(
+                f"LM: max_len {max_len} exceeds the {self.positions.size(Pos)} positions the "
+                "model has embeddings for"
+            )
+        return tuple(b.attn.init_cache(batch, max_len) for b in self._blocks())
+
+    def _blocks(self) -> tuple[Block, ...]:
+        if isinstance(self.blocks, ax.nn.LayerStack):
+            return tuple(self.blocks.unstack())
+        # remat only matters for a backward pass: generation runs the blocks themselves
+        blocks: list[Block] = []
+        for b in self.blocks:
+            inner = getattr(b, "module", b)  # an ax.nn.Remat wraps its block
+            assert isinstance(inner, Block)
+            blocks.append(inner)
+        return tuple(blocks)
+
+    def decode(
+        self, ids: ax.Tensor[ax.I32, Batch, Pos], *, cache: tuple[ax.nn.KVCache, ...]
+    ) -> tuple[ax.Tensor[Any, Batch, Pos, Vocab], tuple[ax.nn.KVCache, ...]]:
+        """Logits of the positions after those cached (the prompt, then one at a time)."""
+        # how many positions the cache holds (a traced int)
+        start: ax.Tensor[ax.I32] = ax.tensor(cache[0].length, dtype=ax.I32)
+        where = ax.arange(Pos, ids.size(Pos)) + start
+        table = ax.rename(self.positions, Pos, _Slot)  # take's axis, replaced by Pos
+        x: ax.Tensor[ax.F32, Batch, Pos, Embed] = self.tokens(ids)
+        x = x + ax.broadcast(ax.take(table, _Slot, where), x)
+        new: list[ax.nn.KVCache] = []
+        for block, c in zip(self._blocks(), cache, strict=True):
+            x, c = block.step(x, c)
+            new.append(c)
+        return ax.contract(self.ln_f(x), self.tokens.weight, over=Embed), tuple(new)
+
+
+@final
+class _Slot(ax.Axis):
+    """The rows of the position table, gathered by position during generation."""
+
+
+class Decoding(eqx.Module):
+    """``LM`` seen through ``ax.nn.Decoder``: ``init_cache`` and ``__call__(ids, cache=)``."""
+
+    lm: LM
+
+    def init_cache(
+        self, batch: Mapping[type[ax.Axis], int], max_len: int
+    ) -> tuple[ax.nn.KVCache, ...]:
+        return self.lm.init_cache(batch, max_len)
+
+    def __call__(
+        self, ids: ax.Tensor[ax.I32, Batch, Pos], *, cache: tuple[ax.nn.KVCache, ...]
+    ) -> tuple[ax.Tensor[Any, Batch, Pos, Vocab], tuple[ax.nn.KVCache, ...]]:
+        return self.lm.decode(ids, cache=cache)
+
 
 def lm_loss(
     model: LM, ids: ax.Tensor[ax.I32, Batch, Pos], targets: ax.Tensor[ax.I32, Batch, Pos]
@@ -329,23 +399,26 @@ PROMPT = b"def main(argv=None):\n    "
 
 
 def sample(
-    model: LM, prompt: bytes, n: int, context: int, key: jax.Array, temperature: float = 0.8
+    model: LM,
+    prompt: bytes,
+    n: int,
+    context: int,
+    key: jax.Array,
+    temperature: float = 0.8,
+    top_k: int | None = None,
 ) -> bytes:
-    """Continue ``prompt`` by ``n`` bytes, drawing each from the model's softmax."""
-
-    @eqx.filter_jit
-    def next_logits(m: LM, window: jax.Array | np.ndarray) -> jax.Array:
-        logits = m(ax.tensor(window[None, :], Batch, Pos, dtype=ax.I32))
-        return ax.index(ax.astype(logits, ax.F32), Batch, 0).array  # [Pos, Vocab]
-
-    out = list(prompt[-context:])
-    for k in jax.random.split(key, n):
-        window = np.zeros(context, np.int32)
-        tail = out[-context:]
-        window[: len(tail)] = tail
-        row = next_logits(model, window)[len(tail) - 1]
-        out.append(int(jax.random.categorical(k, row / temperature)))
-    return bytes(out[len(prompt[-context:]) :])
+    """Continue ``prompt`` by ``n`` bytes with ``ax.nn.generate`` (a KV cache, one jitted
+    decode loop): at most ``context - 1`` bytes, after the prompt's last ``context - n``
+    (at least one). ``temperature=0`` is greedy."""
+    n = min(n, context - 1)
+    tail = prompt[-max(context - n, 1) :]
+    ids = ax.tensor(
+        np.frombuffer(tail, np.uint8).astype(np.int32)[None, :], Batch, Pos, dtype=ax.I32
+    )
+    out = ax.nn.generate(
+        Decoding(model), ids, n, key, temperature=temperature, top_k=top_k, max_len=context
+    )
+    return bytes(np.asarray(out.array)[0].astype(np.uint8).tolist())
 
 
 #: ``--parallel``: the size of mesh axis "model", the compute rules and the parameter rules.
@@ -378,6 +451,14 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--eval-batches", type=int, default=16)
     p.add_argument("--log-every", type=int, default=100)
     p.add_argument("--sample-bytes", type=int, default=300)
+    p.add_argument(
+        "--generate",
+        type=int,
+        default=None,
+        metavar="N",
+        help="after training, print a greedy N-byte continuation of the prompt "
+        "(ax.nn.generate with a KV cache)",
+    )
     p.add_argument("--limit-bytes", type=int, default=None, help="use the first N bytes")
     p.add_argument("--stdlib", default=None, help="corpus root (default: this Python's)")
     p.add_argument("--seed", type=int, default=0)
@@ -464,6 +545,10 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         f"{logdir / 'curves.png'}"
     )
     say("sample:\n" + (PROMPT + text).decode("utf-8", errors="replace"))
+    continuation = b""
+    if args.generate:
+        continuation = sample(trained, PROMPT, args.generate, cfg.context, sample_key, 0.0)
+        say("continuation:\n" + (PROMPT + continuation).decode("utf-8", errors="replace"))
     return {
         "bits": bits,
         "baseline": baseline,
@@ -471,6 +556,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         "steps": result.step,
         "model": result.model,
         "sample": text,
+        "continuation": continuation,
     }
 
 

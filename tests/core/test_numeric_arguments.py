@@ -30,6 +30,7 @@ from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any, final
 
+import equinox as eqx
 import jax
 import numpy as np
 import optax
@@ -130,6 +131,24 @@ class Exempt:
     """A callable whose numeric parameters are not user arguments, and why."""
 
     reason: str
+
+
+def _decoder() -> Any:
+    """The smallest ``ax.nn.Decoder``: an embedding and a causal attention layer."""
+
+    class Tiny(eqx.Module):
+        emb: Any
+        attn: Any
+
+        def init_cache(self, batch: Any, max_len: int) -> Any:
+            return self.attn.init_cache(batch, max_len)
+
+        def __call__(self, ids: Any, *, cache: Any) -> Any:
+            y, cache = self.attn(self.emb(ids), cache=cache)
+            return ax.contract(y, self.emb.weight, over=B), cache
+
+    attn = ax.nn.MultiheadAttention(B, 4, num_heads=2, query_pos=T, causal=True, key=KEY)
+    return Tiny(ax.nn.Embedding(New, B, 5, 4, key=KEY), attn)
 
 
 def _ckpts(tmp: Path) -> ax.train.Checkpoints:
@@ -383,7 +402,24 @@ def fixtures(tmp: Path) -> dict[str, Fixture | Exempt]:
         ),
         "ax.nn.causal_mask": Fixture(
             {"n_query": 2, "n_key": 3},
-            lambda n_query, n_key: nn.causal_mask(T, nn.KeyPos, n_query, n_key),
+            lambda n_query, n_key: nn.causal_mask(T, nn.KeyPos, n_query, n_key, 1),
+        ),
+        "ax.nn.MultiheadAttention.init_cache": Fixture(
+            {"batch": {A: 2}, "max_len": 4},
+            lambda batch, max_len: nn.MultiheadAttention(
+                B, 4, num_heads=2, query_pos=T, key=KEY
+            ).init_cache(batch, max_len),
+        ),
+        "ax.nn.generate": Fixture(
+            {"steps": 2, "temperature": 0.5, "top_k": 2, "max_len": 4},
+            lambda **kw: nn.generate(
+                _decoder(), ax.zeros((1, 2), A, T, dtype=ax.I32), key=KEY, **kw
+            ),
+        ),
+        "ax.nn.Decoder.init_cache": Exempt("a protocol: the user's model implements it"),
+        "ax.rearrange": Fixture(
+            {"axes": {"New": 2}},
+            lambda axes: ax.rearrange(ax.zeros((4,), A), "(New B) -> New B", B=B, **axes),
         ),
         "ax.nn.cudnn_refusal": Fixture(
             {"head_dim": 64, "n_query": 4, "n_key": 4},

@@ -7,7 +7,7 @@ its warnings and errors."""
 from __future__ import annotations
 
 import warnings
-from typing import Any, final
+from typing import Any, final, get_args
 
 import equinox as eqx
 import jax
@@ -239,7 +239,8 @@ def _oracle(
     if lengths is not None:
         keep &= jnp.arange(s.shape[-1])[None, None, None, None] < lengths[:, :, None, None, None]
     if causal:
-        keep &= jnp.tril(jnp.ones(s.shape[-2:], bool))[None, None, None]
+        t, n = s.shape[-2:]  # lower-right: the queries are the last positions
+        keep &= jnp.tril(jnp.ones((t, n), bool), max(n - t, 0))[None, None, None]
     s = jnp.where(keep, s, -1e30)
     return jnp.einsum("bgnts,bgnsh->bgnth", jax.nn.softmax(s, -1), va)
 
@@ -314,27 +315,79 @@ def test_key_length_errors(key: jax.Array) -> None:
 
 
 # --------------------------------------------------------------------------- causality
-def test_decode_shaped_causal_attention_is_top_left_on_every_path(key: jax.Array) -> None:
-    """Fewer queries than keys (T=5 < S=6 here; 3 < 6 below): query i sees keys 0..i on the
-    einsum path, on JAX's XLA attention and in ``causal_mask``, as the oracle."""
+#: every path that runs on this machine (cuDNN's refusal is tested below, pretending a GPU)
+CPU_PATHS = tuple(p for p in get_args(ax.nn.AttentionPath) if p != "cudnn")
+
+
+def test_the_causal_mask_aligns_lower_right() -> None:
+    cm = ax.nn.causal_mask
+    assert cm(Time, KeyPos, 1, 5).array.tolist() == [[True] * 5]
+    assert cm(Time, KeyPos, 2, 5).array.tolist() == [[True] * 4 + [False], [True] * 5]
+    assert cm(Time, KeyPos, 3, 3).array.tolist() == np.tril(np.ones((3, 3), bool)).tolist()
+    assert cm(Time, KeyPos, 3, 2).array.tolist() == [[True, False], [True, True], [True, True]]
+    assert cm(Time, KeyPos, 2, 4, 1).array.tolist() == [
+        [True, True, False, False],
+        [True, True, True, False],
+    ]
+    traced = jax.jit(lambda o: cm(Time, KeyPos, 1, 4, o).array)(jnp.int32(2))
+    assert traced.tolist() == [[True, True, True, False]]
+    with pytest.raises(TypeError, match="causal_mask: offset must be an int, got float 1.5"):
+        cm(Time, KeyPos, 1, 4, 1.5)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("impl", CPU_PATHS)
+def test_decode_shaped_causal_attention_is_lower_right_on_every_path(
+    impl: str, key: jax.Array
+) -> None:
+    """Fewer queries than keys (T=5 < S=6 here; 3 < 6 below): the queries are the last
+    positions, query i sees keys 0..i+S-T, on every path (the fused kernels' causal flag
+    is top-left: they get the mask), as ``causal_mask`` and the oracle."""
     q, k, v = _qkv()
     want = _oracle(q, k, v, None, causal=True)
-    for impl in ("einsum", "xla"):
-        out = ax.nn.dot_product_attention(
-            q, k, v, over=HeadDim, key_pos=KeyPos, causal=True, implementation=impl
-        )  # type: ignore[arg-type]
-        close(arr(out, Batch, Group, Head, Time, HeadDim), want, 1e-5, impl)
+    out = ax.nn.dot_product_attention(
+        q, k, v, over=HeadDim, key_pos=KeyPos, causal=True, implementation=impl
+    )  # type: ignore[arg-type]
+    close(arr(out, Batch, Group, Head, Time, HeadDim), want, 1e-5, impl)
     memory = _rand((2, 6, 8), Batch, KeyPos, Embed, seed=9)
     x = _rand((2, 3, 8), Batch, Time, Embed, seed=10)
-    outs = {}
-    for impl in ("einsum", "xla"):
-        mha = ax.nn.MultiheadAttention(
-            Embed, 8, num_heads=2, query_pos=Time, causal=True, implementation=impl, key=key
-        )  # type: ignore[arg-type]
-        outs[impl] = mha(x, memory).array
-        changed = ax.tensor(memory.array.at[:, 3:].set(9.0), Batch, KeyPos, Embed)
-        close(mha(x, changed).array, outs[impl], 1e-6, impl)  # keys 3.. are never seen
-    close(outs["xla"], outs["einsum"], 1e-5)
+    mha = ax.nn.MultiheadAttention(
+        Embed, 8, num_heads=2, query_pos=Time, causal=True, implementation=impl, key=key
+    )  # type: ignore[arg-type]
+    ref = ax.nn.MultiheadAttention(
+        Embed, 8, num_heads=2, query_pos=Time, causal=True, implementation="einsum", key=key
+    )
+    y = mha(x, memory).array
+    close(y, ref(x, memory).array, 1e-5, impl)
+    changed = ax.tensor(memory.array.at[:, 5:].set(9.0), Batch, KeyPos, Embed)
+    y2 = mha(x, changed).array
+    close(y2[:, :2], y[:, :2], 1e-6, impl)  # key 5 is seen by the last query only
+    assert not np.allclose(y2[:, 2], y[:, 2])
+    one = _rand((2, 1, 8), Batch, Time, Embed, seed=11)  # one query sees every key
+    decoded = mha(one, memory).array
+    plain = ax.nn.MultiheadAttention(
+        Embed, 8, num_heads=2, query_pos=Time, implementation="einsum", key=key
+    )
+    close(decoded, plain(one, memory).array, 1e-5, impl)
+
+
+def test_cudnn_refuses_causal_attention_with_fewer_queries_than_keys(
+    monkeypatch: pytest.MonkeyPatch, key: jax.Array
+) -> None:
+    """cuDNN's causal flag is top-left: ``"auto"`` takes the einsums (lower-right) for such
+    a call, and an explicit ``"cudnn"`` says why it cannot run it."""
+    _on_gpu(monkeypatch)
+    assert default_attention_path(ax.BF16, 64, causal=True, n_query=1, n_key=5) == "einsum"
+    assert default_attention_path(ax.BF16, 64, causal=True, n_query=5, n_key=5) == "cudnn"
+    monkeypatch.setattr(FusedAttention, "forward", lambda *a: pytest.fail("fused"))
+    mha, _ = _bf16_mha(key, 8, causal=True)
+    x = ax.astype(_rand((2, 1, 16), Batch, Time, Embed), ax.BF16)
+    memory = ax.astype(_rand((2, 5, 16), Batch, KeyPos, Embed), ax.BF16)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        mha(x, memory)  # the einsum path: FusedAttention.forward is never called
+    mha, _ = _bf16_mha(key, 8, causal=True, implementation="cudnn")
+    with pytest.raises(ValueError, match=r"its causal flag aligns top-left, ax.nn.causal_mask"):
+        mha(x, memory)
 
 
 # --------------------------------------------------------------------------- the choice

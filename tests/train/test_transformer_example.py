@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import jax
+import numpy as np
 import pytest
 
 import axjax as ax
@@ -51,11 +52,13 @@ def test_the_example_trains_checkpoints_and_samples(
     example: Any, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     Batch, Pos, LM = example.Batch, example.Pos, example.LM
-    out = _run(example, tmp_path, "--steps", "6", "--log-every", "3")
+    out = _run(example, tmp_path, "--steps", "6", "--log-every", "3", "--generate", "6")
     assert out["steps"] == 6 and len(out["sample"]) == 8 and math.isfinite(out["bits"])
+    assert len(out["continuation"]) == 6
     assert out["baseline"] > 3.0  # bytes of Python source carry 4-5 bits each
     text = capsys.readouterr().out
     assert "unigram baseline" in text and "sample:" in text and "bits/byte" in text
+    assert "continuation:" in text
     assert (tmp_path / "curves.png").exists() and any((tmp_path / "checkpoints").iterdir())
     rows = [json.loads(line) for line in (tmp_path / "metrics.jsonl").read_text().splitlines()]
     assert [r["step"] for r in rows if "train_loss" in r] == [3, 6]
@@ -307,3 +310,21 @@ def test_query_major_scores_fail_the_score_guard(monkeypatch: pytest.MonkeyPatch
     problems = _score_guard("f32")
     assert sum(p.startswith("transpose") for p in problems) == 2 * LAYERS, problems
     assert any(p.startswith("batch dims") for p in problems), problems
+
+
+@pytest.mark.parametrize("unroll", [False, True])
+def test_the_example_generates_with_the_cache_as_recomputing_would(
+    example: Any, unroll: bool
+) -> None:
+    """Greedy ``sample`` (``ax.nn.generate``, a KV cache per block) gives the bytes that
+    recomputing the whole window each step gives, with a LayerStack and unrolled."""
+    cfg = example.PRESETS["test"]
+    model = example.LM(cfg, key=jax.random.key(3), unroll=unroll)
+    prompt, n = b"def f(x):", 6
+    got = example.sample(model, prompt, n, cfg.context, jax.random.key(0), 0.0)
+    ids = list(prompt[-(cfg.context - n) :])
+    for _ in range(n):
+        logits = model(ax.tensor(np.array([ids], np.int32), example.Batch, example.Pos))
+        last = ax.transpose(logits, example.Batch, example.Pos, example.Vocab).array[0, -1]
+        ids.append(int(np.argmax(np.asarray(last))))
+    assert got == bytes(ids[-n:])

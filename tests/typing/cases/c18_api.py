@@ -72,6 +72,7 @@ reveal_type(ax.pmean)  # show
 reveal_type(ax.power)  # show
 reveal_type(ax.psum)  # show
 reveal_type(ax.randint)  # show
+reveal_type(ax.rearrange)  # show
 reveal_type(ax.reciprocal)  # show
 reveal_type(ax.relu)  # show
 reveal_type(ax.rename)  # show
@@ -179,6 +180,7 @@ reveal_type(ax.nn.elu)  # show
 reveal_type(ax.nn.exportable)  # show
 reveal_type(ax.nn.fold)  # show
 reveal_type(ax.nn.gelu)  # show
+reveal_type(ax.nn.generate)  # show
 reveal_type(ax.nn.identity)  # show
 reveal_type(ax.nn.is_exportable)  # show
 reveal_type(ax.nn.leaky_relu)  # show
@@ -237,6 +239,8 @@ reveal_type(ax.nn.Conv.__call__)  # show
 reveal_type(ax.nn.Conv1D.__call__)  # show
 reveal_type(ax.nn.Conv2D.__call__)  # show
 reveal_type(ax.nn.Conv3D.__call__)  # show
+reveal_type(ax.nn.Decoder.__call__)  # show
+reveal_type(ax.nn.Decoder.init_cache)  # show
 reveal_type(ax.nn.Dropout.__call__)  # show
 reveal_type(ax.nn.Embedding.__call__)  # show
 reveal_type(ax.nn.FusedAttention.__call__)  # show
@@ -248,6 +252,7 @@ reveal_type(ax.nn.GRUCell.__call__)  # show
 reveal_type(ax.nn.GRUCell.init_state)  # show
 reveal_type(ax.nn.GlobalAvgPool.__call__)  # show
 reveal_type(ax.nn.GlobalMaxPool.__call__)  # show
+reveal_type(ax.nn.KVCache.write)  # show
 reveal_type(ax.nn.LSTMCell.__call__)  # show
 reveal_type(ax.nn.LSTMCell.init_state)  # show
 reveal_type(ax.nn.LSTMCell.output)  # show
@@ -262,6 +267,7 @@ reveal_type(ax.nn.Linear.__call__)  # show
 reveal_type(ax.nn.MLP.__call__)  # show
 reveal_type(ax.nn.MaxPool.__call__)  # show
 reveal_type(ax.nn.MultiheadAttention.__call__)  # show
+reveal_type(ax.nn.MultiheadAttention.init_cache)  # show
 reveal_type(ax.nn.Policy.initial_scale)  # show
 reveal_type(ax.nn.Policy.mixed)  # show
 reveal_type(ax.nn.RMSNorm.__call__)  # show

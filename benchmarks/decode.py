@@ -1,0 +1,118 @@
+"""Decoding speed: tokens per second of ``ax.nn.generate`` (a KV cache, one jitted decode
+loop in ``lax.scan``) against recomputing the whole prefix every step, at batch 1 and 16.
+
+The model is the transformer example's ``LM`` (its ``tiny`` preset: 2 layers, embed 128,
+4 heads, context 64), untrained: speed does not depend on the weights. Recomputing is
+what a model without a cache does: each new token runs the model over the window so far
+(one compiled call over the full context, the padding masked out by causality), in a
+Python loop. Both generate ``steps`` tokens after a prompt of ``prompt`` tokens, greedily.
+
+    python -m benchmarks.decode            # the table of BENCHMARKS.md
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import time
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+import axjax as ax
+
+__all__ = ["bench_decode", "markdown", "main"]
+
+
+def _example() -> Any:
+    from .transformer import example
+
+    return example()
+
+
+def _time(fn: Callable[[], Any], rounds: int) -> float:
+    """Median seconds of ``fn`` (after one warm-up call, which compiles)."""
+    jax.block_until_ready(fn())
+    times = []
+    for _ in range(rounds):
+        t0 = time.perf_counter()
+        jax.block_until_ready(fn())
+        times.append(time.perf_counter() - t0)
+    return statistics.median(times)
+
+
+def bench_decode(
+    batches: Sequence[int] = (1, 16), prompt: int = 8, steps: int = 48, rounds: int = 3
+) -> list[dict[str, Any]]:
+    """One row per batch size: tokens/s cached, recomputing, and their ratio."""
+    ex = _example()
+    cfg = ex.PRESETS["tiny"]
+    model = ex.LM(cfg, key=jax.random.key(0))
+    decoder = ex.Decoding(model)
+    ctx = cfg.context
+    if prompt + steps > ctx:
+        raise ValueError(f"decode: prompt + steps ({prompt + steps}) exceed the context {ctx}")
+    rows = []
+    for b in batches:
+        ids = np.random.default_rng(0).integers(0, 256, (b, prompt)).astype(np.int32)
+        prompt_t = ax.tensor(ids, ex.Batch, ex.Pos)
+
+        def cached(p: Any = prompt_t) -> Any:
+            return ax.nn.generate(decoder, p, steps, temperature=0, max_len=ctx).array
+
+        @eqx.filter_jit
+        def next_token(m: Any, window: jax.Array, t: jax.Array) -> jax.Array:
+            logits = m(ax.tensor(window, ex.Batch, ex.Pos))
+            last = ax.transpose(logits, ex.Batch, ex.Pos, ex.Vocab).array
+            return jnp.argmax(jax.lax.dynamic_index_in_dim(last, t - 1, 1, False), -1)
+
+        def recompute(ids: np.ndarray = ids, b: int = b) -> Any:
+            window = jnp.zeros((b, ctx), jnp.int32).at[:, :prompt].set(ids)
+            for t in range(prompt, prompt + steps):
+                tok = next_token(model, window, jnp.int32(t))
+                window = window.at[:, t].set(tok.astype(jnp.int32))
+            return window
+
+        s_cached, s_recompute = _time(cached, rounds), _time(recompute, rounds)
+        rows.append(
+            {
+                "batch": b,
+                "steps": steps,
+                "prompt": prompt,
+                "cached_tok_s": round(b * steps / s_cached, 1),
+                "recompute_tok_s": round(b * steps / s_recompute, 1),
+                "speedup": round(s_recompute / s_cached, 2),
+            }
+        )
+    return rows
+
+
+def markdown(rows: list[dict[str, Any]]) -> str:
+    lines = [
+        "| batch | tokens/s, ax.nn.generate (KV cache) | tokens/s, recomputing the prefix "
+        "| speed-up |",
+        "|---:|---:|---:|---:|",
+    ]
+    for r in rows:
+        lines.append(
+            f"| {r['batch']} | {r['cached_tok_s']:,.0f} | {r['recompute_tok_s']:,.0f} "
+            f"| {r['speedup']:.1f}× |"
+        )
+    return "\n".join(lines)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="python -m benchmarks.decode", description=__doc__)
+    p.add_argument("--steps", type=int, default=48)
+    p.add_argument("--rounds", type=int, default=3)
+    args = p.parse_args(argv)
+    print(markdown(bench_decode(steps=args.steps, rounds=args.rounds)))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
