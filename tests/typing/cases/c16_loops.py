@@ -46,12 +46,12 @@ reveal_type(ax.scan(cell, over=Time)(h0, seq, mask=lengths))  # want: Tensor[F32
 states: Tensor[F32, Time, N, Hidden] = ax.scan(step, over=Time)(h0, seq)  # ok
 
 # mistakes
-l1 = ax.fold(step, over=Time)(h0, seq, mask=weights)  # want-error[plugin]: the condition must be Bool, got F32; want-error[mypy,pyright]
-l2 = ax.scan(cell, over=Time)(h0, seq, mask=ax.zeros((4, 7), N, Time, dtype=ax.I32))  # want-error[plugin]: the condition must be Bool, got I32; want-error[mypy,pyright]
-l3 = ax.fold(step, over=Time)(h0, ax.zeros((4, 28), N, Pixel))  # want-error[plugin]: Cannot fold over Time: Tensor[F32, N, Pixel] has no axis Time (every input must have it); miss[mypy,pyright]
+l1 = ax.fold(step, over=Time)(h0, seq, mask=weights)  # want-error[plugin]: the mask must be Bool (true = keep), got F32; want-error[mypy,pyright]
+l2 = ax.scan(cell, over=Time)(h0, seq, mask=ax.zeros((4, 7), N, Time, dtype=ax.I32))  # want-error[plugin]: the mask must be Bool (true = keep), got I32; want-error[mypy,pyright]
+l3 = ax.fold(step, over=Time)(h0, ax.zeros((4, 28), N, Pixel))  # want-error[plugin]: Cannot fold over Time: xs=Tensor[F32, N, Pixel] has no axis Time (every input must have it); miss[mypy,pyright]
 l4 = ax.fold(cell, over=Time)(h0, ax.zeros((4, 7, 16), N, Time, Hidden))  # want-error[plugin]: Cannot apply; miss[mypy,pyright]
 l5 = ax.fold(step, over=Time)(h0, ax.zeros((4, 7, 16), N, Time, Hidden))  # want-error[plugin]: Argument 2 to "step" has incompatible type "Tensor[F32, N, Hidden]"; expected "Tensor[F32, N, Pixel]"; miss[mypy,pyright]
-l6 = ax.fold(step, over=Time)(h0, seq, mask=ax.tensor([[True] * 28] * 4, N, Pixel, dtype=ax.Bool))  # want-error[plugin]: Cannot fold over Time: Tensor[Bool, N, Pixel] has no axis Time; miss[mypy,pyright]
+l6 = ax.fold(step, over=Time)(h0, seq, mask=ax.tensor([[True] * 28] * 4, N, Pixel, dtype=ax.Bool))  # want-error[plugin]: Cannot fold over Time: mask=Tensor[Bool, N, Pixel] has no axis Time; miss[mypy,pyright]
 l7 = ax.fold(step, over=Time)(h0, seq, mask=ax.tensor([[[True] * 28] * 7] * 4, N, Time, Pixel, dtype=ax.Bool))  # want-error[plugin]: the state Tensor[F32, N, Hidden] has no axis Pixel; miss[mypy,pyright]
 l8: Tensor[F32, N, Time, Hidden] = ax.scan(step, over=Time)(h0, seq)  # want-error[plugin,pyright]; miss[mypy]; runs: annotations are not checked at run time
 l9 = ax.sum(ax.scan(cell, over=Time)(h0, seq), Pixel)  # want-error[plugin]: Pixel is not an axis of the tensor; want-error[mypy,pyright]

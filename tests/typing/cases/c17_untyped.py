@@ -46,7 +46,7 @@ reveal_type(gru.init_state(sizes))  # want: Tensor[F32, *tuple[Any, ...]]
 h: Tensor[F32, N, Hidden] = ax.fold(gru, over=Time)(gru.init_state({N: 4}), xs)  # ok
 states = ax.scan(gru, over=Time)(gru.init_state({N: 4}), xs)
 reveal_type(states)  # want[plugin]: Tensor[F32, Time, N, Hidden]; show[mypy,pyright]
-i1 = ax.fold(gru, over=Time)(gru.init_state({Time: 4}), xs)  # want-error[plugin]: the initial state Tensor[F32, Time, Hidden] has axis Time; miss[mypy,pyright]: the batch of a dict is the plugin's
+i1 = ax.fold(gru, over=Time)(gru.init_state({Time: 4}), xs)  # want-error[plugin]: the initial state init=Tensor[F32, Time, Hidden] has axis Time; miss[mypy,pyright]: the batch of a dict is the plugin's
 i2 = ax.fold(gru, over=Time)(ax.astype(gru.init_state({N: 4}), ax.BF16), xs)  # want-error[plugin]; miss[mypy,pyright]: fold checks its unit under the plugin
 i3: Tensor[F32, Hidden, N] = gru.init_state({N: 4})  # want-error[plugin]: Incompatible types in assignment; miss[mypy,pyright]: the batch of a dict is the plugin's; runs: annotations are not checked at run time
 
