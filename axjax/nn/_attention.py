@@ -35,6 +35,7 @@ from ..core._internal import (
     check_mask,
     check_query_key,
     checks_choices,
+    dtype_of_kind,
     fail,
     finfo_min,
     is_key_role,
@@ -687,7 +688,11 @@ class MultiheadAttention(eqx.Module, Generic[D, Q, K, E, H, HD]):
             self.key_pos: max_len,
             self.head_dim_axis: self.key_proj.size(self.head_dim_axis),
         }
-        dt = self.key_proj.dtype if dtype is None else dtype
+        dt = (
+            self.key_proj.dtype
+            if dtype is None
+            else dtype_of_kind("MultiheadAttention.init_cache", "dtype", dtype, "floating")
+        )
         empty: AnyTensor = zeros(tuple(sizes.values()), *sizes, dtype=dt)
         return KVCache(empty, empty, jax.numpy.zeros((), jax.numpy.int32), self.key_pos)
 

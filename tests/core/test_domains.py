@@ -103,6 +103,12 @@ def domains() -> dict[str, tuple[Kind, Callable[[Any], Any]] | str]:
             floating,
             lambda d: nn.MultiheadAttention(A, 4, num_heads=2, query_pos=T, dtype=d, key=KEY),
         ),
+        "ax.nn.MultiheadAttention.init_cache": (
+            floating,
+            lambda d: nn.MultiheadAttention(A, 4, num_heads=2, query_pos=T, key=KEY).init_cache(
+                {B: 1}, 3, d
+            ),
+        ),
         "ax.TensorType": "the type an op's type rule returns (any dtype: not a user call)",
         "ax.nn.cudnn_refusal": "a question about a dtype (why cuDNN would refuse it): any",
         "ax.nn.default_attention_path": "a question about a dtype (which path it takes): any",

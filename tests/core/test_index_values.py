@@ -174,6 +174,8 @@ def index_callables() -> set[str]:
             continue
         if name.endswith(".__call__") and issubclass(_resolve(owner), ax.Op):
             continue  # counted by the class's forward above
+        if name.endswith(".__call__") and getattr(_resolve(owner), "_is_protocol", False):
+            continue  # a protocol's method (ax.nn.Decoder: the user's model), not an entry point
         if INDEX_PARAMETERS & params:
             found.add(name)
     return found
