@@ -38,6 +38,7 @@ from ..core._internal import (
     dtype_of_kind,
     fail,
     finfo_min,
+    is_floating,
     is_key_role,
     is_symbolic,
     optional_positive_int,
@@ -177,6 +178,7 @@ def causal_mask(
     return greater_equal(q + shift, k)
 
 
+@public_call()
 def attention_weights(scores: Tensor[_DS, *_S], over: type[KeyOf[Any]]) -> Tensor[_DS, *_S]:
     """The attention weights: ``ax.softmax(scores, over)`` over the *key* axis ``over``.
 
@@ -246,6 +248,13 @@ def dot_product_attention(
     require(name, (query, key, value), key, over, None, "key")
     require(name, (query, key, value), key, key_pos, None, "key")
     require(name, (query, key, value), value, key_pos, None, "value")
+    if not is_floating(value.dtype):  # the weights are cast to the value's dtype
+        raise fail(
+            name,
+            (query, key, value),
+            f"the value must be floating-point, got {value.dtype.__name__}",
+            subject=value,
+        )
     if key_pos in query.axes:
         raise fail(
             name,

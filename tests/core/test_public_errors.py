@@ -247,6 +247,19 @@ def fixtures() -> dict[str, Fixture | Exempt]:
             qkv,
             {"query": inp, "key": inp, "value": inp, "mask": "mask"},
         ),
+        "ax.nn.attention_weights": Fixture(
+            lambda **kw: nn.attention_weights(**kw, over=nn.KeyPos),
+            lambda: {"scores": ones((B, 2), (T, 3), (nn.KeyPos, 3))},
+            {"scores": inp},
+        ),
+        "ax.nn.causal_mask": Exempt(
+            "builds a mask from axes and sizes; its one Tensor argument is an optional traced "
+            "offset (a KV cache's length): tests/nn/test_nn_generate.py"
+        ),
+        "ax.nn.generate": Exempt(
+            "decodes with the user's model: a wrong prompt is that model's own call's error "
+            "(tests/nn/test_nn_generate.py)"
+        ),
         "ax.nn.identity": Fixture(nn.identity, x, {"x": free}, accepts=("x: dtype Bool",)),
         "ax.train.accuracy": Fixture(
             lambda **kw: ax.train.accuracy(**kw, axis=C),
