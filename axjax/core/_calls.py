@@ -41,6 +41,7 @@ from typing import Any, TypeVar, cast
 from ._axis import Axis, axis_name
 from ._dtype import Bool
 from ._errors import AxisError, HasType, describe, fail
+from ._source import transparent
 
 __all__ = [
     "NAMED",
@@ -285,6 +286,7 @@ def public_call(name: str | None = None) -> Callable[[F], F]:
             return _run(label, fn, args, kwargs)
 
         NAMED[called] = label
+        transparent(called)
         return cast(F, called)
 
     return decorate
@@ -300,6 +302,7 @@ def public_method(fn: F) -> F:
         return _run(type(self).__name__, fn, (self, *args), kwargs)
 
     NAMED[called] = "<the layer's class>"
+    transparent(called)
     return cast(F, called)
 
 
@@ -319,4 +322,8 @@ def public_init(fn: F) -> F:
             _CALL.reset(token)
 
     NAMED[built] = "<the layer's class>"
+    transparent(built)
     return cast(F, built)
+
+
+transparent(_run)

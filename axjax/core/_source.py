@@ -10,7 +10,7 @@ from __future__ import annotations
 import importlib.util
 import os
 import sys
-from types import FrameType
+from types import CodeType, FrameType
 
 __all__ = ["PACKAGE_DIR", "entry_name", "user_frame", "user_site"]
 
@@ -41,6 +41,18 @@ def user_frame(skip: int = 1) -> FrameType | None:
     return frame
 
 
+#: the code of wrappers that only add a call context around a public call (core/_calls.py):
+#: the entry is the function they wrap, not the wrapper
+TRANSPARENT: set[CodeType] = set()
+
+
+def transparent(fn: object) -> None:
+    """Let :func:`entry_name` look through the wrapper ``fn`` (its code)."""
+    code = getattr(fn, "__code__", None)
+    if isinstance(code, CodeType):
+        TRANSPARENT.add(code)
+
+
 def entry_name(skip: int = 1) -> str:
     """How the user called into axjax: the outermost axjax function between the caller and
     the user's frame (``"ax.zeros"``, ``"Affine"`` for ``Affine.__init__``), ``"?"`` if
@@ -55,7 +67,7 @@ def entry_name(skip: int = 1) -> str:
         return "?"
     entry = None
     while frame is not None and frame.f_code.co_filename.startswith(LIBRARY_DIRS):
-        if frame.f_code.co_filename.startswith(PACKAGE_DIR):
+        if frame.f_code.co_filename.startswith(PACKAGE_DIR) and frame.f_code not in TRANSPARENT:
             entry = frame.f_code
         frame = frame.f_back
     if entry is None:

@@ -223,7 +223,7 @@ def test_conv_layer_errors(key: jax.Array) -> None:
     with pytest.raises(
         ax.AxisError,
         match=r"Cannot apply Conv2D\(\(Height, Width\), Chan -> "
-        r"Feature\) to Tensor\[F32, Batch=1, Height=5, Width=5, Chan=2\]: axis "
+        r"Feature\) to x=Tensor\[F32, Batch=1, Height=5, Width=5, Chan=2\]: axis "
         r"Chan of the input has size 2, the layer expects 3",
     ):
         layer(ax.zeros((1, 5, 5, 2), Batch, Height, Width, Chan))

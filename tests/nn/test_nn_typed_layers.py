@@ -35,7 +35,7 @@ def test_affine_rejects_an_input_in_another_dtype() -> None:
     with pytest.raises(
         ax.AxisError,
         match=r"Cannot apply Affine\(In=3 -> Out=2\) to "
-        r"Tensor\[BF16, N=4, In=3\]: the input is BF16, the layer's "
+        r"x=Tensor\[BF16, N=4, In=3\]: the input is BF16, the layer's "
         r"parameters F32 \(convert the input with astype, or cast the layer\)",
     ):
         layer(x)
@@ -48,7 +48,7 @@ def test_norms_and_cells_reject_an_input_in_another_dtype() -> None:
     x = ax.ones((4, 3), N, In, dtype=ax.BF16)
     with pytest.raises(
         ax.AxisError,
-        match=r"LayerNorm\(In\) to Tensor\[BF16, N=4, In=3\]: "
+        match=r"LayerNorm\(In\) to x=Tensor\[BF16, N=4, In=3\]: "
         r"the input is BF16, the layer's parameters F32",
     ):
         ax.nn.LayerNorm(In, 3)(x)

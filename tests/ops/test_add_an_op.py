@@ -70,7 +70,7 @@ class Project:
 
 def _copy(tmp: Path) -> Path:
     copy = tmp / "axjax-copy"
-    for part in ("axjax", "tools", "tests/ops", "docs"):
+    for part in ("axjax", "tools", "tests/ops", "tests/typing/cases", "docs"):
         shutil.copytree(ROOT / part, copy / part, ignore=IGNORED)
     for part in ("pyproject.toml", "tests/conftest.py", "tests/axes.py"):
         shutil.copy(ROOT / part, copy / part)
