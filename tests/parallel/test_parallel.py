@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -27,6 +26,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import data_dir
+from tests.parallel._launch import ROOT, cpu_env, free_port, run_two
 
 HERE = Path(__file__).resolve().parent
 CHECKS = [
@@ -54,15 +54,13 @@ NEEDS_MNIST = {"mnist_example_data_tensor"}
 
 @pytest.fixture(scope="module")
 def report() -> str:
-    env = {**os.environ, "JAX_PLATFORMS": "cpu"}
-    env.pop("XLA_FLAGS", None)  # the script asks for its 8 devices itself
     done = subprocess.run(
         [sys.executable, str(HERE / "_checks.py"), *CHECKS],
-        env=env,
+        env=cpu_env(),  # the script asks for its 8 devices itself
         capture_output=True,
         text=True,
         timeout=900,
-        cwd=HERE.parents[1],
+        cwd=ROOT,
     )
     return done.stdout + done.stderr
 
@@ -75,53 +73,16 @@ def test_check(report: str, name: str) -> None:
     assert passed, f"{name} did not pass:\n{report}"
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-        return port
-
-
 def test_two_processes_fit_equals_one_device(tmp_path: Path) -> None:
     """``jax.distributed`` on 127.0.0.1: two processes of 4 CPU devices, one global mesh
     whose device order interleaves them; each builds its own rows of every batch. Then a
     checkpoint saved by both (shards spanning the processes) restores in one process on
     another mesh."""
-    env = {**os.environ, "JAX_PLATFORMS": "cpu"}
-    env.pop("XLA_FLAGS", None)
-    port = str(_free_port())
-    logs = [tmp_path / f"process-{i}.txt" for i in range(2)]
-    files = [log.open("w") for log in logs]
-    procs = [
-        subprocess.Popen(
-            [sys.executable, str(HERE / "_two_process.py"), str(i), port, str(tmp_path)],
-            env=env,
-            cwd=HERE.parents[1],
-            stdout=f,
-            stderr=subprocess.STDOUT,
-            text=True,
-        )
-        for i, f in enumerate(files)
-    ]
-    # a process that fails leaves the other waiting at a barrier until JAX's timeout: stop it
-    deadline = time.monotonic() + 600
-    while any(p.poll() is None for p in procs):
-        if time.monotonic() > deadline or any(p.returncode for p in procs):
-            for p in procs:
-                if p.poll() is None:
-                    p.kill()
-            break
-        time.sleep(0.2)
-    for p, f in zip(procs, files, strict=True):
-        p.wait()
-        f.close()
-    outs = [log.read_text() for log in logs]
-    for i, (p, out) in enumerate(zip(procs, outs, strict=True)):
-        assert p.returncode == 0 and f"PASS two_process {i}" in out, "\n".join(outs)
+    run_two(HERE / "_two_process.py", tmp_path, "PASS two_process", timeout=600)
     done = subprocess.run(
         [sys.executable, str(HERE / "_two_process.py"), "restore", str(tmp_path)],
-        env=env,
-        cwd=HERE.parents[1],
+        env=cpu_env(),
+        cwd=ROOT,
         capture_output=True,
         text=True,
         timeout=600,
@@ -129,16 +90,14 @@ def test_two_processes_fit_equals_one_device(tmp_path: Path) -> None:
     assert done.returncode == 0 and "PASS restore" in done.stdout, done.stdout + done.stderr
 
 
-EXAMPLE = HERE.parents[1] / "examples" / "mnist" / "train.py"
+EXAMPLE = ROOT / "examples" / "mnist" / "train.py"
 
 
 def launch_example(tmp_path: Path, *flags: str) -> tuple[list[subprocess.Popen[str]], list[Path]]:
     """The MNIST example in two processes of 4 CPU devices (one global mesh of 8), both in
     one new process group (the first's id), output in ``tmp_path/example-<i>.txt``."""
     data = data_dir("mnist")  # skips, saying where the files are expected, without them
-    env = {**os.environ, "JAX_PLATFORMS": "cpu"}
-    env.pop("XLA_FLAGS", None)
-    port = str(_free_port())
+    port = str(free_port())
     logs = [tmp_path / f"example-{i}.txt" for i in range(2)]
     procs: list[subprocess.Popen[str]] = []
     for i, log in enumerate(logs):
@@ -153,8 +112,8 @@ def launch_example(tmp_path: Path, *flags: str) -> tuple[list[subprocess.Popen[s
                         *("--process-id", str(i), "--data-dir", str(data)),
                         *("--no-progress", "--logdir", str(tmp_path / f"logs-{i}"), *flags),
                     ],
-                    env=env,
-                    cwd=HERE.parents[1],
+                    env=cpu_env(),
+                    cwd=ROOT,
                     stdout=out,
                     stderr=subprocess.STDOUT,
                     text=True,

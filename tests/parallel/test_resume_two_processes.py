@@ -7,57 +7,17 @@ from ``metrics.jsonl``, which only process 0 writes; a checkpoint now carries th
 from __future__ import annotations
 
 import json
-import os
-import socket
-import subprocess
-import sys
-import time
 from pathlib import Path
 from typing import Any
+
+from tests.parallel._launch import run_two
 
 HERE = Path(__file__).resolve().parent
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-        return port
-
-
-def run_two(tmp_path: Path) -> list[dict[str, list[dict[str, Any]]]]:
+def run_two_resumed(tmp_path: Path) -> list[dict[str, list[dict[str, Any]]]]:
     """Both processes of ``_two_process_resume.py``; the histories each wrote."""
-    env = {**os.environ, "JAX_PLATFORMS": "cpu"}
-    env.pop("XLA_FLAGS", None)
-    port = str(_free_port())
-    logs = [tmp_path / f"process-{i}.txt" for i in range(2)]
-    files = [log.open("w") for log in logs]
-    procs = [
-        subprocess.Popen(
-            [sys.executable, str(HERE / "_two_process_resume.py"), str(i), port, str(tmp_path)],
-            env=env,
-            cwd=HERE.parents[1],
-            stdout=f,
-            stderr=subprocess.STDOUT,
-            text=True,
-        )
-        for i, f in enumerate(files)
-    ]
-    # a process that fails leaves the other waiting at a barrier: stop it
-    deadline = time.monotonic() + 300
-    while any(p.poll() is None for p in procs):
-        if time.monotonic() > deadline or any(p.returncode for p in procs):
-            for p in procs:
-                if p.poll() is None:
-                    p.kill()
-            break
-        time.sleep(0.2)
-    for p, f in zip(procs, files, strict=True):
-        p.wait()
-        f.close()
-    outs = [log.read_text() for log in logs]
-    for i, (p, out) in enumerate(zip(procs, outs, strict=True)):
-        assert p.returncode == 0 and f"PASS resume {i}" in out, "\n".join(outs)
+    run_two(HERE / "_two_process_resume.py", tmp_path, "PASS resume", timeout=300)
     return [json.loads((tmp_path / f"history-{i}.json").read_text()) for i in range(2)]
 
 
@@ -66,7 +26,7 @@ def without_time(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 
 def test_every_process_gets_the_same_history_at_every_resume_point(tmp_path: Path) -> None:
-    first, second = run_two(tmp_path)
+    first, second = run_two_resumed(tmp_path)
     through = first["through"]
     assert [r["step"] for r in through] == [1, 2, 3, 4, 4, 5, 6, 7, 8, 8]  # evals at 4 and 8
     assert without_time(second["through"]) == without_time(through)
