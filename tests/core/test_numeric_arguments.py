@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import functools
 import hashlib
 import inspect
 import itertools
@@ -133,22 +134,28 @@ class Exempt:
     reason: str
 
 
-def _decoder() -> Any:
+class _Tiny(eqx.Module):
     """The smallest ``ax.nn.Decoder``: an embedding and a causal attention layer."""
 
-    class Tiny(eqx.Module):
-        emb: Any
-        attn: Any
+    emb: Any
+    attn: Any
 
-        def init_cache(self, batch: Any, max_len: int) -> Any:
-            return self.attn.init_cache(batch, max_len)
+    def init_cache(self, batch: Any, max_len: int) -> Any:
+        return self.attn.init_cache(batch, max_len)
 
-        def __call__(self, ids: Any, *, cache: Any) -> Any:
-            y, cache = self.attn(self.emb(ids), cache=cache)
-            return ax.contract(y, self.emb.weight, over=B), cache
+    def __call__(self, ids: Any, *, cache: Any) -> Any:
+        y, cache = self.attn(self.emb(ids), cache=cache)
+        return ax.contract(y, self.emb.weight, over=B), cache
 
+
+@functools.cache
+def _decoder() -> _Tiny:
+    """One :class:`_Tiny` for every probe of ``generate``: a class made per call was a new
+    pytree type, so each of the 21 probes compiled ``generate`` again (52 s of the test's 143
+    s on the loaded 2-core machine, 17 s now): the probes with the same static arguments
+    share one compilation."""
     attn = ax.nn.MultiheadAttention(B, 4, num_heads=2, query_pos=T, causal=True, key=KEY)
-    return Tiny(ax.nn.Embedding(New, B, 5, 4, key=KEY), attn)
+    return _Tiny(ax.nn.Embedding(New, B, 5, 4, key=KEY), attn)
 
 
 def _ckpts(tmp: Path) -> ax.train.Checkpoints:

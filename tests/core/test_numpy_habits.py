@@ -266,8 +266,10 @@ JNP_FUNCTIONS = sorted(
 )
 
 
-def _bare_results() -> list[str]:
-    """The jax.numpy functions that, given a Tensor, return array values without the axes."""
+def _bare_results(until: str | None = None) -> list[str]:
+    """The jax.numpy functions that, given a Tensor, return array values without the axes
+    (in alphabetical order; with ``until``, up to that one: the functions after it are not
+    called)."""
     bare = []
     for name in JNP_FUNCTIONS:
         if name in JNP_SHAPE_ONLY:
@@ -278,6 +280,8 @@ def _bare_results() -> list[str]:
             continue
         if any(isinstance(v, (jax.Array, np.ndarray)) for v in jax.tree.leaves(out)):
             bare.append(name)
+            if name == until:
+                break
     return bare
 
 
@@ -303,7 +307,9 @@ def test_with_jax_array_the_named_errors_would_be_lost(monkeypatch: pytest.Monke
     monkeypatch.setattr(ax.Tensor, "__jax_array__", lambda self: self.array, raising=False)
     out = jnp.ones((2, 3)) + x23()
     assert isinstance(out, jax.Array)  # no error, no axes
-    assert "exp" in _bare_results()
+    # the generated check reports the issue's example; it stops there, as every function
+    # runs then (the whole list took 128 s on the loaded 2-core machine, up to exp 13 s)
+    assert "exp" in _bare_results(until="exp")
 
 
 def test_the_docs_list_the_jax_numpy_functions_with_an_ax_op() -> None:
