@@ -47,6 +47,9 @@ def gpt2(seed: int) -> Any:
         n_head=4,
         vocab_size=256,
         n_positions=64,
+        # weights 5x GPT-2's initial scale: attention far from uniform, so that a
+        # mapping that swaps queries and keys shows in the logits
+        initializer_range=0.1,
         bos_token_id=0,
         eos_token_id=0,
         attn_implementation="eager",

@@ -315,7 +315,8 @@ def from_hf(folder: str | os.PathLike[str]) -> GPT2:
     """
     config = read_config(folder, GPT2Config, TABLE)
     config.check(f"gpt2: {os.fspath(folder)}/config.json")
-    template = GPT2(config, key=jax.random.key(0))
+    # the model's structure without running its initialisers: every leaf is loaded
+    template = eqx.filter_eval_shape(lambda k: GPT2(config, key=k), jax.random.key(0))
     return load_weights(folder, template, TABLE, layers=config.n_layer)
 
 

@@ -258,8 +258,9 @@ def load_weights(folder: str | os.PathLike[str], template: M, table: Table, *, l
     """``template`` with every Tensor read from ``folder/model.safetensors`` by ``table``.
 
     Every leaf of ``template`` must be filled by an entry (else ``ValueError``: the table
-    is incomplete). The file is checked whole before anything is built; floating arrays are
-    cast to the leaf's dtype.
+    is incomplete), so the template may come from ``eqx.filter_eval_shape`` (no
+    initialiser runs). The file is checked whole before anything is built; floating arrays
+    are cast to the leaf's dtype.
 
     Raises:
         FileNotFoundError: no model.safetensors in ``folder``.
@@ -306,6 +307,12 @@ def load_weights(folder: str | os.PathLike[str], template: M, table: Table, *, l
         template,
         is_leaf=lambda x: isinstance(x, Tensor),
     )
+    shapes = [x for x in jax.tree.leaves(out) if isinstance(x, jax.ShapeDtypeStruct)]
+    if shapes:  # an array outside the model's Tensors, which no entry can fill
+        raise ValueError(
+            f"{name}: the template has {len(shapes)} array(s) that are not Tensors, which the "
+            "table cannot fill"
+        )
     return out
 
 
