@@ -53,8 +53,8 @@ M = TypeVar("M")
 C = TypeVar("C")
 CONFIG = "config.json"
 WEIGHTS = "model.safetensors"
-_LOAD = Feature("safetensors", "axjax.models: loading a Hugging Face checkpoint")
-_SAVE = Feature("safetensors", "axjax.models: writing a Hugging Face checkpoint")
+_LOAD = Feature("safetensors", "axjax.models.load_weights")
+_SAVE = Feature("safetensors", "axjax.models.save_weights")
 
 #: one dimension of an HF array: an axis, or several flattened in order
 Dim = type[Axis] | tuple[type[Axis], ...]
