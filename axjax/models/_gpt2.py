@@ -15,8 +15,10 @@ from typing import TypeVarTuple, final, overload
 
 import equinox as eqx
 import jax
+import jax.numpy as jnp
 
-from ..core import F32, I32, Axis, KeyOf, Tensor
+from ..core import F32, I32, Axis, AxisError, KeyOf, Tensor
+from ..core._internal import describe
 from ..nn import (
     Affine,
     Embedding,
@@ -226,9 +228,17 @@ class GPT2(eqx.Module):
         self, ids: Tensor[I32, *B, Pos], *, cache: tuple[KVCache, ...] | None = None
     ) -> Tensor[F32, *B, Pos, Vocab] | tuple[Tensor[F32, *B, Pos, Vocab], tuple[KVCache, ...]]:
         """Logits of ``ids`` (with ``cache``: of the positions after those cached)."""
-        if not isinstance(ids, Tensor) or Pos not in ids.axes or ids.axes[-1] is not Pos:
-            got = ids.axes if isinstance(ids, Tensor) else type(ids).__name__
-            raise TypeError(f"GPT2: ids are a Tensor[I32, *Batch, Pos], got {got}")
+        if not isinstance(ids, Tensor):
+            raise TypeError(f"GPT2: ids are a Tensor[I32, *Batch, Pos], got {type(ids).__name__}")
+        if (
+            not ids.axes
+            or ids.axes[-1] is not Pos
+            or not jnp.issubdtype(ids.array.dtype, jnp.integer)
+        ):
+            raise AxisError(
+                f"GPT2: ids are a Tensor[I32, *Batch, Pos] (integers, Pos last), got "
+                f"{describe(ids)}"
+            )
         n = ids.size(Pos)
         if cache is not None and len(cache) != len(self.blocks):
             raise ValueError(
@@ -242,8 +252,9 @@ class GPT2(eqx.Module):
         where: Tensor[I32, Pos] = arange(Pos, n)
         if cache is not None:
             where = where + Tensor(cache[0].length, ())
-        x: Tensor[F32, *B, Pos, Embed] = self.wte(ids)
-        x = x + broadcast(self.wpe(where), x)
+        tokens: Tensor[F32, *B, Pos, Embed] = self.wte(ids)
+        positions: Tensor[F32, *B, Pos, Embed] = broadcast(self.wpe(where), tokens)
+        x = tokens + positions
         new: list[KVCache] = []
         for i, block in enumerate(self.blocks):
             if cache is None:
@@ -316,7 +327,7 @@ def from_hf(folder: str | os.PathLike[str]) -> GPT2:
     config = read_config(folder, GPT2Config, TABLE)
     config.check(f"gpt2: {os.fspath(folder)}/config.json")
     # the model's structure without running its initialisers: every leaf is loaded
-    template = eqx.filter_eval_shape(lambda k: GPT2(config, key=k), jax.random.key(0))
+    template: GPT2 = eqx.filter_eval_shape(lambda k: GPT2(config, key=k), jax.random.key(0))
     return load_weights(folder, template, TABLE, layers=config.n_layer)
 
 

@@ -293,9 +293,9 @@ def load_weights(folder: str | os.PathLike[str], template: M, table: Table, *, l
             arrays = {k: f.get_tensor(named[k]) for k in named}
     except ConversionError:
         raise
-    except Exception as e:  # the backend's own error on a damaged file
+    except Exception as err:  # the backend's own error on a damaged file
         raise ConversionError(
-            f"{name}: {where} is truncated or not a safetensors file ({e}); it cannot be loaded"
+            f"{name}: {where} is truncated or not a safetensors file ({err}); it cannot be loaded"
         ) from None
     filled: dict[str, AnyTensor] = {}
     for e, ts, sizes in plan:
@@ -372,7 +372,7 @@ def _unpack(
         )
     flat = _flat(e.layout)
     full = array.reshape([sizes[a] for a in flat])
-    out = []
+    out: list[AnyTensor] = []
     for i, t in enumerate(ts):
         part, axes = full, list(flat)
         if e.split is not None:

@@ -342,8 +342,16 @@ def test_positions_and_caches_beyond_the_context_are_refused(model: GPT2) -> Non
         model(ax.zeros((1, 65), Batch, Pos, dtype=ax.I32))
     with pytest.raises(ValueError, match=r"max_len 65 exceeds the 64 positions"):
         model.init_cache({Batch: 1}, 65)
-    with pytest.raises(TypeError, match=r"GPT2: ids are a Tensor\[I32, \*Batch, Pos\]"):
-        model(ax.zeros((3, 1), Pos, Batch, dtype=ax.I32))  # type: ignore[call-overload]
+    with pytest.raises(
+        ax.AxisError,
+        match=r"GPT2: ids are a Tensor\[I32, \*Batch, Pos\] \(integers, Pos last\), got "
+        r"Tensor\[I32, Pos=3, Batch=1\]",
+    ):
+        model(ax.zeros((3, 1), Pos, Batch, dtype=ax.I32))  # type: ignore[arg-type, axjax-axes]
+    with pytest.raises(ax.AxisError, match=r"got Tensor\[F32, Batch=1, Pos=2\]"):
+        model(ax.zeros((1, 2), Batch, Pos))  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match=r"GPT2: ids are a Tensor\[I32, \*Batch, Pos\], got list"):
+        model([1, 2])  # type: ignore[arg-type]
     with pytest.raises(TypeError, match=r"to_hf: model is a GPT2, got dict"):
         gpt2.to_hf({}, "x")  # type: ignore[arg-type]
 
