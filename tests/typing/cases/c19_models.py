@@ -3,8 +3,6 @@ token ids ``Tensor[I32, *B, Pos]`` to logits ``Tensor[F32, *B, Pos, Vocab]``, wi
 without batch axes; with ``cache=`` it returns the logits and the new cache. Float ids, or
 ids without the position axis last, are errors."""
 
-# typing-class: 6 smaller classes
-
 from typing import final, reveal_type
 
 import axjax as ax
