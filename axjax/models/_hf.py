@@ -151,13 +151,25 @@ def _layout_text(layout: tuple[Dim, ...], sizes: Mapping[type[Axis], int]) -> st
 
 
 def _leaves(model: PyTree) -> dict[str, AnyTensor]:
-    """The model's Tensors by path name (``blocks.0.attn.query_proj``)."""
+    """The model's Tensors by path name (``blocks.0.attn.query_proj``); ``ValueError`` for
+    an array the table cannot fill (a plain array, or a Tensor stacked by ``vmap``)."""
     flat = jax.tree_util.tree_flatten_with_path(model, is_leaf=lambda x: isinstance(x, Tensor))[0]
-    return {
-        jax.tree_util.keystr(p, simple=True, separator="."): leaf
-        for p, leaf in flat
-        if isinstance(leaf, Tensor)
-    }
+    out: dict[str, AnyTensor] = {}
+    for p, leaf in flat:
+        name = jax.tree_util.keystr(p, simple=True, separator=".")
+        if isinstance(leaf, Tensor):
+            if len(np.shape(leaf.array)) != len(leaf.axes):
+                raise ValueError(
+                    f"model leaf {name!r} is a stacked Tensor (dimensions before its named "
+                    "axes, as in a LayerStack); the table maps unstacked layers (a tuple of "
+                    "blocks)"
+                )
+            out[name] = leaf
+        elif isinstance(leaf, jax.Array | np.ndarray | jax.ShapeDtypeStruct):
+            raise ValueError(
+                f"model leaf {name!r} is a plain array, not a Tensor; the table fills Tensors"
+            )
+    return out
 
 
 def _resolve(
@@ -177,7 +189,7 @@ def _resolve(
         if e.split is not None:
             sizes[e.split] = len(ts)
         want = set(_flat(e.layout)) - {e.split}
-        if want != set(ts[0].axes) or any(t.axes != ts[0].axes for t in ts):
+        if want != set(ts[0].axes) or any(t.sizes != ts[0].sizes for t in ts):
             names = ", ".join(a.__name__ for a in ts[0].axes)
             raise ValueError(
                 f"table entry {e.key!r}: its layout's axes are not the leaf's [{names}]"
@@ -307,12 +319,6 @@ def load_weights(folder: str | os.PathLike[str], template: M, table: Table, *, l
         template,
         is_leaf=lambda x: isinstance(x, Tensor),
     )
-    shapes = [x for x in jax.tree.leaves(out) if isinstance(x, jax.ShapeDtypeStruct)]
-    if shapes:  # an array outside the model's Tensors, which no entry can fill
-        raise ValueError(
-            f"{name}: the template has {len(shapes)} array(s) that are not Tensors, which the "
-            "table cannot fill"
-        )
     return out
 
 

@@ -369,6 +369,16 @@ def test_a_table_that_does_not_fit_the_model_is_a_programming_error(model: GPT2)
         save_weights("unused", model, axes, layers=2)
 
 
+def test_a_model_with_arrays_the_table_cannot_fill_is_refused(model: GPT2) -> None:
+    table = Table("t", (Entry("w", "w", (Embed,)),))
+    plain = {"w": ax.zeros((3,), Embed), "extra": jnp.zeros(3)}
+    with pytest.raises(ValueError, match=r"model leaf 'extra' is a plain array, not a Tensor"):
+        save_weights("unused", plain, table, layers=0)
+    stacked = {"w": jax.vmap(lambda a: ax.tensor(a, Embed))(jnp.zeros((2, 3)))}
+    with pytest.raises(ValueError, match=r"model leaf 'w' is a stacked Tensor"):
+        save_weights("unused", stacked, table, layers=0)
+
+
 def test_entries_check_their_own_layout() -> None:
     with pytest.raises(ValueError, match=r"an axis occurs twice in its layout"):
         Entry("x", "y", (Embed, (Pos, Embed)))
