@@ -114,6 +114,18 @@ def _load_safetensors(tmp: Path) -> None:
     ax.nn.load_safetensors({"w": ax.zeros((2,), Batch)}, tmp / "m.safetensors")
 
 
+def _load_hf(tmp: Path) -> None:
+    from axjax.models import gpt2, load_weights
+
+    load_weights(tmp, {}, gpt2.TABLE, layers=0)
+
+
+def _save_hf(tmp: Path) -> None:
+    from axjax.models import Table, save_weights
+
+    save_weights(tmp, {}, Table("none", ()), layers=0)
+
+
 def _fit_progress(tmp: Path) -> None:
     _tiny_fit(tmp, progress=True)
 
@@ -137,6 +149,8 @@ SCENARIOS: dict[str, Callable[[Path], None]] = {
     "ax.train.Checkpoints(sharded=True)": _checkpoints_sharded,
     "ax.nn.save_safetensors": _save_safetensors,
     "ax.nn.load_safetensors": _load_safetensors,
+    "axjax.models.load_weights": _load_hf,
+    "axjax.models.save_weights": _save_hf,
     "fit(progress=True)": _fit_progress,
     "ax.train.download": _download,
 }

@@ -59,19 +59,24 @@ def in_ci() -> bool:
 
 
 @overload
-def requires(name: str, *, extra: str = ..., program: Literal[False] = ...) -> ModuleType: ...
+def requires(
+    name: str, *, extra: str | None = ..., program: Literal[False] = ...
+) -> ModuleType: ...
 @overload
-def requires(name: str, *, extra: str = ..., program: Literal[True]) -> str: ...
-def requires(name: str, *, extra: str = "test", program: bool = False) -> str | ModuleType:
+def requires(name: str, *, extra: str | None = ..., program: Literal[True]) -> str: ...
+def requires(name: str, *, extra: str | None = "test", program: bool = False) -> str | ModuleType:
     """The module ``name`` (or, with ``program=True``, the path of the executable ``name``,
     looked up beside the running Python, then on ``PATH``) for a test that needs a tool
     from an extra. Where it is missing the test skips, saying which extra installs it;
     under ``CI`` (which installs every extra) it fails instead, so CI never skips the
-    typing tests silently. Works at module level too.
+    typing tests silently. ``extra=None``: a tool that no extra installs (torch and
+    transformers, for the fixtures of ``axjax.models``): the test is optional everywhere and
+    skips in CI too. Works at module level too.
 
     Example:
         >>> mypy_api = requires("mypy.api")             # module-level or in a test
         >>> pyright = requires("pyright", extra="dev", program=True)
+        >>> transformers = requires("transformers", extra=None)   # skips in CI too
     """
     if program:
         here = str(Path(sys.executable).parent)
@@ -84,6 +89,12 @@ def requires(name: str, *, extra: str = "test", program: bool = False) -> str | 
             return importlib.import_module(name)
         except ImportError as e:
             why = f"{name} is not installed ({e})"
+    if extra is None:
+        top = name.split(".")[0]
+        pytest.skip(
+            f"{why}: pip install {top} (no extra installs it: optional, in CI too)",
+            allow_module_level=True,
+        )
     where = f'pip install -e ".[{extra}]"'
     if in_ci():
         pytest.fail(f"{why}: {where}; CI installs every extra, so this fails", pytrace=False)

@@ -95,3 +95,17 @@ def test_a_missing_tool_fails_in_ci(
         requires("axjax_no_such_tool", program=program)
     assert info.type is pytest.fail.Exception  # not a skip, which CI would not notice
     assert info.match(r'pip install -e "\.\[test\]"; CI installs every extra, so this fails$')
+
+
+@pytest.mark.parametrize("ci", [None, "true", "1"])
+def test_a_tool_of_no_extra_skips_in_ci_too(
+    monkeypatch: pytest.MonkeyPatch, ci: str | None
+) -> None:
+    if ci is None:
+        monkeypatch.delenv("CI", raising=False)
+    else:
+        monkeypatch.setenv("CI", ci)
+    with pytest.raises(OUTCOMES) as info:
+        requires("axjax_no_such_tool.sub", extra=None)
+    assert info.type is pytest.skip.Exception  # torch is in no extra: CI does not install it
+    assert info.match(r"not installed.*: pip install axjax_no_such_tool \(no extra installs it")

@@ -15,7 +15,8 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1] / "axjax"
-ORDER = ["core", "parallel", "ops", "graph", "nn", "train"]  # each may import those before it
+#: each may import those before it
+ORDER = ["core", "parallel", "ops", "graph", "nn", "train", "models"]
 #: the mypy plugin types every package, so it may import each of them
 ANYWHERE = {"mypy"}
 #: packages whose modules import one another one way at run time (core: the tensor type,

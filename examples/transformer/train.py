@@ -15,11 +15,17 @@ byte next to the unigram baseline, and samples text.
     python examples/transformer/train.py --preset tiny            # CPU, a few minutes
     python examples/transformer/train.py --preset gpt2-small --precision bf16   # a GPU
     python examples/transformer/train.py --devices 8 --parallel data+tensor  # 8 simulated CPUs
+    python examples/transformer/train.py --init-from tests/models/fixtures/gpt2  # fine-tune
 
 Two processes on one machine (each with 4 simulated CPU devices; one global mesh of 8)::
 
     for i in 0 1; do python examples/transformer/train.py --devices 4 --parallel data \
         --coordinator 127.0.0.1:12355 --num-processes 2 --process-id $i & done; wait
+
+``--init-from FOLDER`` starts from a GPT-2 checkpoint in Hugging Face format (``config.json``,
+``model.safetensors``; a byte-level one, ``vocab_size`` 256) read by ``axjax.models.gpt2``:
+its model replaces ``LM``, the ids renamed to its position axis, and the trained model is
+written back as a Hugging Face folder, ``--logdir``/hf.
 
 ``--devices N`` simulates N CPU devices (on a GPU or TPU machine the real ones are used) and
 ``--parallel`` shards the run by axis name over a (data, model) mesh (docs/parallel.md):
@@ -52,6 +58,7 @@ import numpy as np
 import optax
 
 import axjax as ax
+from axjax.models import gpt2
 from axjax.nn import Head, HeadDim
 
 __all__ = [
@@ -60,6 +67,7 @@ __all__ = [
     "Config",
     "Decoding",
     "Embed",
+    "GPT2Decoding",
     "Head",
     "HeadDim",
     "KPos",
@@ -69,6 +77,7 @@ __all__ = [
     "Vocab",
     "Windows",
     "eval_windows",
+    "gpt2_loss",
     "lm_loss",
     "load_corpus",
     "main",
@@ -374,6 +383,46 @@ class Decoding(eqx.Module):
         return self.lm.decode(ids, cache=cache)
 
 
+class GPT2Decoding(eqx.Module):
+    """A pretrained ``axjax.models.gpt2.GPT2`` seen through ``ax.nn.Decoder`` on this file's
+    ``Pos`` and ``Vocab`` (the model's own axes renamed)."""
+
+    model: gpt2.GPT2
+
+    def init_cache(
+        self, batch: Mapping[type[ax.Axis], int], max_len: int
+    ) -> tuple[ax.nn.KVCache, ...]:
+        return self.model.init_cache(batch, max_len)
+
+    def __call__(
+        self, ids: ax.Tensor[ax.I32, Batch, Pos], *, cache: tuple[ax.nn.KVCache, ...]
+    ) -> tuple[ax.Tensor[ax.F32, Batch, Pos, Vocab], tuple[ax.nn.KVCache, ...]]:
+        logits, cache = self.model(ax.rename(ids, Pos, gpt2.Pos), cache=cache)
+        return _ours(logits), cache
+
+
+def _ours(
+    logits: ax.Tensor[ax.F32, Batch, gpt2.Pos, gpt2.Vocab],
+) -> ax.Tensor[ax.F32, Batch, Pos, Vocab]:
+    """GPT-2's logits on this file's axes."""
+    out: ax.Tensor[ax.F32, Batch, Pos, Vocab] = ax.rename(
+        ax.rename(logits, gpt2.Pos, Pos), gpt2.Vocab, Vocab
+    )
+    return out
+
+
+def gpt2_loss(
+    model: gpt2.GPT2,
+    ids: ax.Tensor[ax.I32, Batch, Pos],
+    targets: ax.Tensor[ax.I32, Batch, Pos],
+) -> ax.Tensor[ax.F32]:
+    """:func:`lm_loss` of a pretrained GPT-2 (``--init-from``)."""
+    logits = _ours(ax.astype(model(ax.rename(ids, Pos, gpt2.Pos)), ax.F32))
+    per_byte: ax.Tensor[ax.F32, Batch, Pos] = ax.train.softmax_cross_entropy(logits, targets, Vocab)
+    loss: ax.Tensor[ax.F32] = ax.mean(ax.mean(per_byte, Pos), Batch)
+    return loss
+
+
 def lm_loss(
     model: LM, ids: ax.Tensor[ax.I32, Batch, Pos], targets: ax.Tensor[ax.I32, Batch, Pos]
 ) -> ax.Tensor[ax.F32]:
@@ -399,7 +448,7 @@ PROMPT = b"def main(argv=None):\n    "
 
 
 def sample(
-    model: LM,
+    model: LM | gpt2.GPT2,
     prompt: bytes,
     n: int,
     context: int,
@@ -415,8 +464,9 @@ def sample(
     ids = ax.tensor(
         np.frombuffer(tail, np.uint8).astype(np.int32)[None, :], Batch, Pos, dtype=ax.I32
     )
+    decoder = GPT2Decoding(model) if isinstance(model, gpt2.GPT2) else Decoding(model)
     out = ax.nn.generate(
-        Decoding(model), ids, n, key, temperature=temperature, top_k=top_k, max_len=context
+        decoder, ids, n, key, temperature=temperature, top_k=top_k, max_len=context
     )
     return bytes(np.asarray(out.array)[0].astype(np.uint8).tolist())
 
@@ -459,6 +509,13 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
         help="after training, print a greedy N-byte continuation of the prompt "
         "(ax.nn.generate with a KV cache)",
     )
+    p.add_argument(
+        "--init-from",
+        default=None,
+        metavar="FOLDER",
+        help="start from a byte-level GPT-2 in Hugging Face format (config.json, "
+        "model.safetensors), e.g. tests/models/fixtures/gpt2",
+    )
     p.add_argument("--limit-bytes", type=int, default=None, help="use the first N bytes")
     p.add_argument("--stdlib", default=None, help="corpus root (default: this Python's)")
     p.add_argument("--seed", type=int, default=0)
@@ -466,6 +523,18 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--no-progress", action="store_true")
     ax.train.add_parallel_args(p, PARALLEL)  # --devices, --parallel, jax.distributed
     return p.parse_args(argv)
+
+
+def pretrained(folder: str, cfg: Config) -> tuple[gpt2.GPT2, Config]:
+    """``--init-from``: the GPT-2 in ``folder`` and the config with its context (at most the
+    model's positions); a vocabulary other than the 256 bytes is refused."""
+    model = gpt2.from_hf(folder)
+    if model.config.vocab_size != cfg.vocab:
+        raise SystemExit(
+            f"--init-from {folder}: a vocabulary of {model.config.vocab_size}; this example "
+            f"reads bytes and needs {cfg.vocab}"
+        )
+    return model, dataclasses.replace(cfg, context=min(cfg.context, model.config.n_positions))
 
 
 def main(argv: list[str] | None = None) -> dict[str, Any]:
@@ -492,7 +561,14 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         + (f"; {par!r}" if par is not None else "")
     )
     init_key, run_key, sample_key = jax.random.split(jax.random.key(args.seed), 3)
-    model = LM(cfg, key=init_key, remat=args.remat, unroll=args.unroll)
+    model: LM | gpt2.GPT2
+    loss_fn: Any = lm_loss
+    if args.init_from:
+        model, cfg = pretrained(args.init_from, cfg)
+        loss_fn = gpt2_loss
+        say(f"starting from {args.init_from}: {model.config}")
+    else:
+        model = LM(cfg, key=init_key, remat=args.remat, unroll=args.unroll)
     train = Windows(train_bytes, cfg.batch, cfg.context, cfg.steps, seed=args.seed)
     valid = eval_windows(valid_bytes, cfg.batch, cfg.context, args.eval_batches)
     if par is not None:  # fit places the training batches; these are placed here
@@ -513,7 +589,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     result = ax.train.fit(
         model,
         optimizer,
-        lm_loss,
+        loss_fn,
         train,
         epochs=1,
         key=run_key,
@@ -534,6 +610,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     trained = result.model if par is None else ax.train.unsharded(result.model)
     if main_process:
         ax.nn.save_safetensors(trained, logdir / "model.safetensors")
+        if isinstance(trained, gpt2.GPT2):  # back to the format it came in
+            gpt2.to_hf(trained, logdir / "hf")
     text = (
         sample(trained, PROMPT, args.sample_bytes, cfg.context, sample_key)
         if args.sample_bytes

@@ -72,6 +72,43 @@ def test_the_example_trains_checkpoints_and_samples(
     assert x.axes == (Batch, Pos) and (x.array[:, 1:] == y.array[:, :-1]).all()
 
 
+GPT2_FIXTURE = Path(__file__).resolve().parents[1] / "models" / "fixtures" / "gpt2"
+
+
+def test_the_example_starts_from_a_hugging_face_gpt2(
+    example: Any, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from axjax.models import gpt2
+
+    out = _run(example, tmp_path, "--steps", "4", "--init-from", str(GPT2_FIXTURE))
+    assert out["steps"] == 4 and len(out["sample"]) == 8 and math.isfinite(out["bits"])
+    assert f"starting from {GPT2_FIXTURE}" in capsys.readouterr().out
+    trained, start = out["model"], gpt2.from_hf(GPT2_FIXTURE)
+    assert isinstance(trained, gpt2.GPT2)
+    moved = np.abs(np.asarray(trained.wte.weight.array) - np.asarray(start.wte.weight.array))
+    assert moved.max() > 0  # it trained the pretrained weights
+    again = gpt2.from_hf(tmp_path / "hf")  # written back in the format it came in
+    for a, b in zip(jax.tree.leaves(trained), jax.tree.leaves(again), strict=True):
+        np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
+
+
+def test_init_from_refuses_a_vocabulary_that_is_not_bytes(example: Any, tmp_path: Path) -> None:
+    from safetensors.numpy import load_file, save_file
+
+    folder = tmp_path / "big"
+    folder.mkdir()
+    arrays = load_file(GPT2_FIXTURE / "model.safetensors")
+    wte = arrays["transformer.wte.weight"]
+    arrays["transformer.wte.weight"] = np.concatenate([wte, wte[:44]])  # 300 tokens
+    save_file(arrays, folder / "model.safetensors", metadata={"format": "pt"})
+    config = json.loads((GPT2_FIXTURE / "config.json").read_text())
+    (folder / "config.json").write_text(json.dumps({**config, "vocab_size": 300}))
+    with pytest.raises(
+        SystemExit, match=r"a vocabulary of 300; this example reads bytes and needs 256"
+    ):
+        example.pretrained(str(folder), example.PRESETS["test"])
+
+
 def test_bf16_training_reaches_the_f32_loss(example: Any, tmp_path: Path) -> None:
     f32 = _run(example, tmp_path / "f32", "--steps", "40", "--sample-bytes", "0")
     bf16 = _run(

@@ -1,0 +1,18 @@
+"""axjax.models: pretrained models on named axes, read from and written to Hugging Face
+checkpoints (``config.json`` + ``model.safetensors``) through one declared table per
+architecture (:class:`Table` of :class:`Entry` rows, :func:`load_weights`,
+:func:`save_weights`).
+
+Example:
+    >>> from axjax.models import gpt2
+    >>> model = gpt2.from_hf("tests/models/fixtures/gpt2")
+"""
+
+from . import gpt2 as gpt2
+from ._hf import ConversionError as ConversionError
+from ._hf import Entry as Entry
+from ._hf import Table as Table
+from ._hf import load_weights as load_weights
+from ._hf import read_config as read_config
+from ._hf import save_weights as save_weights
+from ._hf import write_config as write_config

@@ -1,0 +1,344 @@
+"""GPT-2 on named axes, and its Hugging Face checkpoint table.
+
+Token and learned position embeddings, pre-norm blocks ``x + attn(ln_1(x))`` then
+``x + mlp(ln_2(x))`` (``gelu_new``: GELU's tanh approximation), a final norm and the LM
+head tied to the token embedding. Every tensor names its axes: ids ``[*B, Pos]``, logits
+``[*B, Pos, Vocab]``, the attention projections ``[Head, HeadDim, Embed]``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from collections.abc import Mapping
+from typing import TypeVarTuple, final, overload
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+
+from ..core import F32, I32, Axis, AxisError, KeyOf, Tensor
+from ..core._internal import describe
+from ..nn import (
+    Affine,
+    Embedding,
+    Head,
+    HeadDim,
+    KVCache,
+    LayerNorm,
+    MultiheadAttention,
+)
+from ..nn.init import normal
+from ..ops import arange, broadcast, contract, gelu
+from ._hf import (
+    ConversionError,
+    Entry,
+    Table,
+    load_weights,
+    read_config,
+    save_weights,
+    write_config,
+)
+
+__all__ = [
+    "GPT2",
+    "TABLE",
+    "Block",
+    "Ctx",
+    "Embed",
+    "GPT2Config",
+    "KPos",
+    "Mlp",
+    "Pos",
+    "QKV",
+    "Vocab",
+    "from_hf",
+    "to_hf",
+]
+
+B = TypeVarTuple("B")
+
+
+@final
+class Vocab(Axis):
+    """The token vocabulary (the logits' last axis)."""
+
+
+@final
+class Embed(Axis):
+    """The model's feature axis (``n_embd``)."""
+
+
+@final
+class Pos(Axis):
+    """Token positions (the query positions of attention)."""
+
+
+@final
+class KPos(KeyOf[Pos]):
+    """The key positions of the queries ``Pos``."""
+
+
+@final
+class Ctx(Axis):
+    """The rows of the learned position table (``n_positions``)."""
+
+
+@final
+class Mlp(Axis):
+    """The hidden axis of each block's MLP (``n_inner``, 4 x ``n_embd`` by default)."""
+
+
+@final
+class QKV(Axis):
+    """Query, key and value, stacked in HF's ``c_attn`` (split apart on loading)."""
+
+
+@dataclasses.dataclass(frozen=True)
+class GPT2Config:
+    """GPT-2's sizes, named as in Hugging Face's ``config.json`` (the defaults: GPT-2 small).
+
+    Example:
+        >>> GPT2Config(vocab_size=256, n_positions=64, n_embd=48, n_layer=2, n_head=4)
+    """
+
+    vocab_size: int = 50257
+    n_positions: int = 1024
+    n_embd: int = 768
+    n_layer: int = 12
+    n_head: int = 12
+    n_inner: int | None = None
+    activation_function: str = "gelu_new"
+    layer_norm_epsilon: float = 1e-5
+    scale_attn_weights: bool = True
+    scale_attn_by_inverse_layer_idx: bool = False
+    reorder_and_upcast_attn: bool = False
+    tie_word_embeddings: bool = True
+
+    @property
+    def mlp_size(self) -> int:
+        return 4 * self.n_embd if self.n_inner is None else self.n_inner
+
+    def check(self, where: str = "GPT2Config") -> None:
+        """``ConversionError`` for a configuration this implementation does not compute."""
+        unsupported = {
+            "activation_function": self.activation_function
+            not in ("gelu_new", "gelu_pytorch_tanh"),
+            "scale_attn_weights": not self.scale_attn_weights,
+            "scale_attn_by_inverse_layer_idx": self.scale_attn_by_inverse_layer_idx,
+            "tie_word_embeddings": not self.tie_word_embeddings,
+        }
+        bad = [k for k, v in unsupported.items() if v]
+        if bad:
+            raise ConversionError(
+                f"{where}: {bad[0]}={getattr(self, bad[0])!r} is not supported (GPT-2 uses "
+                "gelu_new, scaled attention and a tied LM head)"
+            )
+        if self.n_embd % self.n_head:
+            raise ConversionError(
+                f"{where}: n_embd={self.n_embd} does not divide into n_head={self.n_head} heads"
+            )
+
+
+class Block(eqx.Module):
+    """One GPT-2 block: ``x + attn(ln_1(x))``, then ``x + proj(gelu(fc(ln_2(x))))``."""
+
+    ln_1: LayerNorm[F32, Embed]
+    attn: MultiheadAttention[F32, Pos, KPos, Embed, Head, HeadDim]
+    ln_2: LayerNorm[F32, Embed]
+    fc: Affine[F32, Embed, Mlp]
+    proj: Affine[F32, Mlp, Embed]
+
+    def __init__(self, config: GPT2Config, *, key: jax.Array) -> None:
+        k1, k2, k3 = jax.random.split(key, 3)
+        e, eps = config.n_embd, config.layer_norm_epsilon
+        self.ln_1 = LayerNorm(Embed, e, eps=eps)
+        self.attn = MultiheadAttention(
+            Embed,
+            e,
+            num_heads=config.n_head,
+            query_pos=Pos,
+            key_pos=KPos,
+            causal=True,
+            use_bias=True,
+            key=k1,
+        )
+        self.ln_2 = LayerNorm(Embed, e, eps=eps)
+        self.fc = Affine(Embed, Mlp, e, config.mlp_size, key=k2)
+        self.proj = Affine(Mlp, Embed, config.mlp_size, e, key=k3)
+
+    def _mlp(self, x: Tensor[F32, *B, Pos, Embed]) -> Tensor[F32, *B, Pos, Embed]:
+        return x + self.proj(gelu(self.fc(self.ln_2(x))))
+
+    @overload
+    def __call__(
+        self, x: Tensor[F32, *B, Pos, Embed], cache: None = None
+    ) -> Tensor[F32, *B, Pos, Embed]: ...
+    @overload
+    def __call__(
+        self, x: Tensor[F32, *B, Pos, Embed], cache: KVCache
+    ) -> tuple[Tensor[F32, *B, Pos, Embed], KVCache]: ...
+    def __call__(
+        self, x: Tensor[F32, *B, Pos, Embed], cache: KVCache | None = None
+    ) -> Tensor[F32, *B, Pos, Embed] | tuple[Tensor[F32, *B, Pos, Embed], KVCache]:
+        """The block; with ``cache`` the positions after those cached, and the new cache."""
+        if cache is None:
+            return self._mlp(x + self.attn(self.ln_1(x)))
+        y, cache = self.attn(self.ln_1(x), cache=cache)
+        return self._mlp(x + y), cache
+
+
+class GPT2(eqx.Module):
+    """GPT-2: ids ``Tensor[I32, *B, Pos]`` -> logits ``Tensor[F32, *B, Pos, Vocab]``.
+
+    ``model(ids, cache=cache)`` runs the positions after those in ``cache`` (from
+    :meth:`init_cache`) and returns ``(logits, cache)``: the model is an ``ax.nn.Decoder``,
+    so ``ax.nn.generate(model, prompt, steps)`` decodes with a KV cache.
+
+    Example:
+        >>> model = GPT2(GPT2Config(vocab_size=256, n_positions=64, n_embd=48, n_layer=2,
+        ...                         n_head=4), key=jax.random.key(0))
+        >>> model(ids)               # Tensor[I32, Batch, Pos] -> Tensor[F32, Batch, Pos, Vocab]
+    """
+
+    wte: Embedding[F32, Vocab, Embed]
+    wpe: Embedding[F32, Ctx, Embed]
+    blocks: tuple[Block, ...]
+    ln_f: LayerNorm[F32, Embed]
+    config: GPT2Config = eqx.field(static=True)
+
+    def __init__(self, config: GPT2Config, *, key: jax.Array) -> None:
+        config.check()
+        kt, kp, kb = jax.random.split(key, 3)
+        init = normal(0.02)
+        e = config.n_embd
+        self.wte = Embedding(Vocab, Embed, config.vocab_size, e, weight_init=init, key=kt)
+        self.wpe = Embedding(Ctx, Embed, config.n_positions, e, weight_init=init, key=kp)
+        self.blocks = tuple(Block(config, key=k) for k in jax.random.split(kb, config.n_layer))
+        self.ln_f = LayerNorm(Embed, e, eps=config.layer_norm_epsilon)
+        self.config = config
+
+    @overload
+    def __call__(self, ids: Tensor[I32, *B, Pos]) -> Tensor[F32, *B, Pos, Vocab]: ...
+    @overload
+    def __call__(
+        self, ids: Tensor[I32, *B, Pos], *, cache: tuple[KVCache, ...]
+    ) -> tuple[Tensor[F32, *B, Pos, Vocab], tuple[KVCache, ...]]: ...
+    def __call__(
+        self, ids: Tensor[I32, *B, Pos], *, cache: tuple[KVCache, ...] | None = None
+    ) -> Tensor[F32, *B, Pos, Vocab] | tuple[Tensor[F32, *B, Pos, Vocab], tuple[KVCache, ...]]:
+        """Logits of ``ids`` (with ``cache``: of the positions after those cached)."""
+        if not isinstance(ids, Tensor):
+            raise TypeError(f"GPT2: ids are a Tensor[I32, *Batch, Pos], got {type(ids).__name__}")
+        if (
+            not ids.axes
+            or ids.axes[-1] is not Pos
+            or not jnp.issubdtype(ids.array.dtype, jnp.integer)
+        ):
+            raise AxisError(
+                f"GPT2: ids are a Tensor[I32, *Batch, Pos] (integers, Pos last), got "
+                f"{describe(ids)}"
+            )
+        n = ids.size(Pos)
+        if cache is not None and len(cache) != len(self.blocks):
+            raise ValueError(
+                f"GPT2: cache has {len(cache)} entries, the model {len(self.blocks)} blocks "
+                "(make it with model.init_cache)"
+            )
+        if cache is None and n > self.config.n_positions:
+            raise ValueError(
+                f"GPT2: {n} positions, the model has embeddings for {self.config.n_positions}"
+            )
+        where: Tensor[I32, Pos] = arange(Pos, n)
+        if cache is not None:
+            where = where + Tensor(cache[0].length, ())
+        tokens: Tensor[F32, *B, Pos, Embed] = self.wte(ids)
+        positions: Tensor[F32, *B, Pos, Embed] = broadcast(self.wpe(where), tokens)
+        x = tokens + positions
+        new: list[KVCache] = []
+        for i, block in enumerate(self.blocks):
+            if cache is None:
+                x = block(x)
+            else:
+                x, c = block(x, cache[i])
+                new.append(c)
+        logits: Tensor[F32, *B, Pos, Vocab] = contract(self.ln_f(x), self.wte.weight, over=Embed)
+        return logits if cache is None else (logits, tuple(new))
+
+    def init_cache(self, batch: Mapping[type[Axis], int], max_len: int) -> tuple[KVCache, ...]:
+        """An empty KV cache per block for ``max_len`` positions (at most ``n_positions``)
+        and the ``batch`` axes (``{Batch: 4}``)."""
+        if max_len > self.config.n_positions:
+            raise ValueError(
+                f"GPT2.init_cache: max_len {max_len} exceeds the {self.config.n_positions} "
+                "positions the model has embeddings for"
+            )
+        return tuple(b.attn.init_cache(batch, max_len) for b in self.blocks)
+
+
+def _entries() -> tuple[Entry, ...]:
+    h, b = "transformer.h.{i}.", "blocks.{i}."
+    qkv = tuple(f"{b}attn.{p}_proj" for p in ("query", "key", "value"))
+    qkv_bias = tuple(f"{b}attn.biases.{n}" for n in range(3))
+    return (
+        Entry("transformer.wte.weight", "wte.weight", (Vocab, Embed)),
+        Entry("transformer.wpe.weight", "wpe.weight", (Ctx, Embed)),
+        Entry(h + "ln_1.weight", b + "ln_1.weight", (Embed,)),
+        Entry(h + "ln_1.bias", b + "ln_1.bias", (Embed,)),
+        # Conv1D: [in, out], out = [q | k | v], each [Head, HeadDim]
+        Entry(h + "attn.c_attn.weight", qkv, (Embed, (QKV, Head, HeadDim)), split=QKV),
+        Entry(h + "attn.c_attn.bias", qkv_bias, ((QKV, Head, HeadDim),), split=QKV),
+        Entry(h + "attn.c_proj.weight", b + "attn.output_proj", ((Head, HeadDim), Embed)),
+        Entry(h + "attn.c_proj.bias", b + "attn.biases.3", (Embed,)),
+        Entry(h + "ln_2.weight", b + "ln_2.weight", (Embed,)),
+        Entry(h + "ln_2.bias", b + "ln_2.bias", (Embed,)),
+        Entry(h + "mlp.c_fc.weight", b + "fc.weight", (Embed, Mlp)),
+        Entry(h + "mlp.c_fc.bias", b + "fc.bias", (Mlp,)),
+        Entry(h + "mlp.c_proj.weight", b + "proj.weight", (Mlp, Embed)),
+        Entry(h + "mlp.c_proj.bias", b + "proj.bias", (Embed,)),
+        Entry("transformer.ln_f.weight", "ln_f.weight", (Embed,)),
+        Entry("transformer.ln_f.bias", "ln_f.bias", (Embed,)),
+    )
+
+
+#: GPT-2's checkpoint table (``transformer.`` may be absent, as in the hub's ``gpt2``)
+TABLE = Table(
+    "gpt2",
+    _entries(),
+    ignore=("lm_head.weight", "*.attn.bias", "*.attn.masked_bias"),
+    architectures=("GPT2LMHeadModel",),
+    optional_prefix="transformer.",
+)
+
+
+def from_hf(folder: str | os.PathLike[str]) -> GPT2:
+    """A :class:`GPT2` read from a Hugging Face folder (``config.json``,
+    ``model.safetensors``); unknown config keys are ignored.
+
+    Raises:
+        FileNotFoundError: a file is missing.
+        ConversionError: another architecture or size (the first mismatching key is
+            named), a partial checkpoint (the missing keys are listed), an entry of the
+            wrong shape or transposed (the HF key and its expected axes are named).
+
+    Example:
+        >>> model = gpt2.from_hf("tests/models/fixtures/gpt2")
+    """
+    config = read_config(folder, GPT2Config, TABLE)
+    config.check(f"gpt2: {os.fspath(folder)}/config.json")
+    # the model's structure without running its initialisers: every leaf is loaded
+    template: GPT2 = eqx.filter_eval_shape(lambda k: GPT2(config, key=k), jax.random.key(0))
+    return load_weights(folder, template, TABLE, layers=config.n_layer)
+
+
+def to_hf(model: GPT2, folder: str | os.PathLike[str]) -> None:
+    """Write ``model`` to ``folder`` as Hugging Face does (``config.json``,
+    ``model.safetensors``): ``transformers.GPT2LMHeadModel.from_pretrained`` loads it.
+
+    Example:
+        >>> gpt2.to_hf(model, "out/gpt2")
+    """
+    if not isinstance(model, GPT2):
+        raise TypeError(f"to_hf: model is a GPT2, got {type(model).__name__}")
+    save_weights(folder, model, TABLE, layers=model.config.n_layer)
+    write_config(folder, model.config, TABLE)
