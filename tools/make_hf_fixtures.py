@@ -57,10 +57,41 @@ def gpt2(seed: int) -> Any:
     return GPT2LMHeadModel(config)
 
 
-#: name -> builder (a function of the seed returning a transformers model). The Llama
-#: fixtures ("llama_kv4", "llama_kv2", "llama_kv1") plug in here.
+def llama(kv_heads: int, tied: bool, theta: float) -> Callable[[int], Any]:
+    """Llama: 2 layers, hidden 48, 4 heads of which ``kv_heads`` key-value heads,
+    intermediate 96, vocabulary 256, context 64; ``tie_word_embeddings=tied`` and
+    ``rope_theta=theta`` (the variants cover both ties and a theta other than the default)."""
+
+    def build(seed: int) -> Any:
+        import torch
+        from transformers import LlamaConfig, LlamaForCausalLM
+
+        torch.manual_seed(seed)
+        config = LlamaConfig(
+            vocab_size=256,
+            hidden_size=48,
+            intermediate_size=96,
+            num_hidden_layers=2,
+            num_attention_heads=4,
+            num_key_value_heads=kv_heads,
+            max_position_embeddings=64,
+            rms_norm_eps=1e-5,
+            rope_theta=theta,
+            tie_word_embeddings=tied,
+            initializer_range=0.2,  # logits of order 1, so that a wrong mapping shows
+            attn_implementation="eager",
+        )
+        return LlamaForCausalLM(config)
+
+    return build
+
+
+#: name -> builder (a function of the seed returning a transformers model)
 BUILDERS: dict[str, Callable[[int], Any]] = {
     "gpt2": gpt2,
+    "llama-kv4": llama(4, tied=False, theta=10000.0),
+    "llama-kv2": llama(2, tied=False, theta=500000.0),
+    "llama-kv1": llama(1, tied=True, theta=10000.0),
 }
 
 

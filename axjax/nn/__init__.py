@@ -39,6 +39,9 @@ from ._fused_attention import cudnn_refusal as cudnn_refusal
 from ._fused_attention import default_attention_path as default_attention_path
 from ._generate import Decoder as Decoder
 from ._generate import generate as generate
+from ._gqa import GroupedQueryAttention as GroupedQueryAttention
+from ._gqa import GroupHead as GroupHead
+from ._gqa import KVHead as KVHead
 from ._linear import MLP as MLP
 from ._linear import Affine as Affine
 from ._linear import Linear as Linear
@@ -63,6 +66,8 @@ from ._recurrent import Prev as Prev
 from ._recurrent import RNNCell as RNNCell
 from ._remat import Remat as Remat
 from ._remat import remat as remat
+from ._rope import rope_frequencies as rope_frequencies
+from ._rope import rotary_embedding as rotary_embedding
 from ._safetensors import SafetensorsError as SafetensorsError
 from ._safetensors import load_safetensors as load_safetensors
 from ._safetensors import save_safetensors as save_safetensors
@@ -73,6 +78,7 @@ from ._sequential import Lambda as Lambda
 from ._sequential import Sequential as Sequential
 from ._stack import Layer as Layer
 from ._stack import LayerStack as LayerStack
+from ._swiglu import SwiGLU as SwiGLU
 from ._tree import Child as Child
 from ._tree import ChildSumTreeLSTMCell as ChildSumTreeLSTMCell
 from ._tree import Level as Level

@@ -881,3 +881,9 @@ def _and(a: AnyTensor, b: AnyTensor) -> AnyTensor:
     sizes = {**a.sizes, **b.sizes}
     ab, bb = broadcast(a, axes, sizes), broadcast(b, axes, sizes)
     return where(ab, bb, False)
+
+
+#: the attention core and the conjunction of masks, for the package's other attention
+#: layers (``GroupedQueryAttention``)
+attend = _attention
+and_masks = _and

@@ -103,6 +103,19 @@ def domains() -> dict[str, tuple[Kind, Callable[[Any], Any]] | str]:
             floating,
             lambda d: nn.MultiheadAttention(A, 4, num_heads=2, query_pos=T, dtype=d, key=KEY),
         ),
+        "ax.nn.GroupedQueryAttention": (
+            floating,
+            lambda d: nn.GroupedQueryAttention(
+                A, 4, num_heads=2, num_kv_heads=1, query_pos=T, dtype=d, key=KEY
+            ),
+        ),
+        "ax.nn.GroupedQueryAttention.init_cache": (
+            floating,
+            lambda d: nn.GroupedQueryAttention(
+                A, 4, num_heads=2, num_kv_heads=1, query_pos=T, key=KEY
+            ).init_cache({B: 1}, 3, d),
+        ),
+        "ax.nn.SwiGLU": (floating, lambda d: nn.SwiGLU(A, 3, B, 2, dtype=d, key=KEY)),
         "ax.nn.MultiheadAttention.init_cache": (
             floating,
             lambda d: nn.MultiheadAttention(A, 4, num_heads=2, query_pos=T, key=KEY).init_cache(

@@ -407,6 +407,38 @@ def fixtures(tmp: Path) -> dict[str, Fixture | Exempt]:
                 key=KEY,
             ),
         ),
+        "ax.nn.GroupedQueryAttention": Fixture(
+            {
+                "embed_size": 8,
+                "num_heads": 2,
+                "num_kv_heads": 1,
+                "head_size": 4,
+                "rope_theta": 100.0,
+            },
+            lambda **kw: nn.GroupedQueryAttention(B, query_pos=T, key=KEY, **kw)(
+                ax.ones((2, 3, 8), A, T, B)
+            ),
+        ),
+        "ax.nn.GroupedQueryAttention.init_cache": Fixture(
+            {"batch": {A: 2}, "max_len": 4},
+            lambda batch, max_len: nn.GroupedQueryAttention(
+                B, 8, num_heads=2, num_kv_heads=1, query_pos=T, key=KEY
+            ).init_cache(batch, max_len),
+        ),
+        "ax.nn.SwiGLU": Fixture(
+            {"embed_size": 3, "hidden_size": 2},
+            lambda embed_size, hidden_size: nn.SwiGLU(B, embed_size, Hid, hidden_size, key=KEY)(
+                x23()
+            ),
+        ),
+        "ax.nn.rope_frequencies": Fixture(
+            {"head_size": 4, "theta": 100.0},
+            lambda head_size, theta: nn.rope_frequencies(head_size, theta),
+        ),
+        "ax.nn.rotary_embedding": Fixture(
+            {"theta": 100.0},
+            lambda theta: nn.rotary_embedding(ax.ones((3, 4), T, B), T, B, theta=theta, offset=2),
+        ),
         "ax.nn.causal_mask": Fixture(
             {"n_query": 2, "n_key": 3},
             lambda n_query, n_key: nn.causal_mask(T, nn.KeyPos, n_query, n_key, 1),

@@ -169,6 +169,19 @@ def fixtures() -> dict[str, Fixture | Exempt]:
             },
             {"query": inp, "mask": "mask"},
         ),
+        "GroupedQueryAttention": Fixture(
+            layer(
+                lambda: nn.GroupedQueryAttention(
+                    E, 4, num_heads=2, num_kv_heads=1, query_pos=T, key=KEY
+                )
+            ),
+            lambda: {
+                "x": ones((B, 2), (T, 3), (E, 4)),
+                "mask": ones((T, 3), (nn.KeyPos, 3), dtype=ax.Bool),
+            },
+            {"x": inp, "mask": "mask"},
+        ),
+        "SwiGLU": Fixture(layer(lambda: nn.SwiGLU(E, 3, Hid, 2, key=KEY)), x, {"x": inp}),
         "Conv": Fixture(layer(lambda: nn.Conv((H, W), Ch, Out, 2, 3, 2, key=KEY)), img, {"x": inp}),
         "Conv1D": Fixture(layer(lambda: nn.Conv1D(W, Ch, Out, 2, 3, 2, key=KEY)), img, {"x": inp}),
         "Conv2D": Fixture(
@@ -246,6 +259,11 @@ def fixtures() -> dict[str, Fixture | Exempt]:
             lambda **kw: nn.dot_product_attention(**kw, over=E, key_pos=nn.KeyPos),
             qkv,
             {"query": inp, "key": inp, "value": inp, "mask": "mask"},
+        ),
+        "ax.nn.rotary_embedding": Fixture(
+            lambda **kw: nn.rotary_embedding(**kw, pos=T, over=E),
+            lambda: {"x": ones((B, 2), (T, 3), (E, 4))},
+            {"x": inp},
         ),
         "ax.nn.attention_weights": Fixture(
             lambda **kw: nn.attention_weights(**kw, over=nn.KeyPos),

@@ -42,6 +42,10 @@ BUILDERS: dict[str, Callable[[], Any]] = {
     "MultiheadAttention": lambda: ax.nn.MultiheadAttention(
         Embed, 8, num_heads=2, query_pos=Time, key=K
     ),
+    "GroupedQueryAttention": lambda: ax.nn.GroupedQueryAttention(
+        Embed, 8, num_heads=2, num_kv_heads=1, query_pos=Time, key=K
+    ),
+    "SwiGLU": lambda: ax.nn.SwiGLU(Embed, 4, Feature, 3, key=K),
     "Conv": lambda: ax.nn.Conv((Height,), Chan, Feature, 2, 3, 3, key=K),
     "Conv1D": lambda: ax.nn.Conv1D(Height, Chan, Feature, 2, 3, 3, key=K),
     "Conv2D": lambda: ax.nn.Conv2D((Height, Width), Chan, Feature, 2, 3, 3, key=K),

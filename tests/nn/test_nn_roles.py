@@ -20,6 +20,7 @@ import pytest
 import axjax as ax
 import axjax.nn._attention as attention_module
 import axjax.nn._fused_attention as fused_module
+import axjax.nn._gqa as gqa_module
 import axjax.ops._reduce as reduce_module
 
 
@@ -200,6 +201,9 @@ ATTENTION: dict[str, Callable[[type[ax.Axis], type[ax.Axis]], object]] = {
         _q(q), _kv(k), _kv(k), over=HeadDim, key_pos=k, causal=True, implementation="einsum"
     ),
     "MultiheadAttention": _mha,
+    "GroupedQueryAttention": lambda q, k: ax.nn.GroupedQueryAttention(
+        Embed, 4, num_heads=2, num_kv_heads=1, query_pos=q, key_pos=k, key=KEY
+    )(ax.ones((2, 3, 4), Batch, q, Embed)),
     "FusedAttention": lambda q, k: ax.nn.FusedAttention(HeadDim, k, implementation="xla")(
         _q(q), _kv(k), _kv(k)
     ),
@@ -242,7 +246,7 @@ def test_mutation_the_generated_test_fails_without_the_check(
     """With the mechanism switched off (``check_query_key`` where the attention callables
     use it, and the softmax's role check behind the einsum path), every listed callable
     accepts a swapped query and key: the generated test above would fail for each."""
-    for module in (attention_module, fused_module):
+    for module in (attention_module, fused_module, gqa_module):
         monkeypatch.setattr(module, "check_query_key", lambda *a: None)
     monkeypatch.setattr(reduce_module, "softmax_role_problem", lambda *a: None)
     for name, call in ATTENTION.items():

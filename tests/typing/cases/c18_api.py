@@ -189,6 +189,8 @@ reveal_type(ax.nn.log_sigmoid)  # show
 reveal_type(ax.nn.log_softmax)  # show
 reveal_type(ax.nn.relu)  # show
 reveal_type(ax.nn.remat)  # show
+reveal_type(ax.nn.rope_frequencies)  # show
+reveal_type(ax.nn.rotary_embedding)  # show
 reveal_type(ax.nn.save_safetensors)  # show
 reveal_type(ax.nn.scale_gradient)  # show
 reveal_type(ax.nn.scan)  # show
@@ -252,6 +254,8 @@ reveal_type(ax.nn.GRUCell.__call__)  # show
 reveal_type(ax.nn.GRUCell.init_state)  # show
 reveal_type(ax.nn.GlobalAvgPool.__call__)  # show
 reveal_type(ax.nn.GlobalMaxPool.__call__)  # show
+reveal_type(ax.nn.GroupedQueryAttention.__call__)  # show
+reveal_type(ax.nn.GroupedQueryAttention.init_cache)  # show
 reveal_type(ax.nn.KVCache.write)  # show
 reveal_type(ax.nn.LSTMCell.__call__)  # show
 reveal_type(ax.nn.LSTMCell.init_state)  # show
@@ -277,6 +281,7 @@ reveal_type(ax.nn.Recurrent.__call__)  # show
 reveal_type(ax.nn.Remat.__call__)  # show
 reveal_type(ax.nn.Sequential.__call__)  # show
 reveal_type(ax.nn.Stacked.__call__)  # show
+reveal_type(ax.nn.SwiGLU.__call__)  # show
 reveal_type(ax.nn.TreeBatch.from_trees)  # show
 reveal_type(ax.nn.init.constant)  # show
 reveal_type(ax.nn.init.fan)  # show

@@ -1,0 +1,357 @@
+"""Llama on named axes, and its Hugging Face checkpoint table.
+
+Token embeddings, pre-norm blocks ``x + attn(input_layernorm(x))`` then
+``x + mlp(post_attention_layernorm(x))`` with RMSNorm, grouped-query attention with rotary
+position embeddings (``ax.nn.GroupedQueryAttention``: the key-value heads are their own axis,
+``KVHead``) and a SwiGLU MLP (``ax.nn.SwiGLU``), no biases; a final RMSNorm and an LM head,
+untied or tied to the embedding (``tie_word_embeddings``).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from collections.abc import Mapping
+from typing import Any, TypeVarTuple, final, overload
+
+import equinox as eqx
+import jax
+
+from ..core import F32, I32, Axis, KeyOf, Tensor
+from ..nn import (
+    Embedding,
+    GroupedQueryAttention,
+    GroupHead,
+    HeadDim,
+    KVCache,
+    KVHead,
+    RMSNorm,
+    SwiGLU,
+)
+from ..nn.init import normal
+from ..ops import contract
+from ._hf import (
+    ConversionError,
+    Entry,
+    Table,
+    load_weights,
+    read_config,
+    save_weights,
+    write_config,
+)
+
+__all__ = [
+    "Block",
+    "Embed",
+    "KPos",
+    "Llama",
+    "LlamaConfig",
+    "Mlp",
+    "Pos",
+    "Vocab",
+    "from_hf",
+    "table",
+    "to_hf",
+]
+
+B = TypeVarTuple("B")
+
+
+@final
+class Vocab(Axis):
+    """The token vocabulary (the logits' last axis)."""
+
+
+@final
+class Embed(Axis):
+    """The model's feature axis (``hidden_size``)."""
+
+
+@final
+class Pos(Axis):
+    """Token positions (the query positions of attention)."""
+
+
+@final
+class KPos(KeyOf[Pos]):
+    """The key positions of the queries ``Pos``."""
+
+
+@final
+class Mlp(Axis):
+    """The hidden axis of each block's SwiGLU MLP (``intermediate_size``)."""
+
+
+@dataclasses.dataclass(frozen=True)
+class LlamaConfig:
+    """Llama's sizes, named as in Hugging Face's ``config.json`` (defaults: Llama 2 7B's).
+
+    ``num_key_value_heads`` (default ``num_attention_heads``) is the number of key-value
+    heads; ``rope_theta`` is read from ``rope_parameters`` where a newer ``config.json`` keeps
+    it there. Scaled RoPE variants (``rope_type`` other than ``"default"``), biases and
+    activations other than SiLU are refused with a ``ConversionError``.
+
+    Example:
+        >>> LlamaConfig(vocab_size=256, hidden_size=48, intermediate_size=96,
+        ...             num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2)
+    """
+
+    vocab_size: int = 32000
+    hidden_size: int = 4096
+    intermediate_size: int = 11008
+    num_hidden_layers: int = 32
+    num_attention_heads: int = 32
+    num_key_value_heads: int | None = None
+    head_dim: int | None = None
+    max_position_embeddings: int = 2048
+    rms_norm_eps: float = 1e-6
+    rope_theta: float = 10000.0
+    rope_parameters: dict[str, Any] | None = None
+    rope_scaling: dict[str, Any] | None = None
+    hidden_act: str = "silu"
+    attention_bias: bool = False
+    mlp_bias: bool = False
+    tie_word_embeddings: bool = False
+
+    @property
+    def kv_heads(self) -> int:
+        """The number of key-value heads."""
+        n = self.num_key_value_heads
+        return self.num_attention_heads if n is None else n
+
+    @property
+    def head_size(self) -> int:
+        """The per-head feature size (``head_dim``, or ``hidden_size // num_attention_heads``)."""
+        if self.head_dim is not None:
+            return self.head_dim
+        return self.hidden_size // self.num_attention_heads
+
+    @property
+    def theta(self) -> float:
+        """RoPE's base: ``rope_parameters["rope_theta"]`` where given, else ``rope_theta``."""
+        params = self.rope_parameters or {}
+        return float(params.get("rope_theta", self.rope_theta))
+
+    def check(self, where: str = "LlamaConfig") -> None:
+        """``ConversionError`` for a configuration this implementation does not compute."""
+        scaling = [p for p in (self.rope_parameters, self.rope_scaling) if p]
+        kinds = [p.get("rope_type", p.get("type", "default")) for p in scaling]
+        unsupported = {
+            "hidden_act": self.hidden_act != "silu",
+            "attention_bias": self.attention_bias,
+            "mlp_bias": self.mlp_bias,
+            "rope_parameters": any(k != "default" for k in kinds),
+        }
+        bad = [k for k, v in unsupported.items() if v]
+        if bad:
+            raise ConversionError(
+                f"{where}: {bad[0]}={getattr(self, bad[0])!r} is not supported (this Llama "
+                "computes SiLU, no biases and unscaled RoPE)"
+            )
+        if self.num_attention_heads % self.kv_heads:
+            raise ConversionError(
+                f"{where}: num_attention_heads={self.num_attention_heads} is not a multiple "
+                f"of num_key_value_heads={self.kv_heads}"
+            )
+        if self.head_dim is None and self.hidden_size % self.num_attention_heads:
+            raise ConversionError(
+                f"{where}: hidden_size={self.hidden_size} does not divide into "
+                f"num_attention_heads={self.num_attention_heads} heads (give head_dim)"
+            )
+        if self.head_size % 2:
+            raise ConversionError(f"{where}: head size {self.head_size} is odd; RoPE rotates pairs")
+
+
+class Block(eqx.Module):
+    """One Llama block: ``x + attn(input_layernorm(x))``, then
+    ``x + mlp(post_attention_layernorm(x))``."""
+
+    input_layernorm: RMSNorm[F32, Embed]
+    attn: GroupedQueryAttention
+    post_attention_layernorm: RMSNorm[F32, Embed]
+    mlp: SwiGLU
+
+    def __init__(self, config: LlamaConfig, *, key: jax.Array) -> None:
+        k1, k2 = jax.random.split(key)
+        e, eps = config.hidden_size, config.rms_norm_eps
+        self.input_layernorm = RMSNorm(Embed, e, eps=eps)
+        self.attn = GroupedQueryAttention(
+            Embed,
+            e,
+            num_heads=config.num_attention_heads,
+            num_kv_heads=config.kv_heads,
+            head_size=config.head_size,
+            query_pos=Pos,
+            key_pos=KPos,
+            rope_theta=config.theta,
+            key=k1,
+        )
+        self.post_attention_layernorm = RMSNorm(Embed, e, eps=eps)
+        self.mlp = SwiGLU(Embed, e, Mlp, config.intermediate_size, key=k2)
+
+    @overload
+    def __call__(
+        self, x: Tensor[F32, *B, Pos, Embed], cache: None = None
+    ) -> Tensor[F32, *B, Pos, Embed]: ...
+    @overload
+    def __call__(
+        self, x: Tensor[F32, *B, Pos, Embed], cache: KVCache
+    ) -> tuple[Tensor[F32, *B, Pos, Embed], KVCache]: ...
+    def __call__(
+        self, x: Tensor[F32, *B, Pos, Embed], cache: KVCache | None = None
+    ) -> Tensor[F32, *B, Pos, Embed] | tuple[Tensor[F32, *B, Pos, Embed], KVCache]:
+        """The block; with ``cache`` the positions after those cached, and the new cache."""
+        h = self.input_layernorm(x)
+        if cache is None:
+            x = x + self.attn(h)
+        else:
+            y, cache = self.attn(h, cache=cache)
+            x = x + y
+        x = x + self.mlp(self.post_attention_layernorm(x))
+        return x if cache is None else (x, cache)
+
+
+class Llama(eqx.Module):
+    """Llama: ids ``Tensor[I32, *B, Pos]`` -> logits ``Tensor[F32, *B, Pos, Vocab]``.
+
+    ``model(ids, cache=cache)`` runs the positions after those in ``cache`` (from
+    :meth:`init_cache`: a ``KVCache`` per block holding the key-value heads only) and
+    returns ``(logits, cache)``: the model is an ``ax.nn.Decoder``, so
+    ``ax.nn.generate(model, prompt, steps)`` decodes with a KV cache. ``lm_head`` is
+    ``None`` when the head is tied to the embedding.
+
+    Example:
+        >>> model = Llama(LlamaConfig(vocab_size=256, hidden_size=48, intermediate_size=96,
+        ...                           num_hidden_layers=2, num_attention_heads=4,
+        ...                           num_key_value_heads=2), key=jax.random.key(0))
+        >>> model(ids)               # Tensor[I32, Batch, Pos] -> Tensor[F32, Batch, Pos, Vocab]
+    """
+
+    embed_tokens: Embedding[F32, Vocab, Embed]
+    blocks: tuple[Block, ...]
+    norm: RMSNorm[F32, Embed]
+    lm_head: Tensor[F32, Vocab, Embed] | None
+    config: LlamaConfig = eqx.field(static=True)
+
+    def __init__(self, config: LlamaConfig, *, key: jax.Array) -> None:
+        config.check()
+        ke, kb, kh = jax.random.split(key, 3)
+        init = normal(0.02)
+        e, v = config.hidden_size, config.vocab_size
+        self.embed_tokens = Embedding(Vocab, Embed, v, e, weight_init=init, key=ke)
+        keys = jax.random.split(kb, config.num_hidden_layers)
+        self.blocks = tuple(Block(config, key=k) for k in keys)
+        self.norm = RMSNorm(Embed, e, eps=config.rms_norm_eps)
+        head: Tensor[F32, Vocab, Embed] = init(kh, {Vocab: v, Embed: e}, dtype=F32)
+        self.lm_head = None if config.tie_word_embeddings else head
+        self.config = config
+
+    @overload
+    def __call__(self, ids: Tensor[I32, *B, Pos]) -> Tensor[F32, *B, Pos, Vocab]: ...
+    @overload
+    def __call__(
+        self, ids: Tensor[I32, *B, Pos], *, cache: tuple[KVCache, ...]
+    ) -> tuple[Tensor[F32, *B, Pos, Vocab], tuple[KVCache, ...]]: ...
+    def __call__(
+        self, ids: Tensor[I32, *B, Pos], *, cache: tuple[KVCache, ...] | None = None
+    ) -> Tensor[F32, *B, Pos, Vocab] | tuple[Tensor[F32, *B, Pos, Vocab], tuple[KVCache, ...]]:
+        """Logits of ``ids`` (with ``cache``: of the positions after those cached)."""
+        if not isinstance(ids, Tensor) or Pos not in ids.axes or ids.axes[-1] is not Pos:
+            got = ids.axes if isinstance(ids, Tensor) else type(ids).__name__
+            raise TypeError(f"Llama: ids are a Tensor[I32, *Batch, Pos], got {got}")
+        if cache is not None and len(cache) != len(self.blocks):
+            raise ValueError(
+                f"Llama: cache has {len(cache)} entries, the model {len(self.blocks)} blocks "
+                "(make it with model.init_cache)"
+            )
+        x: Tensor[F32, *B, Pos, Embed] = self.embed_tokens(ids)
+        new: list[KVCache] = []
+        for i, block in enumerate(self.blocks):
+            if cache is None:
+                x = block(x)
+            else:
+                x, c = block(x, cache[i])
+                new.append(c)
+        head = self.embed_tokens.weight if self.lm_head is None else self.lm_head
+        logits: Tensor[F32, *B, Pos, Vocab] = contract(self.norm(x), head, over=Embed)
+        return logits if cache is None else (logits, tuple(new))
+
+    def init_cache(self, batch: Mapping[type[Axis], int], max_len: int) -> tuple[KVCache, ...]:
+        """An empty KV cache per block for ``max_len`` positions and the ``batch`` axes
+        (``{Batch: 4}``): keys and values ``[*batch, KVHead, KPos, HeadDim]``."""
+        return tuple(b.attn.init_cache(batch, max_len) for b in self.blocks)
+
+
+def _entries(tied: bool) -> tuple[Entry, ...]:
+    m, b = "model.layers.{i}.", "blocks.{i}."
+    heads = (KVHead, GroupHead, HeadDim)  # q_proj's rows: head h = kv * group + g
+    rows = (
+        Entry("model.embed_tokens.weight", "embed_tokens.weight", (Vocab, Embed)),
+        Entry(m + "input_layernorm.weight", b + "input_layernorm.weight", (Embed,)),
+        Entry(m + "self_attn.q_proj.weight", b + "attn.query_proj", (heads, Embed)),
+        Entry(m + "self_attn.k_proj.weight", b + "attn.key_proj", ((KVHead, HeadDim), Embed)),
+        Entry(m + "self_attn.v_proj.weight", b + "attn.value_proj", ((KVHead, HeadDim), Embed)),
+        Entry(m + "self_attn.o_proj.weight", b + "attn.output_proj", (Embed, heads)),
+        Entry(
+            m + "post_attention_layernorm.weight", b + "post_attention_layernorm.weight", (Embed,)
+        ),
+        Entry(m + "mlp.gate_proj.weight", b + "mlp.gate", (Mlp, Embed)),
+        Entry(m + "mlp.up_proj.weight", b + "mlp.up", (Mlp, Embed)),
+        Entry(m + "mlp.down_proj.weight", b + "mlp.down", (Embed, Mlp)),
+        Entry("model.norm.weight", "norm.weight", (Embed,)),
+    )
+    return rows if tied else (*rows, Entry("lm_head.weight", "lm_head", (Vocab, Embed)))
+
+
+_IGNORE = ("model.rotary_emb.inv_freq", "model.layers.*.self_attn.rotary_emb.inv_freq")
+_TABLES = {
+    tied: Table(
+        "llama",
+        _entries(tied),
+        # a tied checkpoint may store the head too (the embedding's copy)
+        ignore=(*_IGNORE, "lm_head.weight") if tied else _IGNORE,
+        architectures=("LlamaForCausalLM",),
+    )
+    for tied in (False, True)
+}
+
+
+def table(config: LlamaConfig) -> Table:
+    """Llama's checkpoint table for ``config`` (with ``lm_head.weight`` unless tied)."""
+    return _TABLES[config.tie_word_embeddings]
+
+
+def from_hf(folder: str | os.PathLike[str]) -> Llama:
+    """A :class:`Llama` read from a Hugging Face folder (``config.json``,
+    ``model.safetensors``); unknown config keys are ignored.
+
+    Raises:
+        FileNotFoundError: a file is missing.
+        ConversionError: another architecture or size (the first mismatching key is
+            named), a partial checkpoint (the missing keys are listed), an entry of the
+            wrong shape or transposed (the HF key and its expected axes are named: a
+            ``num_key_value_heads`` that is not the weights' shows at ``k_proj``), or a
+            configuration this implementation does not compute.
+
+    Example:
+        >>> model = llama.from_hf("tests/models/fixtures/llama-kv2")
+    """
+    config = read_config(folder, LlamaConfig, table(LlamaConfig()))
+    config.check(f"llama: {os.fspath(folder)}/config.json")
+    # the model's structure without running its initialisers: every leaf is loaded
+    template: Llama = eqx.filter_eval_shape(lambda k: Llama(config, key=k), jax.random.key(0))
+    return load_weights(folder, template, table(config), layers=config.num_hidden_layers)
+
+
+def to_hf(model: Llama, folder: str | os.PathLike[str]) -> None:
+    """Write ``model`` to ``folder`` as Hugging Face does (``config.json``,
+    ``model.safetensors``): ``transformers.LlamaForCausalLM.from_pretrained`` loads it.
+
+    Example:
+        >>> llama.to_hf(model, "out/llama")
+    """
+    if not isinstance(model, Llama):
+        raise TypeError(f"to_hf: model is a Llama, got {type(model).__name__}")
+    t = table(model.config)
+    save_weights(folder, model, t, layers=model.config.num_hidden_layers)
+    write_config(folder, model.config, t)

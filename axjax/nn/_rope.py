@@ -1,0 +1,123 @@
+"""Rotary position embeddings (RoPE) by axis name, in the Hugging Face Llama convention.
+
+The per-head feature axis is split into two halves, ``x = [x1, x2]``; the pair
+``(x1[i], x2[i])`` is rotated by the angle ``p * theta ** (-2i / d)`` for position ``p``:
+``x * cos + rotate_half(x) * sin`` with ``rotate_half(x) = [-x2, x1]``. Positions start at
+``offset`` (a KV cache's length: the positions of a decode step follow those cached).
+"""
+
+from __future__ import annotations
+
+from typing import TypeVarTuple
+
+import jax
+import jax.numpy as jnp
+from typing_extensions import TypeVar
+
+from ..core import AnyTensor, Axis, DType, Tensor
+from ..core._internal import (
+    axes_names,
+    axis_name,
+    check_axis_label,
+    check_int,
+    fail,
+    is_floating,
+    is_symbolic,
+    positive_float,
+    public_call,
+)
+from ._util import require
+
+__all__ = ["rotary_embedding", "rope_frequencies"]
+
+D = TypeVar("D", bound=DType)
+S = TypeVarTuple("S")
+
+
+def rope_frequencies(head_size: int, theta: float = 10000.0) -> jax.Array:
+    """The ``head_size // 2`` inverse frequencies ``theta ** (-2i / head_size)`` (float32).
+
+    Example:
+        >>> ax.nn.rope_frequencies(4, theta=100.0)
+        Array([1. , 0.1], dtype=float32)
+    """
+    head_size = check_int("rope_frequencies", "head_size", head_size, 2, None, "an int >= 2")
+    if head_size % 2:
+        raise ValueError(f"rope_frequencies: head_size {head_size} is odd; RoPE rotates pairs")
+    theta = positive_float("rope_frequencies", "theta", theta)
+    exponents = jnp.arange(0, head_size, 2, dtype=jnp.float32) / head_size
+    return 1.0 / (theta**exponents)
+
+
+def _offset(name: str, offset: int | jax.Array | AnyTensor) -> int | jax.Array:
+    if isinstance(offset, Tensor):
+        if offset.axes:
+            raise fail(
+                name, (offset,), f"the offset is a scalar, got axes ({axes_names(offset.axes)})"
+            )
+        offset = offset.array
+    if isinstance(offset, jax.Array):
+        if offset.ndim or not jnp.issubdtype(offset.dtype, jnp.integer):
+            raise TypeError(
+                f"{name}: the offset is an integer scalar (a cache's length), got an array "
+                f"of shape {offset.shape} and dtype {offset.dtype}"
+            )
+        return offset
+    return check_int(name, "offset", offset, 0, None, "an int >= 0")
+
+
+@public_call()
+def rotary_embedding(
+    x: Tensor[D, *S],
+    pos: type[Axis],
+    over: type[Axis],
+    *,
+    theta: float = 10000.0,
+    offset: int | jax.Array | AnyTensor = 0,
+) -> Tensor[D, *S]:
+    """Rotate the feature axis ``over`` of ``x`` by its position along ``pos`` (RoPE).
+
+    The Hugging Face Llama convention (``rotate_half``: the two halves of ``over`` are the
+    pairs, not neighbouring features): ``x * cos + rotate_half(x) * sin`` with the angle
+    ``(offset + p) * theta ** (-2i / d)`` of feature ``i`` at position ``p``, ``d`` the size
+    of ``over``. ``offset`` (an int, or a traced integer scalar such as a KV cache's length)
+    is the position of the first entry along ``pos``. Every other axis is a batch axis (the
+    heads, the batch); the result has ``x``'s axes in ``x``'s order and dtype (the angles
+    are computed in float32).
+
+    Example:
+        >>> q = ax.nn.rotary_embedding(q, Time, HeadDim, theta=10000.0)  # any axis order
+        >>> k = ax.nn.rotary_embedding(k, Time, HeadDim, offset=cache.length)
+    """
+    name = f"rotary_embedding(pos={axis_name(pos)}, over={axis_name(over)})"
+    check_axis_label(pos, name)
+    check_axis_label(over, name)
+    if pos is over:
+        raise ValueError(f"{name}: the position and feature axes must differ")
+    require(name, (x,), x, pos, None)
+    require(name, (x,), x, over, None)
+    if is_symbolic(x):
+        raise TypeError(f"{name}: runs on tensors (eager or traced by jit), not graph nodes")
+    if not is_floating(x.dtype):
+        raise fail(name, (x,), f"RoPE rotates floating-point features, got {x.dtype.__name__}")
+    d = int(x.size(over))
+    if d % 2:
+        raise fail(
+            name, (x,), f"the feature axis {axis_name(over)} has odd size {d}; RoPE rotates pairs"
+        )
+    theta = positive_float(name, "theta", theta)
+    start = _offset(name, offset)
+    n = int(x.size(pos))
+    positions = jnp.arange(n, dtype=jnp.float32) + jnp.asarray(start, jnp.float32)
+    freqs = positions[:, None] * rope_frequencies(d, theta)[None, :]  # [pos, d/2]
+    angles = jnp.concatenate([freqs, freqs], axis=-1)  # [pos, d]: the halves share angles
+    a = x.array
+    ip, io = x.axes.index(pos), x.axes.index(over)
+    shape = [1] * a.ndim
+    shape[ip], shape[io] = n, d
+    layout = (0, 1) if ip < io else (1, 0)  # angles' [pos, over] into x's order
+    cos = jnp.transpose(jnp.cos(angles), layout).reshape(shape).astype(a.dtype)
+    sin = jnp.transpose(jnp.sin(angles), layout).reshape(shape).astype(a.dtype)
+    x1, x2 = jnp.split(a, 2, axis=io)
+    rotated = jnp.concatenate([-x2, x1], axis=io)
+    return Tensor(a * cos + rotated * sin, x.axes)
