@@ -91,6 +91,14 @@ def test_axjax_is_type_complete() -> None:
     check_complete(report)
 
 
+def test_axjax_models_is_type_complete() -> None:
+    """``axjax.models`` is imported by name (``import axjax`` does not load it), so it is
+    verified on its own."""
+    report = verify("axjax.models", ROOT)
+    assert report["exportedSymbolCounts"]["withKnownType"] > 20  # gpt2, llama and the harness
+    check_complete(report)
+
+
 def test_the_check_fails_on_undeclared_attributes(tmp_path: Path) -> None:
     """Mutation: a package whose slots and unpacked attributes are undeclared scores below
     the threshold, and the failure names the symbols to annotate."""

@@ -40,6 +40,16 @@ def public_modules(name: str = "axjax") -> list[str]:
     return found
 
 
+#: public packages that ``import axjax`` does not load (a user imports them by name, so that
+#: ``import axjax`` stays light): each is documented with the submodules it re-exports
+SEPARATE = ["axjax.models"]
+
+
+def all_public_modules() -> list[str]:
+    """Every documented module: ``axjax``'s tree, then each separately imported package's."""
+    return [m for root in ["axjax", *SEPARATE] for m in public_modules(root)]
+
+
 def page_name(module: str) -> str:
     return module.replace(".", "-") + ".md"
 
@@ -77,7 +87,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--check", action="store_true", help="exit 1 if the pages are stale")
     args = parser.parse_args()
-    modules = public_modules()
+    modules = all_public_modules()
     if args.check:
         problems = check(modules)
         for p in problems:
