@@ -185,12 +185,19 @@ FOREIGN = (
 )
 
 
+#: ops outside the registry that the plugin runs on stand-ins, each by the function that
+#: runs it there: ``rearrange`` resolves a literal pattern's names against its arguments
+#: alone (ops/_rearrange.py), so its stand-in run gives the exact result or the run's error
+NAMED = {"rearrange": f"{OPS}._rearrange.standin"}
+
+
 def _short(fullname: str) -> str | None:
     """``axjax.ops._gen_reduce.sum`` -> ``sum`` for the ops the plugin owns."""
     if not fullname.startswith(OPS + "."):
         return None
     short = fullname.rsplit(".", 1)[1]
-    return short if short in UNARY | BINARY | AXIS_OPS | {"matmul"} | CONSTRUCTORS.keys() else None
+    owned = UNARY | BINARY | AXIS_OPS | NAMED.keys() | {"matmul"} | CONSTRUCTORS.keys()
+    return short if short in owned else None
 
 
 class AxjaxPlugin(Plugin):
@@ -453,6 +460,8 @@ class AxjaxPlugin(Plugin):
     # ------------------------------------------------------------------ hooks
     def _function(self, fullname: str, short: str, ctx: FunctionContext) -> Type:
         module, name = fullname.rsplit(".", 1)
+        if short in NAMED:  # an op that runs on stand-ins by a function of its own
+            module, name = NAMED[short].rsplit(".", 1)
         fn = getattr(importlib.import_module(module), name)
 
         computed = False  # a computed index (`at=i`): the dtype is known, not the axes
