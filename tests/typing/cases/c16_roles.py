@@ -27,6 +27,10 @@ class Head(ax.Axis): ...
 
 
 @final
+class HeadDim(ax.Axis): ...
+
+
+@final
 class Embed(ax.Axis): ...
 
 
@@ -61,3 +65,16 @@ square = ax.nn.Linear(Embed, Embed, 4, 4, key=key)
 x: Tensor[F32, Batch, Embed] = ax.zeros((2, 4), Batch, Embed)
 reveal_type(square(x))  # want: Tensor[F32, Batch, Embed]
 w: Tensor[F32, ax.Out[Embed], Embed] = ax.zeros((4, 4), ax.Out[Embed], Embed)  # ok
+
+# ax.rearrange: the plugin types a literal pattern exactly; without it the result is gradual
+tokens: Tensor[F32, Batch, Pos, Embed] = ax.zeros((2, 3, 8), Batch, Pos, Embed)
+split = ax.rearrange(tokens, "Batch Pos (Head HeadDim) -> Batch Head Pos HeadDim", Head, HeadDim, Head=4)
+reveal_type(split)  # want[plugin]: Tensor[F32, Batch, Head, Pos, HeadDim]; want[mypy,pyright]: Tensor[F32, *tuple[Any, ...]]
+merged = ax.rearrange(split, "Batch Head Pos HeadDim -> Batch Pos Embed=(Head HeadDim)", Embed)
+reveal_type(merged)  # want[plugin]: Tensor[F32, Batch, Pos, Embed]; want[mypy,pyright]: Tensor[F32, *tuple[Any, ...]]
+short = ax.rearrange(tokens, "B P E -> E B P", B=Batch, P=Pos, E=Embed)
+reveal_type(short)  # want[plugin]: Tensor[F32, Embed, Batch, Pos]; want[mypy,pyright]: Tensor[F32, *tuple[Any, ...]]
+# a name that is neither an axis of the tensor nor a class passed (no lookup in this scope)
+unknown = ax.rearrange(tokens, "Batch Pos (Head HeadDim) -> Batch Head Pos HeadDim", Head=4)  # want-error[plugin]: unknown name Head: not an axis of x (Batch, Pos, Embed) nor a class passed; miss[mypy,pyright]
+lacking = ax.rearrange(tokens, "Batch Head Embed -> Batch Embed Head", Head)  # want-error[plugin]: missing axis Head: x has (Batch, Pos, Embed); miss[mypy,pyright]
+dropped = ax.rearrange(tokens, "Batch Pos Embed -> Batch Pos")  # want-error[plugin]: missing axis Embed: the left side has it, the right not; miss[mypy,pyright]
