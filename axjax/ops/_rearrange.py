@@ -320,7 +320,8 @@ def _run(x: AnyOf[D], plan: _Plan, pattern: str, open_size: int | None = None) -
                 f"the size of {axis.__name__} is open (a graph input without it): give "
                 f"{unknown}=... as well",
             )
-        out = unflatten(out, axis, parts, tuple(open_size if n is None else n for n in sizes))
+        filled = tuple(n if n is not None else open_size or 1 for n in sizes)
+        out = unflatten(out, axis, parts, filled)
     for parts, into in plan.merges:
         out = flatten(out, parts, into)
     if tuple(out.axes) != plan.order:

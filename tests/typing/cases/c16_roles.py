@@ -6,6 +6,7 @@ instead of the key axis; M2, a causal mask with query and key swapped. ``KPos`` 
 the key of ``Pos`` (``ax.KeyOf[Pos]``), so both are type errors and ``AxisError``s.
 """
 
+from collections.abc import Mapping
 from typing import final, reveal_type
 
 import jax
@@ -78,3 +79,42 @@ reveal_type(short)  # want[plugin]: Tensor[F32, Embed, Batch, Pos]; want[mypy,py
 unknown = ax.rearrange(tokens, "Batch Pos (Head HeadDim) -> Batch Head Pos HeadDim", Head=4)  # want-error[plugin]: unknown name Head: not an axis of x (Batch, Pos, Embed) nor a class passed; miss[mypy,pyright]
 lacking = ax.rearrange(tokens, "Batch Head Embed -> Batch Embed Head", Head)  # want-error[plugin]: missing axis Head: x has (Batch, Pos, Embed); miss[mypy,pyright]
 dropped = ax.rearrange(tokens, "Batch Pos Embed -> Batch Pos")  # want-error[plugin]: missing axis Embed: the left side has it, the right not; miss[mypy,pyright]
+
+# ax.contract(out=): the result in the order out= gives
+proj = ax.zeros((8, 3), Embed, Head)
+reveal_type(ax.contract(tokens, proj, out=(Head, Batch, Pos)))  # want[plugin]: Tensor[F32, Head, Batch, Pos]; want[mypy,pyright]: Tensor[F32, *tuple[Any, ...]]
+no_permutation = ax.contract(tokens, proj, out=(Head, Batch))  # want-error[plugin]: out=(Head, Batch) ; miss[mypy,pyright]
+
+# the KV cache: typed by the dtype and the key axis of the layer that made it
+mha = ax.nn.MultiheadAttention(Embed, 8, num_heads=2, query_pos=Pos, key_pos=KPos, causal=True, key=key)
+cache = mha.init_cache({Batch: 2}, max_len=4)
+reveal_type(cache)  # want: KVCache[F32, KPos]
+reveal_type(mha.init_cache({Batch: 2}, max_len=4, dtype=ax.BF16))  # want: KVCache[BF16, KPos]
+attended, cache = mha(tokens, cache=cache)
+reveal_type(attended)  # want: Tensor[F32, Batch, Pos, Embed]
+reveal_type(cache)  # want: KVCache[F32, KPos]
+plain_mha = ax.nn.MultiheadAttention(Embed, 8, num_heads=2, query_pos=Pos, causal=True, key=key)
+# (the plain mypy run skips equinox, so eqx.Module and every module class are Any there)
+foreign = plain_mha(tokens, cache=cache)  # want-error[plugin]: "KVCache[F32, KPos]"; want-error[pyright]: "cache"; miss[mypy]
+
+
+# generate: token ids in, token ids out, over the prompt's axes
+@final
+class Vocab(ax.Axis): ...
+
+
+class Constant:
+    """A Decoder (ax.nn.Decoder's protocol) whose logits favour token 0."""
+
+    def init_cache(self, batch: Mapping[type[ax.Axis], int], max_len: int) -> int:
+        return 0
+
+    def __call__(
+        self, ids: Tensor[ax.I32, Batch, Pos], *, cache: int
+    ) -> tuple[Tensor[F32, Batch, Pos, Vocab], int]:
+        return ax.zeros((*ids.shape, 5), Batch, Pos, Vocab), cache + 1
+
+
+prompt = ax.zeros((2, 3), Batch, Pos, dtype=ax.I32)
+reveal_type(ax.nn.generate(Constant(), prompt, 4, temperature=0))  # want: Tensor[I32, Batch, Pos]
+floats = ax.nn.generate(Constant(), tokens, 4, temperature=0)  # want-error[plugin,mypy]: Argument 2 to "generate"; want-error[pyright]: "prompt"; raises: TypeError
