@@ -130,6 +130,15 @@ _CK = TypeVar("_CK", bound=Axis, default=Any)
 _S = TypeVarTuple("_S")
 
 
+def mask_axes(query_pos: object, key_pos: object) -> tuple[type[Axis], type[Axis]]:
+    """``causal_mask``'s axes, checked: labels, and ``key_pos`` a key of ``query_pos`` (the
+    mypy plugin runs this on stand-ins, so that its message is the run's)."""
+    qa = check_axis_label(query_pos, "causal_mask")
+    ka = check_axis_label(key_pos, "causal_mask")
+    check_query_key(f"causal_mask({axis_name(qa)}, {axis_name(ka)}, ...)", qa, ka)
+    return qa, ka
+
+
 def causal_mask(
     query_pos: type[_QPos],
     key_pos: type[_KPos],
@@ -156,9 +165,7 @@ def causal_mask(
         >>> ax.nn.causal_mask(Time, KeyPos, 2, 5).array    # lower-right: the last 2 queries
         Array([[ True,  True,  True,  True, False], [ True,  True,  True,  True,  True]])
     """
-    qa = check_axis_label(query_pos, "causal_mask")
-    ka = check_axis_label(key_pos, "causal_mask")
-    check_query_key(f"causal_mask({axis_name(qa)}, {axis_name(ka)}, ...)", qa, ka)
+    qa, ka = mask_axes(query_pos, key_pos)
     n_query = positive_int("causal_mask", "n_query", n_query)
     n_key = positive_int("causal_mask", "n_key", n_key)
     if offset is None:

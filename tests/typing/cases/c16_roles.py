@@ -24,6 +24,14 @@ class KPos(ax.KeyOf[Pos]): ...
 
 
 @final
+class Other(ax.Axis): ...
+
+
+@final
+class KOther(ax.KeyOf[Other]): ...
+
+
+@final
 class Head(ax.Axis): ...
 
 
@@ -53,8 +61,12 @@ reveal_type(keys)  # want: Tensor[F32, Head, Pos, KPos]
 queries = ax.softmax(scores, Pos, allow_query=True)  # ok
 
 # M2: query and key swapped
-swapped = ax.nn.causal_mask(KPos, Pos, 3, 3)  # want-error[plugin,mypy,pyright]: causal_mask
-swapped_generic = ax.nn.causal_mask(ax.nn.KeyPos, Pos, 3, 3)  # want-error[plugin,mypy,pyright]: causal_mask
+# (mypy alone words it "Value of type variable ... cannot be"; the plugin gives the run's words)
+swapped = ax.nn.causal_mask(KPos, Pos, 3, 3)  # want-error[plugin]: causal_mask(KPos, Pos, ...): query and key are swapped; want-error[mypy,pyright]: causal_mask
+swapped_generic = ax.nn.causal_mask(ax.nn.KeyPos, Pos, 3, 3)  # want-error[plugin]: query and key are swapped: the query axis KeyPos is a key role; want-error[mypy,pyright]: causal_mask
+
+# the key of another query: no TypeVar bound can relate KeyOf[Other] to Pos, the plugin can
+other_key = ax.nn.causal_mask(Pos, KOther, 3, 3)  # want-error[plugin]: the key axis KOther is declared the key of Other (ax.KeyOf[Other]), not of the query axis Pos; miss[mypy,pyright]
 
 # M1: normalised over the queries
 m1_weights = ax.nn.attention_weights(scores, over=Pos)  # want-error[plugin,mypy,pyright]: attention_weights
