@@ -75,6 +75,7 @@ from ._loops import CALLS as LOOP_CALLS
 from ._loops import SCAN_FUNCTION, loop_call_type, scan_position
 from ._options import read_options, report_untyped
 from ._origins import note_origins
+from ._roles import CAUSAL_MASK, mask_signature, mask_type
 from ._signature import widen
 from ._types import (
     AXIS,
@@ -185,12 +186,19 @@ FOREIGN = (
 )
 
 
+#: ops outside the registry that the plugin runs on stand-ins, each by the function that
+#: runs it there: ``rearrange`` resolves a literal pattern's names against its arguments
+#: alone (ops/_rearrange.py), so its stand-in run gives the exact result or the run's error
+NAMED = {"rearrange": f"{OPS}._rearrange.standin"}
+
+
 def _short(fullname: str) -> str | None:
     """``axjax.ops._gen_reduce.sum`` -> ``sum`` for the ops the plugin owns."""
     if not fullname.startswith(OPS + "."):
         return None
     short = fullname.rsplit(".", 1)[1]
-    return short if short in UNARY | BINARY | AXIS_OPS | {"matmul"} | CONSTRUCTORS.keys() else None
+    owned = UNARY | BINARY | AXIS_OPS | NAMED.keys() | {"matmul"} | CONSTRUCTORS.keys()
+    return short if short in owned else None
 
 
 class AxjaxPlugin(Plugin):
@@ -240,6 +248,11 @@ class AxjaxPlugin(Plugin):
                 lambda ctx: self._widened(fullname, ctx.default_signature),
                 lambda ctx: ctx.default_signature,
             )
+        if fullname == CAUSAL_MASK:  # the query's role bound: reported by mask_type (_roles)
+            return safe(
+                lambda ctx: mask_signature(ctx, Instance(self._info(AXIS), [])),
+                lambda ctx: ctx.default_signature,
+            )
         return None
 
     def get_function_hook(self, fullname: str) -> Callable[[FunctionContext], Type] | None:
@@ -287,6 +300,8 @@ class AxjaxPlugin(Plugin):
         if fullname in LOSSES:  # a loss or metric: its own checks, on stand-ins
             name = fullname.rpartition(".")[2]
             return safe(lambda ctx: self._function(fullname, name, ctx), default)
+        if fullname == CAUSAL_MASK:  # the run's role check of query and key, on stand-ins
+            return safe(lambda ctx: mask_type(ctx, lambda: self._env(ctx, "float")), default)
         if fullname in CHAINS:  # Sequential([...]), Stacked([...]): typed by their layers
             return safe(self._layers.sequential, default)
         if fullname == CAST:  # ax.nn.cast: the layer's (or tensor's) dtype replaced
@@ -453,6 +468,8 @@ class AxjaxPlugin(Plugin):
     # ------------------------------------------------------------------ hooks
     def _function(self, fullname: str, short: str, ctx: FunctionContext) -> Type:
         module, name = fullname.rsplit(".", 1)
+        if short in NAMED:  # an op that runs on stand-ins by a function of its own
+            module, name = NAMED[short].rsplit(".", 1)
         fn = getattr(importlib.import_module(module), name)
 
         computed = False  # a computed index (`at=i`): the dtype is known, not the axes

@@ -124,7 +124,19 @@ class _QueryAxis(Protocol):
 _QPos = TypeVar("_QPos", bound=_QueryAxis)
 _KPos = TypeVar("_KPos", bound=Axis)
 _DS = TypeVar("_DS", bound=DType)
+#: a KVCache's dtype and key axis (``KVCache[F32, KPos]``; bare ``KVCache``: any)
+_CD = TypeVar("_CD", bound=DType, default=Any)
+_CK = TypeVar("_CK", bound=Axis, default=Any)
 _S = TypeVarTuple("_S")
+
+
+def mask_axes(query_pos: object, key_pos: object) -> tuple[type[Axis], type[Axis]]:
+    """``causal_mask``'s axes, checked: labels, and ``key_pos`` a key of ``query_pos`` (the
+    mypy plugin runs this on stand-ins, so that its message is the run's)."""
+    qa = check_axis_label(query_pos, "causal_mask")
+    ka = check_axis_label(key_pos, "causal_mask")
+    check_query_key(f"causal_mask({axis_name(qa)}, {axis_name(ka)}, ...)", qa, ka)
+    return qa, ka
 
 
 def causal_mask(
@@ -153,9 +165,7 @@ def causal_mask(
         >>> ax.nn.causal_mask(Time, KeyPos, 2, 5).array    # lower-right: the last 2 queries
         Array([[ True,  True,  True,  True, False], [ True,  True,  True,  True,  True]])
     """
-    qa = check_axis_label(query_pos, "causal_mask")
-    ka = check_axis_label(key_pos, "causal_mask")
-    check_query_key(f"causal_mask({axis_name(qa)}, {axis_name(ka)}, ...)", qa, ka)
+    qa, ka = mask_axes(query_pos, key_pos)
     n_query = positive_int("causal_mask", "n_query", n_query)
     n_key = positive_int("causal_mask", "n_key", n_key)
     if offset is None:
@@ -500,9 +510,12 @@ def _attention(
     return transpose(out, *order)
 
 
-class KVCache(eqx.Module):
+class KVCache(eqx.Module, Generic[_CD, _CK]):
     """The keys and values a decoder has seen: heads-major ``[*Batch, Head, KeyPos,
     HeadDim]`` tensors of a static ``max_len`` positions, and ``length``, how many are filled.
+
+    A ``KVCache[D, KPos]`` holds ``D`` keys along ``KPos``: the layer whose ``init_cache``
+    made it, and only a layer of that key axis, takes it (statically in both checkers).
 
     Made by :meth:`MultiheadAttention.init_cache`; ``mha(x, cache=cache)`` writes the keys
     and values of ``x``'s positions at ``length`` and returns ``(y, cache)`` with ``length``
@@ -516,17 +529,17 @@ class KVCache(eqx.Module):
         >>> y, cache = mha(token, cache=cache)      # [Batch, Time=1, Embed]; length 6
     """
 
-    keys: AnyTensor
-    values: AnyTensor
+    keys: Tensor[_CD, *tuple[Any, ...]]
+    values: Tensor[_CD, *tuple[Any, ...]]
     length: jax.Array
-    key_pos: type[Axis] = eqx.field(static=True)
+    key_pos: type[_CK] = eqx.field(static=True)
 
     @property
     def max_len(self) -> int:
         """The static number of positions the cache holds."""
         return int(self.keys.size(self.key_pos))
 
-    def write(self, keys: AnyTensor, values: AnyTensor, query_pos: type[Axis]) -> KVCache:
+    def write(self, keys: AnyTensor, values: AnyTensor, query_pos: type[Axis]) -> KVCache[_CD, _CK]:
         """The cache with ``keys``/``values`` (over ``query_pos`` instead of ``key_pos``, and
         otherwise the cache's axes) written at ``length``; an error where they overflow."""
         n = int(keys.size(query_pos))
@@ -544,7 +557,9 @@ class KVCache(eqx.Module):
             "init_cache(..., max_len=...)",
         )
 
-        def put(cache: AnyTensor, new: AnyTensor) -> AnyTensor:
+        def put(
+            cache: Tensor[_CD, *tuple[Any, ...]], new: AnyTensor
+        ) -> Tensor[_CD, *tuple[Any, ...]]:
             new = transpose(rename(new, query_pos, self.key_pos), *cache.axes)
             at = cache.axes.index(self.key_pos)
             out = jax.lax.dynamic_update_slice_in_dim(
@@ -682,9 +697,17 @@ class MultiheadAttention(eqx.Module, Generic[D, Q, K, E, H, HD]):
         y = contract(x, w, over=self.embed_axis)
         return y + broadcast(self.biases[i], y) if self.biases is not None else y
 
+    @overload
+    def init_cache(
+        self, batch: Mapping[type[Axis], int], max_len: int, dtype: None = None
+    ) -> KVCache[D, K]: ...
+    @overload
+    def init_cache(
+        self, batch: Mapping[type[Axis], int], max_len: int, dtype: type[_DS]
+    ) -> KVCache[_DS, K]: ...
     def init_cache(
         self, batch: Mapping[type[Axis], int], max_len: int, dtype: type[DType] | None = None
-    ) -> KVCache:
+    ) -> KVCache[Any, K]:
         """An empty :class:`KVCache` of ``max_len`` positions for queries with the ``batch``
         axes (``{Batch: 16}``): keys and values ``[*batch, Head, KeyPos, HeadDim]`` in
         ``dtype`` (the projections' by default), length 0."""
@@ -703,30 +726,31 @@ class MultiheadAttention(eqx.Module, Generic[D, Q, K, E, H, HD]):
             else dtype_of_kind("MultiheadAttention.init_cache", "dtype", dtype, "floating")
         )
         empty: AnyTensor = zeros(tuple(sizes.values()), *sizes, dtype=dt)
-        return KVCache(empty, empty, jax.numpy.zeros((), jax.numpy.int32), self.key_pos)
+        key_pos = cast("type[K]", self.key_pos)
+        return KVCache(empty, empty, jax.numpy.zeros((), jax.numpy.int32), key_pos)
 
     @overload  # the two layouts overlap where the batch is empty (the same result)
     def __call__(  # type: ignore[overload-overlap]  # as the line above says
         self,
         query: Tensor[D, *B, Q, E],
         *,
-        cache: KVCache,
+        cache: KVCache[_DS, K],
         mask: Tensor[Bool, *tuple[Any, ...]] | None = None,
         key_lengths: Tensor[Any, *tuple[Any, ...]] | None = None,
         key: jax.Array | None = None,
         inference: bool | None = None,
-    ) -> tuple[Tensor[D, *B, Q, E], KVCache]: ...
+    ) -> tuple[Tensor[D, *B, Q, E], KVCache[_DS, K]]: ...
     @overload
     def __call__(
         self,
         query: Tensor[D, Q, *B, E],
         *,
-        cache: KVCache,
+        cache: KVCache[_DS, K],
         mask: Tensor[Bool, *tuple[Any, ...]] | None = None,
         key_lengths: Tensor[Any, *tuple[Any, ...]] | None = None,
         key: jax.Array | None = None,
         inference: bool | None = None,
-    ) -> tuple[Tensor[D, Q, *B, E], KVCache]: ...
+    ) -> tuple[Tensor[D, Q, *B, E], KVCache[_DS, K]]: ...
     @overload
     def __call__(  # type: ignore[overload-overlap]  # the layouts overlap (see above)
         self,
@@ -761,8 +785,8 @@ class MultiheadAttention(eqx.Module, Generic[D, Q, K, E, H, HD]):
         key_lengths: AnyTensor | None = None,
         key: jax.Array | None = None,
         inference: bool | None = None,
-        cache: KVCache | None = None,
-    ) -> AnyTensor | tuple[AnyTensor, KVCache]:
+        cache: KVCache[Any, Any] | None = None,
+    ) -> AnyTensor | tuple[AnyTensor, KVCache[Any, Any]]:
         """Attend from ``query`` to ``key_``/``value`` (both default to ``query``).
 
         With ``cache=`` (a :class:`KVCache`, self-attention only) the query's positions are
@@ -845,12 +869,12 @@ class MultiheadAttention(eqx.Module, Generic[D, Q, K, E, H, HD]):
     def _cached(
         self,
         query: AnyTensor,
-        cache: KVCache,
+        cache: KVCache[Any, Any],
         mask: AnyTensor | None,
         key_lengths: AnyTensor | None,
         key: jax.Array | None,
         inference: bool | None,
-    ) -> tuple[AnyTensor, KVCache]:
+    ) -> tuple[AnyTensor, KVCache[Any, Any]]:
         if not isinstance(cache, KVCache):
             raise TypeError(f"cache= takes a KVCache, got {type(cache).__name__}")
         if cache.key_pos is not self.key_pos:

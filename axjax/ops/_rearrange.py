@@ -1,9 +1,12 @@
 """``ax.rearrange``: split, merge and reorder axes by a pattern of axis *names*.
 
 ``"Batch Pos (Head HeadDim) -> Batch Head Pos HeadDim"`` names the tensor's axes on the left
-and the result's on the right. A name is an axis class: one of the tensor's axes, one given
-as a keyword (``Head=ax.nn.Head``, or ``Head=(ax.nn.Head, 4)``), or one the caller's code
-sees under that name. A group ``(A B)`` on the left splits one of the tensor's axes (the
+and the result's on the right. A name is an axis class: one of the tensor's axes, or one
+passed to the call, after the pattern (``ax.rearrange(x, pattern, Head, HeadDim, Head=4)``)
+or as a keyword (``Head=ax.nn.Head``, ``Head=(ax.nn.Head, 4)``). Nothing else is looked
+up (no caller's scope, no registry of names): the call means the same wherever it is
+written, and the mypy plugin resolves a literal pattern exactly as the run does.
+A group ``(A B)`` on the left splits one of the tensor's axes (the
 one named ``Embed=(A B)``, else the next axis no plain name claims); on the right it merges
 ``A`` and ``B`` into the axis named before it: ``Embed=(Head HeadDim)``. The call lowers to
 ``unflatten``, ``flatten`` and ``transpose``, so its values are theirs, bit for bit.
@@ -13,9 +16,8 @@ from __future__ import annotations
 
 import math
 import re
-import sys
 from dataclasses import dataclass
-from typing import Any, TypeGuard
+from typing import TypeGuard
 
 from ..core import Axis, AxisError
 from ..core._internal import axes_names, positive_int
@@ -79,84 +81,142 @@ def _parse_side(side: str, pattern: str) -> list[_Entry]:
     return entries
 
 
-def _caller_names(depth: int) -> dict[str, Any]:
-    """The caller's globals, then locals: where a name the tensor lacks may be defined."""
-    frame = sys._getframe(depth)  # pyright: ignore[reportPrivateUsage]
-    return {**frame.f_globals, **frame.f_locals}
-
-
 def _is_axis(v: object) -> TypeGuard[type[Axis]]:
     return isinstance(v, type) and issubclass(v, Axis) and v is not Axis
 
 
+def _resolve(
+    x: AnyOf[D],
+    pattern: str,
+    names_in: set[str],
+    new: tuple[type[Axis], ...],
+    axes: dict[str, int | type[Axis] | tuple[type[Axis], int]],
+) -> tuple[dict[str, type[Axis]], dict[str, int]]:
+    """The class and the given size of each name: ``x``'s axes, the classes passed after the
+    pattern, the keywords; an unknown name, a class or keyword the pattern does not name, or
+    two classes for one name is an ``AxisError``."""
+    have = {a.__name__: a for a in x.axes}
+    classes: dict[str, type[Axis]] = dict(have)
+    sizes: dict[str, int] = {}
+
+    def claim(name: str, cls: type[Axis], how: str) -> None:
+        if classes.get(name, cls) is not cls:
+            raise _fail(pattern, f"{how} is another class than the axis {name} it names")
+        classes[name] = cls
+
+    for cls in new:
+        if not _is_axis(cls):
+            raise TypeError(
+                f"rearrange: after the pattern come the axis classes it names, got {cls!r}"
+            )
+        if cls.__name__ not in names_in:
+            raise _fail(pattern, f"the axis class {cls.__name__} names no axis of the pattern")
+        claim(cls.__name__, cls, f"the class {cls.__module__}.{cls.__qualname__}")
+    for name, value in axes.items():
+        if name not in names_in:
+            raise _fail(pattern, f"the keyword {name}= names no axis of the pattern")
+        given: object = value
+        size: object = None
+        if isinstance(given, tuple) and len(given) == 2 and _is_axis(given[0]):
+            claim(name, given[0], f"{name}=")
+            size = given[1]
+        elif _is_axis(given):
+            claim(name, given, f"{name}=")
+        else:
+            size = given
+        if size is not None:
+            sizes[name] = positive_int(
+                "rearrange", f"axes keyword {name}= (a size, an axis class or both)", size
+            )
+    for name in sorted(names_in - set(classes)):
+        raise _fail(
+            pattern,
+            f"unknown name {name}: not an axis of x ({axes_names(x.axes)}) nor a class "
+            f"passed; pass it after the pattern (rearrange(x, pattern, {name})) or as "
+            f"{name}=TheAxisClass",
+        )
+    return classes, sizes
+
+
 def rearrange(
-    x: AnyOf[D], pattern: str, **axes: int | type[Axis] | tuple[type[Axis], int]
+    x: AnyOf[D],
+    pattern: str,
+    *new: type[Axis],
+    **axes: int | type[Axis] | tuple[type[Axis], int],
 ) -> AnyOf[D]:
     """Split, merge and reorder ``x``'s axes by a pattern of axis names.
 
-    ``"left -> right"``: each side lists names and groups ``(A B)`` (first = major). Names
-    resolve against ``x``'s axis classes, then the keywords (``Head=4``: a size;
-    ``Head=ax.nn.Head``: the class; ``Head=(ax.nn.Head, 4)``: both), then the caller's
-    names. On the left a group splits one axis of ``x``: the one named ``Embed=(A B)``, or
-    else the next axis of ``x`` that no plain name claims (in ``x``'s order); on the right
-    ``Embed=(A B)`` merges ``A`` and ``B`` into ``Embed``. Both sides hold the same axes.
-    The call is ``unflatten``, ``flatten`` and ``transpose``: the same values, bit for bit.
+    ``"left -> right"``: each side lists names and groups ``(A B)`` (first = major). A name
+    is one of ``x``'s axis classes or a class passed to the call: after the pattern
+    (``Head, HeadDim``) or as a keyword (``Head=ax.nn.Head``; ``Head=(ax.nn.Head, 4)``
+    with its size). A keyword int is a size (``Head=4``). On the left a group splits one
+    axis of ``x``: the one named ``Embed=(A B)``, or else the next axis of ``x`` that no
+    plain name claims (in ``x``'s order); on the right ``Embed=(A B)`` merges ``A`` and
+    ``B`` into ``Embed``. Both sides hold the same axes. The call is ``unflatten``,
+    ``flatten`` and ``transpose``: the same values, bit for bit. With the mypy plugin a
+    literal pattern is typed exactly; without it the result is ``Tensor[D, ...]``.
 
     Errors (``AxisError``, naming it): an unknown name, an axis of ``x`` the pattern leaves
     out (or names that ``x`` lacks), a size that does not divide or disagrees.
 
     Example:
         >>> x = ax.ones((2, 5, 8), Batch, Pos, Embed)
-        >>> ax.rearrange(x, "Batch Pos (Head HeadDim) -> Batch Head Pos HeadDim", Head=4)
+        >>> pattern = "Batch Pos (Head HeadDim) -> Batch Head Pos HeadDim"
+        >>> ax.rearrange(x, pattern, Head, HeadDim, Head=4)
         Tensor[F32, Batch=2, Head=4, Pos=5, HeadDim=2](...)
-        >>> ax.rearrange(y, "Batch Head Pos HeadDim -> Batch Pos Embed=(Head HeadDim)")
+        >>> ax.rearrange(y, "Batch Head Pos HeadDim -> Batch Pos Embed=(Head HeadDim)", Embed)
     """
+    plan = _plan(x, pattern, new, axes)
+    return _run(x, plan, pattern)
+
+
+def standin(
+    x: AnyOf[D],
+    pattern: str,
+    *new: type[Axis],
+    **axes: int | type[Axis] | tuple[type[Axis], int],
+) -> AnyOf[D]:
+    """``rearrange`` on a graph input of open sizes, as the mypy plugin runs it: a size that
+    only a run knows (a part of a group that splits an open axis) is taken as 1, so the
+    result's axes, and every error that does not depend on sizes, are the run's."""
+    return _run(x, _plan(x, pattern, new, axes), pattern, open_size=1)
+
+
+@dataclass(frozen=True)
+class _Plan:
+    """What a pattern does: the splits (axis, parts, sizes; ``None`` for a size that an open
+    axis leaves unknown), the merges (parts, into), and the result's order."""
+
+    splits: list[tuple[type[Axis], tuple[type[Axis], ...], tuple[int | None, ...]]]
+    merges: list[tuple[tuple[type[Axis], ...], type[Axis]]]
+    order: tuple[type[Axis], ...]
+
+
+def _plan(
+    x: AnyOf[D],
+    pattern: object,
+    new: tuple[type[Axis], ...],
+    axes: dict[str, int | type[Axis] | tuple[type[Axis], int]],
+) -> _Plan:
     if not isinstance(pattern, str) or pattern.count("->") != 1:
         raise TypeError(f"rearrange: the pattern is 'left -> right', got {pattern!r}")
     left_s, right_s = pattern.split("->")
     left, right = _parse_side(left_s, pattern), _parse_side(right_s, pattern)
-    have = {a.__name__: a for a in x.axes}
-    sizes_of = dict(zip(x.axes, x.shape, strict=True))
-    classes: dict[str, type[Axis]] = dict(have)
-    sizes: dict[str, int] = {}
     names_in = {n for side in (left, right) for e in side for n in (*(e.parts or ()), e.name) if n}
-    for name, value in axes.items():
-        if name not in names_in:
-            raise _fail(pattern, f"the keyword {name}= names no axis of the pattern")
-        given: object = value
-        cls: type[Axis] | None = None
-        size: object = None
-        if isinstance(given, tuple) and len(given) == 2:
-            first, size = given[0], given[1]
-            if _is_axis(first):
-                cls = first
-            else:
-                size = given
-        elif _is_axis(given):
-            cls = given
-        else:
-            size = given
-        if cls is not None:
-            if name in have and have[name] is not cls:
-                raise _fail(pattern, f"{name}= is another class than x's axis {name}")
-            classes[name] = cls
-        if size is not None:
-            sizes[name] = positive_int(
-                "rearrange", f"axes keyword {name}= (a size, an axis class or both)", size
-            )
-    caller: dict[str, Any] | None = None
-    for name in sorted(names_in - set(classes)):
-        if caller is None:
-            caller = _caller_names(2)
-        found = caller.get(name)
-        if not _is_axis(found):
-            raise _fail(
-                pattern,
-                f"unknown name {name}: not an axis of x ({axes_names(x.axes)}), nor a "
-                f"keyword, nor an axis class in the caller's scope (give {name}=TheAxisClass)",
-            )
-        classes[name] = found
-    # the left side: plain names claim x's axes, groups split the rest
+    classes, sizes = _resolve(x, pattern, names_in, new, axes)
+    splits = _splits(x, pattern, left, classes, sizes)
+    return _Plan(splits, *_merges(pattern, left, right, classes))
+
+
+def _splits(
+    x: AnyOf[D],
+    pattern: str,
+    left: list[_Entry],
+    classes: dict[str, type[Axis]],
+    sizes: dict[str, int],
+) -> list[tuple[type[Axis], tuple[type[Axis], ...], tuple[int | None, ...]]]:
+    """The left side: plain names claim ``x``'s axes, groups split the rest."""
+    sizes_of = dict(zip(x.axes, x.shape, strict=True))
     plain = [e.name for e in left if e.name is not None]  # plain names, named groups
     for name in plain:
         if classes[name] not in x.axes:
@@ -167,7 +227,8 @@ def rearrange(
     if len(set(plain)) != len(plain):
         twice = next(n for n in plain if plain.count(n) > 1)
         raise _fail(pattern, f"{twice} occurs twice on the left")
-    free = [a for a in x.axes if a.__name__ not in plain]
+    claimed = {classes[n] for n in plain}
+    free = [a for a in x.axes if a not in claimed]
     unnamed = [e for e in left if e.parts is not None and e.name is None]
     if len(free) > len(unnamed):
         extra = free[len(unnamed) :] if unnamed else free
@@ -176,7 +237,7 @@ def rearrange(
             f"missing axis {extra[0].__name__}: x has ({axes_names(x.axes)}), the left "
             f"side leaves {axes_names(tuple(extra))} out",
         )
-    out = x
+    out: list[tuple[type[Axis], tuple[type[Axis], ...], tuple[int | None, ...]]] = []
     for e in left:
         if e.parts is None:
             continue
@@ -196,23 +257,30 @@ def rearrange(
                 f"(give {unknown[0]}=...)",
             )
         prod = math.prod(s for s in known if s is not None)
-        if unknown:
-            if n is None or n % prod:
+        if unknown and n is None:
+            known[e.parts.index(unknown[0])] = None  # an open axis: known when it runs
+        elif unknown:
+            if n % prod:
                 raise _fail(
                     pattern,
                     f"inconsistent size: {axis.__name__} ({n}) does not divide into "
                     f"({' '.join(e.parts)}) by {prod}",
                 )
-            sizes[unknown[0]] = n // prod
+            known[e.parts.index(unknown[0])] = sizes[unknown[0]] = n // prod
         elif n is not None and prod != n:
             raise _fail(
                 pattern,
                 f"inconsistent size: ({' '.join(e.parts)}) is {prod}, but {axis.__name__} "
                 f"has size {n}",
             )
-        parts = tuple(classes[p] for p in e.parts)
-        out = unflatten(out, axis, parts, tuple(sizes[p] for p in e.parts))
-    # the right side: the same axes, some merged
+        out.append((axis, tuple(classes[p] for p in e.parts), tuple(known)))
+    return out
+
+
+def _merges(
+    pattern: str, left: list[_Entry], right: list[_Entry], classes: dict[str, type[Axis]]
+) -> tuple[list[tuple[tuple[type[Axis], ...], type[Axis]]], tuple[type[Axis], ...]]:
+    """The right side: the same axes as the left, some merged."""
     left_axes = [p for e in left for p in _names(e)]
     right_axes = [p for e in right for p in _names(e)]
     for name in right_axes:
@@ -225,6 +293,7 @@ def rearrange(
         twice = next(n for n in right_axes if right_axes.count(n) > 1)
         raise _fail(pattern, f"{twice} occurs twice on the right")
     order: list[type[Axis]] = []
+    merges: list[tuple[tuple[type[Axis], ...], type[Axis]]] = []
     for e in right:
         if e.parts is None:
             assert e.name is not None
@@ -235,10 +304,26 @@ def rearrange(
                 pattern,
                 f"a merged group needs the new axis's name: Name=({' '.join(e.parts)})",
             )
-        into = classes[e.name]
-        parts = tuple(classes[p] for p in e.parts)
+        merges.append((tuple(classes[p] for p in e.parts), classes[e.name]))
+        order.append(classes[e.name])
+    return merges, tuple(order)
+
+
+def _run(x: AnyOf[D], plan: _Plan, pattern: str, open_size: int | None = None) -> AnyOf[D]:
+    """``unflatten``, ``flatten`` and ``transpose``, as ``plan`` says."""
+    out = x
+    for axis, parts, sizes in plan.splits:
+        if None in sizes and open_size is None:
+            unknown = parts[sizes.index(None)].__name__
+            raise _fail(
+                pattern,
+                f"the size of {axis.__name__} is open (a graph input without it): give "
+                f"{unknown}=... as well",
+            )
+        filled = tuple(n if n is not None else open_size or 1 for n in sizes)
+        out = unflatten(out, axis, parts, filled)
+    for parts, into in plan.merges:
         out = flatten(out, parts, into)
-        order.append(into)
-    if tuple(out.axes) != tuple(order):
-        out = transpose(out, *order)
+    if tuple(out.axes) != plan.order:
+        out = transpose(out, *plan.order)
     return out

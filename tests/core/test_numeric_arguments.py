@@ -458,7 +458,7 @@ def fixtures(tmp: Path) -> dict[str, Fixture | Exempt]:
         "ax.nn.Decoder.init_cache": Exempt("a protocol: the user's model implements it"),
         "ax.rearrange": Fixture(
             {"axes": {"New": 2}},
-            lambda axes: ax.rearrange(ax.zeros((4,), A), "(New B) -> New B", B=B, **axes),
+            lambda axes: ax.rearrange(ax.zeros((4,), A), "(New B) -> New B", New, B, **axes),
         ),
         "ax.nn.cudnn_refusal": Fixture(
             {"head_dim": 64, "n_query": 4, "n_key": 4},
