@@ -160,7 +160,10 @@ class LayerStack(eqx.Module, Generic[M, L]):
     type (under the mypy plugin also for layers typed by their rules, ``Affine[F32, E, E]``).
     """
 
-    layers: M
+    #: the block, its parameters stacked: typed gradually, as its class types one block's
+    #: fields without the stacking axis (``stack.stacked(get)`` is exact; the mypy plugin
+    #: types ``stack.layers.<...>`` exactly too)
+    layers: Any
     axis: type[Axis] = eqx.field(static=True)
     remat: Remat = eqx.field(static=True)
 

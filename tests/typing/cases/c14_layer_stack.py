@@ -25,7 +25,7 @@ class Other(ax.Axis): ...
 class Depth(ax.Axis): ...
 
 
-class Block(eqx.Module):  # limit[mypy]: plain mypy does not analyse equinox (Module is Any)
+class Block(eqx.Module):
     up: ax.nn.Affine[F32, Hidden, Other]
     down: ax.nn.Affine[F32, Other, Hidden]
 
@@ -37,7 +37,7 @@ class Block(eqx.Module):  # limit[mypy]: plain mypy does not analyse equinox (Mo
         return x + self.down(ax.relu(self.up(x)))
 
 
-class Widen(eqx.Module):  # limit[mypy]: plain mypy does not analyse equinox (Module is Any)
+class Widen(eqx.Module):
     lin: ax.nn.Affine[F32, Hidden, Other]
 
     def __init__(self, key: jax.Array) -> None:
