@@ -66,11 +66,13 @@ s2 = stack(ax.astype(x, BF16))  # want-error: incompatible type "Tensor[BF16, N,
 s3: Tensor[F32, N, Other] = stack(x)  # want-error; runs: annotations are not checked at run time
 s4 = stack(x, key=key)  # want-error: Unexpected keyword argument "key"; want-error[mypy]; want-error[pyright]; raises: TypeError
 
+# a stack of a layer the plugin types by its rule (a generic call; an overloaded one: plain
+# mypy reads it through the norms' own overloads, restated for LayerStack)
+norms = ax.nn.LayerStack.init(lambda k: ax.nn.LayerNorm(Hidden, 5), 2, key=key)
+reveal_type(norms(x))  # want: Tensor[F32, N, Hidden]
+n1 = norms(ax.normal(key, (4, 5), N, Other))  # want-error[plugin]: Hidden is not an axis of the input; want-error[mypy,pyright]
+n2 = norms(ax.astype(x, BF16))  # want-error[plugin]: the input is BF16, the layer's parameters F32; want-error[mypy,pyright]
+
 # a block that does not return what it is given cannot be stacked
 wide = ax.nn.LayerStack.init(Widen, 2, key=key)
 w1 = wide(x)  # want-error: LayerStack: the block returns "Tensor[F32, N, Other]" for "Tensor[F32, N, Hidden]"; want-error[mypy]; want-error[pyright]
-
-# a stack of a layer the plugin types by its rule (a generic call)
-norms = ax.nn.LayerStack.init(lambda k: ax.nn.LayerNorm(Hidden, 5), 2, key=key)
-reveal_type(norms(x))  # want[plugin,pyright]: Tensor[F32, N, Hidden]; show[mypy]
-n1 = norms(ax.normal(key, (4, 5), N, Other))  # want-error[plugin]: Hidden is not an axis of the input; want-error[pyright]; show[mypy]

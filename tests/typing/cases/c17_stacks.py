@@ -69,9 +69,9 @@ m4 = stack.stacked(lambda b: b.down)  # want-error; raises: TypeError
 norms = ax.nn.LayerStack.init(lambda k: ax.nn.LayerNorm(Hidden, 5), 2, key=key)
 xb = policy.cast_to_compute(x)
 reveal_type(policy.cast_to_compute(norms))  # want: LayerStack[LayerNorm[BF16, Hidden], Layer]
-reveal_type(policy.cast_to_compute(norms)(xb))  # want[plugin,pyright]: Tensor[BF16, N, Hidden]; show[mypy]
-reveal_type(ax.nn.cast(norms, BF16)(xb))  # want[plugin,pyright]: Tensor[BF16, N, Hidden]; show[mypy]
-s1 = norms(xb)  # want-error[plugin]: the input is BF16, the layer's parameters F32; want-error[pyright]; show[mypy]
+reveal_type(policy.cast_to_compute(norms)(xb))  # want: Tensor[BF16, N, Hidden]
+reveal_type(ax.nn.cast(norms, BF16)(xb))  # want: Tensor[BF16, N, Hidden]
+s1 = norms(xb)  # want-error[plugin]: the input is BF16, the layer's parameters F32; want-error[mypy,pyright]
 
 # every container kind: Remat, Recurrent, Bidirectional
 fc = ax.nn.Affine(Hidden, Other, 5, 7, key=key)
