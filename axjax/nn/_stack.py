@@ -40,6 +40,7 @@ from ..core._internal import (
 )
 from ..graph import fold
 from ..parallel._internal import unsplit_leading
+from ._linear import _Dense  # pyright: ignore[reportPrivateUsage]  # a stack of Affines' call
 from ._norm import _Norm  # pyright: ignore[reportPrivateUsage]  # a stack of norms' call
 from ._registry import register_layer
 from ._remat import Policy, resolve_policy
@@ -373,6 +374,16 @@ class LayerStack(eqx.Module, Generic[M, L]):
         *,
         key: jax.Array | None = None,
     ) -> Tensor[DN, *Axes]: ...
+    # a stack of an Affine (Linear, MLP) from an axis to itself: the axis last (elsewhere the
+    # layer moves it to the end, and the block would not return what it is given)
+    @overload
+    def __call__(
+        self: LayerStack[_Dense[DN, A0, A0], Any],
+        x: Tensor[DN, *Axes, A0],
+        /,
+        *,
+        key: jax.Array | None = None,
+    ) -> Tensor[DN, *Axes, A0]: ...
     def __call__(self, x: Any, /, *args: Any, **kwargs: Any) -> Any:
         """Apply every layer in turn: one scan over the stacking axis."""
         return _run(self, x, args, dict(kwargs))

@@ -72,6 +72,9 @@ norms = ax.nn.LayerStack.init(lambda k: ax.nn.LayerNorm(Hidden, 5), 2, key=key)
 reveal_type(norms(x))  # want: Tensor[F32, N, Hidden]
 n1 = norms(ax.normal(key, (4, 5), N, Other))  # want-error[plugin]: Hidden is not an axis of the input; want-error[mypy,pyright]
 n2 = norms(ax.astype(x, BF16))  # want-error[plugin]: the input is BF16, the layer's parameters F32; want-error[mypy,pyright]
+affines = ax.nn.LayerStack.init(lambda k: ax.nn.Affine(Hidden, Hidden, 5, 5, key=k), 2, key=key)
+reveal_type(affines(x))  # want: Tensor[F32, N, Hidden]
+a1 = affines(ax.normal(key, (5, 4), Hidden, N))  # want-error[plugin]: LayerStack: the block returns; want-error[mypy,pyright]
 
 # a block that does not return what it is given cannot be stacked
 wide = ax.nn.LayerStack.init(Widen, 2, key=key)
