@@ -1,3 +1,5 @@
+# mypy: disable-error-code="overload-overlap"
+# (the call restates the norms' overloads, whose axis positions mypy takes as overlapping)
 """``LayerStack``: ``n`` copies of one block, parameters stacked along a named axis, run
 as a scan.
 
@@ -319,7 +321,7 @@ class LayerStack(eqx.Module, Generic[M, L]):
     # a stack of a norm, by the norm's own overloads (mypy takes no ParamSpec from an
     # overloaded call: without these, plain mypy rejected every call of a stack of norms)
     @overload
-    def __call__(  # type: ignore[overload-overlap]  # as the norm's own
+    def __call__(
         self: LayerStack[_Norm[DN, A0], Any],
         x: Tensor[DN, *Axes, A0],
         /,
@@ -327,7 +329,7 @@ class LayerStack(eqx.Module, Generic[M, L]):
         key: jax.Array | None = None,
     ) -> Tensor[DN, *Axes, A0]: ...
     @overload
-    def __call__(  # type: ignore[overload-overlap]  # as the norm's own
+    def __call__(
         self: LayerStack[_Norm[DN, A0], Any],
         x: Tensor[DN, *Axes, A0, T0],
         /,
@@ -335,7 +337,7 @@ class LayerStack(eqx.Module, Generic[M, L]):
         key: jax.Array | None = None,
     ) -> Tensor[DN, *Axes, A0, T0]: ...
     @overload
-    def __call__(  # type: ignore[overload-overlap]  # as the norm's own
+    def __call__(
         self: LayerStack[_Norm[DN, A0], Any],
         x: Tensor[DN, *Axes, A0, T0, T1],
         /,
