@@ -257,13 +257,28 @@ def at_positions(m: Module, name: str, x: str, wrap: Callable[[str], str], rest:
     )
 
 
-def constructor(m: Module, name: str, lead: str, kw: str, dtype: str, impl_kw: str) -> None:
-    """One overload per rank: ``zeros(shape, A, B) -> Tensor[F32, A, B]``."""
+def constructor(
+    m: Module, name: str, lead: str, kw: str, dtype: str, impl_kw: str, default: str = ""
+) -> None:
+    """One overload per rank: ``zeros(shape, A, B) -> Tensor[F32, A, B]``.
+
+    With a ``default`` dtype (``kw`` ends with ``dtype: type[DF] = ...``) each rank gets two:
+    without ``dtype=`` the run time's default (``Tensor[F32, A, B]``, whatever the context:
+    a dtype variable with a default would be solved from an expected ``Tensor[Bool, ...]``),
+    and with ``dtype=`` required, its dtype."""
+    variants = [(kw, dtype)]
+    if default:
+        tail = f", dtype: type[{dtype}] = ..."
+        assert kw.endswith(tail), kw
+        variants = [(kw[: -len(tail)], default), (f"{kw[: -len(' = ...')]}", dtype)]
     for r in range(CTOR_RANK + 1):
         axes = "".join(f", a{i}: type[A{i}]" for i in range(r))
-        m.overload(f"{name}({lead}{axes}, /, *{kw}) -> {tensor(dtype, tv('A', r))}")
+        for k, d in variants:
+            keywords = f", *{k}" if k else ""
+            m.overload(f"{name}({lead}{axes}, /{keywords}) -> {tensor(d, tv('A', r))}")
     axes = "".join(f", a{i}: type[Axis]" for i in range(CTOR_RANK + 1))
-    m.overload(f"{name}({lead}{axes}, /, *axes: type[Axis]{kw}) -> {tensor(dtype, [ANY])}")
+    for k, d in variants:
+        m.overload(f"{name}({lead}{axes}, /, *axes: type[Axis]{k}) -> {tensor(d, [ANY])}")
     m.impl(name, f"({lead}, *axes: Any{impl_kw}) -> {tensor('Any', [ANY])}", "_construct")
 
 
@@ -280,7 +295,7 @@ def construct_module(docs: dict[str, str]) -> Module:
         ", dtype: type[DType] | None = None",
     )
     for name in ("zeros", "ones"):
-        constructor(m, name, "shape: Shape", f", {f32}", "DF", ", dtype: type[DType] = F32")
+        constructor(m, name, "shape: Shape", f", {f32}", "DF", ", dtype: type[DType] = F32", "F32")
     constructor(
         m,
         "full",
@@ -288,6 +303,7 @@ def construct_module(docs: dict[str, str]) -> Module:
         f", value: float | jax.Array, {f32}",
         "DF",
         ", value: float | jax.Array, dtype: type[DType] = F32",
+        "F32",
     )
     constructor(
         m,
@@ -296,6 +312,7 @@ def construct_module(docs: dict[str, str]) -> Module:
         f", stddev: float = 1.0, mean: float = 0.0, {f32}",
         "DF",
         ", stddev: float = 1.0, mean: float = 0.0, dtype: type[DType] = F32",
+        "F32",
     )
     constructor(
         m,
@@ -304,6 +321,7 @@ def construct_module(docs: dict[str, str]) -> Module:
         f", minval: float = 0.0, maxval: float = 1.0, {f32}",
         "DF",
         ", minval: float = 0.0, maxval: float = 1.0, dtype: type[DType] = F32",
+        "F32",
     )
     constructor(
         m,
@@ -312,6 +330,7 @@ def construct_module(docs: dict[str, str]) -> Module:
         f", minval: int, maxval: int, {i32}",
         "DI",
         ", minval: int, maxval: int, dtype: type[DType] = I32",
+        "I32",
     )
     m.overload(f"arange(axis: type[A0], n: int) -> {tensor('I32', ['A0'])}")
     m.overload(f"arange(axis: type[A0], n: int, dtype: type[D]) -> {tensor('D', ['A0'])}")

@@ -1,3 +1,5 @@
+# pyright: reportOverlappingOverload=false
+# (a mask's overloads by the scanned axis's position, which pyright takes as overlapping)
 """``fold`` and ``scan`` over a named axis: the paper's foldLeft and scanLeft (§6.3).
 
 A *unit* maps ``(state, input) -> state``; ``fold(unit, over=Time)(init, xs)`` runs it
@@ -59,6 +61,14 @@ D = TypeVar("D", bound=DType)
 D2 = TypeVar("D2", bound=DType)
 Ss = TypeVarTuple("Ss")
 Ss2 = TypeVarTuple("Ss2")
+#: a mask's axes around the scanned one: its overloads have ``X`` among the first two or the
+#: last two axes (every position up to rank 4), and take any Bool mask of rank 5 and more
+Ms = TypeVarTuple("Ms")
+M0 = TypeVar("M0")
+M1 = TypeVar("M1")
+M2 = TypeVar("M2")
+M3 = TypeVar("M3")
+M4 = TypeVar("M4")
 #: a mask: Bool (over the batch axes and the scanned one; their order is free)
 Mask = Tensor[Bool, *tuple[Any, ...]]
 
@@ -431,6 +441,20 @@ class Fold(Generic[U, X]):
     def __init__(self, unit: U, over: type[X], reverse: bool) -> None:
         self.unit, self.over, self.reverse = unit, over, reverse
 
+    @overload
+    def __call__(self, init: S, xs: PyTree, *, mask: None = None) -> S: ...
+    @overload
+    def __call__(self, init: S, xs: PyTree, *, mask: Tensor[Bool, X, *Ms]) -> S: ...
+    @overload
+    def __call__(self, init: S, xs: PyTree, *, mask: Tensor[Bool, *Ms, X]) -> S: ...
+    @overload
+    def __call__(self, init: S, xs: PyTree, *, mask: Tensor[Bool, M0, X, *Ms]) -> S: ...
+    @overload
+    def __call__(self, init: S, xs: PyTree, *, mask: Tensor[Bool, *Ms, X, M0]) -> S: ...
+    @overload
+    def __call__(
+        self, init: S, xs: PyTree, *, mask: Tensor[Bool, M0, M1, M2, M3, M4, *Ms]
+    ) -> S: ...
     @public_call("fold")
     def __call__(self, init: S, xs: PyTree, *, mask: Mask | None = None) -> S:
         out: S = _run(self.unit, self.over, init, xs, mask, self.reverse, False, 0, "fold")
@@ -452,18 +476,86 @@ class Scan(Generic[U, X]):
 
     @overload
     def __call__(
-        self, init: Tensor[D, *Ss], xs: PyTree, *, mask: Mask | None = None
+        self, init: Tensor[D, *Ss], xs: PyTree, *, mask: None = None
     ) -> Tensor[D, X, *Ss]: ...
+    @overload
+    def __call__(
+        self, init: Tensor[D, *Ss], xs: PyTree, *, mask: Tensor[Bool, X, *Ms]
+    ) -> Tensor[D, X, *Ss]: ...
+    @overload
+    def __call__(
+        self, init: Tensor[D, *Ss], xs: PyTree, *, mask: Tensor[Bool, *Ms, X]
+    ) -> Tensor[D, X, *Ss]: ...
+    @overload
+    def __call__(
+        self, init: Tensor[D, *Ss], xs: PyTree, *, mask: Tensor[Bool, M0, X, *Ms]
+    ) -> Tensor[D, X, *Ss]: ...
+    @overload
+    def __call__(
+        self, init: Tensor[D, *Ss], xs: PyTree, *, mask: Tensor[Bool, *Ms, X, M0]
+    ) -> Tensor[D, X, *Ss]: ...
+    @overload
+    def __call__(
+        self, init: Tensor[D, *Ss], xs: PyTree, *, mask: Tensor[Bool, M0, M1, M2, M3, M4, *Ms]
+    ) -> Tensor[D, X, *Ss]: ...
+    @overload
+    def __call__(
+        self, init: tuple[Tensor[D, *Ss], Tensor[D2, *Ss2]], xs: PyTree, *, mask: None = None
+    ) -> tuple[Tensor[D, X, *Ss], Tensor[D2, X, *Ss2]]: ...
     @overload
     def __call__(
         self,
         init: tuple[Tensor[D, *Ss], Tensor[D2, *Ss2]],
         xs: PyTree,
         *,
-        mask: Mask | None = None,
+        mask: Tensor[Bool, X, *Ms],
     ) -> tuple[Tensor[D, X, *Ss], Tensor[D2, X, *Ss2]]: ...
     @overload
-    def __call__(self, init: object, xs: PyTree, *, mask: Mask | None = None) -> PyTree: ...
+    def __call__(
+        self,
+        init: tuple[Tensor[D, *Ss], Tensor[D2, *Ss2]],
+        xs: PyTree,
+        *,
+        mask: Tensor[Bool, *Ms, X],
+    ) -> tuple[Tensor[D, X, *Ss], Tensor[D2, X, *Ss2]]: ...
+    @overload
+    def __call__(
+        self,
+        init: tuple[Tensor[D, *Ss], Tensor[D2, *Ss2]],
+        xs: PyTree,
+        *,
+        mask: Tensor[Bool, M0, X, *Ms],
+    ) -> tuple[Tensor[D, X, *Ss], Tensor[D2, X, *Ss2]]: ...
+    @overload
+    def __call__(
+        self,
+        init: tuple[Tensor[D, *Ss], Tensor[D2, *Ss2]],
+        xs: PyTree,
+        *,
+        mask: Tensor[Bool, *Ms, X, M0],
+    ) -> tuple[Tensor[D, X, *Ss], Tensor[D2, X, *Ss2]]: ...
+    @overload
+    def __call__(
+        self,
+        init: tuple[Tensor[D, *Ss], Tensor[D2, *Ss2]],
+        xs: PyTree,
+        *,
+        mask: Tensor[Bool, M0, M1, M2, M3, M4, *Ms],
+    ) -> tuple[Tensor[D, X, *Ss], Tensor[D2, X, *Ss2]]: ...
+    @overload
+    def __call__(self, init: object, xs: PyTree, *, mask: None = None) -> PyTree: ...
+    @overload
+    def __call__(self, init: object, xs: PyTree, *, mask: Tensor[Bool, X, *Ms]) -> PyTree: ...
+    @overload
+    def __call__(self, init: object, xs: PyTree, *, mask: Tensor[Bool, *Ms, X]) -> PyTree: ...
+    @overload
+    def __call__(self, init: object, xs: PyTree, *, mask: Tensor[Bool, M0, X, *Ms]) -> PyTree: ...
+    @overload
+    def __call__(self, init: object, xs: PyTree, *, mask: Tensor[Bool, *Ms, X, M0]) -> PyTree: ...
+    @overload
+    def __call__(
+        self, init: object, xs: PyTree, *, mask: Tensor[Bool, M0, M1, M2, M3, M4, *Ms]
+    ) -> PyTree: ...
     @public_call("scan")
     def __call__(self, init: PyTree, xs: PyTree, *, mask: Mask | None = None) -> PyTree:
         return _run(self.unit, self.over, init, xs, mask, self.reverse, True, self.at, "scan")
@@ -484,10 +576,42 @@ class ScanAt(Generic[U, X, K]):
 
     @overload
     def __call__(
-        self, init: Tensor[D, *Ss], xs: PyTree, *, mask: Mask | None = None
+        self, init: Tensor[D, *Ss], xs: PyTree, *, mask: None = None
     ) -> Tensor[D, *tuple[Any, ...]]: ...
     @overload
-    def __call__(self, init: object, xs: PyTree, *, mask: Mask | None = None) -> PyTree: ...
+    def __call__(
+        self, init: Tensor[D, *Ss], xs: PyTree, *, mask: Tensor[Bool, X, *Ms]
+    ) -> Tensor[D, *tuple[Any, ...]]: ...
+    @overload
+    def __call__(
+        self, init: Tensor[D, *Ss], xs: PyTree, *, mask: Tensor[Bool, *Ms, X]
+    ) -> Tensor[D, *tuple[Any, ...]]: ...
+    @overload
+    def __call__(
+        self, init: Tensor[D, *Ss], xs: PyTree, *, mask: Tensor[Bool, M0, X, *Ms]
+    ) -> Tensor[D, *tuple[Any, ...]]: ...
+    @overload
+    def __call__(
+        self, init: Tensor[D, *Ss], xs: PyTree, *, mask: Tensor[Bool, *Ms, X, M0]
+    ) -> Tensor[D, *tuple[Any, ...]]: ...
+    @overload
+    def __call__(
+        self, init: Tensor[D, *Ss], xs: PyTree, *, mask: Tensor[Bool, M0, M1, M2, M3, M4, *Ms]
+    ) -> Tensor[D, *tuple[Any, ...]]: ...
+    @overload
+    def __call__(self, init: object, xs: PyTree, *, mask: None = None) -> PyTree: ...
+    @overload
+    def __call__(self, init: object, xs: PyTree, *, mask: Tensor[Bool, X, *Ms]) -> PyTree: ...
+    @overload
+    def __call__(self, init: object, xs: PyTree, *, mask: Tensor[Bool, *Ms, X]) -> PyTree: ...
+    @overload
+    def __call__(self, init: object, xs: PyTree, *, mask: Tensor[Bool, M0, X, *Ms]) -> PyTree: ...
+    @overload
+    def __call__(self, init: object, xs: PyTree, *, mask: Tensor[Bool, *Ms, X, M0]) -> PyTree: ...
+    @overload
+    def __call__(
+        self, init: object, xs: PyTree, *, mask: Tensor[Bool, M0, M1, M2, M3, M4, *Ms]
+    ) -> PyTree: ...
     @public_call("scan")
     def __call__(self, init: PyTree, xs: PyTree, *, mask: Mask | None = None) -> PyTree:
         return _run(self.unit, self.over, init, xs, mask, self.reverse, True, self.at, "scan")

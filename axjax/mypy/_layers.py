@@ -455,9 +455,21 @@ class LayerHooks:
     def stacked_attribute(self, ctx: AttributeContext) -> Type:
         """``stack.layers.down.weight``: a parameter Tensor reached through a
         ``LayerStack``'s ``layers`` has the stacking axis first (``Tensor[F32, Layer, Other,
-        Hidden]``), as it has at run time; the block's own class types it without."""
+        Hidden]``), as it has at run time; the block's own class types it without.
+        ``stack.layers`` itself, declared ``Any`` (exact for no other checker), is the block's
+        type here, so the walk above reaches its fields."""
         t = get_proper_type(ctx.default_attr_type)
-        if ctx.is_lvalue or not (isinstance(t, Instance) and t.type.has_base(TENSOR)):
+        if ctx.is_lvalue:
+            return ctx.default_attr_type
+        holder = get_proper_type(ctx.type)
+        if (
+            isinstance(ctx.context, MemberExpr)
+            and ctx.context.name == "layers"
+            and isinstance(holder, Instance)
+            and holder.type.has_base(LAYER_STACK)
+        ):  # declared gradual (`Any`) for the other checkers: here the block's own type
+            return map_instance_to_supertype(holder, self._info(LAYER_STACK)).args[0]
+        if not (isinstance(t, Instance) and t.type.has_base(TENSOR)):
             return ctx.default_attr_type
         lookup = getattr(ctx.api, "lookup_type_or_none", None)
         node = ctx.context.expr if isinstance(ctx.context, MemberExpr) else None

@@ -11,7 +11,7 @@ which ``jax.checkpoint`` recomputes like any other primitive.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any, Generic, Literal, ParamSpec, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, Literal, TypeVar
 
 import equinox as eqx
 import jax
@@ -25,8 +25,6 @@ __all__ = ["Remat", "remat", "resolve_policy"]
 M = TypeVar("M")
 #: the wrapped module's type (covariant: a call reads the module's own call signature)
 MC = TypeVar("MC", covariant=True)
-P = ParamSpec("P")
-R = TypeVar("R")
 
 #: Named ``jax.checkpoint_policies``: ``"nothing"`` saves nothing (recompute all, the least
 #: memory), ``"dots"`` saves matrix products without batch dimensions, ``"everything"``
@@ -66,6 +64,21 @@ def _call(module: Any, *args: Any, **kwargs: Any) -> Any:
     return module(*args, **kwargs)
 
 
+def _remat_call(self: Remat[Any], *args: object, **kwargs: object) -> object:
+    """Call the wrapped module under ``eqx.filter_checkpoint`` (``Remat.__call__``)."""
+    leaves = jax.tree_util.tree_leaves((args, kwargs), is_leaf=is_symbolic)
+    node = next((x for x in leaves if is_symbolic(x)), None)
+    if node is not None:
+        raise TypeError(
+            f"remat: the {type(self.module).__name__} it wraps is called on a graph node "
+            f"({describe(node)}); rematerialisation runs on Tensors, eagerly or under jit. "
+            "In a graph call the module itself (ax.nn.remat(m).module), or call the "
+            "remat module on Tensors inside a jitted step"
+        )
+    out: object = eqx.filter_checkpoint(_call, policy=self.policy)(self.module, *args, **kwargs)
+    return out
+
+
 @register_layer(typed="wrapper")
 class Remat(eqx.Module, Generic[MC]):
     """A module whose call is rematerialised in the backward pass (see :func:`remat`).
@@ -77,19 +90,17 @@ class Remat(eqx.Module, Generic[MC]):
     module: MC
     policy: Callable[..., bool] | None = eqx.field(static=True)
 
-    def __call__(self: Remat[Callable[P, R]], *args: P.args, **kwargs: P.kwargs) -> R:
-        """Call the wrapped module under ``eqx.filter_checkpoint``."""
-        leaves = jax.tree_util.tree_leaves((args, kwargs), is_leaf=is_symbolic)
-        node = next((x for x in leaves if is_symbolic(x)), None)
-        if node is not None:
-            raise TypeError(
-                f"remat: the {type(self.module).__name__} it wraps is called on a graph node "
-                f"({describe(node)}); rematerialisation runs on Tensors, eagerly or under jit. "
-                "In a graph call the module itself (ax.nn.remat(m).module), or call the "
-                "remat module on Tensors inside a jitted step"
-            )
-        out: R = eqx.filter_checkpoint(_call, policy=self.policy)(self.module, *args, **kwargs)
-        return out
+    if TYPE_CHECKING:
+        # the call is the wrapped module's own call, overloads included: a ParamSpec
+        # (`self: Remat[Callable[P, R]]`) takes no signature from an overloaded `__call__`
+        # in mypy, which then rejected every call of a remat layer
+        @property
+        def __call__(self) -> MC:
+            """Call the wrapped module under ``eqx.filter_checkpoint``."""
+            ...
+
+    else:
+        __call__ = _remat_call
 
 
 @checks_choices

@@ -1,3 +1,5 @@
+# mypy: disable-error-code="overload-overlap"
+# (the call restates the norms' overloads, whose axis positions mypy takes as overlapping)
 """``LayerStack``: ``n`` copies of one block, parameters stacked along a named axis, run
 as a scan.
 
@@ -17,7 +19,7 @@ policy (the names of :func:`axjax.nn.remat`), so the scan keeps only each layer'
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import Any, Concatenate, Generic, TypeVarTuple, cast, final
+from typing import Any, Concatenate, Generic, TypeVarTuple, cast, final, overload
 
 import equinox as eqx
 import jax
@@ -40,6 +42,8 @@ from ..core._internal import (
 )
 from ..graph import fold
 from ..parallel._internal import unsplit_leading
+from ._linear import _Dense  # pyright: ignore[reportPrivateUsage]  # a stack of Affines' call
+from ._norm import _Norm  # pyright: ignore[reportPrivateUsage]  # a stack of norms' call
 from ._registry import register_layer
 from ._remat import Policy, resolve_policy
 
@@ -55,6 +59,18 @@ D = TypeVar("D", bound=DType)
 Ts = TypeVarTuple("Ts")
 LS = TypeVar("LS", bound=Axis)  # a stack's axis, in a method's self-type
 P = ParamSpec("P")
+# a stack of norms' call: the norm's dtype and axes (the norms' own overloads, restated)
+DN = TypeVar("DN", bound=DType)
+A0 = TypeVar("A0", bound=Axis)
+A1 = TypeVar("A1", bound=Axis)
+T0 = TypeVar("T0", bound=Axis)
+T1 = TypeVar("T1", bound=Axis)
+T2 = TypeVar("T2", bound=Axis)
+T3 = TypeVar("T3", bound=Axis)
+T4 = TypeVar("T4", bound=Axis)
+T5 = TypeVar("T5", bound=Axis)
+Axes = TypeVarTuple("Axes")
+Rest = TypeVarTuple("Rest")
 
 #: ``remat=``: ``False`` (keep every activation), ``True`` (save only each layer's input),
 #: a policy name of :func:`axjax.nn.remat` or a ``jax.checkpoint_policies`` function
@@ -160,7 +176,10 @@ class LayerStack(eqx.Module, Generic[M, L]):
     type (under the mypy plugin also for layers typed by their rules, ``Affine[F32, E, E]``).
     """
 
-    layers: M
+    #: the block, its parameters stacked: typed gradually, as its class types one block's
+    #: fields without the stacking axis (``stack.stacked(get)`` is exact; the mypy plugin
+    #: types ``stack.layers.<...>`` exactly too)
+    layers: Any
     axis: type[Axis] = eqx.field(static=True)
     remat: Remat = eqx.field(static=True)
 
@@ -263,8 +282,8 @@ class LayerStack(eqx.Module, Generic[M, L]):
     ) -> Tensor[D, LS, *Ts]:
         """The stacked parameter ``get`` picks from the block, typed with the stacking axis
         first: ``stack.stacked(lambda b: b.down.weight)`` is a ``Tensor[F32, Layer, Other,
-        Hidden]`` where ``stack.layers.down.weight`` is typed as one block's (the mypy plugin
-        types that one too; pyright does not).
+        Hidden]``, in every checker (``stack.layers`` is typed exactly only by the mypy
+        plugin: gradually, ``Any``, elsewhere).
 
         Example:
             >>> decay = ax.sum(ax.square(stack.stacked(lambda b: b.down.weight)), Layer)
@@ -291,16 +310,85 @@ class LayerStack(eqx.Module, Generic[M, L]):
         out: M = jax.tree.map(one, self.layers, is_leaf=is_tensor)
         return out
 
+    @overload
     def __call__(
         self: LayerStack[Callable[Concatenate[X, P], X], Any],
         x: X,
         /,
         *args: P.args,
         **kwargs: P.kwargs,
-    ) -> X:
+    ) -> X: ...
+    # a stack of a norm, by the norm's own overloads (mypy takes no ParamSpec from an
+    # overloaded call: without these, plain mypy rejected every call of a stack of norms)
+    @overload
+    def __call__(
+        self: LayerStack[_Norm[DN, A0], Any],
+        x: Tensor[DN, *Axes, A0],
+        /,
+        *,
+        key: jax.Array | None = None,
+    ) -> Tensor[DN, *Axes, A0]: ...
+    @overload
+    def __call__(
+        self: LayerStack[_Norm[DN, A0], Any],
+        x: Tensor[DN, *Axes, A0, T0],
+        /,
+        *,
+        key: jax.Array | None = None,
+    ) -> Tensor[DN, *Axes, A0, T0]: ...
+    @overload
+    def __call__(
+        self: LayerStack[_Norm[DN, A0], Any],
+        x: Tensor[DN, *Axes, A0, T0, T1],
+        /,
+        *,
+        key: jax.Array | None = None,
+    ) -> Tensor[DN, *Axes, A0, T0, T1]: ...
+    @overload
+    def __call__(
+        self: LayerStack[_Norm[DN, A0], Any],
+        x: Tensor[DN, A0, *Axes],
+        /,
+        *,
+        key: jax.Array | None = None,
+    ) -> Tensor[DN, A0, *Axes]: ...
+    @overload
+    def __call__(
+        self: LayerStack[_Norm[DN, A0], Any],
+        x: Tensor[DN, T0, A0, *Axes],
+        /,
+        *,
+        key: jax.Array | None = None,
+    ) -> Tensor[DN, T0, A0, *Axes]: ...
+    @overload
+    def __call__(
+        self: LayerStack[_Norm[DN, A0], Any],
+        x: Tensor[DN, T0, T1, T2, T3, T4, T5, *Axes],
+        /,
+        *,
+        key: jax.Array | None = None,
+    ) -> Tensor[DN, *tuple[Any, ...]]: ...
+    @overload
+    def __call__(
+        self: LayerStack[_Norm[DN, A0, A1, *Rest], Any],
+        x: Tensor[DN, *Axes],
+        /,
+        *,
+        key: jax.Array | None = None,
+    ) -> Tensor[DN, *Axes]: ...
+    # a stack of an Affine (Linear, MLP) from an axis to itself: the axis last (elsewhere the
+    # layer moves it to the end, and the block would not return what it is given)
+    @overload
+    def __call__(
+        self: LayerStack[_Dense[DN, A0, A0], Any],
+        x: Tensor[DN, *Axes, A0],
+        /,
+        *,
+        key: jax.Array | None = None,
+    ) -> Tensor[DN, *Axes, A0]: ...
+    def __call__(self, x: Any, /, *args: Any, **kwargs: Any) -> Any:
         """Apply every layer in turn: one scan over the stacking axis."""
-        out: X = _run(self, x, args, dict(kwargs))
-        return out
+        return _run(self, x, args, dict(kwargs))
 
 
 def _run(

@@ -58,7 +58,7 @@ reveal_type(policy.cast_to_compute(tokens))  # want: Tensor[I32, N, Time]
 fcb = policy.cast_to_compute(fc)
 reveal_type(fcb)  # want: Affine[BF16, Pixel, Hidden]
 reveal_type(fcb(xb))  # want: Tensor[BF16, N, Hidden]
-reveal_type(policy.cast_to_compute(norm)(xb))  # want[plugin,pyright]: Tensor[BF16, N, Pixel]; limit[mypy]: the runner's plain mypy skips equinox (a layer's base is Any)
+reveal_type(policy.cast_to_compute(norm)(xb))  # want: Tensor[BF16, N, Pixel]
 reveal_type(policy.cast_to_compute(conv))  # want[plugin,pyright]: Conv1D[BF16, Time, Pixel, Hidden]
 reveal_type(policy.cast_to_compute(cell))  # want[plugin,pyright]: LSTMCell[BF16, Pixel, Hidden]
 reveal_type(policy.cast_to_param(fcb))  # want: Affine[F32, Pixel, Hidden]
@@ -69,7 +69,7 @@ reveal_type(loss)  # want: Tensor[F32]
 # the policy casts the activation, not the layer: dtypes differ
 w1 = fc(xb)  # want-error[plugin]: the input is BF16, the layer's parameters F32; want-error[mypy,pyright]
 w2 = fcb(images)  # want-error[plugin]: the input is F32, the layer's parameters BF16; want-error[mypy,pyright]
-w3 = norm(policy.cast_to_compute(images))  # want-error[plugin]: the input is BF16, the layer's parameters F32; want-error[pyright]; miss[mypy]: the runner's plain mypy skips equinox (a norm's base is Any)
+w3 = norm(policy.cast_to_compute(images))  # want-error[plugin]: the input is BF16, the layer's parameters F32; want-error[pyright]; miss[mypy]: plain mypy does not tell the dtypes apart through the norm's self-typed overloads
 w4 = fcb(xb) + images  # want-error: dtypes BF16 and F32 differ; want-error[mypy,pyright]
 w5 = policy.cast_to_param(fcb)(xb)  # want-error[plugin]: the input is BF16, the layer's parameters F32; want-error[mypy,pyright]
 w6: Tensor[BF16, N, Hidden] = policy.cast_to_output(fcb(xb))  # want-error; runs: annotations are not checked at run time

@@ -63,7 +63,7 @@ s1 = ax.fold(step, over=Hidden)(h0, seq)  # want-error[plugin]: Cannot fold over
 s2 = ax.fold(step, over=Time)(ax.zeros((4, 7, 16), N, Time, Hidden), seq)  # want-error[plugin]: Cannot fold over Time: the initial state init=Tensor[F32, N, Time, Hidden] has axis Time; miss[mypy,pyright]
 s3 = ax.fold(step, over=Time)(h0, ax.zeros((4, 7, 16), N, Time, Hidden))  # want-error[plugin]: Argument 2 to "step" has incompatible type "Tensor[F32, N, Hidden]"; expected "Tensor[F32, N, Pixel]"; miss[mypy,pyright]
 s4 = ax.scan(step, over=Time)(ax.zeros((16, 4), Hidden, N), seq)  # want-error[plugin]: Argument 1 to "step" has incompatible type "Tensor[F32, Hidden, N]"; miss[mypy,pyright]
-s5 = ax.fold(step, over=Time)(h0, seq, mask=ax.tensor([[True] * 28] * 4, N, Pixel, dtype=Bool))  # want-error[plugin]: Cannot fold over Time: mask=Tensor[Bool, N, Pixel] has no axis Time; miss[mypy,pyright]
+s5 = ax.fold(step, over=Time)(h0, seq, mask=ax.tensor([[True] * 28] * 4, N, Pixel, dtype=Bool))  # want-error[plugin]: Cannot fold over Time: mask=Tensor[Bool, N, Pixel] has no axis Time; want-error[mypy,pyright]
 s6 = ax.fold(step, over=Time)(h0, seq, mask=ax.tensor([[[True] * 28] * 7] * 4, N, Time, Pixel, dtype=Bool))  # want-error[plugin]: Cannot fold with mask Tensor[Bool, N, Pixel]: the state Tensor[F32, N, Hidden] has no axis Pixel; miss[mypy,pyright]
 s7: Tensor[F32, N, Time, Hidden] = ax.scan(step, over=Time)(h0, seq)  # want-error[plugin,pyright]; miss[mypy]; runs: annotations are not checked at run time
 s8 = ax.sum(ax.fold(step, over=Time)(h0, seq), Time)  # want-error: Cannot apply Sum(Time) to Tensor[F32, N, Hidden]: Time is not an axis of the tensor

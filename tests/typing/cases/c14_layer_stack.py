@@ -25,7 +25,7 @@ class Other(ax.Axis): ...
 class Depth(ax.Axis): ...
 
 
-class Block(eqx.Module):  # limit[mypy]: plain mypy does not analyse equinox (Module is Any)
+class Block(eqx.Module):
     up: ax.nn.Affine[F32, Hidden, Other]
     down: ax.nn.Affine[F32, Other, Hidden]
 
@@ -37,7 +37,7 @@ class Block(eqx.Module):  # limit[mypy]: plain mypy does not analyse equinox (Mo
         return x + self.down(ax.relu(self.up(x)))
 
 
-class Widen(eqx.Module):  # limit[mypy]: plain mypy does not analyse equinox (Module is Any)
+class Widen(eqx.Module):
     lin: ax.nn.Affine[F32, Hidden, Other]
 
     def __init__(self, key: jax.Array) -> None:
@@ -66,11 +66,16 @@ s2 = stack(ax.astype(x, BF16))  # want-error: incompatible type "Tensor[BF16, N,
 s3: Tensor[F32, N, Other] = stack(x)  # want-error; runs: annotations are not checked at run time
 s4 = stack(x, key=key)  # want-error: Unexpected keyword argument "key"; want-error[mypy]; want-error[pyright]; raises: TypeError
 
+# a stack of a layer the plugin types by its rule (a generic call; an overloaded one: plain
+# mypy reads it through the norms' own overloads, restated for LayerStack)
+norms = ax.nn.LayerStack.init(lambda k: ax.nn.LayerNorm(Hidden, 5), 2, key=key)
+reveal_type(norms(x))  # want: Tensor[F32, N, Hidden]
+n1 = norms(ax.normal(key, (4, 5), N, Other))  # want-error[plugin]: Hidden is not an axis of the input; want-error[mypy,pyright]
+n2 = norms(ax.astype(x, BF16))  # want-error[plugin]: the input is BF16, the layer's parameters F32; want-error[mypy,pyright]
+affines = ax.nn.LayerStack.init(lambda k: ax.nn.Affine(Hidden, Hidden, 5, 5, key=k), 2, key=key)
+reveal_type(affines(x))  # want: Tensor[F32, N, Hidden]
+a1 = affines(ax.normal(key, (5, 4), Hidden, N))  # want-error[plugin]: LayerStack: the block returns; want-error[mypy,pyright]
+
 # a block that does not return what it is given cannot be stacked
 wide = ax.nn.LayerStack.init(Widen, 2, key=key)
 w1 = wide(x)  # want-error: LayerStack: the block returns "Tensor[F32, N, Other]" for "Tensor[F32, N, Hidden]"; want-error[mypy]; want-error[pyright]
-
-# a stack of a layer the plugin types by its rule (a generic call)
-norms = ax.nn.LayerStack.init(lambda k: ax.nn.LayerNorm(Hidden, 5), 2, key=key)
-reveal_type(norms(x))  # want[plugin,pyright]: Tensor[F32, N, Hidden]; show[mypy]
-n1 = norms(ax.normal(key, (4, 5), N, Other))  # want-error[plugin]: Hidden is not an axis of the input; want-error[pyright]; show[mypy]

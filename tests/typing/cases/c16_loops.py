@@ -51,7 +51,18 @@ l2 = ax.scan(cell, over=Time)(h0, seq, mask=ax.zeros((4, 7), N, Time, dtype=ax.I
 l3 = ax.fold(step, over=Time)(h0, ax.zeros((4, 28), N, Pixel))  # want-error[plugin]: Cannot fold over Time: xs=Tensor[F32, N, Pixel] has no axis Time (every input must have it); miss[mypy,pyright]
 l4 = ax.fold(cell, over=Time)(h0, ax.zeros((4, 7, 16), N, Time, Hidden))  # want-error[plugin]: Cannot apply; miss[mypy,pyright]
 l5 = ax.fold(step, over=Time)(h0, ax.zeros((4, 7, 16), N, Time, Hidden))  # want-error[plugin]: Argument 2 to "step" has incompatible type "Tensor[F32, N, Hidden]"; expected "Tensor[F32, N, Pixel]"; miss[mypy,pyright]
-l6 = ax.fold(step, over=Time)(h0, seq, mask=ax.tensor([[True] * 28] * 4, N, Pixel, dtype=ax.Bool))  # want-error[plugin]: Cannot fold over Time: mask=Tensor[Bool, N, Pixel] has no axis Time; miss[mypy,pyright]
+l6 = ax.fold(step, over=Time)(h0, seq, mask=ax.tensor([[True] * 28] * 4, N, Pixel, dtype=ax.Bool))  # want-error[plugin]: Cannot fold over Time: mask=Tensor[Bool, N, Pixel] has no axis Time; want-error[mypy,pyright]
 l7 = ax.fold(step, over=Time)(h0, seq, mask=ax.tensor([[[True] * 28] * 7] * 4, N, Time, Pixel, dtype=ax.Bool))  # want-error[plugin]: the state Tensor[F32, N, Hidden] has no axis Pixel; miss[mypy,pyright]
 l8: Tensor[F32, N, Time, Hidden] = ax.scan(step, over=Time)(h0, seq)  # want-error[plugin,pyright]; miss[mypy]; runs: annotations are not checked at run time
 l9 = ax.sum(ax.scan(cell, over=Time)(h0, seq), Pixel)  # want-error[plugin]: Pixel is not an axis of the tensor; want-error[mypy,pyright]
+
+# ax.ones / ax.zeros / ax.full without dtype= are F32 (the run time's default), whatever the
+# context: never a Bool mask inferred from the parameter it is passed to
+reveal_type(ax.ones((4, 7), N, Time))  # want: Tensor[F32, N, Time]
+reveal_type(ax.zeros((4, 7), N, Time, dtype=ax.Bool))  # want: Tensor[Bool, N, Time]
+l10 = ax.fold(step, over=Time)(h0, seq, mask=ax.ones((4, 7), N, Time))  # want-error[plugin]: the mask must be Bool (true = keep), got F32; want-error[mypy,pyright]
+l11 = ax.scan(step, over=Time)(h0, seq, mask=ax.zeros((4, 7), N, Time))  # want-error[plugin]: the mask must be Bool (true = keep), got F32; want-error[mypy,pyright]
+l12 = ax.fold(step, over=Time)(h0, seq, mask=ax.full((4, 7), N, Time, value=1))  # want-error[plugin]: the mask must be Bool (true = keep), got F32; want-error[mypy,pyright]
+l13 = ax.where(ax.ones((4, 7), N, Time), weights, weights)  # want-error[plugin]: the condition must be Bool, got F32; want-error[mypy,pyright]
+l14: Tensor[ax.Bool, N, Time] = ax.ones((4, 7), N, Time)  # want-error; runs: annotations are not checked at run time
+l15 = ax.fold(step, over=Time)(h0, seq, mask=ax.ones((4, 7), N, Time, dtype=ax.Bool))  # ok

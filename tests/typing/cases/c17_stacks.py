@@ -1,7 +1,8 @@
 """Stacked layers and policy casts (issue 32, class 4): a ``LayerStack``'s parameters have the
 stacking axis first, statically too (``stack.stacked(get)`` in every checker; under the
-plugin also ``stack.layers.<...>``), so summing over ``Layer`` is correct and adding one
-block's weight to the stacked one is an error; a cast of a container (``LayerStack``,
+plugin also ``stack.layers.<...>``, which the other checkers type gradually: never a false
+error), so summing over ``Layer`` is correct and adding one block's weight to the stacked
+one is an error; a cast of a container (``LayerStack``,
 ``Remat``, ``Recurrent``, ``Bidirectional``) casts the layers it holds, so its call takes the
 new dtype; ``remat`` keeps the layer's call, so a wrong input axis is an error."""
 
@@ -30,7 +31,7 @@ class Other(ax.Axis): ...
 class Time(ax.Axis): ...
 
 
-class Block(eqx.Module):  # limit[mypy]: plain mypy does not analyse equinox (Module is Any)
+class Block(eqx.Module):
     up: ax.nn.Affine[F32, Hidden, Other]
     down: ax.nn.Affine[F32, Other, Hidden]
 
@@ -50,44 +51,45 @@ policy = ax.nn.Policy.mixed(ax.BF16)
 
 # the stacked parameters have Layer first
 reveal_type(stack.stacked(lambda b: b.down.weight))  # want: Tensor[F32, Layer, Hidden, Other]
-reveal_type(stack.layers.down.weight)  # want[plugin]: Tensor[F32, Layer, Hidden, Other]; want[mypy,pyright]: Tensor[F32, Hidden, Other]
+reveal_type(stack.layers.down.weight)  # want[plugin]: Tensor[F32, Layer, Hidden, Other]; want[mypy,pyright]: Any
 decay = ax.sum(ax.square(stack.stacked(lambda b: b.down.weight)), Layer)  # ok
 reveal_type(decay)  # want: Tensor[F32, Hidden, Other]
-decay2 = ax.sum(ax.square(stack.layers.down.weight), Layer)  # ok[plugin]; limit[mypy,pyright]: the block's class types its fields without Layer (use stack.stacked)
+decay2 = ax.sum(ax.square(stack.layers.down.weight), Layer)  # ok
+reveal_type(decay2)  # want[plugin]: Tensor[F32, Hidden, Other]; show[mypy,pyright]
 reveal_type(stack[0].down.weight)  # want: Tensor[F32, Hidden, Other]
 wrong: Tensor[F32, Hidden, Other] = stack.stacked(lambda b: b.down.weight)  # want-error; runs: annotations are not checked at run time
 
 # mistakes with the stacking axis
 m1 = stack.stacked(lambda b: b.down.weight) + block.down.weight  # want-error: axes differ; want-error[mypy,pyright]
-m2 = stack.layers.down.weight + block.down.weight  # want-error[plugin]: axes differ; miss[mypy,pyright]: the block's class types its fields without Layer (use stack.stacked)
+m2 = stack.layers.down.weight + block.down.weight  # want-error[plugin]: axes differ; miss[mypy,pyright]: stack.layers is gradual outside the plugin (use stack.stacked)
 m3 = ax.sum(block.down.weight, Layer)  # want-error[plugin]: Layer is not an axis of the tensor; want-error[pyright]: Argument of type "type[Layer]" cannot be assigned to parameter "over"; want-error[mypy]
-m4 = stack.stacked(lambda b: b.down)  # want-error[plugin,pyright]; limit[mypy]: plain mypy does not analyse equinox; raises: TypeError
+m4 = stack.stacked(lambda b: b.down)  # want-error; raises: TypeError
 
 # a stack of a layer the checkers type, cast with the policy: its call takes the new dtype
 norms = ax.nn.LayerStack.init(lambda k: ax.nn.LayerNorm(Hidden, 5), 2, key=key)
 xb = policy.cast_to_compute(x)
-reveal_type(policy.cast_to_compute(norms))  # want[plugin,pyright]: LayerStack[LayerNorm[BF16, Hidden], Layer]; show[mypy]
-reveal_type(policy.cast_to_compute(norms)(xb))  # want[plugin,pyright]: Tensor[BF16, N, Hidden]; show[mypy]
-reveal_type(ax.nn.cast(norms, BF16)(xb))  # want[plugin,pyright]: Tensor[BF16, N, Hidden]; show[mypy]
-s1 = norms(xb)  # want-error[plugin]: the input is BF16, the layer's parameters F32; want-error[pyright]; show[mypy]
+reveal_type(policy.cast_to_compute(norms))  # want: LayerStack[LayerNorm[BF16, Hidden], Layer]
+reveal_type(policy.cast_to_compute(norms)(xb))  # want: Tensor[BF16, N, Hidden]
+reveal_type(ax.nn.cast(norms, BF16)(xb))  # want: Tensor[BF16, N, Hidden]
+s1 = norms(xb)  # want-error[plugin]: the input is BF16, the layer's parameters F32; want-error[mypy,pyright]
 
 # every container kind: Remat, Recurrent, Bidirectional
 fc = ax.nn.Affine(Hidden, Other, 5, 7, key=key)
-reveal_type(policy.cast_to_compute(ax.nn.remat(fc)))  # want[plugin,pyright]: Remat[Affine[BF16, Hidden, Other]]; show[mypy]
-reveal_type(policy.cast_to_compute(ax.nn.remat(fc))(xb))  # want[plugin,pyright]: Tensor[BF16, N, Other]; show[mypy]
+reveal_type(policy.cast_to_compute(ax.nn.remat(fc)))  # want: Remat[Affine[BF16, Hidden, Other]]
+reveal_type(policy.cast_to_compute(ax.nn.remat(fc))(xb))  # want: Tensor[BF16, N, Other]
 rnn = ax.nn.Recurrent(ax.nn.GRUCell(Hidden, Other, 5, 6, key=key), over=Time)
-reveal_type(ax.nn.cast(rnn, BF16))  # want[plugin,pyright]: Recurrent[GRUCell[BF16, Hidden, Other], Time]; show[mypy]
+reveal_type(ax.nn.cast(rnn, BF16))  # want: Recurrent[GRUCell[BF16, Hidden, Other], Time]
 both = ax.nn.Bidirectional(
     ax.nn.LSTMCell(Hidden, Other, 5, 6, key=key), ax.nn.LSTMCell(Hidden, Other, 5, 6, key=key), over=Time
 )
-reveal_type(policy.cast_to_compute(both))  # want[plugin,pyright]: Bidirectional[LSTMCell[BF16, Hidden, Other], LSTMCell[BF16, Hidden, Other], Time]; show[mypy]
+reveal_type(policy.cast_to_compute(both))  # want[plugin,pyright]: Bidirectional[LSTMCell[BF16, Hidden, Other], LSTMCell[BF16, Hidden, Other], Time]
 seq = ax.nn.Sequential([fc, ax.relu])
 reveal_type(policy.cast_to_compute(ax.nn.remat(seq)))  # show
 
 # remat keeps the layer's call: a wrong input axis is an error
 r = ax.nn.remat(block)
-reveal_type(r(x))  # want[plugin,pyright]: Tensor[F32, N, Hidden]; show[mypy]
-r1 = r(ax.normal(key, (4, 7), N, Other))  # want-error[plugin]: incompatible type "Tensor[F32, N, Other]"; want-error[pyright]; show[mypy]
-reveal_type(ax.nn.remat(fc)(x))  # want[plugin,pyright]: Tensor[F32, N, Other]; limit[mypy]: plain mypy infers no ParamSpec from an overloaded call
-r2 = ax.nn.remat(fc)(ax.normal(key, (4, 7), N, Other))  # want-error[plugin]: Hidden is not an axis of the input; want-error[pyright]; show[mypy]
-r3 = ax.nn.remat(fc)(xb)  # want-error[plugin]: the input is BF16; want-error[pyright]; show[mypy]
+reveal_type(r(x))  # want: Tensor[F32, N, Hidden]
+r1 = r(ax.normal(key, (4, 7), N, Other))  # want-error[plugin]: incompatible type "Tensor[F32, N, Other]"; want-error[mypy,pyright]
+reveal_type(ax.nn.remat(fc)(x))  # want: Tensor[F32, N, Other]
+r2 = ax.nn.remat(fc)(ax.normal(key, (4, 7), N, Other))  # want-error[plugin]: Hidden is not an axis of the input; want-error[mypy,pyright]
+r3 = ax.nn.remat(fc)(xb)  # want-error[plugin]: the input is BF16; want-error[mypy,pyright]

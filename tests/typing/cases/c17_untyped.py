@@ -63,13 +63,13 @@ def loss_fn(model: ax.nn.MLP[F32, Pixel, Class], x: Tensor[F32, N, Pixel]) -> Te
 grads = eqx.filter_grad(lambda m: loss_fn(m, x0).array)(mlp)  # show
 updates, opt_state = optimizer.update(grads, opt_state)  # show
 trained = ax.train.apply_updates(mlp, updates)  # show
-reveal_type(trained)  # want[plugin,pyright]: MLP[F32, Pixel, Class]; show[mypy]
-reveal_type(trained(x0))  # want[plugin,pyright]: Tensor[F32, N, Class]; show[mypy]
-u1 = trained(ax.zeros((4, 2), N, Class))  # want-error[plugin]: Pixel is not an axis of the input; want-error[pyright]; show[mypy]
+reveal_type(trained)  # want: MLP[F32, Pixel, Class]
+reveal_type(trained(x0))  # want: Tensor[F32, N, Class]
+u1 = trained(ax.zeros((4, 2), N, Class))  # want-error[plugin]: Pixel is not an axis of the input; want-error[mypy,pyright]
 step = ax.train.TrainStep(mlp, optimizer, loss_fn)
 step(x0)  # ok
 reveal_type(step.model(x0))  # want: Tensor[F32, N, Class]
 
 # remat keeps the call type
 block = ax.nn.remat(ax.nn.LayerNorm(Pixel, 3))
-reveal_type(block(xs))  # want[plugin,pyright]: Tensor[F32, Time, N, Pixel]; limit[mypy]: plain mypy infers no ParamSpec from an overloaded call
+reveal_type(block(xs))  # want: Tensor[F32, Time, N, Pixel]
