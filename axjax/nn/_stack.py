@@ -215,36 +215,10 @@ class LayerStack(eqx.Module, Generic[M, L]):
         if not layers:
             raise ValueError("LayerStack.from_layers: give at least one layer")
         over = check_axis_label(axis, "LayerStack.from_layers")
-        dyn, static = eqx.partition(layers[0], _dynamic, is_leaf=is_tensor)
-        leaves0, def0 = flatten(dyn)
-        columns: list[list[Any]] = [[] for _ in leaves0]
-        for i, layer in enumerate(layers):
-            d, s = eqx.partition(layer, _dynamic, is_leaf=is_tensor)
-            leaves, tdef = flatten(d)
-            same = tdef == def0 and eqx.tree_equal(s, static) is True
-            if same:
-                same = all(
-                    (is_tensor(a) and is_tensor(b) and a.type == b.type)
-                    or (not is_tensor(a) and not is_tensor(b) and a.shape == b.shape)
-                    for a, b in zip(leaves, leaves0, strict=True)
-                )
-            if not same:
-                raise ValueError(
-                    f"LayerStack.from_layers: layer {i} differs from layer 0 in its "
-                    "structure, its settings or its parameters' axes, dtypes or sizes; "
-                    "a stack holds copies of one block"
-                )
-            for column, leaf in zip(columns, leaves, strict=True):
-                column.append(leaf)
-        stacked: list[Any] = [
-            Tensor(jnp.stack([t.array for t in c]), (over, *c[0].axes))
-            if is_tensor(c[0])
-            else jnp.stack(c)
-            for c in columns
-        ]
-        return LayerStack(
-            eqx.combine(unflatten(def0, stacked), static, is_leaf=is_tensor), axis, remat=remat
+        stacked = stack_modules(
+            layers, over, "LayerStack.from_layers", "layer", "a stack holds copies of one block"
         )
+        return LayerStack(stacked, axis, remat=remat)
 
     def __len__(self) -> int:
         """The number of layers."""
@@ -301,6 +275,39 @@ class LayerStack(eqx.Module, Generic[M, L]):
         """Apply every layer in turn: one scan over the stacking axis."""
         out: X = _run(self, x, args, dict(kwargs))
         return out
+
+
+def stack_modules(modules: Sequence[M2], over: type[Axis], where: str, noun: str, why: str) -> M2:
+    """One module of ``modules``' structure whose every Tensor (and array) stacks theirs
+    along a new leading axis ``over``; a clear error naming the first that differs."""
+    dyn, static = eqx.partition(modules[0], _dynamic, is_leaf=is_tensor)
+    leaves0, def0 = flatten(dyn)
+    columns: list[list[Any]] = [[] for _ in leaves0]
+    for i, module in enumerate(modules):
+        d, s = eqx.partition(module, _dynamic, is_leaf=is_tensor)
+        leaves, tdef = flatten(d)
+        same = tdef == def0 and eqx.tree_equal(s, static) is True
+        if same:
+            same = all(
+                (is_tensor(a) and is_tensor(b) and a.type == b.type)
+                or (not is_tensor(a) and not is_tensor(b) and a.shape == b.shape)
+                for a, b in zip(leaves, leaves0, strict=True)
+            )
+        if not same:
+            raise ValueError(
+                f"{where}: {noun} {i} differs from {noun} 0 in its structure, its settings "
+                f"or its parameters' axes, dtypes or sizes; {why}"
+            )
+        for column, leaf in zip(columns, leaves, strict=True):
+            column.append(leaf)
+    stacked: list[Any] = [
+        Tensor(jnp.stack([t.array for t in c]), (over, *c[0].axes))
+        if is_tensor(c[0])
+        else jnp.stack(c)
+        for c in columns
+    ]
+    out: M2 = eqx.combine(unflatten(def0, stacked), static, is_leaf=is_tensor)
+    return out
 
 
 def _run(
