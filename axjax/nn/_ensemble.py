@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import inspect
 from collections.abc import Callable, Sequence
-from typing import Any, Concatenate, Generic, TypeVarTuple, final, overload
+from typing import Any, Concatenate, Generic, TypeVarTuple, cast, final, overload
 
 import equinox as eqx
 import jax
@@ -36,7 +36,7 @@ from ..core._internal import (
 from ..ops import mean
 from ..ops import sum as ax_sum
 from ._registry import register_layer
-from ._stack import _dynamic, _key_of, _keys_tensor, stack_modules
+from ._stack import dynamic_leaf, key_of, keys_tensor, stack_modules
 
 __all__ = ["Ensemble", "Member", "ensemble_loss"]
 
@@ -51,6 +51,7 @@ D2 = TypeVar("D2", bound=DType)
 Ts = TypeVarTuple("Ts")
 Us = TypeVarTuple("Us")
 R = TypeVar("R")
+X = TypeVar("X")
 P = ParamSpec("P")
 
 
@@ -214,7 +215,11 @@ class Ensemble(eqx.Module, Generic[M, A]):
     ) -> Tensor[D2, AE, *Us]: ...
     @overload
     def __call__(
-        self: Ensemble[Callable[..., Any], Any], x: Any, /, *args: Any, **kwargs: Any
+        self: Ensemble[Callable[Concatenate[X, P], object], Any],
+        x: X,
+        /,
+        *args: P.args,
+        **kwargs: P.kwargs,
     ) -> Any: ...
     def __call__(self, x: Any, /, *args: Any, **kwargs: Any) -> Any:
         """Every member on the same arguments: the outputs' Tensors get the axis first."""
@@ -239,7 +244,7 @@ def _run(ens: Ensemble[Any, Any], x: PyTree, args: tuple[Any, ...], kwargs: dict
     key = kwargs.pop("key", None)
     _refuse_axis(x, ens.axis, where, "x")
     _refuse_axis((args, kwargs), ens.axis, where, "argument")
-    dyn, static = eqx.partition(ens.members, _dynamic, is_leaf=is_tensor)
+    dyn, static = eqx.partition(ens.members, dynamic_leaf, is_leaf=is_tensor)
     if any(is_symbolic(t) for t in flatten((x, args, kwargs, dyn))[0] if is_tensor(t)):
         raise TypeError(f"{where}: an ensemble is called on Tensors, not on graph nodes")
 
@@ -247,10 +252,10 @@ def _run(ens: Ensemble[Any, Any], x: PyTree, args: tuple[Any, ...], kwargs: dict
         member = eqx.combine(member_dyn, static, is_leaf=is_tensor)
         if key is None:
             return member(x, *args, **kwargs)
-        return member(x, *args, key=_key_of(k[0], key), **kwargs)
+        return member(x, *args, key=key_of(k[0], key), **kwargs)
 
     mapped = vmap(one, over=ens.axis)
-    return mapped(dyn) if key is None else mapped(dyn, _keys_tensor(key, n, ens.axis))
+    return mapped(dyn) if key is None else mapped(dyn, keys_tensor(key, n, ens.axis))
 
 
 def ensemble_loss(
@@ -281,8 +286,13 @@ def ensemble_loss(
         def keyed(ensemble: Any, *batch: Any, key: jax.Array | None = None) -> Any:
             return _total(loss_fn, ensemble, batch, key, True)
 
-        return keyed
-    return lambda ensemble, *batch: _total(loss_fn, ensemble, batch, None, False)
+        return cast("Callable[Concatenate[Ensemble[M2, Any], P], R]", keyed)
+
+    def plain(ensemble: Any, *batch: Any) -> Any:
+        return _total(loss_fn, ensemble, batch, None, False)
+
+    # the wrapper takes what loss_fn takes after the model (its signature is P)
+    return cast("Callable[Concatenate[Ensemble[M2, Any], P], R]", plain)
 
 
 def _total(
@@ -295,17 +305,19 @@ def _total(
     where = f"ensemble_loss(over={axis_name(ens.axis)})"
     n = _count(ens.members, ens.axis, where)
     _refuse_axis(batch, ens.axis, where, "batch")
-    dyn, static = eqx.partition(ens.members, _dynamic, is_leaf=is_tensor)
+    dyn, static = eqx.partition(ens.members, dynamic_leaf, is_leaf=is_tensor)
 
     def one(member_dyn: PyTree, *k: AnyTensor) -> PyTree:
         member = eqx.combine(member_dyn, static, is_leaf=is_tensor)
         if not with_key:
             return loss_fn(member, *batch)
-        return loss_fn(member, *batch, key=None if key is None else _key_of(k[0], key))
+        return loss_fn(member, *batch, key=None if key is None else key_of(k[0], key))
 
     mapped = vmap(one, over=ens.axis)
-    out = mapped(dyn) if key is None else mapped(dyn, _keys_tensor(key, n, ens.axis))
-    loss, metrics = out if isinstance(out, tuple) and len(out) == 2 else (out, None)
+    out: Any = mapped(dyn) if key is None else mapped(dyn, keys_tensor(key, n, ens.axis))
+    pair = isinstance(out, tuple) and len(out) == 2  # noqa: PLR2004  # (loss, metrics)
+    loss: Any = out[0] if pair else out
+    metrics: Any = out[1] if pair else None
     if eqx.is_array(loss) and loss.shape == (n,):  # a loss that returns a bare array
         total: Any = loss.sum()
     elif is_tensor(loss) and loss.axes == (ens.axis,):

@@ -75,7 +75,7 @@ class _KeyData(Axis):
     """The words of a PRNG key, when per-layer keys ride along a scan as a Tensor."""
 
 
-def _dynamic(leaf: object) -> bool:
+def dynamic_leaf(leaf: object) -> bool:
     return is_tensor(leaf) or eqx.is_array(leaf)
 
 
@@ -280,11 +280,11 @@ class LayerStack(eqx.Module, Generic[M, L]):
 def stack_modules(modules: Sequence[M2], over: type[Axis], where: str, noun: str, why: str) -> M2:
     """One module of ``modules``' structure whose every Tensor (and array) stacks theirs
     along a new leading axis ``over``; a clear error naming the first that differs."""
-    dyn, static = eqx.partition(modules[0], _dynamic, is_leaf=is_tensor)
+    dyn, static = eqx.partition(modules[0], dynamic_leaf, is_leaf=is_tensor)
     leaves0, def0 = flatten(dyn)
     columns: list[list[Any]] = [[] for _ in leaves0]
     for i, module in enumerate(modules):
-        d, s = eqx.partition(module, _dynamic, is_leaf=is_tensor)
+        d, s = eqx.partition(module, dynamic_leaf, is_leaf=is_tensor)
         leaves, tdef = flatten(d)
         same = tdef == def0 and eqx.tree_equal(s, static) is True
         if same:
@@ -321,14 +321,14 @@ def _run(
             f"{where}: the input must be a Tensor or a pytree of Tensors (the state carried "
             f"from layer to layer), got {type(x).__name__}"
         )
-    dyn, static = eqx.partition(stack.layers, _dynamic, is_leaf=is_tensor)
+    dyn, static = eqx.partition(stack.layers, dynamic_leaf, is_leaf=is_tensor)
     key = kwargs.pop("key", None)
     symbolic = any(is_symbolic(t) for t in [*x_leaves, *flatten(dyn)[0]])
     if key is not None and symbolic:
         raise TypeError(f"{where}: key= is for a call on Tensors, not on graph nodes")
     if not symbolic:
         dyn = unsplit_leading(dyn)  # FSDP over Layer on an Explicit mesh: gathered first
-    xs: PyTree = dyn if key is None else (dyn, _keys_tensor(key, n, stack.axis))
+    xs: PyTree = dyn if key is None else (dyn, keys_tensor(key, n, stack.axis))
 
     def apply(state: PyTree, sliced: PyTree) -> PyTree:
         if key is None:
@@ -337,7 +337,7 @@ def _run(
         else:
             layer_dyn, k = sliced
             block = eqx.combine(layer_dyn, static, is_leaf=is_tensor)
-            out = block(state, *args, key=_key_of(k, key), **kwargs)
+            out = block(state, *args, key=key_of(k, key), **kwargs)
         _check_same(out, state, where)
         return out
 
@@ -355,14 +355,14 @@ def _run(
     return fold(unit, over=stack.axis)(x, xs)
 
 
-def _keys_tensor(key: jax.Array, n: int, axis: type[Axis]) -> AnyTensor:
+def keys_tensor(key: jax.Array, n: int, axis: type[Axis]) -> AnyTensor:
     """One key per layer as a U32 Tensor ``[axis, _KeyData]`` (``fold`` scans Tensors)."""
     keys = jax.random.split(key, n)
     data = jax.random.key_data(keys) if jnp.issubdtype(keys.dtype, jax.dtypes.prng_key) else keys
     return Tensor(data.reshape(n, -1), (axis, _KeyData))
 
 
-def _key_of(k: AnyTensor, like: jax.Array) -> jax.Array:
+def key_of(k: AnyTensor, like: jax.Array) -> jax.Array:
     """The key of one layer, typed as ``like`` is (a typed key or raw uint32 words)."""
     words: jax.Array = k.array
     if jnp.issubdtype(like.dtype, jax.dtypes.prng_key):
