@@ -265,3 +265,13 @@ def test_ensemble_loss_errors() -> None:
         match=r"the input batch\[0\] already has the ensemble's axis Member \(Tensor\[F32, Mem",
     ):
         ax.nn.ensemble_loss(_loss)(ens, rand((2, 8, 3), Member, Batch, In), y)
+
+
+def test_an_ensemble_as_an_argument_of_a_serialized_jax_export_function() -> None:
+    ens = ax.nn.Ensemble.init(_mlp, 3, key=KEY)
+    x = rand((4, 3), Batch, In, seed=7)
+    blob = jax.export.export(jax.jit(lambda e, x: e(x)))(ens, x).serialize()
+    other = ax.nn.Ensemble.init(_mlp, 3, key=jax.random.key(11))  # new weights, same shape
+    got = jax.export.deserialize(blob).call(other, x)
+    assert got.axes == (Member, Batch, Out)
+    close(got.array, other(x).array, 1e-6)
