@@ -60,8 +60,11 @@ class Member(Axis):
     """The default axis of an :class:`Ensemble`: one entry per member."""
 
 
-#: the axis of an ensemble being built (``Member`` when none is given)
-A2 = TypeVar("A2", bound=Axis, default=Member)
+#: the axis of an ensemble being built
+A2 = TypeVar("A2", bound=Axis)
+#: ``Ensemble(members)``'s default axis, ``Member`` (typed ``Any`` to be a default of
+#: ``type[A]``; ``init`` and ``from_members`` type it exactly by their overloads)
+_DEFAULT_AXIS: Any = Member
 
 
 def _count(members: PyTree, axis: type[Axis], where: str) -> int:
@@ -137,20 +140,30 @@ class Ensemble(eqx.Module, Generic[M, A]):
     members: M
     axis: type[Axis] = eqx.field(static=True)
 
-    def __init__(self, members: M, axis: type[A] = Member) -> None:  # type: ignore[assignment]  # A's default is Member
+    def __init__(self, members: M, axis: type[A] = _DEFAULT_AXIS) -> None:
         self.axis = check_axis_label(axis, "Ensemble")
         _count(members, self.axis, "Ensemble")
         self.members = members
 
+    @overload
+    @classmethod
+    def init(
+        cls, make: Callable[[jax.Array], M2], n: int, *, key: jax.Array
+    ) -> Ensemble[M2, Member]: ...
+    @overload
+    @classmethod
+    def init(
+        cls, make: Callable[[jax.Array], M2], n: int, axis: type[A2], *, key: jax.Array
+    ) -> Ensemble[M2, A2]: ...
     @classmethod
     def init(
         cls,
         make: Callable[[jax.Array], M2],
         n: int,
-        axis: type[A2] = Member,  # type: ignore[assignment]  # A2's default is Member
+        axis: type[Axis] = Member,
         *,
         key: jax.Array,
-    ) -> Ensemble[M2, A2]:
+    ) -> Ensemble[M2, Any]:
         """``n`` members ``make(k)``, member ``i`` with ``k = jax.random.split(key, n)[i]``
         (``make`` is called once per member: a make whose models differ is an error).
 
@@ -163,12 +176,14 @@ class Ensemble(eqx.Module, Generic[M, A]):
         members = [make(k) for k in jax.random.split(key, n)]
         return Ensemble(_stack(members, over, "Ensemble.init"), axis)
 
+    @overload
     @classmethod
-    def from_members(
-        cls,
-        members: Sequence[M2],
-        axis: type[A2] = Member,  # type: ignore[assignment]  # A2's default is Member
-    ) -> Ensemble[M2, A2]:
+    def from_members(cls, members: Sequence[M2]) -> Ensemble[M2, Member]: ...
+    @overload
+    @classmethod
+    def from_members(cls, members: Sequence[M2], axis: type[A2]) -> Ensemble[M2, A2]: ...
+    @classmethod
+    def from_members(cls, members: Sequence[M2], axis: type[Axis] = Member) -> Ensemble[M2, Any]:
         """The ensemble of models already built (same structure, axes and sizes), in order.
 
         Example:
@@ -221,12 +236,12 @@ class Ensemble(eqx.Module, Generic[M, A]):
         *args: P.args,
         **kwargs: P.kwargs,
     ) -> Any: ...
-    def __call__(self, x: Any, /, *args: Any, **kwargs: Any) -> Any:
+    def __call__(self, x: PyTree, /, *args: object, **kwargs: object) -> PyTree:
         """Every member on the same arguments: the outputs' Tensors get the axis first."""
         return _run(self, x, args, dict(kwargs))
 
 
-def _stack(members: list[Any], over: type[Axis], where: str) -> Any:
+def _stack(members: list[M2], over: type[Axis], where: str) -> M2:
     for i, m in enumerate(members):
         if not flatten(eqx.filter(m, is_tensor, is_leaf=is_tensor))[0]:
             raise ValueError(
@@ -238,10 +253,12 @@ def _stack(members: list[Any], over: type[Axis], where: str) -> Any:
     )
 
 
-def _run(ens: Ensemble[Any, Any], x: PyTree, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+def _run(
+    ens: Ensemble[Any, Any], x: PyTree, args: tuple[object, ...], kwargs: dict[str, object]
+) -> PyTree:
     where = f"Ensemble(over={axis_name(ens.axis)})"
     n = _count(ens.members, ens.axis, where)
-    key = kwargs.pop("key", None)
+    key = cast("jax.Array | None", kwargs.pop("key", None))  # a PRNG key, as Dropout takes
     _refuse_axis(x, ens.axis, where, "x")
     _refuse_axis((args, kwargs), ens.axis, where, "argument")
     dyn, static = eqx.partition(ens.members, dynamic_leaf, is_leaf=is_tensor)
@@ -283,12 +300,12 @@ def ensemble_loss(
         with_key = False
     if with_key:
 
-        def keyed(ensemble: Any, *batch: Any, key: jax.Array | None = None) -> Any:
+        def keyed(ensemble: object, *batch: object, key: jax.Array | None = None) -> PyTree:
             return _total(loss_fn, ensemble, batch, key, True)
 
         return cast("Callable[Concatenate[Ensemble[M2, Any], P], R]", keyed)
 
-    def plain(ensemble: Any, *batch: Any) -> Any:
+    def plain(ensemble: object, *batch: object) -> PyTree:
         return _total(loss_fn, ensemble, batch, None, False)
 
     # the wrapper takes what loss_fn takes after the model (its signature is P)
@@ -296,8 +313,12 @@ def ensemble_loss(
 
 
 def _total(
-    loss_fn: Callable[..., Any], ens: object, batch: tuple[Any, ...], key: Any, with_key: bool
-) -> Any:
+    loss_fn: Callable[..., object],
+    ens: object,
+    batch: tuple[object, ...],
+    key: jax.Array | None,
+    with_key: bool,
+) -> PyTree:
     if not isinstance(ens, Ensemble):
         raise TypeError(
             f"ensemble_loss: the model must be an ax.nn.Ensemble, got {type(ens).__name__}"
@@ -314,12 +335,12 @@ def _total(
         return loss_fn(member, *batch, key=None if key is None else key_of(k[0], key))
 
     mapped = vmap(one, over=ens.axis)
-    out: Any = mapped(dyn) if key is None else mapped(dyn, keys_tensor(key, n, ens.axis))
+    out: PyTree = mapped(dyn) if key is None else mapped(dyn, keys_tensor(key, n, ens.axis))
     pair = isinstance(out, tuple) and len(out) == 2  # noqa: PLR2004  # (loss, metrics)
-    loss: Any = out[0] if pair else out
-    metrics: Any = out[1] if pair else None
+    loss: PyTree = out[0] if pair else out
+    metrics: PyTree = out[1] if pair else None
     if eqx.is_array(loss) and loss.shape == (n,):  # a loss that returns a bare array
-        total: Any = loss.sum()
+        total: PyTree = loss.sum()
     elif is_tensor(loss) and loss.axes == (ens.axis,):
         total = ax_sum(loss, ens.axis)
     else:
