@@ -7,7 +7,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 PIP_INSTALL := $(PY) -m pip install -q --prefer-binary --no-compile
 
-.PHONY: mnist test lint install docs test-pythons gpu-check gpu-check-smoke
+.PHONY: mnist test lint install docs test-pythons gpu-check gpu-check-smoke onnx-check
 
 $(VENV)/.installed-run: pyproject.toml
 	python3 -m venv $(VENV)
@@ -52,3 +52,19 @@ gpu-check:
 	OUT=$(OUT) bash tools/gpu_check.sh $(ARGS)
 gpu-check-smoke:
 	OUT=$(OUT) PYTHON=$(if $(wildcard $(PY)),$(PY),python3) bash tools/gpu_check.sh --smoke $(ARGS)
+
+# ONNX export through jax2onnx, checked in its own environment (.venv-onnx): jax2onnx pins
+# older flax and orbax-checkpoint than the `sharded` extra, so it is neither a base nor a dev
+# dependency, and CI does not run this. tools/onnx_check.py exports an MLP, an ensemble and
+# (when axjax.models.gpt2 and its fixture exist) GPT-2, and compares onnxruntime's outputs
+# with axjax's within 1e-5.
+ONNX_VENV ?= .venv-onnx
+$(ONNX_VENV)/.installed: pyproject.toml
+	python3 -m venv $(ONNX_VENV)
+	$(ONNX_VENV)/bin/python -m pip install -q --upgrade pip
+	$(ONNX_VENV)/bin/python -m pip install -q --prefer-binary --no-compile jax2onnx onnxruntime
+	$(ONNX_VENV)/bin/python -m pip install -q --prefer-binary --no-compile -e .
+	touch $@
+
+onnx-check: $(ONNX_VENV)/.installed   ## export to ONNX (jax2onnx) and compare in onnxruntime
+	$(ONNX_VENV)/bin/python tools/onnx_check.py $(ARGS)

@@ -43,7 +43,7 @@ from mypy.nodes import (
     TypeInfo,
 )
 from mypy.plugin import AttributeContext, FunctionContext, MethodContext
-from mypy.subtypes import is_subtype
+from mypy.subtypes import is_same_type, is_subtype
 from mypy.types import (
     AnyType,
     Instance,
@@ -69,6 +69,8 @@ SEQUENTIAL = f"{NN}._sequential.Sequential"
 LAYER_STACK = next(s.path for s in declared_layers() if s.typed == "stack")
 #: ``Remat[Block]``: one module called as it is, so its call is the module's call
 WRAPPERS = tuple(s.path for s in declared_layers() if s.typed == "wrapper")
+#: ``Ensemble[Model, Member]``: the model called on every member, ``Member`` first in its output
+ENSEMBLES = tuple(s.path for s in declared_layers() if s.typed == "ensemble")
 CAST = f"{NN}._precision.cast"
 #: the base of the recurrent cells (``AbstractCell[D, In, H]``): ``init_state`` is typed
 CELL = f"{NN}._recurrent.AbstractCell"
@@ -125,7 +127,11 @@ class LayerHooks:
         if method != "__call__" or not cls:
             return False
         return (
-            cls in CHAINS or cls in WRAPPERS or cls == LAYER_STACK or self.layer_of(cls) is not None
+            cls in CHAINS
+            or cls in WRAPPERS
+            or cls in ENSEMBLES
+            or cls == LAYER_STACK
+            or self.layer_of(cls) is not None
         )
 
     # ------------------------------------------------------------------ hooks
@@ -137,7 +143,7 @@ class LayerHooks:
             return False
         if any(p.type.has_base(c) for c in CHAINS):
             return _layers_of(p) is not None
-        for holder in (LAYER_STACK, *WRAPPERS):
+        for holder in (LAYER_STACK, *WRAPPERS, *ENSEMBLES):
             if p.type.has_base(holder):
                 inner = map_instance_to_supertype(p, self._info(holder)).args[0]
                 return not isinstance(get_proper_type(inner), AnyType)
@@ -163,6 +169,9 @@ class LayerHooks:
             return self.chain(ctx, p)
         if p.type.has_base(LAYER_STACK):
             return self.stack(ctx, p)
+        ensemble = next((e for e in ENSEMBLES if p.type.has_base(e)), None)
+        if ensemble is not None:
+            return self.ensemble(ctx, map_instance_to_supertype(p, self._info(ensemble)))
         wrapper = next((w for w in WRAPPERS if p.type.has_base(w)), None)
         if wrapper is not None:
             inner = map_instance_to_supertype(p, self._info(wrapper)).args[0]
@@ -426,6 +435,48 @@ class LayerHooks:
             return self.tools.gradual()
         return x
 
+    # ------------------------------------------------------------------ Ensemble
+    def ensemble(self, ctx: MethodContext, ens: Instance) -> Type:
+        """``ensemble(x, *args, **kwargs)``: the model's call on the same arguments, with
+        the ensemble's axis first in each Tensor of the result; an argument that already has
+        that axis is an error (every member gets the same input)."""
+        model, axis = ens.args[0], ens.args[1]
+        known_axis = not isinstance(get_proper_type(axis), AnyType)
+        tensor = self.tools.tensor()
+        for types in ctx.arg_types:
+            for t in types:
+                tt = tensor_of(t, tensor)
+                if known_axis and tt is not None and tt.axes is not None:
+                    if any(is_same_type(a, axis) for a in tt.axes):
+                        name = format_type(axis, ctx.api.options).strip('"')
+                        ctx.api.fail(
+                            f"Ensemble(over={name}): the input {format_type(t, ctx.api.options)} "
+                            f"already has the ensemble's axis {name}; every member gets the "
+                            "same input",
+                            ctx.context,
+                            code=AXES_ERROR,
+                        )
+                        return self.tools.gradual()
+        out = self._call_inner(ctx, model)
+        if out is None:
+            return self.tools.gradual()  # reported by the model's own call
+        if not known_axis:
+            return self.tools.gradual()
+        return self._with_axis(out, axis)
+
+    def _with_axis(self, t: Type, axis: Type) -> Type:
+        """``t`` (a Tensor or a tuple of them) with ``axis`` first in each Tensor; another
+        type is gradual."""
+        p = get_proper_type(t)
+        if isinstance(p, TupleType):
+            return p.copy_modified(items=[self._with_axis(i, axis) for i in p.items])
+        tt = tensor_of(p, self.tools.tensor())
+        if tt is None or tt.axes is None or isinstance(p, AnyType):
+            return self.tools.gradual()
+        return make_tensor(
+            self.tools.tensor(), TT(tt.dtype, [axis, *tt.axes]), self.tools.tuple_info()
+        )
+
     def _call_inner(self, ctx: MethodContext, inner: Type) -> Type | None:
         """The result of calling a module of type ``inner`` with the arguments of ``ctx``'s
         call (mypy's own check of the call, the inner layer's hooks included); ``None`` when
@@ -474,10 +525,20 @@ class LayerHooks:
         lookup = getattr(ctx.api, "lookup_type_or_none", None)
         node = ctx.context.expr if isinstance(ctx.context, MemberExpr) else None
         while isinstance(node, MemberExpr) and lookup is not None:
-            if node.name == "layers":
+            if node.name in ("layers", "members"):
                 holder = get_proper_type(lookup(node.expr))
-                if isinstance(holder, Instance) and holder.type.has_base(LAYER_STACK):
-                    axis = map_instance_to_supertype(holder, self._info(LAYER_STACK)).args[1]
+                base = next(
+                    (
+                        b
+                        for b in (LAYER_STACK, *ENSEMBLES)
+                        if isinstance(holder, Instance)
+                        and holder.type.has_base(b)
+                        and node.name == ("layers" if b == LAYER_STACK else "members")
+                    ),
+                    None,
+                )
+                if isinstance(holder, Instance) and base is not None:
+                    axis = map_instance_to_supertype(holder, self._info(base)).args[1]
                     tt = tensor_of(t, self.tools.tensor())
                     if tt is None or tt.axes is None:
                         return ctx.default_attr_type

@@ -30,6 +30,9 @@ from ._conv import Conv2D as Conv2D
 from ._conv import Conv3D as Conv3D
 from ._dropout import Dropout as Dropout
 from ._embedding import Embedding as Embedding
+from ._ensemble import Ensemble as Ensemble
+from ._ensemble import Member as Member
+from ._ensemble import ensemble_loss as ensemble_loss
 from ._export import exportable as exportable
 from ._export import is_exportable as is_exportable
 from ._fused_attention import AttentionPath as AttentionPath

@@ -100,6 +100,7 @@ if TYPE_CHECKING:
     from ._attention import MultiheadAttention
     from ._conv import Conv1D, Conv2D, Conv3D
     from ._embedding import Embedding
+    from ._ensemble import Ensemble
     from ._linear import MLP, Affine, Linear
     from ._norm import LayerNorm, RMSNorm
     from ._recurrent import GRUCell, LSTMCell, RNNCell
@@ -189,54 +190,6 @@ def cast(
 ) -> Remat[MultiheadAttention[DN, CA1, CA2, CA3, CA4, CA5]]: ...
 @overload
 def cast(
-    tree: Recurrent[RNNCell[Any, CA1, CA2], CA3], dtype: type[DN]
-) -> Recurrent[RNNCell[DN, CA1, CA2], CA3]: ...
-@overload
-def cast(
-    tree: Recurrent[GRUCell[Any, CA1, CA2], CA3], dtype: type[DN]
-) -> Recurrent[GRUCell[DN, CA1, CA2], CA3]: ...
-@overload
-def cast(
-    tree: Recurrent[LSTMCell[Any, CA1, CA2], CA3], dtype: type[DN]
-) -> Recurrent[LSTMCell[DN, CA1, CA2], CA3]: ...
-@overload
-def cast(
-    tree: Bidirectional[RNNCell[Any, CA1, CA2], RNNCell[Any, CA3, CA4], CA5], dtype: type[DN]
-) -> Bidirectional[RNNCell[DN, CA1, CA2], RNNCell[DN, CA3, CA4], CA5]: ...
-@overload
-def cast(
-    tree: Bidirectional[RNNCell[Any, CA1, CA2], GRUCell[Any, CA3, CA4], CA5], dtype: type[DN]
-) -> Bidirectional[RNNCell[DN, CA1, CA2], GRUCell[DN, CA3, CA4], CA5]: ...
-@overload
-def cast(
-    tree: Bidirectional[RNNCell[Any, CA1, CA2], LSTMCell[Any, CA3, CA4], CA5], dtype: type[DN]
-) -> Bidirectional[RNNCell[DN, CA1, CA2], LSTMCell[DN, CA3, CA4], CA5]: ...
-@overload
-def cast(
-    tree: Bidirectional[GRUCell[Any, CA1, CA2], RNNCell[Any, CA3, CA4], CA5], dtype: type[DN]
-) -> Bidirectional[GRUCell[DN, CA1, CA2], RNNCell[DN, CA3, CA4], CA5]: ...
-@overload
-def cast(
-    tree: Bidirectional[GRUCell[Any, CA1, CA2], GRUCell[Any, CA3, CA4], CA5], dtype: type[DN]
-) -> Bidirectional[GRUCell[DN, CA1, CA2], GRUCell[DN, CA3, CA4], CA5]: ...
-@overload
-def cast(
-    tree: Bidirectional[GRUCell[Any, CA1, CA2], LSTMCell[Any, CA3, CA4], CA5], dtype: type[DN]
-) -> Bidirectional[GRUCell[DN, CA1, CA2], LSTMCell[DN, CA3, CA4], CA5]: ...
-@overload
-def cast(
-    tree: Bidirectional[LSTMCell[Any, CA1, CA2], RNNCell[Any, CA3, CA4], CA5], dtype: type[DN]
-) -> Bidirectional[LSTMCell[DN, CA1, CA2], RNNCell[DN, CA3, CA4], CA5]: ...
-@overload
-def cast(
-    tree: Bidirectional[LSTMCell[Any, CA1, CA2], GRUCell[Any, CA3, CA4], CA5], dtype: type[DN]
-) -> Bidirectional[LSTMCell[DN, CA1, CA2], GRUCell[DN, CA3, CA4], CA5]: ...
-@overload
-def cast(
-    tree: Bidirectional[LSTMCell[Any, CA1, CA2], LSTMCell[Any, CA3, CA4], CA5], dtype: type[DN]
-) -> Bidirectional[LSTMCell[DN, CA1, CA2], LSTMCell[DN, CA3, CA4], CA5]: ...
-@overload
-def cast(
     tree: LayerStack[Affine[Any, CA1, CA2], CA3], dtype: type[DN]
 ) -> LayerStack[Affine[DN, CA1, CA2], CA3]: ...
 @overload
@@ -287,6 +240,106 @@ def cast(
 def cast(
     tree: LayerStack[MultiheadAttention[Any, CA1, CA2, CA3, CA4, CA5], CA6], dtype: type[DN]
 ) -> LayerStack[MultiheadAttention[DN, CA1, CA2, CA3, CA4, CA5], CA6]: ...
+@overload
+def cast(
+    tree: Ensemble[Affine[Any, CA1, CA2], CA3], dtype: type[DN]
+) -> Ensemble[Affine[DN, CA1, CA2], CA3]: ...
+@overload
+def cast(
+    tree: Ensemble[Linear[Any, CA1, CA2], CA3], dtype: type[DN]
+) -> Ensemble[Linear[DN, CA1, CA2], CA3]: ...
+@overload
+def cast(
+    tree: Ensemble[MLP[Any, CA1, CA2], CA3], dtype: type[DN]
+) -> Ensemble[MLP[DN, CA1, CA2], CA3]: ...
+@overload
+def cast(
+    tree: Ensemble[Embedding[Any, CA1, CA2], CA3], dtype: type[DN]
+) -> Ensemble[Embedding[DN, CA1, CA2], CA3]: ...
+@overload
+def cast(
+    tree: Ensemble[LayerNorm[Any, *Ts], CA1], dtype: type[DN]
+) -> Ensemble[LayerNorm[DN, *Ts], CA1]: ...
+@overload
+def cast(
+    tree: Ensemble[RMSNorm[Any, *Ts], CA1], dtype: type[DN]
+) -> Ensemble[RMSNorm[DN, *Ts], CA1]: ...
+@overload
+def cast(
+    tree: Ensemble[Conv1D[Any, CA1, CA2, CA3], CA4], dtype: type[DN]
+) -> Ensemble[Conv1D[DN, CA1, CA2, CA3], CA4]: ...
+@overload
+def cast(
+    tree: Ensemble[Conv2D[Any, CA1, CA2, CA3, CA4], CA5], dtype: type[DN]
+) -> Ensemble[Conv2D[DN, CA1, CA2, CA3, CA4], CA5]: ...
+@overload
+def cast(
+    tree: Ensemble[Conv3D[Any, CA1, CA2, CA3, CA4, CA5], CA6], dtype: type[DN]
+) -> Ensemble[Conv3D[DN, CA1, CA2, CA3, CA4, CA5], CA6]: ...
+@overload
+def cast(
+    tree: Ensemble[RNNCell[Any, CA1, CA2], CA3], dtype: type[DN]
+) -> Ensemble[RNNCell[DN, CA1, CA2], CA3]: ...
+@overload
+def cast(
+    tree: Ensemble[GRUCell[Any, CA1, CA2], CA3], dtype: type[DN]
+) -> Ensemble[GRUCell[DN, CA1, CA2], CA3]: ...
+@overload
+def cast(
+    tree: Ensemble[LSTMCell[Any, CA1, CA2], CA3], dtype: type[DN]
+) -> Ensemble[LSTMCell[DN, CA1, CA2], CA3]: ...
+@overload
+def cast(
+    tree: Ensemble[MultiheadAttention[Any, CA1, CA2, CA3, CA4, CA5], CA6], dtype: type[DN]
+) -> Ensemble[MultiheadAttention[DN, CA1, CA2, CA3, CA4, CA5], CA6]: ...
+@overload
+def cast(
+    tree: Recurrent[RNNCell[Any, CA1, CA2], CA3], dtype: type[DN]
+) -> Recurrent[RNNCell[DN, CA1, CA2], CA3]: ...
+@overload
+def cast(
+    tree: Recurrent[GRUCell[Any, CA1, CA2], CA3], dtype: type[DN]
+) -> Recurrent[GRUCell[DN, CA1, CA2], CA3]: ...
+@overload
+def cast(
+    tree: Recurrent[LSTMCell[Any, CA1, CA2], CA3], dtype: type[DN]
+) -> Recurrent[LSTMCell[DN, CA1, CA2], CA3]: ...
+@overload
+def cast(
+    tree: Bidirectional[RNNCell[Any, CA1, CA2], RNNCell[Any, CA3, CA4], CA5], dtype: type[DN]
+) -> Bidirectional[RNNCell[DN, CA1, CA2], RNNCell[DN, CA3, CA4], CA5]: ...
+@overload
+def cast(
+    tree: Bidirectional[RNNCell[Any, CA1, CA2], GRUCell[Any, CA3, CA4], CA5], dtype: type[DN]
+) -> Bidirectional[RNNCell[DN, CA1, CA2], GRUCell[DN, CA3, CA4], CA5]: ...
+@overload
+def cast(
+    tree: Bidirectional[RNNCell[Any, CA1, CA2], LSTMCell[Any, CA3, CA4], CA5], dtype: type[DN]
+) -> Bidirectional[RNNCell[DN, CA1, CA2], LSTMCell[DN, CA3, CA4], CA5]: ...
+@overload
+def cast(
+    tree: Bidirectional[GRUCell[Any, CA1, CA2], RNNCell[Any, CA3, CA4], CA5], dtype: type[DN]
+) -> Bidirectional[GRUCell[DN, CA1, CA2], RNNCell[DN, CA3, CA4], CA5]: ...
+@overload
+def cast(
+    tree: Bidirectional[GRUCell[Any, CA1, CA2], GRUCell[Any, CA3, CA4], CA5], dtype: type[DN]
+) -> Bidirectional[GRUCell[DN, CA1, CA2], GRUCell[DN, CA3, CA4], CA5]: ...
+@overload
+def cast(
+    tree: Bidirectional[GRUCell[Any, CA1, CA2], LSTMCell[Any, CA3, CA4], CA5], dtype: type[DN]
+) -> Bidirectional[GRUCell[DN, CA1, CA2], LSTMCell[DN, CA3, CA4], CA5]: ...
+@overload
+def cast(
+    tree: Bidirectional[LSTMCell[Any, CA1, CA2], RNNCell[Any, CA3, CA4], CA5], dtype: type[DN]
+) -> Bidirectional[LSTMCell[DN, CA1, CA2], RNNCell[DN, CA3, CA4], CA5]: ...
+@overload
+def cast(
+    tree: Bidirectional[LSTMCell[Any, CA1, CA2], GRUCell[Any, CA3, CA4], CA5], dtype: type[DN]
+) -> Bidirectional[LSTMCell[DN, CA1, CA2], GRUCell[DN, CA3, CA4], CA5]: ...
+@overload
+def cast(
+    tree: Bidirectional[LSTMCell[Any, CA1, CA2], LSTMCell[Any, CA3, CA4], CA5], dtype: type[DN]
+) -> Bidirectional[LSTMCell[DN, CA1, CA2], LSTMCell[DN, CA3, CA4], CA5]: ...
 # END GENERATED
 @overload
 def cast(tree: Tensor[FD, *Ts], dtype: type[DN]) -> Tensor[DN, *Ts]: ...
@@ -409,54 +462,6 @@ class DTypeCast(Generic[DC]):
     ) -> Remat[MultiheadAttention[DC, CA1, CA2, CA3, CA4, CA5]]: ...
     @overload
     def __call__(
-        self, tree: Recurrent[RNNCell[Any, CA1, CA2], CA3]
-    ) -> Recurrent[RNNCell[DC, CA1, CA2], CA3]: ...
-    @overload
-    def __call__(
-        self, tree: Recurrent[GRUCell[Any, CA1, CA2], CA3]
-    ) -> Recurrent[GRUCell[DC, CA1, CA2], CA3]: ...
-    @overload
-    def __call__(
-        self, tree: Recurrent[LSTMCell[Any, CA1, CA2], CA3]
-    ) -> Recurrent[LSTMCell[DC, CA1, CA2], CA3]: ...
-    @overload
-    def __call__(
-        self, tree: Bidirectional[RNNCell[Any, CA1, CA2], RNNCell[Any, CA3, CA4], CA5]
-    ) -> Bidirectional[RNNCell[DC, CA1, CA2], RNNCell[DC, CA3, CA4], CA5]: ...
-    @overload
-    def __call__(
-        self, tree: Bidirectional[RNNCell[Any, CA1, CA2], GRUCell[Any, CA3, CA4], CA5]
-    ) -> Bidirectional[RNNCell[DC, CA1, CA2], GRUCell[DC, CA3, CA4], CA5]: ...
-    @overload
-    def __call__(
-        self, tree: Bidirectional[RNNCell[Any, CA1, CA2], LSTMCell[Any, CA3, CA4], CA5]
-    ) -> Bidirectional[RNNCell[DC, CA1, CA2], LSTMCell[DC, CA3, CA4], CA5]: ...
-    @overload
-    def __call__(
-        self, tree: Bidirectional[GRUCell[Any, CA1, CA2], RNNCell[Any, CA3, CA4], CA5]
-    ) -> Bidirectional[GRUCell[DC, CA1, CA2], RNNCell[DC, CA3, CA4], CA5]: ...
-    @overload
-    def __call__(
-        self, tree: Bidirectional[GRUCell[Any, CA1, CA2], GRUCell[Any, CA3, CA4], CA5]
-    ) -> Bidirectional[GRUCell[DC, CA1, CA2], GRUCell[DC, CA3, CA4], CA5]: ...
-    @overload
-    def __call__(
-        self, tree: Bidirectional[GRUCell[Any, CA1, CA2], LSTMCell[Any, CA3, CA4], CA5]
-    ) -> Bidirectional[GRUCell[DC, CA1, CA2], LSTMCell[DC, CA3, CA4], CA5]: ...
-    @overload
-    def __call__(
-        self, tree: Bidirectional[LSTMCell[Any, CA1, CA2], RNNCell[Any, CA3, CA4], CA5]
-    ) -> Bidirectional[LSTMCell[DC, CA1, CA2], RNNCell[DC, CA3, CA4], CA5]: ...
-    @overload
-    def __call__(
-        self, tree: Bidirectional[LSTMCell[Any, CA1, CA2], GRUCell[Any, CA3, CA4], CA5]
-    ) -> Bidirectional[LSTMCell[DC, CA1, CA2], GRUCell[DC, CA3, CA4], CA5]: ...
-    @overload
-    def __call__(
-        self, tree: Bidirectional[LSTMCell[Any, CA1, CA2], LSTMCell[Any, CA3, CA4], CA5]
-    ) -> Bidirectional[LSTMCell[DC, CA1, CA2], LSTMCell[DC, CA3, CA4], CA5]: ...
-    @overload
-    def __call__(
         self, tree: LayerStack[Affine[Any, CA1, CA2], CA3]
     ) -> LayerStack[Affine[DC, CA1, CA2], CA3]: ...
     @overload
@@ -507,6 +512,106 @@ class DTypeCast(Generic[DC]):
     def __call__(
         self, tree: LayerStack[MultiheadAttention[Any, CA1, CA2, CA3, CA4, CA5], CA6]
     ) -> LayerStack[MultiheadAttention[DC, CA1, CA2, CA3, CA4, CA5], CA6]: ...
+    @overload
+    def __call__(
+        self, tree: Ensemble[Affine[Any, CA1, CA2], CA3]
+    ) -> Ensemble[Affine[DC, CA1, CA2], CA3]: ...
+    @overload
+    def __call__(
+        self, tree: Ensemble[Linear[Any, CA1, CA2], CA3]
+    ) -> Ensemble[Linear[DC, CA1, CA2], CA3]: ...
+    @overload
+    def __call__(
+        self, tree: Ensemble[MLP[Any, CA1, CA2], CA3]
+    ) -> Ensemble[MLP[DC, CA1, CA2], CA3]: ...
+    @overload
+    def __call__(
+        self, tree: Ensemble[Embedding[Any, CA1, CA2], CA3]
+    ) -> Ensemble[Embedding[DC, CA1, CA2], CA3]: ...
+    @overload
+    def __call__(
+        self, tree: Ensemble[LayerNorm[Any, *Ts], CA1]
+    ) -> Ensemble[LayerNorm[DC, *Ts], CA1]: ...
+    @overload
+    def __call__(
+        self, tree: Ensemble[RMSNorm[Any, *Ts], CA1]
+    ) -> Ensemble[RMSNorm[DC, *Ts], CA1]: ...
+    @overload
+    def __call__(
+        self, tree: Ensemble[Conv1D[Any, CA1, CA2, CA3], CA4]
+    ) -> Ensemble[Conv1D[DC, CA1, CA2, CA3], CA4]: ...
+    @overload
+    def __call__(
+        self, tree: Ensemble[Conv2D[Any, CA1, CA2, CA3, CA4], CA5]
+    ) -> Ensemble[Conv2D[DC, CA1, CA2, CA3, CA4], CA5]: ...
+    @overload
+    def __call__(
+        self, tree: Ensemble[Conv3D[Any, CA1, CA2, CA3, CA4, CA5], CA6]
+    ) -> Ensemble[Conv3D[DC, CA1, CA2, CA3, CA4, CA5], CA6]: ...
+    @overload
+    def __call__(
+        self, tree: Ensemble[RNNCell[Any, CA1, CA2], CA3]
+    ) -> Ensemble[RNNCell[DC, CA1, CA2], CA3]: ...
+    @overload
+    def __call__(
+        self, tree: Ensemble[GRUCell[Any, CA1, CA2], CA3]
+    ) -> Ensemble[GRUCell[DC, CA1, CA2], CA3]: ...
+    @overload
+    def __call__(
+        self, tree: Ensemble[LSTMCell[Any, CA1, CA2], CA3]
+    ) -> Ensemble[LSTMCell[DC, CA1, CA2], CA3]: ...
+    @overload
+    def __call__(
+        self, tree: Ensemble[MultiheadAttention[Any, CA1, CA2, CA3, CA4, CA5], CA6]
+    ) -> Ensemble[MultiheadAttention[DC, CA1, CA2, CA3, CA4, CA5], CA6]: ...
+    @overload
+    def __call__(
+        self, tree: Recurrent[RNNCell[Any, CA1, CA2], CA3]
+    ) -> Recurrent[RNNCell[DC, CA1, CA2], CA3]: ...
+    @overload
+    def __call__(
+        self, tree: Recurrent[GRUCell[Any, CA1, CA2], CA3]
+    ) -> Recurrent[GRUCell[DC, CA1, CA2], CA3]: ...
+    @overload
+    def __call__(
+        self, tree: Recurrent[LSTMCell[Any, CA1, CA2], CA3]
+    ) -> Recurrent[LSTMCell[DC, CA1, CA2], CA3]: ...
+    @overload
+    def __call__(
+        self, tree: Bidirectional[RNNCell[Any, CA1, CA2], RNNCell[Any, CA3, CA4], CA5]
+    ) -> Bidirectional[RNNCell[DC, CA1, CA2], RNNCell[DC, CA3, CA4], CA5]: ...
+    @overload
+    def __call__(
+        self, tree: Bidirectional[RNNCell[Any, CA1, CA2], GRUCell[Any, CA3, CA4], CA5]
+    ) -> Bidirectional[RNNCell[DC, CA1, CA2], GRUCell[DC, CA3, CA4], CA5]: ...
+    @overload
+    def __call__(
+        self, tree: Bidirectional[RNNCell[Any, CA1, CA2], LSTMCell[Any, CA3, CA4], CA5]
+    ) -> Bidirectional[RNNCell[DC, CA1, CA2], LSTMCell[DC, CA3, CA4], CA5]: ...
+    @overload
+    def __call__(
+        self, tree: Bidirectional[GRUCell[Any, CA1, CA2], RNNCell[Any, CA3, CA4], CA5]
+    ) -> Bidirectional[GRUCell[DC, CA1, CA2], RNNCell[DC, CA3, CA4], CA5]: ...
+    @overload
+    def __call__(
+        self, tree: Bidirectional[GRUCell[Any, CA1, CA2], GRUCell[Any, CA3, CA4], CA5]
+    ) -> Bidirectional[GRUCell[DC, CA1, CA2], GRUCell[DC, CA3, CA4], CA5]: ...
+    @overload
+    def __call__(
+        self, tree: Bidirectional[GRUCell[Any, CA1, CA2], LSTMCell[Any, CA3, CA4], CA5]
+    ) -> Bidirectional[GRUCell[DC, CA1, CA2], LSTMCell[DC, CA3, CA4], CA5]: ...
+    @overload
+    def __call__(
+        self, tree: Bidirectional[LSTMCell[Any, CA1, CA2], RNNCell[Any, CA3, CA4], CA5]
+    ) -> Bidirectional[LSTMCell[DC, CA1, CA2], RNNCell[DC, CA3, CA4], CA5]: ...
+    @overload
+    def __call__(
+        self, tree: Bidirectional[LSTMCell[Any, CA1, CA2], GRUCell[Any, CA3, CA4], CA5]
+    ) -> Bidirectional[LSTMCell[DC, CA1, CA2], GRUCell[DC, CA3, CA4], CA5]: ...
+    @overload
+    def __call__(
+        self, tree: Bidirectional[LSTMCell[Any, CA1, CA2], LSTMCell[Any, CA3, CA4], CA5]
+    ) -> Bidirectional[LSTMCell[DC, CA1, CA2], LSTMCell[DC, CA3, CA4], CA5]: ...
     # END GENERATED
     @overload
     def __call__(self, tree: Tensor[FD, *Ts]) -> Tensor[DC, *Ts]: ...

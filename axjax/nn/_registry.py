@@ -36,8 +36,10 @@ __all__ = ["LayerSpec", "Typed", "declared_layers", "register_layer"]
 #: layers whose call threads its argument through each, as ``Sequential``), ``stack`` (one
 #: block applied along a stacking axis: its call keeps the block's input type, ``LayerStack``),
 #: ``wrapper`` (one module called as it is: its call is the module's call, ``Remat``),
+#: ``ensemble`` (one module called on every member: its call is the module's call with the
+#: ensemble's axis first in each output Tensor, ``Ensemble``),
 #: ``signature`` (its hand-written signature alone: the same in every checker).
-Typed = Literal["stand-in", "chain", "stack", "wrapper", "signature"]
+Typed = Literal["stand-in", "chain", "stack", "wrapper", "ensemble", "signature"]
 L = TypeVar("L", bound=type[Any])
 
 

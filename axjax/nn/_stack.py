@@ -91,7 +91,7 @@ class _KeyData(Axis):
     """The words of a PRNG key, when per-layer keys ride along a scan as a Tensor."""
 
 
-def _dynamic(leaf: object) -> bool:
+def dynamic_leaf(leaf: object) -> bool:
     return is_tensor(leaf) or eqx.is_array(leaf)
 
 
@@ -234,36 +234,10 @@ class LayerStack(eqx.Module, Generic[M, L]):
         if not layers:
             raise ValueError("LayerStack.from_layers: give at least one layer")
         over = check_axis_label(axis, "LayerStack.from_layers")
-        dyn, static = eqx.partition(layers[0], _dynamic, is_leaf=is_tensor)
-        leaves0, def0 = flatten(dyn)
-        columns: list[list[Any]] = [[] for _ in leaves0]
-        for i, layer in enumerate(layers):
-            d, s = eqx.partition(layer, _dynamic, is_leaf=is_tensor)
-            leaves, tdef = flatten(d)
-            same = tdef == def0 and eqx.tree_equal(s, static) is True
-            if same:
-                same = all(
-                    (is_tensor(a) and is_tensor(b) and a.type == b.type)
-                    or (not is_tensor(a) and not is_tensor(b) and a.shape == b.shape)
-                    for a, b in zip(leaves, leaves0, strict=True)
-                )
-            if not same:
-                raise ValueError(
-                    f"LayerStack.from_layers: layer {i} differs from layer 0 in its "
-                    "structure, its settings or its parameters' axes, dtypes or sizes; "
-                    "a stack holds copies of one block"
-                )
-            for column, leaf in zip(columns, leaves, strict=True):
-                column.append(leaf)
-        stacked: list[Any] = [
-            Tensor(jnp.stack([t.array for t in c]), (over, *c[0].axes))
-            if is_tensor(c[0])
-            else jnp.stack(c)
-            for c in columns
-        ]
-        return LayerStack(
-            eqx.combine(unflatten(def0, stacked), static, is_leaf=is_tensor), axis, remat=remat
+        stacked = stack_modules(
+            layers, over, "LayerStack.from_layers", "layer", "a stack holds copies of one block"
         )
+        return LayerStack(stacked, axis, remat=remat)
 
     def __len__(self) -> int:
         """The number of layers."""
@@ -391,6 +365,39 @@ class LayerStack(eqx.Module, Generic[M, L]):
         return _run(self, x, args, dict(kwargs))
 
 
+def stack_modules(modules: Sequence[M2], over: type[Axis], where: str, noun: str, why: str) -> M2:
+    """One module of ``modules``' structure whose every Tensor (and array) stacks theirs
+    along a new leading axis ``over``; a clear error naming the first that differs."""
+    dyn, static = eqx.partition(modules[0], dynamic_leaf, is_leaf=is_tensor)
+    leaves0, def0 = flatten(dyn)
+    columns: list[list[Any]] = [[] for _ in leaves0]
+    for i, module in enumerate(modules):
+        d, s = eqx.partition(module, dynamic_leaf, is_leaf=is_tensor)
+        leaves, tdef = flatten(d)
+        same = tdef == def0 and eqx.tree_equal(s, static) is True
+        if same:
+            same = all(
+                (is_tensor(a) and is_tensor(b) and a.type == b.type)
+                or (not is_tensor(a) and not is_tensor(b) and a.shape == b.shape)
+                for a, b in zip(leaves, leaves0, strict=True)
+            )
+        if not same:
+            raise ValueError(
+                f"{where}: {noun} {i} differs from {noun} 0 in its structure, its settings "
+                f"or its parameters' axes, dtypes or sizes; {why}"
+            )
+        for column, leaf in zip(columns, leaves, strict=True):
+            column.append(leaf)
+    stacked: list[Any] = [
+        Tensor(jnp.stack([t.array for t in c]), (over, *c[0].axes))
+        if is_tensor(c[0])
+        else jnp.stack(c)
+        for c in columns
+    ]
+    out: M2 = eqx.combine(unflatten(def0, stacked), static, is_leaf=is_tensor)
+    return out
+
+
 def _run(
     stack: LayerStack[Any, Any], x: PyTree, args: tuple[Any, ...], kwargs: dict[str, Any]
 ) -> PyTree:
@@ -402,14 +409,14 @@ def _run(
             f"{where}: the input must be a Tensor or a pytree of Tensors (the state carried "
             f"from layer to layer), got {type(x).__name__}"
         )
-    dyn, static = eqx.partition(stack.layers, _dynamic, is_leaf=is_tensor)
+    dyn, static = eqx.partition(stack.layers, dynamic_leaf, is_leaf=is_tensor)
     key = kwargs.pop("key", None)
     symbolic = any(is_symbolic(t) for t in [*x_leaves, *flatten(dyn)[0]])
     if key is not None and symbolic:
         raise TypeError(f"{where}: key= is for a call on Tensors, not on graph nodes")
     if not symbolic:
         dyn = unsplit_leading(dyn)  # FSDP over Layer on an Explicit mesh: gathered first
-    xs: PyTree = dyn if key is None else (dyn, _keys_tensor(key, n, stack.axis))
+    xs: PyTree = dyn if key is None else (dyn, keys_tensor(key, n, stack.axis))
 
     def apply(state: PyTree, sliced: PyTree) -> PyTree:
         if key is None:
@@ -418,7 +425,7 @@ def _run(
         else:
             layer_dyn, k = sliced
             block = eqx.combine(layer_dyn, static, is_leaf=is_tensor)
-            out = block(state, *args, key=_key_of(k, key), **kwargs)
+            out = block(state, *args, key=key_of(k, key), **kwargs)
         _check_same(out, state, where)
         return out
 
@@ -436,14 +443,14 @@ def _run(
     return fold(unit, over=stack.axis)(x, xs)
 
 
-def _keys_tensor(key: jax.Array, n: int, axis: type[Axis]) -> AnyTensor:
+def keys_tensor(key: jax.Array, n: int, axis: type[Axis]) -> AnyTensor:
     """One key per layer as a U32 Tensor ``[axis, _KeyData]`` (``fold`` scans Tensors)."""
     keys = jax.random.split(key, n)
     data = jax.random.key_data(keys) if jnp.issubdtype(keys.dtype, jax.dtypes.prng_key) else keys
     return Tensor(data.reshape(n, -1), (axis, _KeyData))
 
 
-def _key_of(k: AnyTensor, like: jax.Array) -> jax.Array:
+def key_of(k: AnyTensor, like: jax.Array) -> jax.Array:
     """The key of one layer, typed as ``like`` is (a typed key or raw uint32 words)."""
     words: jax.Array = k.array
     if jnp.issubdtype(like.dtype, jax.dtypes.prng_key):

@@ -263,7 +263,16 @@ NO_STATISTIC = {
         "contractions and elementwise gates",
     ),
     **dict.fromkeys(
-        ("Remat", "Recurrent", "Bidirectional", "Stacked", "Lambda", "Sequential", "LayerStack"),
+        (
+            "Remat",
+            "Recurrent",
+            "Bidirectional",
+            "Stacked",
+            "Lambda",
+            "Sequential",
+            "LayerStack",
+            "Ensemble",
+        ),
         "runs other layers, computes nothing itself",
     ),
 }

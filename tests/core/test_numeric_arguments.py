@@ -394,6 +394,12 @@ def fixtures(tmp: Path) -> dict[str, Fixture | Exempt]:
                 lambda k: nn.Linear(Hid, Out, 3, 3, key=k), n, key=jax.random.key(0)
             ),
         ),
+        "ax.nn.Ensemble.init": Fixture(
+            {"n": 2},
+            lambda n: nn.Ensemble.init(
+                lambda k: nn.Linear(Hid, Out, 3, 3, key=k), n, key=jax.random.key(0)
+            ),
+        ),
         "ax.nn.Dropout": Fixture({"p": 0.5}, lambda p: nn.Dropout(p)(x23(), key=jax.random.key(1))),
         "ax.nn.MultiheadAttention": Fixture(
             {"embed_size": 4, "num_heads": 2, "head_size": 2, "dropout_p": 0.0},

@@ -146,6 +146,7 @@ def fixtures() -> dict[str, Fixture | Exempt]:
     seq = lambda: ones((B, 2), (T, 3), (E, 3))  # noqa: E731
     rnn = lambda: nn.GRUCell(E, Hid, 3, 2, key=KEY)  # noqa: E731
     stack = lambda: nn.LayerStack.init(lambda k: nn.LayerNorm(E, 3), 2, key=KEY)  # noqa: E731
+    ensemble = lambda: nn.Ensemble.init(lambda k: nn.LayerNorm(E, 3), 2, key=KEY)  # noqa: E731
     x = lambda: {"x": ones((B, 2), (E, 3))}  # noqa: E731
     img = lambda: {"x": image()}  # noqa: E731
     qkv = lambda: {  # noqa: E731
@@ -251,6 +252,7 @@ def fixtures() -> dict[str, Fixture | Exempt]:
             {"x": inp},
         ),
         "LayerStack": Fixture(layer(stack, "x"), x, {"x": inp}),
+        "Ensemble": Fixture(layer(ensemble, "x"), x, {"x": inp}),
         "ChildSumTreeLSTMCell": Fixture(
             layer(_tree_cell), _tree_args, {"children": inp, "x": inp, "mask": "mask"}
         ),

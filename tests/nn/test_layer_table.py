@@ -63,6 +63,7 @@ def docs_problems(text: str, specs: tuple[LayerSpec, ...]) -> list[str]:
         "chain": "chain",
         "stack": "stack",
         "wrapper": "wrapper",
+        "ensemble": "ensemble",
         "signature": "signature",
     }
     for s in specs:

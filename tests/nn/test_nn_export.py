@@ -81,6 +81,9 @@ BUILDERS: dict[str, Callable[[], Any]] = {
         key=K,
     ),
     "ChildSumTreeLSTMCell": lambda: ax.nn.ChildSumTreeLSTMCell(In, Hidden, 3, 4, key=K),
+    "Ensemble": lambda: ax.nn.Ensemble.init(
+        lambda k: ax.nn.MLP(In, Out, 3, 2, hidden={Hidden: 4}, key=k), 3, key=K
+    ),
 }
 
 

@@ -177,6 +177,7 @@ reveal_type(ax.nn.cudnn_refusal)  # show
 reveal_type(ax.nn.default_attention_path)  # show
 reveal_type(ax.nn.dot_product_attention)  # show
 reveal_type(ax.nn.elu)  # show
+reveal_type(ax.nn.ensemble_loss)  # show
 reveal_type(ax.nn.exportable)  # show
 reveal_type(ax.nn.fold)  # show
 reveal_type(ax.nn.gelu)  # show
@@ -245,6 +246,10 @@ reveal_type(ax.nn.Decoder.__call__)  # show
 reveal_type(ax.nn.Decoder.init_cache)  # show
 reveal_type(ax.nn.Dropout.__call__)  # show
 reveal_type(ax.nn.Embedding.__call__)  # show
+reveal_type(ax.nn.Ensemble.__call__)  # show
+reveal_type(ax.nn.Ensemble.from_members)  # show
+reveal_type(ax.nn.Ensemble.init)  # show
+reveal_type(ax.nn.Ensemble.unstack)  # show
 reveal_type(ax.nn.FusedAttention.__call__)  # show
 reveal_type(ax.nn.FusedAttention.backward)  # show
 reveal_type(ax.nn.FusedAttention.describe)  # show
