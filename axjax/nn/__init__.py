@@ -66,6 +66,9 @@ from ._remat import remat as remat
 from ._safetensors import SafetensorsError as SafetensorsError
 from ._safetensors import load_safetensors as load_safetensors
 from ._safetensors import save_safetensors as save_safetensors
+from ._select import Selector as Selector
+from ._select import by_axes as by_axes
+from ._select import by_path as by_path
 from ._sequence import Bidirectional as Bidirectional
 from ._sequence import Recurrent as Recurrent
 from ._sequence import Stacked as Stacked
