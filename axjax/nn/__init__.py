@@ -42,6 +42,13 @@ from ._generate import generate as generate
 from ._linear import MLP as MLP
 from ._linear import Affine as Affine
 from ._linear import Linear as Linear
+from ._lora import LoRA as LoRA
+from ._lora import Rank as Rank
+from ._lora import is_lora as is_lora
+from ._lora import load_lora as load_lora
+from ._lora import lora as lora
+from ._lora import merge_lora as merge_lora
+from ._lora import save_lora as save_lora
 from ._norm import LayerNorm as LayerNorm
 from ._norm import RMSNorm as RMSNorm
 from ._pool import AvgPool as AvgPool
