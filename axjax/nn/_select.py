@@ -191,7 +191,7 @@ def _checked(fn: Callable[[str, Any], Any], where: str) -> Callable[[str, Any], 
 
 
 def _is_tensor(x: object) -> bool:
-    return isinstance(x, Tensor)
+    return isinstance(x, Tensor) and x.array is not None  # one filtered out: no leaf
 
 
 def leaves_with_paths(tree: object) -> Iterator[tuple[str, Any]]:
