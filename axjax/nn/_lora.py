@@ -26,7 +26,7 @@ import numpy as np
 from ..core import AnyTensor, Axis, Tensor
 from ..core._internal import axis_name, positive_float, positive_int
 from ..ops import contract
-from ._linear import Affine, D, In, Linear, Out, _Dense, _dense, _describe
+from ._linear import Affine, D, DenseCall, In, Linear, Out, dense_product, describe_dense
 from ._registry import register_layer
 from ._safetensors import load_safetensors, save_safetensors
 from ._select import Selection, by_path, leaves_with_paths, selector
@@ -44,7 +44,7 @@ class Rank(Axis):
 
 
 @register_layer(typed="signature")
-class LoRA(_Dense[D, In, Out]):
+class LoRA(DenseCall[D, In, Out]):
     """A :class:`Linear` or :class:`Affine` layer plus a low-rank update along ``Rank``.
 
     ``y = base(x) + (alpha / rank) · B (A x)``: ``lora_a`` is ``Tensor[D, Rank, In]``
@@ -73,7 +73,7 @@ class LoRA(_Dense[D, In, Out]):
 
     def __init__(
         self,
-        base: Affine[D, In, Out] | Linear[D, In, Out],
+        base: DenseCall[D, In, Out],  # an Affine or a Linear (checked)
         *,
         rank: int = 8,
         alpha: float = 16.0,
@@ -118,13 +118,13 @@ class LoRA(_Dense[D, In, Out]):
         return self.alpha / self.rank
 
     def _apply(self, x: AnyTensor) -> AnyTensor:
-        y: AnyTensor = self.base._apply(x)
+        y: AnyTensor = self.base(x)
         n_out, n_in = self.base.weight.shape
-        name = "LoRA of " + _describe(
+        name = "LoRA of " + describe_dense(
             type(self.base).__name__, self.in_axis, self.out_axis, n_in, n_out
         )
-        h = _dense(name, x, self.lora_a, None, self.in_axis, Rank)
-        delta = _dense(name, h, self.lora_b, None, Rank, self.out_axis)
+        h = dense_product(name, x, self.lora_a, None, self.in_axis, Rank)
+        delta = dense_product(name, h, self.lora_b, None, Rank, self.out_axis)
         out: AnyTensor = y + delta * self.scale
         return out
 

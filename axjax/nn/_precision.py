@@ -101,6 +101,7 @@ if TYPE_CHECKING:
     from ._conv import Conv1D, Conv2D, Conv3D
     from ._embedding import Embedding
     from ._linear import MLP, Affine, Linear
+    from ._lora import LoRA
     from ._norm import LayerNorm, RMSNorm
     from ._recurrent import GRUCell, LSTMCell, RNNCell
     from ._remat import Remat
@@ -150,6 +151,8 @@ def cast(
     tree: MultiheadAttention[Any, A1, A2, A3, A4, A5], dtype: type[DN]
 ) -> MultiheadAttention[DN, A1, A2, A3, A4, A5]: ...
 @overload
+def cast(tree: LoRA[Any, A1, A2], dtype: type[DN]) -> LoRA[DN, A1, A2]: ...
+@overload
 def cast(tree: Remat[Affine[Any, CA1, CA2]], dtype: type[DN]) -> Remat[Affine[DN, CA1, CA2]]: ...
 @overload
 def cast(tree: Remat[Linear[Any, CA1, CA2]], dtype: type[DN]) -> Remat[Linear[DN, CA1, CA2]]: ...
@@ -187,6 +190,8 @@ def cast(
 def cast(
     tree: Remat[MultiheadAttention[Any, CA1, CA2, CA3, CA4, CA5]], dtype: type[DN]
 ) -> Remat[MultiheadAttention[DN, CA1, CA2, CA3, CA4, CA5]]: ...
+@overload
+def cast(tree: Remat[LoRA[Any, CA1, CA2]], dtype: type[DN]) -> Remat[LoRA[DN, CA1, CA2]]: ...
 @overload
 def cast(
     tree: Recurrent[RNNCell[Any, CA1, CA2], CA3], dtype: type[DN]
@@ -287,6 +292,10 @@ def cast(
 def cast(
     tree: LayerStack[MultiheadAttention[Any, CA1, CA2, CA3, CA4, CA5], CA6], dtype: type[DN]
 ) -> LayerStack[MultiheadAttention[DN, CA1, CA2, CA3, CA4, CA5], CA6]: ...
+@overload
+def cast(
+    tree: LayerStack[LoRA[Any, CA1, CA2], CA3], dtype: type[DN]
+) -> LayerStack[LoRA[DN, CA1, CA2], CA3]: ...
 # END GENERATED
 @overload
 def cast(tree: Tensor[FD, *Ts], dtype: type[DN]) -> Tensor[DN, *Ts]: ...
@@ -374,6 +383,8 @@ class DTypeCast(Generic[DC]):
         self, tree: MultiheadAttention[Any, A1, A2, A3, A4, A5]
     ) -> MultiheadAttention[DC, A1, A2, A3, A4, A5]: ...
     @overload
+    def __call__(self, tree: LoRA[Any, A1, A2]) -> LoRA[DC, A1, A2]: ...
+    @overload
     def __call__(self, tree: Remat[Affine[Any, CA1, CA2]]) -> Remat[Affine[DC, CA1, CA2]]: ...
     @overload
     def __call__(self, tree: Remat[Linear[Any, CA1, CA2]]) -> Remat[Linear[DC, CA1, CA2]]: ...
@@ -407,6 +418,8 @@ class DTypeCast(Generic[DC]):
     def __call__(
         self, tree: Remat[MultiheadAttention[Any, CA1, CA2, CA3, CA4, CA5]]
     ) -> Remat[MultiheadAttention[DC, CA1, CA2, CA3, CA4, CA5]]: ...
+    @overload
+    def __call__(self, tree: Remat[LoRA[Any, CA1, CA2]]) -> Remat[LoRA[DC, CA1, CA2]]: ...
     @overload
     def __call__(
         self, tree: Recurrent[RNNCell[Any, CA1, CA2], CA3]
@@ -507,6 +520,10 @@ class DTypeCast(Generic[DC]):
     def __call__(
         self, tree: LayerStack[MultiheadAttention[Any, CA1, CA2, CA3, CA4, CA5], CA6]
     ) -> LayerStack[MultiheadAttention[DC, CA1, CA2, CA3, CA4, CA5], CA6]: ...
+    @overload
+    def __call__(
+        self, tree: LayerStack[LoRA[Any, CA1, CA2], CA3]
+    ) -> LayerStack[LoRA[DC, CA1, CA2], CA3]: ...
     # END GENERATED
     @overload
     def __call__(self, tree: Tensor[FD, *Ts]) -> Tensor[DC, *Ts]: ...
