@@ -251,3 +251,36 @@ def test_an_optimizer_state_for_every_leaf_is_refused_with_a_frozen_part():
     x, y = next(iter(_loader().epoch(0)))
     with pytest.raises(TypeError, match="does not fit the arrays the step trains"):
         step(x, y)
+
+
+# ---------------------------------------------------------------- the graph step
+def test_compile_step_trains_the_params_its_selection_names():
+    rng = np.random.default_rng(1)
+    xs = ax.tensor(rng.normal(size=(8, 6)).astype(np.float32), ax.train.Batch, Pixel)
+    ys = ax.tensor(rng.normal(size=(8, 3)).astype(np.float32), ax.train.Batch, Class)
+    w0 = ax.normal(jax.random.key(1), (6, 3), Pixel, Class)
+    b0 = ax.zeros((3,), Class)
+    w, b = ax.Param(w0, name="head.w"), ax.Param(b0, name="head.b")
+    x = ax.Input(ax.F32, ax.train.Batch, Pixel)
+    y = ax.Input(ax.F32, ax.train.Batch, Class)
+    pred = ax.contract(x, w)
+    pred = pred + ax.broadcast(b, pred)
+    loss = ax.mean(ax.sum((pred - y) ** 2, Class), ax.train.Batch)
+    step = ax.compile_step(loss, optax.sgd(0.1), inputs=[x, y], trainable="head.w")
+    for _ in range(5):
+        step(xs, ys)
+    np.testing.assert_array_equal(np.asarray(step.value(b).array), np.asarray(b0.array))
+    assert not np.array_equal(np.asarray(step.value(w).array), np.asarray(w0.array))
+
+    # the oracle: five sgd steps on w alone
+    def f(wa):
+        p = xs.array @ wa + b0.array[None, :]
+        return ((p - ys.array) ** 2).sum(-1).mean()
+
+    wa = w0.array
+    for _ in range(5):
+        wa = wa - 0.1 * jax.grad(f)(wa)
+    np.testing.assert_allclose(np.asarray(step.value(w).array), wa, rtol=1e-5, atol=1e-6)
+
+    with pytest.raises(ValueError, match=r"compile_step: trainable=.* selects none of head.w"):
+        ax.compile_step(loss, optax.sgd(0.1), inputs=[x, y], trainable="tail")
