@@ -9,6 +9,11 @@ leaves alone.
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
+from pathlib import Path
+
 import equinox as eqx
 import jax
 import numpy as np
@@ -18,6 +23,8 @@ import pytest
 import axjax as ax
 from axjax.train import Checkpoints, Class, Dataset, Loader, Pixel
 from tests.train.models import Hidden, TinyMLP, classify
+
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def _model(seed: int = 0) -> TinyMLP:
@@ -284,3 +291,47 @@ def test_compile_step_trains_the_params_its_selection_names():
 
     with pytest.raises(ValueError, match=r"compile_step: trainable=.* selects none of head.w"):
         ax.compile_step(loss, optax.sgd(0.1), inputs=[x, y], trainable="tail")
+
+
+_PARALLEL = """
+import jax, numpy as np, optax
+import axjax as ax
+from axjax.train import Batch
+from tests.train.models import TinyMLP, classify
+from tests.train.test_train_step_setup import _data
+
+assert jax.device_count() == 2
+par = ax.train.Parallel(jax.make_mesh((2,), ("data",)), {Batch: "data"})
+out = {}
+for name, parallel in (("one", None), ("mesh", par)):
+    step = ax.train.TrainStep(
+        TinyMLP(jax.random.key(1), 8, 16, 3), optax.adam(1e-2), classify,
+        parallel=parallel, trainable="w2",
+    )
+    for batch in _data():
+        step(*batch)
+    out[name] = step.model
+    print(name, len(jax.tree.leaves(step.opt_state)))
+for a, b in zip(jax.tree.leaves(out["one"]), jax.tree.leaves(out["mesh"]), strict=True):
+    np.testing.assert_allclose(np.asarray(a), np.asarray(b), rtol=1e-5, atol=1e-6)
+w1 = TinyMLP(jax.random.key(1), 8, 16, 3).w1.array
+assert np.array_equal(np.asarray(out["mesh"].w1.array), np.asarray(w1))
+print("same")
+"""
+
+
+def test_a_frozen_part_over_a_mesh_trains_as_on_one_device():
+    """2 simulated CPU devices (a subprocess): the optimizer state of the frozen leaves is
+    absent from the state the parameter rules place, and training matches one device."""
+    env = {**os.environ, "JAX_PLATFORMS": "cpu"}
+    env["XLA_FLAGS"] = "--xla_force_host_platform_device_count=2"
+    done = subprocess.run(
+        [sys.executable, "-c", _PARALLEL],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert done.stdout.split() == ["one", "3", "mesh", "3", "same"], done.stdout
