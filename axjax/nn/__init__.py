@@ -48,6 +48,13 @@ from ._gqa import KVHead as KVHead
 from ._linear import MLP as MLP
 from ._linear import Affine as Affine
 from ._linear import Linear as Linear
+from ._lora import LoRA as LoRA
+from ._lora import Rank as Rank
+from ._lora import is_lora as is_lora
+from ._lora import load_lora as load_lora
+from ._lora import lora as lora
+from ._lora import merge_lora as merge_lora
+from ._lora import save_lora as save_lora
 from ._norm import LayerNorm as LayerNorm
 from ._norm import RMSNorm as RMSNorm
 from ._pool import AvgPool as AvgPool
@@ -74,6 +81,9 @@ from ._rope import rotary_embedding as rotary_embedding
 from ._safetensors import SafetensorsError as SafetensorsError
 from ._safetensors import load_safetensors as load_safetensors
 from ._safetensors import save_safetensors as save_safetensors
+from ._select import Selector as Selector
+from ._select import by_axes as by_axes
+from ._select import by_path as by_path
 from ._sequence import Bidirectional as Bidirectional
 from ._sequence import Recurrent as Recurrent
 from ._sequence import Stacked as Stacked

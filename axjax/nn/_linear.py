@@ -218,6 +218,12 @@ class Affine(_Dense[D, In, Out]):
         return _describe("Affine", self.in_axis, self.out_axis, n_in, n_out)
 
 
+#: for the layers that extend the dense call (``LoRA``): the call's base, the product, the name
+DenseCall = _Dense
+dense_product = _dense
+describe_dense = _describe
+
+
 def _rows(in_axis: type[Axis], out_axis: type[Axis]) -> type[Axis]:
     """The weight's output axis: ``out_axis``, or its output role ``ax.Out[out_axis]`` when
     the layer maps an axis to itself (a weight never has an axis twice)."""

@@ -102,6 +102,7 @@ if TYPE_CHECKING:
     from ._embedding import Embedding
     from ._ensemble import Ensemble
     from ._linear import MLP, Affine, Linear
+    from ._lora import LoRA
     from ._norm import LayerNorm, RMSNorm
     from ._recurrent import GRUCell, LSTMCell, RNNCell
     from ._remat import Remat
@@ -151,6 +152,8 @@ def cast(
     tree: MultiheadAttention[Any, A1, A2, A3, A4, A5], dtype: type[DN]
 ) -> MultiheadAttention[DN, A1, A2, A3, A4, A5]: ...
 @overload
+def cast(tree: LoRA[Any, A1, A2], dtype: type[DN]) -> LoRA[DN, A1, A2]: ...
+@overload
 def cast(tree: Remat[Affine[Any, CA1, CA2]], dtype: type[DN]) -> Remat[Affine[DN, CA1, CA2]]: ...
 @overload
 def cast(tree: Remat[Linear[Any, CA1, CA2]], dtype: type[DN]) -> Remat[Linear[DN, CA1, CA2]]: ...
@@ -188,6 +191,8 @@ def cast(
 def cast(
     tree: Remat[MultiheadAttention[Any, CA1, CA2, CA3, CA4, CA5]], dtype: type[DN]
 ) -> Remat[MultiheadAttention[DN, CA1, CA2, CA3, CA4, CA5]]: ...
+@overload
+def cast(tree: Remat[LoRA[Any, CA1, CA2]], dtype: type[DN]) -> Remat[LoRA[DN, CA1, CA2]]: ...
 @overload
 def cast(
     tree: LayerStack[Affine[Any, CA1, CA2], CA3], dtype: type[DN]
@@ -242,6 +247,10 @@ def cast(
 ) -> LayerStack[MultiheadAttention[DN, CA1, CA2, CA3, CA4, CA5], CA6]: ...
 @overload
 def cast(
+    tree: LayerStack[LoRA[Any, CA1, CA2], CA3], dtype: type[DN]
+) -> LayerStack[LoRA[DN, CA1, CA2], CA3]: ...
+@overload
+def cast(
     tree: Ensemble[Affine[Any, CA1, CA2], CA3], dtype: type[DN]
 ) -> Ensemble[Affine[DN, CA1, CA2], CA3]: ...
 @overload
@@ -292,6 +301,10 @@ def cast(
 def cast(
     tree: Ensemble[MultiheadAttention[Any, CA1, CA2, CA3, CA4, CA5], CA6], dtype: type[DN]
 ) -> Ensemble[MultiheadAttention[DN, CA1, CA2, CA3, CA4, CA5], CA6]: ...
+@overload
+def cast(
+    tree: Ensemble[LoRA[Any, CA1, CA2], CA3], dtype: type[DN]
+) -> Ensemble[LoRA[DN, CA1, CA2], CA3]: ...
 @overload
 def cast(
     tree: Recurrent[RNNCell[Any, CA1, CA2], CA3], dtype: type[DN]
@@ -427,6 +440,8 @@ class DTypeCast(Generic[DC]):
         self, tree: MultiheadAttention[Any, A1, A2, A3, A4, A5]
     ) -> MultiheadAttention[DC, A1, A2, A3, A4, A5]: ...
     @overload
+    def __call__(self, tree: LoRA[Any, A1, A2]) -> LoRA[DC, A1, A2]: ...
+    @overload
     def __call__(self, tree: Remat[Affine[Any, CA1, CA2]]) -> Remat[Affine[DC, CA1, CA2]]: ...
     @overload
     def __call__(self, tree: Remat[Linear[Any, CA1, CA2]]) -> Remat[Linear[DC, CA1, CA2]]: ...
@@ -460,6 +475,8 @@ class DTypeCast(Generic[DC]):
     def __call__(
         self, tree: Remat[MultiheadAttention[Any, CA1, CA2, CA3, CA4, CA5]]
     ) -> Remat[MultiheadAttention[DC, CA1, CA2, CA3, CA4, CA5]]: ...
+    @overload
+    def __call__(self, tree: Remat[LoRA[Any, CA1, CA2]]) -> Remat[LoRA[DC, CA1, CA2]]: ...
     @overload
     def __call__(
         self, tree: LayerStack[Affine[Any, CA1, CA2], CA3]
@@ -514,6 +531,10 @@ class DTypeCast(Generic[DC]):
     ) -> LayerStack[MultiheadAttention[DC, CA1, CA2, CA3, CA4, CA5], CA6]: ...
     @overload
     def __call__(
+        self, tree: LayerStack[LoRA[Any, CA1, CA2], CA3]
+    ) -> LayerStack[LoRA[DC, CA1, CA2], CA3]: ...
+    @overload
+    def __call__(
         self, tree: Ensemble[Affine[Any, CA1, CA2], CA3]
     ) -> Ensemble[Affine[DC, CA1, CA2], CA3]: ...
     @overload
@@ -564,6 +585,10 @@ class DTypeCast(Generic[DC]):
     def __call__(
         self, tree: Ensemble[MultiheadAttention[Any, CA1, CA2, CA3, CA4, CA5], CA6]
     ) -> Ensemble[MultiheadAttention[DC, CA1, CA2, CA3, CA4, CA5], CA6]: ...
+    @overload
+    def __call__(
+        self, tree: Ensemble[LoRA[Any, CA1, CA2], CA3]
+    ) -> Ensemble[LoRA[DC, CA1, CA2], CA3]: ...
     @overload
     def __call__(
         self, tree: Recurrent[RNNCell[Any, CA1, CA2], CA3]

@@ -52,7 +52,9 @@ Leaf = AnyTensor | jax.Array | np.ndarray[Any, Any]
 
 
 def _is_tensor(x: object) -> bool:
-    return isinstance(x, Tensor)
+    """A Tensor is one entry; one without its array (``eqx.filter`` left it out) is an
+    empty node, as ``None`` is."""
+    return isinstance(x, Tensor) and x.array is not None
 
 
 def _entries(module: PyTree, where: str) -> list[tuple[str, Leaf]]:

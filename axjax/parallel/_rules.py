@@ -205,8 +205,8 @@ def sharding(
     replicated = NamedSharding(state.mesh, _REPLICATED)
 
     def one(x: object) -> object:
-        if isinstance(x, Tensor):
-            return state.named(x, params, "sharding")
+        if isinstance(x, Tensor):  # one without its array (a frozen leaf's state): none
+            return state.named(x, params, "sharding") if x.array is not None else None
         return replicated if _is_array(x) else None
 
     return jax.tree.map(one, tree, is_leaf=is_tensor)
@@ -245,7 +245,7 @@ def shard(
     state = _resolve(rules, mesh, "shard")
 
     def one(x: object) -> object:
-        if not isinstance(x, Tensor):
+        if not isinstance(x, Tensor) or x.array is None:  # None: a frozen leaf's state
             return x
         s = state.named(x, params, "shard")
         a = x.array
@@ -280,6 +280,8 @@ def abstract(
     replicated = NamedSharding(state.mesh, _REPLICATED)
 
     def one(x: object) -> object:
+        if isinstance(x, Tensor) and x.array is None:  # a frozen leaf's state: no array
+            return x
         if isinstance(x, Tensor):
             a = x.array
             return trusted_tensor(

@@ -1,5 +1,8 @@
 """axjax.train: losses, metrics, the optax training loop, checkpoints and data."""
 
+from ..nn import Selector as Selector
+from ..nn import by_axes as by_axes
+from ..nn import by_path as by_path
 from ..parallel import Parallel as Parallel
 from ..parallel import ParallelPreset as ParallelPreset
 from ..parallel import add_parallel_args as add_parallel_args

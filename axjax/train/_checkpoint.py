@@ -58,7 +58,9 @@ class CheckpointMismatchError(CheckpointError):
 
 
 def _is_leaf(x: object) -> bool:
-    return isinstance(x, Tensor)
+    """A Tensor is one entry; one without its array (the optimizer state of a frozen leaf,
+    ``trainable=``) is an empty node, as ``None`` is."""
+    return isinstance(x, Tensor) and x.array is not None
 
 
 def _is_key(x: object) -> TypeGuard[jax.Array]:

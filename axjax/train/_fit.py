@@ -24,7 +24,8 @@ from ..core._internal import (
     optional_positive_int,
     positive_int,
 )
-from ..nn import Policy
+from ..nn import Policy, Selector
+from ..nn._internal import Selection
 from ..parallel import Parallel
 from ..parallel._internal import queue_bound
 from ._axes import Batch
@@ -140,6 +141,7 @@ def fit(
     precision: Policy | None = None,
     parallel: Parallel | None = None,
     batch_axis: type[Axis] | None = None,
+    trainable: Selection | None = None,
 ) -> FitResult[M]:
     """Train ``model`` with ``optimizer`` on ``loss_fn`` over ``data``.
 
@@ -178,13 +180,23 @@ def fit(
         batch_axis: the axis of ``eval_data``'s Tensors that counts examples, which weights
             each batch in the ``eval_*`` means (default: a :class:`Loader`'s first axis,
             otherwise :class:`axjax.train.Batch`).
+        trainable: the parameters to train; the others are frozen (bit for bit) and get
+            no optimizer state. A selector (``ax.train.by_path("blocks.*.attn")``,
+            ``ax.train.by_axes(Head, HeadDim)``, combined with ``&``, ``|``, ``~``), a path
+            pattern string, a tuple of these (their union), or a predicate
+            ``(path, leaf) -> bool`` asked about each floating-point leaf by its dotted
+            path (default: every floating-point array). Details: docs/training.md,
+            "Freezing parameters".
 
     Raises:
         TrainingDiverged: the loss, the gradient (or, with ``guard="replay"``, the updated
             parameters or optimizer state) became NaN/Inf; says at which step, and keeps the
             model and optimizer state from before it (``error.model``, ``error.opt_state``).
         ValueError: an unknown ``guard``, ``log_every`` below 1, ``early_stopping``
-            without ``eval_data``, or an ``eval_data`` batch without ``batch_axis``.
+            without ``eval_data``, an ``eval_data`` batch without ``batch_axis``, or a
+            ``trainable`` that freezes every parameter.
+        TypeError: a ``trainable`` that is not a selector, pattern or predicate, or a
+            predicate that returns something other than a bool.
 
     Example:
         >>> result = ax.train.fit(model, optax.adam(1e-3), loss_fn, train, epochs=10,
@@ -196,7 +208,13 @@ def fit(
         epochs, log_every, max_steps, guard, early_stopping, eval_data, precision
     )
     p = prepare(
-        model, optimizer, loss_fn, precision=precision, parallel=parallel, data=as_source(data)
+        model,
+        optimizer,
+        loss_fn,
+        precision=precision,
+        parallel=parallel,
+        data=as_source(data),
+        trainable=trainable,
     )
     loop, run = _Loop.start(
         p,
@@ -230,6 +248,7 @@ def _flat_step(
     *,
     donate: bool,
     guard: bool,
+    select: Selector | None,
 ) -> Callable[..., list[jax.Array]]:
     """The jitted step on the leaves of ``treedef``; under a :class:`Parallel`, its outputs
     pinned to the parameter rules' shardings (the state it updates: ``run.hot``)."""
@@ -238,7 +257,14 @@ def _flat_step(
         state = jax.tree.unflatten(treedef, run.hot)
         out = jax.tree.leaves(parallel.state_sharding(state))
     return make_flat_train_step(
-        loss_fn, optimizer, run.static, treedef, donate=donate, guard=guard, out_shardings=out
+        loss_fn,
+        optimizer,
+        run.static,
+        treedef,
+        donate=donate,
+        guard=guard,
+        out_shardings=out,
+        select=select,
     )
 
 
@@ -358,6 +384,7 @@ class _Loop:
                 p.optimizer,
                 donate=donate,
                 guard=guard == "step",
+                select=p.select,
             )
         )
         # the first snapshot holds these arrays: never donated (the step gets copies)
@@ -366,7 +393,9 @@ class _Loop:
             run,
             p.batches(),
             donate=donate,
-            make_replay=functools.partial(make_replay_step, p.loss_fn, p.optimizer, run.static),
+            make_replay=functools.partial(
+                make_replay_step, p.loss_fn, p.optimizer, run.static, p.select
+            ),
             flat_steps=flat_steps,
         )
         if donate:  # the caller's arrays must survive the donation of the step's inputs

@@ -23,6 +23,7 @@ from ..core import AnyTensor, Tensor, config
 from ..core._internal import PyTree, is_floating
 from ..graph import Graph, LossProgram, Node, Param
 from ..nn import LossScaled, Policy
+from ..nn._internal import Selection, selector
 from ._precision import Optimizer
 from ._run_state import copy_tree
 from ._setup import prepare
@@ -48,6 +49,7 @@ class GraphStep:
         inputs: Sequence[AnyTensor] | AnyTensor | None = None,
         wrt: Sequence[AnyTensor] | AnyTensor | None = None,
         precision: Policy | None = None,
+        trainable: Selection | None = None,
     ) -> None:
         self.precision = precision
         if not (hasattr(optimizer, "init") and hasattr(optimizer, "update")):
@@ -57,6 +59,8 @@ class GraphStep:
             )
         if wrt is None and isinstance(loss, Node):  # integer Params are not trained
             wrt = tuple(p for p in Graph(loss).params if is_floating(p.dtype))
+        if trainable is not None:
+            wrt = _selected(loss, wrt, trainable)
         self._lp = LossProgram(loss, wrt, inputs, "compile_step")
         self.optimizer = optimizer
         # under a policy: the loss cast to its compute dtype and, with loss scaling, the
@@ -150,12 +154,32 @@ class GraphStep:
         return self._held(i)
 
 
+def _selected(
+    loss: AnyTensor, wrt: Sequence[AnyTensor] | AnyTensor | None, trainable: Selection
+) -> tuple[AnyTensor, ...]:
+    """The Params of ``wrt`` that ``trainable`` selects, asked by each Param's name (``""``
+    for an unnamed one) and value; a ``ValueError`` when it selects none."""
+    select = selector(trainable, "compile_step: trainable")
+    given = (wrt,) if isinstance(wrt, Tensor) else tuple(wrt or ())
+    params = [p for p in given if isinstance(p, Param)]
+    chosen = tuple(p for p in params if select(p.name or "", p.value))
+    if not chosen:
+        names = ", ".join(p.name or "(unnamed)" for p in params) or "none"
+        raise ValueError(
+            f"compile_step: trainable={select} freezes every Param of the loss graph (it "
+            f"selects none of {names}); Params are selected by their name= "
+            "(ax.Param(value, name='head.w'))"
+        )
+    return chosen
+
+
 def compile_step(
     loss: Tensor[Any],
     optimizer: optax.GradientTransformation,
     inputs: Sequence[AnyTensor] | AnyTensor | None = None,
     wrt: Sequence[AnyTensor] | AnyTensor | None = None,
     precision: Policy | None = None,
+    trainable: Selection | None = None,
 ) -> GraphStep:
     """A jitted training step: gradients of ``loss`` by each op's backward, then ``optimizer``.
 
@@ -175,6 +199,11 @@ def compile_step(
             updated in their own dtype; with the policy's loss scaling (f16), the loss's
             gradient is scaled, a non-finite step is skipped and the scale moves, as in
             ``fit`` (``step.loss_scale`` reads it).
+        trainable: a selection among those Params, as ``fit``'s ``trainable=`` (a
+            selector, a pattern, a tuple of them, or a predicate), asked about each Param
+            by its ``name=`` and value: ``trainable="head.*"`` trains the Params named
+            ``head.w``, ``head.b``; the others keep their values. Selecting none is a
+            ``ValueError``.
 
     Example:
         >>> step = ax.compile_step(loss, optax.adam(0.05), inputs=[x, y])
@@ -182,4 +211,4 @@ def compile_step(
         ...     step(xs, ys)
         >>> ax.compile(pred, inputs=[x])(xs, params=step.params)
     """
-    return GraphStep(loss, optimizer, inputs, wrt, precision)
+    return GraphStep(loss, optimizer, inputs, wrt, precision, trainable)

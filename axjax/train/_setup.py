@@ -18,11 +18,13 @@ import equinox as eqx
 import optax
 
 from ..core._internal import PyTree
-from ..nn import Policy
+from ..nn import Policy, Selector
+from ..nn._internal import Selection, selector
 from ..parallel import Parallel
 from ._loader import BatchSource
 from ._precision import Optimizer, for_training, same
-from ._step import takes_key
+from ._step import check_trainable, takes_key
+from ._step import trainable as split_trainable
 
 __all__ = ["Prepared", "prepare"]
 
@@ -32,7 +34,8 @@ class Prepared(NamedTuple):
     ``LossScaled`` under loss scaling) and placed by the parallel layout's parameter
     rules, the optimizer (unscaling the gradient under loss scaling), the loss run in the
     policy's dtypes, the placed optimizer state, ``unwrap`` (trained model -> the model
-    as given), and ``data`` with its batches placed by the compute rules."""
+    as given), ``data`` with its batches placed by the compute rules, and ``select``:
+    the leaves the step trains (``None``: every floating-point array)."""
 
     model: PyTree
     optimizer: Optimizer
@@ -40,6 +43,7 @@ class Prepared(NamedTuple):
     opt_state: PyTree
     unwrap: Callable[[PyTree], PyTree]
     data: BatchSource | None
+    select: Selector | None = None
 
     def batches(self) -> BatchSource:
         """``data``, for a set-up that was given it."""
@@ -57,6 +61,8 @@ def prepare(
     parallel: Parallel | None = None,
     opt_state: PyTree = None,
     data: BatchSource | None = None,
+    trainable: Selection | None = None,
+    where: str = "fit",
 ) -> Prepared:
     """The pieces of a training step under ``precision`` and ``parallel`` (either may be
     ``None``: that piece is kept as it is).
@@ -64,8 +70,12 @@ def prepare(
     ``opt_state`` (default ``optimizer.init`` of the model's floating-point arrays) is
     the state of ``optimizer`` as given: under loss scaling the wrapped optimizer keeps it.
     ``data`` (a batch source), when given, comes back with every batch placed by
-    ``parallel``'s compute rules.
+    ``parallel``'s compute rules. ``trainable`` (a selector, pattern or predicate over
+    ``(path, leaf)``) picks the floating-point leaves the step trains; the optimizer state
+    holds arrays for those alone, and a selection that freezes everything is a
+    ``ValueError`` (``where`` names the caller in the messages).
     """
+    select = None if trainable is None else selector(trainable, f"{where}: trainable")
     unwrap: Callable[[PyTree], PyTree] = same
     opt: Optimizer = optimizer
     if precision is not None:
@@ -78,8 +88,9 @@ def prepare(
             if data is not None
             else (parallel.place_params(model), None)
         )
-    if opt_state is None:
-        opt_state = opt.init(eqx.filter(model, eqx.is_inexact_array))  # what is trained
+    check_trainable(where, eqx.filter(model, eqx.is_array), select)
+    if opt_state is None:  # what is trained
+        opt_state = opt.init(split_trainable(eqx.filter(model, eqx.is_array), select)[0])
     if parallel is not None:  # its bare arrays (Adam's count) too: a resume restores into these
         opt_state = parallel.place_params(opt_state)
-    return Prepared(model, opt, loss_fn, opt_state, unwrap, data)
+    return Prepared(model, opt, loss_fn, opt_state, unwrap, data, select)

@@ -227,7 +227,7 @@ def load_sharded(directory: str | os.PathLike[str], like: PyTree) -> tuple[PyTre
     path = Path(directory).absolute()
     manifest = read_sharded_manifest(path)
     flat, treedef = jax.tree_util.tree_flatten_with_path(
-        like, is_leaf=lambda x: isinstance(x, Tensor)
+        like, is_leaf=lambda x: isinstance(x, Tensor) and x.array is not None
     )
     stored = manifest["leaves"]
     if len(stored) != len(flat):

@@ -30,6 +30,8 @@ from jax.typing import ArrayLike
 
 from ..core import AnyTensor, Axis, AxisError, NonFiniteReport, Tensor
 from ..core._internal import PyTree, axis_name, describe, is_inexact
+from ..nn import LossScaled, Selector
+from ..nn._internal import Selection, leaves_with_paths, selector
 from ._axes import Batch
 from ._precision import Optimizer
 
@@ -256,32 +258,81 @@ def _loss_of(loss_fn: LossFn, static: PyTree) -> Callable[..., Any]:
     return loss_of
 
 
-def trainable(params: PyTree) -> tuple[PyTree, PyTree]:
-    """``(trained, rest)``: the floating-point arrays of ``params`` (what the gradient and
-    the optimizer see, as ``eqx.filter_grad`` differentiates) and the others (integer
-    counters, masks, keys), which pass through the step unchanged.
+def trainable(params: PyTree, select: Selector | None = None) -> tuple[PyTree, PyTree]:
+    """``(trained, rest)``: the floating-point arrays of ``params`` that ``select`` picks
+    (all of them for ``None``): what the gradient and the optimizer see, as
+    ``eqx.filter_grad`` differentiates; and the others (frozen arrays, integer counters,
+    masks, keys), which pass through the step unchanged. ``select`` is asked about each
+    floating-point leaf by its dotted path; under loss scaling (a ``LossScaled`` model) it
+    is asked about the model's own leaves, and the scale is always trained.
 
     Example:
-        >>> opt_state = optimizer.init(trainable(params)[0])
+        >>> opt_state = optimizer.init(trainable(params, ax.train.by_path("head"))[0])
     """
-    trained, rest = eqx.partition(params, eqx.is_inexact_array)
+    if select is None:
+        trained, rest = eqx.partition(params, eqx.is_inexact_array)
+        return trained, rest
+    if isinstance(params, LossScaled):
+        t, r = trainable(params.model, select)
+        return LossScaled(t, params.scale, params.good), LossScaled(r, None, None)  # type: ignore[arg-type]  # None: the other side
+    spec = jax.tree_util.tree_map_with_path(
+        lambda p, x: _decide(select, jax.tree_util.keystr(p, simple=True, separator="."), x),
+        params,
+        is_leaf=_is_tensor,
+    )
+    trained, rest = eqx.partition(params, spec)
     return trained, rest
+
+
+def _is_tensor(x: object) -> bool:
+    return isinstance(x, Tensor)
+
+
+def _decide(select: Selector, path: str, leaf: object) -> bool:
+    """Whether the leaf at ``path`` is trained: a floating-point array that ``select``
+    picks (it is asked about floating-point leaves only)."""
+    array = leaf.array if isinstance(leaf, Tensor) else leaf
+    return eqx.is_inexact_array(array) and select(path, leaf)
+
+
+def check_trainable(where: str, params: PyTree, select: Selector | None) -> None:
+    """``ValueError`` when ``select`` leaves nothing to train (at set-up, before any
+    step): name what it was given and the model's floating-point leaves."""
+    if select is None:
+        return
+    inner = params.model if isinstance(params, LossScaled) else params
+    trained = jax.tree.leaves(trainable(inner, select)[0])
+    if trained:
+        return
+    floating = [p for p, x in leaves_with_paths(inner) if _decide(_ALL, p, x)]
+    more = f", ... ({len(floating)} in all)" if len(floating) > 8 else ""
+    shown = ", ".join(floating[:8]) + more
+    raise ValueError(
+        f"{where}: trainable={select} freezes every parameter of the model (it selects none "
+        f"of its floating-point leaves: {shown or 'none'}); select the leaves to train by "
+        "their dotted path, e.g. trainable=ax.train.by_path('head') or 'blocks.*.attn'"
+    )
+
+
+_ALL = Selector(lambda p, x: True, "all")
 
 
 def _check_opt_state(
     optimizer: Optimizer, opt_state: PyTree, trained: PyTree, params: PyTree
 ) -> None:
-    """``TypeError`` when ``opt_state`` was built on the integer arrays of the model too
-    (at trace time, from the structures only): the step updates the floating-point ones."""
+    """``TypeError`` when ``opt_state`` was built on more arrays than the step trains (the
+    integer arrays, or the leaves ``trainable=`` freezes), at trace time, from the
+    structures only."""
     if len(jax.tree.leaves(trained)) == len(jax.tree.leaves(params)):
-        return  # every array is floating-point: nothing was left out
+        return  # every array is trained: nothing was left out
     want = str(jax.tree.structure(jax.eval_shape(optimizer.init, trained)))
     if str(jax.tree.structure(opt_state)) != want:
         raise TypeError(
-            "train step: the optimizer state does not fit the model's floating-point "
-            "arrays (the step differentiates and updates only those; integer arrays pass "
-            "through unchanged): build it with "
-            "optimizer.init(eqx.filter(model, eqx.is_inexact_array))"
+            "train step: the optimizer state does not fit the arrays the step trains (the "
+            "model's floating-point arrays that trainable= selects; integer and frozen "
+            "arrays pass through unchanged): build it with "
+            "optimizer.init(eqx.filter(model, eqx.is_inexact_array)), or leave opt_state "
+            "out so that the step builds it"
         )
 
 
@@ -292,14 +343,18 @@ def make_train_step(
     *,
     donate: bool = True,
     guard: bool = True,
+    trainable: Selection | None = None,
 ) -> Callable[..., Any]:
     """The jitted step ``(params, opt_state, monitor, batch, key, step) -> (params,
     opt_state, monitor)`` for a model split as ``eqx.partition(model, eqx.is_array)``.
 
-    Only the floating-point arrays of ``params`` are differentiated and updated
-    (:func:`trainable`); integer ones pass through unchanged, so the optimizer state is
+    Only the floating-point arrays of ``params`` are differentiated and updated; integer
+    ones pass through unchanged, so the optimizer state is
     ``optimizer.init(eqx.filter(params, eqx.is_inexact_array))`` (a ``TypeError`` says so
-    when it was built on the integer arrays too).
+    when it was built on the integer arrays too). ``trainable`` (a selector such as
+    ``ax.train.by_path("head")``, a pattern string, or a predicate ``(path, leaf) ->
+    bool``) narrows that to the floating-point leaves it selects; the others are frozen,
+    and the optimizer state is then built on the selected leaves alone.
 
     ``guard=True``: the monitor records the first step whose loss or global gradient norm
     is not finite, and from then on the parameters and optimizer state are kept as they
@@ -319,8 +374,9 @@ def make_train_step(
         >>> params, opt_state, mon = step(jax.tree.map(jnp.copy, params), opt_state,
         ...                               mon, (x, y), jax.random.key(0), 0)
     """
+    select = None if trainable is None else selector(trainable, "make_train_step: trainable")
     return jax.jit(
-        train_step_fn(loss_fn, optimizer, static, guard=guard),
+        train_step_fn(loss_fn, optimizer, static, guard=guard, select=select),
         donate_argnums=(0, 1, 2) if donate else (),
     )
 
@@ -335,6 +391,7 @@ def make_flat_train_step(
     guard: bool = True,
     out_shardings: list[jax.sharding.Sharding] | None = None,
     carry_step: bool = False,
+    select: Selector | None = None,
 ) -> Callable[..., Any]:
     """:func:`make_train_step` on the leaves of ``(params, opt_state, monitor)``: the jitted
     ``(leaves, batch, key, step) -> leaves`` for that ``treedef``. A list of arrays crosses
@@ -346,8 +403,8 @@ def make_flat_train_step(
     ``carry_step=True``: the step number rides on the device as one more leaf, an int32
     scalar after the state's leaves, which each call increments: the jitted function is
     ``(leaves, batch, key) -> leaves``, and no Python number crosses to the device per call
-    (:class:`TrainStep`)."""
-    step = train_step_fn(loss_fn, optimizer, static, guard=guard)
+    (:class:`TrainStep`). ``select``: the trained leaves (:func:`trainable`)."""
+    step = train_step_fn(loss_fn, optimizer, static, guard=guard, select=select)
 
     def flat(
         leaves: list[jax.Array], batch: PyTree, key: jax.Array, step_no: jax.Array
@@ -367,7 +424,12 @@ def make_flat_train_step(
 
 
 def train_step_fn(
-    loss_fn: LossFn, optimizer: Optimizer, static: PyTree, *, guard: bool
+    loss_fn: LossFn,
+    optimizer: Optimizer,
+    static: PyTree,
+    *,
+    guard: bool,
+    select: Selector | None = None,
 ) -> Callable[..., tuple[PyTree, PyTree, Monitor]]:
     """The step of :func:`make_train_step` before ``jax.jit``."""
     with_key = takes_key(loss_fn)
@@ -376,7 +438,9 @@ def train_step_fn(
     def update(
         params: PyTree, opt_state: PyTree, batch: PyTree, key: jax.Array, step_no: jax.Array
     ) -> tuple[jax.Array, dict[str, jax.Array], PyTree, PyTree, PyTree]:
-        return update_step(loss_of, optimizer, with_key, params, opt_state, batch, key, step_no)
+        return update_step(
+            loss_of, optimizer, with_key, params, opt_state, batch, key, step_no, select
+        )
 
     def fast(
         params: PyTree,
@@ -434,11 +498,13 @@ def update_step(
     batch: PyTree,
     key: jax.Array,
     step_no: jax.Array,
+    select: Selector | None = None,
 ) -> tuple[jax.Array, dict[str, jax.Array], PyTree, PyTree, PyTree]:
     """One update: ``(loss, metrics, grads, new_params, new_opt_state)``. Only the
-    floating-point arrays are differentiated and updated (:func:`trainable`)."""
+    floating-point arrays that ``select`` picks are differentiated and updated
+    (:func:`trainable`)."""
     k = jax.random.fold_in(key, step_no) if with_key else None
-    trained, rest = trainable(params)
+    trained, rest = trainable(params, select)
     _check_opt_state(optimizer, opt_state, trained, params)
     (loss, metrics), grads = jax.value_and_grad(loss_of, has_aux=True)(trained, rest, batch, k)
     updates: PyTree  # a LossScaled under loss scaling: a tree optax applies alike
@@ -446,7 +512,9 @@ def update_step(
     return loss, metrics, grads, eqx.combine(optax.apply_updates(trained, updates), rest), new_opt
 
 
-def make_replay_step(loss_fn: LossFn, optimizer: Optimizer, static: PyTree) -> Callable[..., Any]:
+def make_replay_step(
+    loss_fn: LossFn, optimizer: Optimizer, static: PyTree, select: Selector | None = None
+) -> Callable[..., Any]:
     """The jitted checking step ``(params, opt_state, batch, key, step) -> (params,
     opt_state, loss, grad_norm, finite)``: the update of :func:`make_train_step`, the
     global gradient norm, and whether the new parameters and optimizer state are all
@@ -458,7 +526,7 @@ def make_replay_step(loss_fn: LossFn, optimizer: Optimizer, static: PyTree) -> C
         params: PyTree, opt_state: PyTree, batch: PyTree, key: jax.Array, step_no: jax.Array
     ) -> tuple[Any, Any, jax.Array, jax.Array, jax.Array]:
         loss, _, grads, new_params, new_opt = update_step(
-            loss_of, optimizer, with_key, params, opt_state, batch, key, step_no
+            loss_of, optimizer, with_key, params, opt_state, batch, key, step_no, select
         )
         finite = all_finite((new_params, new_opt))
         return (

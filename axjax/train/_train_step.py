@@ -33,6 +33,7 @@ import optax
 
 from ..core._internal import PyTree, block_until_ready
 from ..nn import Policy
+from ..nn._internal import Selection
 from ..parallel import Parallel
 from ..parallel._internal import queue_bound
 from ._precision import check_guard
@@ -96,13 +97,19 @@ class TrainStep(Generic[M]):
         parallel: an :class:`axjax.train.Parallel`, as in ``fit``: the model and optimizer
             state are placed by its parameter rules, each batch by its compute rules, and
             the step runs over the whole mesh.
+        trainable: the parameters to train, as in ``fit`` (a selector such as
+            ``ax.train.by_path("head")``, a pattern, a tuple of them, or a predicate
+            ``(path, leaf) -> bool``); the others stay as they are and get no optimizer
+            state.
 
     Raises:
         TypeError: an ``optimizer`` that is not an optax transformation, a ``loss_fn`` that
             is not callable, a ``key`` that is not a PRNG key, a ``guard`` or ``donate``
-            that is not a bool.
-        ValueError: a model without floating-point arrays (nothing to train), or
-            ``guard=True`` under a policy with loss scaling.
+            that is not a bool, a ``trainable`` that is not a selector, pattern or
+            predicate (or a predicate that answers something other than a bool).
+        ValueError: a model without floating-point arrays (nothing to train), a
+            ``trainable`` that freezes all of them, or ``guard=True`` under a policy with
+            loss scaling.
 
     Example:
         >>> step = ax.train.TrainStep(model, optax.adam(1e-3), loss_fn)
@@ -125,6 +132,7 @@ class TrainStep(Generic[M]):
         donate: bool = True,
         precision: Policy | None = None,
         parallel: Parallel | None = None,
+        trainable: Selection | None = None,
     ) -> None:
         if not (hasattr(optimizer, "init") and hasattr(optimizer, "update")):
             raise TypeError(
@@ -152,8 +160,16 @@ class TrainStep(Generic[M]):
                 "with its Tensors, not its static part"
             )
         p = prepare(
-            model, optimizer, loss_fn, precision=precision, parallel=parallel, opt_state=opt_state
+            model,
+            optimizer,
+            loss_fn,
+            precision=precision,
+            parallel=parallel,
+            opt_state=opt_state,
+            trainable=trainable,
+            where=_WHERE,
         )
+        self._select = p.select
         self._optimizer, self._loss_fn, self._unwrap = p.optimizer, p.loss_fn, p.unwrap
         self._parallel = parallel
         # a typed key is a pytree node that JAX flattens in Python: passed only when used
@@ -230,6 +246,7 @@ class TrainStep(Generic[M]):
             guard=self._guard,
             out_shardings=out,
             carry_step=True,
+            select=self._select,
         )
         return step
 

@@ -312,6 +312,22 @@ def fixtures(tmp: Path) -> dict[str, Fixture | Exempt]:
             {"in_size": 3, "out_size": 2},
             lambda in_size, out_size: nn.Affine(A, B, in_size, out_size, key=KEY),
         ),
+        "ax.nn.LoRA": Fixture(
+            {"rank": 2, "alpha": 4.0},
+            lambda rank, alpha: nn.LoRA(
+                nn.Linear(B, Hid, 3, 2, key=KEY), rank=rank, alpha=alpha, key=KEY
+            )(x23()),
+        ),
+        "ax.nn.lora": Fixture(
+            {"rank": 2, "alpha": 4.0},
+            lambda rank, alpha: nn.lora(
+                {"fc": nn.Linear(B, Hid, 3, 2, key=KEY)},
+                where="fc",
+                rank=rank,
+                alpha=alpha,
+                key=KEY,
+            )["fc"](x23()),
+        ),
         "ax.nn.MLP": Fixture(
             {"in_size": 3, "out_size": 2, "hidden": {Hid: 4}},
             lambda in_size, out_size, hidden: nn.MLP(

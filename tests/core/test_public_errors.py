@@ -201,6 +201,11 @@ def fixtures() -> dict[str, Fixture | Exempt]:
         ),
         "Affine": Fixture(layer(lambda: nn.Affine(E, Out, 3, 2, key=KEY)), x, {"x": inp}),
         "Linear": Fixture(layer(lambda: nn.Linear(E, Out, 3, 2, key=KEY)), x, {"x": inp}),
+        "LoRA": Fixture(
+            layer(lambda: nn.LoRA(nn.Linear(E, Out, 3, 2, key=KEY), rank=2, key=KEY)),
+            x,
+            {"x": inp},
+        ),
         "MLP": Fixture(
             layer(lambda: nn.MLP(E, Out, 3, 2, hidden={Hid: 4}, key=KEY)), x, {"x": inp}
         ),

@@ -68,6 +68,7 @@ BUILDERS: dict[str, Callable[[], Any]] = {
     "GRUCell": _gru,
     "LSTMCell": lambda: ax.nn.LSTMCell(In, Hidden, 3, 4, key=K),
     "Remat": lambda: ax.nn.remat(ax.nn.Affine(In, Out, 3, 2, key=K), policy="dots"),
+    "LoRA": lambda: ax.nn.LoRA(ax.nn.Affine(In, Out, 3, 2, key=K), rank=2, key=K),
     "Recurrent": lambda: ax.nn.Recurrent(_gru(), Time),
     "Bidirectional": lambda: ax.nn.Bidirectional(_gru(), _gru(), Time),
     "Stacked": lambda: ax.nn.Stacked([ax.nn.Recurrent(_gru(), Time)]),

@@ -170,6 +170,8 @@ reveal_type(ax.Tensor.astype)  # show
 reveal_type(ax.Tensor.item)  # show
 reveal_type(ax.Tensor.size)  # show
 reveal_type(ax.nn.attention_weights)  # show
+reveal_type(ax.nn.by_axes)  # show
+reveal_type(ax.nn.by_path)  # show
 reveal_type(ax.nn.cast)  # show
 reveal_type(ax.nn.causal_mask)  # show
 reveal_type(ax.nn.compute_capability)  # show
@@ -184,14 +186,19 @@ reveal_type(ax.nn.gelu)  # show
 reveal_type(ax.nn.generate)  # show
 reveal_type(ax.nn.identity)  # show
 reveal_type(ax.nn.is_exportable)  # show
+reveal_type(ax.nn.is_lora)  # show
 reveal_type(ax.nn.leaky_relu)  # show
+reveal_type(ax.nn.load_lora)  # show
 reveal_type(ax.nn.load_safetensors)  # show
 reveal_type(ax.nn.log_sigmoid)  # show
 reveal_type(ax.nn.log_softmax)  # show
+reveal_type(ax.nn.lora)  # show
+reveal_type(ax.nn.merge_lora)  # show
 reveal_type(ax.nn.relu)  # show
 reveal_type(ax.nn.remat)  # show
 reveal_type(ax.nn.rope_frequencies)  # show
 reveal_type(ax.nn.rotary_embedding)  # show
+reveal_type(ax.nn.save_lora)  # show
 reveal_type(ax.nn.save_safetensors)  # show
 reveal_type(ax.nn.scale_gradient)  # show
 reveal_type(ax.nn.scan)  # show
@@ -207,6 +214,8 @@ reveal_type(ax.train.accuracy)  # show
 reveal_type(ax.train.add_parallel_args)  # show
 reveal_type(ax.train.apply_updates)  # show
 reveal_type(ax.train.binary_cross_entropy)  # show
+reveal_type(ax.train.by_axes)  # show
+reveal_type(ax.train.by_path)  # show
 reveal_type(ax.train.cache_dir)  # show
 reveal_type(ax.train.compile_step)  # show
 reveal_type(ax.train.download)  # show
@@ -273,6 +282,8 @@ reveal_type(ax.nn.LayerStack.init)  # show
 reveal_type(ax.nn.LayerStack.stacked)  # show
 reveal_type(ax.nn.LayerStack.unstack)  # show
 reveal_type(ax.nn.Linear.__call__)  # show
+reveal_type(ax.nn.LoRA.__call__)  # show
+reveal_type(ax.nn.LoRA.merge)  # show
 reveal_type(ax.nn.MLP.__call__)  # show
 reveal_type(ax.nn.MaxPool.__call__)  # show
 reveal_type(ax.nn.MultiheadAttention.__call__)  # show
@@ -284,6 +295,7 @@ reveal_type(ax.nn.RNNCell.__call__)  # show
 reveal_type(ax.nn.RNNCell.init_state)  # show
 reveal_type(ax.nn.Recurrent.__call__)  # show
 reveal_type(ax.nn.Remat.__call__)  # show
+reveal_type(ax.nn.Selector.__call__)  # show
 reveal_type(ax.nn.Sequential.__call__)  # show
 reveal_type(ax.nn.Stacked.__call__)  # show
 reveal_type(ax.nn.SwiGLU.__call__)  # show
@@ -335,6 +347,7 @@ reveal_type(ax.train.Parallel.state_sharding)  # show
 reveal_type(ax.train.RunningMean.update)  # show
 reveal_type(ax.train.RunningMean.value)  # show
 reveal_type(ax.train.RunningMean.zero)  # show
+reveal_type(ax.train.Selector.__call__)  # show
 reveal_type(ax.train.SoftmaxCrossEntropy.__call__)  # show
 reveal_type(ax.train.SoftmaxCrossEntropy.backward)  # show
 reveal_type(ax.train.SoftmaxCrossEntropy.describe)  # show
