@@ -19,6 +19,9 @@ Page-level comments, anywhere in the page::
 
     <!-- docs-test: data=mnist -->   (needs ../shared/data/mnist, or $AXJAX_TEST_DATA; the page
                                       is skipped, saying where, when the files are absent)
+    <!-- docs-test: cwd=checkout -->  (the page runs in the checkout's root, as its text tells
+                                      the reader to: it reads files of the repository, such as
+                                      tests/models/fixtures; it writes only to temporary folders)
 
 An unknown ``docs-test`` comment is an error, so a misspelt marker never silences a block.
 
@@ -50,6 +53,7 @@ _SETUP = re.compile(r"^\s*<!--\s*docs-test:\s*setup\b")
 _FRAGMENT = re.compile(r"^fragment\s*\((.+)\)$")
 _RAISES = re.compile(r"^raises\s+([A-Za-z_][\w.]*)$")
 _DATA = re.compile(r"^data=([\w-]+)$")
+_CWD = re.compile(r"^cwd=checkout$")
 
 
 class DocsMarkError(ValueError):
@@ -74,6 +78,7 @@ class Page:
     path: Path
     blocks: list[Block] = field(default_factory=list)
     data: list[str] = field(default_factory=list)
+    in_checkout: bool = False  # `cwd=checkout`: runs in the repository's root
 
     @property
     def counts(self) -> tuple[int, int]:
@@ -104,12 +109,14 @@ def parse(path: Path) -> Page:
             text = mark.group(1)
             if m := _DATA.match(text):
                 page.data.append(m.group(1))
+            elif _CWD.match(text):
+                page.in_checkout = True
             elif _FRAGMENT.match(text) or _RAISES.match(text):
                 pending = text
             else:
                 raise DocsMarkError(
                     f"{_rel(path)}:{i + 1}: unknown docs-test marker {text!r} (write "
-                    "'fragment (reason)', 'raises ErrorClass' or 'data=NAME')"
+                    "'fragment (reason)', 'raises ErrorClass', 'data=NAME' or 'cwd=checkout')"
                 )
             i += 1
             continue
@@ -238,10 +245,10 @@ def run_page_in_subprocess(path: Path, timeout: float = 300) -> subprocess.Compl
     env["MPLBACKEND"] = "Agg"
     if page.data:
         env["AXJAX_DATA"] = str(data_root())
-    with tempfile.TemporaryDirectory() as cwd:
+    with tempfile.TemporaryDirectory() as tmp:
         return subprocess.run(
             [sys.executable, "-m", "tests.docs_blocks", str(path)],
-            cwd=cwd,
+            cwd=ROOT if page.in_checkout else tmp,
             env=env,
             capture_output=True,
             text=True,

@@ -145,6 +145,18 @@ def test_a_page_runs_only_its_visible_text(tmp_path: Path) -> None:
     assert "page.md:4: the block raised NameError: name 'Height' is not defined" in done.stderr
 
 
+def test_a_page_marked_cwd_checkout_runs_in_the_repository_root(tmp_path: Path) -> None:
+    """``cwd=checkout``: the page reads the checkout's files by relative path (the fixtures of
+    docs/pretrained.md); without the marker a page runs in an empty temporary folder."""
+    fixture = "tests/models/fixtures/gpt2/config.json"
+    block = f"```python\nimport os\nassert os.path.isfile({fixture!r})\n```\n"
+    marked = write(tmp_path, "<!-- docs-test: cwd=checkout -->\n# A page\n\n" + block)
+    assert parse(marked).in_checkout
+    assert docs_blocks.run_page_in_subprocess(marked, timeout=120).returncode == 0
+    plain = docs_blocks.run_page_in_subprocess(write(tmp_path, "# A page\n\n" + block), 120)
+    assert plain.returncode != 0 and "raised AssertionError" in plain.stderr
+
+
 def test_no_page_has_hidden_set_up() -> None:
     """Generated over every page: none holds a hidden block (the parser refuses them, and a
     raw search finds none the parser could miss)."""

@@ -29,7 +29,7 @@ import math
 import os
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import jax
 import jax.numpy as jnp
@@ -50,7 +50,11 @@ __all__ = [
 ]
 
 M = TypeVar("M")
-C = TypeVar("C")
+C = TypeVar("C", bound="DataclassInstance")  # a config: a dataclass
+
+if TYPE_CHECKING:
+    from _typeshed import DataclassInstance
+
 CONFIG = "config.json"
 WEIGHTS = "model.safetensors"
 _LOAD = Feature("safetensors", "axjax.models.load_weights")
@@ -227,7 +231,7 @@ def read_config(folder: str | os.PathLike[str], config_type: type[C], table: Tab
             f"{table.model_type!r}: load it with that architecture's from_hf"
         )
     values: dict[str, Any] = {}
-    for f in dataclasses.fields(config_type):  # type: ignore[arg-type]  # a dataclass type
+    for f in dataclasses.fields(config_type):
         if f.name not in raw:
             if f.default is dataclasses.MISSING:
                 raise ConversionError(f"{table.model_type}: {where} has no {f.name!r}")

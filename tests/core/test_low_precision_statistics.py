@@ -218,6 +218,13 @@ def _mha() -> Any:
     return ax.nn.MultiheadAttention(C, 8, num_heads=2, query_pos=T, key=KEY)
 
 
+def _gqa() -> Any:
+    # no RoPE: identical tokens then give identical scores, as for _mha
+    return ax.nn.GroupedQueryAttention(
+        C, 8, num_heads=2, num_kv_heads=1, query_pos=T, rope_theta=None, key=KEY
+    )
+
+
 def _layer(make: Callable[[], Any]) -> Callable[[Any], Any]:
     """Apply the layer made by ``make``, cast to the input's dtype (its parameters rounded
     to it, so the float32 reference runs on the same values)."""
@@ -238,6 +245,7 @@ STATISTIC_LAYERS: dict[str, Case] = {
     "RMSNorm": Case(_layer(lambda: ax.nn.RMSNorm(C, 64)), _rows(np.full(64, 400.0))),
     # identical tokens: every score in a row is equal (~10^5, beyond F16), the output fits
     "MultiheadAttention": Case(_layer(_mha), _SAME_TOKEN, None, (B, T, C)),
+    "GroupedQueryAttention": Case(_layer(_gqa), _SAME_TOKEN, None, (B, T, C)),
     "AvgPool": Case(_layer(lambda: ax.nn.AvgPool(C, 64)), _rows(np.full(64, 60000.0))),
     "AvgPool1D": Case(_layer(lambda: ax.nn.AvgPool1D(C, 64)), _rows(np.full(64, 60000.0))),
     "AvgPool2D": Case(
@@ -250,11 +258,12 @@ STATISTIC_LAYERS: dict[str, Case] = {
 }
 NO_STATISTIC = {
     **dict.fromkeys(
-        ("Affine", "Linear", "MLP", "Conv", "Conv1D", "Conv2D", "Conv3D"),
+        ("Affine", "Linear", "LoRA", "MLP", "Conv", "Conv1D", "Conv2D", "Conv3D"),
         "a contraction: its sums are the contract/conv op cases",
     ),
     "Embedding": "a gather",
     "Dropout": "elementwise",
+    "SwiGLU": "contractions and elementwise gates",
     **dict.fromkeys(
         ("MaxPool", "MaxPool1D", "MaxPool2D", "GlobalMaxPool"), "picks one value per window"
     ),

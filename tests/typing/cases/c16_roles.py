@@ -106,8 +106,7 @@ attended, cache = mha(tokens, cache=cache)
 reveal_type(attended)  # want: Tensor[F32, Batch, Pos, Embed]
 reveal_type(cache)  # want: KVCache[F32, KPos]
 plain_mha = ax.nn.MultiheadAttention(Embed, 8, num_heads=2, query_pos=Pos, causal=True, key=key)
-# (the plain mypy run skips equinox, so eqx.Module and every module class are Any there)
-foreign = plain_mha(tokens, cache=cache)  # want-error[plugin]: "KVCache[F32, KPos]"; want-error[pyright]: "cache"; miss[mypy]
+foreign = plain_mha(tokens, cache=cache)  # want-error[plugin]: "KVCache[F32, KPos]"; want-error[mypy]: expected "KVCache[F32, KeyPos]"; want-error[pyright]: "cache"
 
 
 # generate: token ids in, token ids out, over the prompt's axes

@@ -23,7 +23,7 @@ class Hidden(ax.Axis): ...
 class Class(ax.Axis): ...
 
 
-class Net(eqx.Module):  # limit[mypy]: plain mypy does not analyse equinox (Module is Any)
+class Net(eqx.Module):
     fc: ax.nn.Affine[F32, Pixel, Hidden]
     head: ax.nn.Linear[F32, Hidden, Class]
 

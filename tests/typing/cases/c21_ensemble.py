@@ -26,7 +26,7 @@ class Other(ax.Axis): ...
 class Seed(ax.Axis): ...
 
 
-class Head(eqx.Module):  # limit[mypy]: plain mypy does not analyse equinox (Module is Any)
+class Head(eqx.Module):
     lin: ax.nn.Affine[F32, Hidden, Other]
 
     def __init__(self, key: jax.Array) -> None:
