@@ -28,7 +28,7 @@ from ..core._internal import axis_name, positive_float, positive_int
 from ..ops import contract
 from ._linear import Affine, D, DenseCall, In, Linear, Out, dense_product, describe_dense
 from ._registry import register_layer
-from ._safetensors import load_safetensors, save_safetensors
+from ._safetensors import SafetensorsError, entry_names, load_safetensors, save_safetensors
 from ._select import Selection, by_path, leaves_with_paths, selector
 
 __all__ = ["LoRA", "Rank", "is_lora", "load_lora", "lora", "merge_lora", "save_lora"]
@@ -261,12 +261,20 @@ def load_lora(model: M, path: str | os.PathLike[str]) -> M:
     Raises:
         ValueError: the model has no adapters.
         SafetensorsError: an adapter is missing from the file, or has other axes, sizes or
-            dtype (the message names the entry).
+            dtype (the message names the entry), or the file holds adapters the model lacks
+            (it was wrapped with another ``where``).
 
     Example:
         >>> tuned = ax.nn.load_lora(ax.nn.lora(base, where="blocks.*.attn", rank=4,
         ...                                    key=jax.random.key(0)), "adapters.safetensors")
     """
-    loaded = load_safetensors(_adapters(model, "load_lora"), path)
+    adapters = _adapters(model, "load_lora")
+    loaded = load_safetensors(adapters, path)
+    extra = sorted(entry_names(path) - {name for name, _ in leaves_with_paths(adapters)})
+    if extra:
+        raise SafetensorsError(
+            f"load_lora: {os.fspath(path)} holds adapters this model does not have: "
+            f"{', '.join(extra)} (wrap the model with the where= of the saved one)"
+        )
     out: M = eqx.combine(loaded, model)
     return out

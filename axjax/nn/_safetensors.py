@@ -229,6 +229,14 @@ def load_safetensors(template: M, path: str | os.PathLike[str]) -> M:
     return out
 
 
+def entry_names(path: str | os.PathLike[str]) -> set[str]:
+    """The names of the entries of a safetensors file that :func:`load_safetensors` read."""
+    from safetensors import safe_open
+
+    with safe_open(os.fspath(path), framework="numpy") as f:
+        return set(f.keys())
+
+
 def _saved_axes(where: str, text: str | None) -> dict[str, dict[str, Any]]:
     """The axjax metadata of the file (``{}`` without it); ``SafetensorsError`` when it is
     not what :func:`save_safetensors` writes."""

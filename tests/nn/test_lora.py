@@ -204,6 +204,13 @@ def test_save_lora_writes_only_the_adapters_with_their_axes(tmp_path):
     more = ax.nn.lora(Net(K), where="blocks.*", rank=2, key=K)
     with pytest.raises(ax.nn.SafetensorsError, match="has no entry 'blocks.0.down.lora_a'"):
         ax.nn.load_lora(more, path)
+    fewer = ax.nn.lora(Net(K), where="blocks.0.up", rank=2, key=K)  # the file has blocks.1's too
+    with pytest.raises(
+        ax.nn.SafetensorsError,
+        match=r"holds adapters this model does not have: blocks\.1\.up\.lora_a, "
+        r"blocks\.1\.up\.lora_b \(wrap the model with the where= of the saved one\)",
+    ):
+        ax.nn.load_lora(fewer, path)
 
 
 def test_training_only_the_adapters_leaves_the_base_bit_identical():
