@@ -36,7 +36,14 @@ from ..core._internal import (
 from ..ops import mean
 from ..ops import sum as ax_sum
 from ._registry import register_layer
-from ._stack import dynamic_leaf, key_of, keys_tensor, stack_modules
+from ._stack import (
+    StackWords,
+    dynamic_leaf,
+    key_of,
+    keys_tensor,
+    stack_modules,
+    stacked_size,
+)
 
 __all__ = ["Ensemble", "Member", "ensemble_loss"]
 
@@ -67,34 +74,19 @@ A2 = TypeVar("A2", bound=Axis)
 _DEFAULT_AXIS: Any = Member
 
 
+_ENSEMBLE_WORDS = StackWords(
+    "model",
+    "an ensemble's",
+    "ensemble's axis",
+    "build it with Ensemble.init or Ensemble.from_members",
+    "an ensemble",
+    "member",
+)
+
+
 def _count(members: PyTree, axis: type[Axis], where: str) -> int:
     """The number of members: the size of ``axis``, leading on every parameter Tensor."""
-    sizes: set[int] = set()
-    for path, leaf in jax.tree_util.tree_leaves_with_path(members, is_leaf=is_tensor):
-        name = jax.tree_util.keystr(path, simple=True, separator=".") or "the model"
-        if eqx.is_array(leaf):
-            raise TypeError(
-                f"{where}: the model's field {name} is a bare array; an ensemble's "
-                "parameters must be Tensors (wrap it with ax.tensor(array, *axes))"
-            )
-        if not is_tensor(leaf):
-            continue
-        if not leaf.axes or leaf.axes[0] is not axis:
-            raise AxisError(
-                f"{where}: the parameter {name} is {describe(leaf)}, without the ensemble's "
-                f"axis {axis_name(axis)} first (build it with Ensemble.init or "
-                "Ensemble.from_members)"
-            )
-        if leaf.shape[0] is not None:
-            sizes.add(leaf.shape[0])
-    if len(sizes) > 1:
-        raise AxisError(
-            f"{where}: the parameters have {axis_name(axis)} sizes {sorted(sizes)}; every "
-            "parameter of an ensemble has one entry per member"
-        )
-    if not sizes:
-        raise ValueError(f"{where}: the model has no parameter Tensors to stack")
-    return sizes.pop()
+    return stacked_size(members, axis, where, _ENSEMBLE_WORDS)
 
 
 def _refuse_axis(tree: PyTree, axis: type[Axis], where: str, what: str) -> None:

@@ -19,7 +19,7 @@ policy (the names of :func:`axjax.nn.remat`), so the scan keeps only each layer'
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import Any, Concatenate, Generic, TypeVarTuple, cast, final, overload
+from typing import Any, Concatenate, Generic, NamedTuple, TypeVarTuple, cast, final, overload
 
 import equinox as eqx
 import jax
@@ -95,14 +95,37 @@ def dynamic_leaf(leaf: object) -> bool:
     return is_tensor(leaf) or eqx.is_array(leaf)
 
 
-def _stacked_size(tree: PyTree, axis: type[Axis], where: str) -> int:
+class StackWords(NamedTuple):
+    """How :func:`stacked_size`'s errors speak of a container of stacked modules."""
+
+    unit: str  # one entry: "the block's field ..."
+    owner: str  # "a stacked block's parameters must be Tensors"
+    axis: str  # "without the stacking axis Layer first"
+    build: str  # what to do instead
+    whole: str  # "every parameter of a stack has one entry per layer"
+    entry: str
+
+
+STACK_WORDS = StackWords(
+    "block",
+    "a stacked block's",
+    "stacking axis",
+    "build the stack with LayerStack.init or LayerStack.from_layers",
+    "a stack",
+    "layer",
+)
+
+
+def stacked_size(
+    tree: PyTree, axis: type[Axis], where: str, words: StackWords = STACK_WORDS
+) -> int:
     """The size of ``axis``, leading on every Tensor of ``tree``; a clear error otherwise."""
     sizes: set[int] = set()
     for path, leaf in jax.tree_util.tree_leaves_with_path(tree, is_leaf=is_tensor):
-        name = jax.tree_util.keystr(path, simple=True, separator=".") or "the block"
+        name = jax.tree_util.keystr(path, simple=True, separator=".") or f"the {words.unit}"
         if eqx.is_array(leaf):
             raise TypeError(
-                f"{where}: the block's field {name} is a bare array; a stacked block's "
+                f"{where}: the {words.unit}'s field {name} is a bare array; {words.owner} "
                 "parameters must be Tensors (wrap it with ax.tensor(array, *axes))"
             )
         if not is_tensor(leaf):
@@ -110,18 +133,17 @@ def _stacked_size(tree: PyTree, axis: type[Axis], where: str) -> int:
         if not leaf.axes or leaf.axes[0] is not axis:
             raise AxisError(
                 f"{where}: the parameter {name} is {describe(leaf)}, without the "
-                f"stacking axis {axis_name(axis)} first (build the stack with "
-                "LayerStack.init or LayerStack.from_layers)"
+                f"{words.axis} {axis_name(axis)} first ({words.build})"
             )
         if leaf.shape[0] is not None:
             sizes.add(leaf.shape[0])
     if len(sizes) > 1:
         raise AxisError(
             f"{where}: the parameters have {axis_name(axis)} sizes {sorted(sizes)}; every "
-            "parameter of a stack has one entry per layer"
+            f"parameter of {words.whole} has one entry per {words.entry}"
         )
     if not sizes:
-        raise ValueError(f"{where}: the block has no parameter Tensors to stack")
+        raise ValueError(f"{where}: the {words.unit} has no parameter Tensors to stack")
     return sizes.pop()
 
 
@@ -192,7 +214,7 @@ class LayerStack(eqx.Module, Generic[M, L]):
     ) -> None:
         self.remat = _check_remat(remat, "LayerStack")  # the options first, then the blocks
         self.axis = check_axis_label(axis, "LayerStack")
-        _stacked_size(layers, self.axis, "LayerStack")
+        stacked_size(layers, self.axis, "LayerStack")
         self.layers = layers
 
     @classmethod
@@ -241,7 +263,7 @@ class LayerStack(eqx.Module, Generic[M, L]):
 
     def __len__(self) -> int:
         """The number of layers."""
-        return _stacked_size(self.layers, self.axis, "LayerStack")
+        return stacked_size(self.layers, self.axis, "LayerStack")
 
     def __getitem__(self, i: int) -> M:
         """Block ``i`` (its parameters without the stacking axis)."""
@@ -402,7 +424,7 @@ def _run(
     stack: LayerStack[Any, Any], x: PyTree, args: tuple[Any, ...], kwargs: dict[str, Any]
 ) -> PyTree:
     where = f"LayerStack(over={axis_name(stack.axis)})"
-    n = _stacked_size(stack.layers, stack.axis, where)
+    n = stacked_size(stack.layers, stack.axis, where)
     x_leaves, _ = flatten(x)
     if not x_leaves or not all(is_tensor(t) for t in x_leaves):
         raise TypeError(
