@@ -231,6 +231,7 @@ def load_safetensors(template: M, path: str | os.PathLike[str]) -> M:
 
 def entry_names(path: str | os.PathLike[str]) -> set[str]:
     """The names of the entries of a safetensors file that :func:`load_safetensors` read."""
+    _LOAD.require()
     from safetensors import safe_open
 
     with safe_open(os.fspath(path), framework="numpy") as f:
