@@ -16,9 +16,10 @@ from typing import TypeVarTuple, final, overload
 import equinox as eqx
 import jax
 import jax.numpy as jnp
+import numpy as np
 
-from ..core import F32, I32, Axis, AxisError, KeyOf, Tensor
-from ..core._internal import describe
+from ..core import F32, I32, Axis, AxisError, Floating, KeyOf, Tensor
+from ..core._internal import describe, dtype_of_kind
 from ..nn import (
     Affine,
     Embedding,
@@ -27,9 +28,11 @@ from ..nn import (
     KVCache,
     LayerNorm,
     MultiheadAttention,
+    cast,
 )
 from ..nn.init import normal
-from ..ops import arange, broadcast, contract, gelu
+from ..ops import arange, astype, broadcast, contract, gelu
+from ._blocks import Blocks, init_caches, make_blocks, run_blocks, run_cached
 from ._hf import (
     ConversionError,
     Entry,
@@ -195,26 +198,35 @@ class GPT2(eqx.Module):
     :meth:`init_cache`) and returns ``(logits, cache)``: the model is an ``ax.nn.Decoder``,
     so ``ax.nn.generate(model, prompt, steps)`` decodes with a KV cache.
 
+    ``unroll=True`` (the default) keeps the blocks as a tuple, called in a Python loop;
+    ``unroll=False`` stacks them in one ``ax.nn.LayerStack`` over ``ax.nn.Layer``
+    (``blocks.layers.fc.weight: Tensor[F32, Layer, Embed, Mlp]``), called as one scan: the
+    same values, a program and compile time that do not grow with depth. The logits are
+    float32 whatever the parameters' dtype (``from_hf(..., dtype=ax.BF16)``).
+
     Example:
         >>> model = GPT2(GPT2Config(vocab_size=256, n_positions=64, n_embd=48, n_layer=2,
         ...                         n_head=4), key=jax.random.key(0))
         >>> model(ids)               # Tensor[I32, Batch, Pos] -> Tensor[F32, Batch, Pos, Vocab]
+        >>> GPT2(config, key=key, unroll=False).blocks   # a LayerStack[Block, Layer]
     """
 
     wte: Embedding[F32, Vocab, Embed]
     wpe: Embedding[F32, Ctx, Embed]
-    blocks: tuple[Block, ...]
+    blocks: Blocks[Block]
     ln_f: LayerNorm[F32, Embed]
     config: GPT2Config = eqx.field(static=True)
 
-    def __init__(self, config: GPT2Config, *, key: jax.Array) -> None:
+    def __init__(self, config: GPT2Config, *, key: jax.Array, unroll: bool = True) -> None:
         config.check()
         kt, kp, kb = jax.random.split(key, 3)
         init = normal(0.02)
         e = config.n_embd
         self.wte = Embedding(Vocab, Embed, config.vocab_size, e, weight_init=init, key=kt)
         self.wpe = Embedding(Ctx, Embed, config.n_positions, e, weight_init=init, key=kp)
-        self.blocks = tuple(Block(config, key=k) for k in jax.random.split(kb, config.n_layer))
+        self.blocks = make_blocks(
+            lambda k: Block(config, key=k), config.n_layer, kb, unroll, "GPT2"
+        )
         self.ln_f = LayerNorm(Embed, e, eps=config.layer_norm_epsilon)
         self.config = config
 
@@ -255,15 +267,14 @@ class GPT2(eqx.Module):
         tokens: Tensor[F32, *B, Pos, Embed] = self.wte(ids)
         positions: Tensor[F32, *B, Pos, Embed] = broadcast(self.wpe(where), tokens)
         x = tokens + positions
-        new: list[KVCache] = []
-        for i, block in enumerate(self.blocks):
-            if cache is None:
-                x = block(x)
-            else:
-                x, c = block(x, cache[i])
-                new.append(c)
-        logits: Tensor[F32, *B, Pos, Vocab] = contract(self.ln_f(x), self.wte.weight, over=Embed)
-        return logits if cache is None else (logits, tuple(new))
+        if cache is None:
+            return self._logits(run_blocks(self.blocks, x))
+        x, new = run_cached(self.blocks, x, cache, "GPT2")
+        return self._logits(x), new
+
+    def _logits(self, x: Tensor[F32, *B, Pos, Embed]) -> Tensor[F32, *B, Pos, Vocab]:
+        out: Tensor[F32, *B, Pos, Vocab] = contract(self.ln_f(x), self.wte.weight, over=Embed)
+        return astype(out, F32)  # float32 logits from a low-precision model too
 
     def init_cache(self, batch: Mapping[type[Axis], int], max_len: int) -> tuple[KVCache, ...]:
         """An empty KV cache per block for ``max_len`` positions (at most ``n_positions``)
@@ -273,7 +284,7 @@ class GPT2(eqx.Module):
                 f"GPT2.init_cache: max_len {max_len} exceeds the {self.config.n_positions} "
                 "positions the model has embeddings for"
             )
-        return tuple(b.attn.init_cache(batch, max_len) for b in self.blocks)
+        return init_caches(self.blocks, batch, max_len)
 
 
 def _entries() -> tuple[Entry, ...]:
@@ -311,9 +322,15 @@ TABLE = Table(
 )
 
 
-def from_hf(folder: str | os.PathLike[str]) -> GPT2:
+def from_hf(
+    folder: str | os.PathLike[str], *, unroll: bool = True, dtype: type[Floating] | None = None
+) -> GPT2:
     """A :class:`GPT2` read from a Hugging Face folder (``config.json``,
     ``model.safetensors``); unknown config keys are ignored.
+
+    ``unroll=False`` loads the blocks into one ``ax.nn.LayerStack`` (see :class:`GPT2`).
+    ``dtype`` (``ax.BF16``, ...) is the parameters' dtype, each read straight into it;
+    ``None`` keeps float32.
 
     Raises:
         FileNotFoundError: a file is missing.
@@ -323,17 +340,28 @@ def from_hf(folder: str | os.PathLike[str]) -> GPT2:
 
     Example:
         >>> model = gpt2.from_hf("tests/models/fixtures/gpt2")
+        >>> deep = gpt2.from_hf(folder, unroll=False, dtype=ax.BF16)
     """
+    cast_to = None  # a floating dtype, or a TypeError naming from_hf
+    if dtype is not None:
+        cast_to = dtype_of_kind("gpt2.from_hf", "dtype", dtype, "floating")
     config = read_config(folder, GPT2Config, TABLE)
     config.check(f"gpt2: {os.fspath(folder)}/config.json")
+
+    def make(k: jax.Array) -> GPT2:
+        model = GPT2(config, key=k, unroll=unroll)
+        return model if cast_to is None else cast(model, cast_to)
+
     # the model's structure without running its initialisers: every leaf is loaded
-    template: GPT2 = eqx.filter_eval_shape(lambda k: GPT2(config, key=k), jax.random.key(0))
+    template: GPT2 = eqx.filter_eval_shape(make, jax.random.key(0))
     return load_weights(folder, template, TABLE, layers=config.n_layer)
 
 
 def to_hf(model: GPT2, folder: str | os.PathLike[str]) -> None:
     """Write ``model`` to ``folder`` as Hugging Face does (``config.json``,
     ``model.safetensors``): ``transformers.GPT2LMHeadModel.from_pretrained`` loads it.
+    A stacked model (``unroll=False``) writes the keys, shapes and bytes of the unstacked
+    one; the parameters are written in their own dtype.
 
     Example:
         >>> gpt2.to_hf(model, "out/gpt2")
@@ -341,4 +369,5 @@ def to_hf(model: GPT2, folder: str | os.PathLike[str]) -> None:
     if not isinstance(model, GPT2):
         raise TypeError(f"to_hf: model is a GPT2, got {type(model).__name__}")
     save_weights(folder, model, TABLE, layers=model.config.n_layer)
-    write_config(folder, model.config, TABLE)
+    dtype = np.dtype(model.wte.weight.array.dtype).name  # "float32", "bfloat16"
+    write_config(folder, model.config, TABLE, dtype=dtype)

@@ -18,6 +18,13 @@ key and the expected axes, and says when the array is the expected one transpose
 never comes back with some weights left at their initial values. :func:`save_weights` is
 the exact inverse (reshapes and transposes only: a round trip is bit-identical).
 ``{i}`` in a key or path stands for a layer index, expanded for ``i in range(layers)``.
+
+The same table fills a model whose blocks are an :class:`~axjax.nn.LayerStack`: the stack
+at ``blocks`` stands for ``blocks.0``, ``blocks.1``, ... (each layer's slice of its stacked
+Tensors, the stacking axis first), so ``h.{i}.ln_1.weight`` is written to layer ``i`` of
+``blocks.layers.ln_1.weight`` and read back from it; the checks and their messages are
+the unstacked model's. A leaf's dtype (``ax.nn.cast(template, ax.BF16)``) is the dtype an
+entry is loaded in, and the dtype :func:`save_weights` writes.
 """
 
 from __future__ import annotations
@@ -37,7 +44,7 @@ import numpy as np
 
 from ..core import AnyTensor, Axis, Tensor
 from ..core._internal import Feature, PyTree
-from ..nn import SafetensorsError
+from ..nn import LayerStack, SafetensorsError
 
 __all__ = [
     "ConversionError",
@@ -154,26 +161,72 @@ def _layout_text(layout: tuple[Dim, ...], sizes: Mapping[type[Axis], int]) -> st
     return "[" + ", ".join(_dim_text(d, sizes) for d in layout) + "]"
 
 
-def _leaves(model: PyTree) -> dict[str, AnyTensor]:
-    """The model's Tensors by path name (``blocks.0.attn.query_proj``); ``ValueError`` for
-    an array the table cannot fill (a plain array, or a Tensor stacked by ``vmap``)."""
-    flat = jax.tree_util.tree_flatten_with_path(model, is_leaf=lambda x: isinstance(x, Tensor))[0]
+@dataclasses.dataclass(frozen=True)
+class _Slot:
+    """Where a layer of a :class:`~axjax.nn.LayerStack` lives: the stacked leaf's path, its
+    Tensor (the stacking axis first) and the layer's index along that axis."""
+
+    path: str
+    stacked: AnyTensor
+    layer: int
+
+
+def _name(path: tuple[Any, ...]) -> str:
+    return jax.tree_util.keystr(path, simple=True, separator=".")
+
+
+def _is_tensor(x: object) -> bool:
+    return isinstance(x, Tensor)
+
+
+def _is_node(x: object) -> bool:
+    return isinstance(x, Tensor | LayerStack)
+
+
+def _layer_views(t: AnyTensor) -> list[AnyTensor]:
+    """The layers of a stacked Tensor, without the stacking axis (shapes only, for a
+    template from ``eqx.filter_eval_shape``; else read to the host once)."""
+    a, axes = t.array, t.axes[1:]
+    if isinstance(a, jax.ShapeDtypeStruct):
+        one = jax.ShapeDtypeStruct(a.shape[1:], a.dtype)
+        return [Tensor(one, axes) for _ in range(a.shape[0])]
+    host = np.asarray(a)
+    return [Tensor(host[i], axes) for i in range(host.shape[0])]
+
+
+def _leaves(model: PyTree) -> tuple[dict[str, AnyTensor], dict[str, _Slot]]:
+    """The model's Tensors by path name (``blocks.0.attn.query_proj``), and the slots of
+    stacked layers. A :class:`~axjax.nn.LayerStack` at ``blocks`` gives, for each of its
+    stacked Tensors (``blocks.layers.ln_1.weight``, ``Layer`` first), one entry per layer
+    named as a tuple of blocks names it (``blocks.0.ln_1.weight``): the layer's slice.
+    ``ValueError`` for an array the table cannot fill (a plain array, or a Tensor stacked
+    by ``vmap`` outside a LayerStack)."""
     out: dict[str, AnyTensor] = {}
-    for p, leaf in flat:
-        name = jax.tree_util.keystr(p, simple=True, separator=".")
-        if isinstance(leaf, Tensor):
+    slots: dict[str, _Slot] = {}
+    for p, leaf in jax.tree_util.tree_flatten_with_path(model, is_leaf=_is_node)[0]:
+        name = _name(p)
+        if isinstance(leaf, LayerStack):
+            inner = jax.tree_util.tree_flatten_with_path(leaf.layers, is_leaf=_is_tensor)[0]
+            for q, t in inner:
+                if not isinstance(t, Tensor):
+                    continue  # a static leaf (LayerStack refuses arrays that are not Tensors)
+                pre, sub = f"{name}." if name else "", _name(q)
+                for i, view in enumerate(_layer_views(t)):
+                    out[f"{pre}{i}.{sub}"] = view
+                    slots[f"{pre}{i}.{sub}"] = _Slot(f"{pre}layers.{sub}", t, i)
+        elif isinstance(leaf, Tensor):
             if len(np.shape(leaf.array)) != len(leaf.axes):
                 raise ValueError(
                     f"model leaf {name!r} is a stacked Tensor (dimensions before its named "
-                    "axes, as in a LayerStack); the table maps unstacked layers (a tuple of "
-                    "blocks)"
+                    "axes, as eqx.filter_vmap makes); the table maps a tuple of blocks or an "
+                    "ax.nn.LayerStack (its stacking axis named)"
                 )
             out[name] = leaf
         elif isinstance(leaf, jax.Array | np.ndarray | jax.ShapeDtypeStruct):
             raise ValueError(
                 f"model leaf {name!r} is a plain array, not a Tensor; the table fills Tensors"
             )
-    return out
+    return out, slots
 
 
 def _resolve(
@@ -250,15 +303,20 @@ def read_config(folder: str | os.PathLike[str], config_type: type[C], table: Tab
     return config
 
 
-def write_config(folder: str | os.PathLike[str], config: object, table: Table) -> None:
+def write_config(
+    folder: str | os.PathLike[str], config: object, table: Table, *, dtype: str | None = None
+) -> None:
     """Write ``config`` (a dataclass) to ``folder/config.json`` with the table's
-    ``model_type`` and ``architectures``, as Hugging Face's loaders expect."""
+    ``model_type`` and ``architectures``, as Hugging Face's loaders expect, and ``dtype``
+    (the parameters' dtype by its numpy name, ``"bfloat16"``) as its ``"dtype"`` key."""
     if not dataclasses.is_dataclass(config) or isinstance(config, type):
         raise TypeError(f"write_config: config is a dataclass instance, got {type(config)}")
     out: dict[str, Any] = {"model_type": table.model_type}
     if table.architectures:
         out["architectures"] = list(table.architectures)
     out.update(dataclasses.asdict(config))
+    if dtype is not None:
+        out["dtype"] = dtype
     Path(folder).mkdir(parents=True, exist_ok=True)
     _atomic_write(Path(folder) / CONFIG, (json.dumps(out, indent=2) + "\n").encode())
 
@@ -294,7 +352,8 @@ def load_weights(folder: str | os.PathLike[str], template: M, table: Table, *, l
     where = Path(folder) / WEIGHTS
     if not where.is_file():
         raise FileNotFoundError(f"{table.model_type}: no {WEIGHTS} in {folder}")
-    plan = _resolve(table.expand(layers), _leaves(template))
+    leaves, slots = _leaves(template)
+    plan = _resolve(table.expand(layers), leaves)
     name = table.model_type
     try:
         with safe_open(os.fspath(where), framework="numpy") as f:
@@ -313,17 +372,30 @@ def load_weights(folder: str | os.PathLike[str], template: M, table: Table, *, l
         raise ConversionError(
             f"{name}: {where} is truncated or not a safetensors file ({err}); it cannot be loaded"
         ) from None
-    filled: dict[str, AnyTensor] = {}
+    filled: dict[str, np.ndarray] = {}  # by the model's path (a stacked leaf's: whole)
     for e, ts, sizes in plan:
         shown = dataclasses.replace(e, key=named[e.key])  # the key as the file spells it
         for path, value in zip(e.paths, _unpack(name, where, shown, ts, sizes, arrays[e.key])):
-            filled[path] = value
+            slot = slots.get(path)
+            if slot is None:
+                filled[path] = value
+                continue
+            whole = filled.get(slot.path)
+            if whole is None:  # every layer of it is filled: _resolve covers each
+                whole = filled[slot.path] = np.empty(slot.stacked.shape, value.dtype)
+            whole[slot.layer] = value
     out: M = jax.tree_util.tree_map_with_path(
-        lambda p, x: filled.get(jax.tree_util.keystr(p, simple=True, separator="."), x),
+        lambda p, x: _filled(filled.get(_name(p)), x),
         template,
-        is_leaf=lambda x: isinstance(x, Tensor),
+        is_leaf=_is_tensor,
     )
     return out
+
+
+def _filled(value: np.ndarray | None, leaf: object) -> object:
+    if value is None or not isinstance(leaf, Tensor):
+        return leaf
+    return Tensor(jnp.asarray(value), leaf.axes)
 
 
 def _check_keys(
@@ -356,9 +428,9 @@ def _unpack(
     ts: list[AnyTensor],
     sizes: dict[type[Axis], int],
     array: np.ndarray,
-) -> list[AnyTensor]:
-    """The leaves of one entry, from its HF array; ``ConversionError`` on a shape that is not
-    the layout's."""
+) -> list[np.ndarray]:
+    """The arrays of one entry's leaves (in each leaf's axis order and dtype), from its HF
+    array; ``ConversionError`` on a shape that is not the layout's."""
     want = tuple(
         math.prod(sizes[a] for a in (d if isinstance(d, tuple) else (d,))) for d in e.layout
     )
@@ -374,15 +446,16 @@ def _unpack(
         raise ConversionError(
             f"{name}: entry {e.key!r} of {where} has shape {list(got)}, expected {layout}: {why}"
         )
-    if not np.issubdtype(array.dtype, np.floating) and np.issubdtype(
-        np.dtype(jnp.dtype(ts[0].array.dtype)), np.floating
+    # jnp's issubdtype: numpy's own does not count bfloat16 (ml_dtypes) as floating
+    if not jnp.issubdtype(array.dtype, jnp.floating) and jnp.issubdtype(
+        ts[0].array.dtype, jnp.floating
     ):
         raise ConversionError(
             f"{name}: entry {e.key!r} of {where} is {array.dtype.name}, expected floating-point"
         )
     flat = _flat(e.layout)
     full = array.reshape([sizes[a] for a in flat])
-    out: list[AnyTensor] = []
+    out: list[np.ndarray] = []
     for i, t in enumerate(ts):
         part, axes = full, list(flat)
         if e.split is not None:
@@ -390,8 +463,7 @@ def _unpack(
             part = np.take(part, i, axis=k)
             del axes[k]
         part = np.transpose(part, [axes.index(a) for a in t.axes])
-        value = jnp.asarray(part.astype(np.dtype(jnp.dtype(t.array.dtype)), copy=False))
-        out.append(Tensor(value, t.axes))
+        out.append(part.astype(np.dtype(jnp.dtype(t.array.dtype)), copy=False))
     return out
 
 
@@ -408,7 +480,7 @@ def save_weights(
     _SAVE.require()
     from safetensors.numpy import save_file
 
-    plan = _resolve(table.expand(layers), _leaves(model))
+    plan = _resolve(table.expand(layers), _leaves(model)[0])
     arrays: dict[str, np.ndarray] = {}
     for e, ts, sizes in plan:
         flat = _flat(e.layout)

@@ -16,8 +16,10 @@ from typing import Any, TypeVarTuple, final, overload
 
 import equinox as eqx
 import jax
+import numpy as np
 
-from ..core import F32, I32, Axis, KeyOf, Tensor
+from ..core import F32, I32, Axis, Floating, KeyOf, Tensor
+from ..core._internal import dtype_of_kind
 from ..nn import (
     Embedding,
     GroupedQueryAttention,
@@ -27,9 +29,11 @@ from ..nn import (
     KVHead,
     RMSNorm,
     SwiGLU,
+    cast,
 )
 from ..nn.init import normal
-from ..ops import contract
+from ..ops import astype, contract
+from ._blocks import Blocks, init_caches, make_blocks, run_blocks, run_cached
 from ._hf import (
     ConversionError,
     Entry,
@@ -220,6 +224,11 @@ class Llama(eqx.Module):
     ``ax.nn.generate(model, prompt, steps)`` decodes with a KV cache. ``lm_head`` is
     ``None`` when the head is tied to the embedding.
 
+    ``unroll=True`` (the default) keeps the blocks as a tuple, called in a Python loop;
+    ``unroll=False`` stacks them in one ``ax.nn.LayerStack`` over ``ax.nn.Layer``, called
+    as one scan: the same values, a program and compile time that do not grow with depth.
+    The logits are float32 whatever the parameters' dtype (``from_hf(..., dtype=ax.BF16)``).
+
     Example:
         >>> model = Llama(LlamaConfig(vocab_size=256, hidden_size=48, intermediate_size=96,
         ...                           num_hidden_layers=2, num_attention_heads=4,
@@ -228,19 +237,19 @@ class Llama(eqx.Module):
     """
 
     embed_tokens: Embedding[F32, Vocab, Embed]
-    blocks: tuple[Block, ...]
+    blocks: Blocks[Block]
     norm: RMSNorm[F32, Embed]
     lm_head: Tensor[F32, Vocab, Embed] | None
     config: LlamaConfig = eqx.field(static=True)
 
-    def __init__(self, config: LlamaConfig, *, key: jax.Array) -> None:
+    def __init__(self, config: LlamaConfig, *, key: jax.Array, unroll: bool = True) -> None:
         config.check()
         ke, kb, kh = jax.random.split(key, 3)
         init = normal(0.02)
         e, v = config.hidden_size, config.vocab_size
         self.embed_tokens = Embedding(Vocab, Embed, v, e, weight_init=init, key=ke)
-        keys = jax.random.split(kb, config.num_hidden_layers)
-        self.blocks = tuple(Block(config, key=k) for k in keys)
+        n = config.num_hidden_layers
+        self.blocks = make_blocks(lambda k: Block(config, key=k), n, kb, unroll, "Llama")
         self.norm = RMSNorm(Embed, e, eps=config.rms_norm_eps)
         head: Tensor[F32, Vocab, Embed] = init(kh, {Vocab: v, Embed: e}, dtype=F32)
         self.lm_head = None if config.tie_word_embeddings else head
@@ -265,21 +274,20 @@ class Llama(eqx.Module):
                 "(make it with model.init_cache)"
             )
         x: Tensor[F32, *B, Pos, Embed] = self.embed_tokens(ids)
-        new: list[KVCache] = []
-        for i, block in enumerate(self.blocks):
-            if cache is None:
-                x = block(x)
-            else:
-                x, c = block(x, cache[i])
-                new.append(c)
+        if cache is None:
+            return self._logits(run_blocks(self.blocks, x))
+        x, new = run_cached(self.blocks, x, cache, "Llama")
+        return self._logits(x), new
+
+    def _logits(self, x: Tensor[F32, *B, Pos, Embed]) -> Tensor[F32, *B, Pos, Vocab]:
         head = self.embed_tokens.weight if self.lm_head is None else self.lm_head
         logits: Tensor[F32, *B, Pos, Vocab] = contract(self.norm(x), head, over=Embed)
-        return logits if cache is None else (logits, tuple(new))
+        return astype(logits, F32)  # float32 logits from a low-precision model too
 
     def init_cache(self, batch: Mapping[type[Axis], int], max_len: int) -> tuple[KVCache, ...]:
         """An empty KV cache per block for ``max_len`` positions and the ``batch`` axes
         (``{Batch: 4}``): keys and values ``[*batch, KVHead, KPos, HeadDim]``."""
-        return tuple(b.attn.init_cache(batch, max_len) for b in self.blocks)
+        return init_caches(self.blocks, batch, max_len)
 
 
 def _entries(tied: bool) -> tuple[Entry, ...]:
@@ -321,9 +329,15 @@ def table(config: LlamaConfig) -> Table:
     return _TABLES[config.tie_word_embeddings]
 
 
-def from_hf(folder: str | os.PathLike[str]) -> Llama:
+def from_hf(
+    folder: str | os.PathLike[str], *, unroll: bool = True, dtype: type[Floating] | None = None
+) -> Llama:
     """A :class:`Llama` read from a Hugging Face folder (``config.json``,
     ``model.safetensors``); unknown config keys are ignored.
+
+    ``unroll=False`` loads the blocks into one ``ax.nn.LayerStack`` (see :class:`Llama`).
+    ``dtype`` (``ax.BF16``, as Llama checkpoints ship) is the parameters' dtype, each read
+    straight into it; ``None`` keeps float32 (a bf16 file is widened).
 
     Raises:
         FileNotFoundError: a file is missing.
@@ -335,17 +349,28 @@ def from_hf(folder: str | os.PathLike[str]) -> Llama:
 
     Example:
         >>> model = llama.from_hf("tests/models/fixtures/llama-kv2")
+        >>> deep = llama.from_hf(folder, unroll=False, dtype=ax.BF16)
     """
+    cast_to = None  # a floating dtype, or a TypeError naming from_hf
+    if dtype is not None:
+        cast_to = dtype_of_kind("llama.from_hf", "dtype", dtype, "floating")
     config = read_config(folder, LlamaConfig, table(LlamaConfig()))
     config.check(f"llama: {os.fspath(folder)}/config.json")
+
+    def make(k: jax.Array) -> Llama:
+        model = Llama(config, key=k, unroll=unroll)
+        return model if cast_to is None else cast(model, cast_to)
+
     # the model's structure without running its initialisers: every leaf is loaded
-    template: Llama = eqx.filter_eval_shape(lambda k: Llama(config, key=k), jax.random.key(0))
+    template: Llama = eqx.filter_eval_shape(make, jax.random.key(0))
     return load_weights(folder, template, table(config), layers=config.num_hidden_layers)
 
 
 def to_hf(model: Llama, folder: str | os.PathLike[str]) -> None:
     """Write ``model`` to ``folder`` as Hugging Face does (``config.json``,
     ``model.safetensors``): ``transformers.LlamaForCausalLM.from_pretrained`` loads it.
+    A stacked model (``unroll=False``) writes the keys, shapes and bytes of the unstacked
+    one; the parameters are written in their own dtype.
 
     Example:
         >>> llama.to_hf(model, "out/llama")
@@ -354,4 +379,5 @@ def to_hf(model: Llama, folder: str | os.PathLike[str]) -> None:
         raise TypeError(f"to_hf: model is a Llama, got {type(model).__name__}")
     t = table(model.config)
     save_weights(folder, model, t, layers=model.config.num_hidden_layers)
-    write_config(folder, model.config, t)
+    dtype = np.dtype(model.embed_tokens.weight.array.dtype).name  # "float32", "bfloat16"
+    write_config(folder, model.config, t, dtype=dtype)

@@ -5,6 +5,8 @@ ids without the position axis last, are errors."""
 
 from typing import final, reveal_type
 
+import jax
+
 import axjax as ax
 from axjax.models import gpt2
 from axjax.models.gpt2 import Pos
@@ -27,3 +29,13 @@ ids_f = ax.tensor([[1.0, 2.0]], Batch, Pos, dtype=ax.F32)
 f = model(ids_f)  # want-error: incompatible type "Tensor[F32, Batch, Pos]"; want-error[mypy,pyright]
 ids_t = ax.tensor([[1], [2]], Pos, Batch, dtype=ax.I32)
 g = model(ids_t)  # want-error: axis Pos occurs twice; want-error[mypy,pyright]
+# the blocks in one LayerStack (unroll=False) and the parameters in bf16: the same types,
+# float32 logits; dtype is a floating dtype
+deep = gpt2.from_hf("tests/models/fixtures/gpt2", unroll=False, dtype=ax.BF16)
+reveal_type(deep)  # want: GPT2
+reveal_type(deep(ids))  # want: Tensor[F32, Batch, Pos, Vocab]
+d_logits, d_cache = deep(ids, cache=deep.init_cache({Batch: 1}, 8))
+reveal_type(d_logits)  # want: Tensor[F32, Batch, Pos, Vocab]
+built = gpt2.GPT2(model.config, key=jax.random.key(0), unroll=False)
+reveal_type(built.blocks[0])  # want: Block
+i32 = gpt2.from_hf("tests/models/fixtures/gpt2", dtype=ax.I32)  # want-error: "type[I32]"; want-error[mypy,pyright]; raises: TypeError

@@ -5,6 +5,8 @@ position axis last, are errors."""
 
 from typing import final, reveal_type
 
+import jax
+
 import axjax as ax
 from axjax.models import llama
 from axjax.models.llama import Pos
@@ -25,3 +27,13 @@ logits, cache = model(ids, cache=cache)
 reveal_type(logits)  # want: Tensor[F32, Batch, Pos, Vocab]
 ids_f = ax.tensor([[1.0, 2.0]], Batch, Pos, dtype=ax.F32)
 f = model(ids_f)  # want-error: incompatible type "Tensor[F32, Batch, Pos]"; want-error[mypy,pyright]
+# the blocks in one LayerStack (unroll=False) and the parameters in bf16: the same types,
+# float32 logits; dtype is a floating dtype
+deep = llama.from_hf("tests/models/fixtures/llama-kv2", unroll=False, dtype=ax.BF16)
+reveal_type(deep)  # want: Llama
+reveal_type(deep(ids))  # want: Tensor[F32, Batch, Pos, Vocab]
+d_logits, d_cache = deep(ids, cache=deep.init_cache({Batch: 1}, 8))
+reveal_type(d_logits)  # want: Tensor[F32, Batch, Pos, Vocab]
+built = llama.Llama(model.config, key=jax.random.key(0), unroll=False)
+reveal_type(built.blocks[0])  # want: Block
+i32 = llama.from_hf("tests/models/fixtures/llama-kv2", dtype=ax.I32)  # want-error: "type[I32]"; want-error[mypy,pyright]; raises: TypeError
