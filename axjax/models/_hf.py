@@ -43,7 +43,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from ..core import AnyTensor, Axis, Tensor
-from ..core._internal import Feature, PyTree
+from ..core._internal import Feature, PyTree, shape_dtype_struct
 from ..nn import LayerStack, SafetensorsError
 
 __all__ = [
@@ -188,7 +188,7 @@ def _layer_views(t: AnyTensor) -> list[AnyTensor]:
     template from ``eqx.filter_eval_shape``; else read to the host once)."""
     a, axes = t.array, t.axes[1:]
     if isinstance(a, jax.ShapeDtypeStruct):
-        one = jax.ShapeDtypeStruct(a.shape[1:], a.dtype)
+        one = shape_dtype_struct(tuple(a.shape[1:]), a.dtype)
         return [Tensor(one, axes) for _ in range(a.shape[0])]
     host = np.asarray(a)
     return [Tensor(host[i], axes) for i in range(host.shape[0])]
