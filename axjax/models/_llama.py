@@ -18,7 +18,9 @@ import equinox as eqx
 import jax
 
 from ..core import F32, I32, Axis, KeyOf, Tensor
+from ..core._internal import checks_choices
 from ..nn import (
+    AttentionPath,
     Embedding,
     GroupedQueryAttention,
     GroupHead,
@@ -164,14 +166,18 @@ class LlamaConfig:
 
 class Block(eqx.Module):
     """One Llama block: ``x + attn(input_layernorm(x))``, then
-    ``x + mlp(post_attention_layernorm(x))``."""
+    ``x + mlp(post_attention_layernorm(x))``; ``implementation``: the attention path
+    (:class:`axjax.nn.GroupedQueryAttention`'s)."""
 
     input_layernorm: RMSNorm[F32, Embed]
     attn: GroupedQueryAttention
     post_attention_layernorm: RMSNorm[F32, Embed]
     mlp: SwiGLU
 
-    def __init__(self, config: LlamaConfig, *, key: jax.Array) -> None:
+    @checks_choices
+    def __init__(
+        self, config: LlamaConfig, *, implementation: AttentionPath = "auto", key: jax.Array
+    ) -> None:
         k1, k2 = jax.random.split(key)
         e, eps = config.hidden_size, config.rms_norm_eps
         self.input_layernorm = RMSNorm(Embed, e, eps=eps)
@@ -184,6 +190,7 @@ class Block(eqx.Module):
             query_pos=Pos,
             key_pos=KPos,
             rope_theta=config.theta,
+            implementation=implementation,
             key=k1,
         )
         self.post_attention_layernorm = RMSNorm(Embed, e, eps=eps)
@@ -220,11 +227,17 @@ class Llama(eqx.Module):
     ``ax.nn.generate(model, prompt, steps)`` decodes with a KV cache. ``lm_head`` is
     ``None`` when the head is tied to the embedding.
 
+    ``implementation`` is the attention path of every block (``ax.nn.AttentionPath``, as
+    for ``ax.nn.dot_product_attention``; ``"auto"``: cuDNN flash attention on an NVIDIA GPU
+    where it can run the call, else the einsums). It is a choice of this process, not of
+    the checkpoint: ``config.json`` does not hold it.
+
     Example:
         >>> model = Llama(LlamaConfig(vocab_size=256, hidden_size=48, intermediate_size=96,
         ...                           num_hidden_layers=2, num_attention_heads=4,
         ...                           num_key_value_heads=2), key=jax.random.key(0))
         >>> model(ids)               # Tensor[I32, Batch, Pos] -> Tensor[F32, Batch, Pos, Vocab]
+        >>> Llama(config, implementation="cudnn", key=key)  # BF16 on a GPU: flash attention
     """
 
     embed_tokens: Embedding[F32, Vocab, Embed]
@@ -233,14 +246,17 @@ class Llama(eqx.Module):
     lm_head: Tensor[F32, Vocab, Embed] | None
     config: LlamaConfig = eqx.field(static=True)
 
-    def __init__(self, config: LlamaConfig, *, key: jax.Array) -> None:
+    @checks_choices
+    def __init__(
+        self, config: LlamaConfig, *, implementation: AttentionPath = "auto", key: jax.Array
+    ) -> None:
         config.check()
         ke, kb, kh = jax.random.split(key, 3)
         init = normal(0.02)
         e, v = config.hidden_size, config.vocab_size
         self.embed_tokens = Embedding(Vocab, Embed, v, e, weight_init=init, key=ke)
         keys = jax.random.split(kb, config.num_hidden_layers)
-        self.blocks = tuple(Block(config, key=k) for k in keys)
+        self.blocks = tuple(Block(config, implementation=implementation, key=k) for k in keys)
         self.norm = RMSNorm(Embed, e, eps=config.rms_norm_eps)
         head: Tensor[F32, Vocab, Embed] = init(kh, {Vocab: v, Embed: e}, dtype=F32)
         self.lm_head = None if config.tie_word_embeddings else head
@@ -321,9 +337,11 @@ def table(config: LlamaConfig) -> Table:
     return _TABLES[config.tie_word_embeddings]
 
 
-def from_hf(folder: str | os.PathLike[str]) -> Llama:
+@checks_choices
+def from_hf(folder: str | os.PathLike[str], *, implementation: AttentionPath = "auto") -> Llama:
     """A :class:`Llama` read from a Hugging Face folder (``config.json``,
-    ``model.safetensors``); unknown config keys are ignored.
+    ``model.safetensors``); unknown config keys are ignored. ``implementation``: the
+    attention path of its blocks (:class:`Llama`).
 
     Raises:
         FileNotFoundError: a file is missing.
@@ -339,7 +357,9 @@ def from_hf(folder: str | os.PathLike[str]) -> Llama:
     config = read_config(folder, LlamaConfig, table(LlamaConfig()))
     config.check(f"llama: {os.fspath(folder)}/config.json")
     # the model's structure without running its initialisers: every leaf is loaded
-    template: Llama = eqx.filter_eval_shape(lambda k: Llama(config, key=k), jax.random.key(0))
+    template: Llama = eqx.filter_eval_shape(
+        lambda k: Llama(config, implementation=implementation, key=k), jax.random.key(0)
+    )
     return load_weights(folder, template, table(config), layers=config.num_hidden_layers)
 
 
