@@ -19,8 +19,9 @@ import jax
 import numpy as np
 
 from ..core import F32, I32, Axis, Floating, KeyOf, Tensor
-from ..core._internal import dtype_of_kind
+from ..core._internal import checks_choices, dtype_of_kind
 from ..nn import (
+    AttentionPath,
     Embedding,
     GroupedQueryAttention,
     GroupHead,
@@ -168,14 +169,18 @@ class LlamaConfig:
 
 class Block(eqx.Module):
     """One Llama block: ``x + attn(input_layernorm(x))``, then
-    ``x + mlp(post_attention_layernorm(x))``."""
+    ``x + mlp(post_attention_layernorm(x))``; ``implementation``: the attention path
+    (:class:`axjax.nn.GroupedQueryAttention`'s)."""
 
     input_layernorm: RMSNorm[F32, Embed]
     attn: GroupedQueryAttention
     post_attention_layernorm: RMSNorm[F32, Embed]
     mlp: SwiGLU
 
-    def __init__(self, config: LlamaConfig, *, key: jax.Array) -> None:
+    @checks_choices
+    def __init__(
+        self, config: LlamaConfig, *, implementation: AttentionPath = "auto", key: jax.Array
+    ) -> None:
         k1, k2 = jax.random.split(key)
         e, eps = config.hidden_size, config.rms_norm_eps
         self.input_layernorm = RMSNorm(Embed, e, eps=eps)
@@ -188,6 +193,7 @@ class Block(eqx.Module):
             query_pos=Pos,
             key_pos=KPos,
             rope_theta=config.theta,
+            implementation=implementation,
             key=k1,
         )
         self.post_attention_layernorm = RMSNorm(Embed, e, eps=eps)
@@ -229,11 +235,17 @@ class Llama(eqx.Module):
     as one scan: the same values, a program and compile time that do not grow with depth.
     The logits are float32 whatever the parameters' dtype (``from_hf(..., dtype=ax.BF16)``).
 
+    ``implementation`` is the attention path of every block (``ax.nn.AttentionPath``, as
+    for ``ax.nn.dot_product_attention``; ``"auto"``: cuDNN flash attention on an NVIDIA GPU
+    where it can run the call, else the einsums). It is a choice of this process, not of
+    the checkpoint: ``config.json`` does not hold it.
+
     Example:
         >>> model = Llama(LlamaConfig(vocab_size=256, hidden_size=48, intermediate_size=96,
         ...                           num_hidden_layers=2, num_attention_heads=4,
         ...                           num_key_value_heads=2), key=jax.random.key(0))
         >>> model(ids)               # Tensor[I32, Batch, Pos] -> Tensor[F32, Batch, Pos, Vocab]
+        >>> Llama(config, implementation="cudnn", key=key)  # BF16 on a GPU: flash attention
     """
 
     embed_tokens: Embedding[F32, Vocab, Embed]
@@ -242,14 +254,24 @@ class Llama(eqx.Module):
     lm_head: Tensor[F32, Vocab, Embed] | None
     config: LlamaConfig = eqx.field(static=True)
 
-    def __init__(self, config: LlamaConfig, *, key: jax.Array, unroll: bool = True) -> None:
+    @checks_choices
+    def __init__(
+        self,
+        config: LlamaConfig,
+        *,
+        implementation: AttentionPath = "auto",
+        key: jax.Array,
+        unroll: bool = True,
+    ) -> None:
         config.check()
         ke, kb, kh = jax.random.split(key, 3)
         init = normal(0.02)
         e, v = config.hidden_size, config.vocab_size
         self.embed_tokens = Embedding(Vocab, Embed, v, e, weight_init=init, key=ke)
         n = config.num_hidden_layers
-        self.blocks = make_blocks(lambda k: Block(config, key=k), n, kb, unroll, "Llama")
+        self.blocks = make_blocks(
+            lambda k: Block(config, implementation=implementation, key=k), n, kb, unroll, "Llama"
+        )
         self.norm = RMSNorm(Embed, e, eps=config.rms_norm_eps)
         head: Tensor[F32, Vocab, Embed] = init(kh, {Vocab: v, Embed: e}, dtype=F32)
         self.lm_head = None if config.tie_word_embeddings else head
@@ -329,11 +351,17 @@ def table(config: LlamaConfig) -> Table:
     return _TABLES[config.tie_word_embeddings]
 
 
+@checks_choices
 def from_hf(
-    folder: str | os.PathLike[str], *, unroll: bool = True, dtype: type[Floating] | None = None
+    folder: str | os.PathLike[str],
+    *,
+    unroll: bool = True,
+    dtype: type[Floating] | None = None,
+    implementation: AttentionPath = "auto",
 ) -> Llama:
     """A :class:`Llama` read from a Hugging Face folder (``config.json``,
-    ``model.safetensors``); unknown config keys are ignored.
+    ``model.safetensors``); unknown config keys are ignored. ``implementation``: the
+    attention path of its blocks (:class:`Llama`).
 
     ``unroll=False`` loads the blocks into one ``ax.nn.LayerStack`` (see :class:`Llama`).
     ``dtype`` (``ax.BF16``, as Llama checkpoints ship) is the parameters' dtype, each read
@@ -358,7 +386,7 @@ def from_hf(
     config.check(f"llama: {os.fspath(folder)}/config.json")
 
     def make(k: jax.Array) -> Llama:
-        model = Llama(config, key=k, unroll=unroll)
+        model = Llama(config, implementation=implementation, key=k, unroll=unroll)
         return model if cast_to is None else cast(model, cast_to)
 
     # the model's structure without running its initialisers: every leaf is loaded

@@ -339,10 +339,12 @@ def _path(
     dropout: bool,
     causal: tuple[type[Axis], int] | None,
     implementation: AttentionPath,
+    group: type[Axis] | None = None,
 ) -> str:
     """The path of one call: ``"einsum"``, or the fused call's ``implementation=``
     (``"xla"``, ``"cudnn"``, ``""`` for JAX's choice). ``"auto"`` warns once per reason when
-    it falls back on a GPU; an explicit ``"cudnn"`` that cannot run raises."""
+    it falls back on a GPU; an explicit ``"cudnn"`` that cannot run raises. ``group``: the
+    query's second heads axis (grouped-query attention), not a position axis."""
     if implementation == "einsum" or (dropout and implementation != "cudnn"):
         return "einsum"  # dropout: the fused call has none
     sizes = {**dict(zip(k.axes, k.shape, strict=True)), **dict(zip(q.axes, q.shape, strict=True))}
@@ -367,9 +369,8 @@ def _path(
         return "cudnn"
     if implementation != "auto":
         return "" if implementation == "fused" else implementation
-    fits = (
-        set(v.axes) == set(k.axes) and over in v.axes and sum(a not in k.axes for a in q.axes) == 1
-    )
+    own = [a for a in q.axes if a not in k.axes and a != group]
+    fits = set(v.axes) == set(k.axes) and over in v.axes and len(own) == 1
     if refused is None and not fits:
         refused = (
             "layout",
@@ -443,11 +444,15 @@ def _attention(
     *,
     implementation: AttentionPath = "auto",
     heads: type[Axis] | None = None,
+    group: type[Axis] | None = None,
     causal: tuple[type[Axis], int] | None = None,
     key_lengths: AnyTensor | None = None,
 ) -> AnyTensor:
-    """Attention by the einsum or the fused path; ``causal``: (query_pos, its size)."""
+    """Attention by the einsum or the fused path; ``causal``: (query_pos, its size);
+    ``group``: the query heads that share one of the key's ``heads`` (grouped-query
+    attention: an axis of the query alone, kept through the scores on every path)."""
     heads = heads if heads in k.axes else None
+    group = group if group in q.axes and group not in k.axes else None
     if mask is not None:  # over the score axes: the query's but ``over``, and the keys'
         known = {
             **dict(zip(k.axes, k.shape, strict=True)),
@@ -457,7 +462,8 @@ def _attention(
         check_mask("Attention", mask, {a: known.get(a) for a in score_axes})
     if key_lengths is not None:
         _check_lengths(key_lengths, q, k, over, heads, key_pos)
-    path = _path(q, k, v, over, key_pos, mask is not None, drop is not None, causal, implementation)
+    masked, dropped = mask is not None, drop is not None
+    path = _path(q, k, v, over, key_pos, masked, dropped, causal, implementation, group)
     if path != "einsum" and causal is not None and causal[1] != _size(k, key_pos):
         # the fused kernels' causal flag aligns top-left; causal_mask aligns lower-right
         # when keys outnumber queries, so such a call takes the mask instead of the flag
@@ -469,6 +475,7 @@ def _attention(
             over,
             key_pos,
             heads=heads,
+            group=group,
             causal=causal is not None,
             masked=mask is not None,
             lengths=key_lengths is not None,

@@ -223,7 +223,11 @@ class FusedAttention(Op):
     of the batch axes: the number of valid keys (the first ones) of each sequence. ``query``
     has ``over`` and exactly one position axis of its own; ``key`` and ``value`` have
     ``key_pos`` and ``over``; all other axes are shared by the three (batch axes, and
-    ``heads`` if given). ``causal``: the kernels' flag, top-left aligned (query ``i`` sees
+    ``heads`` if given). ``group``: a second heads axis of the query alone (grouped-query
+    attention: the query heads that read one key-value head of ``heads``); the call gets
+    the query heads ``(heads, group)`` flattened in that order and the keys and values with
+    ``heads`` only, JAX's native grouped-query layout (no key or value is repeated).
+    ``causal``: the kernels' flag, top-left aligned (query ``i`` sees
     keys ``0..i``); ``ax.nn`` gives it only with as many queries as keys, and passes the
     lower-right :func:`axjax.nn.causal_mask` as a mask otherwise.
 
@@ -234,6 +238,9 @@ class FusedAttention(Op):
     Example:
         >>> op = FusedAttention(HeadDim, KeyPos, heads=Head, causal=True)
         >>> op(q, k, v)              # q [Batch, Pos, Head, HeadDim] -> same axes
+        >>> gqa = FusedAttention(HeadDim, KeyPos, heads=KVHead, group=GroupHead)
+        >>> gqa(q, k, v)  # q [Batch, Pos, KVHead, GroupHead, HeadDim]: the same axes
+        >>> # (k and v [Batch, KeyPos, KVHead, HeadDim])
     """
 
     jax_vjp = True
@@ -244,6 +251,7 @@ class FusedAttention(Op):
         key_pos: type[Axis],
         *,
         heads: type[Axis] | None = None,
+        group: type[Axis] | None = None,
         causal: bool = False,
         masked: bool = False,
         lengths: bool = False,
@@ -252,6 +260,7 @@ class FusedAttention(Op):
         self.over: type[Axis] = over
         self.key_pos: type[Axis] = key_pos
         self.heads: type[Axis] | None = heads
+        self.group: type[Axis] | None = group
         self.causal: bool = causal
         self.masked: bool = masked
         self.lengths: bool = lengths
@@ -270,7 +279,7 @@ class FusedAttention(Op):
 
     def _layout(self, q: HasType, k: HasType) -> tuple[tuple[type[Axis], ...], type[Axis]]:
         """The batch axes (in the query's order) and the query's position axis."""
-        own = [a for a in q.axes if a not in k.axes]
+        own = [a for a in q.axes if a not in k.axes and a != self.group]
         if len(own) != 1:
             raise self.fail(
                 (q, k),
@@ -301,11 +310,18 @@ class FusedAttention(Op):
         dtype = result_dtype(self, (q, k, v))
         if not is_floating(dtype):
             raise self.fail(xs, f"attention needs floating-point values, got {dtype.__name__}")
+        if self.group is not None and self.group in k.axes:
+            raise self.fail(
+                xs,
+                f"the group axis {axis_name(self.group)} is the query's alone (the query "
+                "heads that share one key-value head), but the key has it",
+            )
         batch, qpos = self._layout(q, k)
         sizes: dict[type[Axis], int | None] = {}
         want = {*batch, self.over, *((self.heads,) if self.heads else ())}
+        group = {self.group} if self.group else set()
         for name, t, axes in (
-            ("query", q, want | {qpos}),
+            ("query", q, want | {qpos} | group),
             ("key", k, want | {self.key_pos}),
             ("value", v, want | {self.key_pos}),
         ):
@@ -326,7 +342,8 @@ class FusedAttention(Op):
         if m is not None:
             if m.dtype is not Bool:
                 raise self.fail(xs, f"the mask must be Bool, got {m.dtype.__name__}")
-            extra_axes = [a for a in m.axes if a not in (*batch, qpos, self.key_pos, self.heads)]
+            scores = (*batch, qpos, self.key_pos, self.heads, self.group)
+            extra_axes = [a for a in m.axes if a not in scores]
             if extra_axes:
                 raise self.fail(
                     xs, f"the mask has axis {axis_name(extra_axes[0])}, which the scores lack"
@@ -366,14 +383,17 @@ class FusedAttention(Op):
     ) -> jax.Array:
         batch, qpos = self._layout(q, k)
         heads = (self.heads,) if self.heads else ()
+        # the query's heads: the key's, then the group (query head n reads key head n // g)
+        qheads = (*heads, *((self.group,) if self.group else ()))
         sizes = {**q.sizes, **k.sizes}
         nb = math.prod(sizes[a] for a in batch)
-        nh = sizes[self.heads] if self.heads else 1
 
         def to4(t: AnyTensor, a: jax.Array, pos: type[Axis]) -> jax.Array:
-            order = (*batch, pos, *heads, self.over)
+            own = qheads if pos is qpos else heads
+            order = (*batch, pos, *own, self.over)
             a = jnp.transpose(a, [t.axes.index(x) for x in order])
-            return a.reshape(nb, sizes[pos], nh, sizes[self.over])
+            n = math.prod(sizes[h] for h in own)
+            return a.reshape(nb, sizes[pos], n, sizes[self.over])
 
         def spread(t: AnyTensor, order: tuple[type[Axis], ...]) -> jax.Array:
             """``t``'s array over ``order`` (its axes a subset): transposed, broadcast."""
@@ -384,8 +404,9 @@ class FusedAttention(Op):
 
         m4 = None
         if mask is not None:
-            order = (*batch, *heads, qpos, self.key_pos)
-            m4 = spread(mask, order).reshape(nb, nh, sizes[qpos], sizes[self.key_pos])
+            order = (*batch, *qheads, qpos, self.key_pos)
+            nq = math.prod(sizes[h] for h in qheads)
+            m4 = spread(mask, order).reshape(nb, nq, sizes[qpos], sizes[self.key_pos])
         seq = None
         if lengths is not None:  # one length per sequence: [B], never a [B, N, T, S] mask
             seq = spread(lengths, batch).reshape(nb).astype(jnp.int32)
@@ -400,10 +421,8 @@ class FusedAttention(Op):
             key_value_seq_lengths=seq,
             implementation=impl,
         )
-        y = y.reshape(
-            *(sizes[a] for a in batch), sizes[qpos], *(sizes[a] for a in heads), sizes[self.over]
-        )
-        have = (*batch, qpos, *heads, self.over)
+        have = (*batch, qpos, *qheads, self.over)
+        y = y.reshape([sizes[a] for a in have])
         out = tuple(a for a in q.axes if a != self.over) + (self.over,)
         return jnp.transpose(y, [have.index(a) for a in out])
 

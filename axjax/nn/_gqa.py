@@ -23,6 +23,7 @@ from ..core._internal import (
     check_axis_label,
     check_mask,
     check_query_key,
+    checks_choices,
     dtype_of_kind,
     fail,
     optional_positive_int,
@@ -32,6 +33,7 @@ from ..core._internal import (
 from ..ops import contract, rename, transpose, zeros
 from . import _init
 from ._attention import HeadDim, KeyPos, KVCache, and_masks, attend, causal_mask
+from ._fused_attention import AttentionPath
 from ._registry import register_layer
 from ._rope import rotary_embedding
 from ._util import distinct, require
@@ -64,6 +66,14 @@ class GroupedQueryAttention(eqx.Module):
     maps ``x`` (``[..., query_pos, ..., embed_axis, ...]``, any order) to a tensor of ``x``'s
     axes in ``x``'s order. ``rope_theta=None`` leaves out RoPE.
 
+    ``implementation`` is the attention path, as for :func:`dot_product_attention`
+    (``"auto"``: cuDNN flash attention where it can run the call, else the einsums). The
+    fused paths get the query heads ``(KVHead, GroupHead)`` flattened and the keys and
+    values with ``KVHead`` only: ``jax.nn.dot_product_attention``'s own grouped-query
+    layout, no key or value repeated per query head. A call without a cache is causal by
+    the kernels' flag; with a cache (or a ``mask``) it needs a mask, which cuDNN cannot
+    take: ``"auto"`` then takes the einsums (as :class:`MultiheadAttention` does).
+
     Example:
         >>> attn = ax.nn.GroupedQueryAttention(Embed, 48, num_heads=4, num_kv_heads=2,
         ...                                    query_pos=Time, key=jax.random.key(0))
@@ -83,7 +93,9 @@ class GroupedQueryAttention(eqx.Module):
     group_axis: type[Axis] = eqx.field(static=True)
     head_dim_axis: type[Axis] = eqx.field(static=True)
     rope_theta: float | None = eqx.field(static=True)
+    implementation: AttentionPath = eqx.field(static=True)
 
+    @checks_choices
     def __init__(
         self,
         embed_axis: type[Axis],
@@ -100,6 +112,7 @@ class GroupedQueryAttention(eqx.Module):
         rope_theta: float | None = 10000.0,
         weight_init: _init.Initializer | None = None,
         dtype: type[DType] = F32,
+        implementation: AttentionPath = "auto",
         key: jax.Array,
     ) -> None:
         where = "GroupedQueryAttention"
@@ -137,6 +150,7 @@ class GroupedQueryAttention(eqx.Module):
             self.group_axis,
             self.head_dim_axis,
         ) = axes
+        self.implementation = implementation
         init = weight_init or _init.glorot_uniform()
         kv = {kv_head_axis: num_kv_heads}
         heads = {**kv, group_axis: num_heads // num_kv_heads, head_dim_axis: head_size}
@@ -238,23 +252,28 @@ class GroupedQueryAttention(eqx.Module):
         k = self._rope(contract(x, self.key_proj, over=self.embed_axis), start)
         v = contract(x, self.value_proj, over=self.embed_axis)
         n_query = int(x.size(self.query_pos))
+        # without a cache: causal by the kernels' flag (every path); with one: the mask of
+        # the filled positions up to each query's own, a traced offset (cuDNN cannot take it)
+        causal: tuple[type[Axis], int] | None = None
+        filled: AnyTensor | None = None
         if cache is None:
             keys, values = (
                 rename(k, self.query_pos, self.key_pos),
                 rename(v, self.query_pos, self.key_pos),
             )
-            causal = causal_mask(self.query_pos, self.key_pos, n_query, n_query, 0)
+            causal = (self.query_pos, n_query)
         else:
             cache = cache.write(k, v, self.query_pos)
             keys, values = cache.keys, cache.values
-            causal = causal_mask(self.query_pos, self.key_pos, n_query, cache.max_len, start)
+            filled = causal_mask(self.query_pos, self.key_pos, n_query, cache.max_len, start)
         if mask is not None:
             n_key = n_query if cache is None else cache.max_len
             sizes = {a: n for a, n in x.sizes.items() if a is not self.embed_axis}
             sizes[self.key_pos] = n_key
             sizes.update({a: q.sizes[a] for a in (self.kv_head_axis, self.group_axis)})
             check_mask(name, mask, sizes)
-        mask = causal if mask is None else and_masks(mask, causal)
+        if filled is not None:
+            mask = filled if mask is None else and_masks(mask, filled)
         out = attend(
             q,
             keys,
@@ -263,8 +282,10 @@ class GroupedQueryAttention(eqx.Module):
             self.key_pos,
             mask,
             None,
-            implementation="einsum",
+            implementation=self.implementation,
             heads=self.kv_head_axis,
+            group=self.group_axis,
+            causal=causal,
         )
         heads = (self.kv_head_axis, self.group_axis, self.head_dim_axis)
         y = transpose(contract(out, self.output_proj, over=heads), *x.axes)

@@ -137,6 +137,40 @@ def test_the_model_is_differentiable(models: dict[str, Llama]) -> None:
     assert np.isfinite(g).all() and np.abs(g).max() > 0
 
 
+def test_the_attention_path_is_the_process_choice_not_the_checkpoint(
+    models: dict[str, Llama], tmp_path: Path
+) -> None:
+    """``implementation=`` reaches every block's attention; the fused XLA path gives the
+    fixtures' logits (full and a cached step: its mask) as the default path does; the path
+    is no key of ``config.json``, which is written as before."""
+    name = "llama-kv2"
+    fused = llama.from_hf(FIXTURES / name, implementation="xla")
+    assert {b.attn.implementation for b in fused.blocks} == {"xla"}
+    assert {b.attn.implementation for b in models[name].blocks} == {"auto"}
+    refs = _refs(name)
+    got = _forward(fused, _ids(refs))
+    np.testing.assert_allclose(np.asarray(got.array), refs["logits"], atol=1e-5, rtol=0)
+    cache = fused.init_cache({Batch: 2}, 16)
+    ids = _ids(refs)
+    _, cache = eqx.filter_jit(lambda m, i, c: m(i, cache=c))(fused, ax.slice(ids, Pos, 0, 7), cache)
+    cached = eqx.filter_jit(lambda m, i, c: m(i, cache=c)[0])(
+        fused, ax.slice(ids, Pos, 7, 8), cache
+    )
+    np.testing.assert_allclose(
+        np.asarray(cached.array)[:, 0], refs["logits"][:, 7], atol=1e-5, rtol=0
+    )
+    llama.to_hf(fused, tmp_path / "fused")
+    llama.to_hf(models[name], tmp_path / "default")
+    written = (tmp_path / "fused" / "config.json").read_text()
+    assert "implementation" not in json.loads(written)
+    assert written == (tmp_path / "default" / "config.json").read_text()
+    config = models[name].config
+    with pytest.raises(ValueError, match=r"from_hf: implementation must be one of 'auto', "):
+        llama.from_hf(FIXTURES / name, implementation="flash")  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match=r"Llama: implementation must be one of 'auto', "):
+        Llama(config, implementation="flash", key=jax.random.key(0))  # type: ignore[arg-type]
+
+
 # ----------------------------------------------------------------------------- writing
 @pytest.mark.parametrize("name", NAMES)
 def test_to_hf_then_from_hf_is_bit_identical(
