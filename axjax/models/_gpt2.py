@@ -19,9 +19,10 @@ import jax.numpy as jnp
 import numpy as np
 
 from ..core import F32, I32, Axis, AxisError, Floating, KeyOf, Tensor
-from ..core._internal import describe, dtype_of_kind
+from ..core._internal import checks_choices, describe, dtype_of_kind
 from ..nn import (
     Affine,
+    AttentionPath,
     Embedding,
     Head,
     HeadDim,
@@ -144,7 +145,8 @@ class GPT2Config:
 
 
 class Block(eqx.Module):
-    """One GPT-2 block: ``x + attn(ln_1(x))``, then ``x + proj(gelu(fc(ln_2(x))))``."""
+    """One GPT-2 block: ``x + attn(ln_1(x))``, then ``x + proj(gelu(fc(ln_2(x))))``;
+    ``implementation``: the attention path (as for ``ax.nn.MultiheadAttention``)."""
 
     ln_1: LayerNorm[F32, Embed]
     attn: MultiheadAttention[F32, Pos, KPos, Embed, Head, HeadDim]
@@ -152,7 +154,10 @@ class Block(eqx.Module):
     fc: Affine[F32, Embed, Mlp]
     proj: Affine[F32, Mlp, Embed]
 
-    def __init__(self, config: GPT2Config, *, key: jax.Array) -> None:
+    @checks_choices
+    def __init__(
+        self, config: GPT2Config, *, implementation: AttentionPath = "auto", key: jax.Array
+    ) -> None:
         k1, k2, k3 = jax.random.split(key, 3)
         e, eps = config.n_embd, config.layer_norm_epsilon
         self.ln_1 = LayerNorm(Embed, e, eps=eps)
@@ -164,6 +169,7 @@ class Block(eqx.Module):
             key_pos=KPos,
             causal=True,
             use_bias=True,
+            implementation=implementation,
             key=k1,
         )
         self.ln_2 = LayerNorm(Embed, e, eps=eps)
@@ -204,6 +210,11 @@ class GPT2(eqx.Module):
     same values, a program and compile time that do not grow with depth. The logits are
     float32 whatever the parameters' dtype (``from_hf(..., dtype=ax.BF16)``).
 
+    ``implementation`` is the attention path of every block (``ax.nn.AttentionPath``, as
+    for ``ax.nn.dot_product_attention``; ``"auto"``: cuDNN flash attention on an NVIDIA GPU
+    where it can run the call, else the einsums). It is a choice of this process, not of
+    the checkpoint: ``config.json`` does not hold it.
+
     Example:
         >>> model = GPT2(GPT2Config(vocab_size=256, n_positions=64, n_embd=48, n_layer=2,
         ...                         n_head=4), key=jax.random.key(0))
@@ -217,7 +228,15 @@ class GPT2(eqx.Module):
     ln_f: LayerNorm[F32, Embed]
     config: GPT2Config = eqx.field(static=True)
 
-    def __init__(self, config: GPT2Config, *, key: jax.Array, unroll: bool = True) -> None:
+    @checks_choices
+    def __init__(
+        self,
+        config: GPT2Config,
+        *,
+        implementation: AttentionPath = "auto",
+        key: jax.Array,
+        unroll: bool = True,
+    ) -> None:
         config.check()
         kt, kp, kb = jax.random.split(key, 3)
         init = normal(0.02)
@@ -225,7 +244,11 @@ class GPT2(eqx.Module):
         self.wte = Embedding(Vocab, Embed, config.vocab_size, e, weight_init=init, key=kt)
         self.wpe = Embedding(Ctx, Embed, config.n_positions, e, weight_init=init, key=kp)
         self.blocks = make_blocks(
-            lambda k: Block(config, key=k), config.n_layer, kb, unroll, "GPT2"
+            lambda k: Block(config, implementation=implementation, key=k),
+            config.n_layer,
+            kb,
+            unroll,
+            "GPT2",
         )
         self.ln_f = LayerNorm(Embed, e, eps=config.layer_norm_epsilon)
         self.config = config
@@ -322,11 +345,17 @@ TABLE = Table(
 )
 
 
+@checks_choices
 def from_hf(
-    folder: str | os.PathLike[str], *, unroll: bool = True, dtype: type[Floating] | None = None
+    folder: str | os.PathLike[str],
+    *,
+    unroll: bool = True,
+    dtype: type[Floating] | None = None,
+    implementation: AttentionPath = "auto",
 ) -> GPT2:
     """A :class:`GPT2` read from a Hugging Face folder (``config.json``,
-    ``model.safetensors``); unknown config keys are ignored.
+    ``model.safetensors``); unknown config keys are ignored. ``implementation``: the
+    attention path of its blocks (:class:`GPT2`).
 
     ``unroll=False`` loads the blocks into one ``ax.nn.LayerStack`` (see :class:`GPT2`).
     ``dtype`` (``ax.BF16``, ...) is the parameters' dtype, each read straight into it;
@@ -349,7 +378,7 @@ def from_hf(
     config.check(f"gpt2: {os.fspath(folder)}/config.json")
 
     def make(k: jax.Array) -> GPT2:
-        model = GPT2(config, key=k, unroll=unroll)
+        model = GPT2(config, implementation=implementation, key=k, unroll=unroll)
         return model if cast_to is None else cast(model, cast_to)
 
     # the model's structure without running its initialisers: every leaf is loaded

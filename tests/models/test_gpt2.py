@@ -15,7 +15,7 @@ import shutil
 import subprocess
 import sys
 from pathlib import Path
-from typing import TypeVarTuple, final
+from typing import Any, TypeVarTuple, final
 
 import equinox as eqx
 import jax
@@ -106,6 +106,34 @@ def _cached(
     model: GPT2, ids: ax.Tensor[ax.I32, Batch, Pos], cache: tuple[ax.nn.KVCache, ...]
 ) -> tuple[ax.Tensor[ax.F32, Batch, Pos, Vocab], tuple[ax.nn.KVCache, ...]]:
     return model(ids, cache=cache)
+
+
+def test_the_attention_path_is_the_process_choice_not_the_checkpoint(
+    model: GPT2, refs: dict[str, np.ndarray], tmp_path: Path
+) -> None:
+    """``implementation=`` reaches every block's attention; the fused XLA path gives the
+    fixture's logits and cached step as the default path does; ``config.json`` does not
+    hold it; a path that does not exist is refused by name."""
+    fused = gpt2.from_hf(FIXTURE, implementation="xla")
+    assert {b.attn.implementation for b in fused.blocks} == {"xla"}
+    assert {b.attn.implementation for b in model.blocks} == {"auto"}
+    got = _forward(fused, _ids(refs))
+    np.testing.assert_allclose(np.asarray(got.array), refs["logits"], atol=1e-5, rtol=0)
+    prefix = int(load_meta(FIXTURE / "reference.safetensors")["prefix"])
+    ids = _ids(refs)
+    _, cache = _cached(fused, ax.slice(ids, Pos, 0, prefix), fused.init_cache({Batch: 2}, 16))
+    step, _ = _cached(fused, ax.slice(ids, Pos, prefix, prefix + 1), cache)
+    np.testing.assert_allclose(np.asarray(step.array), refs["step_logits"], atol=1e-5, rtol=0)
+    gpt2.to_hf(fused, tmp_path / "fused")
+    gpt2.to_hf(model, tmp_path / "default")
+    written = (tmp_path / "fused" / "config.json").read_text()
+    assert "implementation" not in json.loads(written)
+    assert written == (tmp_path / "default" / "config.json").read_text()
+    flash: Any = "flash"
+    with pytest.raises(ValueError, match=r"from_hf: implementation must be one of 'auto', "):
+        gpt2.from_hf(FIXTURE, implementation=flash)
+    with pytest.raises(ValueError, match=r"GPT2: implementation must be one of 'auto', "):
+        GPT2(model.config, implementation=flash, key=jax.random.key(0))
 
 
 def load_meta(path: Path) -> dict[str, str]:
