@@ -525,10 +525,11 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     return p.parse_args(argv)
 
 
-def pretrained(folder: str, cfg: Config) -> tuple[gpt2.GPT2, Config]:
-    """``--init-from``: the GPT-2 in ``folder`` and the config with its context (at most the
+def pretrained(folder: str, cfg: Config, *, unroll: bool = False) -> tuple[gpt2.GPT2, Config]:
+    """``--init-from``: the GPT-2 in ``folder`` (its blocks stacked in one scan, as this
+    example's own model, unless ``unroll``) and the config with its context (at most the
     model's positions); a vocabulary other than the 256 bytes is refused."""
-    model = gpt2.from_hf(folder)
+    model = gpt2.from_hf(folder, unroll=unroll)
     if model.config.vocab_size != cfg.vocab:
         raise SystemExit(
             f"--init-from {folder}: a vocabulary of {model.config.vocab_size}; this example "
@@ -564,7 +565,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     model: LM | gpt2.GPT2
     loss_fn: Any = lm_loss
     if args.init_from:
-        model, cfg = pretrained(args.init_from, cfg)
+        model, cfg = pretrained(args.init_from, cfg, unroll=args.unroll)
         loss_fn = gpt2_loss
         say(f"starting from {args.init_from}: {model.config}")
     else:
