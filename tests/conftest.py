@@ -115,3 +115,21 @@ def data_dir(name: str) -> Path:
     if not path.is_dir():
         pytest.skip(f"real {name} IDX files not found at {path} (set AXJAX_TEST_DATA)")
     return path
+
+
+# ------------------------------------------------------------------ summaries of a run
+#: what tests reported with ``record_property("summary", text)``, printed after the run
+_SUMMARIES: list[str] = []
+
+
+def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    """Collect the ``summary`` properties of the tests that ran. Under pytest-xdist the
+    controller receives every worker's reports (with their properties) and collects them
+    here, so the lines reach the terminal whether or not the suite runs in workers."""
+    if report.when == "call":
+        _SUMMARIES.extend(str(v) for k, v in report.user_properties if k == "summary")
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    for text in _SUMMARIES:
+        terminalreporter.write_line(text)

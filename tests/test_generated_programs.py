@@ -1195,7 +1195,7 @@ def check_program(prog: Program, stats: Counter[str]) -> None:
 KNOWN_BUGS: list[tuple[Program, str]] = []  # (program, reason): xfail(strict=True) cases
 
 
-def test_generated_programs(capsys: pytest.CaptureFixture[str]) -> None:
+def test_generated_programs(record_property: Callable[[str, object], None]) -> None:
     stats: Counter[str] = Counter()
 
     @_profile()
@@ -1212,19 +1212,18 @@ def test_generated_programs(capsys: pytest.CaptureFixture[str]) -> None:
         jax.config.update("jax_disable_most_optimizations", old)
     valid = sum(v for k, v in stats.items() if k.startswith("valid"))
     mistakes = sum(v for k, v in stats.items() if k.startswith("mistake:"))
-    with capsys.disabled():
-        print(
-            f"\ngenerated programs: {stats['programs']} run, {valid} valid "
-            f"({stats['valid (jit)']} under jit, {stats['valid (eager)']} eager; "
-            f"{stats['gradients checked']} with gradients), {mistakes} with an injected "
-            "mistake ("
-            + ", ".join(
-                f"{k[9:]}: {v}" for k, v in sorted(stats.items()) if k.startswith("mistake:")
-            )
-            + ")"
-        )
-        ops = sorted((k[4:], v) for k, v in stats.items() if k.startswith("op: "))
-        print("ops applied: " + ", ".join(f"{k} {v}" for k, v in ops))
+    ops = sorted((k[4:], v) for k, v in stats.items() if k.startswith("op: "))
+    # printed at the end of the run (tests/conftest.py), from a worker of pytest-xdist too
+    record_property(
+        "summary",
+        f"generated programs: {stats['programs']} run, {valid} valid "
+        f"({stats['valid (jit)']} under jit, {stats['valid (eager)']} eager; "
+        f"{stats['gradients checked']} with gradients), {mistakes} with an injected "
+        "mistake ("
+        + ", ".join(f"{k[9:]}: {v}" for k, v in sorted(stats.items()) if k.startswith("mistake:"))
+        + ")\nops applied: "
+        + ", ".join(f"{k} {v}" for k, v in ops),
+    )
     assert stats["programs"] >= MIN_PROGRAMS
     assert mistakes >= MIN_PROGRAMS // 4 and valid >= MIN_PROGRAMS // 4
 
