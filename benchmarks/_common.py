@@ -9,6 +9,7 @@ numpy weights and sees the same batches, so their losses agree (checked in the r
 
 from __future__ import annotations
 
+import functools
 import os
 import resource
 import statistics
@@ -68,6 +69,17 @@ def _read_idx(path: Path) -> np.ndarray:
     return read_idx(path)
 
 
+@functools.cache
+def _mnist_arrays(images: Path, labels: Path) -> tuple[np.ndarray, np.ndarray]:
+    """The decoded MNIST arrays, read once per process (about a second each time: the
+    structure guards and the tests load them a dozen times), read-only since shared."""
+    x = (_read_idx(images).astype(np.float32) / 255.0).reshape(-1, 28, 28)
+    y = _read_idx(labels).astype(np.int32)
+    x.setflags(write=False)
+    y.setflags(write=False)
+    return x, y
+
+
 def load_mnist(data_dir: str | os.PathLike[str] | None = None) -> Data:
     """The real MNIST training set, or (only when the files are absent) seeded noise.
 
@@ -81,9 +93,8 @@ def load_mnist(data_dir: str | os.PathLike[str] | None = None) -> Data:
     d = Path(data_dir)
     images, labels = d / "train-images-idx3-ubyte.gz", d / "train-labels-idx1-ubyte.gz"
     if images.exists() and labels.exists():
-        x = _read_idx(images).astype(np.float32) / 255.0
-        y = _read_idx(labels).astype(np.int32)
-        return Data(x.reshape(-1, 28, 28), y, f"MNIST train ({d})")
+        x, y = _mnist_arrays(images.resolve(), labels.resolve())
+        return Data(x, y, f"MNIST train ({d})")
     rng = np.random.default_rng(0)
     n = 4 * BATCH
     return Data(

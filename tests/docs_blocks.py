@@ -238,11 +238,15 @@ def missing_data(page: Page) -> str:
 def run_page_in_subprocess(path: Path, timeout: float = 300) -> subprocess.CompletedProcess[str]:
     """Run one page's blocks in a fresh interpreter, in a temporary working directory, with
     the page's data set up (``$AXJAX_DATA``). A page that needs several devices asks for
-    them itself, as a reader would (docs/parallel.md)."""
+    them itself, as a reader would (docs/parallel.md). XLA compiles with little effort
+    (``JAX_DISABLE_MOST_OPTIMIZATIONS``): the pages run small programs, mostly op by op, so
+    compiling is their cost (docs/nn.md: 71 s of CPU, 41 s with it); no page reads compiled
+    code or times anything."""
     page = parse(path)
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join([str(ROOT), env.get("PYTHONPATH", "")]).rstrip(os.pathsep)
     env["MPLBACKEND"] = "Agg"
+    env.setdefault("JAX_DISABLE_MOST_OPTIMIZATIONS", "1")
     if page.data:
         env["AXJAX_DATA"] = str(data_root())
     with tempfile.TemporaryDirectory() as tmp:

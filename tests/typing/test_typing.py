@@ -14,6 +14,7 @@ import sys
 import tomllib
 from pathlib import Path
 
+import jax
 import pytest
 
 from tests.conftest import requires
@@ -146,8 +147,16 @@ def _statements(path: Path) -> list[ast.stmt]:
 
 @functools.cache
 def _ran(case: str) -> tuple[runner.Ran, ...]:
-    """The case program run statement by statement, once per session."""
-    return tuple(runner.execute(ROOT / case))
+    """The case program run statement by statement, once per session.
+
+    Eagerly, op by op: compiling each op for its shapes is what costs, not running it, so
+    XLA compiles with little effort here (about 3x less CPU; what raises is the same)."""
+    old = jax.config.read("jax_disable_most_optimizations")
+    jax.config.update("jax_disable_most_optimizations", True)
+    try:
+        return tuple(runner.execute(ROOT / case))
+    finally:
+        jax.config.update("jax_disable_most_optimizations", old)
 
 
 def _runtime_errors(case: str) -> dict[int, str]:
