@@ -109,3 +109,30 @@ def test_a_tool_of_no_extra_skips_in_ci_too(
         requires("axjax_no_such_tool.sub", extra=None)
     assert info.type is pytest.skip.Exception  # torch is in no extra: CI does not install it
     assert info.match(r"not installed.*: pip install axjax_no_such_tool \(no extra installs it")
+
+
+# ------------------------------------------------------------------ run summaries
+SUMMARY_TEST = '''
+def test_a(record_property):
+    record_property("summary", "first summary line")
+
+def test_b(record_property):
+    record_property("summary", "second summary line")
+    record_property("other", "not a summary")
+'''
+
+
+@pytest.mark.parametrize("workers", [[], ["-n", "2", "--dist", "loadfile", "-p", "xdist"]])
+def test_summaries_reach_the_terminal_in_one_process_and_from_xdist_workers(
+    pytester: pytest.Pytester, workers: list[str]
+) -> None:
+    """A test's ``record_property("summary", text)`` is printed once at the end of the run
+    (the generated programs' and the docs blocks' counts), run in one process or in
+    pytest-xdist workers (``make test``); other properties are not."""
+    pytester.makeconftest(CONFTEST.read_text())
+    pytester.makepyfile(test_summaries=SUMMARY_TEST)
+    result = pytester.runpytest_subprocess("-q", "-p", "no:cacheprovider", *workers)
+    result.assert_outcomes(passed=2)
+    out = result.stdout.str()
+    assert out.count("first summary line") == 1 and out.count("second summary line") == 1
+    assert "not a summary" not in out
