@@ -112,14 +112,14 @@ def test_a_tool_of_no_extra_skips_in_ci_too(
 
 
 # ------------------------------------------------------------------ run summaries
-SUMMARY_TEST = '''
+SUMMARY_TEST = """
 def test_a(record_property):
     record_property("summary", "first summary line")
 
 def test_b(record_property):
     record_property("summary", "second summary line")
     record_property("other", "not a summary")
-'''
+"""
 
 
 @pytest.mark.parametrize("workers", [[], ["-n", "2", "--dist", "loadfile", "-p", "xdist"]])
