@@ -19,7 +19,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from ..core import F32, I32, Axis, AxisError, Floating, KeyOf, Tensor
-from ..core._internal import checks_choices, describe, dtype_of_kind
+from ..core._internal import checks_choices, describe
 from ..nn import (
     Affine,
     AttentionPath,
@@ -29,7 +29,6 @@ from ..nn import (
     KVCache,
     LayerNorm,
     MultiheadAttention,
-    cast,
 )
 from ..nn.init import normal
 from ..ops import arange, astype, broadcast, contract, gelu
@@ -38,7 +37,7 @@ from ._hf import (
     ConversionError,
     Entry,
     Table,
-    load_weights,
+    load_model,
     read_config,
     save_weights,
     write_config,
@@ -371,19 +370,16 @@ def from_hf(
         >>> model = gpt2.from_hf("tests/models/fixtures/gpt2")
         >>> deep = gpt2.from_hf(folder, unroll=False, dtype=ax.BF16)
     """
-    cast_to = None  # a floating dtype, or a TypeError naming from_hf
-    if dtype is not None:
-        cast_to = dtype_of_kind("gpt2.from_hf", "dtype", dtype, "floating")
     config = read_config(folder, GPT2Config, TABLE)
     config.check(f"gpt2: {os.fspath(folder)}/config.json")
-
-    def make(k: jax.Array) -> GPT2:
-        model = GPT2(config, implementation=implementation, key=k, unroll=unroll)
-        return model if cast_to is None else cast(model, cast_to)
-
-    # the model's structure without running its initialisers: every leaf is loaded
-    template: GPT2 = eqx.filter_eval_shape(make, jax.random.key(0))
-    return load_weights(folder, template, TABLE, layers=config.n_layer)
+    return load_model(
+        folder,
+        lambda k: GPT2(config, implementation=implementation, key=k, unroll=unroll),
+        TABLE,
+        layers=config.n_layer,
+        dtype=dtype,
+        where="gpt2.from_hf",
+    )
 
 
 def to_hf(model: GPT2, folder: str | os.PathLike[str]) -> None:

@@ -34,17 +34,18 @@ import fnmatch
 import json
 import math
 import os
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
+import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
 
-from ..core import AnyTensor, Axis, Tensor
-from ..core._internal import Feature, PyTree, shape_dtype_struct
-from ..nn import LayerStack, SafetensorsError
+from ..core import AnyTensor, Axis, Floating, Tensor
+from ..core._internal import Feature, PyTree, dtype_of_kind, shape_dtype_struct
+from ..nn import LayerStack, SafetensorsError, cast
 
 __all__ = [
     "ConversionError",
@@ -390,6 +391,29 @@ def load_weights(folder: str | os.PathLike[str], template: M, table: Table, *, l
         is_leaf=_is_tensor,
     )
     return out
+
+
+def load_model(
+    folder: str | os.PathLike[str],
+    build: Callable[[jax.Array], M],
+    table: Table,
+    *,
+    layers: int,
+    dtype: type[Floating] | None,
+    where: str,
+) -> M:
+    """The model ``build(key)`` makes (its initialisers never run: only its structure is
+    traced), with every parameter read from ``folder`` by ``table`` (:func:`load_weights`),
+    straight into ``dtype`` when one is given (else as ``build`` makes it). ``where`` names
+    the caller in errors: a ``dtype`` that is not floating is a ``TypeError``."""
+    cast_to = None if dtype is None else dtype_of_kind(where, "dtype", dtype, "floating")
+
+    def make(key: jax.Array) -> M:
+        model = build(key)
+        return model if cast_to is None else cast(model, cast_to)
+
+    template: M = eqx.filter_eval_shape(make, jax.random.key(0))
+    return load_weights(folder, template, table, layers=layers)
 
 
 def _filled(value: np.ndarray | None, leaf: object) -> object:

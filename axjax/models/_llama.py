@@ -19,7 +19,7 @@ import jax
 import numpy as np
 
 from ..core import F32, I32, Axis, Floating, KeyOf, Tensor
-from ..core._internal import checks_choices, dtype_of_kind
+from ..core._internal import checks_choices
 from ..nn import (
     AttentionPath,
     Embedding,
@@ -30,7 +30,6 @@ from ..nn import (
     KVHead,
     RMSNorm,
     SwiGLU,
-    cast,
 )
 from ..nn.init import normal
 from ..ops import astype, contract
@@ -39,7 +38,7 @@ from ._hf import (
     ConversionError,
     Entry,
     Table,
-    load_weights,
+    load_model,
     read_config,
     save_weights,
     write_config,
@@ -379,19 +378,16 @@ def from_hf(
         >>> model = llama.from_hf("tests/models/fixtures/llama-kv2")
         >>> deep = llama.from_hf(folder, unroll=False, dtype=ax.BF16)
     """
-    cast_to = None  # a floating dtype, or a TypeError naming from_hf
-    if dtype is not None:
-        cast_to = dtype_of_kind("llama.from_hf", "dtype", dtype, "floating")
     config = read_config(folder, LlamaConfig, table(LlamaConfig()))
     config.check(f"llama: {os.fspath(folder)}/config.json")
-
-    def make(k: jax.Array) -> Llama:
-        model = Llama(config, implementation=implementation, key=k, unroll=unroll)
-        return model if cast_to is None else cast(model, cast_to)
-
-    # the model's structure without running its initialisers: every leaf is loaded
-    template: Llama = eqx.filter_eval_shape(make, jax.random.key(0))
-    return load_weights(folder, template, table(config), layers=config.num_hidden_layers)
+    return load_model(
+        folder,
+        lambda k: Llama(config, implementation=implementation, key=k, unroll=unroll),
+        table(config),
+        layers=config.num_hidden_layers,
+        dtype=dtype,
+        where="llama.from_hf",
+    )
 
 
 def to_hf(model: Llama, folder: str | os.PathLike[str]) -> None:
