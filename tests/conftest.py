@@ -3,10 +3,12 @@ the location of the real data sets, and optional tools (skip, but never in CI)."
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import os
 import shutil
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 from types import ModuleType
 from typing import Literal, overload
@@ -50,6 +52,28 @@ def apply_matmul_precision(backend: str) -> str | None:
 
 #: applied once, at import, for every test in the process (each xdist worker imports this)
 MATMUL_PRECISION = apply_matmul_precision(jax.default_backend())
+
+
+# ------------------------------------------------------------------ cheap compilation
+@contextlib.contextmanager
+def compiled_cheaply() -> Iterator[None]:
+    """Compile with little effort inside (``jax_disable_most_optimizations``), for tests
+    that compile many small programs once each; leave no executable behind.
+
+    That flag is not part of JAX's compilation-cache key, so an executable compiled inside
+    (every eager op's, every jitted function's) would be reused after the flag is put back,
+    and a later test in the same process would run unoptimized code: eager and jitted
+    results then differ in the last bit, and bit-for-bit comparisons fail depending on which
+    tests a worker ran before. So the caches are cleared on the way in and on the way out.
+    """
+    old = jax.config.read("jax_disable_most_optimizations")
+    jax.clear_caches()
+    jax.config.update("jax_disable_most_optimizations", True)
+    try:
+        yield
+    finally:
+        jax.config.update("jax_disable_most_optimizations", old)
+        jax.clear_caches()
 
 
 # ------------------------------------------------------------------ optional tools

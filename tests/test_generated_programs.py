@@ -42,6 +42,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import axjax as ax
+from tests.conftest import compiled_cheaply
 from tests.ops.helpers import A, B, C, D, E  # the op tests' shared labels
 
 AXES = (A, B, C, D, E)
@@ -1208,12 +1209,8 @@ def test_generated_programs(record_property: Callable[[str, object], None]) -> N
         check_program(prog, stats)
 
     # the programs are small: compiling them is what costs, so compile with little effort
-    old = jax.config.read("jax_disable_most_optimizations")
-    jax.config.update("jax_disable_most_optimizations", True)
-    try:
+    with compiled_cheaply():
         run()
-    finally:
-        jax.config.update("jax_disable_most_optimizations", old)
     valid = sum(v for k, v in stats.items() if k.startswith("valid"))
     mistakes = sum(v for k, v in stats.items() if k.startswith("mistake:"))
     ops = sorted((k[4:], v) for k, v in stats.items() if k.startswith("op: "))

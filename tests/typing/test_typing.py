@@ -14,10 +14,9 @@ import sys
 import tomllib
 from pathlib import Path
 
-import jax
 import pytest
 
-from tests.conftest import requires
+from tests.conftest import compiled_cheaply, requires
 from tests.typing import runner
 
 ROOT = runner.ROOT
@@ -146,17 +145,28 @@ def _statements(path: Path) -> list[ast.stmt]:
 
 
 @functools.cache
-def _ran(case: str) -> tuple[runner.Ran, ...]:
-    """The case program run statement by statement, once per session.
+def _ran_every_case() -> dict[str, tuple[runner.Ran, ...] | BaseException]:
+    """Every case program run statement by statement, once per session, all in one
+    ``compiled_cheaply`` block (a case that cannot even start keeps its error for its test).
 
     Eagerly, op by op: compiling each op for its shapes is what costs, not running it, so
-    XLA compiles with little effort here (about 3x less CPU; what raises is the same)."""
-    old = jax.config.read("jax_disable_most_optimizations")
-    jax.config.update("jax_disable_most_optimizations", True)
-    try:
-        return tuple(runner.execute(ROOT / case))
-    finally:
-        jax.config.update("jax_disable_most_optimizations", old)
+    XLA compiles with little effort here (about 3x less CPU; what raises is the same), and
+    the cases share what the earlier ones compiled."""
+    ran: dict[str, tuple[runner.Ran, ...] | BaseException] = {}
+    with compiled_cheaply():
+        for case in runner.case_files():
+            try:
+                ran[case] = tuple(runner.execute(ROOT / case))
+            except Exception as error:  # reported by the case's own test
+                ran[case] = error
+    return ran
+
+
+def _ran(case: str) -> tuple[runner.Ran, ...]:
+    result = _ran_every_case()[case]
+    if isinstance(result, BaseException):
+        raise result
+    return result
 
 
 def _runtime_errors(case: str) -> dict[int, str]:
