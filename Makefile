@@ -31,12 +31,13 @@ lint: $(VENV)/.installed
 	$(PY) -m ruff format --check .
 
 # pytest-xdist workers for `make test`: one per core, at most 8 (each is a JAX process of 1-2
-# GB); a test file runs whole in one worker (--dist loadfile: its module fixtures run once).
-# WORKERS=0 runs the suite in one process.
+# GB); a test file runs whole in one worker (--dist loadfile: its module fixtures run once),
+# the files in the order tests/conftest.py gives them (the costliest first, so the workers end
+# together: --no-loadscope-reorder). WORKERS=0 runs the suite in one process.
 WORKERS ?= $(shell n=$$(nproc 2>/dev/null || echo 2); echo $$(( n < 8 ? n : 8 )))
 
 test: lint   ## ruff, then the whole test suite (ops, typing under mypy+pyright, graph, nn, train)
-	$(PY) -m pytest -q -n $(WORKERS) --dist loadfile $(ARGS)
+	$(PY) -m pytest -q -n $(WORKERS) --dist loadfile --no-loadscope-reorder $(ARGS)
 
 docs: $(VENV)/.installed   ## the documentation site with the API reference, into site/
 	$(PY) tools/gen_api_docs.py --check

@@ -3,12 +3,10 @@ the location of the real data sets, and optional tools (skip, but never in CI)."
 
 from __future__ import annotations
 
-import contextlib
 import importlib
 import os
 import shutil
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 from types import ModuleType
 from typing import Literal, overload
@@ -54,26 +52,89 @@ def apply_matmul_precision(backend: str) -> str | None:
 MATMUL_PRECISION = apply_matmul_precision(jax.default_backend())
 
 
-# ------------------------------------------------------------------ cheap compilation
-@contextlib.contextmanager
-def compiled_cheaply() -> Iterator[None]:
-    """Compile with little effort inside (``jax_disable_most_optimizations``), for tests
-    that compile many small programs once each; leave no executable behind.
+# ------------------------------------------------------------------ compilation effort
+#: Every test compiles with little effort (``jax_disable_most_optimizations``), and so do
+#: the processes the tests start (the environment variable): the suite compiles thousands
+#: of small programs once each, and XLA's optimisation passes were most of its CPU time
+#: (tests/nn's attention, generation and layer stacks: 91 s against 57 s). The tests check
+#: the math, which the flag does not change. A test that reads what XLA makes of a program
+#: (its fusions, its kernels, its collectives) or that the optimised program must agree
+#: with bit for bit is marked ``@pytest.mark.optimized`` (or a module, with ``pytestmark``)
+#: and runs fully optimised, as a user's program does.
+os.environ["JAX_DISABLE_MOST_OPTIMIZATIONS"] = "1"
+_cheap = [True]  # the effort the process compiles with now
 
-    That flag is not part of JAX's compilation-cache key, so an executable compiled inside
-    (every eager op's, every jitted function's) would be reused after the flag is put back,
-    and a later test in the same process would run unoptimized code: eager and jitted
-    results then differ in the last bit, and bit-for-bit comparisons fail depending on which
-    tests a worker ran before. So the caches are cleared on the way in and on the way out.
+
+def set_compile_effort(cheap: bool) -> None:
+    """Compile with little effort (``cheap``) or fully from now on.
+
+    ``jax_disable_most_optimizations`` is not part of JAX's compilation-cache key, so an
+    executable compiled before the switch (an eager op's, a jitted function's) would be
+    reused after it, and a test would run code compiled the other way: eager and jitted
+    results then differ in the last bit, depending on what the worker ran before. So a
+    switch clears JAX's caches; setting the effort already in force does nothing.
     """
-    old = jax.config.read("jax_disable_most_optimizations")
+    if _cheap[0] is cheap:
+        return
     jax.clear_caches()
-    jax.config.update("jax_disable_most_optimizations", True)
-    try:
-        yield
-    finally:
-        jax.config.update("jax_disable_most_optimizations", old)
-        jax.clear_caches()
+    jax.config.update("jax_disable_most_optimizations", cheap)
+    _cheap[0] = cheap
+
+
+jax.config.update("jax_disable_most_optimizations", True)
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line(
+        "markers",
+        "optimized: compile fully optimised, as a user's program is (the suite compiles with "
+        "little effort otherwise: tests/conftest.py)",
+    )
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _module_compile_effort(request: pytest.FixtureRequest) -> None:
+    """A module's own fixtures compile as the module's mark says (autouse fixtures come
+    first within their scope)."""
+    set_compile_effort(request.node.get_closest_marker("optimized") is None)
+
+
+@pytest.fixture(autouse=True)
+def _compile_effort(request: pytest.FixtureRequest) -> None:
+    """Each test compiles as its ``optimized`` mark says (switching only when it changes)."""
+    set_compile_effort(request.node.get_closest_marker("optimized") is None)
+
+
+# ------------------------------------------------------------------ the order of the files
+#: The costliest test files, costliest first (seconds on the 2-core CPU, measured with
+#: ``--durations``): they run first, so that the workers of ``make test`` end together
+#: instead of one running a long file alone at the end (xdist by default starts the files
+#: with the most tests first, which put the one-test 200-second file last).
+COSTLIEST_FIRST = (
+    "tests/test_generated_programs.py",
+    "tests/parallel/test_parallel.py",
+    "tests/typing/test_typing.py",
+    "tests/train/test_transformer_example.py",
+    "tests/test_docs_blocks.py",
+    "tests/bench/test_bench_harness.py",
+    "tests/bench/test_bench_structure.py",
+    "tests/train/test_examples.py",
+    "tests/models/test_stacked.py",
+    "tests/core/test_numeric_arguments.py",
+)
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """The costliest files first (in :data:`COSTLIEST_FIRST`'s order), the rest as
+    collected; a file's tests stay together and in their order."""
+    rank = {name: i for i, name in enumerate(COSTLIEST_FIRST)}
+
+    def file_rank(item: pytest.Item) -> int:
+        path = Path(item.path)
+        name = path.relative_to(ROOT).as_posix() if path.is_relative_to(ROOT) else str(path)
+        return rank.get(name, len(rank))
+
+    items.sort(key=file_rank)  # stable: the rest keep their order
 
 
 # ------------------------------------------------------------------ optional tools

@@ -14,7 +14,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from tests.conftest import compiled_cheaply, matmul_precision_for, requires
+from tests.conftest import matmul_precision_for, requires, set_compile_effort
 
 CONFTEST = Path(__file__).resolve().parent / "conftest.py"
 #: what a test may end with early: a skip or a failure (caught here to tell them apart)
@@ -139,18 +139,40 @@ def test_summaries_reach_the_terminal_in_one_process_and_from_xdist_workers(
     assert "not a summary" not in out
 
 
-def test_cheap_compilation_leaves_no_executable_behind() -> None:
-    """What is compiled inside ``compiled_cheaply`` is not reused after it: an eager draw
-    equals the same draw under ``jit`` bit for bit afterwards (with the executable compiled
-    inside reused, 127 of these 256 values differ in the last bit on the CPU)."""
+def test_switching_the_compile_effort_leaves_no_executable_behind() -> None:
+    """What was compiled with little effort is not reused once the suite compiles fully: an
+    eager draw equals the same draw under ``jit`` bit for bit afterwards (with the cheap
+    executable reused, 127 of these 256 values differ in the last bit on the CPU)."""
 
     def draw(key: jax.Array) -> jax.Array:
         return jax.random.uniform(key, (256,), minval=-0.3, maxval=0.3)
 
     key = jax.random.key(3)
     jitted = jax.jit(draw)
-    with compiled_cheaply():
+    try:
+        set_compile_effort(True)
         assert jax.config.read("jax_disable_most_optimizations")
         draw(key)
+        set_compile_effort(False)
+        assert not jax.config.read("jax_disable_most_optimizations")
+        np.testing.assert_array_equal(np.asarray(draw(key)), np.asarray(jitted(key)))
+    finally:
+        set_compile_effort(True)  # as the suite runs (the next test sets its own anyway)
+
+
+def test_every_test_compiles_cheaply_unless_marked_optimized() -> None:
+    assert jax.config.read("jax_disable_most_optimizations")
+
+
+@pytest.mark.optimized
+def test_a_test_marked_optimized_compiles_fully() -> None:
     assert not jax.config.read("jax_disable_most_optimizations")
-    np.testing.assert_array_equal(np.asarray(draw(key)), np.asarray(jitted(key)))
+
+
+def test_the_costliest_files_are_files_of_the_suite() -> None:
+    """A renamed or removed file in ``COSTLIEST_FIRST`` would silently run in xdist's order."""
+    from tests.conftest import COSTLIEST_FIRST, ROOT
+
+    assert len(set(COSTLIEST_FIRST)) == len(COSTLIEST_FIRST)
+    missing = [name for name in COSTLIEST_FIRST if not (ROOT / name).is_file()]
+    assert not missing

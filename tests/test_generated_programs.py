@@ -42,7 +42,6 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import axjax as ax
-from tests.conftest import compiled_cheaply
 from tests.ops.helpers import A, B, C, D, E  # the op tests' shared labels
 
 AXES = (A, B, C, D, E)
@@ -1208,9 +1207,9 @@ def test_generated_programs(record_property: Callable[[str, object], None]) -> N
     def run(prog: Program) -> None:
         check_program(prog, stats)
 
-    # the programs are small: compiling them is what costs, so compile with little effort
-    with compiled_cheaply():
-        run()
+    # the programs are small: compiling them is what costs, and the suite compiles with
+    # little effort (tests/conftest.py)
+    run()
     valid = sum(v for k, v in stats.items() if k.startswith("valid"))
     mistakes = sum(v for k, v in stats.items() if k.startswith("mistake:"))
     ops = sorted((k[4:], v) for k, v in stats.items() if k.startswith("op: "))

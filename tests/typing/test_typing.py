@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import compiled_cheaply, requires
+from tests.conftest import requires
 from tests.typing import runner
 
 ROOT = runner.ROOT
@@ -146,19 +146,15 @@ def _statements(path: Path) -> list[ast.stmt]:
 
 @functools.cache
 def _ran_every_case() -> dict[str, tuple[runner.Ran, ...] | BaseException]:
-    """Every case program run statement by statement, once per session, all in one
-    ``compiled_cheaply`` block (a case that cannot even start keeps its error for its test).
-
-    Eagerly, op by op: compiling each op for its shapes is what costs, not running it, so
-    XLA compiles with little effort here (about 3x less CPU; what raises is the same), and
-    the cases share what the earlier ones compiled."""
+    """Every case program run statement by statement, once per session (a case that cannot
+    even start keeps its error for its test), eagerly, op by op, compiled with little effort
+    as the whole suite is (tests/conftest.py)."""
     ran: dict[str, tuple[runner.Ran, ...] | BaseException] = {}
-    with compiled_cheaply():
-        for case in runner.case_files():
-            try:
-                ran[case] = tuple(runner.execute(ROOT / case))
-            except Exception as error:  # reported by the case's own test
-                ran[case] = error
+    for case in runner.case_files():
+        try:
+            ran[case] = tuple(runner.execute(ROOT / case))
+        except Exception as error:  # reported by the case's own test
+            ran[case] = error
     return ran
 
 
