@@ -38,6 +38,9 @@ from benchmarks._structure import (
 )
 from benchmarks.models import MODELS
 
+#: these tests read what XLA compiles: fully optimised, as a user's program
+pytestmark = pytest.mark.optimized
+
 PATHS = ("axjax", "graph", "fit")
 
 

@@ -203,6 +203,7 @@ def test_the_scanned_blocks_give_the_unrolled_loss_and_gradients(example: Any, l
             np.testing.assert_allclose(ga, gb, rtol=2e-5, atol=1e-6)
 
 
+@pytest.mark.optimized  # reads what XLA compiles
 def test_the_step_agrees_with_the_expert_and_compiles_to_its_kinds() -> None:
     from benchmarks._structure import COST_KINDS, cost_kinds, on_cpu
     from benchmarks.transformer import PRESETS, build
@@ -227,6 +228,7 @@ def test_the_step_agrees_with_the_expert_and_compiles_to_its_kinds() -> None:
     assert not excess, f"axjax step has more of these kinds (axjax, expert): {excess}"
 
 
+@pytest.mark.optimized  # reads what XLA compiles
 @pytest.mark.parametrize("kind", ["einsum", "transpose", "no custom backward"])
 def test_a_slower_lowering_of_the_transformer_fails_its_guard(kind: str) -> None:
     """Each mutation of ``benchmarks._structure.mutation`` (contractions through
