@@ -4,8 +4,9 @@ without a ``KVCache`` per block.
 
 The stacked form traces and compiles one block whatever the depth. With caches it stacks
 the blocks' caches along ``Layer``, scans the block over the parameters and caches of each
-layer (one ``lax.scan``: the block's own cached call), and hands back a cache per block, so
-a model has the same cache, ``tuple[KVCache, ...]``, in both forms.
+layer (one ``lax.scan``, the stack's own ``scan_layers``: the block's own cached call), and
+hands back a cache per block, so a model has the same cache, ``tuple[KVCache, ...]``, in
+both forms.
 """
 
 from __future__ import annotations
@@ -13,13 +14,12 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any, TypeVar
 
-import equinox as eqx
 import jax
 import jax.numpy as jnp
 
 from ..core import Axis, Tensor
-from ..core._internal import PyTree
 from ..nn import KVCache, Layer, LayerStack
+from ..nn._internal import scan_layers
 
 __all__ = ["Blocks", "init_caches", "make_blocks", "run_blocks", "run_cached"]
 
@@ -83,28 +83,20 @@ def run_cached(
                 "or dtype (make the caches with model.init_cache)"
             )
     axes, key_pos = first.keys.axes, first.key_pos
-    ks = jnp.stack([c.keys.array for c in caches])
-    vs = jnp.stack([c.values.array for c in caches])
-    params, static = eqx.partition(blocks.layers, eqx.is_array)
+    per_layer = (
+        jnp.stack([c.keys.array for c in caches]),
+        jnp.stack([c.values.array for c in caches]),
+        jnp.stack([c.length for c in caches]),
+    )
 
-    def layer(h: T, xs: tuple[PyTree, jax.Array, jax.Array]) -> tuple[T, PyTree]:
-        sliced, k, v = xs
-        stacked = eqx.combine(sliced, static)  # its Tensors still name Layer first
-        block = jax.tree.map(_unstacked, stacked, is_leaf=lambda t: isinstance(t, Tensor))
-        cache = KVCache(Tensor(k, axes), Tensor(v, axes), first.length, key_pos)
-        h, cache = block(h, cache)
+    def layer(block: Any, h: T, entry: tuple[jax.Array, ...]) -> tuple[T, tuple[jax.Array, ...]]:
+        k, v, length = entry
+        h, cache = block(h, KVCache(Tensor(k, axes), Tensor(v, axes), length, key_pos))
         return h, (cache.keys.array, cache.values.array, cache.length)
 
-    x, (ks, vs, lengths) = jax.lax.scan(layer, x, (params, ks, vs))
+    x, (ks, vs, lengths) = scan_layers(blocks, x, per_layer, layer)
     out = tuple(
         KVCache(Tensor(ks[i], axes), Tensor(vs[i], axes), lengths[i], key_pos)
         for i in range(len(caches))
     )
     return x, out
-
-
-def _unstacked(leaf: object) -> object:
-    """One layer's Tensor: the scan sliced ``Layer`` off its array; drop it from its axes."""
-    if isinstance(leaf, Tensor):
-        return Tensor(leaf.array, leaf.axes[1:])
-    return leaf

@@ -1,5 +1,6 @@
-"""What the train package uses of nn beyond its public names; not user API."""
+"""What the train and models packages use of nn beyond its public names; not user API."""
 
 from ._select import Selection as Selection
 from ._select import leaves_with_paths as leaves_with_paths
 from ._select import selector as selector
+from ._stack import scan_layers as scan_layers

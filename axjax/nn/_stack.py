@@ -47,7 +47,7 @@ from ._norm import _Norm  # pyright: ignore[reportPrivateUsage]  # a stack of no
 from ._registry import register_layer
 from ._remat import Policy, resolve_policy
 
-__all__ = ["LayerStack", "Layer"]
+__all__ = ["LayerStack", "Layer", "scan_layers"]
 
 #: the block's type (covariant: a call reads the block's own call signature)
 M = TypeVar("M", covariant=True, default=Any)
@@ -298,12 +298,7 @@ class LayerStack(eqx.Module, Generic[M, L]):
         return [self[i] for i in range(len(self))]
 
     def _block(self, take: Callable[[Any], Any]) -> M:
-        def one(leaf: object) -> object:
-            if isinstance(leaf, Tensor):
-                return Tensor(take(leaf.array), leaf.axes[1:])
-            return leaf
-
-        out: M = jax.tree.map(one, self.layers, is_leaf=is_tensor)
+        out: M = _without_leading(self.layers, take)
         return out
 
     @overload
@@ -463,6 +458,46 @@ def _run(
     policy = None if stack.remat is True else resolve_policy(stack.remat, where, "remat")
     unit = jax.checkpoint(apply, policy=policy, prevent_cse=False)
     return fold(unit, over=stack.axis)(x, xs)
+
+
+def scan_layers(
+    stack: LayerStack[M2, Any],
+    x: X,
+    per_layer: PyTree,
+    call: Callable[[M2, X, PyTree], tuple[X, PyTree]],
+) -> tuple[X, PyTree]:
+    """``x, out_i = call(block_i, x, per_layer_i)`` for every layer ``i`` in turn, as one
+    ``lax.scan``: the last ``x`` and the ``out_i`` stacked (arrays with a leading layer
+    dimension, as ``per_layer``'s are: a KV cache per layer, say).
+
+    The blocks are the stack's own (each parameter without the stacking axis, and gathered
+    first where FSDP split the stack over it, as the stack's call does), on Tensors only.
+
+    Example:
+        >>> x, (keys, values) = scan_layers(stack, x, (keys, values), cached_block_call)
+    """
+    dyn, static = eqx.partition(stack.layers, dynamic_leaf, is_leaf=is_tensor)
+    dyn = unsplit_leading(dyn)  # FSDP over the stacking axis on an Explicit mesh: gathered
+
+    def layer(h: X, xs: tuple[PyTree, PyTree]) -> tuple[X, PyTree]:
+        sliced, entry = xs
+        block: M2 = eqx.combine(_without_leading(sliced), static, is_leaf=is_tensor)
+        return call(block, h, entry)
+
+    out: tuple[X, PyTree] = jax.lax.scan(layer, x, (dyn, per_layer))
+    return out
+
+
+def _without_leading(tree: PyTree, take: Callable[[Any], Any] = lambda a: a) -> PyTree:
+    """``tree`` with every Tensor's first axis dropped and its array ``take(array)``: one
+    entry of the stacking axis (``take`` picks it; with none, ``lax.scan`` already did)."""
+
+    def drop(leaf: object) -> object:
+        if isinstance(leaf, Tensor):
+            return Tensor(take(leaf.array), leaf.axes[1:])
+        return leaf
+
+    return jax.tree.map(drop, tree, is_leaf=is_tensor)
 
 
 def keys_tensor(key: jax.Array, n: int, axis: type[Axis]) -> AnyTensor:

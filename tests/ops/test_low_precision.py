@@ -193,6 +193,7 @@ def numeric_problems(case: SumCase, dtype: type[ax.DType], grads: bool = True) -
     return problems
 
 
+@pytest.mark.optimized  # 70 000 values a sum: unoptimised, the average pool takes 100 s
 @pytest.mark.parametrize("dtype", LOW, ids=lambda d: d.__name__)
 @pytest.mark.parametrize("name", sorted(CASES_BY_NAME))
 def test_sums_match_float32(name: str, dtype: type[ax.DType]) -> None:

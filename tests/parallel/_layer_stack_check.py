@@ -64,6 +64,34 @@ def main() -> None:
         g = grad.layers.up.weight
         assert g.axes[0] is Layer
         print(f"PASS layer_stack_sharded_over_layer_{kind}", flush=True)
+    cached_decode()
+
+
+def cached_decode() -> None:
+    """A stacked GPT-2 sharded over ``Layer`` (a layer per device) decodes with its cache as
+    on one device: the cached call scans the stack's gathered parameters too."""
+    from axjax.models import gpt2
+
+    config = gpt2.GPT2Config(vocab_size=16, n_positions=16, n_embd=8, n_layer=8, n_head=2)
+    model = gpt2.GPT2(config, key=jax.random.key(2), unroll=False)
+    ids = ax.tensor(jax.random.randint(jax.random.key(3), (2, 6), 0, 16), Batch, gpt2.Pos)
+
+    @eqx.filter_jit
+    def decode(m: gpt2.GPT2, ids: ax.Tensor[ax.I32, Batch, gpt2.Pos]) -> jax.Array:
+        cache = m.init_cache({Batch: 2}, 16)
+        _, cache = m(ax.slice(ids, gpt2.Pos, 0, 5), cache=cache)
+        logits, cache = m(ax.slice(ids, gpt2.Pos, 5, 6), cache=cache)
+        return logits.array
+
+    want = decode(model, ids)
+    for kind in ("auto", "explicit"):
+        t = AxisType.Explicit if kind == "explicit" else AxisType.Auto
+        mesh = jax.make_mesh((8,), ("data",), axis_types=(t,))
+        sharded = ax.shard(model, {Layer: "data"}, mesh=mesh)
+        with jax.set_mesh(mesh):
+            got = decode(sharded, ax.shard(ids, {}, mesh=mesh))
+        np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
+        print(f"PASS stacked_cached_decode_sharded_over_layer_{kind}", flush=True)
 
 
 if __name__ == "__main__":

@@ -33,3 +33,8 @@ def report() -> str:
 @pytest.mark.parametrize("kind", ["auto", "explicit"])
 def test_the_stack_shards_over_layer_and_equals_one_device(report: str, kind: str) -> None:
     assert f"PASS layer_stack_sharded_over_layer_{kind}" in report, report
+
+
+@pytest.mark.parametrize("kind", ["auto", "explicit"])
+def test_a_stacked_model_sharded_over_layer_decodes_with_its_cache(report: str, kind: str) -> None:
+    assert f"PASS stacked_cached_decode_sharded_over_layer_{kind}" in report, report
