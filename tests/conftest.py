@@ -62,7 +62,6 @@ MATMUL_PRECISION = apply_matmul_precision(jax.default_backend())
 #: with bit for bit is marked ``@pytest.mark.optimized`` (or a module, with ``pytestmark``)
 #: and runs fully optimised, as a user's program does.
 os.environ["JAX_DISABLE_MOST_OPTIMIZATIONS"] = "1"
-_cheap = [True]  # the effort the process compiles with now
 
 
 def set_compile_effort(cheap: bool) -> None:
@@ -74,11 +73,10 @@ def set_compile_effort(cheap: bool) -> None:
     results then differ in the last bit, depending on what the worker ran before. So a
     switch clears JAX's caches; setting the effort already in force does nothing.
     """
-    if _cheap[0] is cheap:
+    if jax.config.read("jax_disable_most_optimizations") is cheap:
         return
     jax.clear_caches()
     jax.config.update("jax_disable_most_optimizations", cheap)
-    _cheap[0] = cheap
 
 
 jax.config.update("jax_disable_most_optimizations", True)
@@ -92,17 +90,14 @@ def pytest_configure(config: pytest.Config) -> None:
     )
 
 
-@pytest.fixture(autouse=True, scope="module")
-def _module_compile_effort(request: pytest.FixtureRequest) -> None:
-    """A module's own fixtures compile as the module's mark says (autouse fixtures come
-    first within their scope)."""
+def _effort_as_marked(request: pytest.FixtureRequest) -> None:
     set_compile_effort(request.node.get_closest_marker("optimized") is None)
 
 
-@pytest.fixture(autouse=True)
-def _compile_effort(request: pytest.FixtureRequest) -> None:
-    """Each test compiles as its ``optimized`` mark says (switching only when it changes)."""
-    set_compile_effort(request.node.get_closest_marker("optimized") is None)
+#: a module's own fixtures compile as the module's mark says (autouse fixtures come first
+#: within their scope), and each test as its own mark says (switching only on a change)
+_module_compile_effort = pytest.fixture(autouse=True, scope="module")(_effort_as_marked)
+_compile_effort = pytest.fixture(autouse=True)(_effort_as_marked)
 
 
 # ------------------------------------------------------------------ the order of the files
