@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import os
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -14,7 +15,15 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from tests.conftest import matmul_precision_for, requires, set_compile_effort
+from tests.conftest import (
+    CHEAP_CODEGEN,
+    CHEAP_XLA_OPTIONS,
+    CHILD_XLA_FLAGS,
+    cheap_codegen,
+    matmul_precision_for,
+    requires,
+    set_compile_effort,
+)
 
 CONFTEST = Path(__file__).resolve().parent / "conftest.py"
 #: what a test may end with early: a skip or a failure (caught here to tell them apart)
@@ -176,3 +185,25 @@ def test_the_costliest_files_are_files_of_the_suite() -> None:
     assert len(set(COSTLIEST_FIRST)) == len(COSTLIEST_FIRST)
     missing = [name for name in COSTLIEST_FIRST if not (ROOT / name).is_file()]
     assert not missing
+
+
+def test_little_effort_compiles_with_the_cheap_code_generator() -> None:
+    """Under little effort every compilation gets :data:`CHEAP_XLA_OPTIONS`, fully optimised
+    none does (the mutation's view: without the wrapper no compilation gets them), wrapping
+    twice (the conftest imported afresh) adds them once, and the processes the tests start
+    get them through ``XLA_FLAGS``."""
+    if not CHEAP_CODEGEN:
+        pytest.skip("this JAX or XLA has no cheaper code generator to ask for: compiles as before")
+    from jax._src import compiler
+
+    try:
+        for cheap in (True, False):
+            set_compile_effort(cheap)
+            overrides = compiler.get_compile_options(1, 1).env_option_overrides
+            want = list(CHEAP_XLA_OPTIONS.items()) if cheap else []
+            assert [o for o in overrides if o[0] in CHEAP_XLA_OPTIONS] == want, (cheap, overrides)
+    finally:
+        set_compile_effort(True)
+    assert cheap_codegen(compiler.get_compile_options) is compiler.get_compile_options
+    assert CHILD_XLA_FLAGS == "--xla_cpu_use_fusion_emitters=false"
+    assert CHILD_XLA_FLAGS in os.environ["XLA_FLAGS"]

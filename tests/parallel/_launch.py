@@ -14,16 +14,16 @@ import sys
 import time
 from pathlib import Path
 
+from tests.conftest import CHILD_XLA_FLAGS
+
 #: the repository root: the processes run there
 ROOT = Path(__file__).resolve().parents[2]
 
 
 def cpu_env() -> dict[str, str]:
-    """The environment of a child process on the CPU; without ``XLA_FLAGS`` (each script asks
-    for its devices itself)."""
-    env = {**os.environ, "JAX_PLATFORMS": "cpu"}
-    env.pop("XLA_FLAGS", None)
-    return env
+    """The environment of a child process on the CPU; ``XLA_FLAGS`` only the suite's cheap
+    code generator (each script asks for its devices itself: tests/conftest.py)."""
+    return {**os.environ, "JAX_PLATFORMS": "cpu", "XLA_FLAGS": CHILD_XLA_FLAGS}
 
 
 def free_port() -> int:

@@ -5,23 +5,22 @@ a subprocess: JAX fixes the device count when it starts). About 6 s on the share
 
 from __future__ import annotations
 
-import os
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
+from tests.parallel._launch import cpu_env
+
 HERE = Path(__file__).resolve().parent
 
 
 @pytest.fixture(scope="module")
 def report() -> str:
-    env = {**os.environ, "JAX_PLATFORMS": "cpu"}
-    env.pop("XLA_FLAGS", None)
     done = subprocess.run(
         [sys.executable, str(HERE / "_layer_stack_check.py")],
-        env=env,
+        env=cpu_env(),
         capture_output=True,
         text=True,
         timeout=600,
