@@ -48,7 +48,7 @@ def imports(path: Path, root: Path = ROOT, run_time: bool = False) -> list[tuple
         for stmt in node.body
         for inner in ast.walk(stmt)
     }
-    found = []
+    found: list[tuple[int, str]] = []
     for node in ast.walk(tree):
         if run_time and id(node) in typing_only:
             continue
@@ -76,7 +76,7 @@ def package_of(module: str) -> str | None:
 
 
 def violations(root: Path = ROOT) -> list[str]:
-    out = []
+    out: list[str] = []
     for path in sorted(root.rglob("*.py")):
         rel = path.relative_to(root.parent)
         own = rel.parts[1] if len(rel.parts) > 2 else None  # axjax/<pkg>/file.py
@@ -117,7 +117,7 @@ def circles(package: str, root: Path = ROOT) -> list[list[str]]:
     graph = module_imports(package, root)
 
     def reach(start: str) -> set[str]:
-        seen, todo = set(), [start]
+        seen, todo = set[str](), [start]
         while todo:
             for m in graph.get(todo.pop(), ()):
                 if m not in seen:
