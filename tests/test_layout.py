@@ -1,7 +1,11 @@
 """The layout's rules, read from the source: packages depend one way (train -> nn -> graph
 -> ops -> parallel -> core), nothing below train imports optax, and no package reaches into
 another's private modules (it imports the package, or its ``_internal`` module). Every import
-counts, inside functions and under ``TYPE_CHECKING`` too.
+counts, inside functions and under ``TYPE_CHECKING`` too. Inside each package the modules
+import one another one way at run time (an import for annotations only may point back).
+
+``python tests/test_layout.py [package ...]`` prints each package's modules bottom to top,
+with what each imports, and "no circle" (or the circles; it exits 1 then).
 
 ``parallel`` (sharding by axis name, ``Parallel``, the launch flags, FSDP's gather) builds on
 core alone, so it sits right above it: core's ops read the current rules from core's own
@@ -10,6 +14,7 @@ context, which ``parallel`` sets, and nn (``LayerStack``) and train (``fit``) us
 from __future__ import annotations
 
 import ast
+import sys
 from pathlib import Path
 
 import pytest
@@ -20,8 +25,15 @@ ORDER = ["core", "parallel", "ops", "graph", "nn", "train", "models"]
 #: the mypy plugin types every package, so it may import each of them
 ANYWHERE = {"mypy"}
 #: packages whose modules import one another one way at run time (core: the tensor type,
-#: Tensor, the op contract and lowering, Op and apply, in that order)
-ONE_WAY_INSIDE = ("core", "parallel")
+#: Tensor, the op contract and lowering, Op and apply, in that order; graph: the nodes, the
+#: recurrence, the drawing, Graph, compiling, gradients): every package
+ONE_WAY_INSIDE = ("core", "parallel", "ops", "graph", "nn", "train", "models", "mypy")
+
+
+def is_module(name: str, root: Path = ROOT) -> bool:
+    """Whether ``name`` (``axjax.core._axis``) is a module or package under ``root``."""
+    path = root.parent.joinpath(*name.split("."))
+    return path.with_suffix(".py").is_file() or (path / "__init__.py").is_file()
 
 
 def imports(path: Path, root: Path = ROOT, run_time: bool = False) -> list[tuple[int, str]]:
@@ -36,7 +48,7 @@ def imports(path: Path, root: Path = ROOT, run_time: bool = False) -> list[tuple
         for stmt in node.body
         for inner in ast.walk(stmt)
     }
-    found = []
+    found: list[tuple[int, str]] = []
     for node in ast.walk(tree):
         if run_time and id(node) in typing_only:
             continue
@@ -48,9 +60,12 @@ def imports(path: Path, root: Path = ROOT, run_time: bool = False) -> list[tuple
                 parent = package.split(".")[: len(package.split(".")) - node.level + 1]
                 base = ".".join(parent + ([base] if base else []))
             found.append((node.lineno, base))
-            # `from . import _x` / `from ..core import _internal`: the names are modules too
+            # `from . import _x` / `from ..core import _internal`: a name that is a module is
+            # imported too; another (`from ._linear import _Dense`) is its module's
             found += [
-                (node.lineno, f"{base}.{a.name}") for a in node.names if a.name.startswith("_")
+                (node.lineno, f"{base}.{a.name}")
+                for a in node.names
+                if is_module(f"{base}.{a.name}", root)
             ]
     return found
 
@@ -61,7 +76,7 @@ def package_of(module: str) -> str | None:
 
 
 def violations(root: Path = ROOT) -> list[str]:
-    out = []
+    out: list[str] = []
     for path in sorted(root.rglob("*.py")):
         rel = path.relative_to(root.parent)
         own = rel.parts[1] if len(rel.parts) > 2 else None  # axjax/<pkg>/file.py
@@ -83,19 +98,26 @@ def violations(root: Path = ROOT) -> list[str]:
     return out
 
 
-def circles(package: str, root: Path = ROOT) -> list[list[str]]:
-    """The modules of ``package`` that import one another in a circle at run time (an import
-    under ``TYPE_CHECKING``, for annotations, may point back), one sorted list per circle."""
+def module_imports(package: str, root: Path = ROOT) -> dict[str, set[str]]:
+    """Each module of ``package`` (its ``__init__`` aside) -> the modules of ``package`` it
+    imports at run time."""
     prefix = f"axjax.{package}."
-    graph = {
+    paths = [p for p in sorted((root / package).glob("*.py")) if p.stem != "__init__"]
+    return {
         prefix + path.stem: {
             m for _, m in imports(path, root, run_time=True) if m.startswith(prefix)
         }
-        for path in sorted((root / package).glob("_*.py"))
+        for path in paths
     }
 
+
+def circles(package: str, root: Path = ROOT) -> list[list[str]]:
+    """The modules of ``package`` that import one another in a circle at run time (an import
+    under ``TYPE_CHECKING``, for annotations, may point back), one sorted list per circle."""
+    graph = module_imports(package, root)
+
     def reach(start: str) -> set[str]:
-        seen, todo = set(), [start]
+        seen, todo = set[str](), [start]
         while todo:
             for m in graph.get(todo.pop(), ()):
                 if m not in seen:
@@ -106,6 +128,43 @@ def circles(package: str, root: Path = ROOT) -> list[list[str]]:
     reached = {m: reach(m) for m in graph}
     found = {tuple(sorted(m2 for m2 in reached[m] if m in reached[m2])) for m in graph}
     return sorted(list(c) for c in found if len(c) > 1)
+
+
+def one_way_order(package: str, root: Path = ROOT) -> list[tuple[str, list[str]]]:
+    """``package``'s modules bottom to top, each with the modules it imports at run time
+    (all before it): by the length of the longest chain of imports below a module, then by
+    name. ``ValueError`` when there is a circle."""
+    graph = module_imports(package, root)
+    found = circles(package, root)
+    if found:
+        raise ValueError(f"import circles in axjax.{package}: {found}")
+    height: dict[str, int] = {}
+
+    def height_of(m: str) -> int:
+        if m not in height:
+            height[m] = 1 + max((height_of(d) for d in graph[m] if d in graph), default=-1)
+        return height[m]
+
+    ordered = sorted(graph, key=lambda m: (height_of(m), m))
+    return [(m, sorted(d for d in graph[m] if d in graph)) for m in ordered]
+
+
+def report(package: str, root: Path = ROOT) -> str:
+    """What ``python tests/test_layout.py <package>`` prints: the modules bottom to top,
+    one a line with what it imports, then "no circle"; or the circles."""
+    found = circles(package, root)
+    if found:
+        shown = ["  a circle: " + ", ".join(m.rsplit(".", 1)[1] for m in c) for c in found]
+        return "\n".join([f"axjax.{package}: import circles at run time", *shown])
+    rows = [
+        (m.rsplit(".", 1)[1], ", ".join(d.rsplit(".", 1)[1] for d in deps))
+        for m, deps in one_way_order(package, root)
+    ]
+    width = max((len(m) for m, _ in rows), default=0)
+    lines = [
+        f"  {m.ljust(width)}  {'imports ' + deps if deps else ''}".rstrip() for m, deps in rows
+    ]
+    return "\n".join([f"axjax.{package}, bottom to top:", *lines, "no circle"])
 
 
 def test_packages_depend_one_way_and_only_train_imports_optax() -> None:
@@ -129,6 +188,75 @@ def test_a_circle_is_caught_and_an_annotation_import_is_not(tmp_path: Path) -> N
         "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from ._c import X\n"
     )
     assert circles("core", tmp_path / "axjax") == [["axjax.core._a", "axjax.core._b"]]
+
+
+def test_an_imported_private_name_is_its_module_and_a_late_circle_is_caught(
+    tmp_path: Path,
+) -> None:
+    fake = tmp_path / "axjax" / "nn"
+    fake.mkdir(parents=True)
+    (fake / "_a.py").write_text("from ._b import _helper\nfrom . import _b\n")
+    (fake / "_b.py").write_text("def _helper():\n    pass\n")
+    (fake / "_c.py").write_text("def f():\n    from ._d import _Late\n")  # late: a circle
+    (fake / "_d.py").write_text("from ._c import _Early\n")
+    root = tmp_path / "axjax"
+    # the name _helper is followed to its module _b (it was taken for a module: a KeyError)
+    assert imports(fake / "_a.py", root) == [
+        (1, "axjax.nn._b"),
+        (2, "axjax.nn"),
+        (2, "axjax.nn._b"),
+    ]
+    assert module_imports("nn", root)["axjax.nn._a"] == {"axjax.nn._b"}
+    assert circles("nn", root) == [["axjax.nn._c", "axjax.nn._d"]]
+
+
+def test_a_module_named_in_an_import_is_followed_and_a_private_name_is_not(
+    tmp_path: Path,
+) -> None:
+    for package in ("core", "nn", "train"):
+        (tmp_path / "axjax" / package).mkdir(parents=True)
+        (tmp_path / "axjax" / package / "__init__.py").write_text("")
+    (tmp_path / "axjax" / "core" / "_internal.py").write_text("def _shared():\n    pass\n")
+    (tmp_path / "axjax" / "nn" / "_bad.py").write_text(
+        "from .. import train\nfrom ..core._internal import _shared\n"
+    )
+    found = violations(tmp_path / "axjax")
+    assert any("imports axjax.train (nn builds below train)" in v for v in found), found
+    assert not any("a private module" in v for v in found), found  # _shared is a name
+
+
+def test_the_report_gives_the_modules_bottom_to_top_or_the_circles(tmp_path: Path) -> None:
+    fake = tmp_path / "axjax" / "graph"
+    fake.mkdir(parents=True)
+    (fake / "_low.py").write_text("import jax\n")
+    (fake / "_mid.py").write_text("from ._low import f\n")
+    (fake / "top.py").write_text("def g():\n    from . import _mid, _low\n")
+    (fake / "_side.py").write_text(
+        "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from .top import g\n"
+    )
+    assert report("graph", tmp_path / "axjax") == "\n".join(
+        [
+            "axjax.graph, bottom to top:",
+            "  _low",
+            "  _side",
+            "  _mid   imports _low",
+            "  top    imports _low, _mid",
+            "no circle",
+        ]
+    )
+    (fake / "_low.py").write_text("def f():\n    from .top import g\n")
+    assert report("graph", tmp_path / "axjax") == "\n".join(
+        ["axjax.graph: import circles at run time", "  a circle: _low, _mid, top"]
+    )
+    with pytest.raises(ValueError, match="import circles in axjax.graph"):
+        one_way_order("graph", tmp_path / "axjax")
+
+
+def test_graph_builds_nodes_then_drawing_then_graph_then_compiling() -> None:
+    order = [m.rsplit(".", 1)[1] for m, _ in one_way_order("graph")]
+    layers = ["_nodes", "_loop", "_render", "_graph", "_compile", "_graph_grad"]
+    assert sorted(layers, key=order.index) == layers, order
+    assert report("graph").endswith("no circle")
 
 
 @pytest.mark.parametrize(
@@ -156,5 +284,14 @@ def test_the_rules_catch_a_wrong_import(
     fake = tmp_path / "axjax" / package
     fake.mkdir(parents=True)
     (fake / "_bad.py").write_text(source)
+    # `from ..core import _axis` names a module only if there is one (else it is a name)
+    (tmp_path / "axjax" / "core").mkdir(exist_ok=True)
+    (tmp_path / "axjax" / "core" / "_axis.py").write_text("")
     found = violations(tmp_path / "axjax")
     assert any(rule in v for v in found), found
+
+
+if __name__ == "__main__":  # python tests/test_layout.py [package ...]: the one-way orders
+    reports = [report(p) for p in sys.argv[1:] or ONE_WAY_INSIDE]
+    print("\n\n".join(reports))
+    sys.exit(any(not r.endswith("no circle") for r in reports))

@@ -11,12 +11,12 @@ from ._loop import Loop as Loop
 from ._nodes import Apply as Apply
 from ._nodes import Const as Const
 from ._nodes import Input as Input
+from ._nodes import MultiApply as MultiApply
 from ._nodes import Node as Node
 from ._nodes import Param as Param
+from ._nodes import Part as Part
 from ._params import as_params as as_params
 from ._params import as_values as as_values
-from ._results import MultiApply as MultiApply
-from ._results import Part as Part
 from ._scan import Fold as Fold
 from ._scan import Scan as Scan
 from ._scan import ScanAt as ScanAt

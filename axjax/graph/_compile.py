@@ -31,8 +31,7 @@ from ..core._internal import (
 from ._check import check_value, mismatch
 from ._graph import Graph, Outputs, Structure, same_value
 from ._loop import Loop
-from ._nodes import Apply, Const, Input, Node, Param
-from ._results import MultiApply, Part
+from ._nodes import Apply, Const, Input, MultiApply, Node, Param, Part
 
 __all__ = ["compile", "CompiledGraph"]
 

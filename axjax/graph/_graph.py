@@ -21,8 +21,8 @@ from ..core import AnyTensor, Tensor
 from ..core._internal import describe
 from ._applied import toposort
 from ._loop import Loop
-from ._nodes import Const, Input, Node, Param
-from ._results import Results
+from ._nodes import ABOVE, Const, Input, Node, Param, Results
+from ._render import save, to_dot, to_svg
 
 __all__ = ["Graph"]
 
@@ -119,15 +119,11 @@ class Graph:
     # ------------------------------------------------------------------ drawing
     def to_dot(self) -> str:
         """The graph in Graphviz DOT text."""
-        from ._render import to_dot
-
         return to_dot(self)
 
     def to_svg(self, engine: str = "builtin") -> str:
         """An SVG drawing: ``engine="builtin"`` (pure Python, layered), ``"dot"`` (needs the
         Graphviz ``dot`` program) or ``"auto"`` (``dot`` when installed)."""
-        from ._render import to_svg
-
         return to_svg(self, engine)
 
     def save(self, path: str | Path, engine: str = "auto") -> Path:
@@ -139,8 +135,6 @@ class Graph:
         Example:
             >>> ax.Graph(loss).save("loss.svg")
         """
-        from ._render import save
-
         return save(self, Path(path), engine)
 
     def _repr_html_(self) -> str:
@@ -153,6 +147,9 @@ class Graph:
             f"<div class='axjax-graph'>{self.to_svg()}<details><summary>"
             f"{html.escape(self.summary())}</summary><pre>{listing}</pre></details></div>"
         )
+
+
+ABOVE.html = lambda node: Graph(node).to_html()  # what Jupyter shows for a node (_nodes.py)
 
 
 def _count(n: int, what: str) -> str:

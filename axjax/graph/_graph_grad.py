@@ -20,7 +20,7 @@ from ..core import AnyTensor, AxisError, Tensor, config
 from ..core._internal import PyTree, describe, is_floating, trusted_tensor
 from ._compile import AnyParam, InputList, Program
 from ._graph import Graph
-from ._nodes import Node, Param
+from ._nodes import ABOVE, Node, Param
 
 __all__ = ["GraphGrad", "LossProgram", "distinct_wrt", "graph_grad"]
 
@@ -121,6 +121,9 @@ class GraphGrad:
         value, grads = self._jit(config.autodiff, train, values, p.bind(args, kwargs))
         g = grads[0] if self._lp.single else grads
         return (trusted_tensor(value, ()), g) if self.with_value else g
+
+
+ABOVE.gradient = GraphGrad  # ax.grad of a loss node: Node.differentiate (_nodes.py)
 
 
 def graph_grad(

@@ -16,8 +16,7 @@ import jax
 
 from ..core import AnyTensor, DType, TensorType
 from ._applied import toposort, user_site
-from ._nodes import AnyNode, Const, Node
-from ._results import Part, Results
+from ._nodes import AnyNode, Const, Node, Part, Results
 
 __all__ = ["Loop", "Carry", "Slice", "Lowering"]
 

@@ -1,6 +1,7 @@
 """Graph nodes, the paper's GADT: the :class:`Node` base, the leaves ``Input``, ``Param``
-and ``Const``, and ``Apply``, an op applied to nodes (the nodes with several results,
-``MultiApply`` and the recurrence ``Loop``, are in ``_results.py`` and ``_loop.py``).
+and ``Const``, ``Apply`` (an op applied to nodes) and the nodes with several results: their
+base :class:`Results`, ``MultiApply`` (an op with several results) and ``Part`` (one
+result). The recurrence ``Loop`` is in ``_loop.py``, which builds on this module.
 
 A node is a symbolic ``Tensor[D, *Axes]``: it has a dtype, axes and sizes (a size may be
 ``None`` until the graph is compiled) but no array. Applying any op to a node runs the op's
@@ -16,7 +17,7 @@ Example:
 from __future__ import annotations
 
 import itertools
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, ClassVar, NoReturn, TypeVar, TypeVarTuple, cast, overload
 
 import jax
@@ -35,11 +36,24 @@ from ..core._internal import (
 from ._applied import Applied
 from ._check import check_value, input_sizes
 
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # the modules that build on this one: types only here
     from ._compile import InputList
     from ._graph_grad import GraphGrad, Wrt
+    from ._loop import Loop
 
-__all__ = ["Node", "AnyNode", "Input", "Param", "Const", "Apply", "mark"]
+__all__ = [
+    "Node",
+    "AnyNode",
+    "Input",
+    "Param",
+    "Const",
+    "Apply",
+    "Results",
+    "MultiApply",
+    "Part",
+    "mark",
+    "ABOVE",
+]
 
 D = TypeVar("D", bound=DType)
 Axes = TypeVarTuple("Axes")
@@ -84,18 +98,15 @@ class Node(Tensor[D, *Axes]):
         """The node applying ``op`` builds: eager Tensors become Consts, the result an
         Apply node (a tuple of Parts of one MultiApply node for an op with several
         results)."""
-        from ._results import MultiApply  # _results builds on this module
-
         args = tuple(x if isinstance(x, Node) else Const(x) for x in operands)
         if isinstance(out_type, tuple):
             return MultiApply(op, args, out_type).parts
         return Apply(op, args, out_type)
 
     def differentiate(self, wrt: Wrt, inputs: InputList, with_value: bool) -> GraphGrad:
-        """``ax.grad`` / ``ax.value_and_grad`` of this scalar loss node."""
-        from ._graph_grad import GraphGrad  # _graph_grad builds on this module
-
-        return GraphGrad(self, wrt, inputs, with_value)
+        """``ax.grad`` / ``ax.value_and_grad`` of this scalar loss node (``ABOVE.gradient``:
+        a :class:`~axjax.graph.GraphGrad`)."""
+        return ABOVE.gradient(self, wrt, inputs, with_value)
 
     def _init(self, type_: TensorType, name: str | None, serial: int | None = None) -> None:
         if name is not None and not isinstance(name, str):
@@ -199,9 +210,7 @@ class Node(Tensor[D, *Axes]):
         return f"{self.label()}: {describe(self._type)}"
 
     def _repr_html_(self) -> str:
-        from ._graph import Graph
-
-        return Graph(self).to_html()
+        return ABOVE.html(self)  # the drawing of the node's graph (_graph.py)
 
     @property
     def type(self) -> TensorType:  # last: the name would shadow `type[...]` in annotations
@@ -210,6 +219,28 @@ class Node(Tensor[D, *Axes]):
 
 
 AnyNode = Node[Any, *tuple[Any, ...]]
+
+
+class Above:
+    """What a node does through the modules that build on this one, which this one cannot
+    import: each registers its part when it loads (``axjax/graph/__init__.py`` imports them
+    all, so both are set before any node exists).
+
+    Attributes:
+        gradient: ``ax.grad`` of a loss node, ``(loss, wrt, inputs, with_value) ->
+            GraphGrad`` (``_graph_grad.py``).
+        html: the drawing and listing Jupyter shows for a node, ``node -> str``
+            (``_graph.py``: its graph's ``to_html()``).
+
+    Example:
+        >>> ABOVE.html = lambda node: Graph(node).to_html()   # in _graph.py
+    """
+
+    gradient: Callable[[AnyNode, Wrt, InputList, bool], GraphGrad]
+    html: Callable[[AnyNode], str]
+
+
+ABOVE = Above()
 
 
 class Input(Node[D, *Axes]):
@@ -489,3 +520,151 @@ class Apply(Applied, Node[D, *Axes]):
 
     def __repr__(self) -> str:
         return f"Apply {self._op.describe()}: {describe(self._type)}"
+
+
+class Results(Node[Any]):
+    """Base of nodes with several results (:class:`Loop`, :class:`MultiApply`): not one
+    Tensor. Its results are its :attr:`parts`, one :class:`Part` node each; ``.type``,
+    ``.axes`` and using it as an operand raise."""
+
+    __slots__ = ()
+    _parts: tuple[Part[Any, *tuple[Any, ...]], ...]
+    _site: str
+
+    def _blank(self) -> None:
+        object.__setattr__(self, "_type", None)
+        object.__setattr__(self, "_axes", ())
+        object.__setattr__(self, "_array", None)
+        object.__setattr__(self, "_name", None)
+        object.__setattr__(self, "_serial", mark())
+
+    @property
+    def parts(self) -> tuple[Part[Any, *tuple[Any, ...]], ...]:
+        return self._parts
+
+    @property
+    def site(self) -> str:
+        """``file:line`` of the call that built the node (the op, or the fold/scan)."""
+        return self._site
+
+    def types(self) -> str:
+        """The types of the results, as listings show them."""
+        shown = ", ".join(describe(p.type) for p in self._parts)
+        return shown if len(self._parts) == 1 else f"({shown})"
+
+    def _several(self) -> NoReturn:
+        raise TypeError(
+            f"{self!r} holds {len(self._parts)} result"
+            f"{'s' * (len(self._parts) != 1)}, not one Tensor: use its parts "
+            f"({self._parts_hint})"
+        )
+
+    _parts_hint: ClassVar[str] = "node.parts"
+
+    @property
+    def dtype(self) -> NoReturn:
+        self._several()
+
+    @property
+    def axes(self) -> tuple[type[Axis], ...]:
+        self._several()
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        self._several()
+
+    @property
+    def sizes(self) -> dict[type[Axis], int]:
+        self._several()
+
+    @property
+    def ndim(self) -> int:
+        self._several()
+
+    def size(self, axis: type[Axis]) -> int:
+        self._several()
+
+    @property
+    def type(self) -> TensorType:
+        self._several()
+
+
+class MultiApply(Applied, Results):
+    """An op with several results applied to nodes (``ax.unstack``): one node, computed
+    once; each result is one of its :attr:`parts` (``Part[0]``, ``Part[1]``, ...), so the
+    op's own backward (one concatenate for ``Unstack``) is the one used.
+
+    Example:
+        >>> i, f, g, o = ax.unstack(z, Gate)   # z a node: four Parts of one MultiApply
+        >>> i.source.op
+        Unstack(Gate)
+    """
+
+    __slots__ = ("_op", "_args", "_site", "_parts")
+    kind = "MultiApply"
+    _parts_hint = "the tuple the op returned"
+
+    def __init__(self, op: Op, args: tuple[AnyNode, ...], types: Sequence[TensorType]) -> None:
+        self._blank()
+        self._applied(op, args)
+        object.__setattr__(
+            self, "_parts", tuple(Part(self, k, t, f"[{k}]") for k, t in enumerate(types))
+        )
+
+    def __repr__(self) -> str:
+        return f"MultiApply {self._op.describe()}: {self.types()}"
+
+
+class Part(Node[D, *Axes]):
+    """One result of a node with several results: of a :class:`Loop`, a leaf of the last
+    state (fold) or of every state, stacked along the scanned axis (scan); of a
+    :class:`MultiApply`, one of the op's results. ``.source`` (``.loop`` for a Loop),
+    ``.index`` (the result's position)."""
+
+    __slots__ = ("_source", "_index", "_path")
+    kind = "Part"
+
+    _source: Results
+    _index: int
+    _path: str
+
+    def __init__(self, source: Results, index: int, type_: TensorType, path: str) -> None:
+        self._init(type_, None)
+        object.__setattr__(self, "_source", source)
+        object.__setattr__(self, "_index", index)
+        object.__setattr__(self, "_path", path)
+
+    @property
+    def path(self) -> str:
+        """Where this part sits in its source's result (``[0]``, ``.h``, ...)."""
+        return self._path
+
+    @property
+    def source(self) -> Results:
+        """The node whose result this is."""
+        return self._source
+
+    @property
+    def loop(self) -> Loop:
+        """The :class:`Loop` whose result this is (a ``TypeError`` for another source)."""
+        if self._source.kind != "Loop":  # _loop builds on this module: the kind names it
+            raise TypeError(f"{self!r} is a result of {self._source!r}, not of a Loop")
+        return cast("Loop", self._source)
+
+    @property
+    def index(self) -> int:
+        return self._index
+
+    @property
+    def args(self) -> tuple[AnyNode, ...]:
+        return (self._source,)
+
+    @property
+    def site(self) -> str:
+        return self._source.site
+
+    def op_label(self) -> str:
+        return f"Part{self._path}"
+
+    def __repr__(self) -> str:
+        return f"Part{self._path} of {self._source.op_label()}: {describe(self._type)}"

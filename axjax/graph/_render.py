@@ -17,10 +17,9 @@ from typing import TYPE_CHECKING, Any
 
 from ..core._internal import Feature, describe
 from ._loop import Loop
-from ._nodes import Node
-from ._results import Results
+from ._nodes import Node, Results
 
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # a Graph's methods call this module: types only here
     from ._graph import Graph
 
 __all__ = ["to_dot", "to_svg", "save", "layout"]

@@ -89,6 +89,13 @@ def test_jupyter_displays_the_graph_as_html_with_svg() -> None:
     assert "<svg" in node_html["text/html"]
 
 
+def test_a_node_displays_its_graph() -> None:
+    # _nodes.py sits below _graph.py: the node's _repr_html_ is what _graph.py registers
+    g, x, w, loss = _graph()
+    assert loss._repr_html_() == ax.Graph(loss).to_html()
+    assert x._repr_html_().startswith("<div class='axjax-graph'><svg")
+
+
 def test_save_writes_each_format(tmp_path: Path) -> None:
     g, *_ = _graph()
     svg = g.save(tmp_path / "g.svg", engine="builtin")
