@@ -203,11 +203,15 @@ def test_the_scanned_blocks_give_the_unrolled_loss_and_gradients(example: Any, l
             np.testing.assert_allclose(ga, gb, rtol=2e-5, atol=1e-6)
 
 
-@pytest.mark.optimized  # reads what XLA compiles
-def test_the_step_agrees_with_the_expert_and_compiles_to_its_kinds() -> None:
-    from benchmarks._structure import COST_KINDS, cost_kinds, on_cpu
+@pytest.fixture(scope="module")
+def quick_steps() -> dict[str, Any]:
+    """Both versions' steps at the quick preset, compiled fully optimised once for the module
+    (XLA:CPU's kinds: ``on_cpu``): each one's cost kinds, and its loss over two steps."""
+    from benchmarks._structure import cost_kinds, on_cpu
     from benchmarks.transformer import PRESETS, build
+    from tests.conftest import set_compile_effort
 
+    set_compile_effort(cheap=False)  # as the tests that read it are marked
     kinds, loss = {}, {}
     with on_cpu():  # the kinds and allowances are XLA:CPU's, whatever the default backend
         bench = build(PRESETS["quick"], "f32", implementation="einsum")
@@ -218,6 +222,17 @@ def test_the_step_agrees_with_the_expert_and_compiles_to_its_kinds() -> None:
             kinds[k] = cost_kinds(compiled.as_text())
             p, s, first = compiled(*bench.states[k], *args)  # donates the start state
             loss[k] = [float(first), float(compiled(p, s, *args)[2])]
+    return {"kinds": kinds, "loss": loss, "batch": bench.batch}
+
+
+@pytest.mark.optimized  # reads what XLA compiles
+def test_the_step_agrees_with_the_expert_and_compiles_to_its_kinds(
+    quick_steps: dict[str, Any],
+) -> None:
+    from benchmarks._structure import COST_KINDS
+    from benchmarks.transformer import PRESETS
+
+    kinds, loss = quick_steps["kinds"], quick_steps["loss"]
     assert loss["axjax"] == pytest.approx(loss["jax"], rel=1e-5)  # same model, same steps
     layers = PRESETS["quick"].layers
     excess = {
@@ -230,7 +245,9 @@ def test_the_step_agrees_with_the_expert_and_compiles_to_its_kinds() -> None:
 
 @pytest.mark.optimized  # reads what XLA compiles
 @pytest.mark.parametrize("kind", ["einsum", "transpose", "no custom backward"])
-def test_a_slower_lowering_of_the_transformer_fails_its_guard(kind: str) -> None:
+def test_a_slower_lowering_of_the_transformer_fails_its_guard(
+    quick_steps: dict[str, Any], kind: str
+) -> None:
     """Each mutation of ``benchmarks._structure.mutation`` (contractions through
     ``jnp.einsum``, an extra transpose per product, JAX's autodiff instead of the ops' own
     backward) gives the transformer step more of some costly kind than the allowance."""
@@ -238,12 +255,9 @@ def test_a_slower_lowering_of_the_transformer_fails_its_guard(kind: str) -> None
     from benchmarks.transformer import PRESETS, build
 
     cfg = PRESETS["quick"]
+    ref = quick_steps["kinds"]["jax"]  # the expert's, compiled once for the module
     with on_cpu():
-        bench = build(cfg, "f32", implementation="einsum")
-        x, y = bench.batch
-        ref = cost_kinds(
-            bench.steps["jax"].lower(*bench.states["jax"], x.array, y.array).compile().as_text()
-        )
+        x, y = quick_steps["batch"]
         with mutation(kind):
             mutated = build(cfg, "f32", implementation="einsum")
             got = cost_kinds(
