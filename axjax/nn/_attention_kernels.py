@@ -37,7 +37,7 @@ from ._attention_paths import AttentionPath, choose_path
 from ._fused_attention import FusedAttention
 from ._util import known_size, require
 
-__all__ = ["attend", "dot_product_attention"]
+__all__ = ["dot_product_attention"]
 
 
 @public_call()
