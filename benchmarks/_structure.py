@@ -120,7 +120,7 @@ KIND_ALLOWANCE: dict[str, dict[str, int]] = {
     # no scatter (the integer-label expert has a gather and a scatter).
     "*": {"gather": 1},
     # MultiheadAttention: no allowance. Its scores are laid out as dot_general makes them,
-    # [Batch, Head, Time, KeyPos] (nn/_attention.py: _score_layout): fewer transposes and
+    # [Batch, Head, Time, KeyPos] (nn/_attention_kernels.py: _score_layout): fewer transposes and
     # copies than the expert's einsums; the StableHLO census (score_census) sees to it that
     # no transpose ever touches the position-by-position scores.
 }
@@ -400,7 +400,7 @@ def pretend_cuda(capability: str = "9.0", cudnn_version: int = 91000) -> Iterato
     """
     import importlib
 
-    from axjax.nn import _fused_attention
+    from axjax.nn import _attention_paths
 
     try:
         fa = importlib.import_module("jax._src.cudnn.fused_attention_stablehlo")
@@ -416,8 +416,8 @@ def pretend_cuda(capability: str = "9.0", cudnn_version: int = 91000) -> Iterato
         (fa, "is_cuda_compute_capability_equal"): (
             lambda c: want == tuple(int(n) for n in c.split("."))
         ),
-        (_fused_attention, "_backend"): lambda: "gpu",
-        (_fused_attention, "compute_capability"): lambda: capability,
+        (_attention_paths, "_backend"): lambda: "gpu",
+        (_attention_paths, "compute_capability"): lambda: capability,
     }
     saved = {key: getattr(*key) for key in answers}
     try:

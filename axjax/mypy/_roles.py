@@ -3,7 +3,7 @@
 The signature's TypeVar bound rejects a key role in the query's place (M2) in every
 checker, but mypy words it as "Value of type variable ... cannot be ...". With the plugin the
 bound is widened to ``ax.Axis`` and the call runs the run time's own check
-(``nn._attention.mask_axes``) on stand-in axes that keep their declared query
+(``nn._attention_masks.mask_axes``) on stand-in axes that keep their declared query
 (:meth:`Env._role`): M2 and a ``KeyOf[Other]`` key paired with the query ``Pos``, which no
 signature can state, are reported in the run's words. The result stays the declared
 ``Tensor[Bool, Q, K]``.
@@ -19,7 +19,7 @@ from mypy.types import CallableType, Instance, Type, TypeVarType
 from ._calls import AXES_ERROR
 from ._evaluate import CannotEvaluate, Env, message
 
-CAUSAL_MASK = "axjax.nn._attention.causal_mask"
+CAUSAL_MASK = "axjax.nn._attention_masks.causal_mask"
 #: the TypeVar of causal_mask's query, bound to the axes that are no key role
 QUERY_VAR = "_QPos"
 
@@ -40,7 +40,7 @@ def mask_signature(ctx: FunctionSigContext, axis: Instance) -> CallableType:
 def mask_type(ctx: FunctionContext, env: Callable[[], Env]) -> Type:
     """The declared ``Tensor[Bool, Q, K]``, after the run's role check on stand-ins."""
     from ..core import AxisError
-    from ..nn._attention import mask_axes
+    from ..nn._attention_masks import mask_axes
 
     if len(ctx.args) < 2 or len(ctx.args[0]) != 1 or len(ctx.args[1]) != 1:
         return ctx.default_return_type

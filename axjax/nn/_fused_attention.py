@@ -1,5 +1,4 @@
-"""Fused attention: ``jax.nn.dot_product_attention`` as an ``ax.Op``, by axis names, and the
-rule that picks an attention path.
+"""Fused attention: ``jax.nn.dot_product_attention`` as an ``ax.Op``, by axis names.
 
 The fused call wants ``[B, T, N, H]`` arrays (batch, query positions, heads, features);
 :class:`FusedAttention` moves the named axes into that layout (every axis the query and key
@@ -7,211 +6,31 @@ share, except the heads, is flattened into ``B``), calls the fused function and 
 names. The result has the axes of the einsum path (``ax.nn.dot_product_attention``): the
 query's axes without ``over``, then ``over``. JAX differentiates the call itself
 (:attr:`FusedAttention.jax_vjp`): cuDNN's backward kernel, with the softmax statistics of
-the forward as residual, instead of a second forward inside the backward.
-
-Which path ``implementation="auto"`` takes is :func:`default_attention_path`: cuDNN flash
-attention on an NVIDIA GPU when it can run the call (BF16/F16, head dim a multiple of 8 up
-to 128, or 256 from compute capability 9.0; no dropout; no mask but key lengths and
-causality, causal only with as many queries as keys), the einsum path otherwise. Never
-``implementation=None``: JAX's default is its XLA attention, unfused (f32 logits and softmax
-in memory), which measured slower than the einsum path on an H100 (the transformer step of
-``benchmarks/transformer.py``: 64 ms against 55 ms); ``"fused"`` remains an explicit choice
-that leaves the kernel to JAX.
+the forward as residual, instead of a second forward inside the backward. Which kernel it
+asks for (``implementation``) is the path's choice (``_attention_paths``).
 """
 
 from __future__ import annotations
 
 import math
-import warnings
-from typing import Any, Literal
+from typing import Any
 
 import jax
 import jax.numpy as jnp
 
-from ..core import BF16, F16, AnyTensor, Axis, Bool, DType, Integer, Op, Tensor, TensorType
+from ..core import AnyTensor, Axis, Bool, Integer, Op, TensorType
 from ..core._internal import (
     HasType,
     axes_names,
     axis_name,
-    check_indices,
     check_query_key,
     is_floating,
-    optional_positive_int,
     register_op,
     result_dtype,
 )
+from ._attention_masks import check_key_lengths
 
-__all__ = [
-    "AttentionPath",
-    "FusedAttention",
-    "compute_capability",
-    "cudnn_refusal",
-    "default_attention_path",
-]
-
-#: ``"einsum"``: contractions and a softmax (has dropout); ``"xla"`` / ``"cudnn"``: the fused
-#: ``jax.nn.dot_product_attention`` with that ``implementation``; ``"fused"``: fused, JAX
-#: chooses (its XLA attention today); ``"auto"``: cuDNN where it can run the call, else the
-#: einsums (:func:`default_attention_path`).
-AttentionPath = Literal["auto", "einsum", "fused", "xla", "cudnn"]
-
-
-def _backend() -> str:
-    """``jax.default_backend()`` (one place, so that tests can pretend to be on a GPU)."""
-    return jax.default_backend()
-
-
-def compute_capability() -> str | None:
-    """The CUDA compute capability of the first device (``"9.0"`` on an H100), or ``None``
-    where it has none (a CPU, a TPU, a ROCm GPU).
-
-    Example:
-        >>> ax.nn.compute_capability()  # on a CPU
-        None
-    """
-    cap = getattr(jax.devices()[0], "compute_capability", None)
-    return None if cap is None else str(cap)
-
-
-def _at_least(capability: str, major: int) -> bool:
-    try:
-        return int(capability.split(".")[0]) >= major
-    except ValueError:
-        return False
-
-
-def cudnn_refusal(
-    dtype: type[DType],
-    head_dim: int | None,
-    *,
-    causal: bool = False,
-    n_query: int | None = None,
-    n_key: int | None = None,
-    masked: bool = False,
-    dropout: bool = False,
-) -> tuple[str, str] | None:
-    """Why cuDNN flash attention cannot run a call: ``(what prevents it, why)``, or ``None``
-    when it can. ``what`` is the argument to change: ``"backend"``, ``"dtype"``,
-    ``"head dim"``, ``"dropout"``, ``"mask"`` or ``"causal"``.
-
-    The conditions are JAX's (``check_is_flash_attention``) and those under which the call
-    needs no ``[B, N, T, S]`` tensor: a general mask goes into cuDNN as a bias of that size
-    (padding belongs in ``key_lengths=``, causality in ``causal=``), and a causal call with
-    fewer queries than keys is refused: cuDNN's causal flag aligns top-left, while
-    :func:`axjax.nn.causal_mask` (and every other path) aligns lower-right.
-
-    Example:
-        >>> ax.nn.cudnn_refusal(ax.F32, 64)  # on a GPU
-        ('dtype', 'the dtype is F32; cuDNN flash attention takes BF16 or F16 ...')
-    """
-    head_dim = optional_positive_int("cudnn_refusal", "head_dim", head_dim)
-    n_query = optional_positive_int("cudnn_refusal", "n_query", n_query)
-    n_key = optional_positive_int("cudnn_refusal", "n_key", n_key)
-    backend = _backend()
-    if backend != "gpu":
-        return "backend", f"cuDNN runs on an NVIDIA GPU; the default backend is {backend}"
-    cap = compute_capability()
-    if cap is None:
-        return "backend", "cuDNN runs on an NVIDIA GPU; this GPU has no CUDA compute capability"
-    if dtype not in (BF16, F16):
-        return "dtype", (
-            f"the dtype is {dtype.__name__}; cuDNN flash attention takes BF16 or F16 "
-            "(compute in BF16, e.g. with ax.nn.Policy.mixed(ax.BF16))"
-        )
-    limit = 256 if _at_least(cap, 9) else 128
-    if head_dim is None:
-        return "head dim", "the head dim is not known yet (an open size)"
-    if head_dim % 8 or head_dim > limit:
-        return "head dim", (
-            f"the head dim is {head_dim}; cuDNN flash attention needs a multiple of 8 up to "
-            f"{limit} on compute capability {cap}"
-        )
-    if dropout:
-        return "dropout", "attention dropout is on; the fused call has none"
-    if masked:
-        return "mask", (
-            "a general mask would go into cuDNN as a [batch, heads, queries, keys] tensor; "
-            "give padding as key_lengths= and causality as causal="
-        )
-    if causal and (n_query is None or n_query != n_key):
-        return "causal", (
-            f"causal attention with {n_query} queries and {n_key} keys; cuDNN runs causal "
-            "attention with as many queries as keys (its causal flag aligns top-left, "
-            "ax.nn.causal_mask lower-right)"
-        )
-    return None
-
-
-def default_attention_path(
-    dtype: type[DType],
-    head_dim: int | None,
-    *,
-    causal: bool = False,
-    n_query: int | None = None,
-    n_key: int | None = None,
-    masked: bool = False,
-    dropout: bool = False,
-) -> Literal["einsum", "cudnn"]:
-    """The path ``implementation="auto"`` takes for such a call: ``"cudnn"`` (flash
-    attention) where :func:`cudnn_refusal` finds nothing against it, else ``"einsum"``.
-
-    On a CPU the einsums are the faster path (``benchmarks/transformer.py``); on an H100 the
-    einsum path also beat JAX's XLA attention, so ``"auto"`` never leaves the kernel to JAX.
-
-    Example:
-        >>> ax.nn.default_attention_path(ax.BF16, 64, causal=True, n_query=128, n_key=128)
-        'cudnn'                     # on an NVIDIA GPU; 'einsum' on a CPU
-    """
-    refused = cudnn_refusal(
-        dtype,
-        head_dim,
-        causal=causal,
-        n_query=n_query,
-        n_key=n_key,
-        masked=masked,
-        dropout=dropout,
-    )
-    return "einsum" if refused else "cudnn"
-
-
-#: the reasons ``"auto"`` already warned about (once each per process)
-_WARNED: set[str] = set()
-
-#: reasons that say nothing about the call itself: no warning (an f32 model on a GPU, or any
-#: model on a CPU, takes the einsum path as a matter of course)
-_SILENT = ("backend", "dtype")
-
-
-def warn_fallback(refusal: tuple[str, str]) -> None:
-    """Warn, once per reason, that ``"auto"`` takes the einsum path on a GPU where cuDNN
-    flash attention was to be expected (BF16/F16): the user can change that."""
-    what, why = refusal
-    if what in _SILENT or why.endswith("(an open size)") or what in _WARNED:
-        return
-    _WARNED.add(what)
-    warnings.warn(
-        f"attention implementation='auto' runs the einsum path instead of cuDNN flash "
-        f"attention ({what}): {why}. Pass implementation='einsum' to choose it explicitly.",
-        UserWarning,
-        stacklevel=5,
-    )
-
-
-def check_key_lengths(where: str, lengths: object, k: object, key_pos: type[Axis]) -> None:
-    """Key lengths by the index rule (core's ``check_indices``): a length counts keys, so it
-    lies in ``[0, n]`` for ``n`` keys. Concrete lengths only (traced: checked inside
-    ``ax.checkify_indices``; else a length past the keys attends to all of them)."""
-    if not isinstance(k, Tensor) or key_pos not in k.axes:
-        return
-    n_key = k.size(key_pos)
-    check_indices(
-        where,
-        lengths,
-        n_key + 1,
-        what="key length",
-        noun="a number of keys",
-        of=f"for {axis_name(key_pos)} of size {n_key}",
-    )
+__all__ = ["FusedAttention"]
 
 
 @register_op(kind="internal", namespace="axjax.nn")

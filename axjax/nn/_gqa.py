@@ -32,8 +32,11 @@ from ..core._internal import (
 )
 from ..ops import contract, rename, transpose, zeros
 from . import _init
-from ._attention import HeadDim, KeyPos, KVCache, and_masks, attend, causal_mask
-from ._fused_attention import AttentionPath
+from ._attention_kernels import attend
+from ._attention_masks import KeyPos, and_masks, causal_mask
+from ._attention_paths import AttentionPath
+from ._kv_cache import KVCache
+from ._multihead import HeadDim
 from ._registry import register_layer
 from ._rope import rotary_embedding
 from ._util import distinct, require

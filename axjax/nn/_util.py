@@ -28,6 +28,7 @@ __all__ = [
     "forbid",
     "is_symbolic",
     "is_tensor",
+    "known_size",
     "require",
     "size_of",
     "split",
@@ -50,6 +51,15 @@ def as_axes(arg: AxisArg, where: str) -> tuple[type[Axis], ...]:
 def size_of(x: AnyTensor, axis: type[Axis]) -> int | None:
     """The size of ``axis`` in a Tensor or graph node (``None`` when not yet known)."""
     return dict(zip(x.axes, x.shape, strict=True)).get(axis)
+
+
+def known_size(t: AnyTensor, axis: type[Axis]) -> int:
+    """The size of ``axis``; a graph node with an open size raises the standard "Cannot read
+    the size" error."""
+    n = dict(zip(t.axes, t.shape, strict=True))[axis]
+    if n is None:  # a graph node with an open size
+        return t.size(axis)  # raises the standard "Cannot read the size" error
+    return int(n)
 
 
 def tensors(

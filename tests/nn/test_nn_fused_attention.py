@@ -17,8 +17,9 @@ import pytest
 from jax.test_util import check_grads
 
 import axjax as ax
-from axjax.nn import _fused_attention
-from axjax.nn._fused_attention import FusedAttention, default_attention_path
+from axjax.nn import _attention_paths
+from axjax.nn._attention_paths import default_attention_path
+from axjax.nn._fused_attention import FusedAttention
 from tests.nn.helpers import Batch, Embed, Time, arr, close
 
 KeyPos, Head, HeadDim = ax.nn.KeyPos, ax.nn.Head, ax.nn.HeadDim
@@ -393,9 +394,9 @@ def test_cudnn_refuses_causal_attention_with_fewer_queries_than_keys(
 # --------------------------------------------------------------------------- the choice
 def _on_gpu(mp: pytest.MonkeyPatch, capability: str = "9.0") -> None:
     """Pretend the default backend is an NVIDIA GPU of ``capability``; forget warnings."""
-    mp.setattr(_fused_attention, "_backend", lambda: "gpu")
-    mp.setattr(_fused_attention, "compute_capability", lambda: capability)
-    mp.setattr(_fused_attention, "_WARNED", set())
+    mp.setattr(_attention_paths, "_backend", lambda: "gpu")
+    mp.setattr(_attention_paths, "compute_capability", lambda: capability)
+    mp.setattr(_attention_paths, "_WARNED", set())
 
 
 def test_auto_takes_cudnn_where_it_can_run(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -412,7 +413,7 @@ def test_auto_takes_cudnn_where_it_can_run(monkeypatch: pytest.MonkeyPatch) -> N
     assert path(ax.BF16, 64, causal=True, n_query=1, n_key=128) == "einsum"
     _on_gpu(monkeypatch, "8.0")
     assert path(ax.BF16, 256) == "einsum" and path(ax.BF16, 128) == "cudnn"
-    monkeypatch.setattr(_fused_attention, "_backend", lambda: "cpu")
+    monkeypatch.setattr(_attention_paths, "_backend", lambda: "cpu")
     assert path(ax.BF16, 64) == "einsum"
     assert ax.nn.cudnn_refusal(ax.BF16, 64) == (
         "backend",
@@ -471,7 +472,7 @@ def test_explicit_cudnn_that_cannot_run_names_what_prevents_it(
     with pytest.raises(
         ValueError, match=r"implementation='cudnn' cannot run this call \(backend\)"
     ):
-        monkeypatch.setattr(_fused_attention, "_backend", lambda: "cpu")
+        monkeypatch.setattr(_attention_paths, "_backend", lambda: "cpu")
         ax.nn.dot_product_attention(q, k, v, over=HeadDim, key_pos=KeyPos, implementation="cudnn")
     _on_gpu(monkeypatch)
     with pytest.raises(

@@ -20,8 +20,8 @@ import numpy as np
 import pytest
 
 import axjax as ax
-from axjax.nn import _fused_attention
-from axjax.nn._attention import attend
+from axjax.nn import _attention_paths
+from axjax.nn._attention_kernels import attend
 from axjax.nn._fused_attention import FusedAttention
 from tests.nn.helpers import Batch, Time
 
@@ -398,7 +398,7 @@ def _x(dtype: type[ax.DType] = ax.BF16) -> AnyT:
 
 @pytest.fixture
 def fresh_warnings(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(_fused_attention, "_WARNED", set())
+    monkeypatch.setattr(_attention_paths, "_WARNED", set())
 
 
 def _warned(layer: Any, x: AnyT, **kw: Any) -> tuple[list[FusedAttention], list[str]]:

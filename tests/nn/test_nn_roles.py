@@ -18,9 +18,10 @@ import numpy as np
 import pytest
 
 import axjax as ax
-import axjax.nn._attention as attention_module
+import axjax.nn._attention_masks as attention_module
 import axjax.nn._fused_attention as fused_module
 import axjax.nn._gqa as gqa_module
+import axjax.nn._multihead as multihead_module
 import axjax.ops._reduce as reduce_module
 
 
@@ -246,7 +247,7 @@ def test_mutation_the_generated_test_fails_without_the_check(
     """With the mechanism switched off (``check_query_key`` where the attention callables
     use it, and the softmax's role check behind the einsum path), every listed callable
     accepts a swapped query and key: the generated test above would fail for each."""
-    for module in (attention_module, fused_module, gqa_module):
+    for module in (attention_module, fused_module, gqa_module, multihead_module):
         monkeypatch.setattr(module, "check_query_key", lambda *a: None)
     monkeypatch.setattr(reduce_module, "softmax_role_problem", lambda *a: None)
     for name, call in ATTENTION.items():

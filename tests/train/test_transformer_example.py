@@ -359,9 +359,9 @@ def test_the_einsum_attention_never_transposes_its_scores(dtype: str) -> None:
 def test_query_major_scores_fail_the_score_guard(monkeypatch: pytest.MonkeyPatch) -> None:
     """The layout before: scores in the query's order, ``[Batch, Pos, Head, KeyPos]`` (the
     query contracted as it comes): a transpose of the scores each way per layer."""
-    from axjax.nn import _attention
+    from axjax.nn import _attention_kernels
 
-    monkeypatch.setattr(_attention, "_score_layout", lambda q, k, over: q.axes)
+    monkeypatch.setattr(_attention_kernels, "_score_layout", lambda q, k, over: q.axes)
     problems = _score_guard("f32")
     assert sum(p.startswith("transpose") for p in problems) == 2 * LAYERS, problems
     assert any(p.startswith("batch dims") for p in problems), problems
