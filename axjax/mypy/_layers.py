@@ -2,11 +2,12 @@
 
 A layer's type names its dtype and axes (``Affine[F32, Pixel, Hidden]``). For a call
 ``layer(x)`` the plugin builds a stand-in of the layer from those type arguments (its
-parameters are ``ax.Input`` nodes with the layer's axes, sizes open), calls the layer's own
-``__call__`` on stand-ins of the arguments (see :mod:`._evaluate`), and maps the result back
-to a static type. Whatever the layer checks at run time (its input axis anywhere in the
-input, the axis it produces not there yet, the dtype, a mask's axes, a state's batch axes)
-is therefore checked statically in the run-time words, at any rank and position.
+parameters are ``ax.Input`` nodes with the layer's axes, sizes open: the layer's rule in
+:mod:`._layer_rules`), calls the layer's own ``__call__`` on stand-ins of the arguments (see
+:mod:`._evaluate`), and maps the result back to a static type. Whatever the layer checks at
+run time (its input axis anywhere in the input, the axis it produces not there yet, the
+dtype, a mask's axes, a state's batch axes) is therefore checked statically in the run-time
+words, at any rank and position.
 
 ``ax.nn.Sequential([...])`` keeps its layers' types as type arguments; its call threads the
 argument's type through each of them (a layer's call, a function's call), so a chain whose
@@ -22,7 +23,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol, TypeVar
+from typing import Any
 
 from mypy.checker import TypeChecker
 from mypy.maptype import map_instance_to_supertype
@@ -54,12 +55,11 @@ from mypy.types import (
     get_proper_type,
 )
 
-from ..core import Axis, DType
-from ..core._internal import output_role
-from ..graph import Input, Node
+from ..graph import Node
 from ..nn._registry import declared_layers
 from ._calls import AXES_ERROR, JOIN_ERROR
 from ._evaluate import SIZE, CannotEvaluate, Env, Joined, deliberate, message
+from ._layer_rules import LAYERS, SIZED, build
 from ._origins import note_origins
 from ._types import DTYPE, TENSOR, TT, class_of, make_tensor, tensor_of
 
@@ -77,13 +77,10 @@ CELL = f"{NN}._recurrent.AbstractCell"
 #: a policy's cast (``policy.cast_to_compute(tree)``): ``DTypeCast[C]`` called
 POLICY_CAST = f"{NN}._precision.DTypeCast.__call__"
 FLOATS = frozenset(f"axjax.core._dtype.{n}" for n in ("F16", "BF16", "F32", "F64"))
-# The tables below come from the registry of layers (axjax/nn/_registry.py), the one list.
-#: the layers whose calls the plugin judges on stand-ins, by full name -> public name
-LAYERS = {s.path: s.name for s in declared_layers() if s.typed == "stand-in"}
+# The tables below come from the registry of layers (axjax/nn/_registry.py), the one list
+# (those of the layers judged on stand-ins, LAYERS and SIZED: ._layer_rules).
 #: layers that apply a list of layers in turn (Sequential; Stacked passes a mask along)
 CHAINS = tuple(s.path for s in declared_layers() if s.typed == "chain")
-#: layers run on sized stand-ins (they build a zero state from the input's sizes)
-SIZED = frozenset(s.name for s in declared_layers() if s.sized)
 #: keyword arguments that carry no axes (a PRNG key, a flag): not given to the stand-in
 IGNORED = frozenset({"key", "inference"})
 
@@ -615,181 +612,6 @@ def _reportable(env: Env, e: Exception) -> bool:
     return not (env.placeholders and type(e) is TypeError)
 
 
-# ---------------------------------------------------------------------- stand-in layers
-def _axes(env: Env, args: list[Type]) -> list[Any]:
-    """Stand-ins of type arguments that are axes (``*tuple[A, B]`` spliced)."""
-    out: list[Any] = []
-    for a in args:
-        if isinstance(a, UnpackType):
-            inner = get_proper_type(a.type)
-            if not isinstance(inner, TupleType):
-                raise CannotEvaluate  # *tuple[Any, ...] or a *Ts of the layer's axes
-            out += _axes(env, list(inner.items))
-            continue
-        if isinstance(get_proper_type(a), AnyType):
-            raise CannotEvaluate  # a bare annotation: the layer's axes are not known
-        out.append(env.klass(a))
-    return out
-
-
-def _param(
-    env: Env,
-    dtype: type[DType],
-    *axes: type[Axis],
-    sized: bool = False,
-    known: dict[Any, int] | None = None,
-) -> Input[Any, *tuple[Any, ...]]:
-    """A parameter of the stand-in: sizes open, unless the rule reads them (``sized``), and
-    those ``known`` (a cell's number of gates)."""
-    fill = SIZE if env.sized or sized else None
-    return Input(dtype, *axes, sizes=[(known or {}).get(a, fill) for a in axes])
-
-
-T = TypeVar("T")
-
-
-class _Layer(Protocol):
-    """A layer as the stand-ins are used: called on the arguments' stand-ins."""
-
-    def __call__(self, *args: object, **kwargs: object) -> object: ...
-
-
-def _layer_class(kind: str) -> type[_Layer]:
-    """The ``ax.nn`` class named ``kind`` (a layer class of the registry)."""
-    from .. import nn
-
-    cls: type[_Layer] = getattr(nn, kind)
-    return cls
-
-
-def _make(cls: type[T], **fields: object) -> T:
-    obj = object.__new__(cls)
-    for k, v in fields.items():
-        object.__setattr__(obj, k, v)
-    return obj
-
-
-def build(kind: str, env: Env, args: list[Type]) -> Callable[..., object]:
-    """A stand-in of a layer of class ``kind`` whose type arguments are ``args``."""
-    from .. import nn
-
-    if not args:
-        raise CannotEvaluate
-    if kind in SIZED:  # Recurrent[Cell, Over], Bidirectional[Cell, Cell2, Over]
-        *cells, over_type = args
-        units = []
-        for c in cells:
-            cell = get_proper_type(c)
-            cell_kind = LAYERS.get(cell.type.fullname) if isinstance(cell, Instance) else None
-            if cell_kind is None or not isinstance(cell, Instance):
-                raise CannotEvaluate  # a cell class the plugin does not know
-            units.append(build(cell_kind, env, list(cell.args)))
-        over = env.klass(over_type)
-        if kind == "Recurrent":
-            return _make(nn.Recurrent, cell=units[0], over=over, reverse=False)
-        return _make(
-            nn.Bidirectional,
-            forward=_make(nn.Recurrent, cell=units[0], over=over, reverse=False),
-            backward=_make(nn.Recurrent, cell=units[1], over=over, reverse=True),
-        )
-    if "Pool" in kind:  # no parameters, no dtype: the pooled axes only (a window of 1)
-        return _make(
-            _layer_class(kind),
-            spatial=tuple(_axes(env, args)),
-            window=1,
-            stride=None,
-            padding="VALID",
-        )
-    d = env.dtype(args[0])
-    axes = _axes(env, args[1:])
-    if kind in ("Affine", "Linear"):
-        i, o = axes
-        bias = _param(env, d, o) if kind == "Affine" else None
-        rows = output_role(o) if o is i else o  # a square layer's weight: [Out[E], E]
-        return _make(
-            _layer_class(kind),
-            weight=_param(env, d, rows, i),
-            **({"bias": bias} if kind == "Affine" else {}),
-            in_axis=i,
-            out_axis=o,
-        )
-    if kind == "MLP":
-        i, o = axes
-        one = _make(
-            nn.Affine, weight=_param(env, d, o, i), bias=_param(env, d, o), in_axis=i, out_axis=o
-        )
-        return _make(nn.MLP, layers=(one,), activation=lambda x: x, final_activation=None)
-    if kind == "Embedding":
-        v, e = axes
-        return _make(nn.Embedding, weight=_param(env, d, v, e), vocab_axis=v, embed_axis=e)
-    if kind in ("LayerNorm", "RMSNorm"):
-        extra = {"bias": _param(env, d, *axes)} if kind == "LayerNorm" else {}
-        return _make(
-            _layer_class(kind),
-            weight=_param(env, d, *axes),
-            axes=tuple(axes),
-            sizes=(None,) * len(axes),
-            eps=1e-5,
-            **extra,
-        )
-    if kind in ("Conv1D", "Conv2D", "Conv3D"):
-        *spatial, i, o = axes
-        n = len(spatial)
-        return _make(
-            _layer_class(kind),
-            weight=_param(env, d, o, i, *spatial),
-            bias=_param(env, d, o),
-            spatial=tuple(spatial),
-            in_axis=i,
-            out_axis=o,
-            stride=(1,) * n,
-            padding="VALID",
-            dilation=(1,) * n,
-            groups=1,
-        )
-    if kind in ("RNNCell", "GRUCell", "LSTMCell"):
-        return _cell(kind, env, d, axes)
-    if kind == "MultiheadAttention":
-        q, k, e, h, hd = axes
-        proj = _param(env, d, h, hd, e, sized=True)  # the call reads the Embed size
-        return _make(
-            nn.MultiheadAttention,
-            query_proj=proj,
-            key_proj=proj,
-            value_proj=proj,
-            output_proj=_param(env, d, e, h, hd),
-            biases=None,
-            dropout=None,
-            embed_axis=e,
-            query_pos=q,
-            key_pos=k,
-            head_axis=h,
-            head_dim_axis=hd,
-            causal=False,
-            implementation="einsum",
-        )
-    raise CannotEvaluate
-
-
-def _cell(kind: str, env: Env, d: type[DType], axes: list[Any]) -> Callable[..., object]:
-    from .. import nn
-
-    i, h = axes
-    gates = (nn.Gate,) if kind != "RNNCell" else ()
-    known = {nn.Gate: 3 if kind == "GRUCell" else 4}
-    read = nn.Prev if i is h else i
-    fields: dict[str, object] = {
-        "weight_ih": _param(env, d, read, *gates, h, known=known),
-        "weight_hh": _param(env, d, nn.Prev, *gates, h, known=known),
-        "bias": _param(env, d, *gates, h, known=known),
-        "in_axis": i,
-        "hidden_axis": h,
-    }
-    if kind == "GRUCell":
-        fields["bias_n"] = _param(env, d, h)
-    return _make(_layer_class(kind), **fields)
-
-
 def cache_call(context: object) -> bool:
     """A layer call given ``cache=`` (attention with a KV cache): its declared overloads
     type it (``(y, cache)``), not the layer run on stand-ins."""
@@ -805,6 +627,5 @@ __all__ = [
     "WRAPPERS",
     "LayerHooks",
     "Tools",
-    "build",
     "cache_call",
 ]

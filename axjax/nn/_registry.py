@@ -6,9 +6,10 @@ produced from it or checked against it:
 - ``tools/gen_overloads.py`` writes the typed overloads of ``ax.nn.cast`` and of a policy's
   casts (``nn/_precision.py``) for every layer whose first type parameter is its dtype;
 - the mypy plugin (``axjax/mypy/_layers.py``) judges the calls of the layers declared
-  ``typed="stand-in"`` and threads a chain's argument through its layers;
+  ``typed="stand-in"``, each run on the stand-in its rule makes (one entry in
+  ``axjax/mypy/_layer_rules.py``), and threads a chain's argument through its layers;
 - ``tests/nn/test_layer_table.py`` checks that every layer ``ax.nn`` exports is declared,
-  documented in docs/nn.md and covered by a typing case;
+  documented in docs/nn.md and covered by a typing case, and that each stand-in has a rule;
 - the declaration registers the class with ``jax.export`` (``nn/_export.py``), so a model
   of these layers is an argument of a serialized function (``tests/nn/test_nn_export.py``
   round-trips every declared layer).

@@ -21,8 +21,6 @@ from ..core._internal import (
     PyTree,
     block_until_ready,
     check_axis_label,
-    optional_positive_int,
-    positive_int,
 )
 from ..nn import Policy, Selector
 from ..nn._internal import Selection
@@ -30,7 +28,7 @@ from ..parallel import Parallel
 from ..parallel._internal import queue_bound
 from ._axes import Batch
 from ._early_stopping import EarlyStopping
-from ._fit_checkpoint import FitCheckpoints, schedule_of, start_run
+from ._fit_checkpoint import FitCheckpoints, Schedule, start_run
 from ._fit_log import FitLog
 from ._guard import GUARDS, FlatSteps, Guard, NanGuard
 from ._loader import BatchSource, as_source
@@ -162,41 +160,28 @@ def fit(
         resume: continue from the newest checkpoint in ``checkpoints``, if any.
         early_stopping: an :class:`EarlyStopping` rule checked after each evaluation.
         progress: show a tqdm progress bar with the live loss and metrics.
-        guard: what a NaN or infinite value does: ``"replay"`` (default; as fast as a
-            hand-written step: at each log point, epoch end and checkpoint the loss sum and
-            state are checked and a device copy kept; when not finite, the steps since are
-            replayed, same batches and keys, to raise what ``"step"`` would), ``"step"``
-            (every step checks the loss and gradient norm and keeps the old state: slower,
-            no extra memory) or ``"off"`` (no check: NaN goes into the model, the logs and
-            checkpoints). Details and two edge cases: docs/training.md, "NaN/Inf guard".
-        precision: an ``ax.nn.Policy``: the step casts the model and floating inputs to
-            its compute dtype and the loss to its output dtype, and updates the parameters
-            in its param dtype; with loss scaling (f16) an overflowing step is skipped and
-            the scale halved (use ``guard="replay"`` or ``"off"`` then).
-        parallel: an :class:`axjax.train.Parallel`: the model and optimizer state are
-            sharded by its parameter rules and every batch by its compute rules, so the
-            jitted step runs over the whole mesh (docs/parallel.md). In a run of several
-            processes only process 0 writes ``logdir`` and shows the progress bar.
-        batch_axis: the axis of ``eval_data``'s Tensors that counts examples, which weights
-            each batch in the ``eval_*`` means (default: a :class:`Loader`'s first axis,
-            otherwise :class:`axjax.train.Batch`).
-        trainable: the parameters to train; the others are frozen (bit for bit) and get
-            no optimizer state. A selector (``ax.train.by_path("blocks.*.attn")``,
-            ``ax.train.by_axes(Head, HeadDim)``, combined with ``&``, ``|``, ``~``), a path
-            pattern string, a tuple of these (their union), or a predicate
-            ``(path, leaf) -> bool`` asked about each floating-point leaf by its dotted
-            path (default: every floating-point array). Details: docs/training.md,
-            "Freezing parameters".
+        guard: what NaN or Inf does: ``"replay"`` (default, as fast as a hand-written step:
+            the state is checked at log points, epoch ends and checkpoints; on NaN the steps
+            since are replayed to raise what ``"step"`` would), ``"step"`` (every step
+            checked: slower) or ``"off"`` (no check). Details: docs/training.md, "NaN/Inf guard".
+        precision: an ``ax.nn.Policy`` (compute, output and param dtypes); under loss scaling
+            (f16) an overflowing step is skipped, the scale halved (not with ``guard="step"``).
+        parallel: an :class:`axjax.train.Parallel`: model, optimizer state and batches sharded
+            by its rules (docs/parallel.md); only process 0 writes ``logdir`` and shows the bar.
+        batch_axis: the axis that counts examples in ``eval_data``, weighting its ``eval_*``
+            means (default: a :class:`Loader`'s first axis, else :class:`axjax.train.Batch`).
+        trainable: the parameters to train (default: every floating-point array); the others
+            are frozen, bit for bit, with no optimizer state: a selector (``by_path``,
+            ``by_axes``, combined with ``&``, ``|``, ``~``), a path pattern, a tuple of these
+            (their union) or a predicate ``(path, leaf) -> bool`` on each floating-point
+            leaf's dotted path. Details: docs/training.md, "Freezing parameters".
 
     Raises:
-        TrainingDiverged: the loss, the gradient (or, with ``guard="replay"``, the updated
-            parameters or optimizer state) became NaN/Inf; says at which step, and keeps the
-            model and optimizer state from before it (``error.model``, ``error.opt_state``).
-        ValueError: an unknown ``guard``, ``log_every`` below 1, ``early_stopping``
-            without ``eval_data``, an ``eval_data`` batch without ``batch_axis``, or a
-            ``trainable`` that freezes every parameter.
-        TypeError: a ``trainable`` that is not a selector, pattern or predicate, or a
-            predicate that returns something other than a bool.
+        TrainingDiverged: the loss, gradient or (``"replay"``) updated state became NaN/Inf:
+            says at which step, keeps the state before it (``error.model``, ``error.opt_state``).
+        ValueError: an unknown ``guard``, a number below 1, a ``trainable`` freezing all,
+            ``early_stopping`` without ``eval_data``, an ``eval_data`` batch without ``batch_axis``.
+        TypeError: a ``trainable`` of another kind, or a predicate that returns a non-bool.
 
     Example:
         >>> result = ax.train.fit(model, optax.adam(1e-3), loss_fn, train, epochs=10,
@@ -204,39 +189,14 @@ def fit(
         >>> result.history[-1]["eval_accuracy"]
         0.981
     """
-    epochs, log_every, max_steps = _check_arguments(
-        epochs, log_every, max_steps, guard, early_stopping, eval_data, precision
-    )
-    p = prepare(
-        model,
-        optimizer,
-        loss_fn,
-        precision=precision,
-        parallel=parallel,
-        data=as_source(data),
-        trainable=trainable,
-    )
-    loop, run = _Loop.start(
-        p,
-        parallel,
-        guard,
-        key=key,
-        checkpoints=checkpoints,
-        resume=resume,
-        logdir=logdir,
-        progress=progress,
-        epochs=epochs,
-        max_steps=max_steps,
-        log_every=log_every,
-        eval_data=eval_data,
-        batch_axis=batch_axis,
-        early_stopping=early_stopping,
-    )
-    loop.run(run)
-    history, seconds = loop.log.history, run.seconds()
-    return FitResult(
-        p.unwrap(run.model()), run.opt_state, run.step, history, run.stopped_early, seconds
-    )
+    schedule = Schedule.checked(epochs, max_steps, log_every)
+    _check_options(guard, early_stopping, eval_data, precision)
+    p = prepare(model, optimizer, loss_fn, precision, parallel, as_source(data), trainable)
+    run = start_run(p, key, checkpoints if resume else None, early_stopping, schedule)
+    log = FitLog.for_run(run, schedule.epochs, logdir, progress, parallel)
+    saver = FitCheckpoints(checkpoints, early_stopping, schedule)
+    loop = _Loop.start(p, run, log, saver, schedule, guard, eval_data, batch_axis, early_stopping)
+    return loop.run(run, p.unwrap)
 
 
 def _flat_step(
@@ -268,20 +228,50 @@ def _flat_step(
     )
 
 
-def _check_arguments(
-    epochs: int,
-    log_every: int,
-    max_steps: int | None,
+def _compiled_steps(
+    p: Prepared, run: RunState, guard: Guard, *, donate: bool
+) -> tuple[FlatSteps, NanGuard]:
+    """The run's compiled step, one per tree structure, for the loop and the guard's
+    replay alike; and the NaN guard, whose first snapshot holds the run's arrays as they
+    are now (build it before they are copied for a donating step: never donated)."""
+    flat_steps: FlatSteps = functools.cache(
+        functools.partial(
+            _flat_step,
+            run,
+            p.parallel,
+            p.loss_fn,
+            p.optimizer,
+            donate=donate,
+            guard=guard == "step",
+            select=p.select,
+        )
+    )
+    make_replay = functools.partial(make_replay_step, p.loss_fn, p.optimizer, run.static, p.select)
+    nan_guard = NanGuard(
+        guard, run, p.batches(), donate=donate, make_replay=make_replay, flat_steps=flat_steps
+    )
+    return flat_steps, nan_guard
+
+
+def _eval_step(
+    run: RunState, loss_fn: Callable[..., Any], eval_data: object, batch_axis: type[Axis] | None
+) -> Callable[..., Any] | None:
+    """The step that :func:`evaluate` runs on ``eval_data`` (``None`` without it), built
+    once for the run's model in inference mode."""
+    if eval_data is None:
+        return None
+    static = eqx.partition(eqx.nn.inference_mode(run.model()), eqx.is_array)[1]
+    return make_eval_step(loss_fn, static, batch_axis_of(eval_data, batch_axis))
+
+
+def _check_options(
     guard: Guard,
     early_stopping: EarlyStopping | None,
     eval_data: object,
     precision: Policy | None,
-) -> tuple[int, int, int | None]:
-    """``(epochs, log_every, max_steps)`` checked; the ``ValueError`` of an unknown guard
-    or an impossible setting."""
-    epochs = positive_int("fit", "epochs", epochs)
-    log_every = positive_int("fit", "log_every", log_every)
-    max_steps = optional_positive_int("fit", "max_steps", max_steps)
+) -> None:
+    """The ``ValueError`` of an unknown guard or an impossible setting (the schedule's
+    numbers: :meth:`Schedule.checked`)."""
     if guard not in GUARDS:
         raise ValueError(
             f"fit: guard must be 'replay' (check at log points, replay on NaN), "
@@ -292,7 +282,6 @@ def _check_arguments(
     if eval_data is not None:
         as_source(eval_data, "fit: eval_data")  # an empty list: say so now, by its name
     check_guard("fit", precision, stepwise=guard == "step")
-    return epochs, log_every, max_steps
 
 
 def _warn_if_not_finite(run: RunState, ev: dict[str, float], train: dict[str, float]) -> None:
@@ -330,9 +319,7 @@ class _Loop:
     guard: NanGuard
     log: FitLog
     saver: FitCheckpoints
-    epochs: int
-    max_steps: int | None
-    log_every: int
+    schedule: Schedule
     eval_data: object
     eval_step: Callable[..., Any] | None
     early_stopping: EarlyStopping | None
@@ -342,103 +329,53 @@ class _Loop:
     def start(
         cls,
         p: Prepared,
-        parallel: Parallel | None,
+        run: RunState,
+        log: FitLog,
+        saver: FitCheckpoints,
+        schedule: Schedule,
         guard: Guard,
-        *,
-        key: jax.Array | None,
-        checkpoints: Checkpoints | None,
-        resume: bool,
-        logdir: str | os.PathLike[str] | None,
-        progress: bool,
-        epochs: int,
-        max_steps: int | None,
-        log_every: int,
         eval_data: object,
         batch_axis: type[Axis] | None,
         early_stopping: EarlyStopping | None,
-    ) -> tuple[_Loop, RunState]:
-        """The run, fresh or (``resume``) from the newest checkpoint in ``checkpoints``, and
-        its loop: the log, the checkpoint schedule, the compiled steps, the NaN guard and
-        the evaluation step. The run's arrays are copied first when the step donates them
-        (the caller's must survive)."""
-        if parallel is not None and not parallel.is_main:  # logs and the progress bar: process 0
-            logdir, progress = None, False
-        schedule = schedule_of(epochs, max_steps, len(p.batches()))
-        key = jax.random.key(0) if key is None else key
-        resume_from = checkpoints if resume else None
-        run = start_run(
-            p.model, p.opt_state, key, len(p.batches()), resume_from, early_stopping, schedule
-        )
-        log = FitLog(
-            logdir, resume_at=run.step, epochs=epochs, progress=progress, earlier=run.history
-        )
-        saver = FitCheckpoints(checkpoints, early_stopping, schedule)
+    ) -> _Loop:
+        """The loop of ``run``: its compiled steps, NaN guard and evaluation step, with
+        its ``log`` and checkpoint ``saver``. The run's arrays are copied first when the
+        step donates them (the caller's must survive)."""
         donate = True  # in place on every backend: faster on CPU too (benchmarks.fit_loop)
-        # one compiled step per tree structure, for the loop and the guard's replay alike
-        flat_steps: FlatSteps = functools.cache(
-            functools.partial(
-                _flat_step,
-                run,
-                parallel,
-                p.loss_fn,
-                p.optimizer,
-                donate=donate,
-                guard=guard == "step",
-                select=p.select,
-            )
-        )
-        # the first snapshot holds these arrays: never donated (the step gets copies)
-        nan_guard = NanGuard(
-            guard,
-            run,
-            p.batches(),
-            donate=donate,
-            make_replay=functools.partial(
-                make_replay_step, p.loss_fn, p.optimizer, run.static, p.select
-            ),
-            flat_steps=flat_steps,
-        )
+        flat_steps, nan_guard = _compiled_steps(p, run, guard, donate=donate)
         if donate:  # the caller's arrays must survive the donation of the step's inputs
             run.params, run.opt_state = copy_tree((run.params, run.opt_state))
-        eval_static = eqx.partition(eqx.nn.inference_mode(run.model()), eqx.is_array)[1]
-        eval_step = (
-            make_eval_step(p.loss_fn, eval_static, batch_axis_of(eval_data, batch_axis))
-            if eval_data is not None
-            else None
-        )
-        loop = cls(
+        return cls(
             source=p.batches(),
-            parallel=parallel,
+            parallel=p.parallel,
             loss_fn=p.loss_fn,
+            flat_step=flat_steps,
             donate=donate,
             guard=nan_guard,
-            flat_step=flat_steps,
             log=log,
             saver=saver,
-            epochs=epochs,
-            max_steps=max_steps,
-            log_every=log_every,
+            schedule=schedule,
             eval_data=eval_data,
-            eval_step=eval_step,
+            eval_step=_eval_step(run, p.loss_fn, eval_data, batch_axis),
             early_stopping=early_stopping,
             sync_every=queue_bound(run.params),
         )
-        return loop, run
 
-    def run(self, run: RunState) -> None:
+    def run(self, run: RunState, unwrap: Callable[[PyTree], PyTree]) -> FitResult[Any]:
         """Train until ``epochs``, ``max_steps`` or early stopping; then, with
         ``restore_best``, take the best evaluation's parameters. A ``TrainingDiverged``
-        closes the bar and writes the logs on its way out.
+        closes the bar and writes the logs on its way out. The result's model is
+        ``unwrap`` of the run's (the model as given to ``fit``).
 
         The step, the guard's replay and its op-by-op report, evaluation and checkpoints
         all run in one placement context: the mesh under a Parallel (ops run eagerly by the
         report would otherwise mix the mesh's arrays with one-device constants)."""
-        parallel = self.parallel
+        parallel, max_steps = self.parallel, self.schedule.max_steps
         with parallel.placement() if parallel is not None else contextlib.nullcontext():
             run.start_clock()
-            run.done = self.max_steps is not None and run.step >= self.max_steps
+            run.done = max_steps is not None and run.step >= max_steps
             try:
-                while run.epoch < self.epochs and not run.done:
+                while run.epoch < self.schedule.epochs and not run.done:
                     self._train_epoch(run)
                     self._end_epoch(run)
             except TrainingDiverged:
@@ -448,6 +385,9 @@ class _Loop:
             rule = self.early_stopping
             if rule is not None and rule.restore_best and run.best is not None:
                 run.params = run.best
+        history, seconds = self.log.history, run.seconds()
+        model = unwrap(run.model())
+        return FitResult(model, run.opt_state, run.step, history, run.stopped_early, seconds)
 
     def _train_epoch(self, run: RunState) -> None:
         """The steps of the current epoch, from the batch the run stands at."""
@@ -455,7 +395,7 @@ class _Loop:
         try:
             for batch in self.source.epoch(run.epoch, run.batch):
                 self._train_batch(run, batch)
-                if self.max_steps is not None and run.step >= self.max_steps:
+                if self.schedule.max_steps is not None and run.step >= self.schedule.max_steps:
                     run.done = True
                     break
         finally:
@@ -472,7 +412,7 @@ class _Loop:
         if self.sync_every and run.step % self.sync_every == 0:  # bound the queue (CPU meshes)
             block_until_ready(run.hot)
         self.log.advance()
-        logged = run.step % self.log_every == 0
+        logged = run.step % self.schedule.log_every == 0
         due = self.saver.due(run)
         if logged or due:
             run.unpack()

@@ -10,20 +10,22 @@ one would.
 from __future__ import annotations
 
 import warnings
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import equinox as eqx
 import jax
 
+from ..core._internal import optional_positive_int, positive_int
 from ._checkpoint import CheckpointError, CheckpointMismatchError
 from ._log import plain_row
 from ._manager import Checkpoints, Restored
-from ._run_state import PyTree, RunState
+from ._run_state import RunState
 
 if TYPE_CHECKING:
     from ._early_stopping import EarlyStopping
+    from ._setup import Prepared
 
-__all__ = ["FitCheckpoints", "schedule_of", "start_run"]
+__all__ = ["FitCheckpoints", "Schedule", "start_run"]
 
 #: the metadata keys every checkpoint written by ``fit`` has
 _POSITION = ("epoch", "batch")
@@ -32,9 +34,30 @@ _POSITION = ("epoch", "batch")
 _COMPARED = ("epochs", "per_epoch")
 
 
-def schedule_of(epochs: int, max_steps: int | None, per_epoch: int) -> dict[str, Any]:
-    """The settings that fix a run's length and data order (saved with each checkpoint)."""
-    return {"epochs": epochs, "max_steps": max_steps, "per_epoch": per_epoch}
+class Schedule(NamedTuple):
+    """How long a run trains (``epochs``; ``max_steps`` total updates stop it earlier,
+    ``None``: no limit) and how often it logs (``log_every`` steps).
+
+    Example:
+        >>> Schedule.checked(epochs=3, max_steps=None, log_every=100).saved(per_epoch=469)
+        {'epochs': 3, 'max_steps': None, 'per_epoch': 469}
+    """
+
+    epochs: int
+    max_steps: int | None
+    log_every: int
+
+    @classmethod
+    def checked(cls, epochs: int, max_steps: int | None, log_every: int) -> Schedule:
+        """``fit``'s settings, each checked (a ``ValueError`` names one below 1)."""
+        epochs = positive_int("fit", "epochs", epochs)
+        log_every = positive_int("fit", "log_every", log_every)
+        max_steps = optional_positive_int("fit", "max_steps", max_steps)
+        return cls(epochs, max_steps, log_every)
+
+    def saved(self, per_epoch: int) -> dict[str, Any]:
+        """The settings that fix a run's length and data order (saved with each checkpoint)."""
+        return {"epochs": self.epochs, "max_steps": self.max_steps, "per_epoch": per_epoch}
 
 
 def _keeps_best(early_stopping: EarlyStopping | None) -> bool:
@@ -56,28 +79,30 @@ def _restore(checkpoints: Checkpoints, state: dict[str, Any], with_best: bool) -
 
 
 def start_run(
-    model: PyTree,
-    opt_state: PyTree,
-    key: jax.Array,
-    per_epoch: int,
+    p: Prepared,
+    key: jax.Array | None,
     checkpoints: Checkpoints | None,
     early_stopping: EarlyStopping | None,
-    schedule: dict[str, Any] | None = None,
+    schedule: Schedule,
 ) -> RunState:
-    """A fresh run, or the newest checkpoint's in ``checkpoints`` (``None``: no resume).
+    """A fresh run of the prepared model and optimizer state, over the batches of
+    ``p.data``, with ``key`` (default ``jax.random.key(0)``); or the newest checkpoint's
+    run in ``checkpoints`` (``None``: no resume).
 
     A resumed run gets the model, optimizer state, key, step, data position, time and
     history rows of the checkpoint, and ``early_stopping`` gets back its best value, wait
-    count and best parameters. A checkpoint saved under another ``schedule`` (epochs, or batches per
-    epoch) resumes with a ``UserWarning`` saying what changed.
+    count and best parameters. A checkpoint saved under another ``schedule`` (epochs, or
+    batches per epoch) resumes with a ``UserWarning`` saying what changed.
 
     Raises:
         CheckpointError: the newest loadable checkpoint was not written by ``fit`` (its
             metadata has no epoch and batch).
     """
+    key = jax.random.key(0) if key is None else key
+    per_epoch = len(p.batches())
     if checkpoints is None or checkpoints.latest() is None:
-        return RunState.create(model, opt_state, key, per_epoch)
-    state = {"model": model, "opt_state": opt_state, "key": key}
+        return RunState.create(p.model, p.opt_state, key, per_epoch)
+    state = {"model": p.model, "opt_state": p.opt_state, "key": key}
     r = _restore(checkpoints, state, _keeps_best(early_stopping))
     meta = r.metadata
     missing = [k for k in _POSITION if not isinstance(meta.get(k), int)]
@@ -87,8 +112,7 @@ def start_run(
             f"{' or '.join(missing)} (it was not saved by fit); load it with "
             "Checkpoints.restore and pass the model to fit without resume=True"
         )
-    if schedule is not None:
-        _warn_if_rescheduled(r, meta.get("schedule"), schedule)
+    _warn_if_rescheduled(r, meta.get("schedule"), schedule.saved(per_epoch))
     if early_stopping is not None and meta.get("early_stopping"):
         early_stopping.best = meta["early_stopping"]["best"]
         early_stopping.wait = meta["early_stopping"]["wait"]
@@ -146,7 +170,7 @@ class FitCheckpoints:
         self,
         checkpoints: Checkpoints | None,
         early_stopping: EarlyStopping | None,
-        schedule: dict[str, Any] | None = None,
+        schedule: Schedule,
     ) -> None:
         self.checkpoints = checkpoints
         self.early_stopping = early_stopping
@@ -172,7 +196,7 @@ class FitCheckpoints:
             "batch": batch,
             "seconds": run.seconds(),
             "early_stopping": stopping,
-            "schedule": self.schedule,
+            "schedule": self.schedule.saved(run.per_epoch),
             "history": [plain_row(r) for r in history],  # JSON: NaN as "nan"
         }
         state = {"model": run.model(), "opt_state": run.opt_state, "key": run.key}

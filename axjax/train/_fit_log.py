@@ -13,6 +13,8 @@ from ._run_state import RunState
 if TYPE_CHECKING:
     from tqdm import tqdm
 
+    from ..parallel import Parallel
+
 __all__ = ["FitLog"]
 
 _BAR = Feature("tqdm", "fit(progress=True)")
@@ -57,6 +59,24 @@ class FitLog:
         self.epochs = epochs
         self.progress = progress
         self.bar: tqdm[NoReturn] | None = None
+
+    @classmethod
+    def for_run(
+        cls,
+        run: RunState,
+        epochs: int,
+        logdir: str | os.PathLike[str] | None,
+        progress: bool,
+        parallel: Parallel | None,
+    ) -> FitLog:
+        """The log of ``run``: from its step on, after the rows its checkpoint carries. In
+        a run of several processes (``parallel``) only process 0 writes ``logdir`` and
+        shows the bar."""
+        if parallel is not None and not parallel.is_main:
+            logdir, progress = None, False
+        return cls(
+            logdir, resume_at=run.step, epochs=epochs, progress=progress, earlier=run.history
+        )
 
     def record(self, run: RunState, prefix: str, means: Mapping[str, float]) -> None:
         """Add a row of ``{prefix}_{name}`` columns at the run's step, epoch and time."""

@@ -34,8 +34,9 @@ class Prepared(NamedTuple):
     ``LossScaled`` under loss scaling) and placed by the parallel layout's parameter
     rules, the optimizer (unscaling the gradient under loss scaling), the loss run in the
     policy's dtypes, the placed optimizer state, ``unwrap`` (trained model -> the model
-    as given), ``data`` with its batches placed by the compute rules, and ``select``:
-    the leaves the step trains (``None``: every floating-point array)."""
+    as given), ``data`` with its batches placed by the compute rules, ``select``: the
+    leaves the step trains (``None``: every floating-point array), and the ``parallel``
+    layout itself (``None``: none)."""
 
     model: PyTree
     optimizer: Optimizer
@@ -44,6 +45,7 @@ class Prepared(NamedTuple):
     unwrap: Callable[[PyTree], PyTree]
     data: BatchSource | None
     select: Selector | None = None
+    parallel: Parallel | None = None
 
     def batches(self) -> BatchSource:
         """``data``, for a set-up that was given it."""
@@ -56,12 +58,12 @@ def prepare(
     model: PyTree,
     optimizer: optax.GradientTransformation,
     loss_fn: Callable[..., Any],
-    *,
     precision: Policy | None = None,
     parallel: Parallel | None = None,
-    opt_state: PyTree = None,
     data: BatchSource | None = None,
     trainable: Selection | None = None,
+    *,
+    opt_state: PyTree = None,
     where: str = "fit",
 ) -> Prepared:
     """The pieces of a training step under ``precision`` and ``parallel`` (either may be
@@ -93,4 +95,4 @@ def prepare(
         opt_state = opt.init(split_trainable(eqx.filter(model, eqx.is_array), select)[0])
     if parallel is not None:  # its bare arrays (Adam's count) too: a resume restores into these
         opt_state = parallel.place_params(opt_state)
-    return Prepared(model, opt, loss_fn, opt_state, unwrap, data, select)
+    return Prepared(model, opt, loss_fn, opt_state, unwrap, data, select, parallel)

@@ -164,6 +164,15 @@ def test_the_mypy_plugin_tables_come_from_the_registry() -> None:
         assert getattr(__import__(module, fromlist=[cls]), cls) is getattr(ax.nn, name)
 
 
+def test_every_layer_judged_on_stand_ins_has_its_rule() -> None:
+    """The plugin's stand-in of a layer is made by its rule; without one, its calls would
+    quietly get the gradual result."""
+    requires("mypy")
+    from axjax.mypy import _layer_rules
+
+    assert set(_layer_rules.RULES) == set(_layer_rules.LAYERS.values())
+
+
 def test_every_castable_layer_has_its_cast_overloads() -> None:
     assert uncast(PRECISION.read_text(), declared_layers()) == []
     assert {s.name for s in declared_layers() if s.castable} >= {"Affine", "Conv2D", "LSTMCell"}
