@@ -19,6 +19,7 @@ Each guard is shown to fire on a step that breaks it.
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 import jax
@@ -49,9 +50,17 @@ def data() -> Any:
     return load_mnist()
 
 
+@functools.cache
+def structure_of(name: str) -> dict[str, dict[str, Any]]:
+    """The compiled steps' structure of model ``name`` on every path, compiled once per
+    process: the tests that take it through ``indirect`` parameters alternate models, and a
+    module fixture is made again at each change of its parameter."""
+    return step_structure(MODELS[name], ("expert", *PATHS))
+
+
 @pytest.fixture(scope="module", params=["mlp", "cnn", "lstm", "attention"])
 def structure(request: pytest.FixtureRequest) -> tuple[str, dict[str, dict[str, Any]]]:
-    return request.param, step_structure(MODELS[request.param], ("expert", *PATHS))
+    return request.param, structure_of(request.param)
 
 
 def test_no_more_of_each_costly_kind_than_the_expert(structure: Any) -> None:
