@@ -7,7 +7,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 PIP_INSTALL := $(PY) -m pip install -q --prefer-binary --no-compile
 
-.PHONY: mnist test lint install docs test-pythons gpu-check gpu-check-smoke onnx-check
+.PHONY: mnist test test-quick lint install docs test-pythons gpu-check gpu-check-smoke onnx-check
 
 $(VENV)/.installed-run: pyproject.toml
 	python3 -m venv $(VENV)
@@ -38,6 +38,13 @@ WORKERS ?= $(shell n=$$(nproc 2>/dev/null || echo 2); echo $$(( n < 8 ? n : 8 ))
 
 test: lint   ## ruff, then the whole test suite (ops, typing under mypy+pyright, graph, nn, train)
 	$(PY) -m pytest -q -n $(WORKERS) --dist loadfile --no-loadscope-reorder $(ARGS)
+
+# a developer's inner loop, a few minutes: tests/core, tests/ops and tests/nn in workers, without
+# the files marked slow (adding an op on a copy of the project, every layer through jax.export,
+# the 70 000-value low-precision sums); `make test` runs everything
+test-quick: $(VENV)/.installed
+	$(PY) -m pytest -q -n $(WORKERS) --dist loadfile --no-loadscope-reorder -m "not slow" \
+		tests/core tests/ops tests/nn $(ARGS)
 
 docs: $(VENV)/.installed   ## the documentation site with the API reference, into site/
 	$(PY) tools/gen_api_docs.py --check

@@ -148,6 +148,29 @@ def test_summaries_reach_the_terminal_in_one_process_and_from_xdist_workers(
     assert "not a summary" not in out
 
 
+FLAGS_TEST = """
+import conftest
+
+
+def test_this_process_started_without_the_childrens_flag():
+    assert conftest.CHILD_FLAG not in conftest.XLA_FLAGS_AT_START
+"""
+
+
+@pytest.mark.parametrize("workers", [[], ["-n", "2", "-p", "xdist"]])
+def test_a_worker_does_not_compile_with_the_childrens_flag(
+    pytester: pytest.Pytester, workers: list[str]
+) -> None:
+    """The controller of ``make test`` gives the processes the tests start the cheap code
+    generator in ``XLA_FLAGS``, and pytest-xdist's workers inherit that environment: each
+    takes it off before its XLA starts, so its fully optimised compilations are a user's
+    (the mutation, the flag kept: the bench structure's mutation guards then miss)."""
+    pytester.makeconftest(CONFTEST.read_text())
+    pytester.makepyfile(test_flags=FLAGS_TEST)
+    result = pytester.runpytest_subprocess("-q", "-p", "no:cacheprovider", *workers)
+    result.assert_outcomes(passed=1)
+
+
 def test_switching_the_compile_effort_leaves_no_executable_behind() -> None:
     """What was compiled with little effort is not reused once the suite compiles fully: an
     eager draw equals the same draw under ``jit`` bit for bit afterwards (with the cheap

@@ -28,6 +28,9 @@ import axjax as ax
 from axjax.nn._registry import declared_layers
 from tests.nn.helpers import Batch, Chan, Embed, Feature, Height, Hidden, In, Out, Time, Width
 
+#: `make test-quick` leaves these out (every layer through jax.export and back)
+pytestmark = pytest.mark.slow
+
 K = jax.random.key(0)
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -23,6 +23,9 @@ import pytest
 
 from tests.conftest import requires
 
+#: `make test-quick` leaves these out (copies the project and runs the generator on it)
+pytestmark = pytest.mark.slow
+
 ROOT = Path(__file__).resolve().parents[2]
 IGNORED = shutil.ignore_patterns("__pycache__", ".mypy_cache", ".hypothesis", "*.pyc")
 

@@ -35,6 +35,9 @@ from axjax.nn._fused_attention import FusedAttention
 from tests.ops import helpers
 from tests.ops.op_cases import CASES, LOSSES
 
+#: `make test-quick` leaves these out (sums of 70 000 values, compiled fully)
+pytestmark = pytest.mark.slow
+
 N = 70_000  # more than 65 504, the largest F16: 1 / N in F16 arithmetic is 0
 LOW = (ax.F16, ax.BF16)
 
