@@ -1,36 +1,54 @@
-"""One of two processes of a ``fit`` over a global mesh of 2 x 4 CPU devices, on JAX's own
-runtime (``jax.distributed`` on 127.0.0.1, gloo collectives).
+"""One of two processes of 4 CPU devices each, on JAX's own runtime (``jax.distributed`` on
+127.0.0.1, gloo collectives), that run the two-process checks of tests/parallel in one
+launch: ``python tests/parallel/_two_process.py PROCESS_ID PORT FOLDER PART...`` runs the
+parts named, in order, each in ``FOLDER/<part>``, and prints ``PASS <part> <id>`` for each
+that passed. A part that fails prints ``FAIL <part> <id>`` and its traceback, and the
+process exits at once (the other, waiting in a collective, is ended by its launcher:
+tests/parallel/_launch.py), so the parts after it do not run; the launcher runs them again
+without it (tests/parallel/conftest.py), so that each part's test reports its own failure.
+Both parts in one launch save a pair of processes (JAX's start-up, the imports and
+``jax.distributed``'s set-up: about 8 s of CPU).
 
-``python tests/parallel/_two_process.py PROCESS_ID PORT FOLDER``; prints ``PASS two_process
-<id>`` when this process's losses and parameters equal a one-device run of the same
-training (its first epoch saving sharded ``Checkpoints``, its second resumed from them,
-bit for bit the same as the two epochs run through), after both processes saved the
-model, sharded over all 8 devices, with ``save_sharded`` into ``FOLDER/sharded``; only
-process 0 pruned old checkpoints (the folders each process deletes are recorded) and wrote
-the logs. ``_two_process.py restore FOLDER`` then loads it in one process on another mesh
-and compares it with the one-device run.
+``two_process``: a ``fit`` over a global mesh of 2 x 4 devices; passes when this process's
+losses and parameters equal a one-device run of the same training (its first epoch saving
+sharded ``Checkpoints``, its second resumed from them, bit for bit the same as the two
+epochs run through), after both processes saved the model, sharded over all 8 devices,
+with ``save_sharded`` into ``FOLDER/two_process/sharded``; only process 0 pruned old
+checkpoints (the folders each process deletes are recorded) and wrote the logs.
+``_checks.two_process_restore(FOLDER/two_process)`` then loads it in one process on
+another mesh and compares it with the one-device run (in the 8-device process of the
+checks).
+
+``resume``: every process of a run resumed from a checkpoint gets the same history, at
+every point of its schedule (issue 33; on a mesh of one device of each process). The run
+(2 epochs of 4 steps, a row each step, evaluated after each epoch, sharded checkpoints at
+steps 3, 4, 6 and 8) is trained through once; then, for each checkpoint, process 0 copies
+it alone into a folder of its own and both processes resume from it: inside the first epoch
+(3), before the last epoch (4), inside it (6) and after the end (8: nothing is left to
+train, the history is all there is). Each process writes every history it got to
+``FOLDER/resume/history-<id>.json`` (tests/parallel/test_resume_two_processes.py compares
+them).
 """
 
 from __future__ import annotations
 
+import json
 import os
+import shutil
 import sys
+import traceback
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 os.environ["AXJAX_CHECK_DEVICES"] = "4"
 import jax  # noqa: E402
 
-RESTORE = sys.argv[1] == "restore"
-if RESTORE:  # one process, 2 devices: another mesh than the one that saved
-    os.environ["AXJAX_CHECK_DEVICES"] = "2"
-    jax.config.update("jax_num_cpu_devices", 2)
-else:
-    process_id, port = int(sys.argv[1]), sys.argv[2]
-    jax.config.update("jax_num_cpu_devices", 4)
-    jax.distributed.initialize(
-        f"127.0.0.1:{port}", num_processes=2, process_id=process_id, initialization_timeout=120
-    )
+process_id, port, folder = int(sys.argv[1]), sys.argv[2], Path(sys.argv[3])
+jax.config.update("jax_num_cpu_devices", 4)
+jax.distributed.initialize(
+    f"127.0.0.1:{port}", num_processes=2, process_id=process_id, initialization_timeout=120
+)
 
 import numpy as np  # noqa: E402
 import optax  # noqa: E402
@@ -40,6 +58,10 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import _checks as c  # noqa: E402
 
 import axjax as ax  # noqa: E402
+from axjax.train import _fit_log  # noqa: E402
+
+#: the checkpoints the resumed run saves, and so the points it is resumed from
+RESUME_AT = (3, 4, 6, 8)
 
 
 def record_deletions(under: Path) -> list[Path]:
@@ -60,7 +82,8 @@ def record_deletions(under: Path) -> list[Path]:
     return deleted
 
 
-def main() -> None:
+def two_process(folder: Path) -> None:
+    """The ``fit`` over both processes' 8 devices (the module's docstring)."""
     assert jax.device_count() == 8 and jax.local_device_count() == 4
     ds, key = c.tiny_dataset(), jax.random.key(4)
     model = c.FitMlp(jax.random.key(5))
@@ -75,7 +98,6 @@ def main() -> None:
     )
     # epoch 1, sharded checkpoints (orbax: each process writes its shards, process 0
     # prunes), then epoch 2 resumed from the newest one
-    folder = Path(sys.argv[3])
     ckpts = ax.train.Checkpoints(folder / "ckpts", keep=1, every=3, sharded=True)
     loader = ax.train.Loader(ds, 16, key=key, parallel=par)
     deleted = record_deletions(folder / "ckpts")
@@ -130,27 +152,78 @@ def main() -> None:
     ax.train.save_sharded(folder / "sharded", {"model": fsdp}, step=got.step)
     if jax.process_index() == 0:
         ax.train.save_checkpoint(folder / "ref.npz", {"model": ref.model}, step=ref.step)
-    print("PASS two_process", process_id, flush=True)
 
 
-def restore() -> None:
-    """Load the two processes' checkpoint in one process, on a 2 x 1 mesh."""
-    folder = Path(sys.argv[2])
-    template = {"model": c.FitMlp(jax.random.key(0))}
-    ref, _ = ax.train.load_checkpoint(folder / "ref.npz", template)
-    m = jax.make_mesh((2, 1), ("data", "model"))
-    back, manifest = ax.train.load_sharded(
-        folder / "sharded", {"model": ax.abstract(template["model"], {c.Hidden: "data"}, mesh=m)}
-    )
-    c.close(back, ref, 2e-6)  # the two trainings agree to float noise (see main)
-    assert back["model"].l1.weight.array.sharding.spec == c.P("data", None)
-    assert manifest["step"] == 8
-    print("PASS restore", flush=True)
+def resume(folder: Path) -> None:
+    """The run resumed at every checkpoint (the module's docstring); curves.png is not
+    drawn (the histories are the subject: tests/train/test_fit.py checks the plot; drawing
+    it after each of the five runs was over a third of process 0's CPU time)."""
+    plot = _fit_log.plot_history
+    _fit_log.plot_history = lambda history, path: None
+    try:
+        resumed_histories(folder)
+    finally:
+        _fit_log.plot_history = plot
+
+
+def resumed_histories(folder: Path) -> None:
+    # a mesh of one device of each process: each process builds the rows of its device
+    one_each = [
+        min((d for d in jax.devices() if d.process_index == p), key=lambda d: d.id)
+        for p in range(2)
+    ]
+    par = ax.train.Parallel(jax.make_mesh((2,), ("data",), devices=one_each), {c.TBatch: "data"})
+    assert [d.process_index for d in par.mesh.devices.flat] == [0, 1], par.mesh
+    ds, key = c.tiny_dataset(), jax.random.key(4)
+    loader = ax.train.Loader(ds, 16, key=key, parallel=par)  # 64 examples: 4 steps an epoch
+    test = ax.train.Loader(ds, 32, parallel=par)
+
+    def run(checkpoints: ax.train.Checkpoints, logdir: Path, resume: bool) -> list[dict]:
+        result = ax.train.fit(
+            c.FitMlp(jax.random.key(5)),
+            optax.sgd(0.1),
+            c.fit_loss,
+            loader,
+            epochs=2,
+            log_every=1,
+            eval_data=test,
+            progress=False,
+            key=jax.random.key(6),
+            parallel=par,
+            checkpoints=checkpoints,
+            resume=resume,
+            logdir=logdir,
+        )
+        # what the MNIST example does with the result (it failed in process 1 before)
+        final = [r for r in result.history if "eval_loss" in r][-1]
+        assert final["step"] == 8, final
+        return result.history
+
+    every = ax.train.Checkpoints(folder / "all", keep=10, every=3, sharded=True)
+    histories: dict[str, list[dict]] = {"through": run(every, folder / "logs", resume=False)}
+    assert every.steps() == list(RESUME_AT), every.steps()
+    for step in RESUME_AT:
+        only = ax.train.Checkpoints(folder / f"from-{step}", sharded=True)
+        if process_id == 0:
+            shutil.copytree(every.path(step), only.path(step))
+        multihost_utils.sync_global_devices(f"copied checkpoint {step}")
+        histories[str(step)] = run(only, folder / f"logs-{step}", resume=True)
+    (folder / f"history-{process_id}.json").write_text(json.dumps(histories))
+
+
+#: the parts by name
+PARTS: dict[str, Callable[[Path], None]] = {"two_process": two_process, "resume": resume}
 
 
 if __name__ == "__main__":
-    if RESTORE:
-        restore()
-    else:
-        main()
-        jax.distributed.shutdown()
+    for part in sys.argv[4:]:
+        try:
+            (folder / part).mkdir(parents=True, exist_ok=True)
+            PARTS[part](folder / part)
+        except Exception:
+            print("FAIL", part, process_id, flush=True)
+            traceback.print_exc(file=sys.stdout)
+            sys.stdout.flush()
+            os._exit(1)  # at once: the other process may wait in a collective for this one
+        print("PASS", part, process_id, flush=True)
+    jax.distributed.shutdown()

@@ -1,17 +1,19 @@
 """Sharding by axis name on 8 simulated CPU devices.
 
-JAX fixes the device count when it starts, so the checks (``_checks.py``) run in one
-subprocess and this module reports each of them as a test. CI runs a representative matrix
+JAX fixes the device count when it starts, so the checks (``_checks.py``) run in a
+subprocess and this module reports each of them as a test: the one 8-device process of the
+pytest worker (tests/parallel/conftest.py), which also runs test_layer_stack_sharded.py's
+checks and the restore of the two-process checkpoint. CI runs a representative matrix
 (every rule set, model and mesh kind at least once; each model with Adam and with FSDP;
 both examples for a few steps); ``AXJAX_FULL_PARALLEL=1`` runs all of it (models x
 data/tensor/data+tensor/FSDP rules x Auto/Explicit meshes x SGD/Adam, and the MNIST
-example's full epoch).
+example's full epoch). The two-process fit shares its launch with
+test_resume_two_processes.py (``_two_process.py``'s two parts, in sequence).
 
-Cost, measured on the shared 2-core CPU: 61-80 s at the usual load before the failure-path
-checks (NaN report under a mesh, Adam resume, queue bound, the MNIST example's 128-step
-epochs, the two-process example's full epoch and SIGTERM), which add about 50 s of CPU
-(139 s against 89 s for the module; docs/parallel.md, "Tests and their cost"). Budget:
-120 s + 150 s.
+Cost, measured on the shared 2-core CPU (load about 4), ``tests/parallel`` as a whole:
+104 s of wall time and 119 s of CPU (user + sys, children included), against 138 s and
+151 s before the processes were shared (docs/parallel.md, "Tests and their cost").
+Budget: 120 s of wall time and 130 s of CPU for ``tests/parallel`` at that load.
 """
 
 from __future__ import annotations
@@ -26,7 +28,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import data_dir
-from tests.parallel._launch import ROOT, cpu_env, free_port, run_two
+from tests.parallel._launch import ROOT, CheckProcess, TwoProcessRuns, cpu_env, free_port
 
 HERE = Path(__file__).resolve().parent
 CHECKS = [
@@ -53,16 +55,9 @@ NEEDS_MNIST = {"mnist_example_data_tensor"}
 
 
 @pytest.fixture(scope="module")
-def report() -> str:
-    done = subprocess.run(
-        [sys.executable, str(HERE / "_checks.py"), *CHECKS],
-        env=cpu_env(),  # the script asks for its 8 devices itself
-        capture_output=True,
-        text=True,
-        timeout=900,
-        cwd=ROOT,
-    )
-    return done.stdout + done.stderr
+def report(check_process: CheckProcess) -> str:
+    """The checks' output, from the worker's one 8-device process (tests/parallel/conftest.py)."""
+    return check_process.run([[name] for name in CHECKS])
 
 
 @pytest.mark.parametrize("name", CHECKS)
@@ -73,21 +68,17 @@ def test_check(report: str, name: str) -> None:
     assert passed, f"{name} did not pass:\n{report}"
 
 
-def test_two_processes_fit_equals_one_device(tmp_path: Path) -> None:
+def test_two_processes_fit_equals_one_device(
+    two_process_runs: TwoProcessRuns, check_process: CheckProcess
+) -> None:
     """``jax.distributed`` on 127.0.0.1: two processes of 4 CPU devices, one global mesh
-    whose device order interleaves them; each builds its own rows of every batch. Then a
+    whose device order interleaves them; each builds its own rows of every batch (the part
+    ``two_process`` of the launch shared with test_resume_two_processes.py). Then a
     checkpoint saved by both (shards spanning the processes) restores in one process on
-    another mesh."""
-    run_two(HERE / "_two_process.py", tmp_path, "PASS two_process", timeout=600)
-    done = subprocess.run(
-        [sys.executable, str(HERE / "_two_process.py"), "restore", str(tmp_path)],
-        env=cpu_env(),
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
-    assert done.returncode == 0 and "PASS restore" in done.stdout, done.stdout + done.stderr
+    another mesh (the worker's 8-device process, on 2 of its devices)."""
+    folder = two_process_runs.folder("two_process")
+    report = check_process.run([["two_process_restore", str(folder)]], timeout=600)
+    assert "PASS two_process_restore " in report, report
 
 
 EXAMPLE = ROOT / "examples" / "mnist" / "train.py"
@@ -155,10 +146,12 @@ def test_two_process_example_stops_on_sigterm(tmp_path: Path) -> None:
     procs, logs = launch_example(tmp_path)  # the whole of MNIST: still training when stopped
     try:
         deadline = time.monotonic() + 240
-        while "mlp on MNIST" not in logs[0].read_text():  # joined, data loaded: fit starts
+        # both joined (initialize returns once both have: with the preemption service on,
+        # its SIGTERM handler is in place in both by then), data loaded: fit starts. The
+        # signal comes now, with no pause: what it must end is the run, wherever it is
+        while "mlp on MNIST" not in logs[0].read_text():
             assert time.monotonic() < deadline and procs[0].poll() is None, logs[0].read_text()
-            time.sleep(0.2)
-        time.sleep(2)
+            time.sleep(0.1)
         assert [p.poll() for p in procs] == [None, None]
         os.killpg(procs[0].pid, signal.SIGTERM)
         codes = [p.wait(timeout=20) for p in procs]

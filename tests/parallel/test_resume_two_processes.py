@@ -7,26 +7,26 @@ from ``metrics.jsonl``, which only process 0 writes; a checkpoint now carries th
 from __future__ import annotations
 
 import json
-from pathlib import Path
 from typing import Any
 
-from tests.parallel._launch import run_two
-
-HERE = Path(__file__).resolve().parent
+from tests.parallel._launch import TwoProcessRuns
 
 
-def run_two_resumed(tmp_path: Path) -> list[dict[str, list[dict[str, Any]]]]:
-    """Both processes of ``_two_process_resume.py``; the histories each wrote."""
-    run_two(HERE / "_two_process_resume.py", tmp_path, "PASS resume", timeout=300)
-    return [json.loads((tmp_path / f"history-{i}.json").read_text()) for i in range(2)]
+def run_two_resumed(runs: TwoProcessRuns) -> list[dict[str, list[dict[str, Any]]]]:
+    """The histories each process of ``_two_process.py``'s part ``resume`` wrote (the
+    launch shared with test_parallel.py's two-process test: tests/parallel/conftest.py)."""
+    folder = runs.folder("resume")
+    return [json.loads((folder / f"history-{i}.json").read_text()) for i in range(2)]
 
 
 def without_time(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return [{k: v for k, v in r.items() if k != "time"} for r in rows]
 
 
-def test_every_process_gets_the_same_history_at_every_resume_point(tmp_path: Path) -> None:
-    first, second = run_two_resumed(tmp_path)
+def test_every_process_gets_the_same_history_at_every_resume_point(
+    two_process_runs: TwoProcessRuns,
+) -> None:
+    first, second = run_two_resumed(two_process_runs)
     through = first["through"]
     assert [r["step"] for r in through] == [1, 2, 3, 4, 4, 5, 6, 7, 8, 8]  # evals at 4 and 8
     assert without_time(second["through"]) == without_time(through)
