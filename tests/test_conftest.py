@@ -19,6 +19,7 @@ from tests.conftest import (
     CHEAP_CODEGEN,
     CHEAP_XLA_OPTIONS,
     CHILD_XLA_FLAGS,
+    _install_cheap_codegen,
     cheap_codegen,
     matmul_precision_for,
     requires,
@@ -230,3 +231,17 @@ def test_little_effort_compiles_with_the_cheap_code_generator() -> None:
     assert cheap_codegen(compiler.get_compile_options) is compiler.get_compile_options
     assert CHILD_XLA_FLAGS == "--xla_cpu_use_fusion_emitters=false"
     assert CHILD_XLA_FLAGS in os.environ["XLA_FLAGS"]
+
+
+def test_a_jax_without_the_option_compiles_as_before(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Where this XLA does not know the option (a newer one may drop it), the first
+    compilation through the wrapper fails, the wrapper comes off and nothing else changes."""
+    if not CHEAP_CODEGEN:
+        pytest.skip("this JAX or XLA has no cheaper code generator to ask for: compiles as before")
+    from jax._src import compiler
+
+    unwrapped = compiler.get_compile_options.__wrapped__
+    monkeypatch.setattr(compiler, "get_compile_options", unwrapped)
+    monkeypatch.setitem(CHEAP_XLA_OPTIONS, "xla_no_such_option_in_any_xla", True)
+    assert not _install_cheap_codegen()
+    assert compiler.get_compile_options is unwrapped
