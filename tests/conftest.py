@@ -18,11 +18,19 @@ import pytest
 
 jax.config.update("jax_numpy_rank_promotion", "raise")
 
-#: the ``XLA_FLAGS`` entry this conftest gives the processes the tests start (below: a
-#: cheaper code generator); a pytest-xdist worker inherits it from the controller's
-#: environment, so it comes off before this process's XLA starts, or the worker's fully
-#: optimised compilations would get it too
-CHILD_FLAG = "--xla_cpu_use_fusion_emitters=false"
+#: What little effort means for XLA:CPU's code generator too: its fusion emitters (the
+#: default) cost two to three times the compile time of its earlier emitters on the suite's
+#: small programs (a jitted gradient of a 5-op program: 154 against 67 ms; the op table: 105
+#: against 61 CPU seconds). Same HLO passes and math, but two programs of the same math may
+#: round an ulp apart, so a test comparing two programs bit for bit is marked optimized; a
+#: program compiled fully (``@pytest.mark.optimized``) keeps XLA's default, as a user's does.
+CHEAP_XLA_OPTIONS: dict[str, bool] = {"xla_cpu_use_fusion_emitters": False}
+
+#: the same option as the ``XLA_FLAGS`` entry this conftest gives the processes the tests
+#: start (below); a pytest-xdist worker inherits it from the controller's environment, so it
+#: comes off before this process's XLA starts, or the worker's fully optimised compilations
+#: would get it too
+CHILD_FLAG = " ".join(f"--{k}={str(v).lower()}" for k, v in CHEAP_XLA_OPTIONS.items())
 os.environ["XLA_FLAGS"] = " ".join(
     f for f in os.environ.get("XLA_FLAGS", "").split() if f != CHILD_FLAG
 )
@@ -93,14 +101,6 @@ def set_compile_effort(cheap: bool) -> None:
 
 
 jax.config.update("jax_disable_most_optimizations", True)
-
-#: What little effort means for XLA:CPU's code generator too: its fusion emitters (the
-#: default) cost two to three times the compile time of its earlier emitters on the suite's
-#: small programs (a jitted gradient of a 5-op program: 154 against 67 ms; the op table: 105
-#: against 61 CPU seconds). Same HLO passes and math, but two programs of the same math may
-#: round an ulp apart, so a test comparing two programs bit for bit is marked optimized; a
-#: program compiled fully (``@pytest.mark.optimized``) keeps XLA's default, as a user's does.
-CHEAP_XLA_OPTIONS: dict[str, bool] = {"xla_cpu_use_fusion_emitters": False}
 
 
 def cheap_codegen(get_compile_options: Callable[..., Any]) -> Callable[..., Any]:
