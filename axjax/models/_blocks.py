@@ -2,11 +2,10 @@
 ``ax.nn.LayerStack`` over ``ax.nn.Layer`` called as one scan (``unroll=False``), with or
 without a ``KVCache`` per block.
 
-The stacked form traces and compiles one block whatever the depth. With caches it stacks
-the blocks' caches along ``Layer``, scans the block over the parameters and caches of each
-layer (one ``lax.scan``, the stack's own ``scan_layers``: the block's own cached call), and
-hands back a cache per block, so a model has the same cache, ``tuple[KVCache, ...]``, in
-both forms.
+The stacked form traces and compiles one block whatever the depth. Its cache is one
+``KVCache`` stacked over ``Layer``, carried through the stack's scan (``scan_layers``): each
+layer writes its new positions into its own slice in place and reads that slice, so a decode
+step copies no cache. The unrolled form has a ``KVCache`` per block, a tuple.
 """
 
 from __future__ import annotations
@@ -17,17 +16,29 @@ from typing import Any, TypeVar
 import jax
 import jax.numpy as jnp
 
-from ..core import Axis, Tensor
+from ..core import AnyTensor, Axis, Tensor
+from ..core._internal import axis_name
 from ..nn import KVCache, Layer, LayerStack
 from ..nn._internal import scan_layers
 
-__all__ = ["Blocks", "init_caches", "make_blocks", "run_blocks", "run_cached"]
+__all__ = [
+    "Blocks",
+    "Caches",
+    "cache_lengths",
+    "init_caches",
+    "make_blocks",
+    "run_blocks",
+    "run_cached",
+]
 
 T = TypeVar("T")
 K = TypeVar("K")
 
 #: a model's blocks: a tuple of them, or one stack of them over ``Layer``
 Blocks = tuple[K, ...] | LayerStack[K, Layer]
+#: a model's KV cache: one per block (a tuple of blocks), or one stacked over ``Layer`` (a
+#: stack of blocks)
+Caches = tuple[KVCache, ...] | KVCache
 
 
 def make_blocks(
@@ -53,50 +64,72 @@ def run_blocks(blocks: Blocks[Any], x: T) -> T:
     return x
 
 
-def init_caches(
-    blocks: Blocks[Any], batch: Mapping[type[Axis], int], max_len: int
-) -> tuple[KVCache, ...]:
-    """An empty ``KVCache`` per block (the blocks' ``attn.init_cache``)."""
+def init_caches(blocks: Blocks[Any], batch: Mapping[type[Axis], int], max_len: int) -> Caches:
+    """An empty ``KVCache`` per block (the blocks' ``attn.init_cache``); a stack's: one cache
+    stacked over ``Layer``."""
     if isinstance(blocks, LayerStack):
         # one layer's cache (the sizes are by axis: the stacked projections give them)
         one: KVCache = blocks.layers.attn.init_cache(batch, max_len)
-        return (one,) * len(blocks)
+
+        def stacked(t: AnyTensor) -> AnyTensor:
+            shape = (len(blocks), *t.array.shape)
+            return Tensor(jnp.zeros(shape, t.array.dtype), (blocks.axis, *t.axes))
+
+        return KVCache(stacked(one.keys), stacked(one.values), one.length, one.key_pos, blocks.axis)
     return tuple(b.attn.init_cache(batch, max_len) for b in blocks)
 
 
-def run_cached(
-    blocks: Blocks[Any], x: T, caches: tuple[KVCache, ...], where: str
-) -> tuple[T, tuple[KVCache, ...]]:
+def cache_lengths(blocks: Blocks[Any], caches: Caches, where: str) -> AnyTensor:
+    """The cached positions of each row (``[*Batch]``), the caches checked against the
+    blocks: a tuple of one per block, or (a stack's) one stacked over ``Layer``."""
+    if isinstance(blocks, LayerStack):
+        if not isinstance(caches, KVCache) or caches.layer_axis is not blocks.axis:
+            raise TypeError(
+                f"{where}: a stacked model's cache is one KVCache stacked over "
+                f"{axis_name(blocks.axis)} (make it with model.init_cache), got "
+                f"{type(caches).__name__}"
+            )
+        if caches.keys.size(blocks.axis) != len(blocks):
+            raise ValueError(
+                f"{where}: cache has {caches.keys.size(blocks.axis)} layers, the model "
+                f"{len(blocks)} blocks (make it with model.init_cache)"
+            )
+        return caches.length
+    if not isinstance(caches, tuple) or not all(isinstance(c, KVCache) for c in caches):
+        raise TypeError(
+            f"{where}: the cache is a tuple of KVCache, one per block (make it with "
+            f"model.init_cache), got {type(caches).__name__}"
+        )
+    if len(caches) != len(blocks):
+        raise ValueError(
+            f"{where}: cache has {len(caches)} entries, the model {len(blocks)} blocks "
+            "(make it with model.init_cache)"
+        )
+    return caches[0].length
+
+
+def run_cached(blocks: Blocks[Any], x: T, caches: Caches) -> tuple[T, Caches]:
     """``x`` through every block with its cache (``block(x, cache) -> (x, cache)``); the new
-    caches. The caller has checked there is one cache per block."""
+    caches. A stack's one scan carries the stacked cache: each layer writes its new
+    positions into its slice in place (``KVCache.layer_view``), nothing is stacked or
+    unstacked. The caller has checked the caches (:func:`cache_lengths`)."""
     if not isinstance(blocks, LayerStack):
+        assert isinstance(caches, tuple)
         new: list[KVCache] = []
         for block, c in zip(blocks, caches, strict=True):
             x, c = block(x, c)
             new.append(c)
         return x, tuple(new)
-    first = caches[0]
-    for i, c in enumerate(caches):
-        if c.keys.sizes != first.keys.sizes or c.keys.dtype is not first.keys.dtype:
-            raise ValueError(
-                f"{where}: the cache of block {i} differs from block 0's in its axes, sizes "
-                "or dtype (make the caches with model.init_cache)"
-            )
-    axes, key_pos = first.keys.axes, first.key_pos
-    per_layer = (
-        jnp.stack([c.keys.array for c in caches]),
-        jnp.stack([c.values.array for c in caches]),
-        jnp.stack([c.length for c in caches]),
-    )
+    assert isinstance(caches, KVCache)
+    start, key_pos, axis = caches.length, caches.key_pos, caches.layer_axis
+    Carry = tuple[T, AnyTensor, AnyTensor]
 
-    def layer(block: Any, h: T, entry: tuple[jax.Array, ...]) -> tuple[T, tuple[jax.Array, ...]]:
-        k, v, length = entry
-        h, cache = block(h, KVCache(Tensor(k, axes), Tensor(v, axes), length, key_pos))
-        return h, (cache.keys.array, cache.values.array, cache.length)
+    def layer(block: Any, carry: Carry, i: jax.Array) -> tuple[Carry, jax.Array]:
+        h, keys, values = carry  # every layer writes at the step's start
+        h, cache = block(h, KVCache(keys, values, start, key_pos, axis, i))
+        return (h, cache.keys, cache.values), cache.length.array
 
-    x, (ks, vs, lengths) = scan_layers(blocks, x, per_layer, layer)
-    out = tuple(
-        KVCache(Tensor(ks[i], axes), Tensor(vs[i], axes), lengths[i], key_pos)
-        for i in range(len(caches))
+    (x, keys, values), lengths = scan_layers(
+        blocks, (x, caches.keys, caches.values), jnp.arange(len(blocks)), layer
     )
-    return x, out
+    return x, KVCache(keys, values, Tensor(lengths[-1], start.axes), key_pos, axis)

@@ -18,7 +18,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from ..core import F32, I32, Axis, AxisError, Floating, KeyOf, Tensor
+from ..core import F32, I32, AnyTensor, Axis, AxisError, Floating, KeyOf, Tensor
 from ..core._internal import checks_choices, describe
 from ..nn import (
     Affine,
@@ -32,7 +32,15 @@ from ..nn import (
 )
 from ..nn.init import normal
 from ..ops import arange, astype, broadcast, contract, gelu
-from ._blocks import Blocks, init_caches, make_blocks, run_blocks, run_cached
+from ._blocks import (
+    Blocks,
+    Caches,
+    cache_lengths,
+    init_caches,
+    make_blocks,
+    run_blocks,
+    run_cached,
+)
 from ._hf import (
     ConversionError,
     Entry,
@@ -256,11 +264,11 @@ class GPT2(eqx.Module):
     def __call__(self, ids: Tensor[I32, *B, Pos]) -> Tensor[F32, *B, Pos, Vocab]: ...
     @overload
     def __call__(
-        self, ids: Tensor[I32, *B, Pos], *, cache: tuple[KVCache, ...]
-    ) -> tuple[Tensor[F32, *B, Pos, Vocab], tuple[KVCache, ...]]: ...
+        self, ids: Tensor[I32, *B, Pos], *, cache: Caches
+    ) -> tuple[Tensor[F32, *B, Pos, Vocab], Caches]: ...
     def __call__(
-        self, ids: Tensor[I32, *B, Pos], *, cache: tuple[KVCache, ...] | None = None
-    ) -> Tensor[F32, *B, Pos, Vocab] | tuple[Tensor[F32, *B, Pos, Vocab], tuple[KVCache, ...]]:
+        self, ids: Tensor[I32, *B, Pos], *, cache: Caches | None = None
+    ) -> Tensor[F32, *B, Pos, Vocab] | tuple[Tensor[F32, *B, Pos, Vocab], Caches]:
         """Logits of ``ids`` (with ``cache``: of the positions after those cached)."""
         if not isinstance(ids, Tensor):
             raise TypeError(f"GPT2: ids are a Tensor[I32, *Batch, Pos], got {type(ids).__name__}")
@@ -274,31 +282,27 @@ class GPT2(eqx.Module):
                 f"{describe(ids)}"
             )
         n = ids.size(Pos)
-        if cache is not None and len(cache) != len(self.blocks):
-            raise ValueError(
-                f"GPT2: cache has {len(cache)} entries, the model {len(self.blocks)} blocks "
-                "(make it with model.init_cache)"
-            )
         if cache is None and n > self.config.n_positions:
             raise ValueError(
                 f"GPT2: {n} positions, the model has embeddings for {self.config.n_positions}"
             )
-        where: Tensor[I32, Pos] = arange(Pos, n)
-        if cache is not None:
-            where = where + Tensor(cache[0].length, ())
         tokens: Tensor[F32, *B, Pos, Embed] = self.wte(ids)
+        where: AnyTensor = arange(Pos, n)
+        if cache is not None:  # each row's positions follow its own cached ones
+            cache_lengths(self.blocks, cache, "GPT2")
+            where = (cache if isinstance(cache, KVCache) else cache[0]).positions(Pos, n)
         positions: Tensor[F32, *B, Pos, Embed] = broadcast(self.wpe(where), tokens)
         x = tokens + positions
         if cache is None:
             return self._logits(run_blocks(self.blocks, x))
-        x, new = run_cached(self.blocks, x, cache, "GPT2")
+        x, new = run_cached(self.blocks, x, cache)
         return self._logits(x), new
 
     def _logits(self, x: Tensor[F32, *B, Pos, Embed]) -> Tensor[F32, *B, Pos, Vocab]:
         out: Tensor[F32, *B, Pos, Vocab] = contract(self.ln_f(x), self.wte.weight, over=Embed)
         return astype(out, F32)  # float32 logits from a low-precision model too
 
-    def init_cache(self, batch: Mapping[type[Axis], int], max_len: int) -> tuple[KVCache, ...]:
+    def init_cache(self, batch: Mapping[type[Axis], int], max_len: int) -> Caches:
         """An empty KV cache per block for ``max_len`` positions (at most ``n_positions``)
         and the ``batch`` axes (``{Batch: 4}``)."""
         if max_len > self.config.n_positions:

@@ -33,7 +33,15 @@ from ..nn import (
 )
 from ..nn.init import normal
 from ..ops import astype, contract
-from ._blocks import Blocks, init_caches, make_blocks, run_blocks, run_cached
+from ._blocks import (
+    Blocks,
+    Caches,
+    cache_lengths,
+    init_caches,
+    make_blocks,
+    run_blocks,
+    run_cached,
+)
 from ._hf import (
     ConversionError,
     Entry,
@@ -280,24 +288,21 @@ class Llama(eqx.Module):
     def __call__(self, ids: Tensor[I32, *B, Pos]) -> Tensor[F32, *B, Pos, Vocab]: ...
     @overload
     def __call__(
-        self, ids: Tensor[I32, *B, Pos], *, cache: tuple[KVCache, ...]
-    ) -> tuple[Tensor[F32, *B, Pos, Vocab], tuple[KVCache, ...]]: ...
+        self, ids: Tensor[I32, *B, Pos], *, cache: Caches
+    ) -> tuple[Tensor[F32, *B, Pos, Vocab], Caches]: ...
     def __call__(
-        self, ids: Tensor[I32, *B, Pos], *, cache: tuple[KVCache, ...] | None = None
-    ) -> Tensor[F32, *B, Pos, Vocab] | tuple[Tensor[F32, *B, Pos, Vocab], tuple[KVCache, ...]]:
+        self, ids: Tensor[I32, *B, Pos], *, cache: Caches | None = None
+    ) -> Tensor[F32, *B, Pos, Vocab] | tuple[Tensor[F32, *B, Pos, Vocab], Caches]:
         """Logits of ``ids`` (with ``cache``: of the positions after those cached)."""
         if not isinstance(ids, Tensor) or Pos not in ids.axes or ids.axes[-1] is not Pos:
             got = ids.axes if isinstance(ids, Tensor) else type(ids).__name__
             raise TypeError(f"Llama: ids are a Tensor[I32, *Batch, Pos], got {got}")
-        if cache is not None and len(cache) != len(self.blocks):
-            raise ValueError(
-                f"Llama: cache has {len(cache)} entries, the model {len(self.blocks)} blocks "
-                "(make it with model.init_cache)"
-            )
+        if cache is not None:
+            cache_lengths(self.blocks, cache, "Llama")
         x: Tensor[F32, *B, Pos, Embed] = self.embed_tokens(ids)
         if cache is None:
             return self._logits(run_blocks(self.blocks, x))
-        x, new = run_cached(self.blocks, x, cache, "Llama")
+        x, new = run_cached(self.blocks, x, cache)
         return self._logits(x), new
 
     def _logits(self, x: Tensor[F32, *B, Pos, Embed]) -> Tensor[F32, *B, Pos, Vocab]:
@@ -305,7 +310,7 @@ class Llama(eqx.Module):
         logits: Tensor[F32, *B, Pos, Vocab] = contract(self.norm(x), head, over=Embed)
         return astype(logits, F32)  # float32 logits from a low-precision model too
 
-    def init_cache(self, batch: Mapping[type[Axis], int], max_len: int) -> tuple[KVCache, ...]:
+    def init_cache(self, batch: Mapping[type[Axis], int], max_len: int) -> Caches:
         """An empty KV cache per block for ``max_len`` positions and the ``batch`` axes
         (``{Batch: 4}``): keys and values ``[*batch, KVHead, KPos, HeadDim]``."""
         return init_caches(self.blocks, batch, max_len)

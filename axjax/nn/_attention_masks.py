@@ -251,3 +251,18 @@ def and_masks(a: AnyTensor, b: AnyTensor) -> AnyTensor:
     sizes = {**a.sizes, **b.sizes}
     ab, bb = broadcast(a, axes, sizes), broadcast(b, axes, sizes)
     return where(ab, bb, False)
+
+
+def cached_causal_mask(
+    query_pos: type[Axis], key_pos: type[Axis], n_query: int, n_key: int, start: AnyTensor
+) -> AnyTensor:
+    """``[*rows, QPos, KPos]`` mask of queries that follow a cache of ``start`` (``[*rows]``,
+    each row's length) positions: query ``i`` of a row sees key ``j <= start + i``, none of
+    the positions past it (a shorter row's padding, the empty rest of the cache)."""
+    qa, ka = mask_axes(query_pos, key_pos)
+    jnp = jax.numpy
+    lead = (1,) * start.array.ndim
+    q = start.array[..., None, None] + jnp.arange(n_query, dtype=jnp.int32).reshape(*lead, -1, 1)
+    k = jnp.arange(n_key, dtype=jnp.int32).reshape(*lead, 1, -1)
+    allowed = k <= q  # [*rows, n_query, n_key]
+    return Tensor(allowed, (*start.axes, qa, ka))

@@ -33,9 +33,9 @@ from ..core._internal import (
 from ..ops import contract, rename, transpose, zeros
 from . import _init
 from ._attention_kernels import attend
-from ._attention_masks import KeyPos, and_masks, causal_mask
+from ._attention_masks import KeyPos, and_masks, cached_causal_mask
 from ._attention_paths import AttentionPath
-from ._kv_cache import KVCache
+from ._kv_cache import KVCache, empty_lengths
 from ._multihead import HeadDim
 from ._registry import register_layer
 from ._rope import rotary_embedding
@@ -192,9 +192,9 @@ class GroupedQueryAttention(eqx.Module):
             else dtype_of_kind(where, "dtype", dtype, "floating")
         )
         empty: AnyTensor = zeros(tuple(sizes.values()), *sizes, dtype=dt)
-        return KVCache(empty, empty, jax.numpy.zeros((), jax.numpy.int32), self.key_pos)
+        return KVCache(empty, empty, empty_lengths(batch), self.key_pos)
 
-    def _rope(self, t: AnyTensor, offset: int | jax.Array) -> AnyTensor:
+    def _rope(self, t: AnyTensor, offset: int | AnyTensor) -> AnyTensor:
         if self.rope_theta is None:
             return t
         return rotary_embedding(
@@ -250,7 +250,7 @@ class GroupedQueryAttention(eqx.Module):
                 f"{name}: the cache's key axis is {axis_name(cache.key_pos)}, the layer's "
                 f"{axis_name(self.key_pos)} (make it with this layer's init_cache)"
             )
-        start: int | jax.Array = 0 if cache is None else cache.length
+        start: int | AnyTensor = 0 if cache is None else cache.length  # each row's
         q = self._rope(contract(x, self.query_proj, over=self.embed_axis), start)
         k = self._rope(contract(x, self.key_proj, over=self.embed_axis), start)
         v = contract(x, self.value_proj, over=self.embed_axis)
@@ -266,9 +266,11 @@ class GroupedQueryAttention(eqx.Module):
             )
             causal = (self.query_pos, n_query)
         else:
+            filled = cached_causal_mask(
+                self.query_pos, self.key_pos, n_query, cache.max_len, cache.length
+            )
             cache = cache.write(k, v, self.query_pos)
-            keys, values = cache.keys, cache.values
-            filled = causal_mask(self.query_pos, self.key_pos, n_query, cache.max_len, start)
+            keys, values = cache.read()
         if mask is not None:
             n_key = n_query if cache is None else cache.max_len
             sizes = {a: n for a, n in x.sizes.items() if a is not self.embed_axis}

@@ -23,13 +23,13 @@ from ..core._internal import (
     positive_int,
     probability,
 )
-from ..ops import arange, broadcast, contract, less, rename, zeros
+from ..ops import broadcast, contract, rename, zeros
 from . import _init
 from ._attention_kernels import attend
-from ._attention_masks import KeyPos, and_masks, causal_mask
+from ._attention_masks import KeyPos, and_masks, cached_causal_mask, length_mask
 from ._attention_paths import AttentionPath
 from ._dropout import Dropout
-from ._kv_cache import KVCache
+from ._kv_cache import KVCache, empty_lengths
 from ._registry import register_layer
 from ._util import distinct, known_size, require
 
@@ -215,7 +215,7 @@ class MultiheadAttention(eqx.Module, Generic[D, Q, K, E, H, HD]):
         )
         empty: AnyTensor = zeros(tuple(sizes.values()), *sizes, dtype=dt)
         key_pos = cast("type[K]", self.key_pos)
-        return KVCache(empty, empty, jax.numpy.zeros((), jax.numpy.int32), key_pos)
+        return KVCache(empty, empty, empty_lengths(batch), key_pos)
 
     @overload  # the two layouts overlap where the batch is empty (the same result)
     def __call__(  # type: ignore[overload-overlap]  # as the line above says
@@ -371,18 +371,18 @@ class MultiheadAttention(eqx.Module, Generic[D, Q, K, E, H, HD]):
                 f"the layer's {axis_name(self.key_pos)} (make it with this layer's init_cache)"
             )
         q = self._project(query, self.query_proj, 0)
+        start = cache.length  # each row's position of its first query
         cache = cache.write(
             self._project(query, self.key_proj, 1),
             self._project(query, self.value_proj, 2),
             self.query_pos,
         )
         n_query, n_key = known_size(query, self.query_pos), cache.max_len
-        start = cache.length - n_query  # the position of the first query
         if self.causal:  # keys up to each query's own position: none of the empty ones
-            filled = causal_mask(self.query_pos, self.key_pos, n_query, n_key, start)
+            filled = cached_causal_mask(self.query_pos, self.key_pos, n_query, n_key, start)
         else:
-            length: AnyTensor = Tensor(cache.length, ())
-            filled = less(arange(self.key_pos, n_key), length)
+            filled = length_mask(cache.length, self.key_pos, n_key)
         mask = filled if mask is None else and_masks(mask, filled)
-        out = self._attend(q, cache.keys, cache.values, mask, key_lengths, key, inference, None)
+        keys, values = cache.read()
+        out = self._attend(q, keys, values, mask, key_lengths, key, inference, None)
         return out, cache

@@ -49,21 +49,30 @@ def rope_frequencies(head_size: int, theta: float = 10000.0) -> jax.Array:
     return 1.0 / (theta**exponents)
 
 
-def _offset(name: str, offset: int | jax.Array | AnyTensor) -> int | jax.Array:
+def _offset(
+    name: str, x: AnyTensor, pos: type[Axis], over: type[Axis], offset: int | jax.Array | AnyTensor
+) -> tuple[int | jax.Array, tuple[type[Axis], ...]]:
+    """The offset's value and axes: ``()`` for a scalar, the rows of a per-row offset."""
     if isinstance(offset, Tensor):
-        if offset.axes:
+        rows = offset.axes
+        if set(rows) - (set(x.axes) - {pos, over}):
             raise fail(
-                name, (offset,), f"the offset is a scalar, got axes ({axes_names(offset.axes)})"
+                name,
+                (x, offset),
+                f"the offset is a scalar or one position per row of x's other axes, got axes "
+                f"({axes_names(rows)})",
             )
-        offset = offset.array
+        if not jnp.issubdtype(offset.array.dtype, jnp.integer):
+            raise fail(name, (offset,), f"the offset is an integer, got {offset.dtype.__name__}")
+        return offset.array, rows
     if isinstance(offset, jax.Array):
         if offset.ndim or not jnp.issubdtype(offset.dtype, jnp.integer):
             raise TypeError(
                 f"{name}: the offset is an integer scalar (a cache's length), got an array "
                 f"of shape {offset.shape} and dtype {offset.dtype}"
             )
-        return offset
-    return check_int(name, "offset", offset, 0, None, "an int >= 0")
+        return offset, ()
+    return check_int(name, "offset", offset, 0, None, "an int >= 0"), ()
 
 
 @public_call()
@@ -80,10 +89,11 @@ def rotary_embedding(
     The Hugging Face Llama convention (``rotate_half``: the two halves of ``over`` are the
     pairs, not neighbouring features): ``x * cos + rotate_half(x) * sin`` with the angle
     ``(offset + p) * theta ** (-2i / d)`` of feature ``i`` at position ``p``, ``d`` the size
-    of ``over``. ``offset`` (an int, or a traced integer scalar such as a KV cache's length)
-    is the position of the first entry along ``pos``. Every other axis is a batch axis (the
-    heads, the batch); the result has ``x``'s axes in ``x``'s order and dtype (the angles
-    are computed in float32).
+    of ``over``. ``offset`` (an int, or a traced integer scalar) is the position of the first
+    entry along ``pos``; an integer Tensor over some of ``x``'s other axes gives each row
+    its own (a KV cache's ``length``: the rows of a ragged batch). Every other axis is a
+    batch axis (the heads, the batch); the result has ``x``'s axes in ``x``'s order and
+    dtype (the angles are computed in float32).
 
     Example:
         >>> q = ax.nn.rotary_embedding(q, Time, HeadDim, theta=10000.0)  # any axis order
@@ -106,16 +116,20 @@ def rotary_embedding(
             name, (x,), f"the feature axis {axis_name(over)} has odd size {d}; RoPE rotates pairs"
         )
     theta = positive_float(name, "theta", theta)
-    start = _offset(name, offset)
+    start, rows = _offset(name, x, pos, over, offset)
     n = int(x.size(pos))
-    positions = jnp.arange(n, dtype=jnp.float32) + jnp.asarray(start, jnp.float32)
-    freqs = positions[:, None] * rope_frequencies(d, theta)[None, :]  # [pos, d/2]
-    angles = jnp.concatenate([freqs, freqs], axis=-1)  # [pos, d]: the halves share angles
+    first = jnp.asarray(start, jnp.float32)
+    positions = first[..., None] + jnp.arange(n, dtype=jnp.float32).reshape(
+        (1,) * first.ndim + (n,)
+    )
+    inverse = rope_frequencies(d, theta).reshape((1,) * positions.ndim + (-1,))
+    freqs = positions[..., None] * inverse  # [*rows, pos, d/2]
+    angles = jnp.concatenate([freqs, freqs], axis=-1)  # [*rows, pos, d]: the halves share
     a = x.array
-    ip, io = x.axes.index(pos), x.axes.index(over)
-    shape = [1] * a.ndim
-    shape[ip], shape[io] = n, d
-    layout = (0, 1) if ip < io else (1, 0)  # angles' [pos, over] into x's order
+    io = x.axes.index(over)
+    given = (*rows, pos, over)
+    layout = sorted(range(len(given)), key=lambda i: x.axes.index(given[i]))  # x's order
+    shape = [int(x.size(ax_)) if ax_ in given else 1 for ax_ in x.axes]
     cos = jnp.transpose(jnp.cos(angles), layout).reshape(shape).astype(a.dtype)
     sin = jnp.transpose(jnp.sin(angles), layout).reshape(shape).astype(a.dtype)
     x1, x2 = jnp.split(a, 2, axis=io)

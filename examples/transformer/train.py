@@ -349,9 +349,8 @@ class LM(eqx.Module):
         self, ids: ax.Tensor[ax.I32, Batch, Pos], *, cache: tuple[ax.nn.KVCache, ...]
     ) -> tuple[ax.Tensor[Any, Batch, Pos, Vocab], tuple[ax.nn.KVCache, ...]]:
         """Logits of the positions after those cached (the prompt, then one at a time)."""
-        # how many positions the cache holds (a traced int)
-        start: ax.Tensor[ax.I32] = ax.tensor(cache[0].length, dtype=ax.I32)
-        where = ax.arange(Pos, ids.size(Pos)) + start
+        # each row's positions, after those its cache holds: [Batch, Pos]
+        where = cache[0].positions(Pos, ids.size(Pos))
         table = ax.rename(self.positions, Pos, _Slot)  # take's axis, replaced by Pos
         x: ax.Tensor[ax.F32, Batch, Pos, Embed] = self.tokens(ids)
         x = x + ax.broadcast(ax.take(table, _Slot, where), x)

@@ -95,7 +95,7 @@ def test_a_cached_decode_step_matches_transformers(
     ids = _ids(refs)
     cache = model.init_cache({Batch: 2}, 16)
     _, cache = _cached(model, ax.slice(ids, Pos, 0, prefix), cache)
-    assert int(cache[0].length) == prefix
+    assert cache[0].length.array.tolist() == [prefix] * 2
     step, cache = _cached(model, ax.slice(ids, Pos, prefix, prefix + 1), cache)
     assert step.axes == (Batch, Pos, gpt2.Vocab)
     np.testing.assert_allclose(np.asarray(step.array), refs["step_logits"], atol=1e-5, rtol=0)

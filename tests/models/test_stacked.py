@@ -155,10 +155,11 @@ def test_a_stacked_cached_decode_step_equals_the_reference(name: str) -> None:
     refs, ids, prefix, pos = _refs(name), _ids(name), _prefix(name), _family(name).Pos
     model = _model(name, False)
     cache = model.init_cache({Batch: 2}, 16)
-    assert len(cache) == 2 and cache[0].keys.axes == cache[1].keys.axes  # a cache per block
+    assert isinstance(cache, ax.nn.KVCache) and cache.layer_axis is ax.nn.Layer  # stacked
+    assert cache.keys.axes[0] is ax.nn.Layer and cache.keys.size(ax.nn.Layer) == 2
     _, cache = _cached(model, ax.slice(ids, pos, 0, prefix), cache)
     step, cache = _cached(model, ax.slice(ids, pos, prefix, prefix + 1), cache)
-    assert [int(c.length) for c in cache] == [prefix + 1] * 2
+    assert cache.length.array.tolist() == [prefix + 1] * 2  # one length per row
     np.testing.assert_allclose(np.asarray(step.array), refs["step_logits"], atol=1e-5, rtol=0)
 
 
@@ -169,15 +170,24 @@ def test_stacked_greedy_generation_gives_the_unrolled_models_tokens(name: str) -
     np.testing.assert_array_equal(np.asarray(out[0].array), np.asarray(out[1].array))
 
 
-def test_caches_of_another_size_are_refused_by_the_stacked_call() -> None:
+def test_a_cache_of_another_form_is_refused_by_the_stacked_call() -> None:
     model = _model("llama-kv2", False)
+    unrolled = _model("llama-kv2", True)
     a = model.init_cache({Batch: 2}, 16)
-    b = model.init_cache({Batch: 2}, 8)
     ids = ax.slice(_ids("llama-kv2"), llama.Pos, 0, 3)
-    with pytest.raises(ValueError, match=r"Llama: the cache of block 1 differs from block 0's"):
-        model(ids, cache=(a[0], b[1]))
-    with pytest.raises(ValueError, match=r"Llama: cache has 1 entries, the model 2 blocks"):
-        model(ids, cache=a[:1])
+    with pytest.raises(TypeError, match=r"Llama: a stacked model's cache is one KVCache stacked"):
+        model(ids, cache=unrolled.init_cache({Batch: 2}, 16))
+    with pytest.raises(TypeError, match=r"Llama: the cache is a tuple of KVCache, one per block"):
+        unrolled(ids, cache=a)
+    one_layer = ax.nn.KVCache(
+        ax.slice(a.keys, ax.nn.Layer, 0, 1),
+        ax.slice(a.values, ax.nn.Layer, 0, 1),
+        a.length,
+        a.key_pos,
+        a.layer_axis,
+    )
+    with pytest.raises(ValueError, match=r"Llama: cache has 1 layers, the model 2 blocks"):
+        model(ids, cache=one_layer)
 
 
 def _next_token_loss(name: str) -> Callable[..., ax.AnyTensor]:
@@ -350,7 +360,7 @@ def test_a_bf16_model_writes_bf16_and_reads_back_bit_identical(name: str, tmp_pa
 def test_a_bf16_cached_decode_and_generation_run() -> None:
     model = _load("llama-kv2", unroll=False, dtype=ax.BF16)
     cache = model.init_cache({Batch: 2}, 16)
-    assert cache[0].keys.dtype is ax.BF16
+    assert cache.keys.dtype is ax.BF16
     prompt = ax.slice(_ids("llama-kv2"), llama.Pos, 0, 5)
     out = ax.nn.generate(model, prompt, 3, temperature=0)
     assert out.axes == (Batch, llama.Pos) and out.size(llama.Pos) == 3
@@ -383,13 +393,16 @@ def test_mutation_layers_filled_in_reverse_fail_the_logits_check(
 def test_mutation_a_cache_scanned_in_reverse_fails_the_decode_check(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    """Had the stacked call handed the caches back in the wrong order, the next decode step
-    would read another layer's keys: the step check (1e-5) catches it."""
+    """Had the stacked call handed the cache back with its layers in the wrong order, the
+    next decode step would read another layer's keys: the step check (1e-5) catches it."""
     real = axjax.models._blocks.run_cached
 
     def reversed_caches(*args: Any) -> Any:
-        x, caches = real(*args)
-        return x, caches[::-1] if isinstance(args[0], ax.nn.LayerStack) else caches
+        x, c = real(*args)
+        if not isinstance(args[0], ax.nn.LayerStack):
+            return x, c
+        flip = [ax.Tensor(t.array[::-1], t.axes) for t in (c.keys, c.values)]
+        return x, ax.nn.KVCache(*flip, c.length, c.key_pos, c.layer_axis)
 
     monkeypatch.setattr(axjax.models._gpt2, "run_cached", reversed_caches)
     name, model = "gpt2", gpt2.from_hf(FIXTURES / "gpt2", unroll=False)
