@@ -1,26 +1,41 @@
-"""Autoregressive generation with a KV cache: one jitted program, a prefill of the prompt and
-a decode loop inside ``jax.lax.scan`` (the decode step is traced once for any number of
-steps), greedy or sampled (temperature, top-k) with a reproducible key.
+"""Autoregressive generation with a KV cache: one jitted program, a prefill of the prompts
+and a decode loop inside ``jax.lax.while_loop`` (the decode step is traced once for any
+number of steps, and the loop ends early once every row has stopped).
+
+Greedy or sampled (temperature, then top-k, then top-p, as transformers applies them) with a
+reproducible key; prompts of different lengths in one batch (stored from position 0 of each
+row's cache, so each row decodes as its prompt would alone); stop tokens (a row that emits
+one stops, its later positions hold the pad id); streaming through a host callback every
+``stream_every`` steps, which does not re-trace the program.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any, Protocol, TypeVar, TypeVarTuple, cast
+import functools
+import itertools
+import threading
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, Generic, Literal, NamedTuple, Protocol, TypeVar, TypeVarTuple, overload
 
 import equinox as eqx
 import jax
 import jax.numpy as jnp
+import numpy as np
 
 from ..core import I32, AnyTensor, Axis, AxisError, Tensor
-from ..core._internal import axes_names, axis_name, non_negative_float, positive_int
-from ..ops import expand_dims, index, transpose
+from ..core._internal import axes_names, axis_name, positive_int
+from ..ops import transpose
+from ._kv_cache import KVCache
+from ._sampling import sample_tokens
 
-__all__ = ["Decoder", "generate"]
+__all__ = ["Decoder", "Generation", "generate"]
 
 C = TypeVar("C")
 B = TypeVarTuple("B")
-P = TypeVar("P", bound=Axis)
+
+#: what a stream receives: the new tokens ``[*batch, n]`` (numpy, the batch axes in the
+#: prompt's order) and the step of the first of them
+StreamCallback = Callable[[np.ndarray, int], object]
 
 
 class Decoder(Protocol[C]):
@@ -29,9 +44,10 @@ class Decoder(Protocol[C]):
     ``init_cache(batch, max_len)`` makes an empty cache (a pytree: a ``KVCache`` per
     attention layer, say) for ``max_len`` positions and the ``batch`` axes (``{Batch: 16}``);
     ``model(ids, cache=cache)`` maps token ids ``[*batch, Pos]`` (the positions after those
-    cached) to logits ``[*batch, Pos, Vocab]`` and the cache with them written. A model of
-    :class:`MultiheadAttention` layers passes ``cache=`` on to them
-    (``examples/transformer/train.py``'s ``LM`` is one).
+    cached in each row) to logits ``[*batch, Pos, Vocab]`` and the cache with them written.
+    A model of :class:`MultiheadAttention` layers passes ``cache=`` on to them, and takes
+    each row's positions from ``cache.positions(Pos, n)`` (``examples/transformer/train.py``'s
+    ``LM`` is one).
     """
 
     def init_cache(self, batch: Mapping[type[Axis], int], max_len: int) -> C: ...
@@ -39,64 +55,201 @@ class Decoder(Protocol[C]):
     def __call__(self, ids: AnyTensor, *, cache: C) -> tuple[AnyTensor, C]: ...
 
 
-def _pick(
-    logits: AnyTensor,
+class Generation(NamedTuple, Generic[*B]):
+    """What :func:`generate` returns with ``stop=``: the new ``tokens`` (the prompt's axes,
+    the position axis of size ``steps``; after a row's stop token, the pad id) and each
+    row's ``lengths`` (``[*Batch]``: the tokens up to and including its first stop token,
+    ``steps`` where it never stopped)."""
+
+    tokens: Tensor[I32, *B]
+    lengths: Tensor[I32, *tuple[Any, ...]]
+
+
+class _Sampler(NamedTuple):
+    temperature: float
+    top_k: int | None
+    top_p: float | None
+
+
+class _Stop(NamedTuple):
+    ids: tuple[int, ...]
+    pad: int
+
+
+# Streams: the compiled loop calls one host function with a stream's number (a traced
+# argument), so that a new callback runs the same program.
+_STREAMS: dict[int, tuple[StreamCallback, int]] = {}
+_STREAM_IDS = itertools.count(1)
+_STREAMS_LOCK = threading.Lock()
+
+
+def _emit(stream: np.ndarray, tokens: np.ndarray, start: np.ndarray, count: np.ndarray) -> None:
+    callback, _ = _STREAMS[int(stream)]
+    n = int(count)
+    if n:
+        callback(np.asarray(tokens)[..., :n], int(start))
+
+
+def _stream_out(
+    every: int, stream: jax.Array, out: jax.Array, start: jax.Array, count: jax.Array
+) -> None:
+    """Send ``count`` tokens of ``out`` (``[*batch, steps + every]``) from ``start``."""
+    chunk = jax.lax.dynamic_slice_in_dim(out, start, every, axis=out.ndim - 1)
+    jax.debug.callback(_emit, stream, chunk, start, count, ordered=True)
+
+
+def _first_step(
+    model: Decoder[Any],
+    ids: jax.Array,
+    lengths: jax.Array,
     batch: tuple[type[Axis], ...],
-    vocab: type[Axis],
-    key: jax.Array,
-    temperature: float,
-    top_k: int | None,
-) -> AnyTensor:
-    """One token per sequence: ``[*batch]`` ids, the argmax (``temperature == 0``) or a draw
-    from ``softmax(logits / temperature)`` restricted to the ``top_k`` largest."""
-    a = transpose(logits, *batch, vocab).array.astype(jnp.float32)
-    if temperature == 0:
-        ids = jnp.argmax(a, axis=-1)
-    else:
-        a = a / temperature
-        if top_k is not None and top_k < a.shape[-1]:
-            kth = jax.lax.top_k(a, top_k)[0][..., -1:]
-            a = jnp.where(a < kth, -jnp.inf, a)
-        ids = jax.random.categorical(key, a, axis=-1)
-    return Tensor(ids.astype(jnp.int32), batch)
+    pos: type[Axis],
+    max_len: int,
+) -> tuple[jax.Array, Any]:
+    """The prefill of the right-padded prompts ``ids`` ``[*batch, P]``: each row's last
+    logits ``[*batch, vocab]`` and the cache with each row's true length."""
+    cache = model.init_cache(dict(zip(batch, ids.shape[:-1], strict=True)), max_len)
+    logits, cache = model(Tensor(ids, (*batch, pos)), cache=cache)
+    extra = [a for a in logits.axes if a not in (*batch, pos)]
+    if len(extra) != 1 or (set(batch) | {pos}) - set(logits.axes):
+        raise AxisError(
+            f"generate: the logits ({axes_names(logits.axes)}) are the prompt's axes "
+            f"({axes_names((*batch, pos))}) and one vocabulary axis"
+        )
+    cache = jax.tree.map(
+        lambda c: c.with_lengths(lengths) if isinstance(c, KVCache) else c,
+        cache,
+        is_leaf=lambda c: isinstance(c, KVCache),
+    )
+    a = transpose(logits, *batch, pos, extra[0]).array
+    last = jnp.take_along_axis(a, (lengths - 1)[..., None, None], axis=-2)[..., 0, :]
+    return last, cache
 
 
 @eqx.filter_jit
-def _generate(
+def _decode(
     model: Decoder[Any],
-    prompt: AnyTensor,
+    ids: jax.Array,
+    lengths: jax.Array,
     key: jax.Array,
-    steps: int,
-    pos: type[Axis],
-    max_len: int,
-    temperature: float,
-    top_k: int | None,
-) -> jax.Array:
-    batch = tuple(a for a in prompt.axes if a is not pos)
-    n_prompt = int(prompt.size(pos))
-    cache = model.init_cache({a: int(prompt.size(a)) for a in batch}, max_len)
-    logits, cache = model(prompt, cache=cache)
-    vocab_axes = [a for a in logits.axes if a not in prompt.axes]
-    if len(vocab_axes) != 1 or set(prompt.axes) - set(logits.axes):
-        raise AxisError(
-            f"generate: the logits ({axes_names(logits.axes)}) are the prompt's axes "
-            f"({axes_names(prompt.axes)}) and one vocabulary axis"
+    stream: jax.Array,
+    config: tuple[int, type[Axis], tuple[type[Axis], ...], int, _Sampler, _Stop | None, int],
+) -> tuple[jax.Array, jax.Array]:
+    """``[*batch, steps]`` new tokens and ``[*batch]`` lengths, in one program."""
+    steps, pos, batch, max_len, sampler, stop, every = config
+    last, cache = _first_step(model, ids, lengths, batch, pos, max_len)
+    stops = jnp.asarray(stop.ids if stop else (), jnp.int32)
+    pad = stop.pad if stop else 0
+
+    def pick(logits: jax.Array, k: jax.Array, done: jax.Array) -> tuple[jax.Array, jax.Array]:
+        token = sample_tokens(
+            logits, k, temperature=sampler.temperature, top_k=sampler.top_k, top_p=sampler.top_p
         )
-    vocab = vocab_axes[0]
-    keys = jax.random.split(key, steps)
-    first = _pick(index(logits, pos, n_prompt - 1), batch, vocab, keys[0], temperature, top_k)
+        token = jnp.where(done, pad, token)
+        return token, done | jnp.isin(token, stops)
 
-    def step(carry: tuple[Any, AnyTensor], k: jax.Array) -> tuple[tuple[Any, AnyTensor], jax.Array]:
-        cache, token = carry
-        ids = transpose(expand_dims(token, pos), *prompt.axes)
-        logits, cache = model(ids, cache=cache)
-        nxt = _pick(index(logits, pos, 0), batch, vocab, k, temperature, top_k)
-        return (cache, nxt), nxt.array
+    n_rows = ids.shape[:-1]
+    # every extra columns: a stream's last chunk is a window of `every` from its start
+    out = jnp.full((*n_rows, steps + every), pad, jnp.int32)
+    key, k0 = jax.random.split(key)
+    token, done = pick(last, k0, jnp.zeros(n_rows, bool))
+    out = out.at[..., 0].set(token)
+    length = jnp.where(done, 1, steps).astype(jnp.int32)
 
-    _, rest = jax.lax.scan(step, (cache, first), keys[1:])
-    return jnp.concatenate([first.array[None], rest], axis=0)  # [steps, *batch]
+    def cond(carry: tuple[Any, ...]) -> jax.Array:
+        t, done = carry[0], carry[3]
+        return (t < steps) & ~jnp.all(done)
+
+    def body(carry: tuple[Any, ...]) -> tuple[Any, ...]:
+        t, cache, token, done, out, length, key = carry
+        if every:
+            send = functools.partial(_stream_out, every)
+            jax.lax.cond(t % every == 0, send, lambda *_: None, stream, out, t - every, every)
+        logits, cache = model(Tensor(token[..., None], (*batch, pos)), cache=cache)
+        key, k = jax.random.split(key)
+        last = transpose(logits, *batch, pos, *(a for a in logits.axes if a not in (*batch, pos)))
+        token, now = pick(last.array[..., 0, :], k, done)
+        length = jnp.where(now & ~done, t + 1, length)
+        out = jax.lax.dynamic_update_index_in_dim(out, token, t, axis=out.ndim - 1)
+        return t + 1, cache, token, now, out, length, key
+
+    carry = (jnp.int32(1), cache, token, done, out, length, key)
+    t, _, _, _, out, length, _ = jax.lax.while_loop(cond, body, carry)
+    if every:  # what is left since the last chunk
+        start = ((t - 1) // every) * every
+        _stream_out(every, stream, out, start, t - start)
+    return out[..., :steps], length
 
 
+def _realigned(ids: jax.Array, lengths: jax.Array) -> jax.Array:
+    """Left-padded prompts ``[*batch, P]`` moved to the start of each row (right-padded)."""
+    n = ids.shape[-1]
+    shift = (n - lengths)[..., None]
+    where = (jnp.arange(n, dtype=jnp.int32).reshape((1,) * (shift.ndim - 1) + (n,)) + shift) % n
+    return jnp.take_along_axis(ids, where, axis=-1)
+
+
+def _check_sampler(temperature: float, top_k: int | None, top_p: float | None) -> _Sampler:
+    if isinstance(temperature, bool) or not isinstance(temperature, int | float):
+        raise TypeError(f"generate: temperature is a float >= 0, got {temperature!r}")
+    if not temperature >= 0:
+        raise ValueError(f"generate: temperature is a float >= 0, got {temperature!r}")
+    if top_k is not None:
+        top_k = positive_int("generate", "top_k", top_k)
+    if top_p is not None:
+        if isinstance(top_p, bool) or not isinstance(top_p, int | float):
+            raise TypeError(f"generate: top_p is a float in (0, 1], got {top_p!r}")
+        if not 0 < top_p <= 1:
+            raise ValueError(f"generate: top_p is a float in (0, 1], got {top_p!r}")
+    return _Sampler(float(temperature), top_k, None if top_p is None else float(top_p))
+
+
+def _check_stop(stop: int | Sequence[int] | None, pad_id: int | None) -> _Stop | None:
+    if stop is None:
+        if pad_id is not None:
+            raise TypeError("generate: pad_id is what follows a stop token: give stop= too")
+        return None
+    ids = (stop,) if isinstance(stop, int | np.integer) else tuple(stop)
+    if not ids or not all(isinstance(i, int | np.integer) and i >= 0 for i in ids):
+        raise TypeError(f"generate: stop is a token id or a sequence of them, got {stop!r}")
+    pad = int(ids[0]) if pad_id is None else pad_id
+    if isinstance(pad, bool) or not isinstance(pad, int | np.integer) or pad < 0:
+        raise TypeError(f"generate: pad_id is a token id (an int >= 0), got {pad_id!r}")
+    return _Stop(tuple(int(i) for i in ids), int(pad))
+
+
+def _prompt_lengths(
+    lengths: AnyTensor | Sequence[int] | jax.Array | None,
+    batch: tuple[type[Axis], ...],
+    shape: tuple[int, ...],
+    n_prompt: int,
+) -> jax.Array:
+    """Each row's prompt length, ``[*batch]`` in the prompt's batch order, checked."""
+    if lengths is None:
+        return jnp.full(shape, n_prompt, jnp.int32)
+    if isinstance(lengths, Tensor):
+        if set(lengths.axes) != set(batch) or len(lengths.axes) != len(batch):
+            raise AxisError(
+                f"generate: the lengths are over the prompt's batch axes ({axes_names(batch)}),"
+                f" got ({axes_names(lengths.axes)})"
+            )
+        arr = transpose(lengths, *batch).array
+    else:
+        arr = jnp.asarray(lengths)
+    if arr.shape != shape or not jnp.issubdtype(arr.dtype, jnp.integer):
+        raise AxisError(
+            f"generate: the lengths are integers of the batch's shape {shape}, got "
+            f"{arr.dtype} of shape {arr.shape}"
+        )
+    if not isinstance(arr, jax.core.Tracer) and (np.any(arr < 1) or np.any(arr > n_prompt)):
+        raise ValueError(
+            f"generate: each prompt's length is between 1 and the prompt's {n_prompt} "
+            f"positions, got {np.asarray(arr).tolist()}"
+        )
+    return arr.astype(jnp.int32)
+
+
+@overload
 def generate(
     model: Decoder[Any],
     prompt: Tensor[I32, *B],
@@ -105,25 +258,88 @@ def generate(
     *,
     temperature: float = 1.0,
     top_k: int | None = None,
+    top_p: float | None = None,
+    lengths: AnyTensor | Sequence[int] | jax.Array | None = None,
+    padding: Literal["right", "left"] = "right",
+    stop: None = None,
+    pad_id: None = None,
     max_len: int | None = None,
     pos: type[Axis] | None = None,
-) -> Tensor[I32, *B]:
-    """Continue ``prompt`` (token ids ``[*Batch, Pos]``) by ``steps`` tokens.
+    stream: StreamCallback | None = None,
+    stream_every: int = 8,
+) -> Tensor[I32, *B]: ...
+@overload
+def generate(
+    model: Decoder[Any],
+    prompt: Tensor[I32, *B],
+    steps: int,
+    key: jax.Array | None = None,
+    *,
+    temperature: float = 1.0,
+    top_k: int | None = None,
+    top_p: float | None = None,
+    lengths: AnyTensor | Sequence[int] | jax.Array | None = None,
+    padding: Literal["right", "left"] = "right",
+    stop: int | Sequence[int],
+    pad_id: int | None = None,
+    max_len: int | None = None,
+    pos: type[Axis] | None = None,
+    stream: StreamCallback | None = None,
+    stream_every: int = 8,
+) -> Generation[*B]: ...
+def generate(
+    model: Decoder[Any],
+    prompt: Tensor[I32, *B],
+    steps: int,
+    key: jax.Array | None = None,
+    *,
+    temperature: float = 1.0,
+    top_k: int | None = None,
+    top_p: float | None = None,
+    lengths: AnyTensor | Sequence[int] | jax.Array | None = None,
+    padding: Literal["right", "left"] = "right",
+    stop: int | Sequence[int] | None = None,
+    pad_id: int | None = None,
+    max_len: int | None = None,
+    pos: type[Axis] | None = None,
+    stream: StreamCallback | None = None,
+    stream_every: int = 8,
+) -> Tensor[I32, *B] | Generation[*B]:
+    """Continue each prompt (token ids ``[*Batch, Pos]``) by up to ``steps`` tokens.
 
-    One jitted program: ``model.init_cache(batch, max_len)``, a prefill of the whole prompt,
-    then ``steps - 1`` decode steps of one position each inside ``jax.lax.scan``: the decode
-    step is traced once whatever ``steps`` is, and every step runs the same weights (the
-    model's :class:`Decoder` protocol). ``max_len`` (static; default: the prompt's length
-    plus ``steps``) is the cache's size, and a prompt plus ``steps`` that exceeds it is an
-    error. ``temperature=0`` decodes greedily (``key`` may be ``None``); otherwise each token
-    is drawn from ``softmax(logits / temperature)``, among the ``top_k`` largest where
-    given, with keys split from ``key`` (the same key, the same tokens). ``pos`` is the
-    position axis (default: the prompt's last axis). Returns the new tokens: the prompt's
-    axes, ``pos`` of size ``steps``.
+    One jitted program: ``model.init_cache(batch, max_len)``, a prefill of the prompts, then
+    a decode loop of one position a step inside ``jax.lax.while_loop``: the step is traced
+    once whatever ``steps`` is, and every step runs the same weights (the model's
+    :class:`Decoder` protocol). ``max_len`` (static; default: the prompt's length plus
+    ``steps - 1``) is the cache's size.
+
+    Sampling: ``temperature=0`` decodes greedily (``key`` may be ``None``); otherwise each
+    token is drawn with keys split from ``key`` (the same key, the same tokens), from the
+    logits divided by ``temperature``, then kept to the ``top_k`` largest, then to the
+    smallest set whose probability reaches ``top_p`` (nucleus): transformers' order.
+
+    Ragged prompts: ``lengths`` (``[*Batch]``) gives each row's prompt length, the rest of
+    the row being padding, on the right (``padding="right"``, as ``Tokenizer.encode``
+    returns) or on the left (``"left"``: moved to the start of the row first). Each row's
+    cache holds its tokens from position 0, and its positions count from its own length,
+    so each row's tokens are those its prompt gives alone.
+
+    Stop tokens: with ``stop`` (an id or several; a tokenizer's ``eos_ids``) a row that
+    emits one stops; its later positions hold ``pad_id`` (default: the first stop id), and
+    the loop ends once every row has stopped. The call then returns a :class:`Generation`,
+    the tokens and each row's length (up to and including its stop token).
+
+    Streaming: ``stream(tokens, start)`` is called on the host with each ``stream_every``
+    new tokens (``[*Batch, n]`` numpy, the batch axes in the prompt's order; the last chunk
+    may be shorter) while the program runs; the callback is not part of the compiled
+    program, so a new one does not re-trace it.
+
+    Returns the new tokens: the prompt's axes, ``pos`` (default: the prompt's last axis) of
+    size ``steps``; with ``stop``, a :class:`Generation`.
 
     Example:
-        >>> out = ax.nn.generate(lm, prompt, 32, jax.random.key(0), temperature=0.8, top_k=40)
-        >>> ax.nn.generate(lm, prompt, 32, temperature=0)      # greedy
+        >>> out = ax.nn.generate(lm, prompt, 32, jax.random.key(0), temperature=0.8, top_p=0.9)
+        >>> tokens, lengths = ax.nn.generate(lm, ids, 32, temperature=0, lengths=n, stop=eos)
     """
     steps = positive_int("generate", "steps", steps)
     if not isinstance(prompt, Tensor) or not prompt.axes:
@@ -136,6 +352,8 @@ def generate(
             f"generate: the prompt ({axes_names(prompt.axes)}) has no position axis "
             f"{axis_name(pos)}"
         )
+    if padding not in ("right", "left"):
+        raise ValueError(f'generate: padding is "right" or "left", got {padding!r}')
     n_prompt = int(prompt.size(pos))
     need = n_prompt + steps - 1  # the last token drawn is never fed back
     max_len = need if max_len is None else positive_int("generate", "max_len", max_len)
@@ -144,14 +362,45 @@ def generate(
             f"generate: a prompt of {n_prompt} and {steps} steps need a cache of {need} "
             f"positions, max_len is {max_len}"
         )
-    temperature = non_negative_float("generate", "temperature", temperature)
-    if top_k is not None:
-        top_k = positive_int("generate", "top_k", top_k)
+    sampler = _check_sampler(temperature, top_k, top_p)
+    stops = _check_stop(stop, pad_id)
     if key is None:
-        if temperature != 0:
+        if sampler.temperature != 0:
             raise TypeError("generate: sampling (temperature > 0) needs a key")
         key = jax.random.key(0)
-    out = _generate(model, prompt, key, steps, pos, max_len, float(temperature), top_k)
     batch = tuple(a for a in prompt.axes if a is not pos)
-    tokens: AnyTensor = Tensor(out, (pos, *batch))
-    return cast("Tensor[I32, *B]", transpose(tokens, *prompt.axes))
+    ids = transpose(prompt, *batch, pos).array.astype(jnp.int32)
+    rows = _prompt_lengths(lengths, batch, ids.shape[:-1], n_prompt)
+    if padding == "left":
+        ids = _realigned(ids, rows)
+    every = 0 if stream is None else positive_int("generate", "stream_every", stream_every)
+    config = (steps, pos, batch, max_len, sampler, stops, every)
+    with _registered(stream, every) as handle:
+        out, length = _decode(model, ids, rows, key, jnp.int32(handle), config)
+        if stream is not None:
+            jax.block_until_ready(out)
+            jax.effects_barrier()
+    tokens: AnyTensor = transpose(Tensor(out, (*batch, pos)), *prompt.axes)
+    if stops is None:
+        return tokens  # type: ignore[return-value]  # the prompt's axes
+    return Generation(tokens, Tensor(length, batch))  # type: ignore[arg-type]  # as above
+
+
+class _registered:
+    """A stream's number for the compiled loop, while the call runs (0: no stream)."""
+
+    def __init__(self, stream: StreamCallback | None, every: int) -> None:
+        self.stream, self.every, self.handle = stream, every, 0
+
+    def __enter__(self) -> int:
+        if self.stream is not None:
+            if not callable(self.stream):
+                raise TypeError(f"generate: stream is a callable, got {self.stream!r}")
+            with _STREAMS_LOCK:
+                self.handle = next(_STREAM_IDS)
+                _STREAMS[self.handle] = (self.stream, self.every)
+        return self.handle
+
+    def __exit__(self, *exc: object) -> None:
+        with _STREAMS_LOCK:
+            _STREAMS.pop(self.handle, None)
