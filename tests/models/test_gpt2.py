@@ -218,7 +218,8 @@ def test_a_swapped_query_and_key_in_the_c_attn_split_fails_the_logits_check(
             e = dataclasses.replace(e, path=(k, q, v))
         entries.append(e)
     swapped = dataclasses.replace(gpt2.TABLE, entries=tuple(entries))
-    config = gpt2.GPT2Config(vocab_size=256, n_positions=64, n_embd=48, n_layer=2, n_head=4)
+    vocab = json.loads((FIXTURE / "config.json").read_text())["vocab_size"]
+    config = gpt2.GPT2Config(vocab_size=vocab, n_positions=64, n_embd=48, n_layer=2, n_head=4)
     template = eqx.filter_eval_shape(lambda k: GPT2(config, key=k), jax.random.key(1))
     wrong = load_weights(FIXTURE, template, swapped, layers=2)
     err = np.abs(np.asarray(_forward(wrong, _ids(refs)).array) - refs["logits"]).max()

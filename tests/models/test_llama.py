@@ -230,7 +230,7 @@ def test_mutation_query_heads_grouped_the_other_way_fail_the_logits_check() -> N
     (query head h on KV head h % n_kv instead of h // g) the logits move far off."""
     kv, g, hd = ax.nn.KVHead, ax.nn.GroupHead, ax.nn.HeadDim
     config = llama.LlamaConfig(
-        vocab_size=256,
+        vocab_size=json.loads((FIXTURES / "llama-kv2" / "config.json").read_text())["vocab_size"],
         hidden_size=48,
         intermediate_size=96,
         num_hidden_layers=2,
