@@ -205,3 +205,107 @@ def test_generate_errors_name_the_problem(key: jax.Array) -> None:
         ax.nn.generate(model, ax.astype(prompt, ax.F32), 8, temperature=0)  # type: ignore[arg-type]
     with pytest.raises(ax.AxisError, match=r"has no position axis Group"):
         ax.nn.generate(model, prompt, 8, temperature=0, pos=Group)
+    with pytest.raises(ValueError, match=r"top_p is a float in \(0, 1\], got 1.5"):
+        ax.nn.generate(model, prompt, 8, key, top_p=1.5)
+    with pytest.raises(TypeError, match=r"pad_id is what follows a stop token: give stop= too"):
+        ax.nn.generate(model, prompt, 8, temperature=0, pad_id=0)  # type: ignore[call-overload]
+    with pytest.raises(TypeError, match=r"stop is a token id or a sequence of them, got \[\]"):
+        ax.nn.generate(model, prompt, 8, temperature=0, stop=[])
+    with pytest.raises(ValueError, match=r"each prompt's length is between 1 and the prompt's 5"):
+        ax.nn.generate(model, prompt, 8, temperature=0, lengths=[0, 5])
+    with pytest.raises(ax.AxisError, match=r"the lengths are integers of the batch's shape"):
+        ax.nn.generate(model, prompt, 8, temperature=0, lengths=[1, 2, 3])
+    with pytest.raises(ax.AxisError, match=r"the lengths are over the prompt's batch axes"):
+        ax.nn.generate(model, prompt, 8, temperature=0, lengths=ax.arange(Group, 2))
+    with pytest.raises(ValueError, match=r'padding is "right" or "left", got \'middle\''):
+        ax.nn.generate(model, prompt, 8, temperature=0, padding="middle")  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match=r"stream is a callable, got 3"):
+        ax.nn.generate(model, prompt, 8, temperature=0, stream=3)  # type: ignore[arg-type]
+
+
+# ------------------------------------------- ragged prompts, stop tokens, streaming
+
+
+def test_ragged_rows_equal_their_prompts_alone(key: jax.Array) -> None:
+    """Rows of 2, 5 and 3 tokens, right- or left-padded: each row's tokens are its prompt's
+    alone (greedy, and sampled with a per-row key: the same key, the same draws)."""
+    model, prompt = TinyLM(key), _prompt(batch=3, n=5)
+    lengths = [2, 5, 3]
+    ids = np.asarray(prompt.array)
+    left = np.zeros_like(ids)
+    for row, n in enumerate(lengths):
+        left[row, 5 - n :] = ids[row, :n]
+    right = ax.nn.generate(model, prompt, 10, temperature=0, lengths=lengths)
+    lefts = ax.nn.generate(
+        model,
+        ax.tensor(left, Batch, Time, dtype=ax.I32),
+        10,
+        temperature=0,
+        lengths=lengths,
+        padding="left",
+    )
+    np.testing.assert_array_equal(np.asarray(right.array), np.asarray(lefts.array))
+    for row, n in enumerate(lengths):
+        alone = ax.tensor(ids[row : row + 1, :n], Batch, Time, dtype=ax.I32)
+        want = _recompute(model, alone, 10)[0]
+        np.testing.assert_array_equal(np.asarray(right.array)[row], want, err_msg=str(row))
+
+
+def test_a_row_that_emits_a_stop_token_stops(key: jax.Array) -> None:
+    """Stop ids taken from a first greedy run: a row stops at its first stop id (kept), its
+    later positions hold the pad id, the lengths say where; a row without one runs on."""
+    model, prompt = TinyLM(key), _prompt(batch=3)
+    free = np.asarray(ax.nn.generate(model, prompt, 12, temperature=0).array)
+    stop = int(free[0, 3])  # row 0 stops at step 3 at the latest
+    out, lengths = ax.nn.generate(model, prompt, 12, temperature=0, stop=[stop, 99], pad_id=12)
+    assert out.axes == (Batch, Time) and lengths.axes == (Batch,)
+    for row in range(3):
+        hits = np.flatnonzero(free[row] == stop)
+        n = int(hits[0]) + 1 if hits.size else 12
+        assert int(lengths.array[row]) == n
+        np.testing.assert_array_equal(np.asarray(out.array)[row, :n], free[row, :n])
+        assert (np.asarray(out.array)[row, n:] == 12).all()
+    assert int(lengths.array[0]) <= 4
+    default_pad, _ = ax.nn.generate(model, prompt, 12, temperature=0, stop=stop)
+    assert (np.asarray(default_pad.array)[0, int(lengths.array[0]) :] == stop).all()
+
+
+def test_the_loop_ends_when_every_row_has_stopped(key: jax.Array) -> None:
+    """Every row stops at its first token: the model runs the prefill and no decode step
+    (the step's logits would be streamed otherwise); the lengths are all 1."""
+    model, prompt = TinyLM(key), _prompt(batch=2)
+    first = np.asarray(ax.nn.generate(model, prompt, 1, temperature=0).array)[:, 0]
+    seen: list[np.ndarray] = []
+    out, lengths = ax.nn.generate(
+        model,
+        prompt,
+        50,
+        temperature=0,
+        stop=[int(t) for t in first],
+        pad_id=0,
+        stream=lambda t, start: seen.append(t),
+    )
+    assert lengths.array.tolist() == [1, 1]
+    assert len(seen) == 1 and seen[0].shape == (2, 1)  # one chunk: the first token
+
+
+def test_streaming_sends_every_token_once_in_order_without_a_retrace(key: jax.Array) -> None:
+    """Chunks of 3 of 8 tokens (3, 3, 2) arrive in order while the program runs and join
+    to the result; a second callback runs the same compiled program (one trace)."""
+    model, prompt = TinyLM(key), _prompt()
+    want = np.asarray(ax.nn.generate(model, prompt, 8, temperature=0).array)
+    for _ in range(2):
+        chunks: list[tuple[int, np.ndarray]] = []
+        out = ax.nn.generate(
+            model,
+            prompt,
+            8,
+            temperature=0,
+            stream=lambda t, s, c=chunks: c.append((s, t)),
+            stream_every=3,
+        )
+        assert [s for s, _ in chunks] == [0, 3, 6]
+        assert [c.shape for _, c in chunks] == [(2, 3), (2, 3), (2, 2)]
+        np.testing.assert_array_equal(np.concatenate([c for _, c in chunks], axis=1), want)
+        np.testing.assert_array_equal(np.asarray(out.array), want)
+    assert model.traces.count(1) == 2  # the decode step: once without a stream, once with
