@@ -126,6 +126,15 @@ def _save_hf(tmp: Path) -> None:
     save_weights(tmp, {}, Table("none", ()), layers=0)
 
 
+def _load_tokenizer(tmp: Path) -> None:
+    from axjax.models import gpt2, llama, load_tokenizer
+
+    fixture = Path(__file__).resolve().parent / "models" / "fixtures" / "llama-kv2"
+    _expect_raise(lambda: gpt2.tokenizer(tmp), "gpt2.tokenizer of an empty folder")
+    _expect_raise(lambda: llama.tokenizer(fixture), "llama.tokenizer")
+    load_tokenizer(fixture, pos=llama.Pos)
+
+
 def _fit_progress(tmp: Path) -> None:
     _tiny_fit(tmp, progress=True)
 
@@ -151,6 +160,7 @@ SCENARIOS: dict[str, Callable[[Path], None]] = {
     "ax.nn.load_safetensors": _load_safetensors,
     "axjax.models.load_weights": _load_hf,
     "axjax.models.save_weights": _save_hf,
+    "axjax.models.load_tokenizer (gpt2.tokenizer, llama.tokenizer)": _load_tokenizer,
     "fit(progress=True)": _fit_progress,
     "ax.train.download": _download,
 }

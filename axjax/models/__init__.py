@@ -1,11 +1,13 @@
 """axjax.models: pretrained models on named axes, read from and written to Hugging Face
 checkpoints (``config.json`` + ``model.safetensors``) through one declared table per
 architecture (:class:`Table` of :class:`Entry` rows, :func:`load_weights`,
-:func:`save_weights`).
+:func:`save_weights`); and their tokenizers (:class:`Tokenizer`, :func:`load_tokenizer`,
+``gpt2.tokenizer``, ``llama.tokenizer``: ``pip install "axjax[text]"``).
 
 Example:
     >>> from axjax.models import gpt2
     >>> model = gpt2.from_hf("tests/models/fixtures/gpt2")
+    >>> tok = gpt2.tokenizer("tests/models/fixtures/gpt2")
 """
 
 from . import gpt2 as gpt2
@@ -17,3 +19,5 @@ from ._hf import load_weights as load_weights
 from ._hf import read_config as read_config
 from ._hf import save_weights as save_weights
 from ._hf import write_config as write_config
+from ._tokenizer import Tokenizer as Tokenizer
+from ._tokenizer import load_tokenizer as load_tokenizer
