@@ -19,5 +19,7 @@ from ._hf import load_weights as load_weights
 from ._hf import read_config as read_config
 from ._hf import save_weights as save_weights
 from ._hf import write_config as write_config
+from ._text import Prompt as Prompt
+from ._text import generate_text as generate_text
 from ._tokenizer import Tokenizer as Tokenizer
 from ._tokenizer import load_tokenizer as load_tokenizer
