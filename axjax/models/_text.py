@@ -55,6 +55,16 @@ class _TextStream:
         if any(pieces):
             self.send(pieces)
 
+    def finish(self, texts: list[str]) -> None:
+        """The rest of each row's text (what was held back): the pieces join to ``texts``."""
+        rest = [
+            t[len(shown) :] if t.startswith(shown) else ""
+            for t, shown in zip(texts, self.shown, strict=True)
+        ]
+        self.shown = [shown + r for shown, r in zip(self.shown, rest, strict=True)]
+        if any(rest):
+            self.send(rest)
+
 
 @overload
 def generate_text(
@@ -147,4 +157,6 @@ def generate_text(
     else:  # no stop id: every row runs max_new_tokens
         tokens = run()
     out = tokenizer.decode(tokens, new, skip_special_tokens=True)
+    if on_tokens is not None:
+        on_tokens.finish(out)
     return out[0] if isinstance(prompts, str) else out
