@@ -39,6 +39,8 @@ Blocks = tuple[K, ...] | LayerStack[K, Layer]
 #: a model's KV cache: one per block (a tuple of blocks), or one stacked over ``Layer`` (a
 #: stack of blocks)
 Caches = tuple[KVCache, ...] | KVCache
+#: what the stack's scan carries through the layers: x, the stacked keys and values
+_Carry = tuple[Any, AnyTensor, AnyTensor]
 
 
 def make_blocks(
@@ -122,9 +124,8 @@ def run_cached(blocks: Blocks[Any], x: T, caches: Caches) -> tuple[T, Caches]:
         return x, tuple(new)
     assert isinstance(caches, KVCache)
     start, key_pos, axis = caches.length, caches.key_pos, caches.layer_axis
-    Carry = tuple[T, AnyTensor, AnyTensor]
 
-    def layer(block: Any, carry: Carry, i: jax.Array) -> tuple[Carry, jax.Array]:
+    def layer(block: Any, carry: _Carry, i: jax.Array) -> tuple[_Carry, jax.Array]:
         h, keys, values = carry  # every layer writes at the step's start
         h, cache = block(h, KVCache(keys, values, start, key_pos, axis, i))
         return (h, cache.keys, cache.values), cache.length.array

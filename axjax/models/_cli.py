@@ -17,6 +17,9 @@ from typing import Any
 
 import jax
 
+from ..nn import Decoder
+from ._tokenizer import Tokenizer
+
 __all__ = ["FAMILIES", "family_of", "load", "main"]
 
 #: config.json's model_type -> the family's module
@@ -43,7 +46,7 @@ def family_of(folder: str | Path) -> ModuleType:
     return families[kind]
 
 
-def load(folder: str | Path, *, unroll: bool = True) -> tuple[Any, Any]:
+def load(folder: str | Path, *, unroll: bool = True) -> tuple[Decoder[Any], Tokenizer[Any]]:
     """The model and the tokenizer of a Hugging Face folder.
 
     Example:
@@ -54,7 +57,9 @@ def load(folder: str | Path, *, unroll: bool = True) -> tuple[Any, Any]:
 
 
 def _parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="python -m axjax.models", description=__doc__.split("\n")[0])
+    p = argparse.ArgumentParser(
+        prog="python -m axjax.models", description=(__doc__ or "").split("\n")[0]
+    )
     sub = p.add_subparsers(dest="command", required=True)
     g = sub.add_parser("generate", help="continue prompts with a model folder")
     g.add_argument(

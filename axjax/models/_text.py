@@ -5,7 +5,6 @@ and turns the new tokens back into text, streamed as they come where asked.
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Callable, Sequence
 from typing import Any, final, overload
 
@@ -66,8 +65,8 @@ class _TextStream:
             self.send(rest)
 
 
-@overload
-def generate_text(
+@overload  # a str is a Sequence[str] too: the first overload wins
+def generate_text(  # type: ignore[overload-overlap]
     model: Decoder[Any],
     tokenizer: Tokenizer[Any],
     prompts: str,
@@ -134,28 +133,21 @@ def generate_text(
         stops = tuple(tokenizer.eos_ids)
     else:
         stops = (stop,) if isinstance(stop, int) else tuple(stop)
-    if isinstance(key, int) and not isinstance(key, bool):
-        key = jax.random.key(key)
-    rows = int(ids.size(Prompt))
+    if isinstance(key, bool) or not isinstance(key, int | jax.Array):
+        raise TypeError(f"generate_text: key is a jax.random.key or an int seed, got {key!r}")
+    rng = jax.random.key(key) if isinstance(key, int) else key
+    rows, pad = int(ids.size(Prompt)), tokenizer.pad_id
     on_tokens = None if stream is None else _TextStream(tokenizer, rows, stops, stream)
-    run = functools.partial(
-        generate,
-        model,
-        ids,
-        max_new_tokens,
-        key,
-        temperature=temperature,
-        top_k=top_k,
-        top_p=top_p,
-        lengths=lengths,
-        stream=on_tokens,
-        stream_every=stream_every,
-    )
+    options: dict[str, Any] = dict(
+        temperature=temperature, top_k=top_k, top_p=top_p, lengths=lengths,
+        stream=on_tokens, stream_every=stream_every,
+    )  # fmt: skip
     new: AnyTensor | None = None
     if stops:
-        tokens, new = run(stop=stops, pad_id=tokenizer.pad_id)
+        result = generate(model, ids, max_new_tokens, rng, stop=stops, pad_id=pad, **options)
+        tokens, new = result.tokens, result.lengths
     else:  # no stop id: every row runs max_new_tokens
-        tokens = run()
+        tokens = generate(model, ids, max_new_tokens, rng, **options)
     out = tokenizer.decode(tokens, new, skip_special_tokens=True)
     if on_tokens is not None:
         on_tokens.finish(out)

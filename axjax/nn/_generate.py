@@ -15,12 +15,23 @@ import functools
 import itertools
 import threading
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any, Generic, Literal, NamedTuple, Protocol, TypeVar, TypeVarTuple, overload
+from typing import (
+    Any,
+    Generic,
+    Literal,
+    NamedTuple,
+    Protocol,
+    TypeVar,
+    TypeVarTuple,
+    cast,
+    overload,
+)
 
 import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
+from jax.core import Tracer
 
 from ..core import I32, AnyTensor, Axis, AxisError, Tensor
 from ..core._internal import axes_names, axis_name, positive_int
@@ -158,7 +169,8 @@ def _decode(
 
     def cond(carry: tuple[Any, ...]) -> jax.Array:
         t, done = carry[0], carry[3]
-        return (t < steps) & ~jnp.all(done)
+        going: jax.Array = (t < steps) & ~jnp.all(done)
+        return going
 
     def body(carry: tuple[Any, ...]) -> tuple[Any, ...]:
         t, cache, token, done, out, length, key = carry
@@ -241,7 +253,7 @@ def _prompt_lengths(
             f"generate: the lengths are integers of the batch's shape {shape}, got "
             f"{arr.dtype} of shape {arr.shape}"
         )
-    if not isinstance(arr, jax.core.Tracer) and (np.any(arr < 1) or np.any(arr > n_prompt)):
+    if not isinstance(arr, Tracer) and (np.any(arr < 1) or np.any(arr > n_prompt)):
         raise ValueError(
             f"generate: each prompt's length is between 1 and the prompt's {n_prompt} "
             f"positions, got {np.asarray(arr).tolist()}"
@@ -369,7 +381,8 @@ def generate(
             raise TypeError("generate: sampling (temperature > 0) needs a key")
         key = jax.random.key(0)
     batch = tuple(a for a in prompt.axes if a is not pos)
-    ids = transpose(prompt, *batch, pos).array.astype(jnp.int32)
+    given = cast("AnyTensor", prompt)  # any axes: transposed by name
+    ids = transpose(given, *batch, pos).array.astype(jnp.int32)
     rows = _prompt_lengths(lengths, batch, ids.shape[:-1], n_prompt)
     if padding == "left":
         ids = _realigned(ids, rows)
@@ -378,12 +391,12 @@ def generate(
     with _registered(stream, every) as handle:
         out, length = _decode(model, ids, rows, key, jnp.int32(handle), config)
         if stream is not None:
-            jax.block_until_ready(out)
-            jax.effects_barrier()
+            out.block_until_ready()
+            jax.effects_barrier()  # type: ignore[no-untyped-call]  # every chunk delivered
     tokens: AnyTensor = transpose(Tensor(out, (*batch, pos)), *prompt.axes)
     if stops is None:
-        return tokens  # type: ignore[return-value]  # the prompt's axes
-    return Generation(tokens, Tensor(length, batch))  # type: ignore[arg-type]  # as above
+        return cast("Tensor[I32, *B]", tokens)  # the prompt's axes
+    return cast("Generation[*B]", Generation(tokens, Tensor(length, batch)))
 
 
 class _registered:

@@ -113,7 +113,7 @@ class KVCache(eqx.Module, Generic[_CD, _CK]):
                 f"KVCache.with_lengths: lengths of shape {arr.shape}, the cache's rows "
                 f"({axes_names(self.rows)}) are {self.length.array.shape}"
             )
-        length = Tensor(arr.astype(jnp.int32), self.rows)
+        length: Tensor[I32, *tuple[Any, ...]] = Tensor(arr.astype(jnp.int32), self.rows)
         return KVCache(self.keys, self.values, length, self.key_pos, self.layer_axis, self.layer)
 
     def read(self) -> tuple[Tensor[_CD, *tuple[Any, ...]], Tensor[_CD, *tuple[Any, ...]]]:
@@ -151,7 +151,7 @@ class KVCache(eqx.Module, Generic[_CD, _CK]):
         )
         put_keys = self._scatter(self.keys, keys, query_pos, start, n)
         put_values = self._scatter(self.values, values, query_pos, start, n)
-        length = Tensor(start + n, self.rows)
+        length: Tensor[I32, *tuple[Any, ...]] = Tensor(start + n, self.rows)
         return KVCache(put_keys, put_values, length, self.key_pos, self.layer_axis, self.layer)
 
     def _scatter(

@@ -16,6 +16,7 @@ from __future__ import annotations
 import argparse
 import time
 from pathlib import Path
+from typing import final
 
 import jax
 
@@ -28,6 +29,7 @@ DEFAULT_FOLDER = ROOT / "tests" / "models" / "fixtures" / "gpt2"
 PROMPTS = ["Once upon a time", "The cat", "Named axes make tensor programs"]
 
 
+@final
 class Batch(ax.Axis):
     """The prompts of a batch."""
 
