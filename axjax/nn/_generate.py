@@ -201,6 +201,33 @@ def _realigned(ids: jax.Array, lengths: jax.Array) -> jax.Array:
     return jnp.take_along_axis(ids, where, axis=-1)
 
 
+def _check_prompt(
+    prompt: object, steps: int, pos: type[Axis] | None, max_len: int | None, padding: str
+) -> tuple[type[Axis], int]:
+    """The prompt's position axis and the cache's length, checked."""
+    if not isinstance(prompt, Tensor) or not prompt.axes:
+        raise TypeError("generate: the prompt is a Tensor of token ids [*Batch, Pos]")
+    if not jnp.issubdtype(prompt.array.dtype, jnp.integer):
+        raise TypeError(f"generate: the prompt holds token ids, got {prompt.dtype.__name__}")
+    pos = prompt.axes[-1] if pos is None else pos
+    if pos not in prompt.axes:
+        raise AxisError(
+            f"generate: the prompt ({axes_names(prompt.axes)}) has no position axis "
+            f"{axis_name(pos)}"
+        )
+    if padding not in ("right", "left"):
+        raise ValueError(f'generate: padding is "right" or "left", got {padding!r}')
+    n_prompt = int(prompt.size(pos))
+    need = n_prompt + steps - 1  # the last token drawn is never fed back
+    max_len = need if max_len is None else positive_int("generate", "max_len", max_len)
+    if need > max_len:
+        raise ValueError(
+            f"generate: a prompt of {n_prompt} and {steps} steps need a cache of {need} "
+            f"positions, max_len is {max_len}"
+        )
+    return pos, max_len
+
+
 def _check_sampler(temperature: float, top_k: int | None, top_p: float | None) -> _Sampler:
     if isinstance(temperature, bool) or not isinstance(temperature, int | float):
         raise TypeError(f"generate: temperature is a float >= 0, got {temperature!r}")
@@ -354,26 +381,8 @@ def generate(
         >>> tokens, lengths = ax.nn.generate(lm, ids, 32, temperature=0, lengths=n, stop=eos)
     """
     steps = positive_int("generate", "steps", steps)
-    if not isinstance(prompt, Tensor) or not prompt.axes:
-        raise TypeError("generate: the prompt is a Tensor of token ids [*Batch, Pos]")
-    if not jnp.issubdtype(prompt.array.dtype, jnp.integer):
-        raise TypeError(f"generate: the prompt holds token ids, got {prompt.dtype.__name__}")
-    pos = prompt.axes[-1] if pos is None else pos
-    if pos not in prompt.axes:
-        raise AxisError(
-            f"generate: the prompt ({axes_names(prompt.axes)}) has no position axis "
-            f"{axis_name(pos)}"
-        )
-    if padding not in ("right", "left"):
-        raise ValueError(f'generate: padding is "right" or "left", got {padding!r}')
+    pos, max_len = _check_prompt(prompt, steps, pos, max_len, padding)
     n_prompt = int(prompt.size(pos))
-    need = n_prompt + steps - 1  # the last token drawn is never fed back
-    max_len = need if max_len is None else positive_int("generate", "max_len", max_len)
-    if need > max_len:
-        raise ValueError(
-            f"generate: a prompt of {n_prompt} and {steps} steps need a cache of {need} "
-            f"positions, max_len is {max_len}"
-        )
     sampler = _check_sampler(temperature, top_k, top_p)
     stops = _check_stop(stop, pad_id)
     if key is None:

@@ -12,8 +12,7 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 
-from ..core._internal import non_negative_float, positive_int
-from ..core._validate import check_float
+from ..core._internal import check_float, non_negative_float, positive_int
 
 __all__ = ["filtered_logits", "sample_tokens"]
 
