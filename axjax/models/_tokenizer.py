@@ -297,8 +297,8 @@ def load_tokenizer(folder: str | os.PathLike[str], *, pos: type[P]) -> Tokenizer
 
     Reads ``tokenizer.json``, else GPT-2's ``vocab.json`` + ``merges.txt`` (byte-level BPE
     as ``transformers``' ``GPT2Tokenizer``: no prefix space unless ``tokenizer_config.json``
-    says ``add_prefix_space``); the special tokens named in ``tokenizer_config.json`` (or
-    ``special_tokens_map.json``) are matched whole in the text. SentencePiece's
+    says ``add_prefix_space``); the special tokens the files below name (by token or by id)
+    are matched whole in the text, as ``transformers`` does. SentencePiece's
     ``tokenizer.model`` is not read (convert it: ``transformers`` writes a
     ``tokenizer.json`` with ``save_pretrained``). The special ids, each from the first file
     that names it: ``generation_config.json`` (``bos_token_id``, ``eos_token_id``, an int

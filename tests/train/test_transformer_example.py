@@ -75,15 +75,32 @@ def test_the_example_trains_checkpoints_and_samples(
 GPT2_FIXTURE = Path(__file__).resolve().parents[1] / "models" / "fixtures" / "gpt2"
 
 
+def _byte_gpt2(tmp_path: Path) -> Path:
+    """The GPT-2 fixture cut to a vocabulary of the 256 bytes (its token table's first 256
+    rows): the fixture's own vocabulary is a BPE of 384 tokens, which the example refuses."""
+    from safetensors.numpy import load_file, save_file
+
+    folder = tmp_path / "bytes"
+    folder.mkdir()
+    arrays = load_file(GPT2_FIXTURE / "model.safetensors")
+    arrays["transformer.wte.weight"] = np.ascontiguousarray(arrays["transformer.wte.weight"][:256])
+    save_file(arrays, folder / "model.safetensors", metadata={"format": "pt"})
+    config = json.loads((GPT2_FIXTURE / "config.json").read_text())
+    config.update(vocab_size=256, bos_token_id=0, eos_token_id=0)
+    (folder / "config.json").write_text(json.dumps(config))
+    return folder
+
+
 def test_the_example_starts_from_a_hugging_face_gpt2(
     example: Any, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     from axjax.models import gpt2
 
-    out = _run(example, tmp_path, "--steps", "4", "--init-from", str(GPT2_FIXTURE))
+    folder = _byte_gpt2(tmp_path)
+    out = _run(example, tmp_path, "--steps", "4", "--init-from", str(folder))
     assert out["steps"] == 4 and len(out["sample"]) == 8 and math.isfinite(out["bits"])
-    assert f"starting from {GPT2_FIXTURE}" in capsys.readouterr().out
-    trained, start = out["model"], gpt2.from_hf(GPT2_FIXTURE)
+    assert f"starting from {folder}" in capsys.readouterr().out
+    trained, start = out["model"], gpt2.from_hf(folder)
     assert isinstance(trained, gpt2.GPT2)
     # its blocks in one scan, as the example's own model (--unroll: a tuple)
     assert isinstance(trained.blocks, ax.nn.LayerStack)
@@ -94,21 +111,12 @@ def test_the_example_starts_from_a_hugging_face_gpt2(
         np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
 
 
-def test_init_from_refuses_a_vocabulary_that_is_not_bytes(example: Any, tmp_path: Path) -> None:
-    from safetensors.numpy import load_file, save_file
-
-    folder = tmp_path / "big"
-    folder.mkdir()
-    arrays = load_file(GPT2_FIXTURE / "model.safetensors")
-    wte = arrays["transformer.wte.weight"]
-    arrays["transformer.wte.weight"] = np.concatenate([wte, wte[:44]])  # 300 tokens
-    save_file(arrays, folder / "model.safetensors", metadata={"format": "pt"})
-    config = json.loads((GPT2_FIXTURE / "config.json").read_text())
-    (folder / "config.json").write_text(json.dumps({**config, "vocab_size": 300}))
+def test_init_from_refuses_a_vocabulary_that_is_not_bytes(example: Any) -> None:
+    """The GPT-2 fixture's vocabulary is a byte-level BPE of 384 tokens, not the bytes."""
     with pytest.raises(
-        SystemExit, match=r"a vocabulary of 300; this example reads bytes and needs 256"
+        SystemExit, match=r"a vocabulary of 384; this example reads bytes and needs 256"
     ):
-        example.pretrained(str(folder), example.PRESETS["test"])
+        example.pretrained(str(GPT2_FIXTURE), example.PRESETS["test"])
 
 
 def test_bf16_training_reaches_the_f32_loss(example: Any, tmp_path: Path) -> None:
