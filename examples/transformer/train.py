@@ -15,7 +15,7 @@ byte next to the unigram baseline, and samples text.
     python examples/transformer/train.py --preset tiny            # CPU, a few minutes
     python examples/transformer/train.py --preset gpt2-small --precision bf16   # a GPU
     python examples/transformer/train.py --devices 8 --parallel data+tensor  # 8 simulated CPUs
-    python examples/transformer/train.py --init-from tests/models/fixtures/gpt2  # fine-tune
+    python examples/transformer/train.py --init-from FOLDER  # fine-tune a byte-level GPT-2
 
 Two processes on one machine (each with 4 simulated CPU devices; one global mesh of 8)::
 
@@ -512,8 +512,9 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
         "--init-from",
         default=None,
         metavar="FOLDER",
-        help="start from a byte-level GPT-2 in Hugging Face format (config.json, "
-        "model.safetensors), e.g. tests/models/fixtures/gpt2",
+        help="start from a byte-level GPT-2 (vocab_size 256) in Hugging Face format "
+        "(config.json, model.safetensors); a BPE checkpoint's text goes through "
+        "axjax.models.generate_text instead",
     )
     p.add_argument("--limit-bytes", type=int, default=None, help="use the first N bytes")
     p.add_argument("--stdlib", default=None, help="corpus root (default: this Python's)")
