@@ -65,8 +65,8 @@ class _TextStream:
             self.send(rest)
 
 
-@overload  # a str is a Sequence[str] too: the first overload wins
-def generate_text(  # type: ignore[overload-overlap]
+@overload
+def generate_text(
     model: Decoder[Any],
     tokenizer: Tokenizer[Any],
     prompts: str,
@@ -84,7 +84,7 @@ def generate_text(  # type: ignore[overload-overlap]
 def generate_text(
     model: Decoder[Any],
     tokenizer: Tokenizer[Any],
-    prompts: Sequence[str],
+    prompts: list[str] | tuple[str, ...],
     *,
     max_new_tokens: int = 32,
     temperature: float = 0.0,

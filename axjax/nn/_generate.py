@@ -31,13 +31,19 @@ import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
-from jax.core import Tracer
 
 from ..core import I32, AnyTensor, Axis, AxisError, Tensor
-from ..core._internal import axes_names, axis_name, positive_int
+from ..core._internal import (
+    axes_names,
+    axis_name,
+    check_choice,
+    check_indices,
+    check_int,
+    positive_int,
+)
 from ..ops import transpose
 from ._kv_cache import KVCache
-from ._sampling import sample_tokens
+from ._sampling import check_sampler, sample_tokens
 
 __all__ = ["Decoder", "Generation", "generate"]
 
@@ -92,6 +98,10 @@ class _Stop(NamedTuple):
 _STREAMS: dict[int, tuple[StreamCallback, int]] = {}
 _STREAM_IDS = itertools.count(1)
 _STREAMS_LOCK = threading.Lock()
+
+
+#: ``jax.effects_barrier``, typed (JAX leaves it unannotated): waits for the callbacks
+_effects_barrier: Callable[[], None] = jax.effects_barrier
 
 
 def _emit(stream: np.ndarray, tokens: np.ndarray, start: np.ndarray, count: np.ndarray) -> None:
@@ -202,7 +212,7 @@ def _realigned(ids: jax.Array, lengths: jax.Array) -> jax.Array:
 
 
 def _check_prompt(
-    prompt: object, steps: int, pos: type[Axis] | None, max_len: int | None, padding: str
+    prompt: object, steps: int, pos: type[Axis] | None, max_len: int | None
 ) -> tuple[type[Axis], int]:
     """The prompt's position axis and the cache's length, checked."""
     if not isinstance(prompt, Tensor) or not prompt.axes:
@@ -215,8 +225,6 @@ def _check_prompt(
             f"generate: the prompt ({axes_names(prompt.axes)}) has no position axis "
             f"{axis_name(pos)}"
         )
-    if padding not in ("right", "left"):
-        raise ValueError(f'generate: padding is "right" or "left", got {padding!r}')
     n_prompt = int(prompt.size(pos))
     need = n_prompt + steps - 1  # the last token drawn is never fed back
     max_len = need if max_len is None else positive_int("generate", "max_len", max_len)
@@ -228,19 +236,8 @@ def _check_prompt(
     return pos, max_len
 
 
-def _check_sampler(temperature: float, top_k: int | None, top_p: float | None) -> _Sampler:
-    if isinstance(temperature, bool) or not isinstance(temperature, int | float):
-        raise TypeError(f"generate: temperature is a float >= 0, got {temperature!r}")
-    if not temperature >= 0:
-        raise ValueError(f"generate: temperature is a float >= 0, got {temperature!r}")
-    if top_k is not None:
-        top_k = positive_int("generate", "top_k", top_k)
-    if top_p is not None:
-        if isinstance(top_p, bool) or not isinstance(top_p, int | float):
-            raise TypeError(f"generate: top_p is a float in (0, 1], got {top_p!r}")
-        if not 0 < top_p <= 1:
-            raise ValueError(f"generate: top_p is a float in (0, 1], got {top_p!r}")
-    return _Sampler(float(temperature), top_k, None if top_p is None else float(top_p))
+#: token ids are int32 in the program
+_MAX_ID = 2**31 - 1
 
 
 def _check_stop(stop: int | Sequence[int] | None, pad_id: int | None) -> _Stop | None:
@@ -248,13 +245,14 @@ def _check_stop(stop: int | Sequence[int] | None, pad_id: int | None) -> _Stop |
         if pad_id is not None:
             raise TypeError("generate: pad_id is what follows a stop token: give stop= too")
         return None
-    ids = (stop,) if isinstance(stop, int | np.integer) else tuple(stop)
-    if not ids or not all(isinstance(i, int | np.integer) and i >= 0 for i in ids):
+    ids: tuple[object, ...] = tuple(stop) if isinstance(stop, Sequence) else (stop,)
+    if not ids:
         raise TypeError(f"generate: stop is a token id or a sequence of them, got {stop!r}")
-    pad = int(ids[0]) if pad_id is None else pad_id
-    if isinstance(pad, bool) or not isinstance(pad, int | np.integer) or pad < 0:
-        raise TypeError(f"generate: pad_id is a token id (an int >= 0), got {pad_id!r}")
-    return _Stop(tuple(int(i) for i in ids), int(pad))
+    what = "a token id (an int in [0, 2**31 - 1]) or a sequence of them"
+    checked = tuple(check_int("generate", "stop", i, 0, _MAX_ID, what) for i in ids)
+    pad = checked[0] if pad_id is None else pad_id
+    pad = check_int("generate", "pad_id", pad, 0, _MAX_ID, "a token id (an int >= 0)")
+    return _Stop(checked, pad)
 
 
 def _prompt_lengths(
@@ -280,11 +278,10 @@ def _prompt_lengths(
             f"generate: the lengths are integers of the batch's shape {shape}, got "
             f"{arr.dtype} of shape {arr.shape}"
         )
-    if not isinstance(arr, Tracer) and (np.any(arr < 1) or np.any(arr > n_prompt)):
-        raise ValueError(
-            f"generate: each prompt's length is between 1 and the prompt's {n_prompt} "
-            f"positions, got {np.asarray(arr).tolist()}"
-        )
+    check_indices(
+        "generate", arr, n_prompt + 1, low=1, what="length", noun="a prompt's length",
+        of=f"for a prompt of {n_prompt} positions", at="row",
+    )  # fmt: skip
     return arr.astype(jnp.int32)
 
 
@@ -380,10 +377,11 @@ def generate(
         >>> out = ax.nn.generate(lm, prompt, 32, jax.random.key(0), temperature=0.8, top_p=0.9)
         >>> tokens, lengths = ax.nn.generate(lm, ids, 32, temperature=0, lengths=n, stop=eos)
     """
+    check_choice("generate", "padding", padding, ("right", "left"))
     steps = positive_int("generate", "steps", steps)
-    pos, max_len = _check_prompt(prompt, steps, pos, max_len, padding)
+    pos, max_len = _check_prompt(prompt, steps, pos, max_len)
     n_prompt = int(prompt.size(pos))
-    sampler = _check_sampler(temperature, top_k, top_p)
+    sampler = _Sampler(*check_sampler("generate", temperature, top_k, top_p))
     stops = _check_stop(stop, pad_id)
     if key is None:
         if sampler.temperature != 0:
@@ -395,13 +393,14 @@ def generate(
     rows = _prompt_lengths(lengths, batch, ids.shape[:-1], n_prompt)
     if padding == "left":
         ids = _realigned(ids, rows)
-    every = 0 if stream is None else positive_int("generate", "stream_every", stream_every)
+    every = positive_int("generate", "stream_every", stream_every)
+    every = 0 if stream is None else every
     config = (steps, pos, batch, max_len, sampler, stops, every)
     with _registered(stream, every) as handle:
         out, length = _decode(model, ids, rows, key, jnp.int32(handle), config)
         if stream is not None:
             out.block_until_ready()
-            jax.effects_barrier()  # type: ignore[no-untyped-call]  # every chunk delivered
+            _effects_barrier()  # every chunk delivered
     tokens: AnyTensor = transpose(Tensor(out, (*batch, pos)), *prompt.axes)
     if stops is None:
         return cast("Tensor[I32, *B]", tokens)  # the prompt's axes

@@ -19,7 +19,7 @@ import jax.numpy as jnp
 from typing_extensions import TypeVar
 
 from ..core import I32, AnyTensor, Axis, AxisError, DType, Tensor
-from ..core._internal import axes_names, axis_name
+from ..core._internal import axes_names, axis_name, check_indices, int_in_range, positive_int
 from ..ops import rename, transpose
 
 __all__ = ["KVCache"]
@@ -71,6 +71,11 @@ class KVCache(eqx.Module, Generic[_CD, _CK]):
         return int(self.keys.size(self.key_pos))
 
     @property
+    def n_layers(self) -> int:
+        """The layers of a stacked cache (1 for one layer's)."""
+        return 1 if self.layer_axis is None else int(self.keys.size(self.layer_axis))
+
+    @property
     def rows(self) -> tuple[type[Axis], ...]:
         """The batch axes: one length each row."""
         return self.length.axes
@@ -84,6 +89,7 @@ class KVCache(eqx.Module, Generic[_CD, _CK]):
             >>> where = cache.positions(Time, 1)        # [Batch, Time=1]: each row's next
             >>> x = x + ax.broadcast(ax.take(table, Ctx, where), x)
         """
+        n = positive_int("KVCache.positions", "n", n)
         start = self.length.array
         steps = jnp.arange(n, dtype=jnp.int32).reshape((1,) * start.ndim + (n,))
         return Tensor(start[..., None] + steps, (*self.rows, query_pos))
@@ -92,6 +98,8 @@ class KVCache(eqx.Module, Generic[_CD, _CK]):
         """Layer ``layer``'s cache of a stacked one: it reads and writes that slice in place."""
         if self.layer_axis is None:
             raise TypeError("KVCache.layer_view: the cache is not stacked over a layer axis")
+        if not isinstance(layer, jax.Array):  # a traced index is the scan's own
+            layer = int_in_range("KVCache.layer_view", "layer", layer, 0, self.n_layers - 1)
         return KVCache(
             self.keys, self.values, self.length, self.key_pos, self.layer_axis, jnp.asarray(layer)
         )
@@ -113,6 +121,10 @@ class KVCache(eqx.Module, Generic[_CD, _CK]):
                 f"KVCache.with_lengths: lengths of shape {arr.shape}, the cache's rows "
                 f"({axes_names(self.rows)}) are {self.length.array.shape}"
             )
+        check_indices(
+            "KVCache.with_lengths", arr, self.max_len + 1, what="length",
+            noun="a row's length", of=f"for a cache of max_len {self.max_len}", at=self.rows,
+        )  # fmt: skip
         length: Tensor[I32, *tuple[Any, ...]] = Tensor(arr.astype(jnp.int32), self.rows)
         return KVCache(self.keys, self.values, length, self.key_pos, self.layer_axis, self.layer)
 

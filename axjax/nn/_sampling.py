@@ -9,12 +9,14 @@ draws from (the tests compare it with an oracle written from the definitions).
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import jax
 import jax.numpy as jnp
 
 from ..core._internal import check_float, non_negative_float, positive_int
 
-__all__ = ["filtered_logits", "sample_tokens"]
+__all__ = ["check_sampler", "filtered_logits", "sample_tokens"]
 
 
 def _check(
@@ -30,6 +32,14 @@ def _check(
         )
     if not jnp.issubdtype(logits.dtype, jnp.floating):
         raise TypeError(f"{where}: logits must be floating, got {logits.dtype}")
+    return check_sampler(where, temperature, top_k, top_p)
+
+
+def check_sampler(
+    where: str, temperature: float, top_k: int | None, top_p: float | None
+) -> tuple[float, int | None, float | None]:
+    """The sampler's options, checked: a temperature at least 0, ``top_k`` a positive int,
+    ``top_p`` in ``(0, 1]`` (``where`` names the caller in the message)."""
     temperature = non_negative_float(where, "temperature", temperature)
     if top_k is not None:
         top_k = positive_int(where, "top_k", top_k)
@@ -38,16 +48,17 @@ def _check(
     return temperature, top_k, top_p
 
 
+#: ``jax.lax.optimization_barrier``, typed (JAX leaves it unannotated)
+_barrier: Callable[[jax.Array], jax.Array] = jax.lax.optimization_barrier
+
+
 def _top_k_values(a: jax.Array, k: int) -> jax.Array:
     """The ``k`` largest of ``a`` along its last axis, in descending order ``[..., k]``.
 
     The barrier keeps XLA:CPU's ``TopK`` kernel: compared with ``a`` in the same fusion,
     the top-k became a sort of the whole vocabulary (2.6 s against 0.05 s for 64 rows of
     150k on two cores)."""
-    values: jax.Array = jax.lax.optimization_barrier(  # type: ignore[no-untyped-call]
-        jax.lax.top_k(a, k)[0]
-    )
-    return values
+    return _barrier(jax.lax.top_k(a, k)[0])
 
 
 def _nucleus_keep(probs: jax.Array, top_p: float) -> jax.Array:

@@ -58,7 +58,7 @@ import numpy as np
 import optax
 
 import axjax as ax
-from axjax.models import gpt2
+from axjax.models import Caches, gpt2
 from axjax.nn import Head, HeadDim
 
 __all__ = [
@@ -388,14 +388,12 @@ class GPT2Decoding(eqx.Module):
 
     model: gpt2.GPT2
 
-    def init_cache(
-        self, batch: Mapping[type[ax.Axis], int], max_len: int
-    ) -> tuple[ax.nn.KVCache, ...]:
+    def init_cache(self, batch: Mapping[type[ax.Axis], int], max_len: int) -> Caches:
         return self.model.init_cache(batch, max_len)
 
     def __call__(
-        self, ids: ax.Tensor[ax.I32, Batch, Pos], *, cache: tuple[ax.nn.KVCache, ...]
-    ) -> tuple[ax.Tensor[ax.F32, Batch, Pos, Vocab], tuple[ax.nn.KVCache, ...]]:
+        self, ids: ax.Tensor[ax.I32, Batch, Pos], *, cache: Caches
+    ) -> tuple[ax.Tensor[ax.F32, Batch, Pos, Vocab], Caches]:
         logits, cache = self.model(ax.rename(ids, Pos, gpt2.Pos), cache=cache)
         return _ours(logits), cache
 

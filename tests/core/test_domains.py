@@ -111,15 +111,19 @@ def domains() -> dict[str, tuple[Kind, Callable[[Any], Any]] | str]:
         ),
         "ax.nn.GroupedQueryAttention.init_cache": (
             floating,
-            lambda d: nn.GroupedQueryAttention(
-                A, 4, num_heads=2, num_kv_heads=1, query_pos=T, key=KEY
-            ).init_cache({B: 1}, 3, d),
+            lambda d: _keys_values(
+                nn.GroupedQueryAttention(
+                    A, 4, num_heads=2, num_kv_heads=1, query_pos=T, key=KEY
+                ).init_cache({B: 1}, 3, d)
+            ),
         ),
         "ax.nn.SwiGLU": (floating, lambda d: nn.SwiGLU(A, 3, B, 2, dtype=d, key=KEY)),
         "ax.nn.MultiheadAttention.init_cache": (
             floating,
-            lambda d: nn.MultiheadAttention(A, 4, num_heads=2, query_pos=T, key=KEY).init_cache(
-                {B: 1}, 3, d
+            lambda d: _keys_values(
+                nn.MultiheadAttention(A, 4, num_heads=2, query_pos=T, key=KEY).init_cache(
+                    {B: 1}, 3, d
+                )
             ),
         ),
         "ax.TensorType": "the type an op's type rule returns (any dtype: not a user call)",
@@ -150,6 +154,11 @@ def initialisers() -> list[str]:
         and not n.startswith("_")
         and "Initializer" in str(inspect.signature(fn).return_annotation)
     ]
+
+
+def _keys_values(cache: Any) -> Any:
+    """A cache's keys and values: in ``dtype``; its lengths are counts (``I32``)."""
+    return cache.keys, cache.values
 
 
 def with_dtype() -> list[str]:

@@ -133,6 +133,32 @@ def _trees(v: Any) -> Any:
     return ax.nn.TreeBatch.from_trees(trees, B)
 
 
+def _generate_lengths(lengths: Any) -> Any:
+    from tests.core.test_numeric_arguments import _decoder
+
+    rows = int(np.size(lengths))
+    prompt = ax.zeros((rows, 3), _decoder_batch(), _decoder_pos(), dtype=ax.I32)
+    return ax.nn.generate(_decoder(), prompt, 1, temperature=0, lengths=lengths)
+
+
+def _decoder_batch() -> Any:
+    from tests.core.test_numeric_arguments import A as batch
+
+    return batch
+
+
+def _decoder_pos() -> Any:
+    from tests.core.test_numeric_arguments import T as pos
+
+    return pos
+
+
+def _cache_lengths(lengths: Any) -> Any:
+    layer = ax.nn.MultiheadAttention(E, 4, num_heads=2, query_pos=T, key=KEY)
+    cache = layer.init_cache({B: int(np.size(lengths))}, 4)
+    return cache.with_lengths(ax.tensor(jnp.asarray(lengths), B))
+
+
 FIXTURES: dict[str, Fixture] = {
     "ax.take": Fixture(lambda v: ax.take(ax.ones((5, 2), A, B), A, ax.tensor(v, T)), 5),
     "ax.index": Fixture(
@@ -153,6 +179,8 @@ FIXTURES: dict[str, Fixture] = {
     "ax.train.Dataset": Fixture(_dataset_labels, 3, host=True),
     "ax.train.Loader": Fixture(_loader, 3, host=True),
     "ax.nn.TreeBatch.from_trees": Fixture(_trees, None, host=True),
+    "ax.nn.generate": Fixture(_generate_lengths, 4, low=1),  # a prompt's length: 1..3
+    "ax.nn.KVCache.with_lengths": Fixture(_cache_lengths, 5),  # a row's: 0..max_len 4
 }
 
 

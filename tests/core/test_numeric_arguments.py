@@ -158,6 +158,17 @@ def _decoder() -> _Tiny:
     return _Tiny(ax.nn.Embedding(New, B, 5, 4, key=KEY), attn)
 
 
+def _cache() -> Any:
+    return ax.nn.MultiheadAttention(B, 4, num_heads=2, query_pos=T, key=KEY).init_cache({A: 2}, 4)
+
+
+def _stacked_cache() -> Any:
+    """A cache of 3 layers, stacked over ``Layer`` (a stacked model's)."""
+    one = _cache()
+    stack = [ax.stack([t] * 3, ax.nn.Layer) for t in (one.keys, one.values)]
+    return ax.nn.KVCache(*stack, one.length, one.key_pos, ax.nn.Layer)
+
+
 def _ckpts(tmp: Path) -> ax.train.Checkpoints:
     ckpts = ax.train.Checkpoints(tmp / "ckpts", keep=2)
     if not ckpts.steps():
@@ -472,10 +483,23 @@ def fixtures(tmp: Path) -> dict[str, Fixture | Exempt]:
             ).init_cache(batch, max_len),
         ),
         "ax.nn.generate": Fixture(
-            {"steps": 2, "temperature": 0.5, "top_k": 2, "max_len": 4},
+            {
+                "steps": 2,
+                "temperature": 0.5,
+                "top_k": 2,
+                "top_p": 0.9,
+                "max_len": 4,
+                "stop": 3,
+                "pad_id": 0,
+                "stream_every": 2,
+            },  # fmt: skip
             lambda **kw: nn.generate(
                 _decoder(), ax.zeros((1, 2), A, T, dtype=ax.I32), key=KEY, **kw
             ),
+        ),
+        "ax.nn.KVCache.positions": Fixture({"n": 2}, lambda n: _cache().positions(T, n)),
+        "ax.nn.KVCache.layer_view": Fixture(
+            {"layer": 1}, lambda layer: _stacked_cache().layer_view(layer)
         ),
         "ax.nn.Decoder.init_cache": Exempt("a protocol: the user's model implements it"),
         "ax.rearrange": Fixture(

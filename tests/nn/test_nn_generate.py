@@ -205,19 +205,25 @@ def test_generate_errors_name_the_problem(key: jax.Array) -> None:
         ax.nn.generate(model, ax.astype(prompt, ax.F32), 8, temperature=0)  # type: ignore[arg-type]
     with pytest.raises(ax.AxisError, match=r"has no position axis Group"):
         ax.nn.generate(model, prompt, 8, temperature=0, pos=Group)
-    with pytest.raises(ValueError, match=r"top_p is a float in \(0, 1\], got 1.5"):
+    with pytest.raises(ValueError, match=r"top_p must be a number in \(0, 1\], got 1.5"):
         ax.nn.generate(model, prompt, 8, key, top_p=1.5)
     with pytest.raises(TypeError, match=r"pad_id is what follows a stop token: give stop= too"):
         ax.nn.generate(model, prompt, 8, temperature=0, pad_id=0)  # type: ignore[call-overload]
     with pytest.raises(TypeError, match=r"stop is a token id or a sequence of them, got \[\]"):
         ax.nn.generate(model, prompt, 8, temperature=0, stop=[])
-    with pytest.raises(ValueError, match=r"each prompt's length is between 1 and the prompt's 5"):
+    with pytest.raises(
+        ValueError, match=r"stop must be a token id \(an int in \[0, 2\*\*31 - 1\]\)"
+    ):
+        ax.nn.generate(model, prompt, 8, temperature=0, stop=[1, -2])
+    with pytest.raises(
+        ValueError, match=r"length 0 \(at row 0\) is not a prompt's length: .* \[1, 6\)"
+    ):
         ax.nn.generate(model, prompt, 8, temperature=0, lengths=[0, 5])
     with pytest.raises(ax.AxisError, match=r"the lengths are integers of the batch's shape"):
         ax.nn.generate(model, prompt, 8, temperature=0, lengths=[1, 2, 3])
     with pytest.raises(ax.AxisError, match=r"the lengths are over the prompt's batch axes"):
         ax.nn.generate(model, prompt, 8, temperature=0, lengths=ax.arange(Group, 2))
-    with pytest.raises(ValueError, match=r'padding is "right" or "left", got \'middle\''):
+    with pytest.raises(ValueError, match=r"padding must be one of 'right', 'left', got 'middle'"):
         ax.nn.generate(model, prompt, 8, temperature=0, padding="middle")  # type: ignore[arg-type]
     with pytest.raises(TypeError, match=r"stream is a callable, got 3"):
         ax.nn.generate(model, prompt, 8, temperature=0, stream=3)  # type: ignore[arg-type]
@@ -309,3 +315,40 @@ def test_streaming_sends_every_token_once_in_order_without_a_retrace(key: jax.Ar
         np.testing.assert_array_equal(np.concatenate([c for _, c in chunks], axis=1), want)
         np.testing.assert_array_equal(np.asarray(out.array), want)
     assert model.traces.count(1) == 2  # the decode step: once without a stream, once with
+
+
+# ---------------------------------------------------- the cache's rows and stacked views
+
+
+def test_each_row_writes_at_its_own_length_and_the_rest_is_untouched(key: jax.Array) -> None:
+    """Rows of lengths 1 and 3: a write of 2 positions lands at 1..2 and 3..4 of each row
+    (the values' oracle by numpy), nothing else changes; the per-row causal mask and
+    positions follow; with_lengths checks its rows."""
+    mha = ax.nn.MultiheadAttention(Embed, 8, num_heads=2, query_pos=Time, causal=True, key=key)
+    cache = mha.init_cache({Batch: 2}, max_len=6)
+    before = np.asarray(
+        ax.normal(key, (2, 2, 6, 4), Batch, ax.nn.Head, ax.nn.KeyPos, ax.nn.HeadDim).array
+    )
+    cache = ax.nn.KVCache(
+        ax.tensor(before, Batch, ax.nn.Head, ax.nn.KeyPos, ax.nn.HeadDim),
+        ax.tensor(before, Batch, ax.nn.Head, ax.nn.KeyPos, ax.nn.HeadDim),
+        ax.tensor(np.array([1, 3], np.int32), Batch, dtype=ax.I32),
+        ax.nn.KeyPos,
+    )
+    new = ax.normal(jax.random.key(5), (2, 4, 2, 2), ax.nn.Head, ax.nn.HeadDim, Batch, Time)
+    out = cache.write(new, new, Time)
+    want = before.copy()
+    arr = np.asarray(ax.transpose(new, Batch, ax.nn.Head, Time, ax.nn.HeadDim).array)
+    want[0, :, 1:3], want[1, :, 3:5] = arr[0], arr[1]
+    np.testing.assert_array_equal(np.asarray(out.keys.array), want)
+    assert out.length.array.tolist() == [3, 5]
+    assert cache.positions(Time, 2).array.tolist() == [[1, 2], [3, 4]]
+    assert out.with_lengths([2, 2]).length.array.tolist() == [2, 2]
+    with pytest.raises(
+        ax.AxisError, match=r"lengths over \(Group\), the cache's rows are \(Batch\)"
+    ):
+        out.with_lengths(ax.arange(Group, 2))
+    with pytest.raises(ax.AxisError, match=r"lengths of shape \(3,\), the cache's rows"):
+        out.with_lengths([1, 2, 3])
+    with pytest.raises(TypeError, match=r"the cache is not stacked over a layer axis"):
+        out.layer_view(0)

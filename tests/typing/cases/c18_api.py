@@ -270,6 +270,10 @@ reveal_type(ax.nn.GlobalAvgPool.__call__)  # show
 reveal_type(ax.nn.GlobalMaxPool.__call__)  # show
 reveal_type(ax.nn.GroupedQueryAttention.__call__)  # show
 reveal_type(ax.nn.GroupedQueryAttention.init_cache)  # show
+reveal_type(ax.nn.KVCache.layer_view)  # show
+reveal_type(ax.nn.KVCache.positions)  # show
+reveal_type(ax.nn.KVCache.read)  # show
+reveal_type(ax.nn.KVCache.with_lengths)  # show
 reveal_type(ax.nn.KVCache.write)  # show
 reveal_type(ax.nn.LSTMCell.__call__)  # show
 reveal_type(ax.nn.LSTMCell.init_state)  # show

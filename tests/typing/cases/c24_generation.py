@@ -19,9 +19,8 @@ folder = "tests/models/fixtures/gpt2"
 model = gpt2.from_hf(folder)
 tok = gpt2.tokenizer(folder)
 ids, lengths = tok.encode(["Hello world", "and"], batch=Batch)
-reveal_type(
-    ax.nn.generate(model, ids, 4, temperature=0, lengths=lengths)
-)  # want: Tensor[I32, Batch, Pos]
+greedy = ax.nn.generate(model, ids, 4, temperature=0, lengths=lengths)
+reveal_type(greedy)  # want: Tensor[I32, Batch, Pos]
 out = ax.nn.generate(model, ids, 4, jax.random.key(0), top_p=0.9, lengths=lengths, stop=tok.eos_ids)
 reveal_type(out.tokens)  # want: Tensor[I32, Batch, Pos]
 tokens, new = out
@@ -33,7 +32,6 @@ reveal_type(cache)  # want: tuple[KVCache[Any, Any], ...] | KVCache[Any, Any]
 logits, cache = model(ids, cache=cache)
 reveal_type(logits)  # want: Tensor[F32, Batch, Pos, Vocab]
 reveal_type(generate_text(model, tok, "Hello", max_new_tokens=4))  # want: str
-reveal_type(
-    generate_text(model, tok, ["Hello", "and"], max_new_tokens=4, top_p=0.9)
-)  # want: list[str]
+texts = generate_text(model, tok, ["Hello", "and"], max_new_tokens=4, top_p=0.9)
+reveal_type(texts)  # want: list[str]
 reveal_type(ax.nn.KVCache.positions)  # show
