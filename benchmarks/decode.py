@@ -8,6 +8,12 @@ what a model without a cache does: each new token runs the model over the window
 Python loop. Both generate ``steps`` tokens after a prompt of ``prompt`` tokens, greedily.
 
     python -m benchmarks.decode            # the table of BENCHMARKS.md
+    python -m benchmarks.decode --gpt2     # GPT-2 124M: both forms of the blocks, a ragged batch
+
+``--gpt2`` decodes with ``axjax.models.gpt2.GPT2`` at GPT-2 small's size (12 layers, width
+768, vocabulary 50257, random weights) against a cache of its 1024 positions: the blocks
+unrolled (a cache per block) and stacked (one cache stacked over ``Layer``, written in place
+by the scan), at batch 1 and 8, and a ragged batch of 8 prompts (``lengths=``).
 """
 
 from __future__ import annotations
@@ -16,7 +22,7 @@ import argparse
 import statistics
 import time
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, final
 
 import equinox as eqx
 import jax
@@ -25,7 +31,7 @@ import numpy as np
 
 import axjax as ax
 
-__all__ = ["bench_decode", "markdown", "main"]
+__all__ = ["bench_decode", "bench_gpt2", "gpt2_markdown", "markdown", "main"]
 
 
 def _example() -> Any:
@@ -105,11 +111,64 @@ def markdown(rows: list[dict[str, Any]]) -> str:
     return "\n".join(lines)
 
 
+@final
+class Batch(ax.Axis):
+    """The rows of a GPT-2 batch."""
+
+
+def bench_gpt2(
+    config: Any = None,
+    batches: Sequence[int] = (1, 8),
+    prompt: int = 16,
+    steps: int = 32,
+    rounds: int = 3,
+) -> list[dict[str, Any]]:
+    """Tokens per second of greedy ``ax.nn.generate`` on a GPT-2 (``config``: GPT-2 small by
+    default) at a cache of its ``n_positions``, both forms of the blocks; the last row of
+    each form is a ragged batch (prompts of ``prompt // 2 .. prompt`` tokens)."""
+    from axjax.models import gpt2
+
+    config = config or gpt2.GPT2Config()
+    rng = np.random.default_rng(0)
+    rows = []
+    for unroll in (True, False):
+        model = gpt2.GPT2(config, key=jax.random.key(0), unroll=unroll)
+        for b, ragged in [*((b, False) for b in batches), (max(batches), True)]:
+            ids = rng.integers(0, config.vocab_size, (b, prompt)).astype(np.int32)
+            prompt_t = ax.tensor(ids, Batch, gpt2.Pos, dtype=ax.I32)
+            lengths = np.linspace(prompt // 2, prompt, b).astype(np.int32) if ragged else None
+
+            def run(p: Any = prompt_t, n: Any = lengths, m: Any = model) -> Any:
+                out = ax.nn.generate(
+                    m, p, steps, temperature=0, lengths=n, max_len=config.n_positions
+                )
+                return out.array
+
+            seconds = _time(run, rounds)
+            rows.append(
+                {"form": "unrolled" if unroll else "stacked", "batch": b, "ragged": ragged,
+                 "tok_s": b * steps / seconds, "ms_per_step": 1e3 * seconds / steps}
+            )  # fmt: skip
+    return rows
+
+
+def gpt2_markdown(rows: list[dict[str, Any]]) -> str:
+    lines = ["| blocks | batch | tokens/s | ms per step |", "|---|---:|---:|---:|"]
+    for r in rows:
+        batch = f"{r['batch']} (ragged)" if r["ragged"] else str(r["batch"])
+        lines.append(f"| {r['form']} | {batch} | {r['tok_s']:,.1f} | {r['ms_per_step']:,.1f} |")
+    return "\n".join(lines)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m benchmarks.decode", description=__doc__)
     p.add_argument("--steps", type=int, default=48)
     p.add_argument("--rounds", type=int, default=3)
+    p.add_argument("--gpt2", action="store_true", help="GPT-2 124M, both forms of the blocks")
     args = p.parse_args(argv)
+    if args.gpt2:
+        print(gpt2_markdown(bench_gpt2(steps=args.steps, rounds=args.rounds)))
+        return 0
     print(markdown(bench_decode(steps=args.steps, rounds=args.rounds)))
     return 0
 
