@@ -51,8 +51,10 @@ from ._interop import resolve_axis as resolve_axis
 from ._jax_typed import PyTree as PyTree
 from ._jax_typed import block_until_ready as block_until_ready
 from ._jax_typed import config_update as config_update
+from ._jax_typed import effects_barrier as effects_barrier
 from ._jax_typed import finfo_max as finfo_max
 from ._jax_typed import finfo_min as finfo_min
+from ._jax_typed import optimization_barrier as optimization_barrier
 from ._jax_typed import pspec as pspec
 from ._jax_typed import reshard as reshard
 from ._jax_typed import shape_dtype_struct as shape_dtype_struct

@@ -17,6 +17,7 @@ Example:
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any, TypeAlias, TypeVar
 
 import jax
@@ -29,8 +30,10 @@ __all__ = [
     "PyTree",
     "block_until_ready",
     "config_update",
+    "effects_barrier",
     "finfo_max",
     "finfo_min",
+    "optimization_barrier",
     "pspec",
     "reshard",
     "shape_dtype_struct",
@@ -136,3 +139,28 @@ def block_until_ready(tree: T) -> T:
     """
     out: T = jax.block_until_ready(tree)  # type: ignore[no-untyped-call, unused-ignore]  # JAX leaves it unannotated
     return out
+
+
+# JAX leaves these unannotated: typed once here, by assignment (no ignore at each call)
+_optimization_barrier: Callable[[Any], Any] = jax.lax.optimization_barrier
+_effects_barrier: Callable[[], None] = jax.effects_barrier
+
+
+def optimization_barrier(x: T) -> T:
+    """``jax.lax.optimization_barrier(x)``: ``x`` unchanged, kept out of the fusions of what
+    surrounds it.
+
+    Example:
+        >>> values = optimization_barrier(jax.lax.top_k(a, k)[0])
+    """
+    out: T = _optimization_barrier(x)
+    return out
+
+
+def effects_barrier() -> None:
+    """``jax.effects_barrier()``: wait until every host callback issued so far has run.
+
+    Example:
+        >>> effects_barrier()
+    """
+    _effects_barrier()

@@ -39,6 +39,7 @@ from ..core._internal import (
     check_choice,
     check_indices,
     check_int,
+    effects_barrier,
     positive_int,
 )
 from ..ops import transpose
@@ -98,10 +99,6 @@ class _Stop(NamedTuple):
 _STREAMS: dict[int, tuple[StreamCallback, int]] = {}
 _STREAM_IDS = itertools.count(1)
 _STREAMS_LOCK = threading.Lock()
-
-
-#: ``jax.effects_barrier``, typed (JAX leaves it unannotated): waits for the callbacks
-_effects_barrier: Callable[[], None] = jax.effects_barrier
 
 
 def _emit(stream: np.ndarray, tokens: np.ndarray, start: np.ndarray, count: np.ndarray) -> None:
@@ -396,15 +393,29 @@ def generate(
     every = positive_int("generate", "stream_every", stream_every)
     every = 0 if stream is None else every
     config = (steps, pos, batch, max_len, sampler, stops, every)
-    with _registered(stream, every) as handle:
-        out, length = _decode(model, ids, rows, key, jnp.int32(handle), config)
-        if stream is not None:
-            out.block_until_ready()
-            _effects_barrier()  # every chunk delivered
+    out, length = _run(model, ids, rows, key, config, stream)
     tokens: AnyTensor = transpose(Tensor(out, (*batch, pos)), *prompt.axes)
     if stops is None:
         return cast("Tensor[I32, *B]", tokens)  # the prompt's axes
     return cast("Generation[*B]", Generation(tokens, Tensor(length, batch)))
+
+
+def _run(
+    model: Decoder[Any],
+    ids: jax.Array,
+    rows: jax.Array,
+    key: jax.Array,
+    config: tuple[int, type[Axis], tuple[type[Axis], ...], int, _Sampler, _Stop | None, int],
+    stream: StreamCallback | None,
+) -> tuple[jax.Array, jax.Array]:
+    """The compiled loop, with ``stream`` registered while it runs and every chunk delivered
+    before the call returns."""
+    with _registered(stream, config[-1]) as handle:
+        out, length = _decode(model, ids, rows, key, jnp.int32(handle), config)
+        if stream is not None:
+            out.block_until_ready()
+            effects_barrier()
+    return out, length
 
 
 class _registered:

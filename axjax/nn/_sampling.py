@@ -9,12 +9,10 @@ draws from (the tests compare it with an oracle written from the definitions).
 
 from __future__ import annotations
 
-from collections.abc import Callable
-
 import jax
 import jax.numpy as jnp
 
-from ..core._internal import check_float, non_negative_float, positive_int
+from ..core._internal import check_float, non_negative_float, optimization_barrier, positive_int
 
 __all__ = ["check_sampler", "filtered_logits", "sample_tokens"]
 
@@ -48,17 +46,13 @@ def check_sampler(
     return temperature, top_k, top_p
 
 
-#: ``jax.lax.optimization_barrier``, typed (JAX leaves it unannotated)
-_barrier: Callable[[jax.Array], jax.Array] = jax.lax.optimization_barrier
-
-
 def _top_k_values(a: jax.Array, k: int) -> jax.Array:
     """The ``k`` largest of ``a`` along its last axis, in descending order ``[..., k]``.
 
     The barrier keeps XLA:CPU's ``TopK`` kernel: compared with ``a`` in the same fusion,
     the top-k became a sort of the whole vocabulary (2.6 s against 0.05 s for 64 rows of
     150k on two cores)."""
-    return _barrier(jax.lax.top_k(a, k)[0])
+    return optimization_barrier(jax.lax.top_k(a, k)[0])
 
 
 def _nucleus_keep(probs: jax.Array, top_p: float) -> jax.Array:

@@ -9,10 +9,9 @@ from benchmarks.decode import bench_gpt2, gpt2_markdown
 
 def test_the_gpt2_decoding_table_has_every_form_and_batch() -> None:
     config = gpt2.GPT2Config(vocab_size=64, n_positions=32, n_embd=16, n_layer=2, n_head=2)
-    rows = bench_gpt2(config, batches=(1, 2), prompt=4, steps=3, rounds=1)
+    rows = bench_gpt2(config, batches=(2,), prompt=4, steps=2, rounds=1)
     assert [(r["form"], r["batch"], r["ragged"]) for r in rows] == [
-        ("unrolled", 1, False), ("unrolled", 2, False), ("unrolled", 2, True),
-        ("stacked", 1, False), ("stacked", 2, False), ("stacked", 2, True),
+        ("unrolled", 2, False), ("unrolled", 2, True), ("stacked", 2, False), ("stacked", 2, True),
     ]  # fmt: skip
     assert all(r["tok_s"] > 0 for r in rows)
-    assert gpt2_markdown(rows).count("\n") == 7 and "2 (ragged)" in gpt2_markdown(rows)
+    assert gpt2_markdown(rows).count("\n") == 5 and "2 (ragged)" in gpt2_markdown(rows)

@@ -34,7 +34,7 @@ def _load(name: str) -> tuple[Any, Any]:
     return load(FIXTURES / name)
 
 
-@pytest.mark.parametrize("name", NAMES)
+@pytest.mark.parametrize("name", ["gpt2", "llama-kv1"])  # both families (the ids: test_tokenizer)
 def test_generate_text_is_generate_then_decode(name: str) -> None:
     """The batch's texts are the tokenizer's decode of ``ax.nn.generate`` on its encoding
     (with its EOS ids as the stop tokens); one string gives one string, the first row's."""
@@ -85,14 +85,18 @@ def test_the_command_line_generates_and_streams(capsys: pytest.CaptureFixture[st
     assert capsys.readouterr().out == PROMPTS[0] + want[0] + "\n"  # streamed, then a newline
 
 
-def test_the_command_line_runs_as_a_module_and_names_a_bad_folder(tmp_path: Path) -> None:
-    run = functools.partial(subprocess.run, capture_output=True, text=True, cwd=ROOT)
-    ok = run([sys.executable, "-m", "axjax.models", "generate", str(FIXTURES / "llama-kv1"),
-              "--prompt", "Hello", "--max-new-tokens", "4", "--no-stream"])  # fmt: skip
+def test_the_command_line_runs_as_a_module_and_names_a_bad_folder(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    ok = subprocess.run(
+        [sys.executable, "-m", "axjax.models", "generate", str(FIXTURES / "llama-kv1"),
+         "--prompt", "Hello", "--max-new-tokens", "4", "--no-stream"],
+        capture_output=True, text=True, cwd=ROOT,
+    )  # fmt: skip
     assert ok.returncode == 0, ok.stderr
     assert ok.stdout.startswith("Hello")
-    bad = run([sys.executable, "-m", "axjax.models", "generate", str(tmp_path), "--prompt", "x"])
-    assert bad.returncode == 2 and f"no config.json in {tmp_path}" in bad.stderr
+    assert main(["generate", str(tmp_path), "--prompt", "x"]) == 2
+    assert f"no config.json in {tmp_path}" in capsys.readouterr().err
     (tmp_path / "config.json").write_text('{"model_type": "bert"}')
     with pytest.raises(ValueError, match=r"is a 'bert' checkpoint; the families are gpt2, llama"):
         family_of(tmp_path)
