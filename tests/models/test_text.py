@@ -34,7 +34,7 @@ def _load(name: str) -> tuple[Any, Any]:
     return load(FIXTURES / name)
 
 
-@pytest.mark.parametrize("name", ["gpt2", "llama-kv1"])  # both families (the ids: test_tokenizer)
+@pytest.mark.parametrize("name", ["gpt2"])  # the text path; each family: test_generation.py
 def test_generate_text_is_generate_then_decode(name: str) -> None:
     """The batch's texts are the tokenizer's decode of ``ax.nn.generate`` on its encoding
     (with its EOS ids as the stop tokens); one string gives one string, the first row's."""
