@@ -13,6 +13,7 @@ Example:
 from . import gpt2 as gpt2
 from . import llama as llama
 from ._blocks import Caches as Caches
+from ._cli import load_pretrained as load_pretrained
 from ._hf import ConversionError as ConversionError
 from ._hf import Entry as Entry
 from ._hf import Table as Table

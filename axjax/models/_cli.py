@@ -20,7 +20,7 @@ import jax
 from ..nn import Decoder
 from ._tokenizer import Tokenizer
 
-__all__ = ["FAMILIES", "family_of", "load", "main"]
+__all__ = ["FAMILIES", "family_of", "load_pretrained", "main"]
 
 #: config.json's model_type -> the family's module
 FAMILIES = ("gpt2", "llama")
@@ -46,11 +46,14 @@ def family_of(folder: str | Path) -> ModuleType:
     return families[kind]
 
 
-def load(folder: str | Path, *, unroll: bool = True) -> tuple[Decoder[Any], Tokenizer[Any]]:
-    """The model and the tokenizer of a Hugging Face folder.
+def load_pretrained(
+    folder: str | Path, *, unroll: bool = True
+) -> tuple[Decoder[Any], Tokenizer[Any]]:
+    """The model and the tokenizer of a Hugging Face folder, of the family its
+    ``config.json`` names (GPT-2 or Llama; ``unroll`` as for their ``from_hf``).
 
     Example:
-        >>> model, tokenizer = load("tests/models/fixtures/gpt2")
+        >>> model, tokenizer = load_pretrained("tests/models/fixtures/gpt2")
     """
     family = family_of(folder)
     return family.from_hf(folder, unroll=unroll), family.tokenizer(folder)
@@ -82,7 +85,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     from ._text import generate_text
 
     try:
-        model, tokenizer = load(args.folder, unroll=not args.stacked)
+        model, tokenizer = load_pretrained(args.folder, unroll=not args.stacked)
     except (FileNotFoundError, ValueError, ImportError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2

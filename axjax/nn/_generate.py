@@ -94,6 +94,19 @@ class _Stop(NamedTuple):
     pad: int
 
 
+class _Config(NamedTuple):
+    """The static part of a generation: one compiled program for each."""
+
+    steps: int
+    pos: type[Axis]
+    batch: tuple[type[Axis], ...]
+    max_len: int
+    sampler: _Sampler
+    stop: _Stop | None
+    every: int  # stream every this many tokens (0: no stream)
+    left: bool  # the prompts are left-padded: moved to the start of each row first
+
+
 # Streams: the compiled loop calls one host function with a stream's number (a traced
 # argument), so that a new callback runs the same program.
 _STREAMS: dict[int, tuple[StreamCallback, int]] = {}
@@ -151,10 +164,12 @@ def _decode(
     lengths: jax.Array,
     key: jax.Array,
     stream: jax.Array,
-    config: tuple[int, type[Axis], tuple[type[Axis], ...], int, _Sampler, _Stop | None, int],
+    config: _Config,
 ) -> tuple[jax.Array, jax.Array]:
     """``[*batch, steps]`` new tokens and ``[*batch]`` lengths, in one program."""
-    steps, pos, batch, max_len, sampler, stop, every = config
+    steps, pos, batch, max_len, sampler, stop, every, left = config
+    if left:
+        ids = _realigned(ids, lengths)
     last, cache = _first_step(model, ids, lengths, batch, pos, max_len)
     stops = jnp.asarray(stop.ids if stop else (), jnp.int32)
     pad = stop.pad if stop else 0
@@ -388,11 +403,9 @@ def generate(
     given = cast("AnyTensor", prompt)  # any axes: transposed by name
     ids = transpose(given, *batch, pos).array.astype(jnp.int32)
     rows = _prompt_lengths(lengths, batch, ids.shape[:-1], n_prompt)
-    if padding == "left":
-        ids = _realigned(ids, rows)
     every = positive_int("generate", "stream_every", stream_every)
     every = 0 if stream is None else every
-    config = (steps, pos, batch, max_len, sampler, stops, every)
+    config = _Config(steps, pos, batch, max_len, sampler, stops, every, padding == "left")
     out, length = _run(model, ids, rows, key, config, stream)
     tokens: AnyTensor = transpose(Tensor(out, (*batch, pos)), *prompt.axes)
     if stops is None:
@@ -405,12 +418,12 @@ def _run(
     ids: jax.Array,
     rows: jax.Array,
     key: jax.Array,
-    config: tuple[int, type[Axis], tuple[type[Axis], ...], int, _Sampler, _Stop | None, int],
+    config: _Config,
     stream: StreamCallback | None,
 ) -> tuple[jax.Array, jax.Array]:
     """The compiled loop, with ``stream`` registered while it runs and every chunk delivered
     before the call returns."""
-    with _registered(stream, config[-1]) as handle:
+    with _registered(stream, config.every) as handle:
         out, length = _decode(model, ids, rows, key, jnp.int32(handle), config)
         if stream is not None:
             out.block_until_ready()

@@ -21,8 +21,7 @@ from typing import final
 import jax
 
 import axjax as ax
-from axjax.models import generate_text
-from axjax.models._cli import load
+from axjax.models import generate_text, load_pretrained
 
 ROOT = Path(__file__).resolve().parents[2]
 DEFAULT_FOLDER = ROOT / "tests" / "models" / "fixtures" / "gpt2"
@@ -46,7 +45,7 @@ def main(argv: list[str] | None = None) -> dict[str, object]:
     args = p.parse_args(argv)
     prompts = args.prompt or PROMPTS
 
-    model, tokenizer = load(args.folder)
+    model, tokenizer = load_pretrained(args.folder)
     print(tokenizer)
 
     # 1. token ids: a ragged batch, right-padded, with each row's length

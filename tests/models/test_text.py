@@ -16,8 +16,8 @@ import numpy as np
 import pytest
 
 import axjax as ax
-from axjax.models import generate_text
-from axjax.models._cli import family_of, load, main
+from axjax.models import generate_text, load_pretrained
+from axjax.models._cli import family_of, main
 from tests.conftest import requires
 from tests.nn.helpers import Batch
 
@@ -31,7 +31,7 @@ PROMPTS = ["Once upon a time", "The cat sat", "Named axes"]
 
 @functools.cache
 def _load(name: str) -> tuple[Any, Any]:
-    return load(FIXTURES / name)
+    return load_pretrained(FIXTURES / name)
 
 
 @pytest.mark.parametrize("name", ["gpt2"])  # the text path; each family: test_generation.py
