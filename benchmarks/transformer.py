@@ -167,6 +167,19 @@ def _jax_loss(
     return jnp.mean(jax.nn.logsumexp(logits, -1) - picked)
 
 
+#: axjax's head and loss in :func:`build`
+HEADS = ("fused", "plain")
+
+
+def plain_lm_loss(model: Any, ids: Any, targets: Any) -> Any:
+    """The example's loss with the full float32 logits (``softmax_cross_entropy``), as the
+    expert computes it."""
+    mod = example()
+    logits = ax.astype(model(ids), ax.F32)
+    per_token = ax.train.softmax_cross_entropy(logits, targets, mod.Vocab)
+    return ax.mean(ax.mean(per_token, mod.Pos), mod.Batch)
+
+
 # ------------------------------------------------------------------ the two steps
 @dataclasses.dataclass
 class TransformerBench:
@@ -199,10 +212,15 @@ def build(
     remat: bool = False,
     seed: int = 0,
     jax_attention: str = "fused",
+    head: str = "fused",
 ) -> TransformerBench:
     """The axjax step (the example's model, its attention ``implementation``) and the
     expert's, same weights and batch; the expert's attention is ``jax_attention`` (one of
-    :data:`JAX_ATTENTION`)."""
+    :data:`JAX_ATTENTION`). ``head``: axjax's head and loss, the example's blockwise
+    ``"fused"`` one (``ax.train.linear_cross_entropy``) or the ``"plain"`` logits and
+    ``softmax_cross_entropy``, as the expert computes them (the structural comparisons)."""
+    if head not in HEADS:
+        raise ValueError(f"head must be one of {HEADS}, got {head!r}")
     if jax_attention not in JAX_ATTENTION:
         raise ValueError(f"jax_attention must be one of {JAX_ATTENTION}, got {jax_attention!r}")
     model_mod = data_mod = example()
@@ -220,7 +238,7 @@ def build(
     def ax_loss(p: Any, x: Any, y: Any) -> jax.Array:
         m = eqx.combine(p, static)
         m = policy.cast_to_compute(m) if policy is not None else m
-        return model_mod.lm_loss(m, x, y).array
+        return (model_mod.lm_loss if head == "fused" else plain_lm_loss)(m, x, y).array
 
     def ax_step(p: Any, s: Any, x: Any, y: Any) -> tuple[Any, Any, jax.Array]:
         loss, g = jax.value_and_grad(ax_loss)(p, x, y)

@@ -539,9 +539,12 @@ def check_coverage(generated: set[str]) -> list[str]:
 #:   the result the labels' axes in the logits' floating dtype (a loss) or an F32 scalar
 #:   (``metric``);
 #: - ``same``: exact in its own signature (operands of one type, ``Tensor[DR, *Ts]``); the
-#:   generator checks the annotations are exact and re-exports it.
+#:   generator checks the annotations are exact and re-exports it;
+#: - ``labels``: typed by its own overloads, the result the labels' axes (``Tensor[DL, *Ts]``
+#:   in, ``Tensor[F32, *Ts]`` out); the generator checks the result is and re-exports it.
 LOSSES: dict[str, str] = {
     "softmax_cross_entropy": "class",
+    "linear_cross_entropy": "labels",
     "accuracy": "class metric",
     "binary_cross_entropy": "same",
     "mean_squared_error": "same",
@@ -580,6 +583,18 @@ def _exact(fn: Any) -> bool:
         for f in get_overloads(fn) or [fn]
         for name, p in inspect.signature(f).parameters.items()
         if name not in ("over", "axis")
+    )
+
+
+def _labels_axes(fn: Any) -> bool:
+    """Whether every overload of ``fn`` takes ``labels: Tensor[..., *Ts]`` and returns
+    ``Tensor[..., *Ts]``."""
+    from typing import get_overloads
+
+    return all(
+        str(inspect.signature(f).parameters["labels"].annotation).endswith("*Ts]")
+        and str(inspect.signature(f).return_annotation).endswith("*Ts]")
+        for f in get_overloads(fn) or [fn]
     )
 
 
@@ -649,7 +664,9 @@ def losses_module(docs: dict[str, str]) -> Module:
             class_axis(m, name, pattern.endswith("metric"), source)
             continue
         fn = getattr(importlib.import_module(found[name]), name)
-        if not _exact(fn):
+        if pattern == "labels" and not _labels_axes(fn):
+            raise SystemExit(f"{name}: a `labels` loss returns the labels' axes (*Ts)")
+        if pattern == "same" and not _exact(fn):
             raise SystemExit(f"{name}: a `same` loss needs an exact signature (no Any operand)")
         m.body.append(f"    from .{source} import {name} as {name}")
         m.exports.setdefault(source, []).append(name)

@@ -34,6 +34,7 @@ from ._fit import evaluate as evaluate
 from ._fit import fit as fit
 from ._gen_losses import accuracy as accuracy
 from ._gen_losses import binary_cross_entropy as binary_cross_entropy
+from ._gen_losses import linear_cross_entropy as linear_cross_entropy
 from ._gen_losses import mean_squared_error as mean_squared_error
 from ._gen_losses import softmax_cross_entropy as softmax_cross_entropy
 from ._graph_step import GraphStep as GraphStep
@@ -41,6 +42,7 @@ from ._graph_step import compile_step as compile_step
 from ._idx import DataError as DataError
 from ._idx import read_idx as read_idx
 from ._idx import write_idx as write_idx
+from ._linear_loss import LinearCrossEntropy as LinearCrossEntropy
 from ._loader import BatchSource as BatchSource
 from ._loader import Loader as Loader
 from ._log import MetricsLog as MetricsLog

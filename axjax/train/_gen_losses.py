@@ -117,6 +117,7 @@ if TYPE_CHECKING:
         """
         ...
 
+    from ._linear_loss import linear_cross_entropy as linear_cross_entropy
     @overload
     def accuracy(logits: Tensor[D, Class, *Ts], labels: Tensor[DL, *Ts]) -> Tensor[F32]: ...
     @overload
@@ -178,4 +179,5 @@ else:
     from ._losses import softmax_cross_entropy as softmax_cross_entropy
     from ._losses import binary_cross_entropy as binary_cross_entropy
     from ._losses import mean_squared_error as mean_squared_error
+    from ._linear_loss import linear_cross_entropy as linear_cross_entropy
     from ._metrics import accuracy as accuracy

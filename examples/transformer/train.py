@@ -312,6 +312,10 @@ class LM(eqx.Module):
         self.ln_f = ax.nn.LayerNorm(Embed, cfg.embed)
 
     def __call__(self, ids: ax.Tensor[ax.I32, Batch, Pos]) -> ax.Tensor[Any, Batch, Pos, Vocab]:
+        return ax.contract(self.hidden(ids), self.tokens.weight, over=Embed)
+
+    def hidden(self, ids: ax.Tensor[ax.I32, Batch, Pos]) -> ax.Tensor[ax.F32, Batch, Pos, Embed]:
+        """The final hidden states (after ``ln_f``), which the tied head turns into logits."""
         # a precision policy casts the whole model, so the tables are in the compute dtype
         x: ax.Tensor[ax.F32, Batch, Pos, Embed] = self.tokens(ids)
         x = x + ax.broadcast(ax.slice(self.positions, Pos, 0, ids.size(Pos)), x)
@@ -320,7 +324,7 @@ class LM(eqx.Module):
         else:
             for block in self.blocks:
                 x = block(x)
-        return ax.contract(self.ln_f(x), self.tokens.weight, over=Embed)
+        return self.ln_f(x)
 
     # generation (ax.nn.generate): the ax.nn.Decoder protocol
     def init_cache(
@@ -423,9 +427,14 @@ def gpt2_loss(
 def lm_loss(
     model: LM, ids: ax.Tensor[ax.I32, Batch, Pos], targets: ax.Tensor[ax.I32, Batch, Pos]
 ) -> ax.Tensor[ax.F32]:
-    """Mean next-byte cross-entropy (nats) over ``Batch`` and ``Pos``, computed in f32."""
-    logits: ax.Tensor[ax.F32, Batch, Pos, Vocab] = ax.astype(model(ids), ax.F32)
-    per_byte: ax.Tensor[ax.F32, Batch, Pos] = ax.train.softmax_cross_entropy(logits, targets, Vocab)
+    """Mean next-token cross-entropy (nats) over ``Batch`` and ``Pos``, computed in f32.
+
+    The tied head and the loss are one blockwise op (``ax.train.linear_cross_entropy``):
+    the float32 ``[Batch, Pos, Vocab]`` logits are never held whole, which is what matters
+    at a real vocabulary (``--vocab 50257``)."""
+    per_byte: ax.Tensor[ax.F32, Batch, Pos] = ax.train.linear_cross_entropy(
+        model.hidden(ids), model.tokens.weight, targets, Vocab
+    )
     loss: ax.Tensor[ax.F32] = ax.mean(ax.mean(per_byte, Pos), Batch)
     return loss
 

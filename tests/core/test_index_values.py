@@ -90,6 +90,14 @@ def _logits() -> Any:
     return ax.tensor(np.eye(2, 3, dtype=np.float32), B, C)
 
 
+def _hidden() -> Any:
+    return ax.tensor(np.eye(2, 4, dtype=np.float32), B, E)
+
+
+def _head() -> Any:
+    return ax.tensor(np.eye(3, 4, dtype=np.float32), C, E)
+
+
 def _labels(v: Any) -> Any:
     return ax.tensor(jnp.asarray(v), B)
 
@@ -174,6 +182,12 @@ FIXTURES: dict[str, Fixture] = {
     ),
     "ax.train.SoftmaxCrossEntropy.__call__": Fixture(
         lambda v: ax.train.SoftmaxCrossEntropy(C)(_logits(), _labels(v)), 3
+    ),
+    "ax.train.linear_cross_entropy": Fixture(
+        lambda v: ax.train.linear_cross_entropy(_hidden(), _head(), _labels(v), C), 3
+    ),
+    "ax.train.LinearCrossEntropy.__call__": Fixture(
+        lambda v: ax.train.LinearCrossEntropy(C)(_hidden(), _head(), _labels(v)), 3
     ),
     "ax.train.accuracy": Fixture(lambda v: ax.train.accuracy(_logits(), _labels(v), C), 3),
     "ax.train.Dataset": Fixture(_dataset_labels, 3, host=True),

@@ -288,6 +288,18 @@ def fixtures(tmp: Path) -> dict[str, Fixture | Exempt]:
             {"window": 2, "stride": 1, "padding": 0},
             lambda window, stride, padding: ax.avg_pool(image(), (H, W), window, stride, padding),
         ),
+        "ax.train.linear_cross_entropy": Fixture(
+            {"chunk": 2},
+            lambda chunk: ax.train.linear_cross_entropy(
+                x23(), ax.ones((4, 3), Out, B), ax.zeros((2,), A, dtype=ax.I32), Out, chunk=chunk
+            ),
+        ),
+        "ax.train.LinearCrossEntropy": Fixture(
+            {"chunk": 2},
+            lambda chunk: ax.train.LinearCrossEntropy(Out, chunk)(
+                x23(), ax.ones((4, 3), Out, B), ax.zeros((2,), A, dtype=ax.I32)
+            ),
+        ),
         "ax.Pool": Fixture(
             {"window": 2, "stride": 1, "padding": 0},
             lambda window, stride, padding: ax.Pool("max", (H, W), window, stride, padding)(

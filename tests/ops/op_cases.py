@@ -703,6 +703,23 @@ LOSSES = [
         id="SoftmaxCrossEntropy-first-axis",
     ),
     OpCase(
+        "LinearCrossEntropy",
+        # chunks of 2 positions of B (size 2-5: padded when odd), the class axis D
+        lambda h, w, i: ax.train.linear_cross_entropy(h, w, _labels_like(h, i, C), D, chunk=2),
+        lambda h, w, i: _softmax_xent(jnp.einsum("abc,dc->abd", h, w), i, 2),
+        (Arg((A, B, C)), Arg((D, C)), Arg((A, B), "index", high=D)),
+        (A, B),
+    ),
+    OpCase(
+        "LinearCrossEntropy",
+        # the default chunk (one), the weight [over, class], one position axis
+        lambda h, w, i: ax.train.linear_cross_entropy(h, w, i, A),
+        lambda h, w, i: _softmax_xent(jnp.einsum("bc,ca->ba", h, w), i, 1),
+        (Arg((B, C), order="fixed"), Arg((C, A), order="fixed"), Arg((B,), "index", high=A)),
+        (B,),
+        id="LinearCrossEntropy-one-chunk",
+    ),
+    OpCase(
         "BinaryCrossEntropy",
         ax.train.binary_cross_entropy,
         lambda x, t: -t * jax.nn.log_sigmoid(x) - (1 - t) * jax.nn.log_sigmoid(-x),

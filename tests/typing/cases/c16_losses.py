@@ -22,6 +22,10 @@ class Pos(ax.Axis): ...
 class Embed(ax.Axis): ...
 
 
+@final
+class Vocab(ax.Axis): ...
+
+
 DR = TypeVar("DR", bound=ax.Floating)
 B = TypeVarTuple("B")
 
@@ -30,6 +34,8 @@ labels = ax.zeros((2, 3), N, Pos, dtype=I32)
 scores = ax.zeros((2, 5), N, Class)
 targets = ax.zeros((2, 5), N, Class)
 class_first = ax.zeros((5, 2), Class, N)
+hidden = ax.zeros((2, 3, 4), N, Pos, Embed, dtype=ax.BF16)
+table = ax.zeros((5, 4), Class, Embed, dtype=ax.BF16)
 ids = ax.zeros((2,), N, dtype=I32)
 
 # correct calls: the labels' axes in the logits' dtype, the class axis anywhere
@@ -43,6 +49,8 @@ reveal_type(ax.train.binary_cross_entropy(scores, targets))  # want: Tensor[F32,
 reveal_type(ax.train.mean_squared_error(scores, targets))  # want: Tensor[F32]
 reveal_type(ax.train.mean_squared_error(scores, targets, over=Class))  # want[plugin]: Tensor[F32, N]; want[mypy,pyright]: Tensor[F32, *tuple[Any, ...]]
 loss: Tensor[F32] = ax.mean(ax.train.softmax_cross_entropy(scores, ids), N)  # ok
+reveal_type(ax.train.linear_cross_entropy(hidden, table, labels))  # want: Tensor[F32, N, Pos]
+reveal_type(ax.train.linear_cross_entropy(hidden, ax.transpose(table, Embed, Class), labels, Class, chunk=2))  # want: Tensor[F32, N, Pos]
 
 
 def generic_loss(x: Tensor[DR, *B, Class], y: Tensor[I32, *B]) -> Tensor[DR, *B]:
@@ -69,3 +77,9 @@ e12 = ax.train.binary_cross_entropy(scores, ax.zeros((2, 5), N, Class, dtype=ax.
 e13 = ax.train.mean_squared_error(scores, class_first)  # want-error[plugin]: same axes in a different order; want-error[mypy,pyright]
 e13b = ax.train.mean_squared_error(scores, ax.zeros((2,), N))  # want-error[plugin]: predictions and targets have different axes (give both the same axes); want-error[mypy,pyright]
 e14 = ax.train.compile_step(ax.train.softmax_cross_entropy(ax.Input(F32, N, Class), ax.Input(I32, N)), optax.sgd(0.1))  # want-error: incompatible type; want-error[pyright]: cannot be assigned
+e15 = ax.train.linear_cross_entropy(hidden, table, ax.zeros((2, 3), N, Pos))  # want-error[plugin]: labels must be integer class indices, got F32; want-error[mypy,pyright]
+e16 = ax.train.linear_cross_entropy(ax.zeros((2, 3, 4), N, Pos, Embed, dtype=I32), table, labels)  # want-error[plugin]: the hidden states must be floating-point, got I32; want-error[mypy,pyright]
+e17 = ax.train.linear_cross_entropy(hidden, table, ax.transpose(labels, Pos, N))  # want-error[plugin]: same axes in a different order: transpose the labels
+e18 = ax.train.linear_cross_entropy(hidden, ax.zeros((5, 4), Class, Vocab, dtype=ax.BF16), labels)  # want-error[plugin]: the hidden states have no axis Vocab to contract
+e19 = ax.train.linear_cross_entropy(hidden, ax.zeros((5, 4), Class, Embed), labels)  # want-error[plugin]: the hidden states are BF16 and the weight F32; want-error[mypy,pyright]
+e20 = ax.train.linear_cross_entropy(hidden, ax.zeros((5, 4), Vocab, Embed, dtype=ax.BF16), labels, Embed)  # want-error[plugin]: no axis Vocab to contract with the weight (its class axis is Embed

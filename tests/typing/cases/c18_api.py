@@ -223,6 +223,7 @@ reveal_type(ax.train.evaluate)  # show
 reveal_type(ax.train.fashion_mnist)  # show
 reveal_type(ax.train.find_dataset)  # show
 reveal_type(ax.train.fit)  # show
+reveal_type(ax.train.linear_cross_entropy)  # show
 reveal_type(ax.train.load_checkpoint)  # show
 reveal_type(ax.train.load_dataset)  # show
 reveal_type(ax.train.load_sharded)  # show
@@ -333,6 +334,11 @@ reveal_type(ax.train.EarlyStopping.state)  # show
 reveal_type(ax.train.EarlyStopping.update)  # show
 reveal_type(ax.train.GraphStep.__call__)  # show
 reveal_type(ax.train.GraphStep.value)  # show
+reveal_type(ax.train.LinearCrossEntropy.__call__)  # show
+reveal_type(ax.train.LinearCrossEntropy.backward)  # show
+reveal_type(ax.train.LinearCrossEntropy.describe)  # show
+reveal_type(ax.train.LinearCrossEntropy.forward)  # show
+reveal_type(ax.train.LinearCrossEntropy.infer)  # show
 reveal_type(ax.train.Loader.epoch)  # show
 reveal_type(ax.train.Loader.order)  # show
 reveal_type(ax.train.MetricsLog.append)  # show
