@@ -48,7 +48,15 @@ import axjax as ax
 
 from ._common import summary
 
-__all__ = ["PRESETS", "TransformerBench", "bench_transformer", "main", "transformer_row"]
+__all__ = [
+    "GPT2_PRESETS",
+    "PRESETS",
+    "TransformerBench",
+    "bench_transformer",
+    "main",
+    "plain_lm_loss",
+    "transformer_row",
+]
 
 EXAMPLE = Path(__file__).resolve().parent.parent / "examples" / "transformer"
 
@@ -434,9 +442,17 @@ def memory(cfg: Any, depths: Sequence[int] = (2, 4)) -> list[dict[str, Any]]:
 
 
 def bench_transformer(
-    preset: str, dtypes: Sequence[str], rounds: int, window_s: float
+    preset: str,
+    dtypes: Sequence[str],
+    rounds: int,
+    window_s: float,
+    *,
+    experts: Sequence[str] = JAX_ATTENTION,
+    memory_rows: bool = True,
+    echo: Callable[[str], None] | None = None,
 ) -> dict[str, Any]:
-    """Every figure: step rows per dtype, attention paths, memory."""
+    """Every figure: step rows per dtype against each expert in ``experts``, attention
+    paths, memory (``memory_rows``). ``echo`` receives each row's line as it completes."""
     from .large import measured_peak
 
     cfg = PRESETS[preset]
@@ -452,54 +468,68 @@ def bench_transformer(
         "peak_tflops": {},
         "notes": [],
     }
+    say = echo or (lambda line: None)
+    say(_header(res))
     for dtype in dtypes:
         peak = measured_peak(peak_n, dtype)
         res["peak_tflops"][dtype] = peak / 1e12
-        res["rows"][dtype] = transformer_row(cfg, dtype, rounds, window_s, peak)
-        res["rows_einsum"][dtype] = transformer_row(
-            cfg, dtype, rounds, window_s, peak, jax_attention="einsum"
-        )
-        note = cudnn_unavailable(dtype)
-        if note is None:  # flash attention for both: the faster expert on a GPU
-            res["rows_cudnn"][dtype] = transformer_row(
-                cfg, dtype, rounds, window_s, peak, jax_attention="cudnn", implementation="cudnn"
+        for expert in experts:
+            key = "rows" if expert == "fused" else f"rows_{expert}"
+            note = cudnn_unavailable(dtype) if expert == "cudnn" else None
+            if note is not None:
+                res["notes"].append(f"no cudnn row in {dtype}: {note}")
+                continue
+            # the cudnn expert is flash attention: axjax takes the same path
+            implementation = "cudnn" if expert == "cudnn" else "auto"
+            res[key][dtype] = transformer_row(
+                cfg, dtype, rounds, window_s, peak, expert, implementation
             )
-        else:
-            res["notes"].append(f"no cudnn row in {dtype}: {note}")
+            say(_row_line(res, dtype, expert, res[key][dtype]))
     # the paths in the dtype cuDNN runs, if it is asked for
     res["attention"] = attention_paths(
         cfg, "bf16" if "bf16" in dtypes else dtypes[0], rounds, window_s
     )
     res["attention"]["dtype"] = "bf16" if "bf16" in dtypes else dtypes[0]
-    res["memory"] = memory(cfg)
+    res["memory"] = memory(cfg) if memory_rows else []
     return res
 
 
-def markdown(res: dict[str, Any]) -> str:
-    """The results as Markdown tables."""
+def _header(res: dict[str, Any]) -> str:
     c = res["config"]
-    lines = [
-        f"Device: {res['device']} ({res['backend']}); preset {res['preset']}: batch "
-        f"{c['batch']}, context {c['context']}, width {c['embed']}, {c['heads']} heads, "
-        f"{c['layers']} layers, MLP {c['mlp']}; step = forward + backward + Adam.",
-        "",
-        "| dtype | JAX attention | axjax attention | GFLOP/step | JAX ms | axjax ms | "
-        "axjax ÷ JAX (speed) | JAX % of peak | axjax % of peak | peak TFLOP/s |",
-        "|---|---|---|---|---|---|---|---|---|---|",
-    ]
-    rows = [(d, "fused", r) for d, r in res["rows"].items()]
-    rows += [(d, "einsum", r) for d, r in res.get("rows_einsum", {}).items()]
-    rows += [(d, "cudnn", r) for d, r in res.get("rows_cudnn", {}).items()]
-    for dtype, path, r in rows:
-        j, a, q = r["jax"], r["axjax"], r["ratio"]
-        lines.append(
-            f"| {dtype} | {path} | {r.get('implementation', 'auto')} | "
-            f"{r['flops_per_step'] / 1e9:.3g} | "
-            f"{j['ms_per_step']['median']:.4g} | "
-            f"{a['ms_per_step']['median']:.4g} | {q['median']:.2f} [{q['min']:.2f}–"
-            f"{q['max']:.2f}] | {100 * j['fraction_of_peak']:.0f} % | "
-            f"{100 * a['fraction_of_peak']:.0f} % | {res['peak_tflops'][dtype]:.3g} |"
-        )
+    return "\n".join(
+        [
+            f"Device: {res['device']} ({res['backend']}); preset {res['preset']}: batch "
+            f"{c['batch']}, context {c['context']}, width {c['embed']}, {c['heads']} heads, "
+            f"{c['layers']} layers, MLP {c['mlp']}; step = forward + backward + Adam.",
+            "",
+            "| dtype | JAX attention | axjax attention | GFLOP/step | JAX ms | axjax ms | "
+            "axjax ÷ JAX (speed) | JAX % of peak | axjax % of peak | peak TFLOP/s |",
+            "|---|---|---|---|---|---|---|---|---|---|",
+        ]
+    )
+
+
+def _row_line(res: dict[str, Any], dtype: str, path: str, r: dict[str, Any]) -> str:
+    j, a, q = r["jax"], r["axjax"], r["ratio"]
+    return (
+        f"| {dtype} | {path} | {r.get('implementation', 'auto')} | "
+        f"{r['flops_per_step'] / 1e9:.3g} | "
+        f"{j['ms_per_step']['median']:.4g} | "
+        f"{a['ms_per_step']['median']:.4g} | {q['median']:.2f} [{q['min']:.2f}–"
+        f"{q['max']:.2f}] | {100 * j['fraction_of_peak']:.0f} % | "
+        f"{100 * a['fraction_of_peak']:.0f} % | {res['peak_tflops'][dtype]:.3g} |"
+    )
+
+
+def markdown(res: dict[str, Any], rows: bool = True) -> str:
+    """The results as Markdown tables (``rows=False``: without the step rows' table, which
+    ``main`` printed as each row completed)."""
+    lines = [_header(res)] if rows else []
+    found = [(d, "fused", r) for d, r in res["rows"].items()]
+    found += [(d, "einsum", r) for d, r in res.get("rows_einsum", {}).items()]
+    found += [(d, "cudnn", r) for d, r in res.get("rows_cudnn", {}).items()]
+    if rows:
+        lines += [_row_line(res, dtype, path, r) for dtype, path, r in found]
     lines += ["", *(f"Note: {n}." for n in res["notes"])] if res.get("notes") else []
     at = res["attention"]
     cudnn = (
@@ -513,9 +543,12 @@ def markdown(res: dict[str, Any]) -> str:
         f"xla {at['xla_ms']:.4g} ms (speed-up over einsum {at['xla_speedup']['median']:.2f}), "
         f"{cudnn}; implementation='auto' takes: {at['default']}.",
         "",
-        "| layers | temp MiB | temp MiB, remat | kept for backward MiB | kept, remat |",
-        "|---|---|---|---|---|",
     ]
+    if res["memory"]:
+        lines += [
+            "| layers | temp MiB | temp MiB, remat | kept for backward MiB | kept, remat |",
+            "|---|---|---|---|---|",
+        ]
     for m in res["memory"]:
         lines.append(
             f"| {m['layers']} | {m['plain']['temp_mib']:.2f} | "
@@ -525,23 +558,54 @@ def markdown(res: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+#: the GPT-2 124M presets at GPT-2's real vocabulary: ``benchmarks.gpt2`` runs them
+GPT2_PRESETS = ("gpt2-124m", "gpt2-124m-padded")
+
+
 def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     p = argparse.ArgumentParser(
         prog="python -m benchmarks.transformer",
         description=__doc__.split("\n")[0] if __doc__ else None,
     )
     p.add_argument(
-        "--preset", choices=sorted(PRESETS), help="sizes (default: gpu on a GPU, cpu otherwise)"
+        "--preset",
+        choices=sorted(PRESETS) + list(GPT2_PRESETS),
+        help="sizes (default: gpu on a GPU, cpu otherwise); gpt2-124m and gpt2-124m-padded "
+        "run python -m benchmarks.gpt2 (the JAX expert, TrainStep, fit's step, PyTorch)",
     )
     p.add_argument("--dtypes", default="f32,bf16")
+    p.add_argument(
+        "--experts",
+        default=",".join(JAX_ATTENTION),
+        help=f"the expert rows, among {','.join(JAX_ATTENTION)} (cudnn: a GPU in bf16)",
+    )
+    p.add_argument("--no-memory", action="store_true", help="leave out the memory table")
     p.add_argument("--rounds", type=int, default=5)
     p.add_argument("--window", type=float, default=1.0, help="seconds per timed window")
     p.add_argument("--json", help="write the results to this file")
-    args = p.parse_args(argv)
+    args, rest = p.parse_known_args(argv)
+    if args.preset in GPT2_PRESETS:
+        from . import gpt2
+
+        extra = ["--json", args.json] if args.json else []
+        return gpt2.main(["--preset", args.preset, "--rounds", str(args.rounds)] + extra + rest)
+    if rest:
+        p.error(f"unrecognized arguments: {' '.join(rest)}")
     preset = args.preset or ("cpu" if jax.default_backend() == "cpu" else "gpu")
     dtypes = [d.strip() for d in args.dtypes.split(",") if d.strip()]
-    res = bench_transformer(preset, dtypes, args.rounds, args.window)
-    print(markdown(res))
+    experts = [e.strip() for e in args.experts.split(",") if e.strip()]
+    if unknown := set(experts) - set(JAX_ATTENTION):
+        p.error(f"--experts: unknown {sorted(unknown)} (choose from {', '.join(JAX_ATTENTION)})")
+    res = bench_transformer(
+        preset,
+        dtypes,
+        args.rounds,
+        args.window,
+        experts=experts,
+        memory_rows=not args.no_memory,
+        echo=lambda line: print(line, flush=True),  # each row as it completes
+    )
+    print(markdown(res, rows=False), flush=True)
     if args.json:
         with open(args.json, "w") as f:
             json.dump(res, f, indent=1)

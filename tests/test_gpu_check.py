@@ -4,6 +4,7 @@ into the rows of BENCHMARKS.md's GPU section, and names what is missing."""
 from __future__ import annotations
 
 import json
+import re
 import shutil
 import subprocess
 import sys
@@ -79,3 +80,45 @@ def test_an_interrupted_or_broken_run_is_named(tmp_path: Path) -> None:
     assert "large.json: unexpected layout (KeyError: 'jax')" in text
     assert "mnist.json: unreadable (" in text
     assert gpu_figures.main([str(tmp_path / "absent")]) == 2
+
+
+def _plan(*args: str) -> str:
+    done = subprocess.run(
+        ["bash", str(SCRIPT), "--dry-run", *args], capture_output=True, text=True, timeout=120
+    )
+    assert done.returncode == 0, done.stderr
+    return done.stdout
+
+
+@pytest.mark.skipif(shutil.which("bash") is None, reason="no bash")
+def test_the_default_plan_fits_its_budget_and_runs_the_models_tests() -> None:
+    """The default stages, their caps within the budget's reach, tests/models among the
+    tests, the transformer stage on the two experts without the memory table; and the
+    opt-in gpt2-124m stage alone runs the GPT-2 benchmark at both vocabularies."""
+    plan = _plan()
+    stages = re.findall(r"^== (\S+) \(at most (\d+) s\)", plan, re.M)
+    assert [s for s, _ in stages] == ["env", "install", "tests", "transformer", "large", "mnist"]
+    assert "tests/train tests/models" in plan and "budget 500 s" in plan
+    assert "--experts cudnn\\,einsum --no-memory" in plan and "gpt2" not in plan
+    gpt2 = _plan("--stage", "gpt2-124m")
+    stages = re.findall(r"^== (\S+) \(at most (\d+) s\)", gpt2, re.M)
+    assert [s for s, _ in stages] == ["env", "install", "gpt2-124m", "gpt2-124m-padded"]
+    assert "-m benchmarks.gpt2 --preset gpt2-124m-padded" in gpt2 and "budget 480 s" in gpt2
+    smoke = _plan("--stage", "gpt2-124m", "--smoke")
+    assert "--preset quick --rounds 1 --window 0.01 --torch off" in smoke
+    bad = subprocess.run(["bash", str(SCRIPT), "--stage", "all"], capture_output=True, text=True)
+    assert bad.returncode == 2 and "unknown stage all" in bad.stderr
+
+
+def test_the_gpt2_figures(tmp_path: Path) -> None:
+    row = {"ms_per_step": 100.0, "tokens_per_s": 163840.0, "mfu": 0.5, "temp_bytes": 2**30}
+    res = {"preset": "gpt2-124m", "config": {"vocab": 50257, "batch": 16, "context": 1024}}
+    res |= {"peak_tflops": 728.0, "notes": ["no pytorch row: x"], "disagree": []}
+    res["rows"] = {"jax (cudnn attention)": row, "axjax TrainStep": row | {"ms_per_step": 80.0}}
+    (tmp_path / "gpt2.json").write_text(json.dumps(res))
+    text = "\n".join(gpu_figures.figures(tmp_path))
+    assert "GPT-2 124M (gpt2-124m: vocabulary 50257, batch 16 x 1024" in text
+    assert "| jax (cudnn attention) | 100 | 163,840 | 50.0 % | 1,024 | 1.00 |" in text
+    assert "| axjax TrainStep | 80 | 163,840 | 50.0 % | 1,024 | 1.25 |" in text
+    assert "note: no pytorch row: x" in text
+    assert "gpt2-padded.json: not written" in text

@@ -7,30 +7,42 @@
 #   install      pip install --no-deps --no-build-isolation -e . when the build backend is
 #                there (hatchling, and editables for -e; without it a plain install); else
 #                axjax runs from the checkout (PYTHONPATH points there in every case)
-#   tests        tests/core tests/nn tests/graph tests/train, pytest-xdist -n 14 when it is
-#                installed (else serial), --durations=15, a JUnit file  (at most 230 s)
-#   transformer  python -m benchmarks.transformer --dtypes bf16 --rounds 3 --window 0.5 (150 s)
-#   large        python -m benchmarks.large --blocks mlp,attention,transformer, bf16  (110 s)
+#   tests        tests/core tests/nn tests/graph tests/train tests/models, pytest-xdist -n 14
+#                when it is installed (else serial), --durations=15, a JUnit file  (240 s)
+#   transformer  python -m benchmarks.transformer --dtypes bf16 --experts cudnn,einsum
+#                --no-memory --rounds 3 --window 0.5: 7 programs, each row printed as it
+#                completes  (150 s)
+#   large        python -m benchmarks.large --blocks mlp,attention, bf16  (90 s)
 #   mnist        python -m benchmarks --models mlp, frameworks jax, expert, axjax, fit, 3
-#                rounds, no memory/dispatch/op-count sections  (80 s)
+#                rounds, no memory/dispatch/op-count sections  (60 s)
 #   figures      python tools/gpu_figures.py: the rows of BENCHMARKS.md's GPU section
 #
-# The end lists each stage's exit status (124: its timeout; "skipped": no time left); the
-# script exits 0 only when every stage passed. On an H100 with 16 cores the stages take
-# about 170 + 90 + 80 + 50 s.
+# --stage gpt2-124m runs env and install, then instead of the stages above (budget 480 s):
+#   gpt2-124m         python -m benchmarks.gpt2 --preset gpt2-124m: the JAX expert (cuDNN),
+#                     TrainStep, fit's step and compiled PyTorch at GPT-2's vocabulary, each
+#                     row printed as its rounds complete  (220 s)
+#   gpt2-124m-padded  the same at the vocabulary padded to 50,304  (220 s)
 #
-#   bash tools/gpu_check.sh [--smoke] [--data DIR] [--budget SECONDS] [--workers N]
+# The end lists each stage's exit status (124: its timeout; "skipped": no time left); the
+# script exits 0 only when every stage passed. On an H100 with 16 cores the default stages
+# took about 170 + 90 + 80 + 50 s before tests/models joined (sizes since: by program count).
+#
+#   bash tools/gpu_check.sh [--smoke] [--stage default|gpt2-124m] [--dry-run] [--data DIR]
+#                           [--budget SECONDS] [--workers N]
 #
 #   --smoke        the same stages at CPU size (a few tests, the benchmarks' quick presets,
 #                  three times the timeouts): checks the script itself, JAX on a CPU included
 #   --data DIR     the folder holding mnist/ (default: $AXJAX_TEST_DATA, else shared/data in
 #                  the checkout, else ../shared/data beside it); without it the MNIST tests
 #                  skip and the MNIST benchmark trains on seeded noise (and says so)
-#   --budget S     seconds for env..mnist together (default 430; the figures come after)
+#   --stage S      default (the stages above) or gpt2-124m (its own, opt-in)
+#   --dry-run      print each stage's command and cap without running any (checks the plan)
+#   --budget S     seconds for the stages together (default 500, gpt2-124m 480; the figures
+#                  come after)
 #   --workers N    pytest-xdist workers (default: 14, at most the cores less 2)
 #   OUT=DIR        where everything is written (default: a new temporary folder): 7 files,
 #                  flat: summary.txt pytest.log junit.xml bench.log transformer.json
-#                  large.json mnist.json
+#                  large.json mnist.json (gpt2-124m: gpt2.json gpt2-padded.json)
 #   PYTHON=...     the interpreter (default: python3 or python, the first that has JAX)
 #   GPU_CHECK_TESTS="..."  the tests stage's pytest arguments, whitespace-separated
 #
@@ -48,21 +60,29 @@ fi
 cd "$ROOT"
 
 smoke=0
+dry=0
+stage=default
 budget=""
 workers=""
 data="${AXJAX_TEST_DATA:-}"
 while [ $# -gt 0 ]; do
   case "$1" in
     --smoke) smoke=1 ;;
+    --dry-run) dry=1 ;;
+    --stage) stage="$2"; shift ;;
     --data) data="$2"; shift ;;
     --budget) budget="$2"; shift ;;
     --workers) workers="$2"; shift ;;
-    -h|--help) sed -n '2,41p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) sed -n '2,54p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "gpu_check: unknown argument $1 (see --help)" >&2; exit 2 ;;
   esac
   shift
 done
-[ -n "$budget" ] || budget=$([ "$smoke" = 1 ] && echo 900 || echo 430)
+case "$stage" in
+  default|gpt2-124m) ;;
+  *) echo "gpu_check: unknown stage $stage (default or gpt2-124m)" >&2; exit 2 ;;
+esac
+[ -n "$budget" ] || budget=$([ "$smoke" = 1 ] && echo 900 || { [ "$stage" = default ] && echo 500 || echo 480; })
 if [ -z "${PYTHON:-}" ]; then  # the first Python on PATH that has JAX
   for c in python3 python; do
     command -v "$c" >/dev/null && "$c" -c 'import jax' 2>/dev/null && { PYTHON=$c; break; }
@@ -110,6 +130,11 @@ run_stage() {  # run_stage NAME CAP_SECONDS LOG COMMAND...: the command's output
     say "== $name: skipped, ${left} s of the budget left"
     return 0
   fi
+  if [ "$dry" = 1 ]; then
+    results+=("dry run")
+    say "== $name (at most ${limit} s):$(printf ' %q' "$@")"
+    return 0
+  fi
   echo "== $name (at most ${limit} s):$(printf ' %q' "$@")" | tee -a "$log"
   size=$(wc -c <"$log")
   t0=$SECONDS
@@ -145,7 +170,7 @@ PYEOF
 export -f env_report
 run_stage env 60 "$SUMMARY" bash -c env_report
 backend=$("$PY" -c 'import jax; print(jax.default_backend())' 2>/dev/null || echo none)
-if [ "$smoke" = 0 ] && [ "$backend" != gpu ]; then
+if [ "$smoke" = 0 ] && [ "$dry" = 0 ] && [ "$backend" != gpu ]; then
   say "gpu_check: JAX's backend here is '$backend', not gpu: run with --smoke to check the script"
   exit 2
 fi
@@ -167,6 +192,22 @@ install_axjax() {  # fails if pip fails, or if axjax does not import from this c
 export -f install_axjax
 run_stage install 120 "$SUMMARY" bash -c install_axjax
 
+# 3-6 (gpt2-124m): GPT-2 124M at its real vocabulary, against the JAX expert and PyTorch
+if [ "$stage" = gpt2-124m ]; then
+  if [ "$smoke" = 1 ]; then
+    gpt2=(--preset quick --rounds 1 --window 0.01 --torch off)
+    padded=(--preset quick --rounds 1 --window 0.01 --torch off)
+  else
+    gpt2=(--preset gpt2-124m --rounds 3 --window 0.5)
+    padded=(--preset gpt2-124m-padded --rounds 3 --window 0.5)
+  fi
+  : >"$OUT/bench.log"
+  run_stage gpt2-124m 220 "$OUT/bench.log" "$PY" -m benchmarks.gpt2 "${gpt2[@]}" \
+    --json "$OUT/gpt2.json"
+  run_stage gpt2-124m-padded 220 "$OUT/bench.log" "$PY" -m benchmarks.gpt2 "${padded[@]}" \
+    --json "$OUT/gpt2-padded.json"
+  [ "$dry" = 1 ] || tail -n 40 "$OUT/bench.log"
+else
 # 3. the tests
 cores=$(nproc)
 if [ -z "$workers" ]; then
@@ -187,7 +228,7 @@ elif [ "$smoke" = 1 ]; then
   tests=(tests/test_conftest.py tests/train/test_fit.py
     -k "runs_own_step or non_finite_under_finite or precision or tool")
 else
-  tests=(tests/core tests/nn tests/graph tests/train)
+  tests=(tests/core tests/nn tests/graph tests/train tests/models)
 fi
 # deterministic GPU kernels, if this XLA still knows the flag (an unknown flag is fatal)
 flags="${XLA_FLAGS:+$XLA_FLAGS }--xla_gpu_deterministic_ops=true"
@@ -198,33 +239,35 @@ fi
 say "tests: ${workers} process(es) ${xdist[*]}, each at most ${fraction} of the GPU's memory; XLA_FLAGS=${flags}"
 : >"$OUT/pytest.log"
 signal=INT  # pytest interrupted still prints its summary and the slowest tests
-run_stage tests 230 "$OUT/pytest.log" env XLA_PYTHON_CLIENT_PREALLOCATE=false \
+run_stage tests 240 "$OUT/pytest.log" env XLA_PYTHON_CLIENT_PREALLOCATE=false \
   XLA_PYTHON_CLIENT_MEM_FRACTION="$fraction" \
   XLA_FLAGS="$flags" \
   "$PY" -m pytest -q -p no:cacheprovider "${xdist[@]}" --durations=15 \
   --junitxml="$OUT/junit.xml" "${tests[@]}"
 signal=TERM
-tail -n 25 "$OUT/pytest.log"
+[ "$dry" = 1 ] || tail -n 25 "$OUT/pytest.log"
 
 # 4-6. the benchmarks, one at a time (the GPU to itself), their tables into bench.log
 if [ "$smoke" = 1 ]; then
   large=(--preset quick --rounds 2 --window 0.01)
-  transformer=(--preset quick --rounds 1 --window 0.01)
+  transformer=(--preset quick --rounds 1 --window 0.01 --dtypes bf16 --experts einsum --no-memory)
   mnist=(--quick --rounds 2 --compile-rounds 1 --frameworks jax,expert,axjax,fit)
 else
   large=()
-  transformer=(--rounds 3 --window 0.5)
+  transformer=(--rounds 3 --window 0.5 --dtypes bf16 --experts cudnn,einsum --no-memory)
   mnist=(--rounds 3 --compile-rounds 2 --frameworks jax,expert,axjax,fit)
 fi
 [ -n "$data" ] && mnist+=(--data "$data/mnist")
 : >"$OUT/bench.log"
-run_stage transformer 150 "$OUT/bench.log" "$PY" -m benchmarks.transformer --dtypes bf16 \
+run_stage transformer 150 "$OUT/bench.log" "$PY" -m benchmarks.transformer \
   "${transformer[@]}" --json "$OUT/transformer.json"
-run_stage large 110 "$OUT/bench.log" "$PY" -m benchmarks.large \
-  --blocks mlp,attention,transformer "${large[@]}" --json "$OUT/large.json"
-run_stage mnist 80 "$OUT/bench.log" "$PY" -m benchmarks --models mlp --no-memory --no-dispatch \
+run_stage large 90 "$OUT/bench.log" "$PY" -m benchmarks.large \
+  --blocks mlp,attention "${large[@]}" --json "$OUT/large.json"
+run_stage mnist 60 "$OUT/bench.log" "$PY" -m benchmarks --models mlp --no-memory --no-dispatch \
   --no-structure "${mnist[@]}" --json "$OUT/mnist.json"
-tail -n 40 "$OUT/bench.log"
+[ "$dry" = 1 ] || tail -n 40 "$OUT/bench.log"
+
+fi
 
 # 7. the summary: every stage's status, then the figures
 {
@@ -233,10 +276,10 @@ tail -n 40 "$OUT/bench.log"
   for i in "${!names[@]}"; do printf '%-12s %s\n' "${names[$i]}" "${results[$i]}"; done
   echo
   echo "== figures"
-  timeout 60 "$PY" "$ROOT/tools/gpu_figures.py" "$OUT" || echo "gpu_figures.py: exit $?"
+  [ "$dry" = 1 ] || timeout 60 "$PY" "$ROOT/tools/gpu_figures.py" "$OUT" || echo "gpu_figures.py: exit $?"
   echo
   echo "written to $OUT: $(cd "$OUT" && ls | tr '\n' ' ')"
 } | tee -a "$SUMMARY"
 # exit 0 only when every stage ran and passed
-for r in "${results[@]}"; do [ "$r" = "${r#exit 0 }" ] && exit 1; done
+for r in "${results[@]}"; do [ "$r" = "${r#exit 0 }" ] && [ "$r" != "dry run" ] && exit 1; done
 exit 0

@@ -3,7 +3,8 @@
 Reads, in one folder, whichever of these exist: ``pytest.log`` (the suite's summary, its
 failures and slowest tests), ``large.json`` (``python -m benchmarks.large``),
 ``transformer.json`` (``python -m benchmarks.transformer``) and ``mnist.json`` (``python -m
-benchmarks --models mlp``), and prints them as the Markdown rows the GPU section uses. A
+benchmarks --models mlp``), and with ``--stage gpt2-124m`` ``gpt2.json`` and
+``gpt2-padded.json`` (``python -m benchmarks.gpt2``), and prints them as the Markdown rows the GPU section uses. A
 missing or broken file is named, never fatal. Standard library only (no JAX import).
 
     python tools/gpu_figures.py OUT_DIR
@@ -124,10 +125,43 @@ def mnist(res: dict[str, Any]) -> list[str]:
     return out
 
 
+def gpt2(res: dict[str, Any]) -> list[str]:
+    """``benchmarks.gpt2``'s rows: ms/step, tokens/s, MFU, temporary memory, speed vs jax."""
+    c = res["config"]
+    out = [
+        f"GPT-2 124M ({res['preset']}: vocabulary {c['vocab']}, batch {c['batch']} x "
+        f"{c['context']}; bf16 peak {res['peak_tflops']:.4g} TFLOP/s)",
+        "| row | ms/step | tokens/s | MFU | temp MiB | speed vs jax |",
+        "|---|---|---|---|---|---|",
+    ]
+    rows = res["rows"]
+    base = next(iter(rows.values()))["ms_per_step"]
+    for name, r in rows.items():
+        temp = "n/a" if r.get("temp_bytes") is None else f"{r['temp_bytes'] / 2**20:,.0f}"
+        out.append(
+            f"| {name} | {r['ms_per_step']:.4g} | {r['tokens_per_s']:,.0f} | "
+            f"{100 * r['mfu']:.1f} % | {temp} | {base / r['ms_per_step']:.2f} |"
+        )
+    out += [f"note: {n}" for n in res.get("notes", [])]
+    out += [f"losses disagree: {d}" for d in res.get("disagree", [])]
+    return out
+
+
+#: the JSON files of the stages, in order, and how each is rendered (the gpt2 pair: the
+#: opt-in --stage gpt2-124m; a default run says they were not written)
+RENDERERS = (
+    ("large", large),
+    ("transformer", transformer),
+    ("mnist", mnist),
+    ("gpt2", gpt2),
+    ("gpt2-padded", gpt2),
+)
+
+
 def figures(folder: Path) -> list[str]:
     """Every figure found in ``folder``, as lines."""
     out = tests(folder / "pytest.log")
-    for name, render in (("large", large), ("transformer", transformer), ("mnist", mnist)):
+    for name, render in RENDERERS:
         res = _load(folder / f"{name}.json")
         out.append("")
         if isinstance(res, str):

@@ -87,3 +87,21 @@ def test_the_cudnn_expert_runs_flash_attention() -> None:
     assert calls["__cudnn$fmhaSoftmax"] == calls["__cudnn$fmhaSoftmaxBackward"] == 2, calls
     with pytest.raises(ValueError, match="jax_attention must be one of"):
         build(cfg, "bf16", jax_attention="flash")
+
+
+def test_each_row_is_printed_as_it_completes(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``bench_transformer`` hands each row's line to ``echo`` once it is timed (so a stage
+    stopped by its timeout still leaves figures), the header first; the experts asked for
+    alone, and no memory table when it is left out."""
+    import benchmarks.transformer as bench
+
+    paths = {"einsum_ms": 1.0, "xla_ms": 1.0, "xla_speedup": _summary(1.0), "default": "einsum"}
+    monkeypatch.setattr(bench, "attention_paths", lambda *a, **k: dict(paths))
+    lines: list[str] = []
+    res = bench.bench_transformer(
+        "quick", ["f32"], 1, 0.0, experts=["einsum"], memory_rows=False, echo=lines.append
+    )
+    assert len(lines) == 2 and lines[0].startswith("Device: ") and "| JAX attention |" in lines[0]
+    assert lines[1].startswith("| f32 | einsum | auto |"), lines[1]
+    assert res["rows"] == {} and set(res["rows_einsum"]) == {"f32"} and res["memory"] == []
+    assert lines[1] in markdown(res) and lines[1] not in markdown(res, rows=False)
