@@ -157,7 +157,9 @@ def train_step_row(
     def loss(_: Any) -> float:
         return step.metrics()["loss"]  # the mean since the last read: this step's
 
-    return Row("axjax TrainStep", lambda: step(x, y), loss, lambda _: step.block_until_ready(), temp)
+    return Row(
+        "axjax TrainStep", lambda: step(x, y), loss, lambda _: step.block_until_ready(), temp
+    )
 
 
 def fit_step_row(
@@ -321,7 +323,9 @@ def bench(preset: str, rounds: int, window_s: float, torch: str = "auto") -> dic
 
 
 def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
-    p = argparse.ArgumentParser(prog="python -m benchmarks.gpt2", description=__doc__.split("\n")[0])
+    p = argparse.ArgumentParser(
+        prog="python -m benchmarks.gpt2", description=__doc__.split("\n")[0]
+    )
     p.add_argument("--preset", choices=sorted(PRESETS), help="default: gpt2-124m on a GPU")
     p.add_argument("--rounds", type=int, default=3)
     p.add_argument("--window", type=float, default=1.0, help="seconds per timed window")

@@ -20,6 +20,7 @@ from tests.conftest import (
     CHEAP_XLA_OPTIONS,
     CHILD_XLA_FLAGS,
     _install_cheap_codegen,
+    across_programs,
     cheap_codegen,
     matmul_precision_for,
     requires,
@@ -245,3 +246,13 @@ def test_a_jax_without_the_option_compiles_as_before(monkeypatch: pytest.MonkeyP
     monkeypatch.setitem(CHEAP_XLA_OPTIONS, "xla_no_such_option_in_any_xla", True)
     assert not _install_cheap_codegen()
     assert compiler.get_compile_options is unwrapped
+
+
+def test_float32_results_of_two_programs_get_the_backends_tolerance() -> None:
+    """The one tolerance rule beside the precision rule: a CPU tolerance as written, wider
+    on an accelerator (its kernels sum in other orders), an unknown backend as wide."""
+    assert across_programs(1e-6, "cpu") == 1e-6
+    assert across_programs(1e-6, "gpu") == across_programs(1e-6, "tpu") == 4e-6
+    assert across_programs(1e-5, "rocm") == 4e-5
+    # the H200's stacked-against-unrolled Llama logits: 1.7e-6 off, within the GPU's rule
+    assert 1.7e-6 > across_programs(1e-6, "cpu") and 1.7e-6 <= across_programs(1e-6, "gpu")

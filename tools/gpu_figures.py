@@ -2,10 +2,11 @@
 
 Reads, in one folder, whichever of these exist: ``pytest.log`` (the suite's summary, its
 failures and slowest tests), ``large.json`` (``python -m benchmarks.large``),
-``transformer.json`` (``python -m benchmarks.transformer``) and ``mnist.json`` (``python -m
-benchmarks --models mlp``), and with ``--stage gpt2-124m`` ``gpt2.json`` and
-``gpt2-padded.json`` (``python -m benchmarks.gpt2``), and prints them as the Markdown rows the GPU section uses. A
-missing or broken file is named, never fatal. Standard library only (no JAX import).
+``transformer.json`` (``python -m benchmarks.transformer``), ``mnist.json`` (``python -m
+benchmarks --models mlp``) and, from ``--stage gpt2-124m``, ``gpt2.json`` and
+``gpt2-padded.json`` (``python -m benchmarks.gpt2``), and prints them as the Markdown rows
+the GPU section uses. A missing or broken file is named, never fatal. Standard library
+only (no JAX import).
 
     python tools/gpu_figures.py OUT_DIR
 """

@@ -183,7 +183,12 @@ def fingerprint() -> str:
     metrics' and collectives' rules)."""
     digest = hashlib.sha256()
     package = Path(__file__).resolve().parent.parent
-    rules = ["train/_losses.py", "train/_linear_loss.py", "train/_metrics.py", "parallel/_collective.py"]
+    rules = [
+        "train/_losses.py",
+        "train/_linear_loss.py",
+        "train/_metrics.py",
+        "parallel/_collective.py",
+    ]
     for path in sorted(
         [*package.glob("mypy/*.py"), *package.glob("core/*.py"), *(package / r for r in rules)]
     ):

@@ -12,9 +12,8 @@ anchor is Levanter's blockwise cross-entropy.
 
 from __future__ import annotations
 
-from typing import Any, TypeVar, TypeVarTuple, overload
-
 import math
+from typing import Any, TypeVar, TypeVarTuple, overload
 
 import jax
 import jax.numpy as jnp
@@ -135,7 +134,8 @@ class LinearCrossEntropy(Op):
         n, m = hidden.shape[hidden.axes.index(over)], weight.shape[weight.axes.index(over)]
         if n is not None and m is not None and n != m:
             raise self.fail(
-                ops, f"axis {axis_name(over)} has size {n} in the hidden states and {m} in the weight"
+                ops,
+                f"axis {axis_name(over)} has size {n} in the hidden states and {m} in the weight",
             )
         if tuple(labels.axes) != tuple(rest):
             hint = (

@@ -21,7 +21,12 @@ def test_the_presets_are_gpt2_small_at_its_vocabularies() -> None:
     for name, vocab in (("gpt2-124m", 50257), ("gpt2-124m-padded", 50304)):
         c = gpt2.PRESETS[name]
         assert (c.context, c.layers, c.heads, c.embed, c.mlp, c.vocab) == (
-            1024, 12, 12, 768, 3072, vocab
+            1024,
+            12,
+            12,
+            768,
+            3072,
+            vocab,
         )
 
 
@@ -33,7 +38,9 @@ def test_every_row_starts_from_the_same_weights_and_agrees(quick: Any) -> None:
     if importlib.util.find_spec("torch") is not None:
         assert "pytorch (eager)" in names
     else:
-        assert notes == ["no pytorch row: torch is not installed (pip install torch; never an axjax dependency)"]
+        assert notes == [
+            "no pytorch row: torch is not installed (pip install torch; never an axjax dependency)"
+        ]
     losses = gpt2.agree(rows)
     assert abs(losses[names[0]][0] - 10.8249) < 0.1  # ln 50257
     assert not gpt2.check_agreement(losses), losses

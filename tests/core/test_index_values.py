@@ -119,7 +119,11 @@ def _fused(lengths: Any) -> Any:
 
 @functools.cache
 def _mha_layer() -> Any:
-    return ax.nn.MultiheadAttention(E, 4, num_heads=2, query_pos=T, key=KEY)
+    # built eagerly even when first asked for inside a jit trace (traced_failures): a
+    # layer initialised there holds tracers, and this cache would hand them to the next
+    # trace (UnexpectedTracerError, seen on a GPU where the traced test ran first)
+    with jax.ensure_compile_time_eval():
+        return ax.nn.MultiheadAttention(E, 4, num_heads=2, query_pos=T, key=KEY)
 
 
 def _mha(lengths: Any) -> Any:

@@ -27,7 +27,7 @@ from safetensors.numpy import load_file, save_file
 import axjax as ax
 from axjax.models import ConversionError, Entry, Table, gpt2, load_weights, save_weights
 from axjax.models.gpt2 import GPT2, Embed, Pos, Vocab
-from tests.conftest import requires
+from tests.conftest import across_programs, requires
 
 ROOT = Path(__file__).resolve().parents[2]
 FIXTURE = Path(__file__).resolve().parent / "fixtures" / "gpt2"
@@ -71,7 +71,9 @@ def test_logits_match_transformers(model: GPT2, refs: dict[str, np.ndarray]) -> 
     logits = _forward(model, _ids(refs))
     assert logits.axes == (Batch, Pos, gpt2.Vocab)
     assert logits.dtype is ax.F32
-    np.testing.assert_allclose(np.asarray(logits.array), refs["logits"], atol=1e-5, rtol=0)
+    np.testing.assert_allclose(
+        np.asarray(logits.array), refs["logits"], atol=across_programs(1e-5), rtol=0
+    )
 
 
 def test_logits_without_a_batch_axis_and_under_jit(
@@ -80,7 +82,9 @@ def test_logits_without_a_batch_axis_and_under_jit(
     one = ax.tensor(refs["ids"][1], Pos, dtype=ax.I32)
     got = _forward(model, one)
     assert got.axes == (Pos, gpt2.Vocab)
-    np.testing.assert_allclose(np.asarray(got.array), refs["logits"][1], atol=1e-5, rtol=0)
+    np.testing.assert_allclose(
+        np.asarray(got.array), refs["logits"][1], atol=across_programs(1e-5), rtol=0
+    )
 
 
 @eqx.filter_jit
@@ -98,7 +102,9 @@ def test_a_cached_decode_step_matches_transformers(
     assert cache[0].length.array.tolist() == [prefix] * 2
     step, cache = _cached(model, ax.slice(ids, Pos, prefix, prefix + 1), cache)
     assert step.axes == (Batch, Pos, gpt2.Vocab)
-    np.testing.assert_allclose(np.asarray(step.array), refs["step_logits"], atol=1e-5, rtol=0)
+    np.testing.assert_allclose(
+        np.asarray(step.array), refs["step_logits"], atol=across_programs(1e-5), rtol=0
+    )
 
 
 @eqx.filter_jit
@@ -118,12 +124,16 @@ def test_the_attention_path_is_the_process_choice_not_the_checkpoint(
     assert {b.attn.implementation for b in fused.blocks} == {"xla"}
     assert {b.attn.implementation for b in model.blocks} == {"auto"}
     got = _forward(fused, _ids(refs))
-    np.testing.assert_allclose(np.asarray(got.array), refs["logits"], atol=1e-5, rtol=0)
+    np.testing.assert_allclose(
+        np.asarray(got.array), refs["logits"], atol=across_programs(1e-5), rtol=0
+    )
     prefix = int(load_meta(FIXTURE / "reference.safetensors")["prefix"])
     ids = _ids(refs)
     _, cache = _cached(fused, ax.slice(ids, Pos, 0, prefix), fused.init_cache({Batch: 2}, 16))
     step, _ = _cached(fused, ax.slice(ids, Pos, prefix, prefix + 1), cache)
-    np.testing.assert_allclose(np.asarray(step.array), refs["step_logits"], atol=1e-5, rtol=0)
+    np.testing.assert_allclose(
+        np.asarray(step.array), refs["step_logits"], atol=across_programs(1e-5), rtol=0
+    )
     gpt2.to_hf(fused, tmp_path / "fused")
     gpt2.to_hf(model, tmp_path / "default")
     written = (tmp_path / "fused" / "config.json").read_text()
@@ -433,10 +443,12 @@ def test_the_fixture_remade_with_transformers_loads_back(tmp_path: Path) -> None
         new, old = load_file(remade / name), load_file(FIXTURE / name)
         assert sorted(new) == sorted(old)
         for k in old:
-            np.testing.assert_allclose(new[k], old[k], atol=1e-6, rtol=0, err_msg=k)
+            np.testing.assert_allclose(
+                new[k], old[k], atol=across_programs(1e-6), rtol=0, err_msg=k
+            )
     gpt2.to_hf(gpt2.from_hf(remade), tmp_path / "out")
     hf = transformers.GPT2LMHeadModel.from_pretrained(tmp_path / "out").eval()
     refs = load_file(FIXTURE / "reference.safetensors")
     with torch.no_grad():
         logits = hf(torch.from_numpy(refs["ids"].astype(np.int64))).logits.numpy()
-    np.testing.assert_allclose(logits, refs["logits"], atol=1e-5, rtol=0)
+    np.testing.assert_allclose(logits, refs["logits"], atol=across_programs(1e-5), rtol=0)

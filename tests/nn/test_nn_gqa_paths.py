@@ -23,6 +23,7 @@ import axjax as ax
 from axjax.nn import _attention_paths
 from axjax.nn._attention_kernels import attend
 from axjax.nn._fused_attention import FusedAttention
+from tests.conftest import across_programs
 from tests.nn.helpers import Batch, Time
 
 # the HF-layout oracles of the layer's own tests (and their Embed, which _flat names)
@@ -142,15 +143,17 @@ def test_every_path_equals_the_einsums_and_the_repeat_kv_oracle(
             if impl == "einsum"
             else _loss_grads(layer, x, w.transpose(perm), mask)
         )
-        np.testing.assert_allclose(y, np.asarray(want).transpose(perm), atol=1e-5, err_msg=impl)
-        np.testing.assert_allclose(y, y_e, atol=1e-5, err_msg=impl)
+        np.testing.assert_allclose(
+            y, np.asarray(want).transpose(perm), atol=across_programs(1e-5), err_msg=impl
+        )
+        np.testing.assert_allclose(y, y_e, atol=across_programs(1e-5), err_msg=impl)
         np.testing.assert_allclose(
             gx, np.asarray(grads[0]).transpose(perm), atol=1e-4, err_msg=impl
         )
-        np.testing.assert_allclose(gx, gx_e, atol=1e-5, err_msg=impl)
+        np.testing.assert_allclose(gx, gx_e, atol=across_programs(1e-5), err_msg=impl)
         for got, ein, ref in zip(_flat(gl), _flat(gl_e), grads[1:], strict=True):  # q, k, v, o
             np.testing.assert_allclose(got, ref, atol=1e-4, err_msg=impl)
-            np.testing.assert_allclose(got, ein, atol=1e-5, err_msg=impl)
+            np.testing.assert_allclose(got, ein, atol=across_programs(1e-5), err_msg=impl)
 
 
 def _decode(layer: Any, x: AnyT, mask: AnyT | None) -> tuple[jax.Array, ax.nn.KVCache]:
@@ -192,7 +195,7 @@ def test_prefill_and_decode_steps_equal_the_oracle_on_every_path(kv: int, masked
         (got, (y, cache)), grads = run(_layer(kv, impl))
         assert np.all(cache.length.array == T)
         assert cache.keys.sizes[KVHead] == kv  # the key-value heads only
-        np.testing.assert_allclose(y, want_y, atol=1e-5, err_msg=impl)
+        np.testing.assert_allclose(y, want_y, atol=across_programs(1e-5), err_msg=impl)
         np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-4, err_msg=impl)
         for g, ref in zip(_flat(grads), want_grads, strict=True):  # q, k, v, o
             np.testing.assert_allclose(g, ref, atol=1e-4, err_msg=impl)
@@ -253,9 +256,9 @@ def test_the_grouped_op_in_any_axis_order_equals_the_einsums(masked: bool, causa
         (KVHead, GroupHead, masked or causal)  # causal, 3 queries on 5 keys: the mask
     ]
     (_, want), want_grads = loss("einsum")(*args)
-    np.testing.assert_allclose(got, want, atol=1e-5)
+    np.testing.assert_allclose(got, want, atol=across_programs(1e-5))
     for g, ref in zip(grads, want_grads, strict=True):
-        np.testing.assert_allclose(g, ref, atol=1e-5)
+        np.testing.assert_allclose(g, ref, atol=across_programs(1e-5))
 
 
 def test_the_grouped_op_refuses_a_group_axis_the_key_has() -> None:

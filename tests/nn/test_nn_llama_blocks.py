@@ -15,6 +15,7 @@ import numpy as np
 import pytest
 
 import axjax as ax
+from tests.conftest import across_programs
 from tests.nn.helpers import Batch, Hidden, Time
 
 AnyT = ax.Tensor[Any, *tuple[Any, ...]]
@@ -102,18 +103,20 @@ def test_rope_matches_the_hf_oracle_forward_and_backward(
         return rope_oracle(a, 500.0, offset)
 
     y = ours(x.array)
-    np.testing.assert_allclose(y, oracle(data).transpose(perm), atol=1e-5)
+    np.testing.assert_allclose(y, oracle(data).transpose(perm), atol=across_programs(1e-5))
     g = jax.grad(lambda a: jnp.sum(ours(a) * w.transpose(perm)))(x.array)
     g_ref = jax.grad(lambda a: jnp.sum(oracle(a) * w))(data)
-    np.testing.assert_allclose(g, g_ref.transpose(perm), atol=1e-5)
+    np.testing.assert_allclose(g, g_ref.transpose(perm), atol=across_programs(1e-5))
 
 
 def test_rope_with_a_traced_offset_under_jit() -> None:
     x = ax.tensor(_rand((3, 4), 3), Time, Dim)
     f = jax.jit(lambda n: ax.nn.rotary_embedding(x, Time, Dim, offset=n).array)
-    np.testing.assert_allclose(f(jnp.int32(4)), rope_oracle(x.array, 10000.0, 4), atol=1e-5)
+    np.testing.assert_allclose(
+        f(jnp.int32(4)), rope_oracle(x.array, 10000.0, 4), atol=across_programs(1e-5)
+    )
     t = ax.nn.rotary_embedding(x, Time, Dim, offset=ax.tensor(jnp.int32(4)))
-    np.testing.assert_allclose(t.array, f(jnp.int32(4)), atol=1e-6)
+    np.testing.assert_allclose(t.array, f(jnp.int32(4)), atol=across_programs(1e-6))
 
 
 def test_rope_interleaved_convention_is_not_hf() -> None:
@@ -203,7 +206,7 @@ def test_gqa_matches_the_repeat_kv_oracle_forward_and_backward(
 
     y, (gl, gx) = ours(layer, x.array)
     want, grads = oracle(jnp.asarray(data), *flat)
-    np.testing.assert_allclose(y, np.asarray(want).transpose(perm), atol=1e-5)
+    np.testing.assert_allclose(y, np.asarray(want).transpose(perm), atol=across_programs(1e-5))
     np.testing.assert_allclose(gx, np.asarray(grads[0]).transpose(perm), atol=1e-4)
     for got, ref in zip(_flat(gl), grads[1:], strict=True):  # q, k, v, o weights
         np.testing.assert_allclose(got, ref, atol=1e-4)
@@ -226,7 +229,7 @@ def test_gqa_cache_holds_kv_heads_and_steps_match_the_full_call(kv: int) -> None
         yi, cache = step(cache, ax.slice(x, Time, i, i + 1))
         ys.append(yi)
     got = np.concatenate([t.array for t in ys], axis=1)
-    np.testing.assert_allclose(got, full.array, atol=1e-5)
+    np.testing.assert_allclose(got, full.array, atol=across_programs(1e-5))
     assert np.all(cache.length.array == 6)
 
 
@@ -282,13 +285,17 @@ def test_swiglu_matches_the_oracle_forward_and_backward(order: tuple[type[ax.Axi
     x = ax.tensor(data.transpose(perm), *order, dtype=ax.F32)
     y = mlp(x)
     assert y.axes == order
-    np.testing.assert_allclose(y.array, swiglu_oracle(data, g, u, d).transpose(perm), atol=1e-5)
+    np.testing.assert_allclose(
+        y.array, swiglu_oracle(data, g, u, d).transpose(perm), atol=across_programs(1e-5)
+    )
     grads = eqx.filter_grad(lambda m: jnp.sum(m(x).array * w.transpose(perm)))(mlp)
     want = jax.grad(lambda gg: jnp.sum(swiglu_oracle(data, gg, u, d) * w))(g)
-    np.testing.assert_allclose(ax.transpose(grads.gate, Hidden, Embed).array, want, atol=1e-5)
+    np.testing.assert_allclose(
+        ax.transpose(grads.gate, Hidden, Embed).array, want, atol=across_programs(1e-5)
+    )
     gx = jax.grad(lambda a: jnp.sum(mlp(ax.tensor(a, *order)).array * w.transpose(perm)))(x.array)
     gx_ref = jax.grad(lambda a: jnp.sum(swiglu_oracle(a, g, u, d) * w))(data)
-    np.testing.assert_allclose(gx, gx_ref.transpose(perm), atol=1e-5)
+    np.testing.assert_allclose(gx, gx_ref.transpose(perm), atol=across_programs(1e-5))
 
 
 def test_swiglu_errors_by_text() -> None:

@@ -97,7 +97,9 @@ def test_traced_out_of_range_labels_add_nothing_and_concrete_ones_raise() -> Non
     a ValueError naming it; under ``jax.jit`` it adds zero loss and zero gradient."""
     h, w, y = _inputs(2, 5, 4, 11)
     bad = ax.tensor(np.where(np.arange(10).reshape(2, 5) == 3, 11, y.array), Batch, Pos)
-    with pytest.raises(ValueError, match=r"linear_cross_entropy: label 11 \(at .*\) is not a class"):
+    with pytest.raises(
+        ValueError, match=r"linear_cross_entropy: label 11 \(at .*\) is not a class"
+    ):
         ax.train.linear_cross_entropy(h, w, bad, Vocab)
     per = jax.jit(lambda y: ax.train.linear_cross_entropy(h, w, y, Vocab, chunk=2).array)(bad)
     assert per[0, 3] == 0 and np.all(per.reshape(-1)[np.arange(10) != 3] > 0)
@@ -106,10 +108,16 @@ def test_traced_out_of_range_labels_add_nothing_and_concrete_ones_raise() -> Non
 @pytest.mark.parametrize(
     ("args", "message"),
     [
-        (lambda h, w, y: (h, w, y, Embed), "no axis Vocab to contract with the weight \\(its class axis is Embed"),
+        (
+            lambda h, w, y: (h, w, y, Embed),
+            "no axis Vocab to contract with the weight \\(its class axis is Embed",
+        ),
         (lambda h, w, y: (h, ax.astype(w, ax.BF16), y), "are F32 and the weight BF16: cast one"),
         (lambda h, w, y: (h, w, ax.transpose(y, Pos, Batch)), "transpose the labels"),
-        (lambda h, w, y: (ax.zeros((2, 4, 3), Batch, Embed, Vocab), w, y), "already have the class"),
+        (
+            lambda h, w, y: (ax.zeros((2, 4, 3), Batch, Embed, Vocab), w, y),
+            "already have the class",
+        ),
         (lambda h, w, y: (h, w, ax.astype(y, ax.F32)), "labels must be integer class indices"),
         (lambda h, w, y: (h, ax.slice(w, Embed, 0, 3), y), "Embed has size 4 in the hidden"),
     ],
@@ -133,7 +141,11 @@ def _head_step(form: str) -> Any:
     ``softmax_cross_entropy``: the mutation) or the ``expert``'s ``jnp`` head."""
 
     def loss(h: Any, w: Any, y: Any) -> Any:
-        th, tw, ty = ax.tensor(h, Batch, Pos, Embed), ax.tensor(w, Vocab, Embed), ax.tensor(y, Batch, Pos)
+        th, tw, ty = (
+            ax.tensor(h, Batch, Pos, Embed),
+            ax.tensor(w, Vocab, Embed),
+            ax.tensor(y, Batch, Pos),
+        )
         if form == "fused":
             return _fused(th, tw, ty)
         if form == "plain":
