@@ -441,6 +441,26 @@ def memory(cfg: Any, depths: Sequence[int] = (2, 4)) -> list[dict[str, Any]]:
     return rows
 
 
+#: the sizes of the head-memory figure: GPT-2's vocabulary on a model small enough for a CPU
+HEAD_MEMORY = {"context": 256, "embed": 128, "heads": 4, "layers": 2, "mlp": 512, "batch": 4}
+
+
+def head_memory(vocab: int = 50257, dtype: str = "bf16") -> dict[str, float]:
+    """Compiled temporary memory (MiB) of the whole step at :data:`HEAD_MEMORY` and
+    ``vocab``: the expert (full logits), axjax with the plain head and with the blockwise
+    ``linear_cross_entropy``; and one float32 ``[Batch, Pos, Vocab]`` buffer's size."""
+    cfg = dataclasses.replace(PRESETS["cpu"], vocab=vocab, **HEAD_MEMORY)
+    out = {"logits_buffer": cfg.batch * cfg.context * vocab * 4 / 2**20}
+    for head in HEADS:
+        b = build(cfg, dtype, head=head)
+        for k in ("jax", "axjax") if head == "fused" else ("axjax",):
+            x, y = _args(b, k)
+            compiled = b.steps[k].lower(*b.states[k], x, y).compile()
+            name = "expert" if k == "jax" else f"axjax {head}"
+            out[name] = compiled.memory_analysis().temp_size_in_bytes / 2**20
+    return out
+
+
 def bench_transformer(
     preset: str,
     dtypes: Sequence[str],
@@ -583,7 +603,19 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     p.add_argument("--rounds", type=int, default=5)
     p.add_argument("--window", type=float, default=1.0, help="seconds per timed window")
     p.add_argument("--json", help="write the results to this file")
+    p.add_argument(
+        "--head-memory",
+        action="store_true",
+        help="only the step's temporary memory at GPT-2's vocabulary: expert, plain, fused head",
+    )
     args, rest = p.parse_known_args(argv)
+    if args.head_memory:
+        mem = head_memory()
+        buffer = mem.pop("logits_buffer")
+        print(f"one float32 [Batch, Pos, Vocab] buffer: {buffer:.0f} MiB ({HEAD_MEMORY})")
+        for name, mib in mem.items():
+            print(f"| {name} | {mib:.0f} MiB | {mib / buffer:.2f} buffers |")
+        return mem
     if args.preset in GPT2_PRESETS:
         from . import gpt2
 

@@ -13,7 +13,7 @@ anchor is Levanter's blockwise cross-entropy.
 from __future__ import annotations
 
 import math
-from typing import Any, TypeVar, TypeVarTuple, overload
+from typing import Any, TypeVar, TypeVarTuple, cast, overload
 
 import jax
 import jax.numpy as jnp
@@ -75,7 +75,8 @@ class LinearCrossEntropy(Op):
         index rule: core's check_indices)."""
         if len(xs) == 3 and all(isinstance(x, Tensor) and not is_symbolic(x) for x in xs):
             hidden, weight, labels = xs
-            assert isinstance(weight, Tensor) and isinstance(labels, Tensor)
+            assert isinstance(hidden, Tensor) and isinstance(weight, Tensor)
+            assert isinstance(labels, Tensor)
             self.infer(hidden, weight, labels)  # raises an AxisError naming the operands
             check_labels("linear_cross_entropy", labels, weight.size(self.axis), self.axis)
         out: AnyTensor = super().__call__(*xs)
@@ -325,5 +326,5 @@ def linear_cross_entropy(
         >>> per_token = ax.train.linear_cross_entropy(h, model.tokens.weight, targets, Vocab)
         >>> loss = ax.mean(ax.mean(per_token, Pos), Batch)
     """
-    out: Tensor[Any, *Ts] = LinearCrossEntropy(axis, chunk)(hidden, weight, labels)
-    return out
+    # the op's rule gives the labels' axes (checked at run time and by the plugin)
+    return cast("Tensor[Any, *Ts]", LinearCrossEntropy(axis, chunk)(hidden, weight, labels))
