@@ -45,6 +45,8 @@ from ._idx import write_idx as write_idx
 from ._loader import BatchSource as BatchSource
 from ._loader import Loader as Loader
 from ._log import MetricsLog as MetricsLog
+from ._loggers import Logger as Logger
+from ._loggers import TensorBoardLogger as TensorBoardLogger
 from ._log import plot_history as plot_history
 from ._log import read_jsonl as read_jsonl
 from ._losses import BinaryCrossEntropy as BinaryCrossEntropy

@@ -1,0 +1,93 @@
+"""Where ``fit``'s rows go besides its own files: the ``Logger`` protocol, and TensorBoard.
+
+A logger is any object with ``log(step, metrics)`` and ``close()``: ``fit(loggers=[...])``
+hands it every history row as it is made (``metrics``: the row's numbers but ``step``),
+and closes it when the run stops. ``fit(logdir=...)`` adds a :class:`TensorBoardLogger`
+on ``logdir/tensorboard`` (with tensorboardX installed: ``pip install "axjax[tensorboard]"``). The
+JSONL file stays the record a resumed run reads; the loggers only receive.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from typing import Any, Protocol, runtime_checkable
+
+from ..core._internal import Feature
+
+__all__ = ["Logger", "TensorBoardLogger", "check_loggers"]
+
+_TENSORBOARD = Feature("tensorboardX", "TensorBoard logs (ax.train.TensorBoardLogger)")
+#: fit(logdir=...) writes TensorBoard files when it can; without tensorboardX it warns once
+_FIT_TENSORBOARD = Feature("tensorboardX", "fit(logdir=...)'s TensorBoard files", missing="warn")
+
+
+@runtime_checkable
+class Logger(Protocol):
+    """What ``fit(loggers=[...])`` calls: ``log`` with each history row's step and numbers
+    (``train_loss``, ``eval_accuracy``, ``epoch``, ``time``...), ``close`` when the run
+    stops (also when it diverges). Only process 0 of a multi-process run calls them.
+
+    Example (Weights & Biases, docs/training.md):
+        >>> class WandbLogger:
+        ...     def __init__(self, run): self.run = run        # wandb.init(...)
+        ...     def log(self, step, metrics): self.run.log(metrics, step=step)
+        ...     def close(self): self.run.finish()
+    """
+
+    def log(self, step: int, metrics: Mapping[str, float]) -> None: ...
+
+    def close(self) -> None: ...
+
+
+def check_loggers(loggers: object) -> list[Logger]:
+    """``fit``'s ``loggers=`` as a list, each with ``log`` and ``close`` (else ``TypeError``)."""
+    if loggers is None:
+        return []
+    if isinstance(loggers, str | bytes) or not hasattr(loggers, "__iter__"):
+        raise TypeError(f"fit: loggers must be a list of loggers, got {type(loggers).__name__}")
+    out: list[Logger] = []
+    for i, logger in enumerate(loggers):  # type: ignore[attr-defined]  # checked: iterable
+        if not isinstance(logger, Logger):
+            raise TypeError(
+                f"fit: loggers[{i}] ({type(logger).__name__}) has no log(step, metrics) and "
+                "close() methods (the ax.train.Logger protocol)"
+            )
+        out.append(logger)
+    return out
+
+
+class TensorBoardLogger:
+    """Writes each row's numbers as TensorBoard scalars (tensorboardX's ``SummaryWriter``)
+    into ``logdir``, tagged by column name (``train_loss``, ``eval_accuracy``...).
+
+    ``purge_step``: a resumed run's step, so that TensorBoard drops the events the
+    interrupted run wrote after it (``fit`` passes it).
+
+    Example:
+        >>> ax.train.fit(..., loggers=[ax.train.TensorBoardLogger("runs/tb")])
+        # tensorboard --logdir runs/tb
+    """
+
+    def __init__(self, logdir: str | os.PathLike[str], *, purge_step: int | None = None) -> None:
+        tbx = _TENSORBOARD.require()
+        self.logdir = os.fspath(logdir)
+        self.writer: Any = tbx.SummaryWriter(self.logdir, purge_step=purge_step)
+
+    @classmethod
+    def for_fit(cls, logdir: str | os.PathLike[str], resume_at: int) -> TensorBoardLogger | None:
+        """The logger ``fit(logdir=...)`` adds (``None``, after one warning, without
+        tensorboardX)."""
+        if _FIT_TENSORBOARD.load() is None:
+            return None
+        return cls(logdir, purge_step=resume_at or None)
+
+    def log(self, step: int, metrics: Mapping[str, float]) -> None:
+        """One scalar per number, tagged by its column."""
+        for name, value in metrics.items():
+            if isinstance(value, int | float) and not isinstance(value, bool):
+                self.writer.add_scalar(name, float(value), step)
+
+    def close(self) -> None:
+        """Flush and close the event file."""
+        self.writer.close()
