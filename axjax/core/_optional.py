@@ -60,7 +60,7 @@ DEPENDENCIES: dict[str, Dependency] = {
         Dependency("safetensors", "safetensors", None),
         Dependency("tqdm", "tqdm", None),
         Dependency("tokenizers", "tokenizers", "text"),
-        Dependency("tensorboardX", "tensorboardX", "tensorboard"),
+        Dependency("tensorboardX", "tensorboardx", "tensorboard"),
     )
 }
 
