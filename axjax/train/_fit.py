@@ -157,8 +157,7 @@ def fit(
         key: the run's PRNG key (default ``jax.random.key(0)``).
         eval_data: evaluated after every epoch (``eval_*`` columns).
         log_every: steps between log rows; the only host syncs happen there.
-        logdir: writes ``metrics.jsonl`` (the record a resumed run reads), ``metrics.csv``,
-            ``curves.png`` and TensorBoard files in ``logdir/tensorboard`` (tensorboardX).
+        logdir: writes ``metrics.jsonl``, ``metrics.csv``, ``curves.png``, ``tensorboard/``.
         checkpoints: saved every ``checkpoints.every`` steps, after each epoch and at the end.
         resume: continue from the newest checkpoint in ``checkpoints``, if any.
         early_stopping: an :class:`EarlyStopping` rule checked after each evaluation.
@@ -178,17 +177,14 @@ def fit(
             ``by_axes``, combined with ``&``, ``|``, ``~``), a path pattern, a tuple of these
             (their union) or a predicate ``(path, leaf) -> bool`` on each floating-point
             leaf's dotted path. Details: docs/training.md, "Freezing parameters".
-        loggers: more places every history row goes: objects with ``log(step, metrics)``
-            and ``close()`` (:class:`axjax.train.Logger`: W&B or MLflow in a few lines,
-            docs/training.md, "Loggers"); only process 0 calls them.
+        loggers: :class:`axjax.train.Logger` objects: each row goes to ``log(step, metrics)``.
 
     Raises:
         TrainingDiverged: the loss, gradient or (``"replay"``) updated state became NaN/Inf:
             says at which step, keeps the state before it (``error.model``, ``error.opt_state``).
         ValueError: an unknown ``guard``, a number below 1, a ``trainable`` freezing all,
             ``early_stopping`` without ``eval_data``, an ``eval_data`` batch without ``batch_axis``.
-        TypeError: a ``trainable`` of another kind, a predicate that returns a non-bool, or
-            a logger without ``log`` and ``close``.
+        TypeError: a ``trainable`` or logger of another kind, a predicate giving a non-bool.
 
     Example:
         >>> result = ax.train.fit(model, optax.adam(1e-3), loss_fn, train, epochs=10,
@@ -196,8 +192,7 @@ def fit(
         >>> result.history[-1]["eval_accuracy"]
         0.981
     """
-    schedule = Schedule.checked(epochs, max_steps, log_every)
-    listeners = check_loggers(loggers)
+    schedule, listeners = Schedule.checked(epochs, max_steps, log_every), check_loggers(loggers)
     _check_options(guard, early_stopping, eval_data, precision)
     p = prepare(model, optimizer, loss_fn, precision, parallel, as_source(data), trainable)
     run = start_run(p, key, checkpoints if resume else None, early_stopping, schedule)

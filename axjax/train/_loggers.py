@@ -10,8 +10,8 @@ JSONL file stays the record a resumed run reads; the loggers only receive.
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
-from typing import Any, Protocol, runtime_checkable
+from collections.abc import Iterable, Mapping
+from typing import Any, Protocol, cast, runtime_checkable
 
 from ..core._internal import Feature
 
@@ -44,10 +44,10 @@ def check_loggers(loggers: object) -> list[Logger]:
     """``fit``'s ``loggers=`` as a list, each with ``log`` and ``close`` (else ``TypeError``)."""
     if loggers is None:
         return []
-    if isinstance(loggers, str | bytes) or not hasattr(loggers, "__iter__"):
+    if isinstance(loggers, str | bytes) or not isinstance(loggers, Iterable):
         raise TypeError(f"fit: loggers must be a list of loggers, got {type(loggers).__name__}")
     out: list[Logger] = []
-    for i, logger in enumerate(loggers):  # type: ignore[attr-defined]  # checked: iterable
+    for i, logger in enumerate(cast(Iterable[object], loggers)):
         if not isinstance(logger, Logger):
             raise TypeError(
                 f"fit: loggers[{i}] ({type(logger).__name__}) has no log(step, metrics) and "

@@ -18,7 +18,7 @@ from __future__ import annotations
 import os
 from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, Protocol, cast
 
 import jax
 import jax.numpy as jnp
@@ -47,7 +47,7 @@ TokenWindow = tuple[Tensor[I32, Any, Any], Tensor[I32, Any, Any]]
 def _raw_dtype(where: str, dtype: object) -> np.dtype[Any]:
     """``dtype`` as one of the token dtypes (``uint16``, ``uint32``, ``int32``)."""
     try:
-        dt = np.dtype(dtype)  # type: ignore[call-overload]  # any object: checked below
+        dt = np.dtype(cast(Any, dtype))  # any object: checked below
     except TypeError:
         dt = None
     if dt is None or dt.name not in _RAW:
