@@ -145,7 +145,7 @@ def segment_mask(
         raise fail(
             "segment_mask",
             (segments,),
-            f"segment ids are integers (one document id per position), got "
+            f"segments are integers (one document id per position), got "
             f"{segments.dtype.__name__}",
         )
     if qa not in segments.axes or ka in segments.axes:

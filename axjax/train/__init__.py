@@ -53,7 +53,6 @@ from ._losses import BinaryCrossEntropy as BinaryCrossEntropy
 from ._losses import SoftmaxCrossEntropy as SoftmaxCrossEntropy
 from ._manager import Checkpoints as Checkpoints
 from ._packing import PackedBatch as PackedBatch
-from ._packing import PackedDocuments as PackedDocuments
 from ._packing import pack_documents as pack_documents
 from ._manager import Restored as Restored
 from ._metrics import RunningMean as RunningMean

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any, NoReturn
 
 from ..core._internal import Feature
 from ._log import MetricsLog, plot_history
-from ._loggers import Logger, TensorBoardLogger
+from ._loggers import Logger, fit_tensorboard
 from ._run_state import RunState
 
 if TYPE_CHECKING:
@@ -78,12 +78,12 @@ class FitLog:
         """The log of ``run``: from its step on, after the rows its checkpoint carries. In
         a run of several processes (``parallel``) only process 0 writes ``logdir``, shows
         the bar and calls the ``loggers``; with a ``logdir`` they get a
-        :class:`TensorBoardLogger` on its ``tensorboard`` folder (with tensorboardX installed)."""
+        :class:`axjax.train.TensorBoardLogger` on its ``tensorboard`` folder (with tensorboardX installed)."""
         if parallel is not None and not parallel.is_main:
             logdir, progress, loggers = None, False, None
         loggers = list(loggers or [])
         if logdir is not None:
-            tensorboard = TensorBoardLogger.for_fit(Path(logdir) / "tensorboard", run.step)
+            tensorboard = fit_tensorboard(Path(logdir) / "tensorboard", run.step)
             loggers += [tensorboard] if tensorboard is not None else []
         return cls(
             logdir,

@@ -13,9 +13,11 @@ import os
 from collections.abc import Iterable, Mapping
 from typing import Any, Protocol, cast, runtime_checkable
 
-from ..core._internal import Feature
+import numpy as np
 
-__all__ = ["Logger", "TensorBoardLogger", "check_loggers"]
+from ..core._internal import Feature, non_negative_int
+
+__all__ = ["Logger", "TensorBoardLogger", "check_loggers", "fit_tensorboard"]
 
 _TENSORBOARD = Feature("tensorboardX", "TensorBoard logs (ax.train.TensorBoardLogger)")
 #: fit(logdir=...) writes TensorBoard files when it can; without tensorboardX it warns once
@@ -70,24 +72,32 @@ class TensorBoardLogger:
     """
 
     def __init__(self, logdir: str | os.PathLike[str], *, purge_step: int | None = None) -> None:
+        if purge_step is not None:
+            purge_step = non_negative_int("TensorBoardLogger", "purge_step", purge_step)
         tbx = _TENSORBOARD.require()
         self.logdir = os.fspath(logdir)
         self.writer: Any = tbx.SummaryWriter(self.logdir, purge_step=purge_step)
 
-    @classmethod
-    def for_fit(cls, logdir: str | os.PathLike[str], resume_at: int) -> TensorBoardLogger | None:
-        """The logger ``fit(logdir=...)`` adds (``None``, after one warning, without
-        tensorboardX)."""
-        if _FIT_TENSORBOARD.load() is None:
-            return None
-        return cls(logdir, purge_step=resume_at or None)
-
     def log(self, step: int, metrics: Mapping[str, float]) -> None:
-        """One scalar per number, tagged by its column."""
+        """One scalar per number, tagged by its column (``TypeError``: a value that is not
+        a number)."""
+        step = non_negative_int("TensorBoardLogger.log", "step", step)
         for name, value in metrics.items():
-            if isinstance(value, int | float) and not isinstance(value, bool):
-                self.writer.add_scalar(name, float(value), step)
+            if isinstance(value, bool) or not isinstance(value, int | float | np.number):
+                raise TypeError(
+                    f"TensorBoardLogger.log: metrics[{name!r}] must be a number, got "
+                    f"{type(value).__name__}"
+                )
+            self.writer.add_scalar(name, float(value), step)
 
     def close(self) -> None:
         """Flush and close the event file."""
         self.writer.close()
+
+
+def fit_tensorboard(logdir: str | os.PathLike[str], resume_at: int) -> TensorBoardLogger | None:
+    """The logger ``fit(logdir=...)`` adds (``None``, after one warning, without
+    tensorboardX); a resumed run purges the events after ``resume_at``."""
+    if _FIT_TENSORBOARD.load() is None:
+        return None
+    return TensorBoardLogger(logdir, purge_step=resume_at or None)

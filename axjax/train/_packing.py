@@ -18,7 +18,13 @@ import jax.numpy as jnp
 import numpy as np
 
 from ..core import I32, Axis, Tensor
-from ..core._internal import check_axis_label, check_unique_axes, positive_int
+from ..core._internal import (
+    check_axis_label,
+    check_int,
+    check_unique_axes,
+    non_negative_int,
+    positive_int,
+)
 from ._axes import Batch, Pos
 from ._tokens import TokenFile, seeded_rng
 
@@ -26,11 +32,11 @@ __all__ = ["PackedBatch", "PackedDocuments", "pack_documents"]
 
 
 class PackedBatch(NamedTuple):
-    """One batch of packed windows, each ``Tensor[I32, Batch, Pos]``: the ``ids``, their
-    next-id ``targets``, the document (``segments``, 0 for padding) and the position in the
+    """One batch of packed windows, each ``Tensor[I32, Batch, Pos]``: the ``inputs`` (ids),
+    their next-id ``targets``, the document (``segments``, 0 for padding) and the position in the
     document (``positions``) of each entry. ``fit`` calls ``loss_fn(model, *batch)``."""
 
-    ids: Tensor[I32, Any, Any]
+    inputs: Tensor[I32, Any, Any]
     targets: Tensor[I32, Any, Any]
     segments: Tensor[I32, Any, Any]
     positions: Tensor[I32, Any, Any]
@@ -108,6 +114,8 @@ class PackedDocuments:
 
     def epoch(self, epoch: int = 0, start: int = 0) -> Iterator[PackedBatch]:
         """The batches of ``epoch``, from batch number ``start``."""
+        epoch = non_negative_int("PackedDocuments.epoch", "epoch", epoch)
+        start = non_negative_int("PackedDocuments.epoch", "start", start)
         n, b = self.arrays.shape[1], self.batch_size
         order = np.arange(n) if self.key is None else seeded_rng(self.key, epoch).permutation(n)
         for i in range(start, len(self)):
@@ -137,11 +145,13 @@ def pack_documents(
     Example:
         >>> data = ax.train.pack_documents([[5, 6, 7], [8, 9]], 4, 1)
         >>> batch = next(data.epoch(0))
-        >>> batch.segments.array, batch.positions.array
+        >>> batch.segments.array, batch.positions.array    # and batch.inputs, batch.targets
         (Array([[1, 1, 2, 0]]), Array([[0, 1, 0, 0]]))
     """
     seq_len = positive_int("pack_documents", "seq_len", seq_len)
     batch_size = positive_int("pack_documents", "batch_size", batch_size)
+    if separator is not None:
+        separator = check_int("pack_documents", "separator", separator, 0, None, "an id (int >= 0)")
     labels = tuple(check_axis_label(a, "pack_documents") for a in axes)
     check_unique_axes(labels, "pack_documents")
     if isinstance(documents, TokenFile) or (

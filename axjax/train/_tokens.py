@@ -25,7 +25,14 @@ import jax.numpy as jnp
 import numpy as np
 
 from ..core import I32, Axis, Tensor, TensorType
-from ..core._internal import check_axis_label, check_unique_axes, optional_positive_int, positive_int
+from ..core._internal import (
+    check_axis_label,
+    check_int,
+    check_unique_axes,
+    non_negative_int,
+    optional_positive_int,
+    positive_int,
+)
 from ..parallel import Parallel
 from ._axes import Batch, Pos
 from ._idx import DataError
@@ -234,6 +241,8 @@ def write_tokens(
         >>> ax.train.write_tokens("train.bin", [[1, 2, 3], [4, 5]], separator=0)
         TokenFile('train.bin', 7 uint16 ids)
     """
+    if separator is not None:
+        separator = check_int("write_tokens", "separator", separator, 0, None, "an id (int >= 0)")
     docs = list(_documents(documents, tokenizer))
     if separator is not None:
         docs = [np.concatenate([[separator], d]).astype(np.int64) for d in docs]
@@ -339,7 +348,7 @@ class TokenWindows:
             return self.steps
         return max(self.windows // self.batch_size, 1)
 
-    def starts(self, epoch: int, batch: int) -> np.ndarray[Any, Any]:
+    def _starts(self, epoch: int, batch: int) -> np.ndarray[Any, Any]:
         """Where the windows of ``epoch``'s batch number ``batch`` start (one per row)."""
         b = self.batch_size
         if self.random:
@@ -359,15 +368,17 @@ class TokenWindows:
 
     def epoch(self, epoch: int = 0, start: int = 0) -> Iterator[TokenWindow]:
         """The batches of ``epoch``, from batch number ``start``."""
-        for i in range(start, len(self)):
-            yield self.batch(epoch, i)
+        epoch = non_negative_int("TokenWindows.epoch", "epoch", epoch)
+        start = non_negative_int("TokenWindows.epoch", "start", start)
+        for n in range(start, len(self)):
+            yield self._batch(epoch, n)
 
     def __iter__(self) -> Iterator[TokenWindow]:
         return self.epoch(0)
 
-    def batch(self, epoch: int, i: int) -> TokenWindow:
-        """``(ids, targets)`` of ``epoch``'s batch ``i``."""
-        starts = self.starts(epoch, i)
+    def _batch(self, epoch: int, n: int) -> TokenWindow:
+        """``(ids, targets)`` of ``epoch``'s batch number ``n``."""
+        starts = self._starts(epoch, n)
         if self.parallel is not None:
             return self._global(starts)
         chunk = self.rows(starts)

@@ -43,7 +43,7 @@ def test_documents_pack_into_windows_with_segments_and_positions(tmp_path: Path)
     f = ax.train.write_tokens(tmp_path / "t.bin", docs, separator=0)  # each after a 0
     from_file = ax.train.pack_documents(f, 5, 1, separator=0)
     first = next(from_file.epoch(0))
-    assert np.asarray(first.ids.array)[0].tolist() == [0, 5, 6, 0, 8]
+    assert np.asarray(first.inputs.array)[0].tolist() == [0, 5, 6, 0, 8]
     assert np.asarray(first.segments.array)[0].tolist() == [1, 1, 1, 2, 2]
     with pytest.raises(ValueError, match=r"pass separator="):
         ax.train.pack_documents(f, 5, 1)
