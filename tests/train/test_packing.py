@@ -59,7 +59,7 @@ def test_the_segment_mask_keeps_each_query_in_its_document() -> None:
     np.testing.assert_array_equal(m.array, s[:, :, None] == s[:, None, :])
     with pytest.raises(ax.AxisError, match=r"segments are over the query positions Pos"):
         ax.nn.segment_mask(ax.rename(seg, Pos, Slot), Pos, KPos)
-    with pytest.raises(ax.AxisError, match=r"segment ids are integers"):
+    with pytest.raises(ax.AxisError, match=r"segments are integers"):
         ax.nn.segment_mask(ax.astype(seg, ax.F32), Pos, KPos)
 
 
