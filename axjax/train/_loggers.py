@@ -63,8 +63,8 @@ class TensorBoardLogger:
     """Writes each row's numbers as TensorBoard scalars (tensorboardX's ``SummaryWriter``)
     into ``logdir``, tagged by column name (``train_loss``, ``eval_accuracy``...).
 
-    ``purge_step``: a resumed run's step, so that TensorBoard drops the events the
-    interrupted run wrote after it (``fit`` passes it).
+    ``purge_step``: TensorBoard drops the events of this step and later that an earlier
+    run wrote in ``logdir`` (``fit`` resumed at step ``s`` passes ``s + 1``).
 
     Example:
         >>> ax.train.fit(..., loggers=[ax.train.TensorBoardLogger("runs/tb")])
@@ -97,7 +97,8 @@ class TensorBoardLogger:
 
 def fit_tensorboard(logdir: str | os.PathLike[str], resume_at: int) -> TensorBoardLogger | None:
     """The logger ``fit(logdir=...)`` adds (``None``, after one warning, without
-    tensorboardX); a resumed run purges the events after ``resume_at``."""
+    tensorboardX); a resumed run purges the events after ``resume_at`` (TensorBoard drops
+    those at ``purge_step`` and later; the rows at ``resume_at`` are the checkpoint's)."""
     if _FIT_TENSORBOARD.load() is None:
         return None
-    return TensorBoardLogger(logdir, purge_step=resume_at or None)
+    return TensorBoardLogger(logdir, purge_step=resume_at + 1 if resume_at else None)
