@@ -1,8 +1,8 @@
 """Dependencies imported on first use: one place that imports them and says what is missing.
 
 ``import axjax`` imports none of matplotlib, orbax-checkpoint, safetensors, tensorboardX,
-tokenizers or tqdm. Each feature that needs one declares it once, at module level, and loads it when it
-runs::
+tokenizers or tqdm. Each feature that needs one declares it once, at module level, and
+loads it when it runs::
 
     _CURVES = Feature("matplotlib", "fit(logdir=...)'s curves.png", missing="warn")
     ...

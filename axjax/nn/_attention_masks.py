@@ -145,8 +145,7 @@ def segment_mask(
         raise fail(
             "segment_mask",
             (segments,),
-            f"segments are integers (one document id per position), got "
-            f"{segments.dtype.__name__}",
+            f"segments are integers (one document id per position), got {segments.dtype.__name__}",
         )
     if qa not in segments.axes or ka in segments.axes:
         raise fail(

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import os
-from pathlib import Path
 from collections.abc import Mapping
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn
 
 from ..core._internal import Feature
@@ -78,7 +78,8 @@ class FitLog:
         """The log of ``run``: from its step on, after the rows its checkpoint carries. In
         a run of several processes (``parallel``) only process 0 writes ``logdir``, shows
         the bar and calls the ``loggers``; with a ``logdir`` they get a
-        :class:`axjax.train.TensorBoardLogger` on its ``tensorboard`` folder (with tensorboardX installed)."""
+        :class:`axjax.train.TensorBoardLogger` on its ``tensorboard`` folder (with
+        tensorboardX installed)."""
         if parallel is not None and not parallel.is_main:
             logdir, progress, loggers = None, False, None
         loggers = list(loggers or [])

@@ -323,9 +323,7 @@ class TokenWindows:
         self.batch_size = positive_int("TokenWindows", "batch_size", batch_size)
         self.seq_len = positive_int("TokenWindows", "seq_len", seq_len)
         self.steps = optional_positive_int("TokenWindows", "steps", steps)
-        self.axes: tuple[type[Axis], ...] = tuple(
-            check_axis_label(a, "TokenWindows") for a in axes
-        )
+        self.axes: tuple[type[Axis], ...] = tuple(check_axis_label(a, "TokenWindows") for a in axes)
         check_unique_axes(self.axes, "TokenWindows")
         if len(self.axes) != 2:
             raise ValueError("TokenWindows: axes are two labels, the batch's and the positions'")

@@ -8,16 +8,17 @@ ids ``[Batch, Pos]``, activations ``[Batch, Pos, Embed]``, projections
 ``[Head, HeadDim, Embed]``, the MLP's hidden ``[Batch, Pos, Mlp]``, logits
 ``[Batch, Pos, Vocab]``; pre-norm blocks ``x + attn(ln(x))`` then ``x + mlp(ln(x))``, stacked
 along ``ax.nn.Layer`` and run as one scan (``ax.nn.LayerStack``; ``--unroll`` calls them in a
-Python loop instead), the unembedding tied to the token embedding. It trains with ``ax.train.fit`` from a token
-file on disk: the training files are written to ``--logdir``/train.bin (llm.c's format,
-``ax.train.write_tokens``, each file after a NUL byte, which Python source never holds) and
-read back through a memory map (``ax.train.TokenWindows``: random windows; ``--data FILE``
-trains on a token file of your own). ``--packed`` packs the files into windows instead
-(``ax.train.pack_documents``): attention stays inside each file (``ax.nn.segment_mask``),
-positions restart at each, and the loss skips the padding. The run writes curves,
-TensorBoard files (``--logdir``/tensorboard) and checkpoints under ``--logdir``, prints the
-validation bits per byte next to the unigram baseline, and samples text; ``--stop-after N``
-stops a run early and ``--resume`` continues it from its checkpoint, as if never stopped.
+Python loop instead), the unembedding tied to the token embedding. It trains with
+``ax.train.fit`` from a token file on disk: the training files are written to
+``--logdir``/train.bin (llm.c's format, ``ax.train.write_tokens``, each file after a NUL
+byte, which Python source never holds) and read back through a memory map
+(``ax.train.TokenWindows``: random windows; ``--data FILE`` trains on a token file of your
+own). ``--packed`` packs the files into windows instead (``ax.train.pack_documents``):
+attention stays inside each file (``ax.nn.segment_mask``), positions restart at each, and
+the loss skips the padding. The run writes curves, TensorBoard files
+(``--logdir``/tensorboard) and checkpoints under ``--logdir``, prints the validation bits
+per byte next to the unigram baseline, and samples text; ``--stop-after N`` stops a run
+early and ``--resume`` continues it from its checkpoint, as if never stopped.
 
     python examples/transformer/train.py --preset tiny            # CPU, a few minutes
     python examples/transformer/train.py --preset gpt2-small --precision bf16   # a GPU
@@ -56,7 +57,7 @@ import sys
 import sysconfig
 import time
 import zlib
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, final
 
@@ -317,7 +318,9 @@ class LM(eqx.Module):
         if positions is None:
             x = x + ax.broadcast(ax.slice(self.positions, Pos, 0, ids.size(Pos)), x)
         else:
-            x = x + ax.broadcast(ax.take(ax.rename(self.positions, Pos, _Slot), _Slot, positions), x)
+            x = x + ax.broadcast(
+                ax.take(ax.rename(self.positions, Pos, _Slot), _Slot, positions), x
+            )
         mask = None if segments is None else ax.nn.segment_mask(segments, Pos, KPos)
         if isinstance(self.blocks, ax.nn.LayerStack):
             x = self.blocks(x, mask)  # one scan over Layer
@@ -446,12 +449,12 @@ def packed_loss(
     windows (the evaluation's) is :func:`lm_loss`'s."""
     if segments is None:
         return lm_loss(model, ids, targets)
-    logits: ax.Tensor[ax.F32, Batch, Pos, Vocab] = ax.astype(model(ids, segments, positions), ax.F32)
+    logits: ax.Tensor[ax.F32, Batch, Pos, Vocab] = ax.astype(
+        model(ids, segments, positions), ax.F32
+    )
     per_byte: ax.Tensor[ax.F32, Batch, Pos] = ax.train.softmax_cross_entropy(logits, targets, Vocab)
     weight: ax.Tensor[ax.F32, Batch, Pos] = ax.astype(ax.greater(segments, 0), ax.F32)
-    loss: ax.Tensor[ax.F32] = ax.sum(per_byte * weight, (Batch, Pos)) / ax.sum(
-        weight, (Batch, Pos)
-    )
+    loss: ax.Tensor[ax.F32] = ax.sum(per_byte * weight, (Batch, Pos)) / ax.sum(weight, (Batch, Pos))
     return loss
 
 
@@ -553,9 +556,7 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
         help="pack the files into windows (ax.train.pack_documents: attention inside each "
         "file, positions restarting, no loss on padding) instead of random windows",
     )
-    p.add_argument(
-        "--stop-after", type=int, default=None, metavar="N", help="stop after N steps"
-    )
+    p.add_argument("--stop-after", type=int, default=None, metavar="N", help="stop after N steps")
     p.add_argument(
         "--resume", action="store_true", help="continue from the newest checkpoint in --logdir"
     )

@@ -683,7 +683,9 @@ def fixtures(tmp: Path) -> dict[str, Fixture | Exempt]:
         ),
         "ax.train.TokenWindows.epoch": Fixture(
             {"epoch": 0, "start": 1},
-            lambda epoch, start: list(train.TokenWindows(_token_file(tmp), 2, 3).epoch(epoch, start)),
+            lambda epoch, start: list(
+                train.TokenWindows(_token_file(tmp), 2, 3).epoch(epoch, start)
+            ),
         ),
         "ax.train.write_tokens": Fixture(
             {"separator": 0},

@@ -94,7 +94,9 @@ def test_an_epoch_is_every_non_overlapping_window_once(tmp_path: Path) -> None:
     assert sorted(seen) == list(range(0, 200, 10))
     again = [np.asarray(x.array) for x, _ in w.epoch(0)]
     other = [np.asarray(x.array) for x, _ in w.epoch(1)]
-    assert all((a == b).all() for a, b in zip(again, [np.asarray(x.array) for x, _ in w], strict=True))
+    assert all(
+        (a == b).all() for a, b in zip(again, [np.asarray(x.array) for x, _ in w], strict=True)
+    )
     assert any((a != b).any() for a, b in zip(again, other, strict=True))  # reshuffled
     plain = ax.train.TokenWindows(f, 4, 10)  # no key: file order
     assert np.asarray(next(iter(plain))[0].array)[:, 0].tolist() == ids[[0, 10, 20, 30]].tolist()
