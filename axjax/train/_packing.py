@@ -120,7 +120,10 @@ class PackedDocuments:
         order = np.arange(n) if self.key is None else seeded_rng(self.key, epoch).permutation(n)
         for i in range(start, len(self)):
             rows = self.arrays[:, order[i * b : (i + 1) * b]]
-            yield PackedBatch(*(Tensor(jnp.asarray(a), self.axes) for a in rows))
+            ids, targets, segments, positions = (
+                Tensor[I32, Any, Any](jnp.asarray(a), self.axes) for a in rows
+            )
+            yield PackedBatch(ids, targets, segments, positions)
 
     def __iter__(self) -> Iterator[PackedBatch]:
         return self.epoch(0)

@@ -18,7 +18,7 @@ from __future__ import annotations
 import os
 from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
-from typing import Any, Protocol, cast
+from typing import Any, Protocol, cast, final
 
 import jax
 import jax.numpy as jnp
@@ -53,13 +53,15 @@ TokenWindow = tuple[Tensor[I32, Any, Any], Tensor[I32, Any, Any]]
 
 def _raw_dtype(where: str, dtype: object) -> np.dtype[Any]:
     """``dtype`` as one of the token dtypes (``uint16``, ``uint32``, ``int32``)."""
+    dt: np.dtype[Any] | None
     try:
         dt = np.dtype(cast(Any, dtype))  # any object: checked below
     except TypeError:
         dt = None
     if dt is None or dt.name not in _RAW:
         raise ValueError(f"{where}: dtype must be one of {', '.join(_RAW)}, got {dtype!r}")
-    return dt.newbyteorder("<")
+    little: np.dtype[Any] = dt.newbyteorder("<")
+    return little
 
 
 def _open_bin(path: Path, dtype: object) -> np.ndarray[Any, Any]:
@@ -187,6 +189,7 @@ class _Encoder(Protocol):
     def encode(self, texts: str, *, batch: Any) -> tuple[Any, Any]: ...
 
 
+@final
 class _Doc(Axis):
     """The one row of a text encoded by the writer."""
 

@@ -167,7 +167,8 @@ SEPARATOR = 0
 def write_corpus(path: Path, root: str | None, limit_bytes: int | None) -> ax.train.TokenFile:
     """The training files as one token file (llm.c's format), each after a NUL byte; with
     ``limit_bytes``, the files up to that many bytes."""
-    files, total = [], 0
+    files: list[np.ndarray] = []
+    total = 0
     for data in corpus_files(root)[0]:
         if limit_bytes and total >= limit_bytes:
             break
