@@ -187,3 +187,20 @@ def test_a_packed_batch_falls_back_from_cudnn_with_the_warning(
     assert custom_calls(plain.as_text())["__cudnn$fmhaSoftmax"] == 1  # the same call unmasked
     said = [str(w.message) for w in caught if "instead of cuDNN" in str(w.message)]
     assert len(said) == 1 and "(mask)" in said[0], said
+
+
+def test_rope_with_positions_rotates_each_document_from_zero() -> None:
+    x = ax.tensor(
+        np.random.default_rng(0).normal(size=(2, 5, 4)).astype(np.float32), Batch, Pos, Embed
+    )
+    pos = ax.tensor(np.array([[0, 1, 2, 0, 1], [0, 1, 0, 1, 2]], np.int32), Batch, Pos)
+    got = np.asarray(ax.nn.rotary_embedding(x, Pos, Embed, positions=pos).array)
+    for row, cuts in ((0, (0, 3, 5)), (1, (0, 2, 5))):
+        for a, b in zip(cuts, cuts[1:], strict=False):
+            piece = ax.tensor(np.asarray(x.array)[row : row + 1, a:b], Batch, Pos, Embed)
+            alone = ax.nn.rotary_embedding(piece, Pos, Embed)  # offset 0
+            np.testing.assert_allclose(got[row, a:b], np.asarray(alone.array)[0], rtol=1e-6)
+    with pytest.raises(ValueError, match=r"give positions= or offset=, not both"):
+        ax.nn.rotary_embedding(x, Pos, Embed, positions=pos, offset=2)
+    with pytest.raises(ax.AxisError, match=r"positions are over Pos and some of x's other axes"):
+        ax.nn.rotary_embedding(x, Pos, Embed, positions=ax.rename(pos, Pos, Slot))
