@@ -75,6 +75,11 @@ def test_the_vocabulary_scan_names_the_first_id_past_it(tmp_path: Path) -> None:
         f.check_vocab(50, chunk=16)  # found in the fifth chunk
     with pytest.raises(ValueError, match=r"id 70000 does not fit uint16.*dtype='uint32'"):
         ax.train.write_tokens(tmp_path / "u.bin", [[70_000]], dtype="uint16")
+    for dtype in ("int32", "float32", ax.U32):  # storage dtypes by NumPy name only
+        with pytest.raises(ValueError, match=r"write_tokens: dtype must be"):
+            ax.train.write_tokens(tmp_path / "u.bin", [[7]], dtype=dtype)  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match=r"TokenFile: dtype must be one of uint16, uint32, int32"):
+        ax.train.TokenFile(tmp_path / "t.bin", dtype="float32")
 
 
 def test_an_epoch_is_every_non_overlapping_window_once(tmp_path: Path) -> None:
