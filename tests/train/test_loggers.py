@@ -84,3 +84,21 @@ def test_the_tensorboard_scalars_read_back_equal_the_jsonl_rows(tmp_path: Path) 
         got = [(e.step, e.value) for e in events.Scalars(tag)]
         assert [s for s, _ in got] == [s for s, _ in want], tag
         np.testing.assert_allclose([v for _, v in got], [v for _, v in want], rtol=1e-6)
+
+
+def test_a_run_that_diverges_closes_its_loggers(tmp_path: Path) -> None:
+    run = FakeWandbRun()
+
+    def nan_loss(model: Any, x: Any, y: Any) -> Any:
+        loss, metrics = classify(model, x, y)
+        return loss * float("nan"), metrics
+
+    rng = np.random.default_rng(0)
+    x = rng.normal(size=(16, 6)).astype(np.float32)
+    data = ax.train.Loader(ax.train.Dataset(x, np.zeros(16, np.uint8), name="s"), 8)
+    model = TinyMLP(jax.random.key(0), n_in=6, n_hidden=4, n_out=3)
+    with pytest.raises(ax.train.TrainingDiverged):
+        ax.train.fit(
+            model, optax.sgd(0.1), nan_loss, data, progress=False, loggers=[WandbLogger(run)]
+        )
+    assert run.finished == 1

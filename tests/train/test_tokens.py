@@ -196,3 +196,22 @@ def test_without_the_saved_position_the_resumed_run_differs(
     run resumes at its epoch's first batch)."""
     monkeypatch.setattr(RunState, "position", lambda self: (self.epoch, 0))
     assert not _resumed_equals_through(tmp_path, _FirstBatches(windows, 4))
+
+
+def test_the_writer_encodes_texts_and_files_with_a_tokenizer(tmp_path: Path) -> None:
+    from axjax.models import gpt2
+
+    tok = gpt2.tokenizer(Path(__file__).resolve().parents[1] / "models" / "fixtures" / "gpt2")
+    texts = ["Hello world, hello tokens.", "def f(x):\n    return x + 1\n"]
+    (tmp_path / "b.py").write_text(texts[1])
+    eos = tok.eos_ids[0]
+    f = ax.train.write_tokens(
+        tmp_path / "t.bin", [texts[0], tmp_path / "b.py"], tokenizer=tok, separator=eos
+    )
+    want: list[int] = []
+    for text in texts:
+        ids, n = tok.encode(text, batch=ax.train.Batch)
+        want += [eos, *np.asarray(ids.array)[0, : int(n.array[0])].tolist()]
+    assert f.ids.tolist() == want and f.ids.dtype == np.uint16
+    with pytest.raises(TypeError, match=r"documents\[0\] must be a text \(str\) or a file"):
+        ax.train.write_tokens(tmp_path / "u.bin", [[1, 2]], tokenizer=tok)
