@@ -79,8 +79,20 @@ def _plot_history(tmp: Path) -> None:
 def _fit_curves(tmp: Path) -> None:
     for run in ("a", "b"):  # the warning comes once per process, however many runs
         _tiny_fit(tmp, logdir=tmp / run, progress=False)
-        files = sorted(p.name for p in (tmp / run).iterdir())
+        files = sorted(p.name for p in (tmp / run).iterdir() if p.name != "tensorboard")
         assert files == ["metrics.csv", "metrics.jsonl"], f"{run}: wrote {files}"
+
+
+def _tensorboard_logger(tmp: Path) -> None:
+    import axjax as ax
+
+    ax.train.TensorBoardLogger(tmp / "tb")
+
+
+def _fit_tensorboard(tmp: Path) -> None:
+    logdir = tmp / f"run{len(list(tmp.glob('run*')))}"  # the scenario runs twice: one warning
+    _tiny_fit(tmp, logdir=logdir, progress=False)
+    assert (logdir / "metrics.jsonl").is_file() and not (logdir / "tensorboard").exists()
 
 
 def _sharded(tmp: Path) -> None:
@@ -163,6 +175,8 @@ SCENARIOS: dict[str, Callable[[Path], None]] = {
     "axjax.models.load_tokenizer (gpt2.tokenizer, llama.tokenizer)": _load_tokenizer,
     "fit(progress=True)": _fit_progress,
     "ax.train.download": _download,
+    "TensorBoard logs (ax.train.TensorBoardLogger)": _tensorboard_logger,
+    "fit(logdir=...)'s TensorBoard files": _fit_tensorboard,
 }
 
 _current: Any = None  # the feature whose scenario runs

@@ -1,15 +1,16 @@
 """Dependencies imported on first use: one place that imports them and says what is missing.
 
-``import axjax`` imports none of matplotlib, orbax-checkpoint, safetensors, tokenizers or
-tqdm. Each feature that needs one declares it once, at module level, and loads it when it
-runs::
+``import axjax`` imports none of matplotlib, orbax-checkpoint, safetensors, tensorboardX,
+tokenizers or tqdm. Each feature that needs one declares it once, at module level, and
+loads it when it runs::
 
     _CURVES = Feature("matplotlib", "fit(logdir=...)'s curves.png", missing="warn")
     ...
     mpl = _CURVES.load()  # the module, or None after one warning naming the extra
 
-Three of these dependencies are extras (``pip install "axjax[plot]"`` for matplotlib,
-``"axjax[sharded]"`` for orbax-checkpoint, ``"axjax[text]"`` for tokenizers); without one,
+Four of these dependencies are extras (``pip install "axjax[plot]"`` for matplotlib,
+``"axjax[sharded]"`` for orbax-checkpoint, ``"axjax[text]"`` for tokenizers,
+``"axjax[tensorboard]"`` for tensorboardX); without one,
 a feature that can go without (``missing="warn"``) warns once and skips its part, and any
 other raises an ``ImportError`` that names the feature and the ``pip install`` command.
 safetensors and tqdm are plain dependencies of axjax, imported late only to keep ``import
@@ -59,6 +60,7 @@ DEPENDENCIES: dict[str, Dependency] = {
         Dependency("safetensors", "safetensors", None),
         Dependency("tqdm", "tqdm", None),
         Dependency("tokenizers", "tokenizers", "text"),
+        Dependency("tensorboardX", "tensorboardx", "tensorboard"),
     )
 }
 

@@ -20,6 +20,7 @@ from ._attention_kernels import dot_product_attention as dot_product_attention
 from ._attention_masks import KeyPos as KeyPos
 from ._attention_masks import attention_weights as attention_weights
 from ._attention_masks import causal_mask as causal_mask
+from ._attention_masks import segment_mask as segment_mask
 from ._attention_paths import AttentionPath as AttentionPath
 from ._attention_paths import compute_capability as compute_capability
 from ._attention_paths import cudnn_refusal as cudnn_refusal

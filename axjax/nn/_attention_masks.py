@@ -32,9 +32,9 @@ from ..core._internal import (
     public_call,
     query_of,
 )
-from ..ops import arange, astype, broadcast, greater_equal, less, softmax, where
+from ..ops import arange, astype, broadcast, equal, greater_equal, less, rename, softmax, where
 
-__all__ = ["KeyPos", "attention_weights", "causal_mask"]
+__all__ = ["KeyPos", "attention_weights", "causal_mask", "segment_mask"]
 
 
 @final
@@ -114,6 +114,50 @@ def causal_mask(
         return greater_equal(q + offset, k) if offset else greater_equal(q, k)
     shift: AnyTensor = Tensor(jax.numpy.asarray(offset, jax.numpy.int32), ())
     return greater_equal(q + shift, k)
+
+
+def segment_mask(
+    segments: Tensor[Any, *tuple[Any, ...]], query_pos: type[Axis], key_pos: type[Axis]
+) -> Tensor[Bool, *tuple[Any, ...]]:
+    """``[*rows, QPos, KPos]`` mask of packed sequences: true where query ``i`` and key ``j``
+    belong to the same document, ``segments[i] == segments[j]``.
+
+    ``segments`` holds each position's document id (``[Batch, QPos]``, e.g. the ``segments``
+    of :func:`axjax.train.pack_documents`; padding is a segment of its own); every other
+    axis of it is a row. Give it to an attention as ``mask=`` (with ``causal=True`` the two
+    are combined): attention never crosses a document boundary, on every path. A mask
+    keeps a call off cuDNN flash attention: ``implementation="auto"`` falls back to the
+    einsum path with its once-per-reason warning (docs/training.md, "Packed sequences").
+
+    Example:
+        >>> seg = ax.tensor([[1, 1, 2]], Batch, Pos)
+        >>> ax.nn.segment_mask(seg, Pos, KeyPos).array
+        Array([[[ True,  True, False], [ True,  True, False], [False, False,  True]]])
+    """
+    qa = check_axis_label(query_pos, "segment_mask")
+    ka = check_axis_label(key_pos, "segment_mask")
+    check_query_key(f"segment_mask(query_pos={axis_name(qa)}, key_pos={axis_name(ka)})", qa, ka)
+    if not isinstance(segments, Tensor):
+        raise TypeError(
+            f"segment_mask: segments must be an integer Tensor, got {type(segments).__name__}"
+        )
+    if not issubclass(segments.dtype, Integer):
+        raise fail(
+            "segment_mask",
+            (segments,),
+            f"segments are integers (one document id per position), got {segments.dtype.__name__}",
+        )
+    if qa not in segments.axes or ka in segments.axes:
+        raise fail(
+            "segment_mask",
+            (segments,),
+            f"segments are over the query positions {axis_name(qa)} (and not the keys "
+            f"{axis_name(ka)}), got axes ({axes_names(segments.axes)})",
+        )
+    rows = tuple(a for a in segments.axes if a != qa)
+    axes, sizes = (*rows, qa, ka), {**segments.sizes, ka: segments.size(qa)}
+    keys: AnyTensor = rename(segments, qa, ka)
+    return equal(broadcast(segments, axes, sizes), broadcast(keys, axes, sizes))
 
 
 @public_call()

@@ -75,6 +75,42 @@ def _offset(
     return check_int(name, "offset", offset, 0, None, "an int >= 0"), ()
 
 
+def _positions(
+    name: str,
+    x: AnyTensor,
+    pos: type[Axis],
+    over: type[Axis],
+    positions: object,
+    offset: object,
+) -> tuple[jax.Array, tuple[type[Axis], ...]]:
+    """Each entry's position (float32, ``[*rows, pos]``) and the rows: ``positions`` checked
+    (an integer Tensor over ``pos`` and some of ``x``'s other axes, no ``offset`` beside)."""
+    if not isinstance(positions, Tensor):
+        raise TypeError(f"{name}: positions must be an integer Tensor, got {type(positions)}")
+    if not (isinstance(offset, int) and offset == 0):
+        raise ValueError(f"{name}: give positions= or offset=, not both")
+    if not jnp.issubdtype(positions.array.dtype, jnp.integer):
+        raise fail(name, (positions,), f"positions are integers, got {positions.dtype.__name__}")
+    others = set(x.axes) - {pos, over}
+    if pos not in positions.axes or set(positions.axes) - others - {pos}:
+        raise fail(
+            name,
+            (x, positions),
+            f"positions are over {axis_name(pos)} and some of x's other axes but "
+            f"{axis_name(over)}, got axes ({axes_names(positions.axes)})",
+        )
+    if positions.size(pos) != x.size(pos):
+        raise fail(
+            name,
+            (x, positions),
+            f"positions has {positions.size(pos)} entries along {axis_name(pos)}, x has "
+            f"{x.size(pos)}",
+        )
+    rows = tuple(a for a in positions.axes if a != pos)
+    order = [positions.axes.index(a) for a in (*rows, pos)]
+    return jnp.transpose(positions.array, order).astype(jnp.float32), rows
+
+
 @public_call()
 def rotary_embedding(
     x: Tensor[D, *S],
@@ -83,6 +119,7 @@ def rotary_embedding(
     *,
     theta: float = 10000.0,
     offset: int | jax.Array | AnyTensor = 0,
+    positions: AnyTensor | None = None,
 ) -> Tensor[D, *S]:
     """Rotate the feature axis ``over`` of ``x`` by its position along ``pos`` (RoPE).
 
@@ -91,13 +128,16 @@ def rotary_embedding(
     ``(offset + p) * theta ** (-2i / d)`` of feature ``i`` at position ``p``, ``d`` the size
     of ``over``. ``offset`` (an int, or a traced integer scalar) is the position of the first
     entry along ``pos``; an integer Tensor over some of ``x``'s other axes gives each row
-    its own (a KV cache's ``length``: the rows of a ragged batch). Every other axis is a
+    its own (a KV cache's ``length``: the rows of a ragged batch). ``positions``, an integer
+    Tensor over ``pos`` (and some of the other axes), gives every entry its own position
+    instead: packed documents, each starting again at 0. Every other axis is a
     batch axis (the heads, the batch); the result has ``x``'s axes in ``x``'s order and
     dtype (the angles are computed in float32).
 
     Example:
         >>> q = ax.nn.rotary_embedding(q, Time, HeadDim, theta=10000.0)  # any axis order
         >>> k = ax.nn.rotary_embedding(k, Time, HeadDim, offset=cache.length)
+        >>> q = ax.nn.rotary_embedding(q, Pos, HeadDim, positions=batch.positions)  # packed
     """
     name = f"rotary_embedding(pos={axis_name(pos)}, over={axis_name(over)})"
     check_axis_label(pos, name)
@@ -116,14 +156,15 @@ def rotary_embedding(
             name, (x,), f"the feature axis {axis_name(over)} has odd size {d}; RoPE rotates pairs"
         )
     theta = positive_float(name, "theta", theta)
-    start, rows = _offset(name, x, pos, over, offset)
-    n = int(x.size(pos))
-    first = jnp.asarray(start, jnp.float32)
-    positions = first[..., None] + jnp.arange(n, dtype=jnp.float32).reshape(
-        (1,) * first.ndim + (n,)
-    )
-    inverse = rope_frequencies(d, theta).reshape((1,) * positions.ndim + (-1,))
-    freqs = positions[..., None] * inverse  # [*rows, pos, d/2]
+    if positions is not None:
+        at, rows = _positions(name, x, pos, over, positions, offset)
+    else:
+        start, rows = _offset(name, x, pos, over, offset)
+        n = int(x.size(pos))
+        first = jnp.asarray(start, jnp.float32)
+        at = first[..., None] + jnp.arange(n, dtype=jnp.float32).reshape((1,) * first.ndim + (n,))
+    inverse = rope_frequencies(d, theta).reshape((1,) * at.ndim + (-1,))
+    freqs = at[..., None] * inverse  # [*rows, pos, d/2]
     angles = jnp.concatenate([freqs, freqs], axis=-1)  # [*rows, pos, d]: the halves share
     a = x.array
     io = x.axes.index(over)

@@ -12,6 +12,7 @@ from ._axes import Batch as Batch
 from ._axes import Class as Class
 from ._axes import Height as Height
 from ._axes import Pixel as Pixel
+from ._axes import Pos as Pos
 from ._axes import Width as Width
 from ._checkpoint import CheckpointError as CheckpointError
 from ._checkpoint import CheckpointMismatchError as CheckpointMismatchError
@@ -48,11 +49,15 @@ from ._loader import Loader as Loader
 from ._log import MetricsLog as MetricsLog
 from ._log import plot_history as plot_history
 from ._log import read_jsonl as read_jsonl
+from ._loggers import Logger as Logger
+from ._loggers import TensorBoardLogger as TensorBoardLogger
 from ._losses import BinaryCrossEntropy as BinaryCrossEntropy
 from ._losses import SoftmaxCrossEntropy as SoftmaxCrossEntropy
 from ._manager import Checkpoints as Checkpoints
 from ._manager import Restored as Restored
 from ._metrics import RunningMean as RunningMean
+from ._packing import PackedBatch as PackedBatch
+from ._packing import pack_documents as pack_documents
 from ._sharded import load_sharded as load_sharded
 from ._sharded import read_sharded_manifest as read_sharded_manifest
 from ._sharded import save_sharded as save_sharded
@@ -60,5 +65,8 @@ from ._step import Monitor as Monitor
 from ._step import TrainingDiverged as TrainingDiverged
 from ._step import make_eval_step as make_eval_step
 from ._step import make_train_step as make_train_step
+from ._tokens import TokenFile as TokenFile
+from ._tokens import TokenWindows as TokenWindows
+from ._tokens import write_tokens as write_tokens
 from ._train_step import TrainStep as TrainStep
 from ._updates import apply_updates as apply_updates

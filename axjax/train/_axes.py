@@ -6,7 +6,7 @@ from typing import final
 
 from ..core import Axis
 
-__all__ = ["Batch", "Class", "Height", "Pixel", "Width"]
+__all__ = ["Batch", "Class", "Height", "Pixel", "Pos", "Width"]
 
 
 @final
@@ -32,3 +32,8 @@ class Width(Axis):
 @final
 class Class(Axis):
     """Classes of a classifier's output (10 for MNIST)."""
+
+
+@final
+class Pos(Axis):
+    """Token positions in a window of a language model's batch (``TokenWindows``)."""

@@ -32,6 +32,7 @@ from ._fit_checkpoint import FitCheckpoints, Schedule, start_run
 from ._fit_log import FitLog
 from ._guard import GUARDS, FlatSteps, Guard, NanGuard
 from ._loader import BatchSource, as_source
+from ._loggers import Logger, check_loggers
 from ._manager import Checkpoints
 from ._precision import Optimizer, check_guard
 from ._run_state import RunState, copy_tree
@@ -140,6 +141,7 @@ def fit(
     parallel: Parallel | None = None,
     batch_axis: type[Axis] | None = None,
     trainable: Selection | None = None,
+    loggers: list[Logger] | None = None,
 ) -> FitResult[M]:
     """Train ``model`` with ``optimizer`` on ``loss_fn`` over ``data``.
 
@@ -155,7 +157,7 @@ def fit(
         key: the run's PRNG key (default ``jax.random.key(0)``).
         eval_data: evaluated after every epoch (``eval_*`` columns).
         log_every: steps between log rows; the only host syncs happen there.
-        logdir: writes ``metrics.jsonl``, ``metrics.csv`` and ``curves.png``.
+        logdir: writes ``metrics.jsonl``, ``metrics.csv``, ``curves.png``, ``tensorboard/``.
         checkpoints: saved every ``checkpoints.every`` steps, after each epoch and at the end.
         resume: continue from the newest checkpoint in ``checkpoints``, if any.
         early_stopping: an :class:`EarlyStopping` rule checked after each evaluation.
@@ -175,13 +177,14 @@ def fit(
             ``by_axes``, combined with ``&``, ``|``, ``~``), a path pattern, a tuple of these
             (their union) or a predicate ``(path, leaf) -> bool`` on each floating-point
             leaf's dotted path. Details: docs/training.md, "Freezing parameters".
+        loggers: :class:`axjax.train.Logger` objects: each row goes to ``log(step, metrics)``.
 
     Raises:
         TrainingDiverged: the loss, gradient or (``"replay"``) updated state became NaN/Inf:
             says at which step, keeps the state before it (``error.model``, ``error.opt_state``).
         ValueError: an unknown ``guard``, a number below 1, a ``trainable`` freezing all,
             ``early_stopping`` without ``eval_data``, an ``eval_data`` batch without ``batch_axis``.
-        TypeError: a ``trainable`` of another kind, or a predicate that returns a non-bool.
+        TypeError: a ``trainable`` or logger of another kind, a predicate giving a non-bool.
 
     Example:
         >>> result = ax.train.fit(model, optax.adam(1e-3), loss_fn, train, epochs=10,
@@ -189,11 +192,11 @@ def fit(
         >>> result.history[-1]["eval_accuracy"]
         0.981
     """
-    schedule = Schedule.checked(epochs, max_steps, log_every)
+    schedule, listeners = Schedule.checked(epochs, max_steps, log_every), check_loggers(loggers)
     _check_options(guard, early_stopping, eval_data, precision)
     p = prepare(model, optimizer, loss_fn, precision, parallel, as_source(data), trainable)
     run = start_run(p, key, checkpoints if resume else None, early_stopping, schedule)
-    log = FitLog.for_run(run, schedule.epochs, logdir, progress, parallel)
+    log = FitLog.for_run(run, schedule.epochs, logdir, progress, parallel, listeners)
     saver = FitCheckpoints(checkpoints, early_stopping, schedule)
     loop = _Loop.start(p, run, log, saver, schedule, guard, eval_data, batch_axis, early_stopping)
     return loop.run(run, p.unwrap)

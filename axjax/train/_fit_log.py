@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn
 
 from ..core._internal import Feature
 from ._log import MetricsLog, plot_history
+from ._loggers import Logger, fit_tensorboard
 from ._run_state import RunState
 
 if TYPE_CHECKING:
@@ -39,6 +41,7 @@ class FitLog:
             ``logdir``'s file).
         epochs: the number of epochs (for the bar's and the summaries' "epoch e/n").
         progress: show the bar and the per-epoch summary lines.
+        loggers: more places each row goes (``log(step, metrics)``; closed with the run).
     """
 
     def __init__(
@@ -49,6 +52,7 @@ class FitLog:
         epochs: int,
         progress: bool,
         earlier: list[dict[str, Any]] | None = None,
+        loggers: list[Logger] | None = None,
     ) -> None:
         self.log = (
             MetricsLog(logdir, resume_at=resume_at, rows=earlier) if logdir is not None else None
@@ -59,6 +63,7 @@ class FitLog:
         self.epochs = epochs
         self.progress = progress
         self.bar: tqdm[NoReturn] | None = None
+        self.loggers: list[Logger] = list(loggers or [])
 
     @classmethod
     def for_run(
@@ -68,14 +73,26 @@ class FitLog:
         logdir: str | os.PathLike[str] | None,
         progress: bool,
         parallel: Parallel | None,
+        loggers: list[Logger] | None = None,
     ) -> FitLog:
         """The log of ``run``: from its step on, after the rows its checkpoint carries. In
-        a run of several processes (``parallel``) only process 0 writes ``logdir`` and
-        shows the bar."""
+        a run of several processes (``parallel``) only process 0 writes ``logdir``, shows
+        the bar and calls the ``loggers``; with a ``logdir`` they get a
+        :class:`axjax.train.TensorBoardLogger` on its ``tensorboard`` folder (with
+        tensorboardX installed)."""
         if parallel is not None and not parallel.is_main:
-            logdir, progress = None, False
+            logdir, progress, loggers = None, False, None
+        loggers = list(loggers or [])
+        if logdir is not None:
+            tensorboard = fit_tensorboard(Path(logdir) / "tensorboard", run.step)
+            loggers += [tensorboard] if tensorboard is not None else []
         return cls(
-            logdir, resume_at=run.step, epochs=epochs, progress=progress, earlier=run.history
+            logdir,
+            resume_at=run.step,
+            epochs=epochs,
+            progress=progress,
+            earlier=run.history,
+            loggers=loggers,
         )
 
     def record(self, run: RunState, prefix: str, means: Mapping[str, float]) -> None:
@@ -90,6 +107,8 @@ class FitLog:
             self.history.append(row)
         else:
             self.log.append(row)
+        for logger in self.loggers:
+            logger.log(run.step, {k: v for k, v in row.items() if k != "step"})
 
     def open_bar(self, run: RunState) -> None:
         """A progress bar for the run's current epoch, from the batch it stands at."""
@@ -145,7 +164,11 @@ class FitLog:
             plot_history(self.history, self.log.logdir / "curves.png")
 
     def close(self) -> None:
-        """Close the bar, write the files and draw the curves: the run stops here."""
+        """Close the bar, write the files, draw the curves and close the loggers: the run
+        stops here."""
         self.close_bar()
         self.finish()
         self.draw()
+        loggers, self.loggers = self.loggers, []
+        for logger in loggers:
+            logger.close()

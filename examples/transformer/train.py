@@ -8,14 +8,23 @@ ids ``[Batch, Pos]``, activations ``[Batch, Pos, Embed]``, projections
 ``[Head, HeadDim, Embed]``, the MLP's hidden ``[Batch, Pos, Mlp]``, logits
 ``[Batch, Pos, Vocab]``; pre-norm blocks ``x + attn(ln(x))`` then ``x + mlp(ln(x))``, stacked
 along ``ax.nn.Layer`` and run as one scan (``ax.nn.LayerStack``; ``--unroll`` calls them in a
-Python loop instead), the unembedding tied to the token embedding. It trains with ``ax.train.fit``;
-the run writes curves and checkpoints under ``--logdir``, prints the validation bits per
-byte next to the unigram baseline, and samples text.
+Python loop instead), the unembedding tied to the token embedding. It trains with
+``ax.train.fit`` from a token file on disk: the training files are written to
+``--logdir``/train.bin (llm.c's format, ``ax.train.write_tokens``, each file after a NUL
+byte, which Python source never holds) and read back through a memory map
+(``ax.train.TokenWindows``: random windows; ``--data FILE`` trains on a token file of your
+own). ``--packed`` packs the files into windows instead (``ax.train.pack_documents``):
+attention stays inside each file (``ax.nn.segment_mask``), positions restart at each, and
+the loss skips the padding. The run writes curves, TensorBoard files
+(``--logdir``/tensorboard) and checkpoints under ``--logdir``, prints the validation bits
+per byte next to the unigram baseline, and samples text; ``--stop-after N`` stops a run
+early and ``--resume`` continues it from its checkpoint, as if never stopped.
 
     python examples/transformer/train.py --preset tiny            # CPU, a few minutes
     python examples/transformer/train.py --preset gpt2-small --precision bf16   # a GPU
     python examples/transformer/train.py --devices 8 --parallel data+tensor  # 8 simulated CPUs
     python examples/transformer/train.py --init-from FOLDER  # fine-tune a byte-level GPT-2
+    python examples/transformer/train.py --packed             # files packed, no crossing
 
 Two processes on one machine (each with 4 simulated CPU devices; one global mesh of 8)::
 
@@ -48,7 +57,7 @@ import sys
 import sysconfig
 import time
 import zlib
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, final
 
@@ -75,11 +84,12 @@ __all__ = [
     "Mlp",
     "Pos",
     "Vocab",
-    "Windows",
     "eval_windows",
     "gpt2_loss",
     "lm_loss",
+    "corpus_files",
     "load_corpus",
+    "packed_loss",
     "main",
     "sample",
     "unigram_bits",
@@ -116,31 +126,56 @@ def stdlib_files(root: str | None = None) -> list[Path]:
     )
 
 
-def load_corpus(
-    root: str | None = None, valid_every: int = 20, limit_bytes: int | None = None
-) -> tuple[np.ndarray, np.ndarray]:
-    """``(train, valid)`` byte arrays (uint8). A file goes to validation when the CRC of its
-    relative path is divisible by ``valid_every`` (the split is by file and stable; a
-    corpus too small for that holds out its last file)."""
+def corpus_files(
+    root: str | None = None, valid_every: int = 20
+) -> tuple[list[np.ndarray], list[np.ndarray]]:
+    """``(train, valid)`` lists of files, each file's bytes (uint8). A file goes to
+    validation when the CRC of its relative path is divisible by ``valid_every`` (the split
+    is by file and stable; a corpus too small for that holds out its last file)."""
     base = Path(root or sysconfig.get_paths()["stdlib"])
     files = stdlib_files(str(base))
-    if not files:
-        raise FileNotFoundError(f"no .py files under {base}")
-    train: list[bytes] = []
-    valid: list[bytes] = []
     if len(files) < 2:
         raise FileNotFoundError(f"{base} has {len(files)} .py file(s): need two or more")
+    train: list[np.ndarray] = []
+    valid: list[np.ndarray] = []
     for p in files:
         rel = str(p.relative_to(base)).encode()
-        (valid if zlib.crc32(rel) % valid_every == 0 else train).append(p.read_bytes())
+        data = np.frombuffer(p.read_bytes(), np.uint8)
+        (valid if zlib.crc32(rel) % valid_every == 0 else train).append(data)
     if not valid or not train:  # a small corpus: hold out its last file
         both = train + valid
         train, valid = both[:-1], both[-1:]
+    return train, valid
+
+
+def load_corpus(
+    root: str | None = None, valid_every: int = 20, limit_bytes: int | None = None
+) -> tuple[np.ndarray, np.ndarray]:
+    """``(train, valid)`` byte arrays (uint8): the files of :func:`corpus_files`, joined
+    (the first ``limit_bytes`` of each)."""
     out: list[np.ndarray] = []
-    for parts in (train, valid):
-        data = np.frombuffer(b"".join(parts), np.uint8)
+    for parts in corpus_files(root, valid_every):
+        data = np.concatenate(parts)
         out.append(data[:limit_bytes] if limit_bytes else data)
     return out[0], out[1]
+
+
+#: the id written before each file in the token file: NUL, a byte Python source never holds
+SEPARATOR = 0
+
+
+def write_corpus(path: Path, root: str | None, limit_bytes: int | None) -> ax.train.TokenFile:
+    """The training files as one token file (llm.c's format), each after a NUL byte; with
+    ``limit_bytes``, the files up to that many bytes."""
+    files: list[np.ndarray] = []
+    total = 0
+    for data in corpus_files(root)[0]:
+        if limit_bytes and total >= limit_bytes:
+            break
+        files.append(data[: limit_bytes - total] if limit_bytes else data)
+        total += len(files[-1])
+    path.parent.mkdir(parents=True, exist_ok=True)
+    return ax.train.write_tokens(path, files, separator=SEPARATOR)
 
 
 def unigram_bits(train: np.ndarray, valid: np.ndarray) -> float:
@@ -151,53 +186,11 @@ def unigram_bits(train: np.ndarray, valid: np.ndarray) -> float:
     return float(-(np.bincount(valid, minlength=256) * logp).sum() / len(valid))
 
 
-class Windows:
-    """Random windows of ``context + 1`` bytes: inputs ``[Batch, Pos]`` and next-byte targets.
-
-    A :class:`axjax.train.BatchSource`: epoch ``e`` gives the same ``steps`` batches each time
-    it is asked (the generator is seeded with ``(seed, e)``), so a resumed run sees the same
-    data.
-    """
-
-    def __init__(
-        self, data: np.ndarray, batch: int, context: int, steps: int, seed: int = 0
-    ) -> None:
-        if len(data) <= context + 1:
-            raise ValueError(f"Windows: {len(data)} bytes is too short for context {context}")
-        self.data, self.batch, self.context, self.steps, self.seed = (
-            data,
-            batch,
-            context,
-            steps,
-            seed,
-        )
-
-    def __len__(self) -> int:
-        return self.steps
-
-    def epoch(self, epoch: int, start: int = 0) -> Iterator[Window]:
-        rng = np.random.default_rng((self.seed, epoch))
-        starts = rng.integers(0, len(self.data) - self.context - 1, (self.steps, self.batch))
-        for s in starts[start:]:
-            yield self.windows_at(s)
-
-    def windows_at(self, starts: np.ndarray) -> Window:
-        """The windows starting at ``starts`` (one per row of the batch)."""
-        idx = starts[:, None] + np.arange(self.context + 1)[None, :]
-        chunk = self.data[idx].astype(np.int32)
-        return (
-            ax.tensor(chunk[:, :-1], Batch, Pos, dtype=ax.I32),
-            ax.tensor(chunk[:, 1:], Batch, Pos, dtype=ax.I32),
-        )
-
-
 def eval_windows(data: np.ndarray, batch: int, context: int, max_batches: int) -> list[Window]:
     """Non-overlapping windows from the start of ``data`` (at most ``max_batches`` batches),
-    the same every evaluation."""
-    per = context + 1
-    n = min(max_batches, math.floor(len(data) / (per * batch)))
-    w = Windows(data, batch, context, 1)
-    return [w.windows_at(np.arange(batch) * per + i * batch * per) for i in range(n)]
+    the same every evaluation (``ax.train.TokenWindows`` in file order)."""
+    windows = ax.train.TokenWindows(data, batch, context, axes=(Batch, Pos))
+    return [w for _, w in zip(range(max_batches), windows.epoch(0), strict=False)]
 
 
 # ----------------------------------------------------------------------------- model
@@ -259,10 +252,12 @@ class Block(eqx.Module):
         self.down = ax.nn.Affine(Mlp, Embed, cfg.mlp, cfg.embed, key=k3)
 
     def __call__(
-        self, x: ax.Tensor[ax.F32, Batch, Pos, Embed]
+        self,
+        x: ax.Tensor[ax.F32, Batch, Pos, Embed],
+        mask: ax.Tensor[ax.Bool, Batch, Pos, KPos] | None = None,
     ) -> ax.Tensor[ax.F32, Batch, Pos, Embed]:
         # typed F32; under a bf16 policy the same code runs on BF16 tensors
-        x = x + self.attn(self.ln1(x))
+        x = x + self.attn(self.ln1(x), mask=mask)  # mask: packed files' segments
         return x + self.down(ax.gelu(self.up(self.ln2(x))))
 
     def step(
@@ -311,19 +306,37 @@ class LM(eqx.Module):
             self.blocks = stack
         self.ln_f = ax.nn.LayerNorm(Embed, cfg.embed)
 
-    def __call__(self, ids: ax.Tensor[ax.I32, Batch, Pos]) -> ax.Tensor[Any, Batch, Pos, Vocab]:
-        return ax.contract(self.hidden(ids), self.tokens.weight, over=Embed)
+    def __call__(
+        self,
+        ids: ax.Tensor[ax.I32, Batch, Pos],
+        segments: ax.Tensor[ax.I32, Batch, Pos] | None = None,
+        positions: ax.Tensor[ax.I32, Batch, Pos] | None = None,
+    ) -> ax.Tensor[Any, Batch, Pos, Vocab]:
+        """Logits of ``ids``; a packed batch gives each entry's file (``segments``: attention
+        stays inside it) and position in it (``positions``: they restart at each file)."""
+        return ax.contract(self.hidden(ids, segments, positions), self.tokens.weight, over=Embed)
 
-    def hidden(self, ids: ax.Tensor[ax.I32, Batch, Pos]) -> ax.Tensor[ax.F32, Batch, Pos, Embed]:
+    def hidden(
+        self,
+        ids: ax.Tensor[ax.I32, Batch, Pos],
+        segments: ax.Tensor[ax.I32, Batch, Pos] | None = None,
+        positions: ax.Tensor[ax.I32, Batch, Pos] | None = None,
+    ) -> ax.Tensor[ax.F32, Batch, Pos, Embed]:
         """The final hidden states (after ``ln_f``), which the tied head turns into logits."""
         # a precision policy casts the whole model, so the tables are in the compute dtype
         x: ax.Tensor[ax.F32, Batch, Pos, Embed] = self.tokens(ids)
-        x = x + ax.broadcast(ax.slice(self.positions, Pos, 0, ids.size(Pos)), x)
+        if positions is None:
+            x = x + ax.broadcast(ax.slice(self.positions, Pos, 0, ids.size(Pos)), x)
+        else:
+            x = x + ax.broadcast(
+                ax.take(ax.rename(self.positions, Pos, _Slot), _Slot, positions), x
+            )
+        mask = None if segments is None else ax.nn.segment_mask(segments, Pos, KPos)
         if isinstance(self.blocks, ax.nn.LayerStack):
-            x = self.blocks(x)  # one scan over Layer
+            x = self.blocks(x, mask)  # one scan over Layer
         else:
             for block in self.blocks:
-                x = block(x)
+                x = block(x, mask)
         return self.ln_f(x)
 
     # generation (ax.nn.generate): the ax.nn.Decoder protocol
@@ -431,11 +444,31 @@ def lm_loss(
 
     The tied head and the loss are one blockwise op (``ax.train.linear_cross_entropy``):
     the float32 ``[Batch, Pos, Vocab]`` logits are never held whole, which is what matters
-    at a real vocabulary (``--vocab 50257``)."""
+    at a real vocabulary (``python -m benchmarks.gpt2``)."""
     per_byte: ax.Tensor[ax.F32, Batch, Pos] = ax.train.linear_cross_entropy(
         model.hidden(ids), model.tokens.weight, targets, Vocab
     )
     loss: ax.Tensor[ax.F32] = ax.mean(ax.mean(per_byte, Pos), Batch)
+    return loss
+
+
+def packed_loss(
+    model: LM,
+    ids: ax.Tensor[ax.I32, Batch, Pos],
+    targets: ax.Tensor[ax.I32, Batch, Pos],
+    segments: ax.Tensor[ax.I32, Batch, Pos] | None = None,
+    positions: ax.Tensor[ax.I32, Batch, Pos] | None = None,
+) -> ax.Tensor[ax.F32]:
+    """:func:`lm_loss` of a packed batch (``ax.train.PackedBatch``): the mean over the
+    positions that hold a file (segment > 0), the padding left out; a batch of plain
+    windows (the evaluation's) is :func:`lm_loss`'s."""
+    if segments is None:
+        return lm_loss(model, ids, targets)
+    per_byte: ax.Tensor[ax.F32, Batch, Pos] = ax.train.linear_cross_entropy(
+        model.hidden(ids, segments, positions), model.tokens.weight, targets, Vocab
+    )
+    weight: ax.Tensor[ax.F32, Batch, Pos] = ax.astype(ax.greater(segments, 0), ax.F32)
+    loss: ax.Tensor[ax.F32] = ax.sum(per_byte * weight, (Batch, Pos)) / ax.sum(weight, (Batch, Pos))
     return loss
 
 
@@ -524,6 +557,23 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
         "axjax.models.generate_text instead",
     )
     p.add_argument("--limit-bytes", type=int, default=None, help="use the first N bytes")
+    p.add_argument(
+        "--data",
+        default=None,
+        metavar="FILE",
+        help="train on this token file of byte ids (.bin, llm.c's format, or .npy) instead of "
+        "writing the stdlib's into --logdir/train.bin",
+    )
+    p.add_argument(
+        "--packed",
+        action="store_true",
+        help="pack the files into windows (ax.train.pack_documents: attention inside each "
+        "file, positions restarting, no loss on padding) instead of random windows",
+    )
+    p.add_argument("--stop-after", type=int, default=None, metavar="N", help="stop after N steps")
+    p.add_argument(
+        "--resume", action="store_true", help="continue from the newest checkpoint in --logdir"
+    )
     p.add_argument("--stdlib", default=None, help="corpus root (default: this Python's)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--logdir", default=str(ROOT / "runs" / "transformer"))
@@ -543,6 +593,34 @@ def pretrained(folder: str, cfg: Config, *, unroll: bool = False) -> tuple[gpt2.
             f"reads bytes and needs {cfg.vocab}"
         )
     return model, dataclasses.replace(cfg, context=min(cfg.context, model.config.n_positions))
+
+
+def training_data(
+    args: argparse.Namespace, cfg: Config, par: ax.train.Parallel | None, key: jax.Array
+) -> tuple[Any, int]:
+    """The training batches and the epochs they make ``cfg.steps`` in: random windows of
+    the token file (one epoch of ``cfg.steps`` batches, each process reading only its rows
+    under ``par``), or with ``--packed`` its files packed into windows (as many epochs as
+    the steps need). The file is ``--data``, or the stdlib's training files written to
+    ``--logdir``/train.bin (each process its own copy)."""
+    if args.data:
+        tokens = ax.train.TokenFile(args.data)
+        tokens.check_vocab(cfg.vocab)  # a streaming scan: every id a byte
+    else:
+        name = "train.bin" if jax.process_count() == 1 else f"train-{jax.process_index()}.bin"
+        tokens = write_corpus(Path(args.logdir) / name, args.stdlib, args.limit_bytes)
+    if not args.packed:
+        windows = ax.train.TokenWindows(
+            tokens, cfg.batch, cfg.context, key=key, random=True, steps=cfg.steps,
+            axes=(Batch, Pos), parallel=par,
+        )  # fmt: skip
+        return windows, 1
+    if args.init_from:
+        raise SystemExit("--packed trains this file's LM (segments and positions), not GPT-2")
+    packed = ax.train.pack_documents(
+        tokens, cfg.context, cfg.batch, separator=SEPARATOR, key=key, axes=(Batch, Pos)
+    )
+    return packed, math.ceil(cfg.steps / len(packed))
 
 
 def main(argv: list[str] | None = None) -> dict[str, Any]:
@@ -577,7 +655,9 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         say(f"starting from {args.init_from}: {model.config}")
     else:
         model = LM(cfg, key=init_key, remat=args.remat, unroll=args.unroll)
-    train = Windows(train_bytes, cfg.batch, cfg.context, cfg.steps, seed=args.seed)
+    train, epochs = training_data(args, cfg, par, jax.random.fold_in(jax.random.key(args.seed), 7))
+    if args.packed:
+        loss_fn = packed_loss
     valid = eval_windows(valid_bytes, cfg.batch, cfg.context, args.eval_batches)
     if par is not None:  # fit places the training batches; these are placed here
         valid = [par.place_batch(w) for w in valid]
@@ -599,7 +679,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         optimizer,
         loss_fn,
         train,
-        epochs=1,
+        epochs=epochs,
+        max_steps=min(args.stop_after or cfg.steps, cfg.steps),
         key=run_key,
         eval_data=valid,
         batch_axis=Batch,  # this file's own Batch axis weights the evaluation's batches
@@ -608,6 +689,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         checkpoints=ax.train.Checkpoints(
             logdir / "checkpoints", keep=2, sharded=jax.process_count() > 1
         ),  # orbax: shards per process
+        resume=args.resume,
         progress=not args.no_progress,
         precision=policy,
         parallel=par,
@@ -628,7 +710,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     say(
         f"validation {bits:.3f} bits/byte (unigram baseline {baseline:.3f}) after "
         f"{result.step} steps, {seconds:.1f} s ({per_step * 1e3:.0f} ms/step); curves: "
-        f"{logdir / 'curves.png'}"
+        f"{logdir / 'curves.png'}, TensorBoard: {logdir / 'tensorboard'}"
     )
     say("sample:\n" + (PROMPT + text).decode("utf-8", errors="replace"))
     continuation = b""

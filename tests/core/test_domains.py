@@ -130,6 +130,10 @@ def domains() -> dict[str, tuple[Kind, Callable[[Any], Any]] | str]:
         "ax.nn.cudnn_refusal": "a question about a dtype (why cuDNN would refuse it): any",
         "ax.nn.default_attention_path": "a question about a dtype (which path it takes): any",
         "ax.nn.init.Initializer.__call__": "the protocol: each initialiser is a row below",
+        "ax.train.TokenFile": "a file's storage dtype by NumPy name ('uint16', 'uint32', "
+        "'int32'), not a Tensor dtype: tests/train/test_tokens.py refuses the others",
+        "ax.train.write_tokens": "a file's storage dtype by NumPy name ('uint16' or 'uint32'), "
+        "not a Tensor dtype: tests/train/test_tokens.py",
     }
     for name in initialisers():
         make = getattr(init, name)

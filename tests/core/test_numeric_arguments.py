@@ -169,6 +169,13 @@ def _stacked_cache() -> Any:
     return ax.nn.KVCache(*stack, one.length, one.key_pos, ax.nn.Layer)
 
 
+def _token_file(tmp: Path) -> ax.train.TokenFile:
+    path = tmp / "tokens.bin"
+    if path.is_file():
+        return ax.train.TokenFile(path)
+    return ax.train.write_tokens(path, [np.arange(20)])
+
+
 def _ckpts(tmp: Path) -> ax.train.Checkpoints:
     ckpts = ax.train.Checkpoints(tmp / "ckpts", keep=2)
     if not ckpts.steps():
@@ -677,6 +684,39 @@ def fixtures(tmp: Path) -> dict[str, Fixture | Exempt]:
                 tmp / f"sh{next(folders)}", {"w": ax.ones((2,), A)}, step=step
             ),
             True,
+        ),
+        "ax.train.TokenFile.check_vocab": Fixture(
+            {"vocab_size": 20, "chunk": 4},
+            lambda vocab_size, chunk: _token_file(tmp).check_vocab(vocab_size, chunk=chunk),
+        ),
+        "ax.train.TokenWindows": Fixture(
+            {"batch_size": 2, "seq_len": 3, "steps": 2},
+            lambda **kw: train.TokenWindows(_token_file(tmp), key=KEY, random=True, **kw),
+        ),
+        "ax.train.TokenWindows.epoch": Fixture(
+            {"epoch": 0, "start": 1},
+            lambda epoch, start: list(
+                train.TokenWindows(_token_file(tmp), 2, 3).epoch(epoch, start)
+            ),
+        ),
+        "ax.train.write_tokens": Fixture(
+            {"separator": 0},
+            lambda separator: train.write_tokens(tmp / "w.bin", [[1, 2]], separator=separator),
+        ),
+        "ax.train.pack_documents": Fixture(
+            {"seq_len": 4, "batch_size": 1, "separator": 0},
+            lambda seq_len, batch_size, separator: train.pack_documents(
+                np.array([0, 1, 2, 0, 3, 4]), seq_len, batch_size, separator=separator
+            ),
+        ),
+        "ax.train.Logger.log": Exempt("a Protocol: the user's logger; fit passes its step"),
+        "ax.train.TensorBoardLogger": Fixture(
+            {"purge_step": 1},
+            lambda purge_step: train.TensorBoardLogger(tmp / "tb", purge_step=purge_step).close(),
+        ),
+        "ax.train.TensorBoardLogger.log": Fixture(
+            {"step": 1, "metrics": {"loss": 1.0}},
+            lambda step, metrics: train.TensorBoardLogger(tmp / "tb2").log(step, metrics),
         ),
         "ax.train.MetricsLog": Fixture(
             {"resume_at": 0}, lambda resume_at: train.MetricsLog(tmp / "log", resume_at=resume_at)

@@ -277,6 +277,11 @@ def fixtures() -> dict[str, Fixture | Exempt]:
             lambda: {"scores": ones((B, 2), (T, 3), (nn.KeyPos, 3))},
             {"scores": inp},
         ),
+        "ax.nn.segment_mask": Fixture(
+            lambda **kw: nn.segment_mask(**kw, query_pos=T, key_pos=nn.KeyPos),
+            lambda: {"segments": ax.tensor([[1, 1, 2]], B, T, dtype=ax.I32)},
+            {"segments": "ids"},
+        ),
         "ax.nn.causal_mask": Exempt(
             "builds a mask from axes and sizes; its one Tensor argument is an optional traced "
             "offset (a KV cache's length): tests/nn/test_nn_generate.py"

@@ -79,7 +79,7 @@ def launch_two(
 
 
 #: the parts of ``_two_process.py`` in the order one launch runs them, and their timeouts
-TWO_PROCESS_PARTS = {"two_process": 600.0, "resume": 300.0}
+TWO_PROCESS_PARTS = {"two_process": 600.0, "resume": 300.0, "token_windows": 120.0}
 
 
 class TwoProcessRuns:

@@ -19,6 +19,9 @@ checkpoints (the folders each process deletes are recorded) and wrote the logs.
 another mesh and compares it with the one-device run (in the 8-device process of the
 checks).
 
+``token_windows``: each process reads only its rows of a token file's windows
+(:func:`token_windows`).
+
 ``resume``: every process of a run resumed from a checkpoint gets the same history, at
 every point of its schedule (issue 33; on a mesh of one device of each process). The run
 (2 epochs of 4 steps, a row each step, evaluated after each epoch, sharded checkpoints at
@@ -211,8 +214,49 @@ def resumed_histories(folder: Path) -> None:
     (folder / f"history-{process_id}.json").write_text(json.dumps(histories))
 
 
+def token_windows(folder: Path) -> None:
+    """``ax.train.TokenWindows`` over the interleaved global mesh (``Batch`` over "data":
+    process 0 holds rows 0-1 and 4-5 of 8): each process reads from the token file only the
+    windows of its own rows, and the global batches equal the one-process ones. Each
+    process writes what it read to ``FOLDER/token_windows/read-<id>.json``
+    (tests/parallel/test_token_windows_two_processes.py judges them)."""
+    ids = np.random.default_rng(0).integers(0, 1000, 5000)
+    tokens = ax.train.write_tokens(folder / f"tokens-{process_id}.bin", [ids])
+    par = ax.train.Parallel(c.interleaved_mesh("explicit"), {c.TBatch: "data"})
+    key = jax.random.key(2)
+    plain = ax.train.TokenWindows(tokens, 8, 16, key=key, random=True, steps=3)
+    sharded = ax.train.TokenWindows(tokens, 8, 16, key=key, random=True, steps=3, parallel=par)
+    read: list[int] = []
+    rows = sharded.rows
+
+    def recorded(starts: Any) -> Any:
+        read.extend(int(v) for v in np.asarray(starts))
+        return rows(starts)
+
+    sharded.rows = recorded  # type: ignore[method-assign]
+    owned, every, reads = [], [], []
+    for i, (px, py) in enumerate(plain.epoch(1)):
+        read.clear()
+        x, y = next(sharded.epoch(1, i))
+        reads.append(sorted(read))
+        for got, want in ((x, px), (y, py)):
+            whole = multihost_utils.process_allgather(got.array, tiled=True)
+            np.testing.assert_array_equal(np.asarray(whole), np.asarray(want.array))
+        held = x.array.sharding.addressable_devices_indices_map(x.shape).values()
+        local = sorted({r for index in held for r in range(8)[index[0]]})
+        starts = plain._starts(1, i)
+        owned.append(sorted(int(starts[r]) for r in local))
+        every.append(sorted(int(v) for v in starts))
+    result = {"read": reads, "owned": owned, "all": every}
+    (folder / f"read-{process_id}.json").write_text(json.dumps(result))
+
+
 #: the parts by name
-PARTS: dict[str, Callable[[Path], None]] = {"two_process": two_process, "resume": resume}
+PARTS: dict[str, Callable[[Path], None]] = {
+    "two_process": two_process,
+    "resume": resume,
+    "token_windows": token_windows,
+}
 
 
 if __name__ == "__main__":

@@ -68,8 +68,39 @@ def test_the_example_trains_checkpoints_and_samples(
     assert loaded.tokens.weight.axes == out["model"].tokens.weight.axes
     train, valid = example.load_corpus(CORPUS)
     assert len(valid) > 0 and example.unigram_bits(train, valid) == out["baseline"]
-    x, y = next(example.Windows(train, 4, 16, 1).epoch(0))
+    (x, y), *_ = example.eval_windows(valid, 4, 16, 1)
     assert x.axes == (Batch, Pos) and (x.array[:, 1:] == y.array[:, :-1]).all()
+    # it trained from its token file: the training files, each after a NUL byte
+    files = example.corpus_files(CORPUS)[0]
+    want = np.concatenate([np.concatenate([[0], f]) for f in files])
+    np.testing.assert_array_equal(ax.train.TokenFile(tmp_path / "train.bin").ids, want)
+    assert any((tmp_path / "tensorboard").iterdir())
+
+
+def test_the_example_trains_packed_and_resumes_as_if_never_stopped(
+    example: Any, tmp_path: Path
+) -> None:
+    """``--packed`` (the files packed into windows, segment masks, restarted positions),
+    stopped after 3 of 6 steps and resumed: the model of the run through, bit for bit, and
+    TensorBoard's scalars the JSONL rows."""
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    args = ("--steps", "6", "--log-every", "3", "--packed", "--sample-bytes", "0")
+    through = _run(example, tmp_path / "through", *args)
+    _run(example, tmp_path / "cut", *args, "--stop-after", "3")
+    resumed = _run(example, tmp_path / "cut", *args, "--resume")
+    assert through["steps"] == resumed["steps"] == 6
+    for a, b in zip(
+        jax.tree.leaves(through["model"]), jax.tree.leaves(resumed["model"]), strict=True
+    ):
+        np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
+    rows = [json.loads(r) for r in (tmp_path / "cut" / "metrics.jsonl").read_text().splitlines()]
+    events = EventAccumulator(str(tmp_path / "cut" / "tensorboard"))
+    events.Reload()  # both runs' files; the resumed one purged the steps after 3
+    got = [(e.step, e.value) for e in events.Scalars("train_loss")]
+    want = [(r["step"], r["train_loss"]) for r in rows if "train_loss" in r]
+    assert [s for s, _ in got] == [s for s, _ in want] == [3, 6]
+    np.testing.assert_allclose([v for _, v in got], [v for _, v in want], rtol=1e-6)
 
 
 GPT2_FIXTURE = Path(__file__).resolve().parents[1] / "models" / "fixtures" / "gpt2"
