@@ -77,6 +77,10 @@ from ._registry import OpSpec as OpSpec
 from ._registry import declared_ops as declared_ops
 from ._registry import register_op as register_op
 from ._roles import check_query_key as check_query_key
+from ._state import check_not_donated as check_not_donated
+from ._state import check_state as check_state
+from ._state import donated_leaves as donated_leaves
+from ._state import state_mismatch as state_mismatch
 from ._roles import is_key_role as is_key_role
 from ._roles import output_role as output_role
 from ._roles import query_of as query_of

@@ -23,7 +23,8 @@ from ..nn._internal import Selection, selector
 from ..parallel import Parallel
 from ._loader import BatchSource
 from ._precision import Optimizer, for_training, same
-from ._step import check_trainable, takes_key
+from ..core._internal import check_not_donated
+from ._step import DONATED_REMEDY, check_opt_state, check_trainable, takes_key
 from ._step import trainable as split_trainable
 
 __all__ = ["Prepared", "prepare"]
@@ -78,6 +79,7 @@ def prepare(
     ``ValueError`` (``where`` names the caller in the messages).
     """
     select = None if trainable is None else selector(trainable, f"{where}: trainable")
+    check_not_donated(where, "model", model, DONATED_REMEDY)  # the state entering: once
     unwrap: Callable[[PyTree], PyTree] = same
     opt: Optimizer = optimizer
     if precision is not None:
@@ -91,8 +93,11 @@ def prepare(
             else (parallel.place_params(model), None)
         )
     check_trainable(where, eqx.filter(model, eqx.is_array), select)
+    trained = split_trainable(eqx.filter(model, eqx.is_array), select)[0]
     if opt_state is None:  # what is trained
-        opt_state = opt.init(split_trainable(eqx.filter(model, eqx.is_array), select)[0])
+        opt_state = opt.init(trained)
+    else:  # a resumed state: made for this optimizer and these arrays
+        check_opt_state(where, opt, opt_state, trained)
     if parallel is not None:  # its bare arrays (Adam's count) too: a resume restores into these
         opt_state = parallel.place_params(opt_state)
     return Prepared(model, opt, loss_fn, opt_state, unwrap, data, select, parallel)
