@@ -15,6 +15,7 @@ from collections.abc import Callable
 from typing import Any, NamedTuple
 
 import equinox as eqx
+import jax
 import optax
 
 from ..core._internal import PyTree
@@ -96,7 +97,7 @@ def prepare(
     trained = split_trainable(eqx.filter(model, eqx.is_array), select)[0]
     if opt_state is None:  # what is trained
         opt_state = opt.init(trained)
-    else:  # a resumed state: made for this optimizer and these arrays
+    elif jax.tree.leaves(trained):  # a resumed state: made for this optimizer and arrays
         check_opt_state(where, opt, opt_state, trained)
     if parallel is not None:  # its bare arrays (Adam's count) too: a resume restores into these
         opt_state = parallel.place_params(opt_state)
