@@ -28,7 +28,7 @@ import jax.numpy as jnp
 import optax
 from jax.typing import ArrayLike
 
-from ..core import AnyTensor, Axis, AxisError, NonFiniteReport, Tensor
+from ..core import AnyTensor, Axis, AxisError, NonFiniteReport, Tensor, checkify_indices
 from ..core._internal import PyTree, axis_name, check_not_donated, check_state, describe, is_inexact
 from ..nn import LossScaled, Selector
 from ..nn._internal import Selection, leaves_with_paths, selector
@@ -634,16 +634,38 @@ def make_eval_step(
     """The jitted ``(params, sums, batch) -> sums`` adding the loss and metrics weighted by
     the batch's number of examples: the size of ``batch_axis`` in its Tensors (checked
     while tracing, :func:`batch_size`), whatever the axis's position (time-major data)."""
+    return jax.jit(_eval_fn(loss_fn, static, batch_axis))
+
+
+def make_checked_eval_step(
+    loss_fn: LossFn, static: PyTree, batch_axis: type[Axis] = Batch
+) -> Callable[..., Any]:
+    """:func:`make_eval_step`'s step traced inside ``ax.checkify_indices``: the jitted
+    ``(params, sums, batch) -> (error, sums)``, so that ``evaluate`` reports an id or label
+    out of range in the data (which the plain step would clamp) once the pass is done,
+    with no host sync per batch."""
+    return jax.jit(checkify_indices(_eval_fn(loss_fn, static, batch_axis)))
+
+
+def _eval_fn(
+    loss_fn: LossFn, static: PyTree, batch_axis: type[Axis]
+) -> Callable[..., dict[str, jax.Array]]:
     with_key = takes_key(loss_fn)
 
     def step(params: PyTree, sums: dict[str, jax.Array], batch: PyTree) -> dict[str, jax.Array]:
+        size = batch_size(batch, batch_axis)
+        if size == 0:  # the empty-data rule of fit and Loader: an error, never a NaN mean
+            raise ValueError(
+                f"evaluate: a batch has no examples ({axis_name(batch_axis)}=0): its mean "
+                "loss is undefined; leave empty batches out of the data"
+            )
         loss, metrics = call_loss(loss_fn, eqx.combine(params, static), batch, None, with_key)
         check_metric_names("evaluate", sums, metrics)
-        n = jnp.asarray(batch_size(batch, batch_axis), jnp.float32)
+        n = jnp.asarray(size, jnp.float32)
         out = {"loss": sums["loss"] + n * loss, "count": sums["count"] + n}
         return out | {k: sums[k] + n * v for k, v in metrics.items()}
 
-    return jax.jit(step)
+    return step
 
 
 def metric_names(loss_fn: LossFn, model: PyTree, batch: PyTree) -> tuple[str, ...]:
