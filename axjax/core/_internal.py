@@ -78,6 +78,7 @@ from ._registry import declared_ops as declared_ops
 from ._registry import register_op as register_op
 from ._roles import check_query_key as check_query_key
 from ._state import check_not_donated as check_not_donated
+from ._state import check_some_data as check_some_data
 from ._state import check_state as check_state
 from ._state import donated_leaves as donated_leaves
 from ._state import state_mismatch as state_mismatch

@@ -23,9 +23,13 @@ from typing import Any
 import jax
 import numpy as np
 
+from ._axis import axis_name
 from ._errors import describe
 
-__all__ = ["check_not_donated", "check_state", "donated_leaves", "outline", "state_mismatch"]
+__all__ = [
+    "check_not_donated",
+    "check_some_data",
+    "check_state", "donated_leaves", "outline", "state_mismatch"]
 
 #: an outline longer than this is cut (a large model's tree)
 _WIDTH = 160
@@ -141,3 +145,19 @@ def _signature(x: object) -> object:
         return _leaf(x)
     dtype = getattr(x, "dtype", None)
     return (getattr(x, "shape", None), None if dtype is None else np.dtype(dtype))
+
+
+def check_some_data(where: str, argument: str, t: Any, over: tuple[Any, ...]) -> None:
+    """The empty-data rule of ``fit`` and ``Loader``, for a reduction over data: a
+    ``ValueError`` naming ``argument`` when an axis of ``over`` has size 0 (a mean over no
+    examples is undefined, never a NaN)."""
+    empty = [
+        f"{axis_name(a)}=0"
+        for a, n in zip(t.axes, t.shape, strict=True)
+        if a in over and n is not None and n == 0
+    ]
+    if empty:
+        raise ValueError(
+            f"{where}: {argument} holds no data ({', '.join(empty)}): a mean over no examples "
+            "is undefined; leave empty batches out"
+        )

@@ -42,6 +42,7 @@ from ..core._internal import (
     check_not_donated,
     effects_barrier,
     positive_int,
+    public_call,
 )
 from ..ops import transpose
 from ._kv_cache import KVCache
@@ -381,6 +382,7 @@ def generate(
     stream: StreamCallback | None = None,
     stream_every: int = 8,
 ) -> Generation[*B]: ...
+@public_call()
 def generate(
     model: Decoder[Any],
     prompt: Tensor[I32, *B],
