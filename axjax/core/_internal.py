@@ -97,6 +97,7 @@ from ._tensor import trusted_tensor as trusted_tensor
 from ._tensor import unnamed_dims as unnamed_dims
 from ._validate import check_float as check_float
 from ._validate import check_int as check_int
+from ._validate import prng_key as prng_key
 from ._validate import dtype_of_kind as dtype_of_kind
 from ._validate import finite_float as finite_float
 from ._validate import index_int as index_int

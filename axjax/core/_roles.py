@@ -67,6 +67,13 @@ class KeyOf(Axis, Generic[_Q]):
     #: the query axis (``None``: the key of any query)
     _query: ClassVar[type[Axis] | None] = None
 
+    def __class_getitem__(cls, query: Any) -> Any:
+        """``KeyOf[Pos]``: the query is an axis label (a type variable in a generic
+        annotation), as ``ax.Out[...]`` checks its own."""
+        if not isinstance(query, TypeVar):
+            check_axis_label(query, "ax.KeyOf[...]")
+        return super().__class_getitem__(query)  # type: ignore[misc]  # Generic's own
+
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
         for base in cls.__dict__.get("__orig_bases__", ()):
