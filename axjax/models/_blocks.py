@@ -127,7 +127,6 @@ def _check_batch(where: str, lengths: AnyTensor, ids: AnyTensor) -> None:
             f"ids of {_sizes(batch)}",
             f"make a cache for this batch: model.init_cache({{{shown}}}, max_len)",
         )
-    del caches
 
 
 def _sizes(sizes: Mapping[type[Axis], int]) -> str:
