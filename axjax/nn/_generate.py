@@ -42,7 +42,6 @@ from ..core._internal import (
     check_not_donated,
     effects_barrier,
     positive_int,
-    public_call,
 )
 from ..ops import transpose
 from ._kv_cache import KVCache
@@ -245,8 +244,8 @@ def _check_prompt(
         pos = declared if declared in prompt.axes else prompt.axes[-1]
     if pos not in prompt.axes:
         raise AxisError(
-            f"generate: pos={axis_name(pos)} is not an axis of the prompt "
-            f"({axes_names(prompt.axes)})"
+            f"generate: the prompt ({axes_names(prompt.axes)}) has no position axis "
+            f"{axis_name(pos)} (pos={axis_name(pos)})"
         )
     if declared is not None and pos is not declared:
         raise AxisError(
@@ -382,7 +381,6 @@ def generate(
     stream: StreamCallback | None = None,
     stream_every: int = 8,
 ) -> Generation[*B]: ...
-@public_call()
 def generate(
     model: Decoder[Any],
     prompt: Tensor[I32, *B],
