@@ -348,9 +348,11 @@ def _entries() -> tuple[Entry, ...]:
 TABLE = Table(
     "gpt2",
     _entries(),
-    ignore=("lm_head.weight", "*.attn.bias", "*.attn.masked_bias"),
+    ignore=("*.attn.bias", "*.attn.masked_bias"),
     architectures=("GPT2LMHeadModel",),
     optional_prefix="transformer.",
+    # GPT-2's head is its token embedding: a stored lm_head.weight must be its copy
+    copies=(("lm_head.weight", "transformer.wte.weight", "GPT-2 ties its head to wte"),),
 )
 
 

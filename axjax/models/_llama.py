@@ -346,14 +346,16 @@ def _entries(tied: bool) -> tuple[Entry, ...]:
     return rows if tied else (*rows, Entry("lm_head.weight", "lm_head", (Vocab, Embed)))
 
 
+_TIED = "config.json's tie_word_embeddings is true: the head is the embedding"
 _IGNORE = ("model.rotary_emb.inv_freq", "model.layers.*.self_attn.rotary_emb.inv_freq")
 _TABLES = {
     tied: Table(
         "llama",
         _entries(tied),
-        # a tied checkpoint may store the head too (the embedding's copy)
-        ignore=(*_IGNORE, "lm_head.weight") if tied else _IGNORE,
+        _IGNORE,
         architectures=("LlamaForCausalLM",),
+        # a tied checkpoint may store the head too, only as the embedding's copy
+        copies=(("lm_head.weight", "model.embed_tokens.weight", _TIED),) if tied else (),
     )
     for tied in (False, True)
 }
