@@ -34,6 +34,22 @@ def own_test(page: Path) -> str | None:
     return OWN_TESTS.get(docs_blocks._rel(page))
 
 
+def _status() -> str | None:
+    """``git status --porcelain`` of the checkout (``None``: not a git checkout here)."""
+    try:
+        done = subprocess.run(
+            ["git", "status", "--porcelain", "--untracked-files=all"],
+            cwd=docs_blocks.ROOT, capture_output=True, text=True, timeout=60,
+        )  # fmt: skip
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return done.stdout if done.returncode == 0 else None
+
+
+#: the checkout's status before the pages ran (they run in its root)
+_BEFORE: dict[str, str | None] = {}
+
+
 @pytest.fixture(scope="module")
 def running() -> dict[Path, Future[subprocess.CompletedProcess[str]]]:
     """Every page that this module runs, started at once in parallel processes."""
@@ -42,7 +58,22 @@ def running() -> dict[Path, Future[subprocess.CompletedProcess[str]]]:
         for p in PAGES
         if parse(p).blocks and own_test(p) is None and not docs_blocks.missing_data(parse(p))
     ]
+    _BEFORE["status"] = _status()
     return docs_blocks.run_pages_in_parallel(todo)
+
+
+def test_the_pages_leave_the_checkout_clean(
+    running: dict[Path, Future[subprocess.CompletedProcess[str]]],
+) -> None:
+    """Every page runs in the checkout's root, as a reader runs it; afterwards ``git
+    status`` is what it was: a page writes only to temporary or git-ignored folders."""
+    for future in running.values():
+        future.result()
+    before, after = _BEFORE.get("status"), _status()
+    if before is None or after is None:
+        pytest.skip("not a git checkout")
+    new = sorted(set(after.splitlines()) - set(before.splitlines()))
+    assert not new, f"the docs pages left files in the checkout: {new}"
 
 
 @pytest.mark.parametrize("page", PAGES, ids=lambda p: docs_blocks._rel(p))
