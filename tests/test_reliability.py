@@ -31,10 +31,10 @@ import optax
 import pytest
 
 import axjax as ax
-from axjax.core import _state
 from axjax.models import gpt2, llama
 
-_generate = importlib.import_module("axjax.nn._generate")  # the module (ax.nn's name is the function)
+#: the module (``ax.nn.generate`` is the function)
+_generate = importlib.import_module("axjax.nn._generate")
 
 
 Batch = ax.train.Batch
@@ -265,9 +265,7 @@ def _evaluate(family: str, bad: int) -> Callable[[], Any]:
 
 #: every public call that jits inside and is not a per-step call, for every family
 JIT_CALLS = {"generate": _generate_ids, "model call": _call, "evaluate": _evaluate}
-JIT_ROWS = [
-    (call, family, bad) for call in JIT_CALLS for family in FAMILIES for bad in (32, -1)
-]
+JIT_ROWS = [(call, family, bad) for call in JIT_CALLS for family in FAMILIES for bad in (32, -1)]
 
 
 @pytest.mark.parametrize(("call", "family", "bad"), JIT_ROWS)
@@ -293,7 +291,8 @@ def _softmax_axis() -> Any:
 
 def _gen(family: str, rows: Any, steps: int = 2, **kw: Any) -> Callable[[], Any]:
     model = FAMILIES[family][0]()
-    ids = ax.Tensor(jnp.asarray(rows, jnp.int32).reshape(np.shape(rows)), (Batch, FAMILIES[family][1]))
+    array = jnp.asarray(rows, jnp.int32).reshape(np.shape(rows))
+    ids = ax.Tensor(array, (Batch, FAMILIES[family][1]))
     return lambda: ax.nn.generate(model, ids, steps, temperature=0, **kw)
 
 

@@ -77,11 +77,6 @@ from ._registry import OpSpec as OpSpec
 from ._registry import declared_ops as declared_ops
 from ._registry import register_op as register_op
 from ._roles import check_query_key as check_query_key
-from ._state import check_not_donated as check_not_donated
-from ._state import check_some_data as check_some_data
-from ._state import check_state as check_state
-from ._state import donated_leaves as donated_leaves
-from ._state import state_mismatch as state_mismatch
 from ._roles import is_key_role as is_key_role
 from ._roles import output_role as output_role
 from ._roles import query_of as query_of
@@ -90,6 +85,11 @@ from ._roles import rule_names as rule_names
 from ._roles import softmax_role_problem as softmax_role_problem
 from ._source import user_frame as user_frame
 from ._source import user_site as user_site
+from ._state import check_not_donated as check_not_donated
+from ._state import check_some_data as check_some_data
+from ._state import check_state as check_state
+from ._state import donated_leaves as donated_leaves
+from ._state import state_mismatch as state_mismatch
 from ._symbolic import Symbolic as Symbolic
 from ._symbolic import is_symbolic as is_symbolic
 from ._tensor import bare_type as bare_type
@@ -97,7 +97,6 @@ from ._tensor import trusted_tensor as trusted_tensor
 from ._tensor import unnamed_dims as unnamed_dims
 from ._validate import check_float as check_float
 from ._validate import check_int as check_int
-from ._validate import prng_key as prng_key
 from ._validate import dtype_of_kind as dtype_of_kind
 from ._validate import finite_float as finite_float
 from ._validate import index_int as index_int
@@ -110,4 +109,5 @@ from ._validate import positive_float as positive_float
 from ._validate import positive_int as positive_int
 from ._validate import positive_ints as positive_ints
 from ._validate import positive_sizes as positive_sizes
+from ._validate import prng_key as prng_key
 from ._validate import probability as probability

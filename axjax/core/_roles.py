@@ -72,7 +72,8 @@ class KeyOf(Axis, Generic[_Q]):
         annotation), as ``ax.Out[...]`` checks its own."""
         if not isinstance(query, TypeVar):
             check_axis_label(query, "ax.KeyOf[...]")
-        return super().__class_getitem__(query)  # type: ignore[misc]  # Generic's own
+        generic: Any = getattr(super(), "__class_getitem__")  # noqa: B009 - Generic's, untyped
+        return generic(query)
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)

@@ -5,9 +5,10 @@ again only for a new structure, shape or dtype: never per-step host work).
 
 :func:`check_state` compares a tree with the one it should be (the structure, then each
 leaf's axes, shape and dtype) and raises a ``TypeError`` naming the call, the argument,
-what it must fit (what it was made for), what that needs and what it got; :func:`check_not_donated` names a buffer that
-a donating step deleted, with the remedy. :func:`state_mismatch` is the message both use,
-for a call that compares sizes of its own (a cache made for another batch).
+what it must fit (what it was made for), what that needs and what it got;
+:func:`check_not_donated` names a buffer that a donating step deleted, with the remedy.
+:func:`state_mismatch` is the message both use, for a call that compares sizes of its own
+(a cache made for another batch).
 
 Example:
     >>> want = jax.eval_shape(optimizer.init, params)
@@ -18,18 +19,23 @@ Example:
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, cast
 
 import jax
+import jax.core  # jax.core.Tracer, imported by name for type checkers
 import numpy as np
 
 from ._axis import axis_name
-from ._errors import describe
+from ._errors import HasType, describe
 
 __all__ = [
     "check_not_donated",
     "check_some_data",
-    "check_state", "donated_leaves", "outline", "state_mismatch"]
+    "check_state",
+    "donated_leaves",
+    "outline",
+    "state_mismatch",
+]
 
 #: an outline longer than this is cut (a large model's tree)
 _WIDTH = 160
@@ -41,7 +47,7 @@ def _is_tensor(x: object) -> bool:
 
 def _leaf(x: object) -> str:
     if _is_tensor(x) and hasattr(x, "axes"):
-        return describe(x)  # type: ignore[arg-type]  # a Tensor: HasType by the check above
+        return describe(cast(HasType, x))  # a Tensor: axes, shape and dtype, checked above
     shape = getattr(x, "shape", None)
     dtype = getattr(x, "dtype", None)
     if shape is None or dtype is None:
@@ -67,7 +73,9 @@ def _outline(tree: object, depth: int) -> str:
         return f"{type(tree).__name__}({inner})"
     if isinstance(tree, tuple | list):
         inner = ", ".join(_outline(v, depth - 1) for v in tree)
-        return f"({inner}{',' if len(tree) == 1 else ''})" if isinstance(tree, tuple) else f"[{inner}]"
+        if isinstance(tree, list):
+            return f"[{inner}]"
+        return f"({inner}{',' if len(tree) == 1 else ''})"
     if isinstance(tree, dict):
         return "{" + ", ".join(f"{k!r}: {_outline(v, depth - 1)}" for k, v in tree.items()) + "}"
     return type(tree).__name__ if not hasattr(tree, "shape") else _leaf(tree)
@@ -93,8 +101,10 @@ def donated_leaves(tree: object) -> list[str]:
     out: list[str] = []
     for path, leaf in jax.tree_util.tree_flatten_with_path(tree)[0]:
         deleted = getattr(leaf, "is_deleted", None)
-        if isinstance(leaf, jax.Array) and deleted is not None and not isinstance(
-            leaf, jax.core.Tracer
+        if (
+            isinstance(leaf, jax.Array)
+            and deleted is not None
+            and not isinstance(leaf, jax.core.Tracer)
         ):
             if deleted():
                 out.append(_path(path))
@@ -123,7 +133,7 @@ def check_state(
     check_not_donated(where, argument, got, remedy)
     g, g_def = jax.tree_util.tree_flatten_with_path(got, is_leaf=_is_tensor)
     w, w_def = jax.tree_util.tree_flatten_with_path(want, is_leaf=_is_tensor)
-    if g_def != w_def:
+    if not _same_structure(g_def, w_def):
         g_paths = [p for p, _ in g]
         w_paths = [p for p, _ in w]
         first = next(
@@ -131,12 +141,16 @@ def check_state(
             min(len(g_paths), len(w_paths)),
         )
         at = _path(w_paths[first]) if first < len(w_paths) else ""
-        raise state_mismatch(
-            where, argument, fits, outline(want), outline(got), remedy, at
-        )
+        raise state_mismatch(where, argument, fits, outline(want), outline(got), remedy, at)
     for (path, a), (_, b) in zip(g, w, strict=True):
         if _signature(a) != _signature(b):
             raise state_mismatch(where, argument, fits, _leaf(b), _leaf(a), remedy, _path(path))
+
+
+def _same_structure(a: Any, b: Any) -> bool:
+    """Two ``PyTreeDef``s (jaxlib has no stub the type checkers can use) are equal."""
+    same: bool = a == b
+    return same
 
 
 def _signature(x: object) -> object:

@@ -149,7 +149,9 @@ def grad(
     return grad_fun
 
 
-def _integer_argument(name: str, argnums: int | tuple[int, ...], args: tuple[Any, ...]) -> TypeError:
+def _integer_argument(
+    name: str, argnums: int | tuple[int, ...], args: tuple[Any, ...]
+) -> TypeError:
     """The error for a differentiated argument holding integers: the argument, the leaf and
     its dtype, and the remedy (JAX's own message names none of them)."""
     for i in (argnums,) if isinstance(argnums, int) else argnums:

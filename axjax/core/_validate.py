@@ -280,6 +280,8 @@ def prng_key(where: str, name: str, key: object) -> Any:
     got = (
         f"an array of {getattr(key, 'dtype', None)} and shape {getattr(key, 'shape', None)}"
         if hasattr(key, "dtype")
-        else repr(key) if key is None else f"an object of type {type(key).__name__}"
+        else repr(key)
+        if key is None
+        else f"an object of type {type(key).__name__}"
     )
     raise TypeError(f"{where}: {name} must be a PRNG key (jax.random.key(0)), got {got}")

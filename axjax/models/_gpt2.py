@@ -15,11 +15,10 @@ from typing import TypeVarTuple, final, overload
 
 import equinox as eqx
 import jax
-import jax.numpy as jnp
 import numpy as np
 
-from ..core import F32, I32, AnyTensor, Axis, AxisError, Floating, KeyOf, Tensor
-from ..core._internal import checks_choices, describe
+from ..core import F32, I32, AnyTensor, Axis, Floating, KeyOf, Tensor
+from ..core._internal import checks_choices
 from ..nn import (
     Affine,
     AttentionPath,

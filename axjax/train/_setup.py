@@ -18,13 +18,12 @@ import equinox as eqx
 import jax
 import optax
 
-from ..core._internal import PyTree
+from ..core._internal import PyTree, check_not_donated
 from ..nn import Policy, Selector
 from ..nn._internal import Selection, selector
 from ..parallel import Parallel
 from ._loader import BatchSource
 from ._precision import Optimizer, for_training, same
-from ..core._internal import check_not_donated
 from ._step import DONATED_REMEDY, check_opt_state, check_trainable, takes_key
 from ._step import trainable as split_trainable
 

@@ -326,9 +326,7 @@ OPT_STATE_REMEDY = (
 )
 
 
-def check_opt_state(
-    where: str, optimizer: Optimizer, opt_state: PyTree, trained: PyTree
-) -> None:
+def check_opt_state(where: str, optimizer: Optimizer, opt_state: PyTree, trained: PyTree) -> None:
     """``opt_state`` against what ``optimizer.init(trained)`` makes (structure, shapes and
     dtypes, from the shapes only: ``jax.eval_shape``): a ``TypeError`` naming ``where``'s
     ``opt_state`` argument, what it was made for and what it got, or a ``ValueError`` for
