@@ -32,6 +32,8 @@ Run one page by hand: ``python -m tests.docs_blocks docs/nn.md`` (prints what ra
 
 from __future__ import annotations
 
+import contextlib
+import io
 import json
 import os
 import re
@@ -182,6 +184,22 @@ def run_blocks(page: Page) -> list[str]:
             sys.modules["__main__"] = saved
 
 
+#: ``print(<...>.axes)  # (A, B)``: a comment showing the axes a block prints
+_PRINTED_AXES = re.compile(r"^\s*print\(.*\.axes\)\s*#\s*(\([^)]*\))", re.MULTILINE)
+
+
+def check_printed_axes(block: Block, printed: str) -> None:
+    """Each ``print(t.axes)  # (A, B)`` comment of ``block`` shows what the block printed
+    (an axis tuple prints as its names): the comments and the output agree."""
+    lines = printed.splitlines()
+    for shown in _PRINTED_AXES.findall(block.code):
+        if shown not in lines:
+            raise AssertionError(
+                f"{block.where}: a comment shows the axes {shown}, the block printed "
+                f"{[line for line in lines if line.startswith('(')]}"
+            )
+
+
 def _chosen(block: Block) -> bool:
     """Whether a fragment runs here after all: its reason names the word in
     ``$AXJAX_DOCS_RUN_FRAGMENTS`` (``make onnx-check`` runs docs/tensors.md's ONNX block,
@@ -201,8 +219,10 @@ def _run_in(page: Page, namespace: dict[str, object]) -> list[str]:
         if block.kind == "fragment" and not _chosen(block):
             done.append(f"{block.where} fragment ({block.reason})")
             continue
+        printed = io.StringIO()
         try:
-            exec(code, namespace)  # noqa: S102
+            with contextlib.redirect_stdout(printed):
+                exec(code, namespace)  # noqa: S102
         except BaseException as e:
             wanted = block.reason.split(".")[-1]
             if block.kind == "raises" and any(c.__name__ == wanted for c in type(e).__mro__):
@@ -218,11 +238,14 @@ def _run_in(page: Page, namespace: dict[str, object]) -> list[str]:
             raise AssertionError(
                 f"{block.where}: the block raised {type(e).__name__}: {e}\n{tb}"
             ) from None
+        finally:
+            sys.stdout.write(printed.getvalue())
         if block.kind == "raises":
             raise AssertionError(
                 f"{block.where}: the block is marked 'raises {block.reason}' but ran without "
                 "an error"
             )
+        check_printed_axes(block, printed.getvalue())
         done.append(f"{block.where} ran ({time.perf_counter() - start:.2f} s)")
     return done
 

@@ -196,3 +196,30 @@ def test_no_page_has_hidden_set_up() -> None:
     for page in PAGES:
         assert "docs-test: setup" not in page.read_text(), docs_blocks._rel(page)
         parse(page)
+
+
+def test_printed_axes_are_checked_against_the_comments(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A ``print(t.axes)  # (A, B)`` comment must show what prints; the mutation (axis
+    labels printed as classes again) makes the docs' comments fail."""
+    import contextlib
+    import io
+
+    import axjax as ax
+    from axjax.core import _axis
+
+    class Seq(ax.Axis): ...
+
+    class Head(ax.Axis): ...
+
+    block = docs_blocks.Block(Path("docs/x.md"), 1, "print(t.axes)  # (Seq, Head)\n")
+
+    def printed() -> str:
+        out = io.StringIO()
+        with contextlib.redirect_stdout(out):
+            print((Seq, Head))
+        return out.getvalue()
+
+    docs_blocks.check_printed_axes(block, printed())
+    monkeypatch.setattr(_axis._AxisLabel, "__repr__", type.__repr__)
+    with pytest.raises(AssertionError, match=r"shows the axes \(Seq, Head\), the block printed"):
+        docs_blocks.check_printed_axes(block, printed())
