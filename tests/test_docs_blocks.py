@@ -180,14 +180,15 @@ def test_a_page_runs_only_its_visible_text(tmp_path: Path) -> None:
 
 def test_a_page_marked_cwd_checkout_runs_in_the_repository_root(tmp_path: Path) -> None:
     """``cwd=checkout``: the page reads the checkout's files by relative path (the fixtures of
-    docs/pretrained.md); without the marker a page runs in an empty temporary folder."""
+    docs/pretrained.md). Every page runs there, as a reader runs it (and must leave it
+    clean: test_the_pages_leave_the_checkout_clean)."""
     fixture = "tests/models/fixtures/gpt2/config.json"
     block = f"```python\nimport os\nassert os.path.isfile({fixture!r})\n```\n"
     marked = write(tmp_path, "<!-- docs-test: cwd=checkout -->\n# A page\n\n" + block)
     assert parse(marked).in_checkout
     assert docs_blocks.run_page_in_subprocess(marked, timeout=120).returncode == 0
     plain = docs_blocks.run_page_in_subprocess(write(tmp_path, "# A page\n\n" + block), 120)
-    assert plain.returncode != 0 and "raised AssertionError" in plain.stderr
+    assert plain.returncode == 0, plain.stderr
 
 
 def test_no_page_has_hidden_set_up() -> None:
@@ -223,3 +224,21 @@ def test_printed_axes_are_checked_against_the_comments(monkeypatch: pytest.Monke
     monkeypatch.setattr(_axis._AxisLabel, "__repr__", type.__repr__)
     with pytest.raises(AssertionError, match=r"shows the axes \(Seq, Head\), the block printed"):
         docs_blocks.check_printed_axes(block, printed())
+
+
+def test_a_page_that_writes_into_the_checkout_is_caught(tmp_path: Path) -> None:
+    """The mutation of the clean check: a page writing a file where it runs (the checkout's
+    root, as nn.md's ``save_safetensors(model, "model.safetensors")`` did) shows in ``git
+    status``, which test_the_pages_leave_the_checkout_clean compares."""
+    before = _status()
+    if before is None:
+        pytest.skip("not a git checkout")
+    probe = docs_blocks.ROOT / "docs-clean-probe.txt"
+    code = "open('docs-clean-probe.txt', 'w').close()"
+    page = write(tmp_path, f"# A page\n\n```python\n{code}\n```\n")
+    try:
+        assert docs_blocks.run_page_in_subprocess(page, timeout=120).returncode == 0
+        after = _status() or ""
+        assert "?? docs-clean-probe.txt" in set(after.splitlines()) - set(before.splitlines())
+    finally:
+        probe.unlink(missing_ok=True)
