@@ -347,7 +347,17 @@ def _empty_evaluate() -> Any:
     return ax.train.evaluate(_tiny(), _loss, [none])
 
 
+@final
+class Member(ax.Axis): ...
+
+
+def _empty_ensemble() -> Any:
+    members = Tiny(ax.Tensor(jnp.ones((0, 3, 2)), (Member, In, Out)))
+    return ax.nn.ensemble_loss(_loss)(ax.nn.Ensemble(members, Member), X, Y)
+
+
 EMPTY_ROWS: dict[str, Callable[[], Any]] = {
+    "ensemble_loss": _empty_ensemble,
     "evaluate": _empty_evaluate,
     "accuracy": lambda: ax.train.accuracy(
         ax.Tensor(jnp.zeros((0, 3)), (Batch, ax.train.Class)),
@@ -362,5 +372,43 @@ EMPTY_ROWS: dict[str, Callable[[], Any]] = {
 
 @pytest.mark.parametrize("call", list(EMPTY_ROWS))
 def test_empty_data_is_an_error(call: str) -> None:
-    with pytest.raises(ValueError, match=rf"{call}: .*(no data|no examples|no rows)"):
+    words = "no data|no examples|no rows|no members"
+    with pytest.raises(ValueError, match=rf"{call}\b.*: .*({words})"):
         EMPTY_ROWS[call]()
+
+
+def test_empty_data_mutation(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The empty-data rule switched off in the metrics: accuracy over no examples is NaN."""
+    metrics = importlib.import_module("axjax.train._metrics")
+    monkeypatch.setattr(metrics, "check_some_data", lambda *a: None)
+    with pytest.raises(pytest.fail.Exception, match="DID NOT RAISE"):
+        test_empty_data_is_an_error("accuracy")
+
+
+# ---------------------------------------------------------------- class 6: small checks
+SMALL_ROWS: dict[str, tuple[Callable[[], Any], str]] = {
+    "KeyOf[3]": (lambda: ax.KeyOf[3], r"ax\.KeyOf\[\.\.\.\]: 3 is not an axis label"),
+    "grad of integers": (
+        lambda: ax.grad(lambda x: ax.sum(x, over=Batch))(ax.Tensor(jnp.arange(3), (Batch,))),
+        r"grad: argument 0 holds int32 values",
+    ),
+    "lora key=None": (
+        lambda: ax.nn.lora(_tiny(), where="w", rank=1, key=None),  # type: ignore[arg-type]
+        r"lora: key must be a PRNG key",
+    ),
+}
+
+
+@pytest.mark.parametrize("case", list(SMALL_ROWS))
+def test_small_checks_name_the_argument(case: str) -> None:
+    run, text = SMALL_ROWS[case]
+    with pytest.raises(TypeError, match=text):
+        run()
+
+
+def test_small_checks_mutation(monkeypatch: pytest.MonkeyPatch) -> None:
+    """KeyOf's check switched off: ``ax.KeyOf[3]`` returns a class again."""
+    roles = importlib.import_module("axjax.core._roles")
+    monkeypatch.setattr(roles, "check_axis_label", lambda *a: None)
+    with pytest.raises(pytest.fail.Exception, match="DID NOT RAISE"):
+        test_small_checks_name_the_argument("KeyOf[3]")
