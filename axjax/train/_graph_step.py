@@ -68,7 +68,7 @@ class GraphStep:
         # trained values carried as a LossScaled and updated by a ScaledOptimizer (the
         # set-up of fit and TrainStep; the Params keep their own dtype: no model is cast)
         prepared = prepare(  # opt_state: initialised below, on the trained values
-            (), optimizer, self._lp.loss, precision=precision, opt_state=()
+            (), optimizer, self._lp.loss, precision=precision, opt_state=(), check=False
         )
         self._opt: Optimizer = prepared.optimizer
         self._policy_loss: Callable[..., Any] | None = (

@@ -15,7 +15,6 @@ from collections.abc import Callable
 from typing import Any, NamedTuple
 
 import equinox as eqx
-import jax
 import optax
 
 from ..core._internal import PyTree, check_not_donated
@@ -66,6 +65,7 @@ def prepare(
     *,
     opt_state: PyTree = None,
     where: str = "fit",
+    check: bool = True,
 ) -> Prepared:
     """The pieces of a training step under ``precision`` and ``parallel`` (either may be
     ``None``: that piece is kept as it is).
@@ -76,7 +76,9 @@ def prepare(
     ``parallel``'s compute rules. ``trainable`` (a selector, pattern or predicate over
     ``(path, leaf)``) picks the floating-point leaves the step trains; the optimizer state
     holds arrays for those alone, and a selection that freezes everything is a
-    ``ValueError`` (``where`` names the caller in the messages).
+    ``ValueError`` (``where`` names the caller in the messages). A given ``opt_state`` is
+    checked against what ``optimizer.init`` makes (``check=False``: a caller that builds
+    its own state afterwards, as ``compile_step``).
     """
     select = None if trainable is None else selector(trainable, f"{where}: trainable")
     check_not_donated(where, "model", model, DONATED_REMEDY)  # the state entering: once
@@ -96,7 +98,7 @@ def prepare(
     trained = split_trainable(eqx.filter(model, eqx.is_array), select)[0]
     if opt_state is None:  # what is trained
         opt_state = opt.init(trained)
-    elif jax.tree.leaves(trained):  # a resumed state: made for this optimizer and arrays
+    elif check:  # a resumed state: made for this optimizer and these arrays
         check_opt_state(where, opt, opt_state, trained)
     if parallel is not None:  # its bare arrays (Adam's count) too: a resume restores into these
         opt_state = parallel.place_params(opt_state)
