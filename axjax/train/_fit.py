@@ -93,8 +93,13 @@ def evaluate(
         batch_axis: the axis that counts examples (default: a :class:`Loader`'s first axis,
             otherwise :class:`axjax.train.Batch`).
 
+    Ids and labels out of range in the data are named after the pass (the step is traced
+    inside ``ax.checkify_indices``; it would otherwise clamp them), except for parameters
+    placed over several devices, where traced values keep the clamp rule.
+
     Raises:
-        ValueError: a batch has no Tensor with ``batch_axis`` (the message shows the batch).
+        ValueError: a batch has no Tensor with ``batch_axis`` (the message shows the batch),
+            a batch of no examples, data of no batches, or an id or label out of range.
 
     Example:
         >>> ax.train.evaluate(model, loss_fn, test_loader)
@@ -112,7 +117,8 @@ def evaluate(
             names = metric_names(loss_fn, model, batch)
             sums = {n: jnp.zeros((), jnp.float32) for n in (*names, "count")}
         error, sums = step(params, sums, batch)
-        errors.append(error)
+        if error is not None:
+            errors.append(error)
         if sync_every and (i + 1) % sync_every == 0:  # bound the queued steps
             block_until_ready(sums)
     if sums is None:

@@ -637,12 +637,41 @@ def make_eval_step(
 
 def make_checked_eval_step(
     loss_fn: LossFn, static: PyTree, batch_axis: type[Axis] = Batch
-) -> Callable[..., Any]:
+) -> CheckedEvalStep:
     """:func:`make_eval_step`'s step traced inside ``ax.checkify_indices``: the jitted
     ``(params, sums, batch) -> (error, sums)``, so that ``evaluate`` reports an id or label
     out of range in the data (which the plain step would clamp) once the pass is done,
     with no host sync per batch."""
-    return jax.jit(checkify_indices(_eval_fn(loss_fn, static, batch_axis)))
+    return CheckedEvalStep(_eval_fn(loss_fn, static, batch_axis))
+
+
+class CheckedEvalStep:
+    """The evaluation step with the index checks on (``(params, sums, batch) -> (error,
+    sums)``), or off (``error`` ``None``) for parameters placed over several devices:
+    checkify cannot slice sharded labels, so there traced ids keep the clamp rule. Decided
+    once per parameter tree (by identity: an ``evaluate`` pass calls it with one)."""
+
+    def __init__(self, fn: Callable[..., dict[str, jax.Array]]) -> None:
+        self._checked = jax.jit(checkify_indices(fn))
+        self._plain = jax.jit(fn)
+        self._params_id: int | None = None
+        self._sharded = False
+
+    def __call__(self, params: PyTree, sums: dict[str, jax.Array], batch: PyTree) -> Any:
+        if id(params) != self._params_id:
+            self._params_id, self._sharded = id(params), _spans_devices(params)
+        if self._sharded:
+            return None, self._plain(params, sums, batch)
+        return self._checked(params, sums, batch)
+
+
+def _spans_devices(tree: PyTree) -> bool:
+    """Whether an array of ``tree`` is placed over more than one device."""
+    for leaf in jax.tree.leaves(tree):
+        sharding = getattr(leaf, "sharding", None)
+        if sharding is not None and len(sharding.device_set) > 1:
+            return True
+    return False
 
 
 def _eval_fn(
