@@ -81,3 +81,5 @@ $(ONNX_VENV)/.installed: pyproject.toml
 
 onnx-check: $(ONNX_VENV)/.installed   ## export to ONNX (jax2onnx) and compare in onnxruntime
 	$(ONNX_VENV)/bin/python tools/onnx_check.py $(ARGS)
+	# docs/tensors.md with its ONNX block run, and the blocks after it (the names they use)
+	AXJAX_DOCS_RUN_FRAGMENTS=jax2onnx $(ONNX_VENV)/bin/python -m tests.docs_blocks docs/tensors.md

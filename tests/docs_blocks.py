@@ -19,9 +19,10 @@ Page-level comments, anywhere in the page::
 
     <!-- docs-test: data=mnist -->   (needs ../shared/data/mnist, or $AXJAX_TEST_DATA; the page
                                       is skipped, saying where, when the files are absent)
-    <!-- docs-test: cwd=checkout -->  (the page runs in the checkout's root, as its text tells
-                                      the reader to: it reads files of the repository, such as
-                                      tests/models/fixtures; it writes only to temporary folders)
+    <!-- docs-test: cwd=checkout -->  (the page tells the reader to run it in the checkout's
+                                      root: it reads files of the repository, such as
+                                      tests/models/fixtures. Every page runs there, and writes
+                                      only to temporary or git-ignored folders)
 
 An unknown ``docs-test`` comment is an error, so a misspelt marker never silences a block.
 
@@ -31,12 +32,13 @@ Run one page by hand: ``python -m tests.docs_blocks docs/nn.md`` (prints what ra
 
 from __future__ import annotations
 
+import contextlib
+import io
 import json
 import os
 import re
 import subprocess
 import sys
-import tempfile
 import time
 import traceback
 import types
@@ -182,6 +184,30 @@ def run_blocks(page: Page) -> list[str]:
             sys.modules["__main__"] = saved
 
 
+#: ``print(<...>.axes)  # (A, B)``: a comment showing the axes a block prints
+_PRINTED_AXES = re.compile(r"^\s*print\(.*\.axes\)\s*#\s*(\([^)]*\))", re.MULTILINE)
+
+
+def check_printed_axes(block: Block, printed: str) -> None:
+    """Each ``print(t.axes)  # (A, B)`` comment of ``block`` shows what the block printed
+    (an axis tuple prints as its names): the comments and the output agree."""
+    lines = printed.splitlines()
+    for shown in _PRINTED_AXES.findall(block.code):
+        if shown not in lines:
+            raise AssertionError(
+                f"{block.where}: a comment shows the axes {shown}, the block printed "
+                f"{[line for line in lines if line.startswith('(')]}"
+            )
+
+
+def _chosen(block: Block) -> bool:
+    """Whether a fragment runs here after all: its reason names the word in
+    ``$AXJAX_DOCS_RUN_FRAGMENTS`` (``make onnx-check`` runs docs/tensors.md's ONNX block,
+    and the blocks after it, where jax2onnx is installed)."""
+    word = os.environ.get("AXJAX_DOCS_RUN_FRAGMENTS", "")
+    return bool(word) and word in block.reason
+
+
 def _run_in(page: Page, namespace: dict[str, object]) -> list[str]:
     done: list[str] = []
     for block in page.blocks:
@@ -190,11 +216,13 @@ def _run_in(page: Page, namespace: dict[str, object]) -> list[str]:
             code = _compiled(block)
         except SyntaxError as e:
             raise AssertionError(f"{block.where}: the block does not compile: {e}") from None
-        if block.kind == "fragment":
+        if block.kind == "fragment" and not _chosen(block):
             done.append(f"{block.where} fragment ({block.reason})")
             continue
+        printed = io.StringIO()
         try:
-            exec(code, namespace)  # noqa: S102
+            with contextlib.redirect_stdout(printed):
+                exec(code, namespace)  # noqa: S102
         except BaseException as e:
             wanted = block.reason.split(".")[-1]
             if block.kind == "raises" and any(c.__name__ == wanted for c in type(e).__mro__):
@@ -210,11 +238,14 @@ def _run_in(page: Page, namespace: dict[str, object]) -> list[str]:
             raise AssertionError(
                 f"{block.where}: the block raised {type(e).__name__}: {e}\n{tb}"
             ) from None
+        finally:
+            sys.stdout.write(printed.getvalue())
         if block.kind == "raises":
             raise AssertionError(
                 f"{block.where}: the block is marked 'raises {block.reason}' but ran without "
                 "an error"
             )
+        check_printed_axes(block, printed.getvalue())
         done.append(f"{block.where} ran ({time.perf_counter() - start:.2f} s)")
     return done
 
@@ -236,8 +267,8 @@ def missing_data(page: Page) -> str:
 
 
 def run_page_in_subprocess(path: Path, timeout: float = 300) -> subprocess.CompletedProcess[str]:
-    """Run one page's blocks in a fresh interpreter, in a temporary working directory, with
-    the page's data set up (``$AXJAX_DATA``). A page that needs several devices asks for
+    """Run one page's blocks in a fresh interpreter, in the checkout's root (as a reader
+    does), with the page's data set up (``$AXJAX_DATA``). A page that needs several devices asks for
     them itself, as a reader would (docs/parallel.md). XLA compiles with little effort
     (``JAX_DISABLE_MOST_OPTIMIZATIONS``): the pages run small programs, mostly op by op, so
     compiling is their cost (docs/nn.md: 71 s of CPU, 41 s with it); no page reads compiled
@@ -249,15 +280,17 @@ def run_page_in_subprocess(path: Path, timeout: float = 300) -> subprocess.Compl
     env.setdefault("JAX_DISABLE_MOST_OPTIMIZATIONS", "1")
     if page.data:
         env["AXJAX_DATA"] = str(data_root())
-    with tempfile.TemporaryDirectory() as tmp:
-        return subprocess.run(
-            [sys.executable, "-m", "tests.docs_blocks", str(path)],
-            cwd=ROOT if page.in_checkout else tmp,
-            env=env,
-            capture_output=True,
-            text=True,
-            timeout=timeout,
-        )
+    # every page in the checkout's root, where a reader runs it: a page that writes there
+    # outside a temporary or git-ignored folder leaves the checkout unclean, which
+    # tests/test_docs_blocks.py checks
+    return subprocess.run(
+        [sys.executable, "-m", "tests.docs_blocks", str(path)],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
 
 
 def run_pages_in_parallel(

@@ -34,6 +34,22 @@ def own_test(page: Path) -> str | None:
     return OWN_TESTS.get(docs_blocks._rel(page))
 
 
+def _status() -> str | None:
+    """``git status --porcelain`` of the checkout (``None``: not a git checkout here)."""
+    try:
+        done = subprocess.run(
+            ["git", "status", "--porcelain", "--untracked-files=all"],
+            cwd=docs_blocks.ROOT, capture_output=True, text=True, timeout=60,
+        )  # fmt: skip
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return done.stdout if done.returncode == 0 else None
+
+
+#: the checkout's status before the pages ran (they run in its root)
+_BEFORE: dict[str, str | None] = {}
+
+
 @pytest.fixture(scope="module")
 def running() -> dict[Path, Future[subprocess.CompletedProcess[str]]]:
     """Every page that this module runs, started at once in parallel processes."""
@@ -42,7 +58,22 @@ def running() -> dict[Path, Future[subprocess.CompletedProcess[str]]]:
         for p in PAGES
         if parse(p).blocks and own_test(p) is None and not docs_blocks.missing_data(parse(p))
     ]
+    _BEFORE["status"] = _status()
     return docs_blocks.run_pages_in_parallel(todo)
+
+
+def test_the_pages_leave_the_checkout_clean(
+    running: dict[Path, Future[subprocess.CompletedProcess[str]]],
+) -> None:
+    """Every page runs in the checkout's root, as a reader runs it; afterwards ``git
+    status`` is what it was: a page writes only to temporary or git-ignored folders."""
+    for future in running.values():
+        future.result()
+    before, after = _BEFORE.get("status"), _status()
+    if before is None or after is None:
+        pytest.skip("not a git checkout")
+    new = sorted(set(after.splitlines()) - set(before.splitlines()))
+    assert not new, f"the docs pages left files in the checkout: {new}"
 
 
 @pytest.mark.parametrize("page", PAGES, ids=lambda p: docs_blocks._rel(p))
@@ -149,14 +180,15 @@ def test_a_page_runs_only_its_visible_text(tmp_path: Path) -> None:
 
 def test_a_page_marked_cwd_checkout_runs_in_the_repository_root(tmp_path: Path) -> None:
     """``cwd=checkout``: the page reads the checkout's files by relative path (the fixtures of
-    docs/pretrained.md); without the marker a page runs in an empty temporary folder."""
+    docs/pretrained.md). Every page runs there, as a reader runs it (and must leave it
+    clean: test_the_pages_leave_the_checkout_clean)."""
     fixture = "tests/models/fixtures/gpt2/config.json"
     block = f"```python\nimport os\nassert os.path.isfile({fixture!r})\n```\n"
     marked = write(tmp_path, "<!-- docs-test: cwd=checkout -->\n# A page\n\n" + block)
     assert parse(marked).in_checkout
     assert docs_blocks.run_page_in_subprocess(marked, timeout=120).returncode == 0
     plain = docs_blocks.run_page_in_subprocess(write(tmp_path, "# A page\n\n" + block), 120)
-    assert plain.returncode != 0 and "raised AssertionError" in plain.stderr
+    assert plain.returncode == 0, plain.stderr
 
 
 def test_no_page_has_hidden_set_up() -> None:
@@ -165,3 +197,48 @@ def test_no_page_has_hidden_set_up() -> None:
     for page in PAGES:
         assert "docs-test: setup" not in page.read_text(), docs_blocks._rel(page)
         parse(page)
+
+
+def test_printed_axes_are_checked_against_the_comments(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A ``print(t.axes)  # (A, B)`` comment must show what prints; the mutation (axis
+    labels printed as classes again) makes the docs' comments fail."""
+    import contextlib
+    import io
+
+    import axjax as ax
+    from axjax.core import _axis
+
+    class Seq(ax.Axis): ...
+
+    class Head(ax.Axis): ...
+
+    block = docs_blocks.Block(Path("docs/x.md"), 1, "print(t.axes)  # (Seq, Head)\n")
+
+    def printed() -> str:
+        out = io.StringIO()
+        with contextlib.redirect_stdout(out):
+            print((Seq, Head))
+        return out.getvalue()
+
+    docs_blocks.check_printed_axes(block, printed())
+    monkeypatch.setattr(_axis._AxisLabel, "__repr__", type.__repr__)
+    with pytest.raises(AssertionError, match=r"shows the axes \(Seq, Head\), the block printed"):
+        docs_blocks.check_printed_axes(block, printed())
+
+
+def test_a_page_that_writes_into_the_checkout_is_caught(tmp_path: Path) -> None:
+    """The mutation of the clean check: a page writing a file where it runs (the checkout's
+    root, as nn.md's ``save_safetensors(model, "model.safetensors")`` did) shows in ``git
+    status``, which test_the_pages_leave_the_checkout_clean compares."""
+    before = _status()
+    if before is None:
+        pytest.skip("not a git checkout")
+    probe = docs_blocks.ROOT / "docs-clean-probe.txt"
+    code = "open('docs-clean-probe.txt', 'w').close()"
+    page = write(tmp_path, f"# A page\n\n```python\n{code}\n```\n")
+    try:
+        assert docs_blocks.run_page_in_subprocess(page, timeout=120).returncode == 0
+        after = _status() or ""
+        assert "?? docs-clean-probe.txt" in set(after.splitlines()) - set(before.splitlines())
+    finally:
+        probe.unlink(missing_ok=True)

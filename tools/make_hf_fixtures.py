@@ -34,11 +34,14 @@ writes for a model and its tokenizer, and what ``transformers`` computes with th
   has none, ``<|endoftext|>``. The script checks that each row is what its prompt alone
   (unpadded) generates.
 
-Needs torch, transformers and tokenizers (not axjax's dependencies); the checked-in
-fixtures let the test suite run without them::
+Needs torch, transformers and tokenizers (not axjax's dependencies; the checked-in
+fixtures let the test suite run without them), besides numpy and safetensors. Install them
+in an environment of their own, then run the script from the checkout's root::
 
-    /work/venv-hf/bin/python tools/make_hf_fixtures.py            # every fixture
-    /work/venv-hf/bin/python tools/make_hf_fixtures.py gpt2       # one
+    python -m venv .venv-hf
+    .venv-hf/bin/pip install torch transformers tokenizers safetensors numpy
+    .venv-hf/bin/python tools/make_hf_fixtures.py            # every fixture
+    .venv-hf/bin/python tools/make_hf_fixtures.py gpt2       # one
 
 A new architecture adds a builder to ``BUILDERS`` (a function of the seed that returns an
 ``(eval-mode) transformers`` model) and a tokenizer to ``TOKENIZERS``; :func:`make` does

@@ -27,7 +27,15 @@ __all__ = [
 ]
 
 
-class Axis:
+class _AxisLabel(type):
+    """The type of axis labels: an axis prints as its name, so ``print(t.axes)`` shows
+    ``(Batch, Pixel)`` (not ``(<class '__main__.Batch'>, ...)``)."""
+
+    def __repr__(cls) -> str:
+        return cls.__name__
+
+
+class Axis(metaclass=_AxisLabel):
     """Base class of every axis label. Subclass it once per axis; never instantiate.
 
     Decorate labels with ``@typing.final``: mypy treats tensor axes covariantly, so a
@@ -38,8 +46,8 @@ class Axis:
         >>> import axjax as ax
         >>> @final
         ... class Pixel(ax.Axis): ...
-        >>> Pixel.__name__
-        'Pixel'
+        >>> Pixel.__name__, (Pixel,)
+        ('Pixel', (Pixel,))
     """
 
     #: ``False`` on every axis but a key role (``ax.KeyOf[Q]``): the static mark by which a

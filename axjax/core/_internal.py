@@ -85,6 +85,11 @@ from ._roles import rule_names as rule_names
 from ._roles import softmax_role_problem as softmax_role_problem
 from ._source import user_frame as user_frame
 from ._source import user_site as user_site
+from ._state import check_not_donated as check_not_donated
+from ._state import check_some_data as check_some_data
+from ._state import check_state as check_state
+from ._state import donated_leaves as donated_leaves
+from ._state import state_mismatch as state_mismatch
 from ._symbolic import Symbolic as Symbolic
 from ._symbolic import is_symbolic as is_symbolic
 from ._tensor import bare_type as bare_type
@@ -104,4 +109,5 @@ from ._validate import positive_float as positive_float
 from ._validate import positive_int as positive_int
 from ._validate import positive_ints as positive_ints
 from ._validate import positive_sizes as positive_sizes
+from ._validate import prng_key as prng_key
 from ._validate import probability as probability

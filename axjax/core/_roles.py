@@ -67,6 +67,15 @@ class KeyOf(Axis, Generic[_Q]):
     #: the query axis (``None``: the key of any query)
     _query: ClassVar[type[Axis] | None] = None
 
+    def __class_getitem__(cls, query: Any) -> Any:
+        """``KeyOf[Pos]``: the query is an axis label (or a typing form in an annotation:
+        a type variable, ``Any``), as ``ax.Out[...]`` checks its own."""
+        plain = type(query).__module__ == "builtins" and not isinstance(query, str)
+        if (isinstance(query, type) and query is not Any) or plain:  # Any, a forward ref pass
+            check_axis_label(query, "ax.KeyOf[...]")
+        generic: Any = getattr(super(), "__class_getitem__")  # noqa: B009 - Generic's, untyped
+        return generic(query)
+
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
         for base in cls.__dict__.get("__orig_bases__", ()):

@@ -7,6 +7,7 @@ from collections.abc import Callable, Sequence
 from typing import Any, Concatenate, Literal, ParamSpec, TypeVar, cast, overload
 
 import jax
+import jax.numpy as jnp
 
 from ._axis import Axis, axis_name, check_axis_label
 from ._dtype import DType
@@ -148,6 +149,28 @@ def grad(
     return grad_fun
 
 
+def _integer_argument(
+    name: str, argnums: int | tuple[int, ...], args: tuple[Any, ...]
+) -> TypeError:
+    """The error for a differentiated argument holding integers: the argument, the leaf and
+    its dtype, and the remedy (JAX's own message names none of them)."""
+    for i in (argnums,) if isinstance(argnums, int) else argnums:
+        if i >= len(args):
+            continue
+        tensor = lambda x: hasattr(x, "axes")  # noqa: E731 - a Tensor is one leaf here
+        for path, leaf in jax.tree_util.tree_flatten_with_path(args[i], is_leaf=tensor)[0]:
+            dtype = getattr(getattr(leaf, "array", leaf), "dtype", None)
+            if dtype is not None and not jnp.issubdtype(dtype, jnp.inexact):
+                at = f" (at {jax.tree_util.keystr(path)})" if path else ""
+                return TypeError(
+                    f"{name}: argument {i}{at} holds {jnp.dtype(dtype).name} values: a "
+                    "gradient is taken with respect to floating-point values only; convert "
+                    "it (x.astype(ax.F32)), differentiate another argument (argnums=), or "
+                    "close over it"
+                )
+    return TypeError(f"{name}: the differentiated arguments must hold floating-point values")
+
+
 def _reject_graph_args(wrt: object, inputs: object, name: str) -> None:
     """``wrt=`` and ``inputs=`` name a graph's Params and Inputs: refuse them for a function."""
     if wrt is not None or inputs is not None:
@@ -179,7 +202,12 @@ def _value_and_grad(
 
     @functools.wraps(fun)
     def value_and_grad_fun(*args: Any, **kwargs: Any) -> tuple[object, PyTree]:
-        out, grads = jax_value_and_grad(*args, **kwargs)
+        try:
+            out, grads = jax_value_and_grad(*args, **kwargs)
+        except TypeError as e:  # translated after the fact: no check on a good call
+            if "real- or complex-valued inputs" in str(e):
+                raise _integer_argument(name, argnums, args) from e
+            raise
         if has_aux:
             value, aux = out
             return (Tensor._wrap(value, ()), aux), grads

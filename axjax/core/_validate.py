@@ -35,6 +35,7 @@ from typing import Any, Literal
 
 import jax
 import jax.core  # jax.core.Tracer, imported by name for type checkers
+import jax.numpy as jnp
 import numpy as np
 from jax.typing import DTypeLike
 
@@ -43,6 +44,7 @@ from ._dtype import DType, Floating, Integer, dtype_marker
 
 __all__ = [
     "check_int",
+    "prng_key",
     "dtype_of_kind",
     "position",
     "check_float",
@@ -265,3 +267,21 @@ def position(where: str, name: str, value: object, rank: int) -> int:
     what = f"a position in [{-(rank + 1)}, {rank}] (a result of {rank} axes)"
     n = check_int(where, name, value, -(rank + 1), rank, what)
     return n % (rank + 1)
+
+
+def prng_key(where: str, name: str, key: object) -> Any:
+    """``key`` if it is a PRNG key (a typed key, or a legacy ``uint32[2]`` one); else a
+    ``TypeError`` naming the argument (JAX's own says "unexpected PRNG key type")."""
+    if isinstance(key, jax.Array):
+        if jnp.issubdtype(key.dtype, jax.dtypes.prng_key) and key.shape == ():
+            return key
+        if key.dtype == jnp.uint32 and key.shape == (2,):
+            return key
+    got = (
+        f"an array of {getattr(key, 'dtype', None)} and shape {getattr(key, 'shape', None)}"
+        if hasattr(key, "dtype")
+        else repr(key)
+        if key is None
+        else f"an object of type {type(key).__name__}"
+    )
+    raise TypeError(f"{where}: {name} must be a PRNG key (jax.random.key(0)), got {got}")

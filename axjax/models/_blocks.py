@@ -16,8 +16,8 @@ from typing import Any, TypeVar
 import jax
 import jax.numpy as jnp
 
-from ..core import AnyTensor, Axis, Tensor
-from ..core._internal import axis_name
+from ..core import AnyTensor, Axis, AxisError, Tensor
+from ..core._internal import axis_name, check_indices, describe, state_mismatch
 from ..nn import KVCache, Layer, LayerStack
 from ..nn._internal import scan_layers
 
@@ -25,6 +25,7 @@ __all__ = [
     "Blocks",
     "Caches",
     "cache_lengths",
+    "check_ids",
     "init_caches",
     "make_blocks",
     "run_blocks",
@@ -81,9 +82,58 @@ def init_caches(blocks: Blocks[Any], batch: Mapping[type[Axis], int], max_len: i
     return tuple(b.attn.init_cache(batch, max_len) for b in blocks)
 
 
-def cache_lengths(blocks: Blocks[Any], caches: Caches, where: str) -> AnyTensor:
+def check_ids(where: str, ids: object, pos: type[Axis], vocab: int) -> None:
+    """A model's ``ids`` argument, the same in every family, in the order a user reads it:
+    a ``TypeError`` for a non-Tensor, an ``AxisError`` (the Tensor shown) for one that is
+    not integers with ``pos`` last, then (concrete ids only: traced ones keep the clamp
+    rule) a ``ValueError`` for an id outside the vocabulary, named by the model."""
+    if not isinstance(ids, Tensor):
+        raise TypeError(f"{where}: ids are a Tensor[I32, *Batch, Pos], got {type(ids).__name__}")
+    if not ids.axes or ids.axes[-1] is not pos or not jnp.issubdtype(ids.array.dtype, jnp.integer):
+        raise AxisError(
+            f"{where}: ids are a Tensor[I32, *Batch, {axis_name(pos)}] (integers, "
+            f"{axis_name(pos)} last), got {describe(ids)}"
+        )
+    check_indices(
+        where, ids, vocab, what="id", noun="a token of the vocabulary",
+        of=f"of {where}'s vocabulary of {vocab}",
+    )  # fmt: skip
+
+
+def cache_lengths(
+    blocks: Blocks[Any], caches: Caches, where: str, ids: AnyTensor | None = None
+) -> AnyTensor:
     """The cached positions of each row (``[*Batch]``), the caches checked against the
-    blocks: a tuple of one per block, or (a stack's) one stacked over ``Layer``."""
+    blocks (a tuple of one per block, or a stack's one stacked over ``Layer``) and against
+    the batch of ``ids`` (the batch each cache was made for)."""
+    lengths = _cache_lengths(blocks, caches, where)
+    if ids is not None:
+        _check_batch(where, lengths, ids)
+    return lengths
+
+
+def _check_batch(where: str, lengths: AnyTensor, ids: AnyTensor) -> None:
+    """A cache made for another batch than the one of ``ids`` (the ids' axes but the last,
+    the positions): the state check's message (core/_state.py), before the write fails."""
+    made = dict(zip(lengths.axes, lengths.shape, strict=True))
+    batch = dict(zip(ids.axes[:-1], ids.shape[:-1], strict=True))
+    if made != batch:
+        shown = ", ".join(f"{axis_name(a)}: {n}" for a, n in batch.items())
+        raise state_mismatch(
+            where,
+            "cache",
+            "these ids",
+            f"ids of the batch it was made for ({_sizes(made)}, by init_cache)",
+            f"ids of {_sizes(batch)}",
+            f"make a cache for this batch: model.init_cache({{{shown}}}, max_len)",
+        )
+
+
+def _sizes(sizes: Mapping[type[Axis], int]) -> str:
+    return ", ".join(f"{axis_name(a)}={n}" for a, n in sizes.items()) or "no batch axis"
+
+
+def _cache_lengths(blocks: Blocks[Any], caches: Caches, where: str) -> AnyTensor:
     if isinstance(blocks, LayerStack):
         if not isinstance(caches, KVCache) or caches.layer_axis is not blocks.axis:
             raise TypeError(

@@ -15,11 +15,10 @@ from typing import TypeVarTuple, final, overload
 
 import equinox as eqx
 import jax
-import jax.numpy as jnp
 import numpy as np
 
-from ..core import F32, I32, AnyTensor, Axis, AxisError, Floating, KeyOf, Tensor
-from ..core._internal import checks_choices, describe
+from ..core import F32, I32, AnyTensor, Axis, Floating, KeyOf, Tensor
+from ..core._internal import checks_choices
 from ..nn import (
     Affine,
     AttentionPath,
@@ -36,6 +35,7 @@ from ._blocks import (
     Blocks,
     Caches,
     cache_lengths,
+    check_ids,
     init_caches,
     make_blocks,
     run_blocks,
@@ -260,6 +260,21 @@ class GPT2(eqx.Module):
         self.ln_f = LayerNorm(Embed, e, eps=config.layer_norm_epsilon)
         self.config = config
 
+    @property
+    def position_axis(self) -> type[Pos]:
+        """The axis of the ids' positions (``ax.nn.generate`` checks its ``pos`` against it)."""
+        return Pos
+
+    @property
+    def max_positions(self) -> int:
+        """The context length (``config.n_positions``)."""
+        return self.config.n_positions
+
+    @property
+    def vocab_size(self) -> int:
+        """The vocabulary's size (``generate`` checks concrete prompt ids against it)."""
+        return self.config.vocab_size
+
     @overload
     def __call__(self, ids: Tensor[I32, *B, Pos]) -> Tensor[F32, *B, Pos, Vocab]: ...
     @overload
@@ -270,17 +285,7 @@ class GPT2(eqx.Module):
         self, ids: Tensor[I32, *B, Pos], *, cache: Caches | None = None
     ) -> Tensor[F32, *B, Pos, Vocab] | tuple[Tensor[F32, *B, Pos, Vocab], Caches]:
         """Logits of ``ids`` (with ``cache``: of the positions after those cached)."""
-        if not isinstance(ids, Tensor):
-            raise TypeError(f"GPT2: ids are a Tensor[I32, *Batch, Pos], got {type(ids).__name__}")
-        if (
-            not ids.axes
-            or ids.axes[-1] is not Pos
-            or not jnp.issubdtype(ids.array.dtype, jnp.integer)
-        ):
-            raise AxisError(
-                f"GPT2: ids are a Tensor[I32, *Batch, Pos] (integers, Pos last), got "
-                f"{describe(ids)}"
-            )
+        check_ids("GPT2", ids, Pos, self.config.vocab_size)
         n = ids.size(Pos)
         if cache is None and n > self.config.n_positions:
             raise ValueError(
@@ -289,7 +294,7 @@ class GPT2(eqx.Module):
         tokens: Tensor[F32, *B, Pos, Embed] = self.wte(ids)
         where: AnyTensor = arange(Pos, n)
         if cache is not None:  # each row's positions follow its own cached ones
-            cache_lengths(self.blocks, cache, "GPT2")
+            cache_lengths(self.blocks, cache, "GPT2", ids)
             where = (cache if isinstance(cache, KVCache) else cache[0]).positions(Pos, n)
         positions: Tensor[F32, *B, Pos, Embed] = broadcast(self.wpe(where), tokens)
         x = tokens + positions
@@ -342,9 +347,11 @@ def _entries() -> tuple[Entry, ...]:
 TABLE = Table(
     "gpt2",
     _entries(),
-    ignore=("lm_head.weight", "*.attn.bias", "*.attn.masked_bias"),
+    ignore=("*.attn.bias", "*.attn.masked_bias"),
     architectures=("GPT2LMHeadModel",),
     optional_prefix="transformer.",
+    # GPT-2's head is its token embedding: a stored lm_head.weight must be its copy
+    copies=(("lm_head.weight", "transformer.wte.weight", "GPT-2 ties its head to wte"),),
 )
 
 

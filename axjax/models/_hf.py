@@ -120,8 +120,9 @@ class Entry:
 @dataclasses.dataclass(frozen=True)
 class Table:
     """A model family's checkpoint format: its ``model_type`` (config.json), its entries,
-    HF keys that are accepted and not read (``ignore``: glob patterns, e.g. a tied
-    ``lm_head.weight`` or a stored attention mask buffer), the ``architectures`` written to
+    HF keys that are accepted and not read (``ignore``: glob patterns, e.g. a stored
+    attention mask buffer), keys the configuration makes unused that a file may hold only
+    as a copy of an entry (``copies``: a tied ``lm_head.weight``), the ``architectures`` written to
     config.json, and an ``optional_prefix`` of the entries' keys that a file may leave out
     (``"transformer."``: a file of the base model, without the LM head's wrapper).
 
@@ -134,6 +135,10 @@ class Table:
     ignore: tuple[str, ...] = ()
     architectures: tuple[str, ...] = ()
     optional_prefix: str = ""
+    #: keys the configuration makes unused, each ``(key, the entry it must copy, why)``: a
+    #: file may store one only as that copy (a tied ``lm_head.weight``); one that differs
+    #: contradicts the configuration, an error, never dropped
+    copies: tuple[tuple[str, str, str], ...] = ()
 
     def expand(self, layers: int) -> list[Entry]:
         """The entries with ``{i}`` replaced by each layer index, in table order."""
@@ -265,11 +270,14 @@ def read_config(folder: str | os.PathLike[str], config_type: type[C], table: Tab
     key of its name (a missing key takes the field's default), unknown keys ignored.
 
     Raises:
-        FileNotFoundError: no config.json in ``folder``.
+        FileNotFoundError: ``folder`` does not exist, or has no config.json.
         ConversionError: the file is not JSON, its ``model_type`` is not the table's, or a
             field without a default is missing or has the wrong type.
     """
     where = Path(folder) / CONFIG
+    if not Path(folder).is_dir():
+        what = "is a file, not a folder" if Path(folder).exists() else "does not exist"
+        raise FileNotFoundError(f"{table.model_type}: the folder {folder} {what}")
     if not where.is_file():
         raise FileNotFoundError(f"{table.model_type}: no {CONFIG} in {folder}")
     try:
@@ -365,8 +373,10 @@ def load_weights(folder: str | os.PathLike[str], template: M, table: Table, *, l
                 e.key: e.key[len(pre) :] if bare and e.key.startswith(pre) else e.key
                 for e, _, _ in plan
             }
-            _check_keys(name, where, keys, list(named.values()), table.ignore)
+            unused = tuple(k for k, _, _ in table.copies)
+            _check_keys(name, where, keys, list(named.values()), table.ignore + unused)
             arrays = {k: f.get_tensor(named[k]) for k in named}
+            _check_copies(name, where, table, keys, lambda k: f.get_tensor(named.get(k, k)))
     except ConversionError:
         raise
     except Exception as err:  # the backend's own error on a damaged file
@@ -443,6 +453,24 @@ def _check_keys(
             f"{name}: {where} is a partial checkpoint, {len(missing)} of {len(want)} entries "
             f"are missing: {', '.join(missing)} (nothing was loaded)"
         )
+
+
+def _check_copies(
+    name: str,
+    where: Path,
+    table: Table,
+    keys: list[str],
+    read: Callable[[str], np.ndarray],
+) -> None:
+    """Each key of ``table.copies`` the file holds must equal the entry it copies: else
+    the file contradicts the configuration (a ``ConversionError`` naming both)."""
+    for key, of, why in table.copies:
+        if key in keys and not np.array_equal(read(key), read(of)):
+            raise ConversionError(
+                f"{name}: {where} holds {key!r}, which the configuration leaves unused "
+                f"({why}), and it is not a copy of {of!r}: the file and config.json "
+                "contradict each other (fix config.json, or remove the key); nothing was loaded"
+            )
 
 
 def _unpack(

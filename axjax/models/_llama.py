@@ -37,6 +37,7 @@ from ._blocks import (
     Blocks,
     Caches,
     cache_lengths,
+    check_ids,
     init_caches,
     make_blocks,
     run_blocks,
@@ -284,6 +285,16 @@ class Llama(eqx.Module):
         self.lm_head = None if config.tie_word_embeddings else head
         self.config = config
 
+    @property
+    def position_axis(self) -> type[Pos]:
+        """The axis of the ids' positions (``ax.nn.generate`` checks its ``pos`` against it)."""
+        return Pos
+
+    @property
+    def vocab_size(self) -> int:
+        """The vocabulary's size (``generate`` checks concrete prompt ids against it)."""
+        return self.config.vocab_size
+
     @overload
     def __call__(self, ids: Tensor[I32, *B, Pos]) -> Tensor[F32, *B, Pos, Vocab]: ...
     @overload
@@ -294,11 +305,9 @@ class Llama(eqx.Module):
         self, ids: Tensor[I32, *B, Pos], *, cache: Caches | None = None
     ) -> Tensor[F32, *B, Pos, Vocab] | tuple[Tensor[F32, *B, Pos, Vocab], Caches]:
         """Logits of ``ids`` (with ``cache``: of the positions after those cached)."""
-        if not isinstance(ids, Tensor) or Pos not in ids.axes or ids.axes[-1] is not Pos:
-            got = ids.axes if isinstance(ids, Tensor) else type(ids).__name__
-            raise TypeError(f"Llama: ids are a Tensor[I32, *Batch, Pos], got {got}")
+        check_ids("Llama", ids, Pos, self.config.vocab_size)
         if cache is not None:
-            cache_lengths(self.blocks, cache, "Llama")
+            cache_lengths(self.blocks, cache, "Llama", ids)
         x: Tensor[F32, *B, Pos, Embed] = self.embed_tokens(ids)
         if cache is None:
             return self._logits(run_blocks(self.blocks, x))
@@ -337,14 +346,16 @@ def _entries(tied: bool) -> tuple[Entry, ...]:
     return rows if tied else (*rows, Entry("lm_head.weight", "lm_head", (Vocab, Embed)))
 
 
+_TIED = "config.json's tie_word_embeddings is true: the head is the embedding"
 _IGNORE = ("model.rotary_emb.inv_freq", "model.layers.*.self_attn.rotary_emb.inv_freq")
 _TABLES = {
     tied: Table(
         "llama",
         _entries(tied),
-        # a tied checkpoint may store the head too (the embedding's copy)
-        ignore=(*_IGNORE, "lm_head.weight") if tied else _IGNORE,
+        _IGNORE,
         architectures=("LlamaForCausalLM",),
+        # a tied checkpoint may store the head too, only as the embedding's copy
+        copies=(("lm_head.weight", "model.embed_tokens.weight", _TIED),) if tied else (),
     )
     for tied in (False, True)
 }

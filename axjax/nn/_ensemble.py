@@ -317,6 +317,11 @@ def _total(
         )
     where = f"ensemble_loss(over={axis_name(ens.axis)})"
     n = _count(ens.members, ens.axis, where)
+    if n == 0:  # the empty-data rule: a mean over no members is undefined, never a NaN
+        raise ValueError(
+            f"{where}: the ensemble has no members ({axis_name(ens.axis)}=0): its metrics "
+            "average over the members"
+        )
     _refuse_axis(batch, ens.axis, where, "batch")
     dyn, static = eqx.partition(ens.members, dynamic_leaf, is_leaf=is_tensor)
 

@@ -39,6 +39,7 @@ from ..core._internal import (
     check_choice,
     check_indices,
     check_int,
+    check_not_donated,
     effects_barrier,
     positive_int,
 )
@@ -66,6 +67,12 @@ class Decoder(Protocol[C]):
     A model of :class:`MultiheadAttention` layers passes ``cache=`` on to them, and takes
     each row's positions from ``cache.positions(Pos, n)`` (``examples/transformer/train.py``'s
     ``LM`` is one).
+
+    A decoder may also declare, and ``generate`` then checks before compiling anything:
+    ``position_axis`` (the axis its ids' positions are on), ``max_positions`` (its context
+    length) and ``vocab_size`` (concrete prompt ids past it are an error, not clamped).
+    ``GPT2`` declares all three, ``Llama`` the axis and the vocabulary (RoPE has no
+    context length of its own).
     """
 
     def init_cache(self, batch: Mapping[type[Axis], int], max_len: int) -> C: ...
@@ -224,28 +231,67 @@ def _realigned(ids: jax.Array, lengths: jax.Array) -> jax.Array:
 
 
 def _check_prompt(
-    prompt: object, steps: int, pos: type[Axis] | None, max_len: int | None
+    model: object, prompt: object, steps: int, pos: type[Axis] | None, max_len: int | None
 ) -> tuple[type[Axis], int]:
-    """The prompt's position axis and the cache's length, checked."""
+    """The prompt's position axis and the cache's length, checked in the order a user
+    reads them (the prompt's axes, its dtype, then its sizes and values), against what the
+    model declares (``position_axis``, ``max_positions``, ``vocab_size``: each optional),
+    before any call inside can fail on them."""
     if not isinstance(prompt, Tensor) or not prompt.axes:
         raise TypeError("generate: the prompt is a Tensor of token ids [*Batch, Pos]")
-    if not jnp.issubdtype(prompt.array.dtype, jnp.integer):
-        raise TypeError(f"generate: the prompt holds token ids, got {prompt.dtype.__name__}")
-    pos = prompt.axes[-1] if pos is None else pos
+    declared = getattr(model, "position_axis", None)
+    if pos is None:
+        pos = declared if declared in prompt.axes else prompt.axes[-1]
     if pos not in prompt.axes:
         raise AxisError(
             f"generate: the prompt ({axes_names(prompt.axes)}) has no position axis "
-            f"{axis_name(pos)}"
+            f"{axis_name(pos)} (pos={axis_name(pos)})"
         )
+    if declared is not None and pos is not declared:
+        raise AxisError(
+            f"generate: pos={axis_name(pos)}, but the model reads its positions on "
+            f"{axis_name(declared)} (the prompt: {axes_names(prompt.axes)}); pass "
+            f"pos={axis_name(declared)} or leave pos out"
+        )
+    if not jnp.issubdtype(prompt.array.dtype, jnp.integer):
+        raise TypeError(f"generate: the prompt holds token ids, got {prompt.dtype.__name__}")
     n_prompt = int(prompt.size(pos))
+    if n_prompt == 0:
+        raise ValueError(
+            f"generate: the prompt has no tokens ({axis_name(pos)}=0); give each row at "
+            "least one token to continue"
+        )
+    empty = [f"{axis_name(a)}=0" for a, n in zip(prompt.axes, prompt.shape, strict=True) if n == 0]
+    if empty:
+        raise ValueError(f"generate: the prompt has no rows ({', '.join(empty)})")
     need = n_prompt + steps - 1  # the last token drawn is never fed back
+    limit = getattr(model, "max_positions", None)
+    if isinstance(limit, int) and need > limit:
+        raise ValueError(
+            f"generate: a prompt of {n_prompt} tokens and steps={steps} need "
+            f"{need} positions (prompt + steps - 1), the model has {limit} "
+            f"({type(model).__name__}'s context length): shorten the prompt or lower steps"
+        )
     max_len = need if max_len is None else positive_int("generate", "max_len", max_len)
     if need > max_len:
         raise ValueError(
             f"generate: a prompt of {n_prompt} and {steps} steps need a cache of {need} "
             f"positions, max_len is {max_len}"
         )
+    _check_ids(model, prompt)
     return pos, max_len
+
+
+def _check_ids(model: object, prompt: Tensor[Any]) -> None:
+    """Concrete prompt ids against the model's ``vocab_size`` before the jit boundary
+    (inside, an id past the vocabulary would be clamped to a valid row); traced ones keep
+    the documented clamp rule."""
+    vocab = getattr(model, "vocab_size", None)
+    if isinstance(vocab, int):
+        check_indices(
+            "generate", prompt, vocab, what="id", noun="a token of the vocabulary",
+            of=f"of {type(model).__name__}'s vocabulary of {vocab}",
+        )  # fmt: skip
 
 
 #: token ids are int32 in the program
@@ -391,7 +437,7 @@ def generate(
     """
     check_choice("generate", "padding", padding, ("right", "left"))
     steps = positive_int("generate", "steps", steps)
-    pos, max_len = _check_prompt(prompt, steps, pos, max_len)
+    pos, max_len = _check_prompt(model, prompt, steps, pos, max_len)
     n_prompt = int(prompt.size(pos))
     sampler = _Sampler(*check_sampler("generate", temperature, top_k, top_p))
     stops = _check_stop(stop, pad_id)
@@ -413,6 +459,13 @@ def generate(
     return cast("Generation[*B]", Generation(tokens, Tensor(length, batch)))
 
 
+#: the remedy for a model whose weights a donating step deleted
+DONATED = (
+    "generate runs the model's current weights: pass the trained model (step.model, or the "
+    "params a donating step returned), not the arrays that step was given"
+)
+
+
 def _run(
     model: Decoder[Any],
     ids: jax.Array,
@@ -424,7 +477,14 @@ def _run(
     """The compiled loop, with ``stream`` registered while it runs and every chunk delivered
     before the call returns."""
     with _registered(stream, config.every) as handle:
-        out, length = _decode(model, ids, rows, key, jnp.int32(handle), config)
+        try:
+            out, length = _decode(model, ids, rows, key, jnp.int32(handle), config)
+        except (ValueError, RuntimeError) as e:  # translated after the fact: donated weights
+            try:
+                check_not_donated("generate", "model", model, DONATED)
+            except ValueError as named:
+                raise named from e
+            raise
         if stream is not None:
             out.block_until_ready()
             effects_barrier()

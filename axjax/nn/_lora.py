@@ -24,7 +24,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from ..core import AnyTensor, Axis, Tensor
-from ..core._internal import axis_name, positive_float, positive_int
+from ..core._internal import axis_name, check_not_donated, positive_float, positive_int, prng_key
 from ..ops import contract
 from ._linear import Affine, D, DenseCall, In, Linear, Out, dense_product, describe_dense
 from ._registry import register_layer
@@ -187,6 +187,7 @@ def lora(
     select = selector(where, "lora: where")
     rank = positive_int("lora", "rank", rank)
     alpha = positive_float("lora", "alpha", alpha)
+    key = prng_key("lora", "key", key)
     flat, treedef = jax.tree_util.tree_flatten_with_path(model, is_leaf=_is_dense)
     names = [jax.tree_util.keystr(p, simple=True, separator=".") for p, _ in flat]
     dense = [i for i, (_, x) in enumerate(flat) if isinstance(x, Affine | Linear)]
@@ -268,6 +269,10 @@ def load_lora(model: M, path: str | os.PathLike[str]) -> M:
         >>> tuned = ax.nn.load_lora(ax.nn.lora(base, where="blocks.*.attn", rank=4,
         ...                                    key=jax.random.key(0)), "adapters.safetensors")
     """
+    check_not_donated(
+        "load_lora", "model", model,
+        "pass the model a donating step returned (step.model), not the one it was given",
+    )  # fmt: skip
     adapters = _adapters(model, "load_lora")
     loaded = load_safetensors(adapters, path)
     extra = sorted(entry_names(path) - {name for name, _ in leaves_with_paths(adapters)})

@@ -41,7 +41,7 @@ from ._step import (
     Monitor,
     TrainingDiverged,
     all_finite,
-    make_eval_step,
+    make_checked_eval_step,
     make_flat_train_step,
     make_replay_step,
     metric_names,
@@ -94,8 +94,13 @@ def evaluate(
         batch_axis: the axis that counts examples (default: a :class:`Loader`'s first axis,
             otherwise :class:`axjax.train.Batch`).
 
+    Ids and labels out of range in the data are named after the pass (the step is traced
+    inside ``ax.checkify_indices``; it would otherwise clamp them), except for parameters
+    placed over several devices, where traced values keep the clamp rule.
+
     Raises:
-        ValueError: a batch has no Tensor with ``batch_axis`` (the message shows the batch).
+        ValueError: a batch has no Tensor with ``batch_axis`` (the message shows the batch),
+            a batch of no examples, data of no batches, or an id or label out of range.
 
     Example:
         >>> ax.train.evaluate(model, loss_fn, test_loader)
@@ -103,20 +108,29 @@ def evaluate(
     """
     model = eqx.nn.inference_mode(model)
     params, static = eqx.partition(model, eqx.is_array)
-    step = _step or make_eval_step(loss_fn, static, batch_axis_of(data, batch_axis))
+    step = _step or make_checked_eval_step(loss_fn, static, batch_axis_of(data, batch_axis))
     sums: dict[str, jax.Array] | None = None
     names: tuple[str, ...] = ()
+    errors: list[Any] = []  # checkify's, one per batch: thrown once the pass is done
     sync_every = queue_bound(params)  # simulated CPU devices: docs/parallel.md
     for i, batch in enumerate(as_source(data, "evaluate: data").epoch(0)):
         if sums is None:
             names = metric_names(loss_fn, model, batch)
             sums = {n: jnp.zeros((), jnp.float32) for n in (*names, "count")}
-        sums = step(params, sums, batch)
+        error, sums = step(params, sums, batch)
+        if error is not None:
+            errors.append(error)
         if sync_every and (i + 1) % sync_every == 0:  # bound the queued steps
             block_until_ready(sums)
     if sums is None:
-        return {}
+        raise ValueError("evaluate: data gave no batches (an empty pass has no mean loss)")
     host = jax.device_get(sums)
+    for i, error in enumerate(errors):  # an id or label out of range: named, not clamped
+        try:
+            error.throw()
+        except ValueError as e:
+            text = str(e).removesuffix(" (`check` failed)")
+            raise ValueError(f"evaluate: batch {i}: {text}") from None
     return {k: float(host[k] / host["count"]) for k in names}
 
 
@@ -264,7 +278,7 @@ def _eval_step(
     if eval_data is None:
         return None
     static = eqx.partition(eqx.nn.inference_mode(run.model()), eqx.is_array)[1]
-    return make_eval_step(loss_fn, static, batch_axis_of(eval_data, batch_axis))
+    return make_checked_eval_step(loss_fn, static, batch_axis_of(eval_data, batch_axis))
 
 
 def _check_options(

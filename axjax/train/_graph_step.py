@@ -27,6 +27,7 @@ from ..nn._internal import Selection, selector
 from ._precision import Optimizer
 from ._run_state import copy_tree
 from ._setup import prepare
+from ._step import check_opt_state
 
 __all__ = ["GraphStep", "compile_step"]
 
@@ -67,7 +68,7 @@ class GraphStep:
         # trained values carried as a LossScaled and updated by a ScaledOptimizer (the
         # set-up of fit and TrainStep; the Params keep their own dtype: no model is cast)
         prepared = prepare(  # opt_state: initialised below, on the trained values
-            (), optimizer, self._lp.loss, precision=precision, opt_state=()
+            (), optimizer, self._lp.loss, precision=precision, opt_state=(), check=False
         )
         self._opt: Optimizer = prepared.optimizer
         self._policy_loss: Callable[..., Any] | None = (
@@ -84,6 +85,9 @@ class GraphStep:
             values[i] = copy_tree(values[i])
         self._values = tuple(values)
         self.opt_state: PyTree = copy_tree(self._opt.init(self._wrap(self._train())))  # Tensors
+        #: the state the step made or last checked: one handed back (``step.opt_state =``)
+        #: is checked against what it must fit at its first call (an identity test per step)
+        self._known_state: PyTree = self.opt_state
         self.trace_count: int = 0
         # 0: the autodiff mode; the trained values and the optimizer state are donated
         self._jit = jax.jit(self._step, static_argnums=0, donate_argnums=(1, 3))
@@ -124,10 +128,13 @@ class GraphStep:
     def __call__(self, *args: Any, **kwargs: Any) -> Tensor[Any]:
         """Run one update on these inputs; returns the loss before the update."""
         inputs = self._lp.program.bind(args, kwargs)
+        if self.opt_state is not self._known_state:
+            self._check_opt_state()
         fixed = tuple(None if i in self._trained else v for i, v in enumerate(self._values))
         train, self.opt_state, value = self._jit(
             config.autodiff, self._wrap(self._train()), fixed, self.opt_state, inputs
         )
+        self._known_state = self.opt_state
         if isinstance(train, LossScaled):
             self._scale, train = (train.scale, train.good), train.model
         values = list(self._values)
@@ -135,6 +142,12 @@ class GraphStep:
             values[i] = v
         self._values = tuple(values)
         return Tensor(value, ())
+
+    def _check_opt_state(self) -> None:
+        """The ``opt_state`` handed back, against what this step's optimizer makes for its
+        trained Params (structure, shapes, dtypes; a donated buffer named as such)."""
+        check_opt_state("compile_step", self._opt, self.opt_state, self._wrap(self._train()))
+        self._known_state = self.opt_state
 
     @property
     def params(self) -> tuple[AnyParam, ...]:

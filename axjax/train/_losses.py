@@ -22,6 +22,7 @@ from ..core._internal import (
     axis_labels,
     axis_name,
     check_axis_label,
+    check_some_data,
     fail,
     is_floating,
     is_symbolic,
@@ -70,11 +71,12 @@ class SoftmaxCrossEntropy(Op):
         return f"SoftmaxCrossEntropy({axis_name(self.axis)})"
 
     def __call__(self, *xs: object) -> AnyTensor:
-        """Apply the loss, its labels checked first (the index rule: core's check_indices)."""
+        """Apply the loss, checked in the order a user reads the call: the axes and dtypes
+        (the type rule), then the labels' values (the index rule: core's check_indices)."""
         logits, labels = xs if len(xs) == 2 else (None, None)
-        if isinstance(logits, Tensor) and isinstance(labels, Tensor):
-            if self.axis in logits.axes and not is_symbolic(logits):
-                check_labels("softmax_cross_entropy", labels, logits.size(self.axis), self.axis)
+        if isinstance(logits, Tensor) and isinstance(labels, Tensor) and not is_symbolic(logits):
+            self.infer(logits, labels)  # an axis or dtype mistake is named before any value
+            check_labels("softmax_cross_entropy", labels, logits.size(self.axis), self.axis)
         out: AnyTensor = super().__call__(*xs)
         return out
 
@@ -293,4 +295,5 @@ def mean_squared_error(
         tuple(predictions.axes) if over is None else axis_labels(over, "mean_squared_error: over")
     )
     sq = diff * diff
+    check_some_data("mean_squared_error", "predictions", predictions, tuple(axes))
     return narrowed(_mean(sq, axes) if axes else sq, predictions.dtype)

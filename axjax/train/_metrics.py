@@ -10,7 +10,7 @@ import jax.numpy as jnp
 from jax.typing import ArrayLike
 
 from ..core import F32, I32, AnyTensor, Axis, Tensor
-from ..core._internal import axis_name, check_axis_label, fail, public_call
+from ..core._internal import axis_name, check_axis_label, check_some_data, fail, public_call
 from ..ops import argmax, astype, equal
 from ..ops import mean as _mean
 from ..ops._internal import check_labels
@@ -76,6 +76,7 @@ def accuracy(
     n = logits.shape[logits.axes.index(axis)]
     if n is not None:
         check_labels("accuracy", labels, n, axis, too_large="give the logits {top} classes")
+    check_some_data("accuracy", "labels", labels, tuple(labels.axes))
     labels = labels if labels.dtype is I32 else astype(labels, I32)
     hits = astype(equal(predicted, labels), F32)
     return cast(Tensor[F32], _mean(hits, tuple(hits.axes)) if hits.axes else hits)

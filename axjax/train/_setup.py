@@ -17,13 +17,13 @@ from typing import Any, NamedTuple
 import equinox as eqx
 import optax
 
-from ..core._internal import PyTree
+from ..core._internal import PyTree, check_not_donated
 from ..nn import Policy, Selector
 from ..nn._internal import Selection, selector
 from ..parallel import Parallel
 from ._loader import BatchSource
 from ._precision import Optimizer, for_training, same
-from ._step import check_trainable, takes_key
+from ._step import DONATED_REMEDY, check_opt_state, check_trainable, takes_key
 from ._step import trainable as split_trainable
 
 __all__ = ["Prepared", "prepare"]
@@ -65,6 +65,7 @@ def prepare(
     *,
     opt_state: PyTree = None,
     where: str = "fit",
+    check: bool = True,
 ) -> Prepared:
     """The pieces of a training step under ``precision`` and ``parallel`` (either may be
     ``None``: that piece is kept as it is).
@@ -75,9 +76,12 @@ def prepare(
     ``parallel``'s compute rules. ``trainable`` (a selector, pattern or predicate over
     ``(path, leaf)``) picks the floating-point leaves the step trains; the optimizer state
     holds arrays for those alone, and a selection that freezes everything is a
-    ``ValueError`` (``where`` names the caller in the messages).
+    ``ValueError`` (``where`` names the caller in the messages). A given ``opt_state`` is
+    checked against what ``optimizer.init`` makes (``check=False``: a caller that builds
+    its own state afterwards, as ``compile_step``).
     """
     select = None if trainable is None else selector(trainable, f"{where}: trainable")
+    check_not_donated(where, "model", model, DONATED_REMEDY)  # the state entering: once
     unwrap: Callable[[PyTree], PyTree] = same
     opt: Optimizer = optimizer
     if precision is not None:
@@ -91,8 +95,11 @@ def prepare(
             else (parallel.place_params(model), None)
         )
     check_trainable(where, eqx.filter(model, eqx.is_array), select)
+    trained = split_trainable(eqx.filter(model, eqx.is_array), select)[0]
     if opt_state is None:  # what is trained
-        opt_state = opt.init(split_trainable(eqx.filter(model, eqx.is_array), select)[0])
+        opt_state = opt.init(trained)
+    elif check:  # a resumed state: made for this optimizer and these arrays
+        check_opt_state(where, opt, opt_state, trained)
     if parallel is not None:  # its bare arrays (Adam's count) too: a resume restores into these
         opt_state = parallel.place_params(opt_state)
     return Prepared(model, opt, loss_fn, opt_state, unwrap, data, select, parallel)

@@ -28,8 +28,8 @@ import jax.numpy as jnp
 import optax
 from jax.typing import ArrayLike
 
-from ..core import AnyTensor, Axis, AxisError, NonFiniteReport, Tensor
-from ..core._internal import PyTree, axis_name, describe, is_inexact
+from ..core import AnyTensor, Axis, AxisError, NonFiniteReport, Tensor, checkify_indices
+from ..core._internal import PyTree, axis_name, check_not_donated, check_state, describe, is_inexact
 from ..nn import LossScaled, Selector
 from ..nn._internal import Selection, leaves_with_paths, selector
 from ._axes import Batch
@@ -317,23 +317,30 @@ def check_trainable(where: str, params: PyTree, select: Selector | None) -> None
 _ALL = Selector(lambda p, x: True, "all")
 
 
-def _check_opt_state(
-    optimizer: Optimizer, opt_state: PyTree, trained: PyTree, params: PyTree
-) -> None:
-    """``TypeError`` when ``opt_state`` was built on more arrays than the step trains (the
-    integer arrays, or the leaves ``trainable=`` freezes), at trace time, from the
-    structures only."""
-    if len(jax.tree.leaves(trained)) == len(jax.tree.leaves(params)):
-        return  # every array is trained: nothing was left out
-    want = str(jax.tree.structure(jax.eval_shape(optimizer.init, trained)))
-    if str(jax.tree.structure(opt_state)) != want:
-        raise TypeError(
-            "train step: the optimizer state does not fit the arrays the step trains (the "
-            "model's floating-point arrays that trainable= selects; integer and frozen "
-            "arrays pass through unchanged): build it with "
-            "optimizer.init(eqx.filter(model, eqx.is_inexact_array)), or leave opt_state "
-            "out so that the step builds it"
-        )
+#: what an optimizer state handed to a step must fit, and how to make one that does
+OPT_STATE_REMEDY = (
+    "the optimizer state fits the arrays the step trains (the model's floating-point arrays "
+    "that trainable= selects; integer and frozen arrays pass through unchanged): build it "
+    "with optimizer.init(eqx.filter(model, eqx.is_inexact_array)) of this optimizer and "
+    "model, or leave opt_state out so that the step builds it"
+)
+
+
+def check_opt_state(where: str, optimizer: Optimizer, opt_state: PyTree, trained: PyTree) -> None:
+    """``opt_state`` against what ``optimizer.init(trained)`` makes (structure, shapes and
+    dtypes, from the shapes only: ``jax.eval_shape``): a ``TypeError`` naming ``where``'s
+    ``opt_state`` argument, what it was made for and what it got, or a ``ValueError`` for
+    a donated buffer. Run where the state enters: at set-up, and at a jitted step's trace
+    (once per new structure, never per step)."""
+    want = jax.eval_shape(optimizer.init, trained)
+    check_state(
+        where,
+        "opt_state",
+        opt_state,
+        want,
+        fits="this step's optimizer and model",
+        remedy=OPT_STATE_REMEDY,
+    )
 
 
 def make_train_step(
@@ -375,10 +382,42 @@ def make_train_step(
         ...                               mon, (x, y), jax.random.key(0), 0)
     """
     select = None if trainable is None else selector(trainable, "make_train_step: trainable")
-    return jax.jit(
-        train_step_fn(loss_fn, optimizer, static, guard=guard, select=select),
+    where = "make_train_step's step"
+    jitted = jax.jit(
+        train_step_fn(loss_fn, optimizer, static, guard=guard, select=select, where=where),
         donate_argnums=(0, 1, 2) if donate else (),
     )
+    return StateChecked(jitted, where, ("params", "opt_state", "monitor"))
+
+
+#: the remedy for state a donating step deleted
+DONATED_REMEDY = (
+    "a donating step (donate=True) deletes the arrays it is given: pass the state the "
+    "previous step returned, copies (jax.tree.map(jnp.copy, tree)) of what you still need, "
+    "or build the step with donate=False"
+)
+
+
+class StateChecked:
+    """A jitted step whose failure is translated after the fact: when the call raises, the
+    state arguments (``names``, the first positional ones) are checked for donated buffers,
+    and one is reported by its argument with the remedy; a successful call does no host work
+    of its own. ``lower`` is the jitted function's."""
+
+    def __init__(self, jitted: Any, where: str, names: tuple[str, ...]) -> None:
+        self._jitted, self._where, self._names = jitted, where, names
+        self.lower = jitted.lower
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        try:
+            return self._jitted(*args, **kwargs)
+        except (ValueError, RuntimeError) as e:
+            for name, tree in zip(self._names, args, strict=False):
+                try:
+                    check_not_donated(self._where, name, tree, DONATED_REMEDY)
+                except ValueError as named:
+                    raise named from e
+            raise
 
 
 def make_flat_train_step(
@@ -430,6 +469,7 @@ def train_step_fn(
     *,
     guard: bool,
     select: Selector | None = None,
+    where: str = "train step",
 ) -> Callable[..., tuple[PyTree, PyTree, Monitor]]:
     """The step of :func:`make_train_step` before ``jax.jit``."""
     with_key = takes_key(loss_fn)
@@ -439,7 +479,7 @@ def train_step_fn(
         params: PyTree, opt_state: PyTree, batch: PyTree, key: jax.Array, step_no: jax.Array
     ) -> tuple[jax.Array, dict[str, jax.Array], PyTree, PyTree, PyTree]:
         return update_step(
-            loss_of, optimizer, with_key, params, opt_state, batch, key, step_no, select
+            loss_of, optimizer, with_key, params, opt_state, batch, key, step_no, select, where
         )
 
     def fast(
@@ -499,13 +539,14 @@ def update_step(
     key: jax.Array,
     step_no: jax.Array,
     select: Selector | None = None,
+    where: str = "train step",
 ) -> tuple[jax.Array, dict[str, jax.Array], PyTree, PyTree, PyTree]:
     """One update: ``(loss, metrics, grads, new_params, new_opt_state)``. Only the
     floating-point arrays that ``select`` picks are differentiated and updated
     (:func:`trainable`)."""
     k = jax.random.fold_in(key, step_no) if with_key else None
     trained, rest = trainable(params, select)
-    _check_opt_state(optimizer, opt_state, trained, params)
+    check_opt_state(where, optimizer, opt_state, trained)
     (loss, metrics), grads = jax.value_and_grad(loss_of, has_aux=True)(trained, rest, batch, k)
     updates: PyTree  # a LossScaled under loss scaling: a tree optax applies alike
     updates, new_opt = optimizer.update(grads, opt_state, trained)
@@ -591,16 +632,67 @@ def make_eval_step(
     """The jitted ``(params, sums, batch) -> sums`` adding the loss and metrics weighted by
     the batch's number of examples: the size of ``batch_axis`` in its Tensors (checked
     while tracing, :func:`batch_size`), whatever the axis's position (time-major data)."""
+    return jax.jit(_eval_fn(loss_fn, static, batch_axis))
+
+
+def make_checked_eval_step(
+    loss_fn: LossFn, static: PyTree, batch_axis: type[Axis] = Batch
+) -> CheckedEvalStep:
+    """:func:`make_eval_step`'s step traced inside ``ax.checkify_indices``: the jitted
+    ``(params, sums, batch) -> (error, sums)``, so that ``evaluate`` reports an id or label
+    out of range in the data (which the plain step would clamp) once the pass is done,
+    with no host sync per batch."""
+    return CheckedEvalStep(_eval_fn(loss_fn, static, batch_axis))
+
+
+class CheckedEvalStep:
+    """The evaluation step with the index checks on (``(params, sums, batch) -> (error,
+    sums)``), or off (``error`` ``None``) for parameters placed over several devices:
+    checkify cannot slice sharded labels, so there traced ids keep the clamp rule. Decided
+    once per parameter tree (by identity: an ``evaluate`` pass calls it with one)."""
+
+    def __init__(self, fn: Callable[..., dict[str, jax.Array]]) -> None:
+        self._checked = jax.jit(checkify_indices(fn))
+        self._plain = jax.jit(fn)
+        self._params_id: int | None = None
+        self._sharded = False
+
+    def __call__(self, params: PyTree, sums: dict[str, jax.Array], batch: PyTree) -> Any:
+        if id(params) != self._params_id:
+            self._params_id, self._sharded = id(params), _spans_devices(params)
+        if self._sharded:
+            return None, self._plain(params, sums, batch)
+        return self._checked(params, sums, batch)
+
+
+def _spans_devices(tree: PyTree) -> bool:
+    """Whether an array of ``tree`` is placed over more than one device."""
+    for leaf in jax.tree.leaves(tree):
+        sharding = getattr(leaf, "sharding", None)
+        if sharding is not None and len(sharding.device_set) > 1:
+            return True
+    return False
+
+
+def _eval_fn(
+    loss_fn: LossFn, static: PyTree, batch_axis: type[Axis]
+) -> Callable[..., dict[str, jax.Array]]:
     with_key = takes_key(loss_fn)
 
     def step(params: PyTree, sums: dict[str, jax.Array], batch: PyTree) -> dict[str, jax.Array]:
+        size = batch_size(batch, batch_axis)
+        if size == 0:  # the empty-data rule of fit and Loader: an error, never a NaN mean
+            raise ValueError(
+                f"evaluate: a batch has no examples ({axis_name(batch_axis)}=0): its mean "
+                "loss is undefined; leave empty batches out of the data"
+            )
         loss, metrics = call_loss(loss_fn, eqx.combine(params, static), batch, None, with_key)
         check_metric_names("evaluate", sums, metrics)
-        n = jnp.asarray(batch_size(batch, batch_axis), jnp.float32)
+        n = jnp.asarray(size, jnp.float32)
         out = {"loss": sums["loss"] + n * loss, "count": sums["count"] + n}
         return out | {k: sums[k] + n * v for k, v in metrics.items()}
 
-    return jax.jit(step)
+    return step
 
 
 def metric_names(loss_fn: LossFn, model: PyTree, batch: PyTree) -> tuple[str, ...]:

@@ -32,5 +32,7 @@ def test_graph_docs_run_and_show_true_output(
             printed = out.getvalue()
         elif lang == "text":
             assert printed.strip() == code.strip()
+    out = Path(str(namespace["drawings"]))  # the page's temporary folder
     for name in ("xor.svg", "xor.png", "xor.dot", "xor.txt"):
-        assert (tmp_path / name).stat().st_size > 100
+        assert (out / name).stat().st_size > 100
+    assert not list(tmp_path.iterdir())  # nothing in the working directory

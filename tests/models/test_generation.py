@@ -138,7 +138,7 @@ def _old_stacked_cache(monkeypatch: pytest.MonkeyPatch) -> None:
 
     monkeypatch.setattr(axjax.models._gpt2, "init_caches", init)
     monkeypatch.setattr(axjax.models._gpt2, "run_cached", run)
-    monkeypatch.setattr(axjax.models._gpt2, "cache_lengths", lambda b, c, w: c[0].length)
+    monkeypatch.setattr(axjax.models._gpt2, "cache_lengths", lambda b, c, w, ids=None: c[0].length)
 
 
 def _step_program(layers: int = 4) -> tuple[int, int, Counter[str]]:

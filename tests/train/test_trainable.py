@@ -252,12 +252,10 @@ def test_a_bad_trainable_is_a_type_error(trainable, text):
 def test_an_optimizer_state_for_every_leaf_is_refused_with_a_frozen_part():
     model = _model()
     full = optax.adam(1e-2).init(eqx.filter(model, eqx.is_inexact_array))
-    step = ax.train.TrainStep(
-        model, optax.adam(1e-2), classify, opt_state=full, trainable=ax.train.by_path("w1")
-    )
-    x, y = next(iter(_loader().epoch(0)))
-    with pytest.raises(TypeError, match="does not fit the arrays the step trains"):
-        step(x, y)
+    with pytest.raises(TypeError, match="TrainStep: opt_state does not fit this step's"):
+        ax.train.TrainStep(
+            model, optax.adam(1e-2), classify, opt_state=full, trainable=ax.train.by_path("w1")
+        )
 
 
 # ---------------------------------------------------------------- the graph step
