@@ -1,0 +1,190 @@
+"""The JAX expert of ``benchmarks.decode --real``: a hand-written KV-cache decode of GPT-2
+and Llama on their Hugging Face state dicts, in plain ``jnp``, as the best JAX users write it.
+
+One jitted program per call: a prefill of the prompt (all its positions at once, the keys
+and values written to the cache from position 0), then one ``lax.scan`` of single-token
+steps. The cache is one array per kind, ``[layers, batch, time, kv_heads, head_dim]``,
+carried by the scan and written in place (``lax.dynamic_update_slice``); the layers are
+unrolled (a Python loop: the weights are constants of the step). Attention is grouped-query
+in einsums (the query heads as ``[kv_heads, group]``, no repeated keys), the scores and
+softmax in float32, the cache positions after the current one masked; the weights are
+pre-transposed to ``x @ w`` at load time. GPT-2: Conv1D layouts, tanh GELU, LayerNorm, the
+head tied to ``wte``. Llama: RMSNorm in float32, HF's rotate-half RoPE, SwiGLU, its own
+head.
+
+Example:
+    >>> params = gpt2_params(state_dict, n_layer=12, dtype=jnp.bfloat16)
+    >>> tokens = decode("gpt2", params, spec, prompt_ids, steps=256)   # [batch, 256]
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+__all__ = ["Spec", "decode", "gpt2_params", "llama_params"]
+
+Params = dict[str, Any]
+
+
+@dataclass(frozen=True)
+class Spec:
+    """The sizes the decode needs (hashable: a static argument of the jitted program).
+    ``kind``: ``"gpt2"`` or ``"llama"``; ``kv_heads == heads`` for GPT-2."""
+
+    kind: str
+    layers: int
+    heads: int
+    kv_heads: int
+    head_dim: int
+    eps: float
+    rope_theta: float = 10000.0
+    rope_offset: int = 0  # 0: correct; the benchmark's test plants 1 to prove it can fail
+
+
+def _stack(sd: Mapping[str, np.ndarray], key: str, n: int, dtype: Any, t: bool = False) -> Any:
+    arrays = [np.asarray(sd[key.format(i=i)], np.float32) for i in range(n)]
+    return jnp.asarray(np.stack([a.T if t else a for a in arrays]), dtype)
+
+
+def gpt2_params(sd: Mapping[str, np.ndarray], n_layer: int, dtype: Any) -> Params:
+    """GPT-2's HF state dict as stacked ``[layer, ...]`` arrays (Conv1D is ``x @ w``)."""
+    h = "transformer.h.{i}."
+    names = ["ln_1.weight", "ln_1.bias", "attn.c_attn.weight", "attn.c_attn.bias"]
+    names += ["attn.c_proj.weight", "attn.c_proj.bias", "ln_2.weight", "ln_2.bias"]
+    names += ["mlp.c_fc.weight", "mlp.c_fc.bias", "mlp.c_proj.weight", "mlp.c_proj.bias"]
+    p = {n: _stack(sd, h + n, n_layer, dtype) for n in names}
+    for n in ("wte.weight", "wpe.weight", "ln_f.weight", "ln_f.bias"):
+        p[n] = jnp.asarray(np.asarray(sd["transformer." + n], np.float32), dtype)
+    return p
+
+
+def llama_params(sd: Mapping[str, np.ndarray], n_layer: int, dtype: Any) -> Params:
+    """Llama's HF state dict as stacked ``[layer, ...]`` arrays, the projections transposed
+    to ``[in, out]``."""
+    m = "model.layers.{i}."
+    proj = ["self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj", "self_attn.o_proj"]
+    proj += ["mlp.gate_proj", "mlp.up_proj", "mlp.down_proj"]
+    p = {n: _stack(sd, m + n + ".weight", n_layer, dtype, t=True) for n in proj}
+    for n in ("input_layernorm", "post_attention_layernorm"):
+        p[n] = _stack(sd, m + n + ".weight", n_layer, dtype)
+    p["embed"] = jnp.asarray(np.asarray(sd["model.embed_tokens.weight"], np.float32), dtype)
+    p["norm"] = jnp.asarray(np.asarray(sd["model.norm.weight"], np.float32), dtype)
+    p["head"] = jnp.asarray(np.asarray(sd["lm_head.weight"], np.float32).T, dtype)
+    return p
+
+
+def _layer_norm(x: jax.Array, w: jax.Array, b: jax.Array, eps: float) -> jax.Array:
+    x32 = x.astype(jnp.float32)
+    mu = x32.mean(-1, keepdims=True)
+    var = jnp.square(x32 - mu).mean(-1, keepdims=True)
+    return ((x32 - mu) * jax.lax.rsqrt(var + eps)).astype(x.dtype) * w + b
+
+
+def _rms_norm(x: jax.Array, w: jax.Array, eps: float) -> jax.Array:
+    x32 = x.astype(jnp.float32)
+    return (x32 * jax.lax.rsqrt(jnp.square(x32).mean(-1, keepdims=True) + eps)).astype(x.dtype) * w
+
+
+def _attend(q: jax.Array, kc: jax.Array, vc: jax.Array, qpos: jax.Array) -> jax.Array:
+    """Grouped-query attention of ``q [b, t, kv, g, d]`` over the cache ``[b, s, kv, d]``,
+    each query seeing the cache positions up to its own (``qpos [t]``)."""
+    scale = q.shape[-1] ** -0.5
+    s = jnp.einsum("btkgd,bskd->bkgts", q, kc, preferred_element_type=jnp.float32) * scale
+    mask = jnp.arange(kc.shape[1])[None, :] <= qpos[:, None]
+    p = jax.nn.softmax(jnp.where(mask, s, -jnp.inf), axis=-1).astype(vc.dtype)
+    return jnp.einsum("bkgts,bskd->btkgd", p, vc)
+
+
+def _rope(x: jax.Array, pos: jax.Array, theta: float) -> jax.Array:
+    """HF's rotate-half RoPE of ``x [b, t, ..., d]`` at positions ``pos [t]``."""
+    d = x.shape[-1]
+    inv = 1.0 / theta ** (jnp.arange(0, d, 2, dtype=jnp.float32) / d)
+    ang = pos.astype(jnp.float32)[:, None] * inv[None, :]
+    ang = jnp.concatenate([ang, ang], -1).reshape((1, pos.shape[0]) + (1,) * (x.ndim - 3) + (d,))
+    x1, x2 = jnp.split(x.astype(jnp.float32), 2, -1)
+    rotated = jnp.concatenate([-x2, x1], -1)
+    return (x.astype(jnp.float32) * jnp.cos(ang) + rotated * jnp.sin(ang)).astype(x.dtype)
+
+
+def _write(cache: jax.Array, layer: int, new: jax.Array, start: jax.Array) -> jax.Array:
+    zero = jnp.zeros((), jnp.int32)
+    return jax.lax.dynamic_update_slice(cache, new[None], (layer, zero, start, zero, zero))
+
+
+def _gpt2_layer(p: Params, i: int, x: jax.Array, cache: tuple[jax.Array, jax.Array],
+                start: jax.Array, spec: Spec) -> tuple[jax.Array, tuple[jax.Array, jax.Array]]:  # fmt: skip
+    b, t, e = x.shape
+    h = _layer_norm(x, p["ln_1.weight"][i], p["ln_1.bias"][i], spec.eps)
+    qkv = h @ p["attn.c_attn.weight"][i] + p["attn.c_attn.bias"][i]
+    q, k, v = (z.reshape(b, t, spec.kv_heads, spec.head_dim) for z in jnp.split(qkv, 3, -1))
+    kc, vc = _write(cache[0], i, k, start), _write(cache[1], i, v, start)
+    y = _attend(q[:, :, :, None], kc[i], vc[i], start + jnp.arange(t)).reshape(b, t, e)
+    x = x + y @ p["attn.c_proj.weight"][i] + p["attn.c_proj.bias"][i]
+    h = _layer_norm(x, p["ln_2.weight"][i], p["ln_2.bias"][i], spec.eps)
+    h = jax.nn.gelu(h @ p["mlp.c_fc.weight"][i] + p["mlp.c_fc.bias"][i], approximate=True)
+    return x + h @ p["mlp.c_proj.weight"][i] + p["mlp.c_proj.bias"][i], (kc, vc)
+
+
+def _llama_layer(p: Params, i: int, x: jax.Array, cache: tuple[jax.Array, jax.Array],
+                 start: jax.Array, spec: Spec) -> tuple[jax.Array, tuple[jax.Array, jax.Array]]:  # fmt: skip
+    b, t, _ = x.shape
+    kv, d = spec.kv_heads, spec.head_dim
+    pos = start + jnp.arange(t)
+    h = _rms_norm(x, p["input_layernorm"][i], spec.eps)
+    q = (h @ p["self_attn.q_proj"][i]).reshape(b, t, kv, spec.heads // kv, d)
+    k = (h @ p["self_attn.k_proj"][i]).reshape(b, t, kv, d)
+    v = (h @ p["self_attn.v_proj"][i]).reshape(b, t, kv, d)
+    q, k = _rope(q, pos + spec.rope_offset, spec.rope_theta), _rope(k, pos, spec.rope_theta)
+    kc, vc = _write(cache[0], i, k, start), _write(cache[1], i, v, start)
+    y = _attend(q, kc[i], vc[i], pos).reshape(b, t, spec.heads * d)
+    x = x + y @ p["self_attn.o_proj"][i]
+    h = _rms_norm(x, p["post_attention_layernorm"][i], spec.eps)
+    h = jax.nn.silu(h @ p["mlp.gate_proj"][i]) * (h @ p["mlp.up_proj"][i])
+    return x + h @ p["mlp.down_proj"][i], (kc, vc)
+
+
+def _forward(p: Params, ids: jax.Array, cache: tuple[jax.Array, jax.Array], start: jax.Array,
+             spec: Spec) -> tuple[jax.Array, tuple[jax.Array, jax.Array]]:  # fmt: skip
+    """The last position's float32 logits of ``ids [b, t]`` at ``start``, and the cache."""
+    if spec.kind == "gpt2":
+        pos = start + jnp.arange(ids.shape[1])
+        x = p["wte.weight"][ids] + p["wpe.weight"][pos][None]
+        layer, head = _gpt2_layer, p["wte.weight"].T
+    else:
+        x, layer, head = p["embed"][ids], _llama_layer, p["head"]
+    for i in range(spec.layers):
+        x, cache = layer(p, i, x, cache, start, spec)
+    last = x[:, -1]
+    if spec.kind == "gpt2":
+        last = _layer_norm(last, p["ln_f.weight"], p["ln_f.bias"], spec.eps)
+    else:
+        last = _rms_norm(last, p["norm"], spec.eps)
+    return jnp.dot(last, head, preferred_element_type=jnp.float32), cache
+
+
+@functools.partial(jax.jit, static_argnames=("spec", "steps", "max_len"))
+def decode(p: Params, spec: Spec, ids: jax.Array, steps: int, max_len: int) -> jax.Array:
+    """Greedy tokens ``[batch, steps]`` after the prompts ``ids [batch, prompt]``: a prefill,
+    then ``steps - 1`` cached single-token steps in one ``lax.scan``."""
+    b, t = ids.shape
+    dtype = p["wte.weight" if spec.kind == "gpt2" else "embed"].dtype
+    shape = (spec.layers, b, max_len, spec.kv_heads, spec.head_dim)
+    cache = (jnp.zeros(shape, dtype), jnp.zeros(shape, dtype))
+    logits, cache = _forward(p, ids, cache, jnp.int32(0), spec)
+    first = jnp.argmax(logits, -1).astype(jnp.int32)
+
+    def step(carry: Any, i: jax.Array) -> tuple[Any, jax.Array]:
+        tok, cache = carry
+        logits, cache = _forward(p, tok[:, None], cache, t + i, spec)
+        nxt = jnp.argmax(logits, -1).astype(jnp.int32)
+        return (nxt, cache), nxt
+
+    _, rest = jax.lax.scan(step, (first, cache), jnp.arange(steps - 1, dtype=jnp.int32))
+    return jnp.concatenate([first[:, None], rest.T], axis=1)
