@@ -9,9 +9,9 @@ with ``to_hf`` to a temporary folder and the other rows read that folder.
 
 Rows: ``ax.nn.generate``; ``jax-expert`` (``benchmarks._decode_expert``: a prefill and one
 ``lax.scan`` of cached steps, hand-written on the state dict); ``pytorch``
-(``transformers``' ``from_pretrained`` and ``generate(do_sample=False,
-cache_implementation="static")``, the forward under ``torch.compile`` on a GPU as HF
-documents for static caches, eager on a CPU), where torch is importable (with CUDA when JAX
+(``transformers``' ``from_pretrained`` and greedy ``generate`` with a ``StaticCache`` of
+``prompt + steps`` positions, the forward under ``torch.compile(mode="reduce-overhead")`` on
+a GPU as HF documents for static caches, eager on a CPU), where torch is importable (with CUDA when JAX
 runs on a GPU); elsewhere a note says why it is missing. torch is never an axjax dependency.
 
 Figures per row: tokens/s of the whole call (prefill included), the time of one decode step
@@ -31,10 +31,12 @@ apart: float32's rounding cannot flip an argmax between rows, and equal tokens a
 from __future__ import annotations
 
 import importlib.util
+import inspect
 import json
 import statistics
 import tempfile
 import time
+import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, final
@@ -173,25 +175,37 @@ def torch_unavailable() -> str | None:
     return None
 
 
+def _static_cache(cls: Any, config: Any, batch: int, max_len: int, device: str, dtype: Any) -> Any:
+    """A ``StaticCache`` of ``max_len`` positions: the same size for every call (a compiled
+    forward is not traced again), built with the arguments this transformers version takes."""
+    given = {"config": config, "max_cache_len": max_len, "max_batch_size": batch,
+             "batch_size": batch, "device": device, "dtype": dtype}  # fmt: skip
+    names = inspect.signature(cls.__init__).parameters
+    return cls(**{k: v for k, v in given.items() if k in names})
+
+
 def _torch_row(folder: str, preset: Preset, max_len: int, compile: bool) -> Row:
     import torch
     from transformers import AutoModelForCausalLM, StaticCache
 
     device = "cuda" if jax.default_backend() == "gpu" else "cpu"
     dtype = torch.bfloat16 if preset.bf16 else torch.float32
-    model = AutoModelForCausalLM.from_pretrained(folder, dtype=dtype).to(device).eval()
-    if compile:  # as HF documents for a static cache
+    model = AutoModelForCausalLM.from_pretrained(folder).to(device, dtype).eval()
+    model.generation_config.disable_compile = True  # compiled here, as HF documents below
+    if compile:  # HF's recipe for a static cache
         model.forward = torch.compile(model.forward, mode="reduce-overhead", fullgraph=True)
 
     @torch.inference_mode()
     def run(ids: np.ndarray, steps: int) -> np.ndarray:
         x = torch.as_tensor(ids, dtype=torch.long, device=device)
-        cache = StaticCache(config=model.config, max_cache_len=max_len)
-        out = model.generate(
-            x, attention_mask=torch.ones_like(x), max_new_tokens=steps, min_new_tokens=steps,
-            do_sample=False, past_key_values=cache, eos_token_id=None, pad_token_id=0,
-            disable_compile=True,
-        )  # fmt: skip
+        cache = _static_cache(StaticCache, model.config, len(ids), max_len, device, dtype)
+        with warnings.catch_warnings():  # past_key_values: `cache` from transformers 5.x
+            warnings.simplefilter("ignore", FutureWarning)
+            out = model.generate(
+                x, attention_mask=torch.ones_like(x), max_new_tokens=steps,
+                min_new_tokens=steps, do_sample=False, past_key_values=cache,
+                eos_token_id=None, pad_token_id=0,
+            )  # fmt: skip
         if device == "cuda":
             torch.cuda.synchronize()
         return out[:, ids.shape[1] :].cpu().numpy()
