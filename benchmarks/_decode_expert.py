@@ -118,8 +118,14 @@ def _write(cache: jax.Array, layer: int, new: jax.Array, start: jax.Array) -> ja
     return jax.lax.dynamic_update_slice(cache, new[None], (layer, zero, start, zero, zero))
 
 
-def _gpt2_layer(p: Params, i: int, x: jax.Array, cache: tuple[jax.Array, jax.Array],
-                start: jax.Array, spec: Spec) -> tuple[jax.Array, tuple[jax.Array, jax.Array]]:  # fmt: skip
+def _gpt2_layer(
+    p: Params,
+    i: int,
+    x: jax.Array,
+    cache: tuple[jax.Array, jax.Array],
+    start: jax.Array,
+    spec: Spec,
+) -> tuple[jax.Array, tuple[jax.Array, jax.Array]]:
     b, t, e = x.shape
     h = _layer_norm(x, p["ln_1.weight"][i], p["ln_1.bias"][i], spec.eps)
     qkv = h @ p["attn.c_attn.weight"][i] + p["attn.c_attn.bias"][i]
@@ -132,8 +138,14 @@ def _gpt2_layer(p: Params, i: int, x: jax.Array, cache: tuple[jax.Array, jax.Arr
     return x + h @ p["mlp.c_proj.weight"][i] + p["mlp.c_proj.bias"][i], (kc, vc)
 
 
-def _llama_layer(p: Params, i: int, x: jax.Array, cache: tuple[jax.Array, jax.Array],
-                 start: jax.Array, spec: Spec) -> tuple[jax.Array, tuple[jax.Array, jax.Array]]:  # fmt: skip
+def _llama_layer(
+    p: Params,
+    i: int,
+    x: jax.Array,
+    cache: tuple[jax.Array, jax.Array],
+    start: jax.Array,
+    spec: Spec,
+) -> tuple[jax.Array, tuple[jax.Array, jax.Array]]:
     b, t, _ = x.shape
     kv, d = spec.kv_heads, spec.head_dim
     pos = start + jnp.arange(t)

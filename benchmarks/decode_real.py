@@ -4,15 +4,16 @@ weights, greedy, a prompt of 128 tokens and 256 new tokens at batch 1 and 32, bf
 
 The Llama is Llama-3.2-1B's body (hidden 2048, 16 layers, 32 heads, 8 key-value heads,
 intermediate 8192, RoPE theta 500,000) at Llama 2's vocabulary of 32,000 with its own head:
-1,100,048,384 parameters. Every row decodes the same weights: the axjax model is written
+1,104,218,112 parameters. Every row decodes the same weights: the axjax model is written
 with ``to_hf`` to a temporary folder and the other rows read that folder.
 
 Rows: ``ax.nn.generate``; ``jax-expert`` (``benchmarks._decode_expert``: a prefill and one
 ``lax.scan`` of cached steps, hand-written on the state dict); ``pytorch``
 (``transformers``' ``from_pretrained`` and greedy ``generate`` with a ``StaticCache`` of
 ``prompt + steps`` positions, the forward under ``torch.compile(mode="reduce-overhead")`` on
-a GPU as HF documents for static caches, eager on a CPU), where torch is importable (with CUDA when JAX
-runs on a GPU); elsewhere a note says why it is missing. torch is never an axjax dependency.
+a GPU as HF documents for static caches, eager on a CPU), where torch is importable (with
+CUDA when JAX runs on a GPU); elsewhere a note says why it is missing. torch is never an
+axjax dependency.
 
 Figures per row: tokens/s of the whole call (prefill included), the time of one decode step
 (``(t(steps) - t(1)) / (steps - 1)``: the prefill taken out) and the fraction of the
@@ -232,7 +233,8 @@ def build_rows(
     why = "--torch off" if torch == "off" else torch_unavailable()
     if why is None:
         on_gpu = jax.default_backend() == "gpu"
-        rows.append(_torch_row(folder, preset, max_len, torch == "compile" or (torch == "auto" and on_gpu)))  # fmt: skip
+        compile = torch == "compile" or (torch == "auto" and on_gpu)
+        rows.append(_torch_row(folder, preset, max_len, compile))
     else:
         notes.append(f"{kind}: no pytorch row: {why}")
     return rows, notes, model
@@ -275,14 +277,16 @@ def _step_bytes(model: Any, kind: str, preset: Preset, batch: int) -> int:
     return int(weights + 2 * layers * batch * avg * width * (2 if preset.bf16 else 4))
 
 
-def _figures(row: Row, ids: np.ndarray, preset: Preset, rounds: int) -> tuple[dict[str, Any], np.ndarray]:  # fmt: skip
+def _figures(
+    row: Row, ids: np.ndarray, preset: Preset, rounds: int
+) -> tuple[dict[str, Any], np.ndarray]:
     steps = preset.steps
     tokens = row.run(ids, steps)  # compiles
     row.run(ids, 1)
     full = _median(lambda: row.run(ids, steps), rounds)
     one = _median(lambda: row.run(ids, 1), rounds)
-    step = max(full - one, 1e-9) / (steps - 1)
-    return {"tok_s": ids.shape[0] * steps / full, "step_ms": 1e3 * step}, tokens
+    step = 1e3 * (full - one) / (steps - 1) if full > one else None  # None: under the noise
+    return {"tok_s": ids.shape[0] * steps / full, "step_ms": step}, tokens
 
 
 def bench_model(
@@ -305,7 +309,7 @@ def bench_model(
                 f, tokens = _figures(row, ids, preset, rounds)
                 reference = tokens if reference is None else reference
                 r = {"model": kind, "row": row.name, "batch": b, **f,
-                     "bandwidth_fraction": moved / (f["step_ms"] / 1e3) / peak,
+                     "bandwidth_fraction": f["step_ms"] and moved / (f["step_ms"] / 1e3) / peak,
                      "step_bytes": moved, "same_tokens": bool(np.array_equal(tokens, reference)),
                      "tokens": tokens.tolist()}  # fmt: skip
                 results.append(r)
@@ -316,24 +320,40 @@ def bench_model(
 def line(r: dict[str, Any]) -> str:
     """A result as one printed line."""
     same = "same tokens" if r["same_tokens"] else "TOKENS DIFFER from ax.nn.generate"
+    step, frac = "     n/a", "  n/a"  # one step's time under the timing noise
+    if r["step_ms"] is not None:
+        step, frac = f"{r['step_ms']:>8.3f}", f"{100 * r['bandwidth_fraction']:5.1f}"
     return (
         f"{r['model']:<6} batch {r['batch']:>3}  {r['row']:<16} {r['tok_s']:>12,.1f} tok/s  "
-        f"{r['step_ms']:>8.3f} ms/step  {100 * r['bandwidth_fraction']:5.1f} % of the "
-        f"bandwidth limit  ({same})"
+        f"{step} ms/step  {frac} % of the bandwidth limit  ({same})"
     )
 
 
-def bench_real(preset: str = "gpu", *, rounds: int = 3, torch: str = "auto", models: Sequence[str] = ("gpt2", "llama")) -> dict[str, Any]:  # fmt: skip
+def bench_real(
+    preset: str = "gpu",
+    *,
+    rounds: int = 3,
+    torch: str = "auto",
+    models: Sequence[str] = ("gpt2", "llama"),
+) -> dict[str, Any]:
     """Every model's rows, printed as each completes; the whole as a dict (``--json``)."""
     p = PRESETS[preset]
     peak = bandwidth(p.copy_mib)
-    print(f"device: {jax.devices()[0].device_kind}; measured bandwidth {peak / 1e9:,.1f} GB/s", flush=True)  # fmt: skip
+    print(
+        f"device: {jax.devices()[0].device_kind}; measured bandwidth {peak / 1e9:,.1f} GB/s",
+        flush=True,
+    )
     results: list[dict[str, Any]] = []
     notes: list[str] = []
     for kind in models:
         rs, ns = bench_model(
-            kind, p, rounds=rounds, torch=torch, peak=peak, report=lambda r: print(line(r), flush=True)
-        )  # fmt: skip
+            kind,
+            p,
+            rounds=rounds,
+            torch=torch,
+            peak=peak,
+            report=lambda r: print(line(r), flush=True),
+        )
         results += rs
         notes += ns
         for n in ns:
@@ -342,7 +362,9 @@ def bench_real(preset: str = "gpu", *, rounds: int = 3, torch: str = "auto", mod
             "results": results, "notes": notes}  # fmt: skip
 
 
-def main(preset: str = "gpu", *, rounds: int = 3, torch: str = "auto", json_path: str | None = None) -> int:  # fmt: skip
+def main(
+    preset: str = "gpu", *, rounds: int = 3, torch: str = "auto", json_path: str | None = None
+) -> int:
     """``python -m benchmarks.decode --real`` (its options parsed by ``benchmarks.decode``):
     1 where the rows' tokens differ. ``json_path``: the results written there."""
     res = bench_real(preset, rounds=rounds, torch=torch)
