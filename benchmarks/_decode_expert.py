@@ -7,14 +7,17 @@ steps. The cache is one array per kind, ``[layers, batch, time, kv_heads, head_d
 carried by the scan and written in place (``lax.dynamic_update_slice``); the layers are
 unrolled (a Python loop: the weights are constants of the step). Attention is grouped-query
 in einsums (the query heads as ``[kv_heads, group]``, no repeated keys), the scores and
-softmax in float32, the cache positions after the current one masked; the weights are
+softmax in float32, the cache positions after the current one masked (or, by
+``Spec.attention``, ``jax.nn.dot_product_attention``: cuDNN's fused kernel on a GPU, the
+cache's valid length as ``key_value_seq_lengths``); the weights are
 pre-transposed to ``x @ w`` at load time. GPT-2: Conv1D layouts, tanh GELU, LayerNorm, the
 head tied to ``wte``. Llama: RMSNorm in float32, HF's rotate-half RoPE, SwiGLU, its own
 head.
 
 Example:
     >>> params = gpt2_params(state_dict, n_layer=12, dtype=jnp.bfloat16)
-    >>> tokens = decode("gpt2", params, spec, prompt_ids, steps=256)   # [batch, 256]
+    >>> spec = Spec("gpt2", layers=12, heads=12, kv_heads=12, head_dim=64, eps=1e-5)
+    >>> tokens = decode(params, spec, prompt_ids, steps=256, max_len=384)   # [batch, 256]
 """
 
 from __future__ import annotations
@@ -46,6 +49,7 @@ class Spec:
     eps: float
     rope_theta: float = 10000.0
     rope_offset: int = 0  # 0: correct; the benchmark's test plants 1 to prove it can fail
+    attention: str = "einsum"  # or jax.nn.dot_product_attention's "xla" or "cudnn"
 
 
 def _stack(sd: Mapping[str, np.ndarray], key: str, n: int, dtype: Any, t: bool = False) -> Any:
@@ -92,9 +96,21 @@ def _rms_norm(x: jax.Array, w: jax.Array, eps: float) -> jax.Array:
     return (x32 * jax.lax.rsqrt(jnp.square(x32).mean(-1, keepdims=True) + eps)).astype(x.dtype) * w
 
 
-def _attend(q: jax.Array, kc: jax.Array, vc: jax.Array, qpos: jax.Array) -> jax.Array:
+def _attend(
+    q: jax.Array, kc: jax.Array, vc: jax.Array, qpos: jax.Array, how: str = "einsum"
+) -> jax.Array:
     """Grouped-query attention of ``q [b, t, kv, g, d]`` over the cache ``[b, s, kv, d]``,
-    each query seeing the cache positions up to its own (``qpos [t]``)."""
+    each query seeing the cache positions up to its own (``qpos [t]``). ``how``: einsums,
+    or ``jax.nn.dot_product_attention`` with that implementation (the cache's valid length
+    as ``key_value_seq_lengths``; causal for a prefill, which starts at position 0)."""
+    if how != "einsum":
+        b, t, kv, g, d = q.shape
+        lengths = jnp.full((b,), qpos[-1] + 1, jnp.int32)
+        y = jax.nn.dot_product_attention(
+            q.reshape(b, t, kv * g, d), kc, vc, is_causal=t > 1,
+            key_value_seq_lengths=lengths, implementation=how,  # type: ignore[arg-type]
+        )  # fmt: skip
+        return y.reshape(b, t, kv, g, d)
     scale = q.shape[-1] ** -0.5
     s = jnp.einsum("btkgd,bskd->bkgts", q, kc, preferred_element_type=jnp.float32) * scale
     mask = jnp.arange(kc.shape[1])[None, :] <= qpos[:, None]
@@ -131,7 +147,8 @@ def _gpt2_layer(
     qkv = h @ p["attn.c_attn.weight"][i] + p["attn.c_attn.bias"][i]
     q, k, v = (z.reshape(b, t, spec.kv_heads, spec.head_dim) for z in jnp.split(qkv, 3, -1))
     kc, vc = _write(cache[0], i, k, start), _write(cache[1], i, v, start)
-    y = _attend(q[:, :, :, None], kc[i], vc[i], start + jnp.arange(t)).reshape(b, t, e)
+    y = _attend(q[:, :, :, None], kc[i], vc[i], start + jnp.arange(t), spec.attention)
+    y = y.reshape(b, t, e)
     x = x + y @ p["attn.c_proj.weight"][i] + p["attn.c_proj.bias"][i]
     h = _layer_norm(x, p["ln_2.weight"][i], p["ln_2.bias"][i], spec.eps)
     h = jax.nn.gelu(h @ p["mlp.c_fc.weight"][i] + p["mlp.c_fc.bias"][i], approximate=True)
@@ -155,7 +172,7 @@ def _llama_layer(
     v = (h @ p["self_attn.v_proj"][i]).reshape(b, t, kv, d)
     q, k = _rope(q, pos + spec.rope_offset, spec.rope_theta), _rope(k, pos, spec.rope_theta)
     kc, vc = _write(cache[0], i, k, start), _write(cache[1], i, v, start)
-    y = _attend(q, kc[i], vc[i], pos).reshape(b, t, spec.heads * d)
+    y = _attend(q, kc[i], vc[i], pos, spec.attention).reshape(b, t, spec.heads * d)
     x = x + y @ p["self_attn.o_proj"][i]
     h = _rms_norm(x, p["post_attention_layernorm"][i], spec.eps)
     h = jax.nn.silu(h @ p["mlp.gate_proj"][i]) * (h @ p["mlp.up_proj"][i])

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import tempfile
 from dataclasses import replace
+from typing import Any
 
 import numpy as np
 import pytest
@@ -41,12 +42,22 @@ def test_the_pytorch_row_runs_where_torch_is_installed() -> None:
     assert "pytorch (eager)" in _tokens("gpt2")
 
 
+def _llama_spec(**kw: Any) -> Spec:
+    c = QUICK.llama
+    return Spec("llama", c.num_hidden_layers, c.num_attention_heads, c.kv_heads, c.head_size,
+                c.rms_norm_eps, c.rope_theta, **kw)  # fmt: skip
+
+
+def test_the_expert_decodes_the_same_tokens_with_dot_product_attention() -> None:
+    """The expert's other attention (``jax.nn.dot_product_attention``, the cache's valid
+    length as ``key_value_seq_lengths``; its cuDNN kernel on a GPU) against the model."""
+    out = _tokens("llama", _llama_spec(attention="xla"))
+    assert np.array_equal(out["jax-expert (xla)"], out["ax.nn.generate"])
+
+
 def test_a_row_one_position_off_gives_other_tokens() -> None:
     """The mutation the check must catch: the expert's queries rotated one position late."""
-    c = QUICK.llama
-    spec = Spec("llama", c.num_hidden_layers, c.num_attention_heads, c.kv_heads, c.head_size,
-                c.rms_norm_eps, c.rope_theta, rope_offset=1)  # fmt: skip
-    out = _tokens("llama", spec)
+    out = _tokens("llama", _llama_spec(rope_offset=1))
     assert not np.array_equal(out["jax-expert"], out["ax.nn.generate"])
 
 
