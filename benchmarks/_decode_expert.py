@@ -108,7 +108,7 @@ def _attend(
         lengths = jnp.full((b,), qpos[-1] + 1, jnp.int32)
         y = jax.nn.dot_product_attention(
             q.reshape(b, t, kv * g, d), kc, vc, is_causal=t > 1,
-            key_value_seq_lengths=lengths, implementation=how,  # type: ignore[arg-type]
+            key_value_seq_lengths=lengths, implementation=how,
         )  # fmt: skip
         return y.reshape(b, t, kv, g, d)
     scale = q.shape[-1] ** -0.5

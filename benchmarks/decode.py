@@ -172,6 +172,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--preset", choices=("gpu", "quick"), help="--real: default gpu on a GPU")
     p.add_argument("--torch", choices=("auto", "compile", "eager", "off"), default="auto")
     p.add_argument("--json", help="--real: write the results to this file")
+    p.add_argument("--models", default="gpt2,llama", help="--real: gpt2, llama or both")
     args = p.parse_args(argv)
     if args.real:
         # torch shares the GPU: JAX must not take 75 % of it up front (before JAX starts)
@@ -179,7 +180,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         from .decode_real import main as real
 
         preset = args.preset or ("gpu" if jax.default_backend() == "gpu" else "quick")
-        return real(preset, rounds=args.rounds, torch=args.torch, json_path=args.json)
+        models = tuple(args.models.split(","))
+        return real(
+            preset, rounds=args.rounds, torch=args.torch, json_path=args.json, models=models
+        )
     if args.gpt2:
         print(gpt2_markdown(bench_gpt2(steps=args.steps, rounds=args.rounds)))
         return 0

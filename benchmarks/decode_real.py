@@ -398,12 +398,20 @@ def bench_real(
 
 
 def main(
-    preset: str = "gpu", *, rounds: int = 3, torch: str = "auto", json_path: str | None = None
+    preset: str = "gpu",
+    *,
+    rounds: int = 3,
+    torch: str = "auto",
+    json_path: str | None = None,
+    models: Sequence[str] = ("gpt2", "llama"),
 ) -> int:
     """``python -m benchmarks.decode --real`` (its options parsed by ``benchmarks.decode``):
     1 where the rows' tokens differ in float32 (the quick preset; in bf16 the first step
     that differs is printed). ``json_path``: the results written there."""
-    res = bench_real(preset, rounds=rounds, torch=torch)
+    unknown = sorted(set(models) - {"gpt2", "llama"})
+    if unknown:
+        raise SystemExit(f"benchmarks.decode --real: --models are gpt2 and llama, got {unknown}")
+    res = bench_real(preset, rounds=rounds, torch=torch, models=models)
     if json_path:
         for r in res["results"]:
             r.pop("tokens")
