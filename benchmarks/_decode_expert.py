@@ -3,16 +3,17 @@ and Llama on their Hugging Face state dicts, in plain ``jnp``, as the best JAX u
 
 One jitted program per call: a prefill of the prompt (all its positions at once, the keys
 and values written to the cache from position 0), then one ``lax.scan`` of single-token
-steps. The cache is one array per kind, ``[layers, batch, time, kv_heads, head_dim]``,
-carried by the scan and written in place (``lax.dynamic_update_slice``); the layers are
-unrolled (a Python loop: the weights are constants of the step). Attention is grouped-query
-in einsums (the query heads as ``[kv_heads, group]``, no repeated keys), the scores and
-softmax in float32, the cache positions after the current one masked (or, by
-``Spec.attention``, ``jax.nn.dot_product_attention``: cuDNN's fused kernel on a GPU, the
-cache's valid length as ``key_value_seq_lengths``); the weights are
-pre-transposed to ``x @ w`` at load time. GPT-2: Conv1D layouts, tanh GELU, LayerNorm, the
-head tied to ``wte``. Llama: RMSNorm in float32, HF's rotate-half RoPE, SwiGLU, its own
-head.
+steps. The cache is a key and a value array per layer, ``[batch, time, kv_heads,
+head_dim]``, carried by the scan and written in place (``lax.dynamic_update_slice``; no
+slice of a stacked cache for XLA to copy before the attention's dot); the layers are
+unrolled (a Python loop, each layer's weights its own arrays: no slice of a stacked weight
+to copy before a matmul). Attention is grouped-query in einsums (the query heads as
+``[kv_heads, group]``, no repeated keys), the scores and softmax in float32, the cache
+positions after the current one masked; or, by ``Spec.attention``,
+``jax.nn.dot_product_attention`` (cuDNN's fused kernel on a GPU), the cache's valid length
+as ``key_value_seq_lengths``. The weights are pre-transposed to ``x @ w`` at load time.
+GPT-2: Conv1D layouts, tanh GELU, LayerNorm, the head tied to ``wte``. Llama: RMSNorm in
+float32, HF's rotate-half RoPE, SwiGLU, its own head.
 
 Example:
     >>> params = gpt2_params(state_dict, n_layer=12, dtype=jnp.bfloat16)
@@ -52,35 +53,40 @@ class Spec:
     attention: str = "einsum"  # or jax.nn.dot_product_attention's "xla" or "cudnn"
 
 
-def _stack(sd: Mapping[str, np.ndarray], key: str, n: int, dtype: Any, t: bool = False) -> Any:
-    arrays = [np.asarray(sd[key.format(i=i)], np.float32) for i in range(n)]
-    return jnp.asarray(np.stack([a.T if t else a for a in arrays]), dtype)
+def _array(sd: Mapping[str, np.ndarray], key: str, dtype: Any, t: bool = False) -> jax.Array:
+    a = np.asarray(sd[key], np.float32)
+    return jnp.asarray(a.T if t else a, dtype)
 
 
 def gpt2_params(sd: Mapping[str, np.ndarray], n_layer: int, dtype: Any) -> Params:
-    """GPT-2's HF state dict as stacked ``[layer, ...]`` arrays (Conv1D is ``x @ w``)."""
-    h = "transformer.h.{i}."
+    """GPT-2's HF state dict as arrays, a dict per layer (``layers``: the layers are
+    unrolled, each reads its own weights whole; Conv1D is already ``x @ w``)."""
     names = ["ln_1.weight", "ln_1.bias", "attn.c_attn.weight", "attn.c_attn.bias"]
     names += ["attn.c_proj.weight", "attn.c_proj.bias", "ln_2.weight", "ln_2.bias"]
     names += ["mlp.c_fc.weight", "mlp.c_fc.bias", "mlp.c_proj.weight", "mlp.c_proj.bias"]
-    p = {n: _stack(sd, h + n, n_layer, dtype) for n in names}
+    layers = [
+        {n: _array(sd, f"transformer.h.{i}.{n}", dtype) for n in names} for i in range(n_layer)
+    ]
+    p: Params = {"layers": layers}
     for n in ("wte.weight", "wpe.weight", "ln_f.weight", "ln_f.bias"):
-        p[n] = jnp.asarray(np.asarray(sd["transformer." + n], np.float32), dtype)
+        p[n] = _array(sd, "transformer." + n, dtype)
     return p
 
 
 def llama_params(sd: Mapping[str, np.ndarray], n_layer: int, dtype: Any) -> Params:
-    """Llama's HF state dict as stacked ``[layer, ...]`` arrays, the projections transposed
-    to ``[in, out]``."""
-    m = "model.layers.{i}."
+    """Llama's HF state dict as arrays, a dict per layer, the projections transposed to
+    ``[in, out]``."""
     proj = ["self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj", "self_attn.o_proj"]
     proj += ["mlp.gate_proj", "mlp.up_proj", "mlp.down_proj"]
-    p = {n: _stack(sd, m + n + ".weight", n_layer, dtype, t=True) for n in proj}
-    for n in ("input_layernorm", "post_attention_layernorm"):
-        p[n] = _stack(sd, m + n + ".weight", n_layer, dtype)
-    p["embed"] = jnp.asarray(np.asarray(sd["model.embed_tokens.weight"], np.float32), dtype)
-    p["norm"] = jnp.asarray(np.asarray(sd["model.norm.weight"], np.float32), dtype)
-    p["head"] = jnp.asarray(np.asarray(sd["lm_head.weight"], np.float32).T, dtype)
+    norms = ("input_layernorm", "post_attention_layernorm")
+    layers = [
+        {n: _array(sd, f"model.layers.{i}.{n}.weight", dtype, t=n in proj) for n in (*proj, *norms)}
+        for i in range(n_layer)
+    ]
+    p: Params = {"layers": layers}
+    p["embed"] = _array(sd, "model.embed_tokens.weight", dtype)
+    p["norm"] = _array(sd, "model.norm.weight", dtype)
+    p["head"] = _array(sd, "lm_head.weight", dtype, t=True)
     return p
 
 
@@ -129,35 +135,35 @@ def _rope(x: jax.Array, pos: jax.Array, theta: float) -> jax.Array:
     return (x.astype(jnp.float32) * jnp.cos(ang) + rotated * jnp.sin(ang)).astype(x.dtype)
 
 
-def _write(cache: jax.Array, layer: int, new: jax.Array, start: jax.Array) -> jax.Array:
+def _write(cache: jax.Array, new: jax.Array, start: jax.Array) -> jax.Array:
+    """``new [b, t, kv, d]`` written into the layer's cache ``[b, time, kv, d]`` at
+    ``start`` (in place: the cache is the scan's carry)."""
     zero = jnp.zeros((), jnp.int32)
-    return jax.lax.dynamic_update_slice(cache, new[None], (layer, zero, start, zero, zero))
+    return jax.lax.dynamic_update_slice(cache, new, (zero, start, zero, zero))
 
 
 def _gpt2_layer(
-    p: Params,
-    i: int,
+    w: Params,
     x: jax.Array,
     cache: tuple[jax.Array, jax.Array],
     start: jax.Array,
     spec: Spec,
 ) -> tuple[jax.Array, tuple[jax.Array, jax.Array]]:
     b, t, e = x.shape
-    h = _layer_norm(x, p["ln_1.weight"][i], p["ln_1.bias"][i], spec.eps)
-    qkv = h @ p["attn.c_attn.weight"][i] + p["attn.c_attn.bias"][i]
+    h = _layer_norm(x, w["ln_1.weight"], w["ln_1.bias"], spec.eps)
+    qkv = h @ w["attn.c_attn.weight"] + w["attn.c_attn.bias"]
     q, k, v = (z.reshape(b, t, spec.kv_heads, spec.head_dim) for z in jnp.split(qkv, 3, -1))
-    kc, vc = _write(cache[0], i, k, start), _write(cache[1], i, v, start)
-    y = _attend(q[:, :, :, None], kc[i], vc[i], start + jnp.arange(t), spec.attention)
+    kc, vc = _write(cache[0], k, start), _write(cache[1], v, start)
+    y = _attend(q[:, :, :, None], kc, vc, start + jnp.arange(t), spec.attention)
     y = y.reshape(b, t, e)
-    x = x + y @ p["attn.c_proj.weight"][i] + p["attn.c_proj.bias"][i]
-    h = _layer_norm(x, p["ln_2.weight"][i], p["ln_2.bias"][i], spec.eps)
-    h = jax.nn.gelu(h @ p["mlp.c_fc.weight"][i] + p["mlp.c_fc.bias"][i], approximate=True)
-    return x + h @ p["mlp.c_proj.weight"][i] + p["mlp.c_proj.bias"][i], (kc, vc)
+    x = x + y @ w["attn.c_proj.weight"] + w["attn.c_proj.bias"]
+    h = _layer_norm(x, w["ln_2.weight"], w["ln_2.bias"], spec.eps)
+    h = jax.nn.gelu(h @ w["mlp.c_fc.weight"] + w["mlp.c_fc.bias"], approximate=True)
+    return x + h @ w["mlp.c_proj.weight"] + w["mlp.c_proj.bias"], (kc, vc)
 
 
 def _llama_layer(
-    p: Params,
-    i: int,
+    w: Params,
     x: jax.Array,
     cache: tuple[jax.Array, jax.Array],
     start: jax.Array,
@@ -166,36 +172,42 @@ def _llama_layer(
     b, t, _ = x.shape
     kv, d = spec.kv_heads, spec.head_dim
     pos = start + jnp.arange(t)
-    h = _rms_norm(x, p["input_layernorm"][i], spec.eps)
-    q = (h @ p["self_attn.q_proj"][i]).reshape(b, t, kv, spec.heads // kv, d)
-    k = (h @ p["self_attn.k_proj"][i]).reshape(b, t, kv, d)
-    v = (h @ p["self_attn.v_proj"][i]).reshape(b, t, kv, d)
+    h = _rms_norm(x, w["input_layernorm"], spec.eps)
+    q = (h @ w["self_attn.q_proj"]).reshape(b, t, kv, spec.heads // kv, d)
+    k = (h @ w["self_attn.k_proj"]).reshape(b, t, kv, d)
+    v = (h @ w["self_attn.v_proj"]).reshape(b, t, kv, d)
     q, k = _rope(q, pos + spec.rope_offset, spec.rope_theta), _rope(k, pos, spec.rope_theta)
-    kc, vc = _write(cache[0], i, k, start), _write(cache[1], i, v, start)
-    y = _attend(q, kc[i], vc[i], pos, spec.attention).reshape(b, t, spec.heads * d)
-    x = x + y @ p["self_attn.o_proj"][i]
-    h = _rms_norm(x, p["post_attention_layernorm"][i], spec.eps)
-    h = jax.nn.silu(h @ p["mlp.gate_proj"][i]) * (h @ p["mlp.up_proj"][i])
-    return x + h @ p["mlp.down_proj"][i], (kc, vc)
+    kc, vc = _write(cache[0], k, start), _write(cache[1], v, start)
+    y = _attend(q, kc, vc, pos, spec.attention).reshape(b, t, spec.heads * d)
+    x = x + y @ w["self_attn.o_proj"]
+    h = _rms_norm(x, w["post_attention_layernorm"], spec.eps)
+    h = jax.nn.silu(h @ w["mlp.gate_proj"]) * (h @ w["mlp.up_proj"])
+    return x + h @ w["mlp.down_proj"], (kc, vc)
 
 
-def _forward(p: Params, ids: jax.Array, cache: tuple[jax.Array, jax.Array], start: jax.Array,
-             spec: Spec) -> tuple[jax.Array, tuple[jax.Array, jax.Array]]:  # fmt: skip
-    """The last position's float32 logits of ``ids [b, t]`` at ``start``, and the cache."""
+Cache = tuple[tuple[jax.Array, jax.Array], ...]  # (keys, values) per layer
+
+
+def _forward(
+    p: Params, ids: jax.Array, cache: Cache, start: jax.Array, spec: Spec
+) -> tuple[jax.Array, Cache]:
+    """The last position's float32 logits of ``ids [b, t]`` at ``start``, and the caches."""
     if spec.kind == "gpt2":
         pos = start + jnp.arange(ids.shape[1])
         x = p["wte.weight"][ids] + p["wpe.weight"][pos][None]
         layer, head = _gpt2_layer, p["wte.weight"].T
     else:
         x, layer, head = p["embed"][ids], _llama_layer, p["head"]
-    for i in range(spec.layers):
-        x, cache = layer(p, i, x, cache, start, spec)
+    new = []
+    for w, kv in zip(p["layers"], cache, strict=True):
+        x, kv = layer(w, x, kv, start, spec)
+        new.append(kv)
     last = x[:, -1]
     if spec.kind == "gpt2":
         last = _layer_norm(last, p["ln_f.weight"], p["ln_f.bias"], spec.eps)
     else:
         last = _rms_norm(last, p["norm"], spec.eps)
-    return jnp.dot(last, head, preferred_element_type=jnp.float32), cache
+    return jnp.dot(last, head, preferred_element_type=jnp.float32), tuple(new)
 
 
 @functools.partial(jax.jit, static_argnames=("spec", "steps", "max_len"))
@@ -204,12 +216,12 @@ def decode(p: Params, spec: Spec, ids: jax.Array, steps: int, max_len: int) -> j
     then ``steps - 1`` cached single-token steps in one ``lax.scan``."""
     b, t = ids.shape
     dtype = p["wte.weight" if spec.kind == "gpt2" else "embed"].dtype
-    shape = (spec.layers, b, max_len, spec.kv_heads, spec.head_dim)
-    cache = (jnp.zeros(shape, dtype), jnp.zeros(shape, dtype))
+    shape = (b, max_len, spec.kv_heads, spec.head_dim)
+    cache = tuple((jnp.zeros(shape, dtype), jnp.zeros(shape, dtype)) for _ in range(spec.layers))
     logits, cache = _forward(p, ids, cache, jnp.int32(0), spec)
     first = jnp.argmax(logits, -1).astype(jnp.int32)
 
-    def step(carry: Any, i: jax.Array) -> tuple[Any, jax.Array]:
+    def step(carry: tuple[jax.Array, Cache], i: jax.Array) -> tuple[Any, jax.Array]:
         tok, cache = carry
         logits, cache = _forward(p, tok[:, None], cache, t + i, spec)
         nxt = jnp.argmax(logits, -1).astype(jnp.int32)
