@@ -9,6 +9,8 @@ Python loop. Both generate ``steps`` tokens after a prompt of ``prompt`` tokens,
 
     python -m benchmarks.decode            # the table of BENCHMARKS.md
     python -m benchmarks.decode --gpt2     # GPT-2 124M: both forms of the blocks, a ragged batch
+    python -m benchmarks.decode --real     # GPT-2 124M and a 1.1B Llama against a JAX expert
+                                           # and PyTorch (benchmarks.decode_real)
 
 ``--gpt2`` decodes with ``axjax.models.gpt2.GPT2`` at GPT-2 small's size (12 layers, width
 768, vocabulary 50257, random weights) against a cache of its 1024 positions: the blocks
@@ -19,6 +21,7 @@ by the scan), at batch 1 and 8, and a ragged batch of 8 prompts (``lengths=``).
 from __future__ import annotations
 
 import argparse
+import os
 import statistics
 import time
 from collections.abc import Callable, Sequence
@@ -165,7 +168,22 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--steps", type=int, default=48)
     p.add_argument("--rounds", type=int, default=3)
     p.add_argument("--gpt2", action="store_true", help="GPT-2 124M, both forms of the blocks")
+    p.add_argument("--real", action="store_true", help="GPT-2 124M and a 1.1B Llama: 3 rows")
+    p.add_argument("--preset", choices=("gpu", "quick"), help="--real: default gpu on a GPU")
+    p.add_argument("--torch", choices=("auto", "compile", "eager", "off"), default="auto")
+    p.add_argument("--json", help="--real: write the results to this file")
+    p.add_argument("--models", default="gpt2,llama", help="--real: gpt2, llama or both")
     args = p.parse_args(argv)
+    if args.real:
+        # torch shares the GPU: JAX must not take 75 % of it up front (before JAX starts)
+        os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")
+        from .decode_real import main as real
+
+        preset = args.preset or ("gpu" if jax.default_backend() == "gpu" else "quick")
+        models = tuple(args.models.split(","))
+        return real(
+            preset, rounds=args.rounds, torch=args.torch, json_path=args.json, models=models
+        )
     if args.gpt2:
         print(gpt2_markdown(bench_gpt2(steps=args.steps, rounds=args.rounds)))
         return 0
