@@ -109,6 +109,8 @@ class SoftmaxCrossEntropy(Op):
                 else f"the labels need the logits' axes without {axis_name(self.axis)}: "
                 f"({axes_names(rest)})"
             )
+            if self.axis in labels.axes:  # axis= named an axis the labels have, not the classes
+                hint += f" (axis={axis_name(self.axis)} is the class axis: is it the right one?)"
             raise self.fail(ops, f"labels have axes ({axes_names(labels.axes)}); {hint}")
         for a, n, m in zip(rest, sizes, labels.shape, strict=True):
             if n is not None and m is not None and n != m:
