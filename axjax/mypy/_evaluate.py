@@ -128,8 +128,9 @@ class Env:
             self.variadic = True
             key: object = ("*", str(t.type))
             label = "*" + _label(t.type)
-        elif isinstance(p, Instance):
-            key, label = ("class", p.type.fullname), p.type.name
+        elif isinstance(p, Instance):  # a role base's arguments tell its classes apart
+            key = ("class", p.type.fullname, *(str(a) for a in p.args))
+            label = p.type.name + (f"[{', '.join(map(_label, p.args))}]" if p.args else "")
         elif isinstance(p, TypeVarType):
             key, label = ("var", p.fullname, p.id.raw_id), p.name
         else:  # Any, or something odd: a fresh axis that matches nothing else
@@ -143,18 +144,20 @@ class Env:
         return cls
 
     def _role(self, p: Type) -> type[Axis] | None:
-        """The stand-in of a key role (``class KPos(ax.KeyOf[Pos])``): a ``KeyOf`` subclass
-        with the stand-in of its query, so that the run-time role checks run statically."""
+        """The stand-in of a key role (``class KPos(ax.KeyOf[Pos])``, or ``ax.KeyOf[Pos]``
+        itself): a ``KeyOf`` subclass with the stand-in of its query, so that the run-time
+        role checks run statically."""
         if not isinstance(p, Instance):
             return None
         base = next((b for b in p.type.mro if b.fullname == KEY_OF), None)
-        if base is None or p.type is base:
+        if base is None:
             return None
         query = get_proper_type(map_instance_to_supertype(p, base).args[0])
         ns: dict[str, object] = {"__module__": "axjax.mypy"}
         if isinstance(query, Instance):
             ns["_query"] = self.axis(query)
-        return type(p.type.name, (KeyOf,), ns)
+        own = p.type is base and isinstance(query, Instance)
+        return type(f"KeyOf[{query.type.name}]" if own else p.type.name, (KeyOf,), ns)
 
     def dtype(self, t: Type) -> type[DType]:
         """A real dtype marker, or a stand-in marker for a type variable / ``Any``."""
@@ -204,7 +207,9 @@ class Env:
                 raise CannotEvaluate
             return self.fake(tt)
         if isinstance(p, FunctionLike) and p.is_type_obj():
-            return self.klass(Instance(p.type_object(), []))
+            made = get_proper_type(p.items[0].ret_type)  # ax.KeyOf[Time]: its argument kept
+            keep = isinstance(made, Instance) and made.type is p.type_object() and made.args
+            return self.klass(made if keep else Instance(p.type_object(), []))
         if isinstance(p, TypeType):
             return self.klass(p.item, held=True)
         if isinstance(p, TupleType):

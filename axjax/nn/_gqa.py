@@ -33,7 +33,7 @@ from ..core._internal import (
 from ..ops import contract, rename, transpose, zeros
 from . import _init
 from ._attention_kernels import attend
-from ._attention_masks import KeyPos, and_masks, cached_causal_mask
+from ._attention_masks import and_masks, cached_causal_mask, default_key
 from ._attention_paths import AttentionPath
 from ._kv_cache import KVCache, empty_lengths
 from ._multihead import HeadDim
@@ -107,7 +107,7 @@ class GroupedQueryAttention(eqx.Module):
         num_heads: int,
         num_kv_heads: int,
         query_pos: type[Axis],
-        key_pos: type[Axis] = KeyPos,
+        key_pos: type[Axis] | None = None,
         head_size: int | None = None,
         kv_head_axis: type[Axis] = KVHead,
         group_axis: type[Axis] = GroupHead,
@@ -119,11 +119,12 @@ class GroupedQueryAttention(eqx.Module):
         key: jax.Array,
     ) -> None:
         where = "GroupedQueryAttention"
-        axes = (embed_axis, query_pos, key_pos, kv_head_axis, group_axis, head_dim_axis)
+        keys = default_key(where, query_pos, key_pos)
+        axes = (embed_axis, query_pos, keys, kv_head_axis, group_axis, head_dim_axis)
         for a in axes:
             check_axis_label(a, where)
         distinct(where, axes)
-        check_query_key(where, query_pos, key_pos)
+        check_query_key(where, query_pos, axes[2])
         embed_size = positive_int(where, "embed_size", embed_size)
         num_heads = positive_int(where, "num_heads", num_heads)
         num_kv_heads = positive_int(where, "num_kv_heads", num_kv_heads)
@@ -175,7 +176,7 @@ class GroupedQueryAttention(eqx.Module):
         self, batch: Mapping[type[Axis], int], max_len: int, dtype: type[DType] | None = None
     ) -> KVCache:
         """An empty :class:`KVCache` of ``max_len`` positions: keys and values
-        ``[*batch, KVHead, KeyPos, HeadDim]`` (the key-value heads only), length 0."""
+        ``[*batch, KVHead, key_pos, HeadDim]`` (the key-value heads only), length 0."""
         where = "GroupedQueryAttention.init_cache"
         max_len = positive_int(where, "max_len", max_len)
         for a in batch:
