@@ -182,7 +182,7 @@ class Block(eqx.Module):
     input_layernorm: RMSNorm[F32, Embed]
     attn: GroupedQueryAttention
     post_attention_layernorm: RMSNorm[F32, Embed]
-    mlp: SwiGLU
+    mlp: SwiGLU[F32, Embed, Mlp]
 
     @checks_choices
     def __init__(

@@ -232,6 +232,16 @@ def _attention(kind: str, env: Env, d: type[DType], axes: list[Any]) -> Stand:
     )
 
 
+@_typed
+def _swiglu(kind: str, env: Env, d: type[DType], axes: list[Any]) -> Stand:
+    """``SwiGLU[D, Embed, Hidden]``: gate and up ``[Hidden, Embed]``, down ``[Embed, Hidden]``."""
+    e, h = axes
+    inner = _param(env, d, h, e, sized=True)  # the call reads the Embed size
+    return _make(
+        nn.SwiGLU, gate=inner, up=inner, down=_param(env, d, e, h), embed_axis=e, hidden_axis=h
+    )
+
+
 def _pool(kind: str, env: Env, args: list[Type]) -> Stand:
     """``MaxPool2D[*Spatial]`` (and the others): no parameters, no dtype, the pooled axes
     only (a window of 1)."""
@@ -289,6 +299,7 @@ RULES: dict[str, Rule] = {
     "GRUCell": _cell,
     "LSTMCell": _cell,
     "MultiheadAttention": _attention,
+    "SwiGLU": _swiglu,
     "MaxPool1D": _pool,
     "MaxPool2D": _pool,
     "AvgPool1D": _pool,

@@ -26,9 +26,10 @@ from ..core._internal import (
     positive_float,
     public_call,
 )
+from ._registry import checks_axes
 from ._util import require
 
-__all__ = ["rotary_embedding", "rope_frequencies"]
+__all__ = ["rope_axes", "rotary_embedding", "rope_frequencies"]
 
 D = TypeVar("D", bound=DType)
 S = TypeVarTuple("S")
@@ -75,6 +76,29 @@ def _offset(
     return check_int(name, "offset", offset, 0, None, "an int >= 0"), ()
 
 
+def rope_axes(
+    x: AnyTensor,
+    pos: type[Axis],
+    over: type[Axis],
+    *,
+    theta: float = 10000.0,
+    offset: object = 0,
+) -> AnyTensor:
+    """:func:`rotary_embedding`'s axis and dtype rules (labels, ``pos`` and ``over`` axes of
+    ``x``, a floating ``x``); returns ``x``. The mypy plugin runs it on stand-ins."""
+    name = f"rotary_embedding(pos={axis_name(pos)}, over={axis_name(over)})"
+    check_axis_label(pos, name)
+    check_axis_label(over, name)
+    if pos is over:
+        raise ValueError(f"{name}: the position and feature axes must differ")
+    require(name, (x,), x, pos, None)
+    require(name, (x,), x, over, None)
+    if not is_floating(x.dtype):
+        raise fail(name, (x,), f"RoPE rotates floating-point features, got {x.dtype.__name__}")
+    return x
+
+
+@checks_axes(rope_axes)
 @public_call()
 def rotary_embedding(
     x: Tensor[D, *S],
@@ -100,16 +124,9 @@ def rotary_embedding(
         >>> k = ax.nn.rotary_embedding(k, Time, HeadDim, offset=cache.length)
     """
     name = f"rotary_embedding(pos={axis_name(pos)}, over={axis_name(over)})"
-    check_axis_label(pos, name)
-    check_axis_label(over, name)
-    if pos is over:
-        raise ValueError(f"{name}: the position and feature axes must differ")
-    require(name, (x,), x, pos, None)
-    require(name, (x,), x, over, None)
     if is_symbolic(x):
         raise TypeError(f"{name}: runs on tensors (eager or traced by jit), not graph nodes")
-    if not is_floating(x.dtype):
-        raise fail(name, (x,), f"RoPE rotates floating-point features, got {x.dtype.__name__}")
+    rope_axes(x, pos, over)
     d = int(x.size(over))
     if d % 2:
         raise fail(
