@@ -180,7 +180,7 @@ class Block(eqx.Module):
     (:class:`axjax.nn.GroupedQueryAttention`'s)."""
 
     input_layernorm: RMSNorm[F32, Embed]
-    attn: GroupedQueryAttention
+    attn: GroupedQueryAttention[F32, Pos, KPos, Embed]
     post_attention_layernorm: RMSNorm[F32, Embed]
     mlp: SwiGLU[F32, Embed, Mlp]
 

@@ -11,13 +11,13 @@ only. Query head ``h`` of a flat layout (Hugging Face's ``q_proj``) is ``KVHead 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import TypeVarTuple, final, overload
+from typing import Any, Generic, TypeVarTuple, final, overload
 
 import equinox as eqx
 import jax
 from typing_extensions import TypeVar
 
-from ..core import F32, AnyTensor, Axis, AxisError, Bool, DType, Tensor
+from ..core import F32, AnyTensor, Axis, AxisError, Bool, DType, KeyOf, Tensor
 from ..core._internal import (
     axis_name,
     check_axis_label,
@@ -54,12 +54,17 @@ class GroupHead(Axis):
     """The query heads that share one key-value head (:class:`GroupedQueryAttention`)."""
 
 
-D = TypeVar("D", bound=DType)
+# GroupedQueryAttention's dtype, query and key position axes and feature axis (the defaults
+# are the constructor's)
+D = TypeVar("D", bound=DType, default=F32)
+Q = TypeVar("Q", bound=Axis, default=Any)
+K = TypeVar("K", bound=Axis, default=KeyOf[Q])
+E = TypeVar("E", bound=Axis, default=Any)
 S = TypeVarTuple("S")
 
 
-@register_layer(typed="signature")
-class GroupedQueryAttention(eqx.Module):
+@register_layer(sized=True)  # the plugin's stand-in reads the query's number of positions
+class GroupedQueryAttention(eqx.Module, Generic[D, Q, K, E]):
     """Causal self-attention with ``num_kv_heads`` key-value heads, each read by
     ``num_heads // num_kv_heads`` query heads, and rotary position embeddings (the Llama
     attention). ``num_kv_heads == num_heads`` is multi-head attention, ``1`` multi-query.
@@ -67,7 +72,10 @@ class GroupedQueryAttention(eqx.Module):
     Projections: query ``[KVHead, GroupHead, HeadDim, Embed]``, key and value
     ``[KVHead, HeadDim, Embed]``, output ``[Embed, KVHead, GroupHead, HeadDim]``. The call
     maps ``x`` (``[..., query_pos, ..., embed_axis, ...]``, any order) to a tensor of ``x``'s
-    axes in ``x``'s order. ``rope_theta=None`` leaves out RoPE.
+    axes in ``x``'s order. ``rope_theta=None`` leaves out RoPE. A
+    ``GroupedQueryAttention[D, Time, KeyOf[Time], Embed]`` takes a ``Tensor[D, ...]`` (its
+    dtype, every checker) that holds ``Time`` and ``Embed`` and none of the axes it uses
+    inside (the mypy plugin runs the layer's own checks).
 
     ``implementation`` is the attention path, as for :func:`dot_product_attention`
     (``"auto"``: cuDNN flash attention where it can run the call, else the einsums). The
@@ -101,20 +109,20 @@ class GroupedQueryAttention(eqx.Module):
     @checks_choices
     def __init__(
         self,
-        embed_axis: type[Axis],
+        embed_axis: type[E],
         embed_size: int,
         *,
         num_heads: int,
         num_kv_heads: int,
-        query_pos: type[Axis],
-        key_pos: type[Axis] | None = None,
+        query_pos: type[Q],
+        key_pos: type[K] | None = None,
         head_size: int | None = None,
         kv_head_axis: type[Axis] = KVHead,
         group_axis: type[Axis] = GroupHead,
         head_dim_axis: type[Axis] = HeadDim,
         rope_theta: float | None = 10000.0,
         weight_init: _init.Initializer | None = None,
-        dtype: type[DType] = F32,
+        dtype: type[D] = F32,  # type: ignore[assignment]  # D defaults to F32
         implementation: AttentionPath = "auto",
         key: jax.Array,
     ) -> None:

@@ -166,7 +166,7 @@ def fixtures() -> dict[str, Fixture | Exempt]:
             layer(mha),
             lambda: {
                 "query": ones((B, 2), (T, 3), (E, 4)),
-                "mask": ones((T, 3), (nn.KeyOfAnyQuery, 3), dtype=ax.Bool),
+                "mask": ones((T, 3), (ax.KeyOf[T], 3), dtype=ax.Bool),
             },
             {"query": inp, "mask": "mask"},
         ),
@@ -178,7 +178,7 @@ def fixtures() -> dict[str, Fixture | Exempt]:
             ),
             lambda: {
                 "x": ones((B, 2), (T, 3), (E, 4)),
-                "mask": ones((T, 3), (nn.KeyOfAnyQuery, 3), dtype=ax.Bool),
+                "mask": ones((T, 3), (ax.KeyOf[T], 3), dtype=ax.Bool),
             },
             {"x": inp, "mask": "mask"},
         ),
