@@ -35,6 +35,7 @@ from mypy.nodes import (
 )
 from mypy.types import (
     AnyType,
+    CallableType,
     FunctionLike,
     Instance,
     LiteralType,
@@ -52,7 +53,7 @@ from mypy.types import (
 from .. import core as _core
 from ..core import Axis, AxisError, DType, KeyOf, Tensor
 from ..graph import Input, Node
-from ._types import AXIS, DTYPE, KEY_OF, TT, WIDENED, describe, fullname, tensor_of
+from ._types import AXIS, DTYPE, KEY_OF, TT, WIDENED, class_of, describe, fullname, tensor_of
 
 _SIZES = re.compile(r"=(\?|\d+)(?=[,\]])")
 #: the size every axis gets when a rule cannot run on open sizes (a convolution's window)
@@ -206,10 +207,10 @@ class Env:
             if isinstance(p, AnyType):
                 raise CannotEvaluate
             return self.fake(tt)
+        if isinstance(p, CallableType) and p.is_type_obj():  # ax.KeyOf[Time]: argument kept
+            return self.klass(class_of(p) or Instance(p.type_object(), []))
         if isinstance(p, FunctionLike) and p.is_type_obj():
-            made = get_proper_type(p.items[0].ret_type)  # ax.KeyOf[Time]: its argument kept
-            keep = isinstance(made, Instance) and made.type is p.type_object() and made.args
-            return self.klass(made if keep else Instance(p.type_object(), []))
+            return self.klass(Instance(p.type_object(), []))
         if isinstance(p, TypeType):
             return self.klass(p.item, held=True)
         if isinstance(p, TupleType):

@@ -167,7 +167,7 @@ class GroupedQueryAttention(eqx.Module, Generic[D, Q, K, E]):
         kv = {kv_head_axis: num_kv_heads}
         heads = {**kv, group_axis: num_heads // num_kv_heads, head_dim_axis: head_size}
         k1, k2, k3, k4 = jax.random.split(key, 4)
-        e = {embed_axis: embed_size}
+        e: dict[type[Axis], int] = {embed_axis: embed_size}
         self.query_proj = init(
             k1, {**heads, **e}, fan_in=embed_axis, fan_out=tuple(heads), dtype=dtype
         )
