@@ -157,8 +157,10 @@ class Env:
         ns: dict[str, object] = {"__module__": "axjax.mypy"}
         if isinstance(query, Instance):
             ns["_query"] = self.axis(query)
-        own = p.type is base and isinstance(query, Instance)
-        return type(f"KeyOf[{query.type.name}]" if own else p.type.name, (KeyOf,), ns)
+        name = p.type.name
+        if p.type is base and isinstance(query, Instance):  # ax.KeyOf[Pos] itself
+            name = f"KeyOf[{query.type.name}]"
+        return type(name, (KeyOf,), ns)
 
     def dtype(self, t: Type) -> type[DType]:
         """A real dtype marker, or a stand-in marker for a type variable / ``Any``."""

@@ -1,12 +1,12 @@
 """The attention's roles and masks: which keys each query may see.
 
 The key axis is a role of the query's position axis (``ax.KeyOf[Pos]``, or ``class
-KPos(ax.KeyOf[Pos])``, or ``KeyOfAnyQuery``, the key of any query): the role checks here refuse a query and key swapped, or the
-key of another query. The masks are Bool tensors over score axes, true where a query may
-attend: the causal mask (lower-right aligned), the key-length mask (padding), their
-conjunction; ``attention_weights`` is the softmax over the keys. Every path takes a mask as
-a Bool ``mask`` (the fused one takes causality and key lengths as its own arguments where it
-can), so a new kind of mask goes here.
+KPos(ax.KeyOf[Pos])``, or ``KeyOfAnyQuery``, the key of any query): the role checks here
+refuse a query and key swapped, or the key of another query. The masks are Bool tensors over
+score axes, true where a query may attend: the causal mask (lower-right aligned), the key-
+length mask (padding), their conjunction; ``attention_weights`` is the softmax over the
+keys. Every path takes a mask as a Bool ``mask`` (the fused one takes causality and key
+lengths as its own arguments where it can), so a new kind of mask goes here.
 """
 
 from __future__ import annotations

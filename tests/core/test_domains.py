@@ -403,8 +403,8 @@ def _remat_on_input() -> Any:
         (
             lambda tmp: _fused_mask(),
             ax.AxisError,
-            "Cannot apply dot_product_attention to mask=Tensor[Bool, T=5, KeyOfAnyQuery=3]: axis T of "
-            "the mask has size 5, the scores 3",
+            "Cannot apply dot_product_attention to mask=Tensor[Bool, T=5, KeyOfAnyQuery=3]: "
+            "axis T of the mask has size 5, the scores 3",
         ),
         (
             lambda tmp: _remat_on_input(),

@@ -98,7 +98,12 @@ def _attention(lengths: Any) -> Any:
     q = ax.ones((2, 3, 4), B, T, HD)
     k = ax.ones((2, 5, 4), B, ax.nn.KeyOfAnyQuery, HD)
     return ax.nn.dot_product_attention(
-        q, k, k, over=HD, key_pos=ax.nn.KeyOfAnyQuery, key_lengths=ax.tensor(jnp.asarray(lengths), B)
+        q,
+        k,
+        k,
+        over=HD,
+        key_pos=ax.nn.KeyOfAnyQuery,
+        key_lengths=ax.tensor(jnp.asarray(lengths), B),
     )
 
 

@@ -249,7 +249,9 @@ def test_gqa_errors_by_text() -> None:
     other = ax.nn.MultiheadAttention(
         Embed, 24, num_heads=4, query_pos=Time, key_pos=Hidden, key=KEY
     )
-    with pytest.raises(ax.AxisError, match=r"the cache's key axis is Hidden, the layer's KeyOf\[Time\]"):
+    with pytest.raises(
+        ax.AxisError, match=r"the cache's key axis is Hidden, the layer's KeyOf\[Time\]"
+    ):
         layer(
             ax.tensor(_rand((2, 5, 24), 1), Batch, Time, Embed),
             cache=other.init_cache({Batch: 2}, 8),
