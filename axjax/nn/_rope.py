@@ -29,7 +29,7 @@ from ..core._internal import (
 from ._registry import checks_axes
 from ._util import require
 
-__all__ = ["rope_axes", "rotary_embedding", "rope_frequencies"]
+__all__ = ["rotary_embedding", "rope_frequencies"]
 
 D = TypeVar("D", bound=DType)
 S = TypeVarTuple("S")
@@ -76,6 +76,7 @@ def _offset(
     return check_int(name, "offset", offset, 0, None, "an int >= 0"), ()
 
 
+@public_call("rotary_embedding")  # its errors name the argument, as the function's do
 def rope_axes(
     x: AnyTensor,
     pos: type[Axis],

@@ -57,5 +57,5 @@ swapped = ax.nn.causal_mask(ax.KeyOf[Time], Time, 3, 3)  # want-error[plugin]: q
 other = ax.nn.causal_mask(Embed, ax.KeyOf[Time], 3, 3)  # want-error[plugin]: the key axis KeyOf[Time] is declared the key of Time; miss[mypy,pyright]
 
 # the key of any query: accepted everywhere, so the softmax over its queries is not caught
-anyq = ax.rename(scores, ax.KeyOf[Time], ax.nn.KeyOfAnyQuery)
+anyq: Tensor[F32, Batch, Time, ax.nn.KeyOfAnyQuery] = ax.zeros((2, 3, 3), Batch, Time, ax.nn.KeyOfAnyQuery)
 silent = ax.softmax(anyq, Time)  # ok
