@@ -76,7 +76,8 @@ class KeyOf(Axis, Generic[_Q]):
 
     def __class_getitem__(cls, query: Any) -> Any:
         if cls is not KeyOf or isinstance(query, TypeVar) or query is Any:
-            return super().__class_getitem__(query)  # type: ignore[misc]  # Generic's own
+            generic: Any = super()  # Generic's own: KeyOf[Q] in an annotation
+            return generic.__class_getitem__(query)
         query = check_axis_label(query, "ax.KeyOf[...]")
         if is_key_role(query):
             raise TypeError(
