@@ -39,7 +39,7 @@ __all__ = ["KeyOfAnyQuery", "attention_weights", "causal_mask"]
 
 
 @final
-class KeyOfAnyQuery(KeyOf):  # type: ignore[type-arg]  # the key of any query: KeyOf[Any]
+class KeyOfAnyQuery(KeyOf[Any]):  # the key of any query
     """The key role of any query axis (``ax.KeyOf`` without a query): ``causal_mask(Time,
     KeyOfAnyQuery, ...)`` is accepted and ``causal_mask(KeyOfAnyQuery, Time, ...)`` (query
     and key swapped) refused, but a softmax over ``Time`` of scores over it is not (no query

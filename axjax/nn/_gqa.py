@@ -61,9 +61,6 @@ Q = TypeVar("Q", bound=Axis, default=Any)
 K = TypeVar("K", bound=Axis, default=KeyOf[Q])
 E = TypeVar("E", bound=Axis, default=Any)
 S = TypeVarTuple("S")
-#: the constructor's default dtype (typed ``Any`` to be a default of ``type[D]``: D's default
-#: is F32)
-_F32: Any = F32
 
 
 @register_layer(sized=True)  # the plugin's stand-in reads the query's number of positions
@@ -125,7 +122,7 @@ class GroupedQueryAttention(eqx.Module, Generic[D, Q, K, E]):
         head_dim_axis: type[Axis] = HeadDim,
         rope_theta: float | None = 10000.0,
         weight_init: _init.Initializer | None = None,
-        dtype: type[D] = _F32,
+        dtype: type[D] = F32,  # type: ignore[assignment]  # D defaults to F32
         implementation: AttentionPath = "auto",
         key: jax.Array,
     ) -> None:

@@ -22,9 +22,6 @@ D = TypeVar("D", bound=DType, default=F32)
 E = TypeVar("E", bound=Axis, default=Any)
 H = TypeVar("H", bound=Axis, default=Any)
 S = TypeVarTuple("S")
-#: the constructor's default dtype (typed ``Any`` to be a default of ``type[D]``: D's default
-#: is F32)
-_F32: Any = F32
 
 
 @register_layer()
@@ -55,7 +52,7 @@ class SwiGLU(eqx.Module, Generic[D, E, H]):
         hidden_size: int,
         *,
         weight_init: _init.Initializer | None = None,
-        dtype: type[D] = _F32,
+        dtype: type[D] = F32,  # type: ignore[assignment]  # D defaults to F32
         key: jax.Array,
     ) -> None:
         for a in (embed_axis, hidden_axis):
