@@ -40,9 +40,9 @@ def step(h: Tensor[F32, N, Hidden], x: Tensor[F32, N, Pixel]) -> Tensor[F32, N, 
     return ax.tanh(x @ w_in + h)
 
 
-by_step = ax.fold(step, over=Time)(h0, ints)  # want-error: Argument 2 to "step" has incompatible type "Tensor[I32, N, Pixel]"; miss[mypy,pyright]
-by_cell = ax.fold(cell, over=Time)(h0, ints)  # want-error: the input is I32, the cell's parameters F32; miss[mypy,pyright]
-by_scan = ax.scan(step, over=Time)(h0, ints)  # want-error: Argument 2 to "step"; miss[mypy,pyright]
+by_step = ax.fold(step, over=Time)(h0, ints)  # want-error[plugin]: Argument 2 to "step" has incompatible type "Tensor[I32, N, Pixel]"; miss[mypy,pyright]
+by_cell = ax.fold(cell, over=Time)(h0, ints)  # want-error[plugin]: the input is I32, the cell's parameters F32; miss[mypy,pyright]
+by_scan = ax.scan(step, over=Time)(h0, ints)  # want-error[plugin]: Argument 2 to "step"; miss[mypy,pyright]
 
 f32 = ax.zeros((4, 3), N, Pixel)
 bf16 = ax.zeros((4, 3), N, Pixel, dtype=ax.BF16)
