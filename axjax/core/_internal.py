@@ -78,6 +78,7 @@ from ._registry import declared_ops as declared_ops
 from ._registry import register_op as register_op
 from ._roles import check_query_key as check_query_key
 from ._roles import is_key_role as is_key_role
+from ._roles import key_role as key_role
 from ._roles import output_role as output_role
 from ._roles import query_of as query_of
 from ._roles import role_base as role_base

@@ -34,6 +34,7 @@ __all__ = [
     "is_key_role",
     "query_of",
     "output_role",
+    "key_role",
     "role_base",
     "rule_names",
     "check_query_key",
@@ -49,7 +50,9 @@ class KeyOf(Axis, Generic[_Q]):
 
     ``class KPos(ax.KeyOf[Pos]): ...`` declares ``KPos`` the key positions of the queries
     ``Pos``; ``class KeyPos(ax.KeyOf): ...`` (no query) is a key of any query. Decorate the
-    subclass with ``@typing.final``, as every axis label.
+    subclass with ``@typing.final``, as every axis label. ``ax.KeyOf[Pos]`` itself is an
+    axis too, one class per query (``ax.KeyOf[Pos] is ax.KeyOf[Pos]``), printed
+    ``KeyOf[Pos]``: the key axis the attention layers derive when given no ``key_pos``.
 
     Example:
         >>> from typing import final
@@ -60,6 +63,8 @@ class KeyOf(Axis, Generic[_Q]):
         ... class KPos(ax.KeyOf[Pos]): ...
         >>> issubclass(KPos, ax.KeyOf)
         True
+        >>> ax.KeyOf[Pos].__name__, ax.KeyOf[Pos] is ax.KeyOf[Pos]
+        ('KeyOf[Pos]', True)
     """
 
     # a key role: a query parameter (bound to ``_PlainAxis``) refuses it statically
@@ -67,14 +72,28 @@ class KeyOf(Axis, Generic[_Q]):
     #: the query axis (``None``: the key of any query)
     _query: ClassVar[type[Axis] | None] = None
 
+    _made: ClassVar[dict[type[Axis], type[Axis]]] = {}
+
     def __class_getitem__(cls, query: Any) -> Any:
-        """``KeyOf[Pos]``: the query is an axis label (or a typing form in an annotation:
-        a type variable, ``Any``), as ``ax.Out[...]`` checks its own."""
-        plain = type(query).__module__ == "builtins" and not isinstance(query, str)
-        if (isinstance(query, type) and query is not Any) or plain:  # Any, a forward ref pass
-            check_axis_label(query, "ax.KeyOf[...]")
-        generic: Any = getattr(super(), "__class_getitem__")  # noqa: B009 - Generic's, untyped
-        return generic(query)
+        if cls is not KeyOf or isinstance(query, TypeVar | str) or query is Any:
+            generic: Any = super()  # Generic's own: KeyOf[Q] (or a forward ref) in an annotation
+            return generic.__class_getitem__(query)
+        query = check_axis_label(query, "ax.KeyOf[...]")
+        if is_key_role(query):
+            raise TypeError(
+                f"ax.KeyOf[{axis_name(query)}]: {axis_name(query)} is itself a key axis; the "
+                "query of a key is a plain axis (`class Pos(ax.Axis)`)"
+            )
+        made = cls._made.get(query)
+        if made is None:
+            name = f"KeyOf[{axis_name(query)}]"
+            made = type(
+                name,
+                (KeyOf,),
+                {"_query": query, "__module__": query.__module__, "__qualname__": name},
+            )
+            cls._made[query] = made
+        return made
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
@@ -134,6 +153,12 @@ class Out(Axis, Generic[_E]):
         return made
 
 
+def key_role(query: type[Axis]) -> type[Axis]:
+    """``ax.KeyOf[query]`` (for a computed ``query``): the key axis tied to ``query``."""
+    made: type[Axis] = KeyOf.__class_getitem__(query)
+    return made
+
+
 def output_role(axis: type[Axis]) -> type[Axis]:
     """``ax.Out[axis]`` (for a computed ``axis``)."""
     made: type[Axis] = Out.__class_getitem__(axis)
@@ -158,6 +183,8 @@ def role_base(axis: type[Axis]) -> type[Axis] | None:
 
 def _declare(query: type[Axis], key: type[Axis]) -> str:
     q, k = axis_name(query), axis_name(key)
+    if k.startswith("KeyOf["):  # the derived key of a query: the query's own is its name
+        return f"use ax.KeyOf[{q}]"
     return f"declare `@final class {k}(ax.KeyOf[{q}]): ...`"
 
 
@@ -197,9 +224,14 @@ def softmax_role_problem(axes: tuple[type[Axis], ...], over: tuple[type[Axis], .
         keys = [k for k in axes if query_of(k) is a]
         if keys:
             k = keys[0]
+            declared = (
+                ""
+                if axis_name(k) == f"KeyOf[{axis_name(a)}]"
+                else f" ({axis_name(k)} is declared ax.KeyOf[{axis_name(a)}])"
+            )
             return (
                 f"a softmax over the query axis {axis_name(a)} of scores that hold its key "
-                f"axis {axis_name(k)} ({axis_name(k)} is declared ax.KeyOf[{axis_name(a)}]): "
+                f"axis {axis_name(k)}{declared}: "
                 f"attention normalises over the keys, write ax.softmax(scores, {axis_name(k)}) "
                 f"or ax.nn.attention_weights(scores, over={axis_name(k)}); pass "
                 "allow_query=True if this model does normalise over the queries"

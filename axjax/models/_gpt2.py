@@ -11,11 +11,12 @@ from __future__ import annotations
 import dataclasses
 import os
 from collections.abc import Mapping
-from typing import TypeVarTuple, final, overload
+from typing import Generic, Literal, TypeVarTuple, cast, final, overload
 
 import equinox as eqx
 import jax
 import numpy as np
+from typing_extensions import TypeVar
 
 from ..core import F32, I32, AnyTensor, Axis, Floating, KeyOf, Tensor
 from ..core._internal import checks_choices
@@ -26,7 +27,9 @@ from ..nn import (
     Head,
     HeadDim,
     KVCache,
+    Layer,
     LayerNorm,
+    LayerStack,
     MultiheadAttention,
 )
 from ..nn.init import normal
@@ -204,7 +207,12 @@ class Block(eqx.Module):
         return self._mlp(x + y), cache
 
 
-class GPT2(eqx.Module):
+#: a model's blocks, as ``unroll`` makes them: ``GPT2[tuple[Block, ...]]`` (the default,
+#: ``unroll=True``) or ``GPT2[LayerStack[Block, Layer]]`` (``unroll=False``)
+BS = TypeVar("BS", bound=Blocks[Block], default=Blocks[Block], covariant=True)
+
+
+class GPT2(eqx.Module, Generic[BS]):
     """GPT-2: ids ``Tensor[I32, *B, Pos]`` -> logits ``Tensor[F32, *B, Pos, Vocab]``.
 
     ``model(ids, cache=cache)`` runs the positions after those in ``cache`` (from
@@ -231,10 +239,37 @@ class GPT2(eqx.Module):
 
     wte: Embedding[F32, Vocab, Embed]
     wpe: Embedding[F32, Ctx, Embed]
-    blocks: Blocks[Block]
+    blocks: BS
     ln_f: LayerNorm[F32, Embed]
     config: GPT2Config = eqx.field(static=True)
 
+    @overload
+    def __init__(
+        self: GPT2[tuple[Block, ...]],
+        config: GPT2Config,
+        *,
+        implementation: AttentionPath = ...,
+        key: jax.Array,
+        unroll: Literal[True] = ...,
+    ) -> None: ...
+    @overload
+    def __init__(
+        self: GPT2[LayerStack[Block, Layer]],
+        config: GPT2Config,
+        *,
+        implementation: AttentionPath = ...,
+        key: jax.Array,
+        unroll: Literal[False],
+    ) -> None: ...
+    @overload
+    def __init__(
+        self: GPT2[Blocks[Block]],
+        config: GPT2Config,
+        *,
+        implementation: AttentionPath = ...,
+        key: jax.Array,
+        unroll: bool,
+    ) -> None: ...
     @checks_choices
     def __init__(
         self,
@@ -250,13 +285,14 @@ class GPT2(eqx.Module):
         e = config.n_embd
         self.wte = Embedding(Vocab, Embed, config.vocab_size, e, weight_init=init, key=kt)
         self.wpe = Embedding(Ctx, Embed, config.n_positions, e, weight_init=init, key=kp)
-        self.blocks = make_blocks(
+        blocks = make_blocks(
             lambda k: Block(config, implementation=implementation, key=k),
             config.n_layer,
             kb,
             unroll,
             "GPT2",
         )
+        self.blocks = cast("BS", blocks)  # the form unroll asks for
         self.ln_f = LayerNorm(Embed, e, eps=config.layer_norm_epsilon)
         self.config = config
 
@@ -355,6 +391,30 @@ TABLE = Table(
 )
 
 
+@overload
+def from_hf(
+    folder: str | os.PathLike[str],
+    *,
+    unroll: Literal[True] = ...,
+    dtype: type[Floating] | None = ...,
+    implementation: AttentionPath = ...,
+) -> GPT2[tuple[Block, ...]]: ...
+@overload
+def from_hf(
+    folder: str | os.PathLike[str],
+    *,
+    unroll: Literal[False],
+    dtype: type[Floating] | None = ...,
+    implementation: AttentionPath = ...,
+) -> GPT2[LayerStack[Block, Layer]]: ...
+@overload
+def from_hf(
+    folder: str | os.PathLike[str],
+    *,
+    unroll: bool,
+    dtype: type[Floating] | None = ...,
+    implementation: AttentionPath = ...,
+) -> GPT2: ...
 @checks_choices
 def from_hf(
     folder: str | os.PathLike[str],

@@ -12,11 +12,12 @@ from __future__ import annotations
 import dataclasses
 import os
 from collections.abc import Mapping
-from typing import Any, TypeVarTuple, final, overload
+from typing import Any, Generic, Literal, TypeVarTuple, cast, final, overload
 
 import equinox as eqx
 import jax
 import numpy as np
+from typing_extensions import TypeVar
 
 from ..core import F32, I32, Axis, Floating, KeyOf, Tensor
 from ..core._internal import checks_choices
@@ -28,6 +29,8 @@ from ..nn import (
     HeadDim,
     KVCache,
     KVHead,
+    Layer,
+    LayerStack,
     RMSNorm,
     SwiGLU,
 )
@@ -181,9 +184,9 @@ class Block(eqx.Module):
     (:class:`axjax.nn.GroupedQueryAttention`'s)."""
 
     input_layernorm: RMSNorm[F32, Embed]
-    attn: GroupedQueryAttention
+    attn: GroupedQueryAttention[F32, Pos, KPos, Embed]
     post_attention_layernorm: RMSNorm[F32, Embed]
-    mlp: SwiGLU
+    mlp: SwiGLU[F32, Embed, Mlp]
 
     @checks_choices
     def __init__(
@@ -229,7 +232,12 @@ class Block(eqx.Module):
         return x if cache is None else (x, cache)
 
 
-class Llama(eqx.Module):
+#: a model's blocks, as ``unroll`` makes them: ``Llama[tuple[Block, ...]]`` (the default,
+#: ``unroll=True``) or ``Llama[LayerStack[Block, Layer]]`` (``unroll=False``)
+BS = TypeVar("BS", bound=Blocks[Block], default=Blocks[Block], covariant=True)
+
+
+class Llama(eqx.Module, Generic[BS]):
     """Llama: ids ``Tensor[I32, *B, Pos]`` -> logits ``Tensor[F32, *B, Pos, Vocab]``.
 
     ``model(ids, cache=cache)`` runs the positions after those in ``cache`` (from
@@ -257,11 +265,38 @@ class Llama(eqx.Module):
     """
 
     embed_tokens: Embedding[F32, Vocab, Embed]
-    blocks: Blocks[Block]
+    blocks: BS
     norm: RMSNorm[F32, Embed]
     lm_head: Tensor[F32, Vocab, Embed] | None
     config: LlamaConfig = eqx.field(static=True)
 
+    @overload
+    def __init__(
+        self: Llama[tuple[Block, ...]],
+        config: LlamaConfig,
+        *,
+        implementation: AttentionPath = ...,
+        key: jax.Array,
+        unroll: Literal[True] = ...,
+    ) -> None: ...
+    @overload
+    def __init__(
+        self: Llama[LayerStack[Block, Layer]],
+        config: LlamaConfig,
+        *,
+        implementation: AttentionPath = ...,
+        key: jax.Array,
+        unroll: Literal[False],
+    ) -> None: ...
+    @overload
+    def __init__(
+        self: Llama[Blocks[Block]],
+        config: LlamaConfig,
+        *,
+        implementation: AttentionPath = ...,
+        key: jax.Array,
+        unroll: bool,
+    ) -> None: ...
     @checks_choices
     def __init__(
         self,
@@ -277,9 +312,10 @@ class Llama(eqx.Module):
         e, v = config.hidden_size, config.vocab_size
         self.embed_tokens = Embedding(Vocab, Embed, v, e, weight_init=init, key=ke)
         n = config.num_hidden_layers
-        self.blocks = make_blocks(
+        blocks = make_blocks(
             lambda k: Block(config, implementation=implementation, key=k), n, kb, unroll, "Llama"
         )
+        self.blocks = cast("BS", blocks)  # the form unroll asks for
         self.norm = RMSNorm(Embed, e, eps=config.rms_norm_eps)
         head: Tensor[F32, Vocab, Embed] = init(kh, {Vocab: v, Embed: e}, dtype=F32)
         self.lm_head = None if config.tie_word_embeddings else head
@@ -366,6 +402,30 @@ def table(config: LlamaConfig) -> Table:
     return _TABLES[config.tie_word_embeddings]
 
 
+@overload
+def from_hf(
+    folder: str | os.PathLike[str],
+    *,
+    unroll: Literal[True] = ...,
+    dtype: type[Floating] | None = ...,
+    implementation: AttentionPath = ...,
+) -> Llama[tuple[Block, ...]]: ...
+@overload
+def from_hf(
+    folder: str | os.PathLike[str],
+    *,
+    unroll: Literal[False],
+    dtype: type[Floating] | None = ...,
+    implementation: AttentionPath = ...,
+) -> Llama[LayerStack[Block, Layer]]: ...
+@overload
+def from_hf(
+    folder: str | os.PathLike[str],
+    *,
+    unroll: bool,
+    dtype: type[Floating] | None = ...,
+    implementation: AttentionPath = ...,
+) -> Llama: ...
 @checks_choices
 def from_hf(
     folder: str | os.PathLike[str],

@@ -179,8 +179,8 @@ def exact_index(
 
 @functools.cache
 def fingerprint() -> str:
-    """A hash of the plugin and of the modules whose type rules it runs (core's; the losses',
-    metrics' and collectives' rules)."""
+    """A hash of the plugin and of the modules whose type rules it runs (core's; the layers'
+    and nn's declared rules; the losses', metrics' and collectives' rules)."""
     digest = hashlib.sha256()
     package = Path(__file__).resolve().parent.parent
     rules = [
@@ -190,7 +190,12 @@ def fingerprint() -> str:
         "parallel/_collective.py",
     ]
     for path in sorted(
-        [*package.glob("mypy/*.py"), *package.glob("core/*.py"), *(package / r for r in rules)]
+        [
+            *package.glob("mypy/*.py"),
+            *package.glob("core/*.py"),
+            *package.glob("nn/*.py"),
+            *(package / r for r in rules),
+        ]
     ):
         digest.update(path.read_bytes())
     return digest.hexdigest()[:16]

@@ -35,6 +35,7 @@ from mypy.nodes import (
 )
 from mypy.types import (
     AnyType,
+    CallableType,
     FunctionLike,
     Instance,
     LiteralType,
@@ -52,7 +53,7 @@ from mypy.types import (
 from .. import core as _core
 from ..core import Axis, AxisError, DType, KeyOf, Tensor
 from ..graph import Input, Node
-from ._types import AXIS, DTYPE, KEY_OF, TT, WIDENED, describe, fullname, tensor_of
+from ._types import AXIS, DTYPE, KEY_OF, TT, WIDENED, class_of, describe, fullname, tensor_of
 
 _SIZES = re.compile(r"=(\?|\d+)(?=[,\]])")
 #: the size every axis gets when a rule cannot run on open sizes (a convolution's window)
@@ -128,8 +129,9 @@ class Env:
             self.variadic = True
             key: object = ("*", str(t.type))
             label = "*" + _label(t.type)
-        elif isinstance(p, Instance):
-            key, label = ("class", p.type.fullname), p.type.name
+        elif isinstance(p, Instance):  # a role base's arguments tell its classes apart
+            key = ("class", p.type.fullname, *(str(a) for a in p.args))
+            label = p.type.name + (f"[{', '.join(map(_label, p.args))}]" if p.args else "")
         elif isinstance(p, TypeVarType):
             key, label = ("var", p.fullname, p.id.raw_id), p.name
         else:  # Any, or something odd: a fresh axis that matches nothing else
@@ -143,18 +145,22 @@ class Env:
         return cls
 
     def _role(self, p: Type) -> type[Axis] | None:
-        """The stand-in of a key role (``class KPos(ax.KeyOf[Pos])``): a ``KeyOf`` subclass
-        with the stand-in of its query, so that the run-time role checks run statically."""
+        """The stand-in of a key role (``class KPos(ax.KeyOf[Pos])``, or ``ax.KeyOf[Pos]``
+        itself): a ``KeyOf`` subclass with the stand-in of its query, so that the run-time
+        role checks run statically."""
         if not isinstance(p, Instance):
             return None
         base = next((b for b in p.type.mro if b.fullname == KEY_OF), None)
-        if base is None or p.type is base:
+        if base is None:
             return None
         query = get_proper_type(map_instance_to_supertype(p, base).args[0])
         ns: dict[str, object] = {"__module__": "axjax.mypy"}
         if isinstance(query, Instance):
             ns["_query"] = self.axis(query)
-        return type(p.type.name, (KeyOf,), ns)
+        name = p.type.name
+        if p.type is base and isinstance(query, Instance):  # ax.KeyOf[Pos] itself
+            name = f"KeyOf[{query.type.name}]"
+        return type(name, (KeyOf,), ns)
 
     def dtype(self, t: Type) -> type[DType]:
         """A real dtype marker, or a stand-in marker for a type variable / ``Any``."""
@@ -203,6 +209,8 @@ class Env:
             if isinstance(p, AnyType):
                 raise CannotEvaluate
             return self.fake(tt)
+        if isinstance(p, CallableType) and p.is_type_obj():  # ax.KeyOf[Time]: argument kept
+            return self.klass(class_of(p) or Instance(p.type_object(), []))
         if isinstance(p, FunctionLike) and p.is_type_obj():
             return self.klass(Instance(p.type_object(), []))
         if isinstance(p, TypeType):

@@ -232,6 +232,40 @@ def _attention(kind: str, env: Env, d: type[DType], axes: list[Any]) -> Stand:
     )
 
 
+@_typed
+def _gqa(kind: str, env: Env, d: type[DType], axes: list[Any]) -> Stand:
+    """``GroupedQueryAttention[D, Query, Key, Embed]``: the default head axes, no RoPE (it
+    runs on tensors only; its axis rule is ``rotary_embedding``'s, checked on its own), the
+    einsum path."""
+    q, k, e = axes
+    kv, g, hd = nn.KVHead, nn.GroupHead, nn.HeadDim
+    return _make(
+        nn.GroupedQueryAttention,
+        query_proj=_param(env, d, kv, g, hd, e, sized=True),  # the call reads the Embed size
+        key_proj=_param(env, d, kv, hd, e),
+        value_proj=_param(env, d, kv, hd, e),
+        output_proj=_param(env, d, e, kv, g, hd),
+        embed_axis=e,
+        query_pos=q,
+        key_pos=k,
+        kv_head_axis=kv,
+        group_axis=g,
+        head_dim_axis=hd,
+        rope_theta=None,
+        implementation="einsum",
+    )
+
+
+@_typed
+def _swiglu(kind: str, env: Env, d: type[DType], axes: list[Any]) -> Stand:
+    """``SwiGLU[D, Embed, Hidden]``: gate and up ``[Hidden, Embed]``, down ``[Embed, Hidden]``."""
+    e, h = axes
+    inner = _param(env, d, h, e, sized=True)  # the call reads the Embed size
+    return _make(
+        nn.SwiGLU, gate=inner, up=inner, down=_param(env, d, e, h), embed_axis=e, hidden_axis=h
+    )
+
+
 def _pool(kind: str, env: Env, args: list[Type]) -> Stand:
     """``MaxPool2D[*Spatial]`` (and the others): no parameters, no dtype, the pooled axes
     only (a window of 1)."""
@@ -289,6 +323,8 @@ RULES: dict[str, Rule] = {
     "GRUCell": _cell,
     "LSTMCell": _cell,
     "MultiheadAttention": _attention,
+    "SwiGLU": _swiglu,
+    "GroupedQueryAttention": _gqa,
     "MaxPool1D": _pool,
     "MaxPool2D": _pool,
     "AvgPool1D": _pool,

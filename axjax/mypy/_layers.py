@@ -72,6 +72,9 @@ WRAPPERS = tuple(s.path for s in declared_layers() if s.typed == "wrapper")
 #: ``Ensemble[Model, Member]``: the model called on every member, ``Member`` first in its output
 ENSEMBLES = tuple(s.path for s in declared_layers() if s.typed == "ensemble")
 CAST = f"{NN}._precision.cast"
+#: ``Affine``'s and ``Linear``'s base: a square layer's weight is ``[Out[E], E]``
+DENSE = f"{NN}._linear._Dense"
+OUT_ROLE = "axjax.core._roles.Out"
 #: the base of the recurrent cells (``AbstractCell[D, In, H]``): ``init_state`` is typed
 CELL = f"{NN}._recurrent.AbstractCell"
 #: a policy's cast (``policy.cast_to_compute(tree)``): ``DTypeCast[C]`` called
@@ -506,9 +509,10 @@ class LayerHooks:
         Hidden]``), as it has at run time; the block's own class types it without.
         ``stack.layers`` itself, declared ``Any`` (exact for no other checker), is the block's
         type here, so the walk above reaches its fields."""
-        t = get_proper_type(ctx.default_attr_type)
         if ctx.is_lvalue:
             return ctx.default_attr_type
+        default = self._square_weight(ctx)
+        t = get_proper_type(default)
         holder = get_proper_type(ctx.type)
         if (
             isinstance(ctx.context, MemberExpr)
@@ -518,7 +522,7 @@ class LayerHooks:
         ):  # declared gradual (`Any`) for the other checkers: here the block's own type
             return map_instance_to_supertype(holder, self._info(LAYER_STACK)).args[0]
         if not (isinstance(t, Instance) and t.type.has_base(TENSOR)):
-            return ctx.default_attr_type
+            return default
         lookup = getattr(ctx.api, "lookup_type_or_none", None)
         node = ctx.context.expr if isinstance(ctx.context, MemberExpr) else None
         while isinstance(node, MemberExpr) and lookup is not None:
@@ -538,12 +542,29 @@ class LayerHooks:
                     axis = map_instance_to_supertype(holder, self._info(base)).args[1]
                     tt = tensor_of(t, self.tools.tensor())
                     if tt is None or tt.axes is None:
-                        return ctx.default_attr_type
+                        return default
                     return make_tensor(
                         self.tools.tensor(), TT(tt.dtype, [axis, *tt.axes]), self.tools.tuple_info()
                     )
             node = node.expr
-        return ctx.default_attr_type
+        return default
+
+    def _square_weight(self, ctx: AttributeContext) -> Type:
+        """``Linear(E, E).weight`` (and ``Affine``'s): ``Tensor[D, Out[E], E]``, as at run
+        time (a weight never has an axis twice), where the declared field says ``[E, E]``."""
+        holder = get_proper_type(ctx.type)
+        if not (
+            isinstance(ctx.context, MemberExpr)
+            and ctx.context.name == "weight"
+            and isinstance(holder, Instance)
+            and holder.type.has_base(DENSE)
+        ):
+            return ctx.default_attr_type
+        d, i, o = map_instance_to_supertype(holder, self._info(DENSE)).args
+        if not is_same_type(i, o) or isinstance(get_proper_type(i), AnyType):
+            return ctx.default_attr_type
+        rows = Instance(self._info(OUT_ROLE), [o])
+        return make_tensor(self.tools.tensor(), TT(d, [rows, i]), self.tools.tuple_info())
 
     def _info(self, fullname: str) -> TypeInfo:
         sym = self.tools.lookup(fullname)

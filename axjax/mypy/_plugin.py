@@ -56,6 +56,7 @@ from mypy.types import (
 )
 
 from ..core._internal import declared_ops
+from ..nn._registry import axis_rules
 from ._calls import (
     AXES_ERROR,
     DEBUG,
@@ -161,6 +162,8 @@ CLASS = "axjax.train._axes.Class"
 #: the collectives: their rule on axes (parallel/_collective.py: check_axes), on stand-ins
 COLLECTIVES = frozenset(f"axjax.parallel._collective.{n}" for n in ("psum", "pmean", "all_gather"))
 # -- end typ-sigs ---------------------------------------------------------------------------
+#: the functions of axjax.nn declared with their axis rule (nn/_registry.py: checks_axes)
+AXIS_RULES = axis_rules()
 INPUT = f"{GRAPH}._nodes.Input"
 VMAP = f"{CORE}._transforms.vmap"
 NODES = frozenset(
@@ -300,6 +303,9 @@ class AxjaxPlugin(Plugin):
         if fullname in LOSSES:  # a loss or metric: its own checks, on stand-ins
             name = fullname.rpartition(".")[2]
             return safe(lambda ctx: self._function(fullname, name, ctx), default)
+        if fullname in AXIS_RULES:  # ax.nn.rotary_embedding: its declared rule, on stand-ins
+            rule = AXIS_RULES[fullname]
+            return safe(lambda ctx: self._function(rule, "rule", ctx), default)
         if fullname == CAUSAL_MASK:  # the run's role check of query and key, on stand-ins
             return safe(lambda ctx: mask_type(ctx, lambda: self._env(ctx, "float")), default)
         if fullname in CHAINS:  # Sequential([...]), Stacked([...]): typed by their layers

@@ -93,6 +93,9 @@ def class_of(t: Type) -> Type | None:
     """The type named by a class *value*: ``B`` (a class object) or ``k: type[K]`` -> ``K``."""
     p = get_proper_type(t)
     if isinstance(p, CallableType) and p.is_type_obj():
+        made = get_proper_type(p.ret_type)  # a role's class, `ax.KeyOf[Time]`: argument kept
+        if isinstance(made, Instance) and made.type is p.type_object() and made.args:
+            return made
         return Instance(p.type_object(), [])
     if isinstance(p, TypeType):
         return p.item

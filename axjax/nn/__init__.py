@@ -1,5 +1,7 @@
 """axjax.nn: layers on named axes, as Equinox modules whose fields are Tensors."""
 
+from typing import TYPE_CHECKING
+
 from ..graph import fold as fold  # defined with the graph's Loop node, re-exported here
 from ..graph import scan as scan
 from . import init as init
@@ -17,7 +19,7 @@ from ._activations import softplus as softplus
 from ._activations import swish as swish
 from ._activations import tanh as tanh
 from ._attention_kernels import dot_product_attention as dot_product_attention
-from ._attention_masks import KeyPos as KeyPos
+from ._attention_masks import KeyOfAnyQuery as KeyOfAnyQuery
 from ._attention_masks import attention_weights as attention_weights
 from ._attention_masks import causal_mask as causal_mask
 from ._attention_masks import segment_mask as segment_mask
@@ -103,9 +105,24 @@ from ._tree import TreeNode as TreeNode
 from ._tree import tree_fold as tree_fold
 from ._tree import tree_scan as tree_scan
 
+if TYPE_CHECKING:  # the deprecated name, typed (the run time warns, below)
+    KeyPos = KeyOfAnyQuery
+
 
 def __getattr__(name: str) -> object:
-    """``ax.nn.Node``: the old name of :class:`TreeNode`, kept for one release."""
+    """``ax.nn.Node``: the old name of :class:`TreeNode`, and ``ax.nn.KeyPos``, the old name
+    of :class:`KeyOfAnyQuery`, kept for one release."""
+    if name == "KeyPos":
+        import warnings
+
+        warnings.warn(
+            "ax.nn.KeyPos is renamed ax.nn.KeyOfAnyQuery (the key of any query, which no "
+            "softmax check can tie to its queries); the attention layers' default key axis "
+            "is now ax.KeyOf[query_pos]. The old name goes in the next release",
+            DeprecationWarning,
+            stacklevel=2,
+        )
+        return KeyOfAnyQuery
     if name == "Node":
         import warnings
 

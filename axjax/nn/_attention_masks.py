@@ -1,12 +1,12 @@
 """The attention's roles and masks: which keys each query may see.
 
-The key axis is a role of the query's position axis (``KeyPos``, the key of any query, or
-``class KPos(ax.KeyOf[Pos])``): the role checks here refuse a query and key swapped, or the
-key of another query. The masks are Bool tensors over score axes, true where a query may
-attend: the causal mask (lower-right aligned), the key-length mask (padding), their
-conjunction; ``attention_weights`` is the softmax over the keys. Every path takes a mask as
-a Bool ``mask`` (the fused one takes causality and key lengths as its own arguments where it
-can), so a new kind of mask goes here.
+The key axis is a role of the query's position axis (``ax.KeyOf[Pos]``, or ``class
+KPos(ax.KeyOf[Pos])``, or ``KeyOfAnyQuery``, the key of any query): the role checks here
+refuse a query and key swapped, or the key of another query. The masks are Bool tensors over
+score axes, true where a query may attend: the causal mask (lower-right aligned), the key-
+length mask (padding), their conjunction; ``attention_weights`` is the softmax over the
+keys. Every path takes a mask as a Bool ``mask`` (the fused one takes causality and key
+lengths as its own arguments where it can), so a new kind of mask goes here.
 """
 
 from __future__ import annotations
@@ -28,21 +28,23 @@ from ..core._internal import (
     fail,
     is_key_role,
     is_symbolic,
+    key_role,
     positive_int,
     public_call,
     query_of,
 )
 from ..ops import arange, astype, broadcast, equal, greater_equal, less, rename, softmax, where
 
-__all__ = ["KeyPos", "attention_weights", "causal_mask", "segment_mask"]
+__all__ = ["KeyOfAnyQuery", "attention_weights", "causal_mask", "segment_mask"]
 
 
 @final
-class KeyPos(KeyOf):  # type: ignore[type-arg]  # the key of any query: KeyOf[Any]
-    """Key/value positions in self-attention (the query positions, renamed): the key role of
-    any query axis (``ax.KeyOf`` without a query), so ``causal_mask(Time, KeyPos, ...)``
-    is accepted and ``causal_mask(KeyPos, Time, ...)`` (query and key swapped) refused.
-    Declare ``class KPos(ax.KeyOf[Pos])`` to tie a key axis to one query axis."""
+class KeyOfAnyQuery(KeyOf[Any]):  # the key of any query
+    """The key role of any query axis (``ax.KeyOf`` without a query): ``causal_mask(Time,
+    KeyOfAnyQuery, ...)`` is accepted and ``causal_mask(KeyOfAnyQuery, Time, ...)`` (query
+    and key swapped) refused, but a softmax over ``Time`` of scores over it is not (no query
+    is known). The attention layers' default key axis is ``ax.KeyOf[query_pos]``, tied to
+    its queries; ``ax.nn.KeyPos`` is this class's deprecated name."""
 
 
 class _QueryAxis(Protocol):
@@ -56,6 +58,16 @@ _QPos = TypeVar("_QPos", bound=_QueryAxis)
 _KPos = TypeVar("_KPos", bound=Axis)
 _DS = TypeVar("_DS", bound=DType)
 _S = TypeVarTuple("_S")
+
+
+def default_key(where: str, query_pos: object, key_pos: object) -> type[Axis]:
+    """An attention layer's key axis: ``key_pos``, else ``ax.KeyOf[query_pos]`` (the key tied
+    to its queries, so a softmax over the queries is refused); a key role in the query's
+    place keeps ``KeyOfAnyQuery`` for the swap check to name."""
+    if key_pos is not None:
+        return check_axis_label(key_pos, where)
+    query = check_axis_label(query_pos, where)
+    return KeyOfAnyQuery if is_key_role(query) else key_role(query)
 
 
 def mask_axes(query_pos: object, key_pos: object) -> tuple[type[Axis], type[Axis]]:
@@ -82,15 +94,15 @@ def causal_mask(
     start at key 0 otherwise (the square case, ``offset=0``). A traced integer (a KV
     cache's length) may be given: the mask of a step inside ``jit``/``scan``.
 
-    The key axis is a plain axis, ``ax.nn.KeyPos`` (the key of any query) or a key role of
-    the query (``class KPos(ax.KeyOf[QPos])``); a key role in the query's place (query and
+    The key axis is a plain axis, ``ax.KeyOf[QPos]`` (or a ``class KPos(ax.KeyOf[QPos])``),
+    or ``ax.nn.KeyOfAnyQuery`` (the key of any query); a key role in the query's place (query and
     key swapped, an anti-causal mask once aligned by name) or the key of another query is
     an ``AxisError``, and a type error for mypy and pyright.
 
     Example:
-        >>> ax.nn.causal_mask(Time, KeyPos, 3, 3).array
+        >>> ax.nn.causal_mask(Time, ax.KeyOf[Time], 3, 3).array
         Array([[ True, False, False], [ True,  True, False], [ True,  True,  True]])
-        >>> ax.nn.causal_mask(Time, KeyPos, 2, 5).array    # lower-right: the last 2 queries
+        >>> ax.nn.causal_mask(Time, ax.KeyOf[Time], 2, 5).array  # lower-right: the last 2
         Array([[ True,  True,  True,  True, False], [ True,  True,  True,  True,  True]])
     """
     qa, ka = mask_axes(query_pos, key_pos)
@@ -164,7 +176,8 @@ def segment_mask(
 def attention_weights(scores: Tensor[_DS, *_S], over: type[KeyOf[Any]]) -> Tensor[_DS, *_S]:
     """The attention weights: ``ax.softmax(scores, over)`` over the *key* axis ``over``.
 
-    ``over`` is a key role (``ax.nn.KeyPos``, or ``KPos`` declared ``ax.KeyOf[Pos]``); a
+    ``over`` is a key role (``ax.KeyOf[Pos]``, a ``KPos`` declared ``ax.KeyOf[Pos]``, or
+    ``ax.nn.KeyOfAnyQuery``); a
     softmax over the query axis (the scores' other position axis) is an ``AxisError`` at
     run time and a type error for mypy and pyright. A plain axis is accepted at run time
     only on scores that hold no key role.

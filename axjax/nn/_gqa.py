@@ -11,13 +11,13 @@ only. Query head ``h`` of a flat layout (Hugging Face's ``q_proj``) is ``KVHead 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import TypeVarTuple, final, overload
+from typing import Any, Generic, TypeVarTuple, final, overload
 
 import equinox as eqx
 import jax
 from typing_extensions import TypeVar
 
-from ..core import F32, AnyTensor, Axis, AxisError, Bool, DType, Tensor
+from ..core import F32, AnyTensor, Axis, AxisError, Bool, DType, KeyOf, Tensor
 from ..core._internal import (
     axis_name,
     check_axis_label,
@@ -33,7 +33,7 @@ from ..core._internal import (
 from ..ops import contract, rename, transpose, zeros
 from . import _init
 from ._attention_kernels import attend
-from ._attention_masks import KeyPos, and_masks, cached_causal_mask
+from ._attention_masks import and_masks, cached_causal_mask, default_key
 from ._attention_paths import AttentionPath
 from ._kv_cache import KVCache, empty_lengths
 from ._multihead import HeadDim
@@ -54,12 +54,17 @@ class GroupHead(Axis):
     """The query heads that share one key-value head (:class:`GroupedQueryAttention`)."""
 
 
-D = TypeVar("D", bound=DType)
+# GroupedQueryAttention's dtype, query and key position axes and feature axis (the defaults
+# are the constructor's)
+D = TypeVar("D", bound=DType, default=F32)
+Q = TypeVar("Q", bound=Axis, default=Any)
+K = TypeVar("K", bound=Axis, default=KeyOf[Q])
+E = TypeVar("E", bound=Axis, default=Any)
 S = TypeVarTuple("S")
 
 
-@register_layer(typed="signature")
-class GroupedQueryAttention(eqx.Module):
+@register_layer(sized=True)  # the plugin's stand-in reads the query's number of positions
+class GroupedQueryAttention(eqx.Module, Generic[D, Q, K, E]):
     """Causal self-attention with ``num_kv_heads`` key-value heads, each read by
     ``num_heads // num_kv_heads`` query heads, and rotary position embeddings (the Llama
     attention). ``num_kv_heads == num_heads`` is multi-head attention, ``1`` multi-query.
@@ -67,7 +72,10 @@ class GroupedQueryAttention(eqx.Module):
     Projections: query ``[KVHead, GroupHead, HeadDim, Embed]``, key and value
     ``[KVHead, HeadDim, Embed]``, output ``[Embed, KVHead, GroupHead, HeadDim]``. The call
     maps ``x`` (``[..., query_pos, ..., embed_axis, ...]``, any order) to a tensor of ``x``'s
-    axes in ``x``'s order. ``rope_theta=None`` leaves out RoPE.
+    axes in ``x``'s order. ``rope_theta=None`` leaves out RoPE. A
+    ``GroupedQueryAttention[D, Time, KeyOf[Time], Embed]`` takes a ``Tensor[D, ...]`` (its
+    dtype, every checker) that holds ``Time`` and ``Embed`` and none of the axes it uses
+    inside (the mypy plugin runs the layer's own checks).
 
     ``implementation`` is the attention path, as for :func:`dot_product_attention`
     (``"auto"``: cuDNN flash attention where it can run the call, else the einsums). The
@@ -101,29 +109,30 @@ class GroupedQueryAttention(eqx.Module):
     @checks_choices
     def __init__(
         self,
-        embed_axis: type[Axis],
+        embed_axis: type[E],
         embed_size: int,
         *,
         num_heads: int,
         num_kv_heads: int,
-        query_pos: type[Axis],
-        key_pos: type[Axis] = KeyPos,
+        query_pos: type[Q],
+        key_pos: type[K] | None = None,
         head_size: int | None = None,
         kv_head_axis: type[Axis] = KVHead,
         group_axis: type[Axis] = GroupHead,
         head_dim_axis: type[Axis] = HeadDim,
         rope_theta: float | None = 10000.0,
         weight_init: _init.Initializer | None = None,
-        dtype: type[DType] = F32,
+        dtype: type[D] = F32,  # type: ignore[assignment]  # D defaults to F32
         implementation: AttentionPath = "auto",
         key: jax.Array,
     ) -> None:
         where = "GroupedQueryAttention"
-        axes = (embed_axis, query_pos, key_pos, kv_head_axis, group_axis, head_dim_axis)
+        keys = default_key(where, query_pos, key_pos)
+        axes = (embed_axis, query_pos, keys, kv_head_axis, group_axis, head_dim_axis)
         for a in axes:
             check_axis_label(a, where)
         distinct(where, axes)
-        check_query_key(where, query_pos, key_pos)
+        check_query_key(where, query_pos, axes[2])
         embed_size = positive_int(where, "embed_size", embed_size)
         num_heads = positive_int(where, "num_heads", num_heads)
         num_kv_heads = positive_int(where, "num_kv_heads", num_kv_heads)
@@ -158,7 +167,7 @@ class GroupedQueryAttention(eqx.Module):
         kv = {kv_head_axis: num_kv_heads}
         heads = {**kv, group_axis: num_heads // num_kv_heads, head_dim_axis: head_size}
         k1, k2, k3, k4 = jax.random.split(key, 4)
-        e = {embed_axis: embed_size}
+        e: dict[type[Axis], int] = {embed_axis: embed_size}
         self.query_proj = init(
             k1, {**heads, **e}, fan_in=embed_axis, fan_out=tuple(heads), dtype=dtype
         )
@@ -175,7 +184,7 @@ class GroupedQueryAttention(eqx.Module):
         self, batch: Mapping[type[Axis], int], max_len: int, dtype: type[DType] | None = None
     ) -> KVCache:
         """An empty :class:`KVCache` of ``max_len`` positions: keys and values
-        ``[*batch, KVHead, KeyPos, HeadDim]`` (the key-value heads only), length 0."""
+        ``[*batch, KVHead, key_pos, HeadDim]`` (the key-value heads only), length 0."""
         where = "GroupedQueryAttention.init_cache"
         max_len = positive_int(where, "max_len", max_len)
         for a in batch:

@@ -12,7 +12,7 @@ import equinox as eqx
 import jax
 from typing_extensions import TypeVar
 
-from ..core import F32, AnyTensor, Axis, AxisError, Bool, DType, Tensor
+from ..core import F32, AnyTensor, Axis, AxisError, Bool, DType, KeyOf, Tensor
 from ..core._internal import (
     axis_name,
     check_axis_label,
@@ -26,7 +26,7 @@ from ..core._internal import (
 from ..ops import broadcast, contract, rename, zeros
 from . import _init
 from ._attention_kernels import attend
-from ._attention_masks import KeyPos, and_masks, cached_causal_mask, length_mask
+from ._attention_masks import and_masks, cached_causal_mask, default_key, length_mask
 from ._attention_paths import AttentionPath
 from ._dropout import Dropout
 from ._kv_cache import KVCache, empty_lengths
@@ -49,7 +49,7 @@ class HeadDim(Axis):
 # MultiheadAttention's dtype and axes (the defaults are the constructor's)
 D = TypeVar("D", bound=DType, default=F32)
 Q = TypeVar("Q", bound=Axis, default=Any)
-K = TypeVar("K", bound=Axis, default=KeyPos)
+K = TypeVar("K", bound=Axis, default=KeyOf[Q])
 E = TypeVar("E", bound=Axis, default=Any)
 H = TypeVar("H", bound=Axis, default=Head)
 HD = TypeVar("HD", bound=Axis, default=HeadDim)
@@ -64,7 +64,7 @@ class MultiheadAttention(eqx.Module, Generic[D, Q, K, E, H, HD]):
 
     A ``MultiheadAttention[D, QPos, KPos, Embed, Head, HeadDim]`` (dtype, query and key
     position axes, feature axis, head axes; ``MultiheadAttention(Embed, 64, num_heads=4,
-    query_pos=Time, ...)`` is a ``MultiheadAttention[F32, Time, KeyPos, Embed, Head,
+    query_pos=Time, ...)`` is a ``MultiheadAttention[F32, Time, KeyOf[Time], Embed, Head,
     HeadDim]``) maps a query ``Tensor[D, *B, QPos, Embed]`` (keys and values ``[*B, KPos,
     Embed]``) to ``Tensor[D, *B, QPos, Embed]``. The mypy plugin runs the layer's own checks
     (any layout, the mask's axes); pyright accepts the batch-first and time-first layouts.
@@ -76,8 +76,9 @@ class MultiheadAttention(eqx.Module, Generic[D, Q, K, E, H, HD]):
         embed_axis, embed_size: the model's feature axis and its size.
         num_heads: number of heads; ``head_size`` defaults to ``embed_size // num_heads``.
         query_pos: the position axis of the queries (``Time``, say).
-        key_pos: the position axis of keys and values (``KeyPos`` by default; in
-            self-attention the query positions are renamed to it).
+        key_pos: the position axis of keys and values (``ax.KeyOf[query_pos]`` by default,
+            the key tied to the queries; in self-attention the query positions are renamed
+            to it).
         head_axis, head_dim_axis: labels of the heads and per-head features.
         causal: mask out keys after the query (self-attention).
         use_bias: add biases to the projections.
@@ -92,7 +93,7 @@ class MultiheadAttention(eqx.Module, Generic[D, Q, K, E, H, HD]):
         >>> mha = ax.nn.MultiheadAttention(Embed, 64, num_heads=4, query_pos=Time,
         ...                                causal=True, key=jax.random.key(0))
         >>> mha(h)          # [Batch, Time, Embed] -> [Batch, Time, Embed] (self-attention)
-        >>> mha(h, memory)  # cross-attention; memory is [Batch, KeyPos, Embed]
+        >>> mha(h, memory)  # cross-attention; memory is [Batch, ax.KeyOf[Time], Embed]
     """
 
     query_proj: AnyTensor
@@ -117,7 +118,7 @@ class MultiheadAttention(eqx.Module, Generic[D, Q, K, E, H, HD]):
         *,
         num_heads: int,
         query_pos: type[Q],
-        key_pos: type[K] = KeyPos,  # type: ignore[assignment]  # K's default
+        key_pos: type[K] | None = None,
         head_size: int | None = None,
         head_axis: type[H] = Head,  # type: ignore[assignment]  # H's default
         head_dim_axis: type[HD] = HeadDim,  # type: ignore[assignment]  # HD's default
@@ -129,11 +130,12 @@ class MultiheadAttention(eqx.Module, Generic[D, Q, K, E, H, HD]):
         implementation: AttentionPath = "auto",
         key: jax.Array,
     ) -> None:
-        axes = (embed_axis, query_pos, key_pos, head_axis, head_dim_axis)
+        keys = default_key("MultiheadAttention", query_pos, key_pos)
+        axes = (embed_axis, query_pos, keys, head_axis, head_dim_axis)
         for a in axes:
             check_axis_label(a, "MultiheadAttention")
         distinct("MultiheadAttention", axes)
-        check_query_key("MultiheadAttention", query_pos, key_pos)
+        check_query_key("MultiheadAttention", query_pos, axes[2])
         (self.embed_axis, self.query_pos, self.key_pos, self.head_axis, self.head_dim_axis) = axes
         embed_size = positive_int("MultiheadAttention", "embed_size", embed_size)
         num_heads = positive_int("MultiheadAttention", "num_heads", num_heads)
@@ -197,7 +199,7 @@ class MultiheadAttention(eqx.Module, Generic[D, Q, K, E, H, HD]):
         self, batch: Mapping[type[Axis], int], max_len: int, dtype: type[DType] | None = None
     ) -> KVCache[Any, K]:
         """An empty :class:`KVCache` of ``max_len`` positions for queries with the ``batch``
-        axes (``{Batch: 16}``): keys and values ``[*batch, Head, KeyPos, HeadDim]`` in
+        axes (``{Batch: 16}``): keys and values ``[*batch, Head, key_pos, HeadDim]`` in
         ``dtype`` (the projections' by default), length 0."""
         max_len = positive_int("MultiheadAttention.init_cache", "max_len", max_len)
         for a in batch:

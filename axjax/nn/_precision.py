@@ -100,6 +100,7 @@ if TYPE_CHECKING:
     from ._conv import Conv1D, Conv2D, Conv3D
     from ._embedding import Embedding
     from ._ensemble import Ensemble
+    from ._gqa import GroupedQueryAttention
     from ._linear import MLP, Affine, Linear
     from ._lora import LoRA
     from ._multihead import MultiheadAttention
@@ -108,6 +109,7 @@ if TYPE_CHECKING:
     from ._remat import Remat
     from ._sequence import Bidirectional, Recurrent
     from ._stack import LayerStack
+    from ._swiglu import SwiGLU
 
     CA1 = TypeVar("CA1", bound=Axis)
     CA2 = TypeVar("CA2", bound=Axis)
@@ -152,7 +154,13 @@ def cast(
     tree: MultiheadAttention[Any, A1, A2, A3, A4, A5], dtype: type[DN]
 ) -> MultiheadAttention[DN, A1, A2, A3, A4, A5]: ...
 @overload
+def cast(
+    tree: GroupedQueryAttention[Any, A1, A2, A3], dtype: type[DN]
+) -> GroupedQueryAttention[DN, A1, A2, A3]: ...
+@overload
 def cast(tree: LoRA[Any, A1, A2], dtype: type[DN]) -> LoRA[DN, A1, A2]: ...
+@overload
+def cast(tree: SwiGLU[Any, A1, A2], dtype: type[DN]) -> SwiGLU[DN, A1, A2]: ...
 @overload
 def cast(tree: Remat[Affine[Any, CA1, CA2]], dtype: type[DN]) -> Remat[Affine[DN, CA1, CA2]]: ...
 @overload
@@ -192,7 +200,13 @@ def cast(
     tree: Remat[MultiheadAttention[Any, CA1, CA2, CA3, CA4, CA5]], dtype: type[DN]
 ) -> Remat[MultiheadAttention[DN, CA1, CA2, CA3, CA4, CA5]]: ...
 @overload
+def cast(
+    tree: Remat[GroupedQueryAttention[Any, CA1, CA2, CA3]], dtype: type[DN]
+) -> Remat[GroupedQueryAttention[DN, CA1, CA2, CA3]]: ...
+@overload
 def cast(tree: Remat[LoRA[Any, CA1, CA2]], dtype: type[DN]) -> Remat[LoRA[DN, CA1, CA2]]: ...
+@overload
+def cast(tree: Remat[SwiGLU[Any, CA1, CA2]], dtype: type[DN]) -> Remat[SwiGLU[DN, CA1, CA2]]: ...
 @overload
 def cast(
     tree: LayerStack[Affine[Any, CA1, CA2], CA3], dtype: type[DN]
@@ -247,8 +261,16 @@ def cast(
 ) -> LayerStack[MultiheadAttention[DN, CA1, CA2, CA3, CA4, CA5], CA6]: ...
 @overload
 def cast(
+    tree: LayerStack[GroupedQueryAttention[Any, CA1, CA2, CA3], CA4], dtype: type[DN]
+) -> LayerStack[GroupedQueryAttention[DN, CA1, CA2, CA3], CA4]: ...
+@overload
+def cast(
     tree: LayerStack[LoRA[Any, CA1, CA2], CA3], dtype: type[DN]
 ) -> LayerStack[LoRA[DN, CA1, CA2], CA3]: ...
+@overload
+def cast(
+    tree: LayerStack[SwiGLU[Any, CA1, CA2], CA3], dtype: type[DN]
+) -> LayerStack[SwiGLU[DN, CA1, CA2], CA3]: ...
 @overload
 def cast(
     tree: Ensemble[Affine[Any, CA1, CA2], CA3], dtype: type[DN]
@@ -303,8 +325,16 @@ def cast(
 ) -> Ensemble[MultiheadAttention[DN, CA1, CA2, CA3, CA4, CA5], CA6]: ...
 @overload
 def cast(
+    tree: Ensemble[GroupedQueryAttention[Any, CA1, CA2, CA3], CA4], dtype: type[DN]
+) -> Ensemble[GroupedQueryAttention[DN, CA1, CA2, CA3], CA4]: ...
+@overload
+def cast(
     tree: Ensemble[LoRA[Any, CA1, CA2], CA3], dtype: type[DN]
 ) -> Ensemble[LoRA[DN, CA1, CA2], CA3]: ...
+@overload
+def cast(
+    tree: Ensemble[SwiGLU[Any, CA1, CA2], CA3], dtype: type[DN]
+) -> Ensemble[SwiGLU[DN, CA1, CA2], CA3]: ...
 @overload
 def cast(
     tree: Recurrent[RNNCell[Any, CA1, CA2], CA3], dtype: type[DN]
@@ -440,7 +470,13 @@ class DTypeCast(Generic[DC]):
         self, tree: MultiheadAttention[Any, A1, A2, A3, A4, A5]
     ) -> MultiheadAttention[DC, A1, A2, A3, A4, A5]: ...
     @overload
+    def __call__(
+        self, tree: GroupedQueryAttention[Any, A1, A2, A3]
+    ) -> GroupedQueryAttention[DC, A1, A2, A3]: ...
+    @overload
     def __call__(self, tree: LoRA[Any, A1, A2]) -> LoRA[DC, A1, A2]: ...
+    @overload
+    def __call__(self, tree: SwiGLU[Any, A1, A2]) -> SwiGLU[DC, A1, A2]: ...
     @overload
     def __call__(self, tree: Remat[Affine[Any, CA1, CA2]]) -> Remat[Affine[DC, CA1, CA2]]: ...
     @overload
@@ -476,7 +512,13 @@ class DTypeCast(Generic[DC]):
         self, tree: Remat[MultiheadAttention[Any, CA1, CA2, CA3, CA4, CA5]]
     ) -> Remat[MultiheadAttention[DC, CA1, CA2, CA3, CA4, CA5]]: ...
     @overload
+    def __call__(
+        self, tree: Remat[GroupedQueryAttention[Any, CA1, CA2, CA3]]
+    ) -> Remat[GroupedQueryAttention[DC, CA1, CA2, CA3]]: ...
+    @overload
     def __call__(self, tree: Remat[LoRA[Any, CA1, CA2]]) -> Remat[LoRA[DC, CA1, CA2]]: ...
+    @overload
+    def __call__(self, tree: Remat[SwiGLU[Any, CA1, CA2]]) -> Remat[SwiGLU[DC, CA1, CA2]]: ...
     @overload
     def __call__(
         self, tree: LayerStack[Affine[Any, CA1, CA2], CA3]
@@ -531,8 +573,16 @@ class DTypeCast(Generic[DC]):
     ) -> LayerStack[MultiheadAttention[DC, CA1, CA2, CA3, CA4, CA5], CA6]: ...
     @overload
     def __call__(
+        self, tree: LayerStack[GroupedQueryAttention[Any, CA1, CA2, CA3], CA4]
+    ) -> LayerStack[GroupedQueryAttention[DC, CA1, CA2, CA3], CA4]: ...
+    @overload
+    def __call__(
         self, tree: LayerStack[LoRA[Any, CA1, CA2], CA3]
     ) -> LayerStack[LoRA[DC, CA1, CA2], CA3]: ...
+    @overload
+    def __call__(
+        self, tree: LayerStack[SwiGLU[Any, CA1, CA2], CA3]
+    ) -> LayerStack[SwiGLU[DC, CA1, CA2], CA3]: ...
     @overload
     def __call__(
         self, tree: Ensemble[Affine[Any, CA1, CA2], CA3]
@@ -587,8 +637,16 @@ class DTypeCast(Generic[DC]):
     ) -> Ensemble[MultiheadAttention[DC, CA1, CA2, CA3, CA4, CA5], CA6]: ...
     @overload
     def __call__(
+        self, tree: Ensemble[GroupedQueryAttention[Any, CA1, CA2, CA3], CA4]
+    ) -> Ensemble[GroupedQueryAttention[DC, CA1, CA2, CA3], CA4]: ...
+    @overload
+    def __call__(
         self, tree: Ensemble[LoRA[Any, CA1, CA2], CA3]
     ) -> Ensemble[LoRA[DC, CA1, CA2], CA3]: ...
+    @overload
+    def __call__(
+        self, tree: Ensemble[SwiGLU[Any, CA1, CA2], CA3]
+    ) -> Ensemble[SwiGLU[DC, CA1, CA2], CA3]: ...
     @overload
     def __call__(
         self, tree: Recurrent[RNNCell[Any, CA1, CA2], CA3]

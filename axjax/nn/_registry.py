@@ -30,7 +30,14 @@ from ..core import DType
 from ..core._internal import NAMED, public_init, public_method
 from ._export import exportable
 
-__all__ = ["LayerSpec", "Typed", "declared_layers", "register_layer"]
+__all__ = [
+    "LayerSpec",
+    "Typed",
+    "axis_rules",
+    "checks_axes",
+    "declared_layers",
+    "register_layer",
+]
 
 #: How a layer's call is typed: ``stand-in`` (the mypy plugin runs the layer on stand-ins of
 #: its type arguments, so its own run-time checks are its static ones), ``chain`` (a list of
@@ -106,3 +113,31 @@ def register_layer(*, typed: Typed = "stand-in", sized: bool = False) -> Callabl
 def declared_layers() -> tuple[LayerSpec, ...]:
     """Every declaration, in the order the modules made them."""
     return tuple(_LAYERS.values())
+
+
+_AXIS_RULES: dict[str, str] = {}
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def checks_axes(rule: Callable[..., object]) -> Callable[[F], F]:
+    """Declare a public function of ``axjax.nn`` (not a layer) whose axes and dtype are
+    checked at run time by ``rule``, called with the function's own arguments: the mypy
+    plugin runs ``rule`` on stand-ins of a call's arguments and reports what it refuses
+    (``tests/typing/test_static_rules.py`` checks that each has its static rule).
+
+    Example:
+        >>> @checks_axes(rope_axes)
+        ... def rotary_embedding(x, pos, over, *, theta=10000.0, offset=0): ...
+    """
+
+    def declare(fn: F) -> F:
+        path = f"{fn.__module__}.{fn.__qualname__}"
+        _AXIS_RULES[path] = f"{rule.__module__}.{rule.__qualname__}"
+        return fn
+
+    return declare
+
+
+def axis_rules() -> dict[str, str]:
+    """``{function's full name: its rule's full name}`` for every :func:`checks_axes`."""
+    return dict(_AXIS_RULES)

@@ -26,6 +26,7 @@ from ..core._internal import (
     positive_float,
     public_call,
 )
+from ._registry import checks_axes
 from ._util import require
 
 __all__ = ["rotary_embedding", "rope_frequencies"]
@@ -111,6 +112,31 @@ def _positions(
     return jnp.transpose(positions.array, order).astype(jnp.float32), rows
 
 
+@public_call("rotary_embedding")  # its errors name the argument, as the function's do
+def rope_axes(
+    x: AnyTensor,
+    pos: type[Axis],
+    over: type[Axis],
+    *,
+    theta: float = 10000.0,
+    offset: object = 0,
+    positions: object = None,
+) -> AnyTensor:
+    """:func:`rotary_embedding`'s axis and dtype rules (labels, ``pos`` and ``over`` axes of
+    ``x``, a floating ``x``); returns ``x``. The mypy plugin runs it on stand-ins."""
+    name = f"rotary_embedding(pos={axis_name(pos)}, over={axis_name(over)})"
+    check_axis_label(pos, name)
+    check_axis_label(over, name)
+    if pos is over:
+        raise ValueError(f"{name}: the position and feature axes must differ")
+    require(name, (x,), x, pos, None)
+    require(name, (x,), x, over, None)
+    if not is_floating(x.dtype):
+        raise fail(name, (x,), f"RoPE rotates floating-point features, got {x.dtype.__name__}")
+    return x
+
+
+@checks_axes(rope_axes)
 @public_call()
 def rotary_embedding(
     x: Tensor[D, *S],
@@ -140,16 +166,9 @@ def rotary_embedding(
         >>> q = ax.nn.rotary_embedding(q, Pos, HeadDim, positions=batch.positions)  # packed
     """
     name = f"rotary_embedding(pos={axis_name(pos)}, over={axis_name(over)})"
-    check_axis_label(pos, name)
-    check_axis_label(over, name)
-    if pos is over:
-        raise ValueError(f"{name}: the position and feature axes must differ")
-    require(name, (x,), x, pos, None)
-    require(name, (x,), x, over, None)
     if is_symbolic(x):
         raise TypeError(f"{name}: runs on tensors (eager or traced by jit), not graph nodes")
-    if not is_floating(x.dtype):
-        raise fail(name, (x,), f"RoPE rotates floating-point features, got {x.dtype.__name__}")
+    rope_axes(x, pos, over)
     d = int(x.size(over))
     if d % 2:
         raise fail(

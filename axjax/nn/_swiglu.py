@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import TypeVarTuple, cast
+from typing import Any, Generic, TypeVarTuple, cast
 
 import equinox as eqx
 import jax
@@ -17,15 +17,21 @@ from ._util import distinct, forbid, require
 
 __all__ = ["SwiGLU"]
 
-D = TypeVar("D", bound=DType)
+# SwiGLU's dtype, feature and hidden axes (the defaults are the constructor's)
+D = TypeVar("D", bound=DType, default=F32)
+E = TypeVar("E", bound=Axis, default=Any)
+H = TypeVar("H", bound=Axis, default=Any)
 S = TypeVarTuple("S")
 
 
-@register_layer(typed="signature")
-class SwiGLU(eqx.Module):
+@register_layer()
+class SwiGLU(eqx.Module, Generic[D, E, H]):
     """``down(silu(gate(x)) * up(x))`` over the feature axis ``embed_axis``: weights ``gate``
     and ``up`` ``[Hidden, Embed]``, ``down`` ``[Embed, Hidden]`` (the Hugging Face layouts
     of ``gate_proj``/``up_proj``/``down_proj``). The result has ``x``'s axes in its order.
+
+    A ``SwiGLU[D, Embed, Hidden]`` takes a ``Tensor[D, ...]`` (its dtype, every checker) that
+    holds ``Embed`` and not ``Hidden`` (the mypy plugin runs the layer's own checks).
 
     Example:
         >>> mlp = ax.nn.SwiGLU(Embed, 48, Hidden, 128, key=jax.random.key(0))
@@ -40,13 +46,13 @@ class SwiGLU(eqx.Module):
 
     def __init__(
         self,
-        embed_axis: type[Axis],
+        embed_axis: type[E],
         embed_size: int,
-        hidden_axis: type[Axis],
+        hidden_axis: type[H],
         hidden_size: int,
         *,
         weight_init: _init.Initializer | None = None,
-        dtype: type[DType] = F32,
+        dtype: type[D] = F32,  # type: ignore[assignment]  # D defaults to F32
         key: jax.Array,
     ) -> None:
         for a in (embed_axis, hidden_axis):

@@ -322,10 +322,10 @@ def _fold_growing_state() -> Any:
 
 def _fused_mask() -> Any:
     q = ax.ones((2, 3, 4), A, T, B)
-    k = ax.ones((2, 3, 4), A, ax.nn.KeyPos, B)
-    mask = ax.ones((5, 3), T, ax.nn.KeyPos, dtype=ax.Bool)
+    k = ax.ones((2, 3, 4), A, ax.nn.KeyOfAnyQuery, B)
+    mask = ax.ones((5, 3), T, ax.nn.KeyOfAnyQuery, dtype=ax.Bool)
     attend = ax.nn.dot_product_attention
-    return attend(q, k, k, over=B, key_pos=ax.nn.KeyPos, mask=mask, implementation="xla")
+    return attend(q, k, k, over=B, key_pos=ax.nn.KeyOfAnyQuery, mask=mask, implementation="xla")
 
 
 def _deleted(save: Callable[[Any, Path], Any], tmp: Path) -> Any:
@@ -407,8 +407,8 @@ def _remat_on_input() -> Any:
         (
             lambda tmp: _fused_mask(),
             ax.AxisError,
-            "Cannot apply dot_product_attention to mask=Tensor[Bool, T=5, KeyPos=3]: axis T of "
-            "the mask has size 5, the scores 3",
+            "Cannot apply dot_product_attention to mask=Tensor[Bool, T=5, KeyOfAnyQuery=3]: "
+            "axis T of the mask has size 5, the scores 3",
         ),
         (
             lambda tmp: _remat_on_input(),
@@ -429,7 +429,7 @@ def test_quoted_examples(
 
 def test_the_fused_op_checks_the_mask_sizes_itself() -> None:
     q = ax.ones((2, 3, 4), A, T, B)
-    k = ax.ones((2, 3, 4), A, ax.nn.KeyPos, B)
-    op = ax.nn.FusedAttention(B, ax.nn.KeyPos, masked=True, implementation="xla")
+    k = ax.ones((2, 3, 4), A, ax.nn.KeyOfAnyQuery, B)
+    op = ax.nn.FusedAttention(B, ax.nn.KeyOfAnyQuery, masked=True, implementation="xla")
     with pytest.raises(ax.AxisError, match="axis T of the mask has size 5, the scores 3"):
-        op(q, k, k, ax.ones((5, 3), T, ax.nn.KeyPos, dtype=ax.Bool))
+        op(q, k, k, ax.ones((5, 3), T, ax.nn.KeyOfAnyQuery, dtype=ax.Bool))

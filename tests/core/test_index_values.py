@@ -104,16 +104,21 @@ def _labels(v: Any) -> Any:
 
 def _attention(lengths: Any) -> Any:
     q = ax.ones((2, 3, 4), B, T, HD)
-    k = ax.ones((2, 5, 4), B, ax.nn.KeyPos, HD)
+    k = ax.ones((2, 5, 4), B, ax.nn.KeyOfAnyQuery, HD)
     return ax.nn.dot_product_attention(
-        q, k, k, over=HD, key_pos=ax.nn.KeyPos, key_lengths=ax.tensor(jnp.asarray(lengths), B)
+        q,
+        k,
+        k,
+        over=HD,
+        key_pos=ax.nn.KeyOfAnyQuery,
+        key_lengths=ax.tensor(jnp.asarray(lengths), B),
     )
 
 
 def _fused(lengths: Any) -> Any:
     q = ax.ones((2, 3, 4), B, T, HD)
-    k = ax.ones((2, 5, 4), B, ax.nn.KeyPos, HD)
-    op = ax.nn.FusedAttention(HD, ax.nn.KeyPos, lengths=True, implementation="xla")
+    k = ax.ones((2, 5, 4), B, ax.nn.KeyOfAnyQuery, HD)
+    op = ax.nn.FusedAttention(HD, ax.nn.KeyOfAnyQuery, lengths=True, implementation="xla")
     return op(q, k, k, ax.tensor(jnp.asarray(lengths), B))
 
 

@@ -493,7 +493,7 @@ def fixtures(tmp: Path) -> dict[str, Fixture | Exempt]:
         ),
         "ax.nn.causal_mask": Fixture(
             {"n_query": 2, "n_key": 3},
-            lambda n_query, n_key: nn.causal_mask(T, nn.KeyPos, n_query, n_key, 1),
+            lambda n_query, n_key: nn.causal_mask(T, nn.KeyOfAnyQuery, n_query, n_key, 1),
         ),
         "ax.nn.MultiheadAttention.init_cache": Fixture(
             {"batch": {A: 2}, "max_len": 4},

@@ -151,9 +151,9 @@ def fixtures() -> dict[str, Fixture | Exempt]:
     img = lambda: {"x": image()}  # noqa: E731
     qkv = lambda: {  # noqa: E731
         "query": ones((B, 2), (T, 3), (E, 4)),
-        "key": ones((B, 2), (nn.KeyPos, 3), (E, 4)),
-        "value": ones((B, 2), (nn.KeyPos, 3), (E, 4)),
-        "mask": ones((T, 3), (nn.KeyPos, 3), dtype=ax.Bool),
+        "key": ones((B, 2), (nn.KeyOfAnyQuery, 3), (E, 4)),
+        "value": ones((B, 2), (nn.KeyOfAnyQuery, 3), (E, 4)),
+        "mask": ones((T, 3), (nn.KeyOfAnyQuery, 3), dtype=ax.Bool),
     }
     inp: Role = "input"
     free: Role = "any-axes"
@@ -166,7 +166,7 @@ def fixtures() -> dict[str, Fixture | Exempt]:
             layer(mha),
             lambda: {
                 "query": ones((B, 2), (T, 3), (E, 4)),
-                "mask": ones((T, 3), (nn.KeyPos, 3), dtype=ax.Bool),
+                "mask": ones((T, 3), (ax.KeyOf[T], 3), dtype=ax.Bool),
             },
             {"query": inp, "mask": "mask"},
         ),
@@ -178,7 +178,7 @@ def fixtures() -> dict[str, Fixture | Exempt]:
             ),
             lambda: {
                 "x": ones((B, 2), (T, 3), (E, 4)),
-                "mask": ones((T, 3), (nn.KeyPos, 3), dtype=ax.Bool),
+                "mask": ones((T, 3), (ax.KeyOf[T], 3), dtype=ax.Bool),
             },
             {"x": inp, "mask": "mask"},
         ),
@@ -263,7 +263,7 @@ def fixtures() -> dict[str, Fixture | Exempt]:
         ),
         # ------------------------------------------------------------------ functions
         "ax.nn.dot_product_attention": Fixture(
-            lambda **kw: nn.dot_product_attention(**kw, over=E, key_pos=nn.KeyPos),
+            lambda **kw: nn.dot_product_attention(**kw, over=E, key_pos=nn.KeyOfAnyQuery),
             qkv,
             {"query": inp, "key": inp, "value": inp, "mask": "mask"},
         ),
@@ -273,8 +273,8 @@ def fixtures() -> dict[str, Fixture | Exempt]:
             {"x": inp},
         ),
         "ax.nn.attention_weights": Fixture(
-            lambda **kw: nn.attention_weights(**kw, over=nn.KeyPos),
-            lambda: {"scores": ones((B, 2), (T, 3), (nn.KeyPos, 3))},
+            lambda **kw: nn.attention_weights(**kw, over=nn.KeyOfAnyQuery),
+            lambda: {"scores": ones((B, 2), (T, 3), (nn.KeyOfAnyQuery, 3))},
             {"scores": inp},
         ),
         "ax.nn.segment_mask": Fixture(
@@ -476,7 +476,7 @@ def test_inner_detail_stays_below_the_first_line() -> None:
 # ----------------------------------------------------------------------------- the quoted examples
 def _mha_mask() -> Any:
     mha = ax.nn.MultiheadAttention(E, 4, num_heads=2, query_pos=T, key=KEY)
-    return mha(ax.ones((3, 4), T, E), mask=ax.ones((3, 3), T, ax.nn.KeyPos))
+    return mha(ax.ones((3, 4), T, E), mask=ax.ones((3, 3), T, ax.KeyOf[T]))
 
 
 def _fold_float_mask() -> Any:
@@ -490,7 +490,7 @@ def _fold_float_mask() -> Any:
         (
             _mha_mask,
             ax.AxisError,
-            "Cannot apply MultiheadAttention to mask=Tensor[F32, T=3, KeyPos=3]: the mask must "
+            "Cannot apply MultiheadAttention to mask=Tensor[F32, T=3, KeyOf[T]=3]: the mask must "
             "be Bool (true = keep), got F32 (make one with a comparison, e.g. m > 0, or "
             "astype(ax.Bool))",
         ),

@@ -13,7 +13,7 @@ import pytest
 import axjax as ax
 from tests.nn.helpers import Batch, Embed, Time, arr, close, rand
 
-KeyPos, Head, HeadDim = ax.nn.KeyPos, ax.nn.Head, ax.nn.HeadDim
+KeyPos, Head, HeadDim = ax.KeyOf[Time], ax.nn.Head, ax.nn.HeadDim
 
 
 def _equinox(mha: ax.nn.MultiheadAttention) -> eqx.nn.MultiheadAttention:
@@ -125,7 +125,7 @@ def test_attention_errors(key: jax.Array) -> None:
         r"size 5, the layer expects 4",
     ):
         mha(ax.zeros((2, 3, 5), Batch, Time, Embed))
-    with pytest.raises(ax.AxisError, match=r"KeyPos is not an axis of the key"):
+    with pytest.raises(ax.AxisError, match=r"KeyOf\[Time\] is not an axis of the key"):
         mha(x, x)  # keys must have their own position axis, not the query's
     q = ax.zeros((2, 3, 5), Batch, Time, HeadDim)
     with pytest.raises(

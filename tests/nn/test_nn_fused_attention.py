@@ -22,7 +22,7 @@ from axjax.nn._attention_paths import default_attention_path
 from axjax.nn._fused_attention import FusedAttention
 from tests.nn.helpers import Batch, Embed, Time, arr, close
 
-KeyPos, Head, HeadDim = ax.nn.KeyPos, ax.nn.Head, ax.nn.HeadDim
+KeyPos, Head, HeadDim = ax.KeyOf[Time], ax.nn.Head, ax.nn.HeadDim
 AnyT = ax.Tensor[Any, *tuple[Any, ...]]
 
 
@@ -161,7 +161,7 @@ def test_errors_name_the_problem() -> None:
     v2 = ax.rename(v, Group, Embed)
     with pytest.raises(
         ax.AxisError,
-        match=r"the value has axes \(Embed, Batch, KeyPos, Head, "
+        match=r"the value has axes \(Embed, Batch, KeyOf\[Time\], Head, "
         r"HeadDim\), expected",
     ):
         ax.nn.dot_product_attention(q, k, v2, over=HeadDim, key_pos=KeyPos, implementation="fused")

@@ -60,7 +60,7 @@ def test_a_cached_step_equals_the_uncached_forward(cfg: dict[str, Any], key: jax
         x, batch = _x((2, 8, 16), Batch, Time, Embed), {Batch: 2}
     full = mha(x)
     cache = mha.init_cache(batch, max_len=10)
-    assert cache.keys.axes == (*batch, ax.nn.Head, ax.nn.KeyPos, ax.nn.HeadDim)
+    assert cache.keys.axes == (*batch, ax.nn.Head, ax.KeyOf[Time], ax.nn.HeadDim)
     outs = []
     for start, stop in ((0, 5), (5, 6), (6, 8)):
         part = ax.slice(x, Time, start, stop)
@@ -84,7 +84,7 @@ def test_the_cache_refuses_to_overflow(key: jax.Array) -> None:
     _, cache = mha(_x((2, 3, 8), Batch, Time, Embed), cache=cache)
     two = _x((2, 2, 8), Batch, Time, Embed)
     msg = (
-        r"KVCache overflow: writing 2 position\(s\) past the static max_len 4 \(KeyPos\); "
+        r"KVCache overflow: writing 2 position\(s\) past the static max_len 4 \(KeyOf\[Time\]\); "
         r"make a larger cache with init_cache\(\.\.\., max_len=\.\.\.\)"
     )
     with pytest.raises(Exception, match=msg):
@@ -327,13 +327,13 @@ def test_each_row_writes_at_its_own_length_and_the_rest_is_untouched(key: jax.Ar
     mha = ax.nn.MultiheadAttention(Embed, 8, num_heads=2, query_pos=Time, causal=True, key=key)
     cache = mha.init_cache({Batch: 2}, max_len=6)
     before = np.asarray(
-        ax.normal(key, (2, 2, 6, 4), Batch, ax.nn.Head, ax.nn.KeyPos, ax.nn.HeadDim).array
+        ax.normal(key, (2, 2, 6, 4), Batch, ax.nn.Head, ax.KeyOf[Time], ax.nn.HeadDim).array
     )
     cache = ax.nn.KVCache(
-        ax.tensor(before, Batch, ax.nn.Head, ax.nn.KeyPos, ax.nn.HeadDim),
-        ax.tensor(before, Batch, ax.nn.Head, ax.nn.KeyPos, ax.nn.HeadDim),
+        ax.tensor(before, Batch, ax.nn.Head, ax.KeyOf[Time], ax.nn.HeadDim),
+        ax.tensor(before, Batch, ax.nn.Head, ax.KeyOf[Time], ax.nn.HeadDim),
         ax.tensor(np.array([1, 3], np.int32), Batch, dtype=ax.I32),
-        ax.nn.KeyPos,
+        ax.KeyOf[Time],
     )
     new = ax.normal(jax.random.key(5), (2, 4, 2, 2), ax.nn.Head, ax.nn.HeadDim, Batch, Time)
     out = cache.write(new, new, Time)

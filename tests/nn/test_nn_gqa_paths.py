@@ -30,7 +30,7 @@ from tests.nn.helpers import Batch, Time
 from tests.nn.test_nn_llama_blocks import Embed, _flat, rope_oracle
 
 AnyT = ax.Tensor[Any, *tuple[Any, ...]]
-KVHead, GroupHead, KeyPos = ax.nn.KVHead, ax.nn.GroupHead, ax.nn.KeyPos
+KVHead, GroupHead, KeyPos = ax.nn.KVHead, ax.nn.GroupHead, ax.KeyOf[Time]
 
 #: every path that runs on a CPU ("auto" is the einsums here; "cudnn" is lowered below)
 PATHS = ("einsum", "xla", "fused", "auto")

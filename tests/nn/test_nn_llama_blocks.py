@@ -220,7 +220,7 @@ def test_gqa_cache_holds_kv_heads_and_steps_match_the_full_call(kv: int) -> None
     x = ax.tensor(_rand((2, 6, 24), 7), Batch, Time, Embed)
     full = layer(x)
     cache = layer.init_cache({Batch: 2}, max_len=8)
-    assert cache.keys.axes == (Batch, ax.nn.KVHead, ax.nn.KeyPos, ax.nn.HeadDim)
+    assert cache.keys.axes == (Batch, ax.nn.KVHead, ax.KeyOf[Time], ax.nn.HeadDim)
     assert cache.keys.shape == (2, kv, 8, DH)
     y, cache = layer(ax.slice(x, Time, 0, 4), cache=cache)
     step = jax.jit(lambda c, t: layer(t, cache=c))
@@ -252,7 +252,9 @@ def test_gqa_errors_by_text() -> None:
     other = ax.nn.MultiheadAttention(
         Embed, 24, num_heads=4, query_pos=Time, key_pos=Hidden, key=KEY
     )
-    with pytest.raises(ax.AxisError, match=r"the cache's key axis is Hidden, the layer's KeyPos"):
+    with pytest.raises(
+        ax.AxisError, match=r"the cache's key axis is Hidden, the layer's KeyOf\[Time\]"
+    ):
         layer(
             ax.tensor(_rand((2, 5, 24), 1), Batch, Time, Embed),
             cache=other.init_cache({Batch: 2}, 8),

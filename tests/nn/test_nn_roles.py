@@ -67,9 +67,35 @@ KEY = jax.random.key(0)
 # ----------------------------------------------------------------------------- declarations
 def test_key_roles_record_their_query() -> None:
     assert attention_module.query_of(KPos) is Pos
-    assert attention_module.query_of(ax.nn.KeyPos) is None  # the key of any query
-    assert attention_module.is_key_role(ax.nn.KeyPos)
+    assert attention_module.query_of(ax.nn.KeyOfAnyQuery) is None  # the key of any query
+    assert attention_module.is_key_role(ax.nn.KeyOfAnyQuery)
     assert not attention_module.is_key_role(Plain)
+    assert attention_module.query_of(ax.KeyOf[Pos]) is Pos  # the derived key of Pos
+
+
+def test_keyof_a_query_is_one_class_per_query() -> None:
+    assert ax.KeyOf[Pos] is ax.KeyOf[Pos] and ax.KeyOf[Pos] is not ax.KeyOf[Embed]
+    assert ax.KeyOf[Pos].__name__ == "KeyOf[Pos]"
+    with pytest.raises(TypeError, match="KPos is itself a key axis"):
+        ax.KeyOf[KPos]
+
+
+def test_the_old_name_of_the_key_of_any_query_warns() -> None:
+    with pytest.warns(DeprecationWarning, match="ax.nn.KeyPos is renamed ax.nn.KeyOfAnyQuery"):
+        old = ax.nn.KeyPos
+    assert old is ax.nn.KeyOfAnyQuery
+
+
+@pytest.mark.parametrize("layer", ["MultiheadAttention", "GroupedQueryAttention"])
+def test_the_layers_default_key_is_tied_to_the_query(layer: str) -> None:
+    """No ``key_pos``: the key axis is ``ax.KeyOf[query_pos]``, so a softmax over the queries
+    of scores built with the library's names is refused (issue 44, class 0)."""
+    kw = {"num_kv_heads": 1} if layer == "GroupedQueryAttention" else {}
+    attn = getattr(ax.nn, layer)(Embed, 8, num_heads=2, query_pos=Pos, key=KEY, **kw)
+    assert attn.key_pos is ax.KeyOf[Pos]
+    scores = ax.ones((3, 3), Pos, attn.key_pos)
+    with pytest.raises(ax.AxisError, match="a softmax over the query axis Pos of scores"):
+        ax.softmax(scores, Pos)
 
 
 def test_a_key_of_a_key_is_refused() -> None:
@@ -89,7 +115,7 @@ def test_out_role_is_one_class_per_axis() -> None:
 # ----------------------------------------------------------------------------- M2 and pairing
 def test_causal_mask_accepts_its_key_a_generic_key_and_a_plain_key() -> None:
     want = np.tril(np.ones((3, 3), bool))
-    for key in (KPos, ax.nn.KeyPos, Plain):
+    for key in (KPos, ax.KeyOf[Pos], ax.nn.KeyOfAnyQuery, Plain):
         m = ax.nn.causal_mask(Pos, key, 3, 3)
         assert m.axes == (Pos, key)
         np.testing.assert_array_equal(m.array, want)
@@ -106,13 +132,13 @@ def test_m2_swapped_mask_names_both_axes() -> None:
 
 
 def test_m2_with_the_generic_key_pos() -> None:
-    """The issue's example: ``causal_mask(KeyPos, Time, 3, 3)``."""
+    """The issue's example: ``causal_mask(KeyOfAnyQuery, Time, 3, 3)``."""
     with pytest.raises(ax.AxisError) as e:
-        ax.nn.causal_mask(ax.nn.KeyPos, Pos, 3, 3)
+        ax.nn.causal_mask(ax.nn.KeyOfAnyQuery, Pos, 3, 3)
     assert str(e.value) == (
-        "causal_mask(KeyPos, Pos, ...): query and key are swapped: the query axis KeyPos is a "
-        "key role and the key axis is Pos (KeyPos is declared a key axis (ax.KeyOf)); pass "
-        "Pos as the query axis and KeyPos as the key axis"
+        "causal_mask(KeyOfAnyQuery, Pos, ...): query and key are swapped: the query axis "
+        "KeyOfAnyQuery is a key role and the key axis is Pos (KeyOfAnyQuery is declared a key "
+        "axis (ax.KeyOf)); pass Pos as the query axis and KeyOfAnyQuery as the key axis"
     )
 
 
@@ -162,7 +188,7 @@ def test_m1_every_normalisation_and_its_switch(normalise: Callable[..., Any]) ->
         fine.array, getattr(jax.nn, normalise.__name__)(SCORES.array, axis=1)
     )
     # a generic key and a plain key carry no query: nothing to refuse
-    normalise(ax.ones((3, 3), Pos, ax.nn.KeyPos), Pos)
+    normalise(ax.ones((3, 3), Pos, ax.nn.KeyOfAnyQuery), Pos)
     normalise(ax.ones((3, 3), Pos, Plain), Pos)
 
 
@@ -233,7 +259,7 @@ def test_every_attention_callable_has_a_role_case() -> None:
 @pytest.mark.parametrize("name", sorted(ATTENTION))
 def test_every_attention_callable_checks_its_key_role(name: str) -> None:
     call = ATTENTION[name]
-    for key in (KPos, ax.nn.KeyPos, Plain):
+    for key in (KPos, ax.KeyOf[Pos], ax.nn.KeyOfAnyQuery, Plain):
         call(Pos, key)  # the right pairings run
     with pytest.raises(ax.AxisError, match=r"query and key are swapped.*KPos.*Pos"):
         call(KPos, Pos)  # M2

@@ -15,7 +15,7 @@ from safetensors.numpy import save_file
 import axjax as ax
 from tests.nn.helpers import Embed, Hidden, Time
 
-KeyPos, Head, HeadDim = ax.nn.KeyPos, ax.nn.Head, ax.nn.HeadDim
+KeyPos, Head, HeadDim = ax.KeyOf[Time], ax.nn.Head, ax.nn.HeadDim
 
 
 def _model(seed: int = 0) -> ax.nn.Sequential:

@@ -62,7 +62,7 @@ class Time(ax.Axis): ...
 
 
 def _attention(q: AnyT, k: AnyT, v: AnyT) -> AnyT:
-    over, key_pos = ax.nn.HeadDim, ax.nn.KeyPos
+    over, key_pos = ax.nn.HeadDim, ax.KeyOf[Time]
     out: AnyT = ax.nn.dot_product_attention(
         q, k, v, over=over, key_pos=key_pos, implementation="fused"
     )  # type: ignore[arg-type]
@@ -71,7 +71,7 @@ def _attention(q: AnyT, k: AnyT, v: AnyT) -> AnyT:
 
 def _attention_operands() -> list[AnyT]:
     rng = np.random.default_rng(0)
-    head, dim, key_pos = ax.nn.Head, ax.nn.HeadDim, ax.nn.KeyPos
+    head, dim, key_pos = ax.nn.Head, ax.nn.HeadDim, ax.KeyOf[Time]
 
     def rand(shape: tuple[int, ...], *axes: type[ax.Axis]) -> AnyT:
         return ax.tensor(rng.normal(size=shape).astype(np.float32), *axes)

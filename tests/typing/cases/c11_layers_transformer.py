@@ -1,8 +1,9 @@
 """Typed layers (issue 12): a transformer encoder block over token ids, from Embedding,
 MultiheadAttention (with a padding mask), LayerNorm and Affine.
 
-``Embedding[F32, Vocab, Embed]`` reads integer ids; ``MultiheadAttention[F32, Time, KeyPos,
-Embed, Head, HeadDim]`` maps ``[*B, Time, Embed]`` to the same axes (keys on ``KeyPos``);
+``Embedding[F32, Vocab, Embed]`` reads integer ids; ``MultiheadAttention[F32, Time,
+KeyOf[Time], Embed, Head, HeadDim]`` maps ``[*B, Time, Embed]`` to the same axes (keys on
+``KeyOf[Time]``);
 ``LayerNorm[F32, Embed]`` keeps its input's type, which must have ``Embed``.
 """
 
@@ -33,12 +34,12 @@ class Mlp(ax.Axis): ...
 
 key = jax.random.key(0)
 ids = ax.zeros((4, 4), N, Time, dtype=I32)
-memory = ax.zeros((4, 4, 4), N, ax.nn.KeyPos, Embed)
+memory = ax.zeros((4, 4, 4), N, ax.KeyOf[Time], Embed)
 
 emb = ax.nn.Embedding(Vocab, Embed, 4, 4, key=key)
 reveal_type(emb)  # want: Embedding[F32, Vocab, Embed]
 attn = ax.nn.MultiheadAttention(Embed, 4, num_heads=2, query_pos=Time, key=key)
-reveal_type(attn)  # want: MultiheadAttention[F32, Time, KeyPos, Embed, Head, HeadDim]
+reveal_type(attn)  # want: MultiheadAttention[F32, Time, KeyOf[Time], Embed, Head, HeadDim]
 norm = ax.nn.LayerNorm(Embed, 4)
 reveal_type(norm)  # want: LayerNorm[F32, Embed]
 up = ax.nn.Affine(Embed, Mlp, 4, 4, key=key)
@@ -70,7 +71,7 @@ x1 = emb(ax.astype(ids, F32))  # want-error[plugin]: ids must be integers, got F
 x2 = norm(ax.zeros((4, 4), N, Time))  # want-error[plugin]: Embed is not an axis of the input; want-error[mypy,pyright]
 x3 = half_norm(h3)  # want-error[plugin]: the input is F32, the layer's parameters BF16; want-error[mypy,pyright]
 x4 = attn(ax.rename(h3, Embed, Mlp))  # want-error[plugin]: Embed is not an axis of the query; want-error[mypy,pyright]
-x5 = attn(h3, ax.rename(memory, ax.nn.KeyPos, Time))  # want-error[plugin]: KeyPos is not an axis of the key; want-error[mypy,pyright]
+x5 = attn(h3, ax.rename(memory, ax.KeyOf[Time], Time))  # want-error[plugin]: KeyOf[Time] is not an axis of the key; want-error[mypy,pyright]
 x6 = attn(h3, mask=ax.zeros((4, 4), N, Mlp, dtype=ax.Bool))  # want-error[plugin]: the mask has axis Mlp, which the scores lack; miss[mypy,pyright]: a mask may have any subset of the score axes
 x7 = h3 + attn(ax.transpose(h3, Time, N, Embed))  # want-error[plugin]: same axes in a different order; want-error[mypy,pyright]
 x8 = emb(ax.zeros((4, 4, 4), N, Time, Vocab, dtype=I32))  # want-error[plugin]: already has axis Vocab; miss[mypy,pyright]

@@ -52,8 +52,8 @@ scores = ax.zeros((2, 3, 3), Head, Pos, KPos)
 # the correct lines
 mask = ax.nn.causal_mask(Pos, KPos, 3, 3)
 reveal_type(mask)  # want: Tensor[Bool, Pos, KPos]
-generic = ax.nn.causal_mask(Pos, ax.nn.KeyPos, 3, 3)
-reveal_type(generic)  # want: Tensor[Bool, Pos, KeyPos]
+generic = ax.nn.causal_mask(Pos, ax.nn.KeyOfAnyQuery, 3, 3)
+reveal_type(generic)  # want: Tensor[Bool, Pos, KeyOfAnyQuery]
 weights = ax.nn.attention_weights(scores, over=KPos)
 reveal_type(weights)  # want: Tensor[F32, Head, Pos, KPos]
 keys = ax.softmax(scores, KPos)
@@ -63,7 +63,7 @@ queries = ax.softmax(scores, Pos, allow_query=True)  # ok
 # M2: query and key swapped
 # (mypy alone words it "Value of type variable ... cannot be"; the plugin gives the run's words)
 swapped = ax.nn.causal_mask(KPos, Pos, 3, 3)  # want-error[plugin]: causal_mask(KPos, Pos, ...): query and key are swapped; want-error[mypy,pyright]: causal_mask
-swapped_generic = ax.nn.causal_mask(ax.nn.KeyPos, Pos, 3, 3)  # want-error[plugin]: query and key are swapped: the query axis KeyPos is a key role; want-error[mypy,pyright]: causal_mask
+swapped_generic = ax.nn.causal_mask(ax.nn.KeyOfAnyQuery, Pos, 3, 3)  # want-error[plugin]: query and key are swapped: the query axis KeyOfAnyQuery is a key role; want-error[mypy,pyright]: causal_mask
 
 # the key of another query: no TypeVar bound can relate KeyOf[Other] to Pos, the plugin can
 other_key = ax.nn.causal_mask(Pos, KOther, 3, 3)  # want-error[plugin]: the key axis KOther is declared the key of Other (ax.KeyOf[Other]), not of the query axis Pos; miss[mypy,pyright]
@@ -106,7 +106,7 @@ attended, cache = mha(tokens, cache=cache)
 reveal_type(attended)  # want: Tensor[F32, Batch, Pos, Embed]
 reveal_type(cache)  # want: KVCache[F32, KPos]
 plain_mha = ax.nn.MultiheadAttention(Embed, 8, num_heads=2, query_pos=Pos, causal=True, key=key)
-foreign = plain_mha(tokens, cache=cache)  # want-error[plugin]: "KVCache[F32, KPos]"; want-error[mypy]: expected "KVCache[F32, KeyPos]"; want-error[pyright]: "cache"
+foreign = plain_mha(tokens, cache=cache)  # want-error[plugin]: "KVCache[F32, KPos]"; want-error[mypy]: expected "KVCache[F32, KeyOf[Pos]]"; want-error[pyright]: "cache"
 
 
 # generate: token ids in, token ids out, over the prompt's axes

@@ -60,3 +60,26 @@ class Outer(ax.Op):
 def outer(a: ax.AnyTensor, b: ax.AnyTensor) -> ax.AnyTensor:
     """The public function of :class:`Outer`: build the op, apply it."""
     return Outer()(a, b)
+
+
+class Blend(ax.Op):
+    """``a * w + b * (1 - w)`` of two operands of one type: its ``infer`` refuses mixed
+    dtypes (issue 44, class 3: the plugin reports a dtype refusal as an axis one)."""
+
+    def infer(self, a: Any, b: Any) -> ax.TensorType:
+        if a.axes != b.axes:
+            raise self.fail((a, b), "the operands' axes differ")
+        if a.dtype is not b.dtype:
+            raise self.fail((a, b), f"dtypes {a.dtype.__name__} and {b.dtype.__name__} differ (blend one dtype)")
+        return ax.TensorType(a.dtype, a.axes, a.shape)
+
+    def forward(self, a: ax.AnyTensor, b: ax.AnyTensor) -> jax.Array:
+        return 0.5 * a.array + 0.5 * b.array
+
+    def backward(self, dy: ax.AnyTensor, y: ax.AnyTensor, a: ax.AnyTensor, b: ax.AnyTensor) -> tuple[jax.Array, ...]:
+        return (0.5 * dy.array, 0.5 * dy.array)
+
+
+def blend(a: ax.AnyTensor, b: ax.AnyTensor) -> ax.AnyTensor:
+    """The public function of :class:`Blend`."""
+    return Blend()(a, b)
