@@ -278,7 +278,7 @@ def fixtures() -> dict[str, Fixture | Exempt]:
             {"scores": inp},
         ),
         "ax.nn.segment_mask": Fixture(
-            lambda **kw: nn.segment_mask(**kw, query_pos=T, key_pos=nn.KeyPos),
+            lambda **kw: nn.segment_mask(**kw, query_pos=T, key_pos=ax.KeyOf[T]),
             lambda: {"segments": ax.tensor([[1, 1, 2]], B, T, dtype=ax.I32)},
             {"segments": "ids"},
         ),
