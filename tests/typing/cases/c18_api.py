@@ -202,6 +202,7 @@ reveal_type(ax.nn.save_lora)  # show
 reveal_type(ax.nn.save_safetensors)  # show
 reveal_type(ax.nn.scale_gradient)  # show
 reveal_type(ax.nn.scan)  # show
+reveal_type(ax.nn.segment_mask)  # show
 reveal_type(ax.nn.sigmoid)  # show
 reveal_type(ax.nn.silu)  # show
 reveal_type(ax.nn.softmax)  # show
@@ -231,6 +232,7 @@ reveal_type(ax.train.make_eval_step)  # show
 reveal_type(ax.train.make_train_step)  # show
 reveal_type(ax.train.mean_squared_error)  # show
 reveal_type(ax.train.mnist)  # show
+reveal_type(ax.train.pack_documents)  # show
 reveal_type(ax.train.parallel_from_args)  # show
 reveal_type(ax.train.plot_history)  # show
 reveal_type(ax.train.read_idx)  # show
@@ -242,6 +244,7 @@ reveal_type(ax.train.save_sharded)  # show
 reveal_type(ax.train.softmax_cross_entropy)  # show
 reveal_type(ax.train.unsharded)  # show
 reveal_type(ax.train.write_idx)  # show
+reveal_type(ax.train.write_tokens)  # show
 reveal_type(ax.nn.Affine.__call__)  # show
 reveal_type(ax.nn.AvgPool.__call__)  # show
 reveal_type(ax.nn.Bidirectional.__call__)  # show
@@ -341,6 +344,8 @@ reveal_type(ax.train.LinearCrossEntropy.forward)  # show
 reveal_type(ax.train.LinearCrossEntropy.infer)  # show
 reveal_type(ax.train.Loader.epoch)  # show
 reveal_type(ax.train.Loader.order)  # show
+reveal_type(ax.train.Logger.close)  # show
+reveal_type(ax.train.Logger.log)  # show
 reveal_type(ax.train.MetricsLog.append)  # show
 reveal_type(ax.train.MetricsLog.flush)  # show
 reveal_type(ax.train.Monitor.read)  # show
@@ -363,6 +368,11 @@ reveal_type(ax.train.SoftmaxCrossEntropy.backward)  # show
 reveal_type(ax.train.SoftmaxCrossEntropy.describe)  # show
 reveal_type(ax.train.SoftmaxCrossEntropy.forward)  # show
 reveal_type(ax.train.SoftmaxCrossEntropy.infer)  # show
+reveal_type(ax.train.TensorBoardLogger.close)  # show
+reveal_type(ax.train.TensorBoardLogger.log)  # show
+reveal_type(ax.train.TokenFile.check_vocab)  # show
+reveal_type(ax.train.TokenWindows.epoch)  # show
+reveal_type(ax.train.TokenWindows.rows)  # show
 reveal_type(ax.train.TrainStep.__call__)  # show
 reveal_type(ax.train.TrainStep.block_until_ready)  # show
 reveal_type(ax.train.TrainStep.lower)  # show
