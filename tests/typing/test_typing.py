@@ -255,6 +255,8 @@ KNOWN_ANY = {
     "ax.nn.FusedAttention.__call__": "the op under dot_product_attention: axes by the call",
     "ax.train.SoftmaxCrossEntropy.__call__": "the op class; its typed entry is "
     "ax.train.softmax_cross_entropy (exact, generated overloads)",
+    "ax.train.LinearCrossEntropy.__call__": "the op class; its typed entry is "
+    "ax.train.linear_cross_entropy (the labels' axes, in F32)",
     "ax.nn.init.Initializer.__call__": "the axes and dtype the call names",
     "ax.nn.tree_fold": "a pytree of Tensors' structure is not a type",
     "ax.nn.tree_scan": "a pytree of Tensors' structure is not a type",
