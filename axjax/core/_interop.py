@@ -39,6 +39,7 @@ import numpy as np
 from . import _display
 from ._axis import Axis, axis_name
 from ._errors import describe
+from ._roles import KeyOf, Out
 
 if TYPE_CHECKING:  # Tensor's treescope methods call this module: types only here
     from ._tensor import Tensor
@@ -72,6 +73,10 @@ def axis_reference(axis: type[Axis]) -> str:
     function) or that its module no longer holds (a class defined again, as when a notebook
     cell runs a second time).
     """
+    role = _role_of(axis)
+    if role is not None:  # ax.KeyOf[Pos], ax.Out[Embed]: made on demand, named by their axis
+        kind, inner = role
+        return f"axjax:{kind}[{axis_reference(inner)}]"
     module, qualname = axis.__module__, axis.__qualname__
     ref = f"{module}:{qualname}"
     if "<locals>" in qualname:
@@ -94,8 +99,31 @@ def axis_reference(axis: type[Axis]) -> str:
     return ref
 
 
+def _role_of(axis: type[Axis]) -> tuple[str, type[Axis]] | None:
+    """``("KeyOf", Pos)`` for ``ax.KeyOf[Pos]``, ``("Out", E)`` for ``ax.Out[E]``: the role
+    classes axjax makes on demand (no module holds them), else ``None``."""
+    for kind, role in (("KeyOf", KeyOf), ("Out", Out)):
+        if role in axis.__bases__ and axis.__qualname__.startswith(f"{kind}["):
+            inner = role.__class_getitem__(_inner_axis(axis))
+            if inner is axis:
+                return kind, _inner_axis(axis)
+    return None
+
+
+def _inner_axis(axis: type[Axis]) -> type[Axis]:
+    """The axis a made role is of: ``KeyOf[Pos]``'s query, ``Out[E]``'s base."""
+    inner = vars(axis).get("_query") or vars(axis).get("_base")
+    assert isinstance(inner, type) and issubclass(inner, Axis), axis
+    return inner
+
+
 def resolve_axis(ref: str) -> type[Axis]:
     """The axis label that :func:`axis_reference` named, imported in this process."""
+    for kind in ("KeyOf", "Out"):  # a role made on demand: made again from its axis
+        if ref.startswith(f"axjax:{kind}[") and ref.endswith("]"):
+            role: Any = KeyOf if kind == "KeyOf" else Out
+            made: type[Axis] = role.__class_getitem__(resolve_axis(ref[len(kind) + 7 : -1]))
+            return made
     module, _, qualname = ref.partition(":")
     where = "this program's __main__" if module == "__main__" else f"module {module}"
     try:

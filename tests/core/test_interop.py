@@ -281,6 +281,19 @@ def test_axis_references_resolve_to_the_same_class() -> None:
         _interop._deserialize_axes(b"\x00garbage")
 
 
+def test_roles_made_on_demand_are_named_by_their_axis() -> None:
+    """``ax.KeyOf[Time]`` and ``ax.Out[Hidden]`` live in no module: they are written as the
+    role of their axis and made again when read (the attention layers' default key axis and
+    a square Linear's output axis round-trip through jax.export)."""
+    for role, inner, kind in ((ax.KeyOf[Time], Time, "KeyOf"), (ax.Out[Hidden], Hidden, "Out")):
+        ref = _interop.axis_reference(role)
+        assert ref == f"axjax:{kind}[tests.axes:{inner.__name__}]"
+        assert _interop.resolve_axis(ref) is role
+    nested = _interop.axis_reference(ax.KeyOf[ax.Out[Hidden]])
+    assert nested == "axjax:KeyOf[axjax:Out[tests.axes:Hidden]]"
+    assert _interop.resolve_axis(nested) is ax.KeyOf[ax.Out[Hidden]]
+
+
 # ------------------------------------------------------------------------- treescope
 
 

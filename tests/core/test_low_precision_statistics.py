@@ -120,6 +120,17 @@ SUMMING: dict[str, Case] = {
         _rows(np.r_[59990.0, 60000.0, np.full(62, 59990.0)]),
         _rows(np.r_[60000.0, -60000.0, np.zeros(62)]),
     ),
+    # the head an identity (its logits are x itself); the loss is float32 whatever x's dtype
+    "linear_cross_entropy": Case(
+        lambda x: ax.train.linear_cross_entropy(
+            x,
+            ax.astype(ax.tensor(np.eye(64, dtype=np.float32), S, C), x.dtype),
+            ax.tensor([1, 1], B),
+            S,
+        ),
+        _rows(np.r_[59990.0, 60000.0, np.full(62, 59990.0)]),
+        None,
+    ),
 }
 #: every other op that is not elementwise, and why it sums nothing
 NOT_SUMMING = {

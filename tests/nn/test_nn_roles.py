@@ -221,6 +221,9 @@ def _mha(query: type[ax.Axis], key: type[ax.Axis]) -> object:
 #: every public attention callable that takes a key axis, called with a query and a key
 ATTENTION: dict[str, Callable[[type[ax.Axis], type[ax.Axis]], object]] = {
     "causal_mask": lambda q, k: ax.nn.causal_mask(q, k, 3, 3),
+    "segment_mask": lambda q, k: ax.nn.segment_mask(
+        ax.tensor(np.array([[1, 1, 2], [1, 0, 0]], np.int32), Batch, q), q, k
+    ),
     "dot_product_attention": lambda q, k: ax.nn.dot_product_attention(
         _q(q), _kv(k), _kv(k), over=HeadDim, key_pos=k, implementation="einsum"
     ),

@@ -18,12 +18,23 @@ from axjax.core._internal import declared_ops
 from axjax.train import Batch, Class, _losses
 
 
+class Embed(ax.Axis): ...
+
+
 def _logits(n: int = 3) -> ax.Tensor[Any, Any]:
     return ax.Tensor(jnp.linspace(-2.0, 2.0, 4 * n).reshape(4, n), (Batch, Class))
 
 
 def _scores() -> ax.Tensor[Any, Any]:
     return ax.Tensor(jnp.asarray([-3.0, 0.5, 5.0, 1.0]), (Batch,))
+
+
+def _hidden() -> ax.Tensor[Any, Any]:
+    return ax.Tensor(jnp.linspace(-1.0, 1.0, 8).reshape(4, 2), (Batch, Embed))
+
+
+def _head() -> ax.Tensor[Any, Any]:
+    return ax.Tensor(jnp.linspace(-1.0, 1.0, 6).reshape(3, 2), (Class, Embed))
 
 
 def _targets(*values: float) -> ax.Tensor[Any, Any]:
@@ -59,6 +70,14 @@ OUT_OF_DOMAIN: dict[str, list[tuple[Callable[[], tuple[Any, ...]], str]]] = {
         ),
         (lambda: (_logits(), _labels(0, -1, 1, 2), Class), "label -1 (at Batch=1)"),
     ],
+    "linear_cross_entropy": [
+        (
+            lambda: (_hidden(), _head(), _labels(0, 1, 3, 2), Class),
+            "linear_cross_entropy: label 3 (at Batch=2) is not a class: labels must lie in "
+            "[0, 3) for Class of size 3",
+        ),
+        (lambda: (_hidden(), _head(), _labels(0, -1, 1, 2), Class), "label -1 (at Batch=1)"),
+    ],
 }
 
 
@@ -81,12 +100,18 @@ def _findings() -> list[str]:
                 if message not in str(e):
                     found.append(f"{name}: {e!s} lacks {message!r}")
                 continue
-            found.append(f"{name}: accepted {make()[1]!r}")
+            found.append(
+                f"{name}: accepted {make()[-2 if name == 'linear_cross_entropy' else 1]!r}"
+            )
     return found
 
 
 def test_every_loss_refuses_inputs_outside_its_domain() -> None:
-    assert _loss_functions() == ["binary_cross_entropy", "softmax_cross_entropy"]
+    assert _loss_functions() == [
+        "binary_cross_entropy",
+        "linear_cross_entropy",
+        "softmax_cross_entropy",
+    ]
     assert _findings() == []
 
 
@@ -96,7 +121,7 @@ def test_mutation_without_the_checks_the_generated_test_fails(
     monkeypatch.setattr(_losses, "check_targets", lambda where, targets: None)
     monkeypatch.setattr(_losses, "check_labels", lambda where, labels, n, axis: None)
     found = _findings()
-    assert len(found) == 5 and all("accepted" in f for f in found), found
+    assert len(found) == 7 and all("accepted" in f for f in found), found
 
 
 def test_in_domain_and_under_jit() -> None:
