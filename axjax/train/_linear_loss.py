@@ -29,8 +29,8 @@ from ..core._internal import (
     optional_positive_int,
     register_op,
 )
-from . import _losses  # its check_labels, looked up at each call
 from ._axes import Class
+from ._losses import check_labels
 
 __all__ = ["LinearCrossEntropy", "linear_cross_entropy"]
 
@@ -78,7 +78,7 @@ class LinearCrossEntropy(Op):
             assert isinstance(hidden, Tensor) and isinstance(weight, Tensor)
             assert isinstance(labels, Tensor)
             self.infer(hidden, weight, labels)  # raises an AxisError naming the operands
-            _losses.check_labels("linear_cross_entropy", labels, weight.size(self.axis), self.axis)
+            check_labels("linear_cross_entropy", labels, weight.size(self.axis), self.axis)
         out: AnyTensor = super().__call__(*xs)
         return out
 

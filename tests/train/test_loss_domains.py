@@ -15,7 +15,7 @@ import pytest
 
 import axjax as ax
 from axjax.core._internal import declared_ops
-from axjax.train import Batch, Class, _losses
+from axjax.train import Batch, Class, _linear_loss, _losses
 
 
 class Embed(ax.Axis): ...
@@ -120,6 +120,7 @@ def test_mutation_without_the_checks_the_generated_test_fails(
 ) -> None:
     monkeypatch.setattr(_losses, "check_targets", lambda where, targets: None)
     monkeypatch.setattr(_losses, "check_labels", lambda where, labels, n, axis: None)
+    monkeypatch.setattr(_linear_loss, "check_labels", lambda where, labels, n, axis: None)
     found = _findings()
     assert len(found) == 7 and all("accepted" in f for f in found), found
 
