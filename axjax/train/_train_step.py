@@ -31,7 +31,7 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 
-from ..core._internal import PyTree, block_until_ready
+from ..core._internal import PyTree, block_until_ready, prng_key
 from ..nn import Policy
 from ..nn._internal import Selection
 from ..parallel import Parallel
@@ -392,14 +392,5 @@ def _prng_key(key: object) -> jax.Array:
     PRNG key (a typed key, or a legacy ``uint32[2]`` one)."""
     if key is None:
         return jax.random.key(0)
-    if isinstance(key, jax.Array):
-        if jnp.issubdtype(key.dtype, jax.dtypes.prng_key) and key.shape == ():
-            return key
-        if key.dtype == jnp.uint32 and key.shape == (2,):
-            return key
-    got = (
-        f"an array of {getattr(key, 'dtype', None)} and shape {getattr(key, 'shape', None)}"
-        if hasattr(key, "dtype")
-        else _what(key)
-    )
-    raise TypeError(f"{_WHERE}: key must be a PRNG key (jax.random.key(0)), got {got}")
+    checked: jax.Array = prng_key(_WHERE, "key", key)
+    return checked
