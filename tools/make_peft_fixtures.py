@@ -62,7 +62,15 @@ ADAPTERS: dict[str, dict[str, Any]] = {
     # every linear map of a grouped-query Llama
     "llama": {
         "base": "llama-kv2",
-        "target_modules": ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"],
+        "target_modules": [
+            "q_proj",
+            "k_proj",
+            "v_proj",
+            "o_proj",
+            "gate_proj",
+            "up_proj",
+            "down_proj",
+        ],
         "r": 4,
         "lora_alpha": 8,
         "rank_pattern": {"model.layers.1.self_attn.v_proj": 2},

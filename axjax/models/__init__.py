@@ -21,6 +21,10 @@ from ._hf import load_weights as load_weights
 from ._hf import read_config as read_config
 from ._hf import save_weights as save_weights
 from ._hf import write_config as write_config
+from ._peft import load_peft as load_peft
+from ._peft import read_peft as read_peft
+from ._peft import save_peft as save_peft
+from ._peft import write_peft as write_peft
 from ._text import Prompt as Prompt
 from ._text import generate_text as generate_text
 from ._tokenizer import Tokenizer as Tokenizer
