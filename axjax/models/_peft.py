@@ -544,16 +544,31 @@ def _modules(
         named.add(key.removesuffix(".weight"))
         a, b = pair["A"], pair["B"]
         r = _pattern(config.get("rank_pattern"), module) or config["r"]
-        if a.ndim != 2 or b.ndim != 2 or a.shape[0] != b.shape[1] or a.shape[0] != r:
+        if not _fits(a, b, r):
+            pattern = _pattern(config.get("rank_pattern"), module) is not None
             raise ConversionError(
                 f"load_peft: {module!r}'s lora_A is {list(a.shape)} and lora_B "
                 f"{list(b.shape)}, expected [r, in] and [out, r] with r={r} (the config's "
-                f"{'rank_pattern' if _pattern(config.get('rank_pattern'), module) else 'r'})"
+                f"{'rank_pattern' if pattern else 'r'}){_transposed(a, b, r)}"
             )
         alpha = _pattern(config.get("alpha_pattern"), module) or config["lora_alpha"]
         out[key] = _Read(by_key[key], a, b, float(alpha))
     _check_targets(config, where, named, known)
     return out
+
+
+def _fits(a: np.ndarray, b: np.ndarray, r: int) -> bool:
+    return a.ndim == 2 and b.ndim == 2 and a.shape[0] == b.shape[1] == r
+
+
+def _transposed(a: np.ndarray, b: np.ndarray, r: int) -> str:
+    """``": lora_B is transposed"`` (or lora_A, or both) where that would fit, else ``""``."""
+    if a.ndim != 2 or b.ndim != 2:
+        return ""
+    for what, x, y in (("lora_B is", a, b.T), ("lora_A is", a.T, b), ("both are", a.T, b.T)):
+        if _fits(x, y, r):
+            return f": {what} transposed"
+    return ""
 
 
 def _from_hf(

@@ -14,6 +14,7 @@ the layout contract (``_Adapted``: ``weight``, ``lora_a`` ``(*lead, Rank, *in)``
 from __future__ import annotations
 
 import json
+import re
 import shutil
 from collections.abc import Callable
 from pathlib import Path
@@ -125,12 +126,17 @@ def _stacked(unrolled: Any, stacked: Any) -> Any:
     """``stacked`` (a model with blocks in a LayerStack) with the ``_Adapted`` weights of
     ``unrolled``'s blocks, stacked over ``Layer`` (the contract's stacked adapters)."""
     blocks = unrolled.blocks
-    for f in jax.tree_util.tree_flatten_with_path(blocks[0], is_leaf=lambda x: isinstance(x, _Adapted))[0]:
+    for f in jax.tree_util.tree_flatten_with_path(
+        blocks[0], is_leaf=lambda x: isinstance(x, _Adapted)
+    )[0]:
         path, node = jax.tree_util.keystr(f[0], simple=True, separator="."), f[1]
         if not isinstance(node, _Adapted):
             continue
         layers = [_get(b, path) for b in blocks]
-        stack = [np.stack([np.asarray(getattr(x, n).array) for x in layers]) for n in ("lora_a", "lora_b")]
+        stack = [
+            np.stack([np.asarray(getattr(x, n).array) for x in layers])
+            for n in ("lora_a", "lora_b")
+        ]
         where = f"blocks.layers.{path}"
         w = _get(stacked, where)
         a = ax.Tensor(stack[0], (ax.nn.Layer, *node.lora_a.axes))
@@ -162,7 +168,8 @@ def _unsupported(model: Any, name: str) -> str | None:
         tuned = ax.nn.lora(model, where=where, rank=1, key=jax.random.key(0))
     except ValueError:
         return f"ax.nn.lora cannot adapt {where} yet (issue 45 item 1)"
-    a = next(x for p, x in ax.nn.leaves_with_paths(tuned) if p.endswith("lora_a"))
+    flat = jax.tree_util.tree_flatten_with_path(tuned, is_leaf=lambda x: isinstance(x, ax.Tensor))
+    a = next(x for p, x in flat[0] if str(p[-1]) == ".lora_a")
     if isinstance(model.blocks, ax.nn.LayerStack) and a.axes[0] is not ax.nn.Layer:
         return "ax.nn.lora does not stack adapters over Layer yet (issue 45 item 2)"
     return None
@@ -249,4 +256,222 @@ def test_a_stacked_model_writes_what_the_unrolled_one_writes(name: str, tmp_path
     save_peft(unrolled, tmp_path / "unrolled")
     save_peft(_stacked(unrolled, _base(name, unroll=False)), tmp_path / "stacked")
     for file in ("adapter_model.safetensors", "adapter_config.json"):
-        assert (tmp_path / "stacked" / file).read_bytes() == (tmp_path / "unrolled" / file).read_bytes()
+        assert (tmp_path / "stacked" / file).read_bytes() == (
+            tmp_path / "unrolled" / file
+        ).read_bytes()
+
+
+# ----------------------------------------------------------------------------- reading
+def _loaded(name: str, unroll: bool = True) -> Any:
+    """The base model of ``name`` with peft's adapter read onto it (skips, saying why,
+    where ``ax.nn.lora`` cannot place its adapters yet)."""
+    model = _base(name, unroll)
+    why = _unsupported(model, name)
+    if why is not None:
+        pytest.skip(why)
+    return load_peft(model, FIXTURES / f"peft-{name}")
+
+
+@pytest.mark.parametrize("unroll", [True, False], ids=["unrolled", "stacked"])
+@pytest.mark.parametrize("name", list(SPECS))
+def test_pefts_adapter_gives_transformers_and_pefts_logits(name: str, unroll: bool) -> None:
+    """peft's adapter (its config's rank, alpha and patterns) read onto the base model
+    gives the logits transformers + peft computed with it."""
+    ref = load_file(FIXTURES / f"peft-{name}" / "reference.safetensors")
+    got = _logits(_loaded(name, unroll), ref["ids"])
+    np.testing.assert_allclose(got, ref["logits"], atol=across_programs(1e-4), rtol=0)
+
+
+@pytest.mark.parametrize("name", list(SPECS))
+def test_read_then_written_gives_the_same_logits(name: str, tmp_path: Path) -> None:
+    """axjax -> PEFT folder -> axjax: the same logits (GPT-2's c_attn, read as three
+    adapters with A shared, is written back as one of three times the rank); an adapter
+    of modules that are one weight each is written back as peft wrote it."""
+    tuned = _loaded(name)
+    save_peft(tuned, tmp_path)
+    again = load_peft(_base(name), tmp_path)
+    ref = load_file(FIXTURES / f"peft-{name}" / "reference.safetensors")
+    np.testing.assert_allclose(
+        _logits(again, ref["ids"]), _logits(tuned, ref["ids"]), atol=1e-5, rtol=0
+    )
+    if name != "gpt2":
+        new = load_file(tmp_path / "adapter_model.safetensors")
+        old = load_file(FIXTURES / f"peft-{name}" / "adapter_model.safetensors")
+        assert sorted(new) == sorted(old)
+        for k in old:
+            np.testing.assert_array_equal(new[k], old[k], err_msg=k)
+
+
+def test_reading_creates_lora_layers_of_the_configs_rank_and_alpha() -> None:
+    """No ``lora`` call first: each adapted Affine becomes an ``ax.nn.LoRA`` of the
+    config's rank and alpha, ``rank_pattern`` / ``alpha_pattern`` honoured."""
+    tuned = _loaded("gpt2-mlp")
+    got = {(i, p): (_get(tuned, f"blocks.{i}.{p}").rank, _get(tuned, f"blocks.{i}.{p}").alpha)
+           for i in (0, 1) for p in ("fc", "proj")}  # fmt: skip
+    assert got == {
+        (0, "fc"): (4, 8.0),
+        (1, "fc"): (2, 6.0),
+        (0, "proj"): (4, 8.0),
+        (1, "proj"): (4, 8.0),
+    }
+    assert not isinstance(tuned.blocks[0].attn.query_proj, eqx.Module)
+
+
+def test_a_model_with_the_folders_adapters_loads_and_another_is_refused(tmp_path: Path) -> None:
+    """A model that already has adapters takes the folder's values when they are the
+    same adapters; other ones are an error naming the first difference."""
+    folder = FIXTURES / "peft-gpt2-mlp"
+    tuned = _loaded("gpt2-mlp")
+    zeroed = jax.tree_util.tree_map(lambda x: x * 0 if isinstance(x, ax.Tensor) else x, tuned,
+                                    is_leaf=lambda x: isinstance(x, ax.Tensor))  # fmt: skip
+    again = load_peft(zeroed, folder)
+    np.testing.assert_array_equal(np.asarray(again.blocks[1].fc.lora_b.array),
+                                  np.asarray(tuned.blocks[1].fc.lora_b.array))  # fmt: skip
+    other = ax.nn.lora(_base("gpt2-mlp"), where="**.fc", rank=3, key=jax.random.key(0))
+    with pytest.raises(ConversionError, match=r"at blocks\.0\.fc the model has lora_a \[Rank=3"):
+        load_peft(other, folder)
+
+
+# ----------------------------------------------------------------------------- errors
+def _copy(tmp_path: Path, name: str = "gpt2-mlp", **config: object) -> Path:
+    """The fixture ``peft-<name>`` copied, ``config``'s fields set in adapter_config.json."""
+    out = tmp_path / name
+    shutil.copytree(FIXTURES / f"peft-{name}", out)
+    data = json.loads((out / "adapter_config.json").read_text())
+    data.update(config)
+    (out / "adapter_config.json").write_text(json.dumps(data))
+    return out
+
+
+@pytest.mark.parametrize(
+    ("field", "value"),
+    [
+        ("use_dora", True),
+        ("use_rslora", True),
+        ("bias", "all"),
+        ("modules_to_save", ["lm_head"]),
+        ("lora_bias", True),
+        ("peft_type", "IA3"),
+    ],
+)
+def test_what_lora_cannot_represent_is_refused_by_field(
+    field: str, value: object, tmp_path: Path
+) -> None:
+    with pytest.raises(
+        ConversionError, match=rf"has {re.escape(f'{field}={value!r}')}.*cannot represent"
+    ):
+        load_peft(_base("gpt2-mlp"), _copy(tmp_path, **{field: value}))
+
+
+@pytest.mark.parametrize(
+    ("targets", "message"),
+    [
+        (
+            ["c_fc", "mlp.c_proj", "q_proj"],
+            r"target_modules names 'q_proj', which is no linear module",
+        ),
+        (["c_fc"], r"adapter of 'transformer\.h\.0\.mlp\.c_proj' is not one that .* selects"),
+        (["c_fc", "c_proj"], r"selects transformer\.h\.0\.attn\.c_proj, .* has no adapter for"),
+        ("transformer\\.h\\.\\d\\.mlp\\..*", None),  # a regex, as peft takes: it fits
+    ],
+)
+def test_target_modules_must_fit_the_model_and_the_file(
+    targets: object, message: str | None, tmp_path: Path
+) -> None:
+    folder = _copy(tmp_path, target_modules=targets)
+    if message is None:
+        load_peft(_base("gpt2-mlp"), folder)
+        return
+    with pytest.raises(ConversionError, match=message):
+        load_peft(_base("gpt2-mlp"), folder)
+
+
+def _edit(folder: Path, edit: Callable[[dict[str, np.ndarray]], None]) -> Path:
+    arrays = load_file(folder / "adapter_model.safetensors")
+    edit(arrays)
+    save_file(arrays, folder / "adapter_model.safetensors", metadata={"format": "pt"})
+    return folder
+
+
+def test_a_transposed_or_resized_array_is_named(tmp_path: Path) -> None:
+    key = "base_model.model.transformer.h.0.mlp.c_fc.lora_B.weight"
+
+    def transpose(a: dict[str, np.ndarray]) -> None:
+        a[key] = np.ascontiguousarray(a[key].T)
+
+    def cut(a: dict[str, np.ndarray]) -> None:
+        a[key] = a[key][:-1]
+
+    with pytest.raises(
+        ConversionError, match=r"\[4, 48\] and lora_B \[4, 192\].*: lora_B is transposed"
+    ):
+        load_peft(_base("gpt2-mlp"), _edit(_copy(tmp_path / "t"), transpose))
+    with pytest.raises(
+        ConversionError, match=r"c_fc's lora_B is \[191, 4\], expected \[192, 4\].*another size"
+    ):
+        load_peft(_base("gpt2-mlp"), _edit(_copy(tmp_path / "c"), cut))
+
+
+def test_unknown_keys_ranks_and_modules_are_named(tmp_path: Path) -> None:
+    with pytest.raises(
+        ConversionError,
+        match=r"'transformer\.h\.1\.mlp\.c_fc''s lora_A is \[2, 48\].*r=4 \(the config's r\)",
+    ):
+        load_peft(_base("gpt2-mlp"), _copy(tmp_path / "r", rank_pattern={}))
+    emb = "base_model.model.transformer.wte.lora_embedding_A"
+    with pytest.raises(ConversionError, match=rf"holds '{emb}', which is not a LoRA adapter's key"):
+        load_peft(
+            _base("gpt2-mlp"),
+            _edit(_copy(tmp_path / "e"), lambda a: a.update({emb: np.zeros((4, 384), np.float32)})),
+        )
+    ln = "base_model.model.transformer.h.0.ln_1"
+    extra = {
+        f"{ln}.lora_A.weight": np.zeros((4, 48), np.float32),
+        f"{ln}.lora_B.weight": np.zeros((48, 4), np.float32),
+    }
+    with pytest.raises(
+        ConversionError, match=r"adapts 'transformer\.h\.0\.ln_1', which is no linear module"
+    ):
+        load_peft(_base("gpt2-mlp"), _edit(_copy(tmp_path / "l"), lambda a: a.update(extra)))
+    with pytest.raises(FileNotFoundError, match=r"no adapter_config\.json in"):
+        load_peft(_base("gpt2-mlp"), FIXTURES / "gpt2")
+
+
+def test_save_and_load_name_what_they_take(tmp_path: Path) -> None:
+    with pytest.raises(ValueError, match=r"save_peft: the model has no LoRA adapters"):
+        save_peft(_base("gpt2-mlp"), tmp_path)
+    with pytest.raises(
+        TypeError, match=r"save_peft: model is an axjax\.models GPT2 or Llama, got Linear"
+    ):
+        save_peft(ax.nn.Linear(Batch, Batch, 2, 2, key=jax.random.key(0)), tmp_path)
+    with pytest.raises(
+        TypeError, match=r"load_peft: model is an axjax\.models GPT2 or Llama, got dict"
+    ):
+        load_peft({}, FIXTURES / "peft-gpt2-mlp")
+
+
+# ----------------------------------------------------------------------------- peft
+@pytest.mark.parametrize("name", list(SPECS))
+def test_peft_loads_axjaxs_adapters_with_axjaxs_logits(name: str, tmp_path: Path) -> None:
+    """Optional (skips without torch, transformers and peft, in CI too): adapters that
+    axjax wrote, loaded by ``peft.PeftModel.from_pretrained`` onto the transformers model,
+    give axjax's logits."""
+    torch = requires("torch", extra=None)
+    transformers = requires("transformers", extra=None)
+    peft = requires("peft", extra=None)
+    tuned = _loaded(name)
+    leaves = jax.tree_util.tree_leaves_with_path(tuned, is_leaf=lambda x: isinstance(x, ax.Tensor))
+    for i, (p, t) in enumerate(leaves):  # other adapters than the fixture's
+        if str(p[-1]) == ".lora_b":
+            b = t.array + 0.1 * jax.random.normal(jax.random.key(i), t.shape)
+            tuned = _set(
+                tuned, jax.tree_util.keystr(p, simple=True, separator="."), ax.Tensor(b, t.axes)
+            )
+    save_peft(tuned, tmp_path)
+    base = FIXTURES / RECORD["adapters"][name]["base"]
+    hf = transformers.AutoModelForCausalLM.from_pretrained(base, attn_implementation="eager")
+    model = peft.PeftModel.from_pretrained(hf, tmp_path).eval()
+    ids = load_file(base / "reference.safetensors")["ids"]
+    with torch.no_grad():
+        logits = model(torch.from_numpy(ids.astype(np.int64))).logits.numpy()
+    np.testing.assert_allclose(logits, _logits(tuned, ids), atol=across_programs(1e-4), rtol=0)
