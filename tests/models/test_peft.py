@@ -145,6 +145,21 @@ def _stacked(unrolled: Any, stacked: Any) -> Any:
     return stacked
 
 
+def _plus_updates(base: Any, model: Any, spec: dict[str, tuple[int, float]]) -> Any:
+    """``base`` with each weight ``model`` adapts at ``spec``'s paths plus the adapter's
+    update ``alpha/rank · B A`` (computed in numpy, the weight's axes out then in)."""
+    for path in spec:
+        ad = _get(model, path)
+        target = f"{path}.weight" if isinstance(ad, ax.nn.LoRA) else path
+        weight = _get(base, target)
+        r = ad.lora_a.size(ax.nn.Rank)
+        a, b = np.asarray(ad.lora_a.array), np.asarray(ad.lora_b.array)
+        d = (ad.alpha / r) * (b.reshape(-1, r) @ a.reshape(r, -1))
+        new = np.asarray(weight.array) + d.reshape(weight.shape)
+        base = _set(base, target, ax.Tensor(new, weight.axes))
+    return base
+
+
 def _table(model: Any) -> ax.models.Table:
     return gpt2.TABLE if isinstance(model, gpt2.GPT2) else llama.table(model.config)
 
@@ -203,19 +218,12 @@ def test_written_updates_are_the_adapters_updates(name: str, tmp_path: Path) -> 
     base = _base(name)
     model = _with_adapters(base, SPECS[name])
     save_peft(model, tmp_path / "peft")
-    delta = jax.tree_util.tree_map(
+    zero = jax.tree_util.tree_map(
         lambda t: ax.Tensor(np.zeros(t.shape, np.float32), t.axes),
         base,
         is_leaf=lambda x: isinstance(x, ax.Tensor),
     )
-    for path in SPECS[name]:
-        ad = _get(model, path)
-        weight = ad.base.weight if isinstance(ad, ax.nn.LoRA) else ad.weight
-        r = ad.lora_a.size(ax.nn.Rank)
-        a, b = np.asarray(ad.lora_a.array), np.asarray(ad.lora_b.array)
-        d = (ad.alpha / r) * (b.reshape(-1, r) @ a.reshape(r, -1))
-        target = f"{path}.weight" if isinstance(ad, ax.nn.LoRA) else path
-        delta = _set(delta, target, ax.Tensor(d.reshape(weight.shape), weight.axes))
+    delta = _plus_updates(zero, model, SPECS[name])
     save_weights(tmp_path / "hf", delta, _table(base), layers=2)
     peft = load_file(tmp_path / "peft" / "adapter_model.safetensors")
     config = json.loads((tmp_path / "peft" / "adapter_config.json").read_text())
@@ -475,3 +483,29 @@ def test_peft_loads_axjaxs_adapters_with_axjaxs_logits(name: str, tmp_path: Path
     with torch.no_grad():
         logits = model(torch.from_numpy(ids.astype(np.int64))).logits.numpy()
     np.testing.assert_allclose(logits, _logits(tuned, ids), atol=across_programs(1e-4), rtol=0)
+
+
+@pytest.mark.parametrize("name", list(SPECS))
+def test_peft_applies_the_written_updates_as_merging_them_does(name: str, tmp_path: Path) -> None:
+    """Optional (skips without torch, transformers and peft, in CI too): adapters axjax
+    wrote (on every projection, GPT-2's query/key/value among them, by the layout
+    contract) loaded by peft onto the transformers model give the logits of the
+    transformers model whose weights have the updates added (written by ``to_hf``)."""
+    torch = requires("torch", extra=None)
+    transformers = requires("transformers", extra=None)
+    peft = requires("peft", extra=None)
+    base = _base(name)
+    model = _with_adapters(base, SPECS[name])
+    save_peft(model, tmp_path / "peft")
+    family = gpt2 if isinstance(base, gpt2.GPT2) else llama
+    family.to_hf(_plus_updates(base, model, SPECS[name]), tmp_path / "merged")
+    load = transformers.AutoModelForCausalLM.from_pretrained
+    merged = load(tmp_path / "merged", attn_implementation="eager").eval()
+    fixture = FIXTURES / RECORD["adapters"][name]["base"]
+    tuned = peft.PeftModel.from_pretrained(
+        load(fixture, attn_implementation="eager"), tmp_path / "peft"
+    )
+    ids = torch.from_numpy(load_file(fixture / "reference.safetensors")["ids"].astype(np.int64))
+    with torch.no_grad():
+        want, got = merged(ids).logits.numpy(), tuned.eval()(ids).logits.numpy()
+    np.testing.assert_allclose(got, want, atol=across_programs(1e-4), rtol=0)
