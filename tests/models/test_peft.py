@@ -509,3 +509,54 @@ def test_peft_applies_the_written_updates_as_merging_them_does(name: str, tmp_pa
     with torch.no_grad():
         want, got = merged(ids).logits.numpy(), tuned.eval()(ids).logits.numpy()
     np.testing.assert_allclose(got, want, atol=across_programs(1e-4), rtol=0)
+
+
+# ----------------------------------------------------------------------------- the contract
+def _contract_lora(model: Any, *, where: Any, rank: int, alpha: float, key: jax.Array) -> Any:
+    """``ax.nn.lora`` with raw projection weights adapted as the layout contract has it
+    (an ``_Adapted`` at the weight's path): what ``load_peft`` calls, stood in for until
+    ``ax.nn.lora`` adapts raw weights (issue 45 item 1)."""
+    try:
+        model = ax.nn.lora(model, where=where, rank=rank, alpha=alpha, key=key)
+    except ValueError:
+        pass  # no Linear / Affine selected: raw weights only
+    flat = jax.tree_util.tree_flatten_with_path(model, is_leaf=lambda x: isinstance(x, ax.Tensor))
+    for i, (p, t) in enumerate(flat[0]):
+        path = jax.tree_util.keystr(p, simple=True, separator=".")
+        if isinstance(t, ax.Tensor) and ".lora_" not in path and where(path, t):
+            n_in = len(t.axes) - 1 if path.endswith(_IN_ALL_BUT_FIRST) else 1
+            model = _set(model, path, _adapted(t, n_in, rank, alpha, jax.random.fold_in(key, i)))
+    return model
+
+
+def _adapter_paths(model: Any) -> dict[str, tuple[int, float]]:
+    found = jax.tree_util.tree_flatten_with_path(
+        model, is_leaf=lambda x: isinstance(x, _Adapted | ax.nn.LoRA)
+    )[0]
+    return {
+        jax.tree_util.keystr(p, simple=True, separator="."): (x.lora_a.size(ax.nn.Rank), x.alpha)
+        for p, x in found
+        if isinstance(x, _Adapted | ax.nn.LoRA)
+    }
+
+
+@pytest.mark.parametrize("name", list(SPECS))
+def test_pefts_adapters_read_by_the_contract_give_pefts_logits(
+    name: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """peft's adapters on every projection (GPT-2's fused c_attn split into query, key and
+    value, A shared), read into adapters of the layout contract: the base model with
+    their updates added gives transformers + peft's logits, and each adapter has the
+    config's rank and alpha (c_attn's parts: the fused rank)."""
+    monkeypatch.setattr("axjax.models._peft.lora", _contract_lora)
+    base = _base(name)
+    tuned = load_peft(base, FIXTURES / f"peft-{name}")
+    spec = _adapter_paths(tuned)
+    ref = load_file(FIXTURES / f"peft-{name}" / "reference.safetensors")
+    got = _logits(_plus_updates(base, tuned, spec), ref["ids"])
+    np.testing.assert_allclose(got, ref["logits"], atol=across_programs(1e-4), rtol=0)
+    want = {p: (r, float(a)) for p, (r, a) in SPECS[name].items()}
+    if name == "gpt2":  # c_attn: one adapter of rank 6 (block 0) or 4 (block 1) for q, k, v
+        want.update({f"blocks.0.attn.{p}_proj": (6, 3.0) for p in ("query", "key", "value")})
+        want.update({f"blocks.1.attn.{p}_proj": (4, 8.0) for p in ("query", "key", "value")})
+    assert spec == want
