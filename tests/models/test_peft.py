@@ -13,6 +13,7 @@ the layout contract (``_Adapted``: ``weight``, ``lora_a`` ``(*lead, Rank, *in)``
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 import shutil
@@ -78,6 +79,7 @@ SPECS: dict[str, dict[str, tuple[int, float]]] = {
 _IN_ALL_BUT_FIRST = ("output_proj", "down")
 
 
+@functools.cache
 def _base(name: str, unroll: bool = True) -> Any:
     base = RECORD["adapters"][name]["base"]
     family = gpt2 if base == "gpt2" else llama
@@ -95,13 +97,13 @@ def _set(model: Any, path: str, value: Any) -> Any:
     return eqx.tree_at(lambda m: _get(m, path), model, value)
 
 
-def _adapted(weight: ax.AnyTensor, n_in: int, rank: int, alpha: float, key: jax.Array) -> _Adapted:
+def _adapted(weight: ax.AnyTensor, n_in: int, rank: int, alpha: float, seed: int) -> _Adapted:
     """A random adapter of ``weight`` (out-axes first, its last ``n_in`` axes the in-axes)."""
     axes, shape = weight.axes, weight.shape
     k = len(axes) - n_in
-    ka, kb = jax.random.split(key)
-    a = ax.Tensor(0.3 * jax.random.normal(ka, (rank, *shape[k:])), (ax.nn.Rank, *axes[k:]))
-    b = ax.Tensor(0.3 * jax.random.normal(kb, (*shape[:k], rank)), (*axes[:k], ax.nn.Rank))
+    g = np.random.default_rng(seed)
+    a = ax.Tensor(0.3 * g.standard_normal((rank, *shape[k:]), np.float32), (ax.nn.Rank, *axes[k:]))
+    b = ax.Tensor(0.3 * g.standard_normal((*shape[:k], rank), np.float32), (*axes[:k], ax.nn.Rank))
     return _Adapted(weight, a, b, float(alpha))
 
 
@@ -109,16 +111,18 @@ def _with_adapters(model: Any, spec: dict[str, tuple[int, float]], seed: int = 0
     """``model`` with random adapters at ``spec``'s paths: an ``ax.nn.LoRA`` on a Linear /
     Affine (through ``ax.nn.lora``), an ``_Adapted`` on a raw weight."""
     for i, (path, (rank, alpha)) in enumerate(sorted(spec.items())):
-        key = jax.random.key(seed * 1000 + i)
         node = _get(model, path)
         if isinstance(node, ax.nn.Affine | ax.nn.Linear):
+            key = jax.random.key(seed * 1000 + i)
             model = ax.nn.lora(model, where=ax.nn.by_path(path), rank=rank, alpha=alpha, key=key)
             layer = _get(model, path)
-            b = 0.3 * jax.random.normal(jax.random.fold_in(key, 1), layer.lora_b.shape)
-            model = _set(model, f"{path}.lora_b", ax.Tensor(b, layer.lora_b.axes))
+            b = 0.3 * np.random.default_rng(seed * 1000 + i).standard_normal(layer.lora_b.shape)
+            model = _set(
+                model, f"{path}.lora_b", ax.Tensor(b.astype(np.float32), layer.lora_b.axes)
+            )
         else:
             n_in = len(node.axes) - 1 if path.endswith(_IN_ALL_BUT_FIRST) else 1
-            model = _set(model, path, _adapted(node, n_in, rank, alpha, key))
+            model = _set(model, path, _adapted(node, n_in, rank, alpha, seed * 1000 + i))
     return model
 
 
@@ -525,7 +529,7 @@ def _contract_lora(model: Any, *, where: Any, rank: int, alpha: float, key: jax.
         path = jax.tree_util.keystr(p, simple=True, separator=".")
         if isinstance(t, ax.Tensor) and ".lora_" not in path and where(path, t):
             n_in = len(t.axes) - 1 if path.endswith(_IN_ALL_BUT_FIRST) else 1
-            model = _set(model, path, _adapted(t, n_in, rank, alpha, jax.random.fold_in(key, i)))
+            model = _set(model, path, _adapted(t, n_in, rank, alpha, i))
     return model
 
 
