@@ -140,6 +140,11 @@ def _load_lora_donated() -> Callable[[], Any]:
     return lambda: ax.nn.load_lora(model, "unused.safetensors")
 
 
+def _load_peft_donated() -> Callable[[], Any]:
+    model = _donated(FAMILIES["GPT2"][0]())  # refused before the folder is read
+    return lambda: ax.models.load_peft(model, "unused")
+
+
 _SGD = optax.sgd(0.1, momentum=0.9)
 _OTHER_MODEL = ADAM.init(_tiny(5))
 _OTHER_DTYPE = ADAM.init(_tiny(dtype=jnp.bfloat16))
@@ -160,10 +165,13 @@ STATE_ROWS: list[tuple[str, str, str, Callable[[], Callable[[], Any]]]] = [
     ("Llama", "cache", "batch", lambda: _cached("Llama")),
     ("generate", "model", "donated", lambda: _generate_donated("GPT2")),
     ("load_lora", "model", "donated", _load_lora_donated),
+    ("load_peft", "model", "donated", _load_peft_donated),
 ]
 
 #: the public calls given a model (or params) that a donating step may have deleted
-TAKES_DONATED = {"TrainStep", "make_train_step", "generate", "load_lora", "compile_step"}
+TAKES_DONATED = {
+    "TrainStep", "make_train_step", "generate", "load_lora", "load_peft", "compile_step"
+}  # fmt: skip
 #: results that hand state out (their fields are named opt_state), taking none back
 HANDS_OUT = {"FitResult", "TrainingDiverged"}
 #: the internals a state mistake leaked before the check

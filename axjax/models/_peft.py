@@ -35,7 +35,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from ..core import AnyTensor, Axis, Tensor
-from ..core._internal import Feature
+from ..core._internal import Feature, check_not_donated
 from ..nn import Affine, LayerStack, Linear, LoRA, Rank, by_path, lora
 from ._gpt2 import GPT2
 from ._gpt2 import TABLE as GPT2_TABLE
@@ -53,6 +53,7 @@ ADAPTER_WEIGHTS = "adapter_model.safetensors"
 PREFIX = "base_model.model."
 _LOAD = Feature("safetensors", "axjax.models.load_peft")
 _SAVE = Feature("safetensors", "axjax.models.save_peft")
+_DONATED = "pass the model a donating step returned (step.model), not the one it was given"
 _KEY = re.compile(r"^base_model\.model\.(?P<module>.+)\.lora_(?P<part>[AB])\.weight$")
 
 #: the fields of adapter_config.json as peft 0.21 writes them: axjax writes these values
@@ -447,7 +448,9 @@ def _selected(spec: object, module: str) -> bool:
         return module.rsplit(".", 1)[-1] != "lm_head"
     if isinstance(spec, str):
         return re.fullmatch(spec, module) is not None
-    return any(_matches(module, str(t)) for t in list(spec))  # type: ignore[call-overload]
+    if isinstance(spec, list | tuple):
+        return any(_matches(module, str(t)) for t in spec)
+    return False
 
 
 def _check_targets(config: dict[str, Any], where: Path, file: set[str], known: list[str]) -> None:
@@ -734,6 +737,7 @@ def read_peft(folder: str | os.PathLike[str], model: M, table: Table, *, layers:
         >>> tuned = read_peft("adapter", model, gpt2.TABLE, layers=2)
     """
     _LOAD.require()
+    check_not_donated("read_peft", "model", model, _DONATED)
     config = _read_config(folder)
     reads = _modules(config, _read_arrays(folder), table, layers, Path(folder) / ADAPTER_CONFIG)
     base = _strip(model)
@@ -801,4 +805,5 @@ def load_peft(model: M, folder: str | os.PathLike[str]) -> M:
         >>> tuned = ax.models.load_peft(gpt2.from_hf("gpt2"), "out/adapter")
     """
     table, layers = _family(model, "load_peft")
+    check_not_donated("load_peft", "model", model, _DONATED)
     return read_peft(folder, model, table, layers=layers)
