@@ -25,7 +25,7 @@ import json
 import os
 import re
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -433,7 +433,9 @@ def _read_config(folder: str | os.PathLike[str]) -> dict[str, Any]:
 def _pattern(patterns: object, module: str) -> Any:
     """The value of the first key of ``patterns`` that matches ``module`` as PEFT matches
     ``rank_pattern`` and ``alpha_pattern`` (a regex of a path suffix), else ``None``."""
-    for key, value in dict(patterns or {}).items():
+    if not isinstance(patterns, dict):
+        return None
+    for key, value in patterns.items():
         if re.match(rf"(.*\.)?({key})$", module):
             return value
     return None
@@ -606,10 +608,9 @@ def _from_hf(
     return a, b
 
 
-def _place(model: object, path: str) -> tuple[str, int | None]:
-    """Where ``lora(where=...)`` adapts the table path ``path`` (``blocks.0.fc.weight``):
-    a Linear / Affine layer's path or a weight's, in a stack ``blocks.layers.fc``, and the
-    layer in the stack."""
+def _placer(model: object) -> Callable[[str], str]:
+    """Where ``lora(where=...)`` adapts a table path (``blocks.0.fc.weight``): the path of
+    its Linear / Affine layer, else of the weight; in a stack ``blocks.layers.fc``."""
     stacks = [
         _name(p)
         for p, x in jax.tree_util.tree_flatten_with_path(
@@ -617,13 +618,6 @@ def _place(model: object, path: str) -> tuple[str, int | None]:
         )[0]
         if isinstance(x, LayerStack)
     ]
-    layer = None
-    for s in stacks:
-        pre = f"{s}." if s else ""
-        head, _, tail = path[len(pre) :].partition(".")
-        if path.startswith(pre) and head.isdigit():
-            path, layer = f"{pre}layers.{tail}", int(head)
-            break
     dense = {
         _name(p)
         for p, x in jax.tree_util.tree_flatten_with_path(
@@ -631,8 +625,18 @@ def _place(model: object, path: str) -> tuple[str, int | None]:
         )[0]
         if isinstance(x, Affine | Linear)
     }
-    short = path.removesuffix(".weight")
-    return (short if short in dense else path), layer
+
+    def place(path: str) -> str:
+        for s in stacks:
+            pre = f"{s}." if s else ""
+            head, _, tail = path[len(pre) :].partition(".")
+            if path.startswith(pre) and head.isdigit():
+                path = f"{pre}layers.{tail}"
+                break
+        short = path.removesuffix(".weight")
+        return short if short in dense else path
+
+    return place
 
 
 def _strip(model: M) -> M:
@@ -665,9 +669,10 @@ def _create(base: M, reads: dict[str, _Read]) -> M:
     """``base`` with an adapter (of the file's rank and alpha) at every path the file
     adapts, through ``ax.nn.lora`` (one call per rank and alpha)."""
     spec: dict[str, tuple[int, float]] = {}
+    place = _placer(base)
     for rd in reads.values():
         for p in rd.entry.paths:
-            at, layer = _place(base, p)
+            at = place(p)
             if spec.setdefault(at, (rd.rank, rd.alpha)) != (rd.rank, rd.alpha):
                 raise ConversionError(
                     f"load_peft: the layers of the stacked {at} have adapters of different "
