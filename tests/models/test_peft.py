@@ -97,13 +97,17 @@ def _set(model: Any, path: str, value: Any) -> Any:
     return eqx.tree_at(lambda m: _get(m, path), model, value)
 
 
-def _adapted(weight: ax.AnyTensor, n_in: int, rank: int, alpha: float, seed: int) -> _Adapted:
-    """A random adapter of ``weight`` (out-axes first, its last ``n_in`` axes the in-axes)."""
+def _adapted(
+    weight: ax.AnyTensor, n_in: int, rank: int, alpha: float, seed: int, lead: int = 0
+) -> _Adapted:
+    """A random adapter of ``weight`` (its first ``lead`` axes stacking axes, then the
+    out-axes; its last ``n_in`` axes the in-axes)."""
     axes, shape = weight.axes, weight.shape
     k = len(axes) - n_in
     g = np.random.default_rng(seed)
-    a = ax.Tensor(0.3 * g.standard_normal((rank, *shape[k:]), np.float32), (ax.nn.Rank, *axes[k:]))
-    b = ax.Tensor(0.3 * g.standard_normal((*shape[:k], rank), np.float32), (*axes[:k], ax.nn.Rank))
+    sa, sb = (*shape[:lead], rank, *shape[k:]), (*shape[:k], rank)
+    a = ax.Tensor(0.3 * g.standard_normal(sa, np.float32), (*axes[:lead], ax.nn.Rank, *axes[k:]))
+    b = ax.Tensor(0.3 * g.standard_normal(sb, np.float32), (*axes[:k], ax.nn.Rank))
     return _Adapted(weight, a, b, float(alpha))
 
 
@@ -156,9 +160,10 @@ def _plus_updates(base: Any, model: Any, spec: dict[str, tuple[int, float]]) -> 
         ad = _get(model, path)
         target = f"{path}.weight" if isinstance(ad, ax.nn.LoRA) else path
         weight = _get(base, target)
-        r = ad.lora_a.size(ax.nn.Rank)
+        r, lead = ad.lora_a.size(ax.nn.Rank), ad.lora_a.axes.index(ax.nn.Rank)
         a, b = np.asarray(ad.lora_a.array), np.asarray(ad.lora_b.array)
-        d = (ad.alpha / r) * (b.reshape(-1, r) @ a.reshape(r, -1))
+        n = a.shape[:lead]  # the stacking axes: one update per layer
+        d = (ad.alpha / r) * (b.reshape(*n, -1, r) @ a.reshape(*n, r, -1))
         new = np.asarray(weight.array) + d.reshape(weight.shape)
         base = _set(base, target, ax.Tensor(new, weight.axes))
     return base
@@ -528,8 +533,9 @@ def _contract_lora(model: Any, *, where: Any, rank: int, alpha: float, key: jax.
     for i, (p, t) in enumerate(flat[0]):
         path = jax.tree_util.keystr(p, simple=True, separator=".")
         if isinstance(t, ax.Tensor) and ".lora_" not in path and where(path, t):
-            n_in = len(t.axes) - 1 if path.endswith(_IN_ALL_BUT_FIRST) else 1
-            model = _set(model, path, _adapted(t, n_in, rank, alpha, i))
+            lead = 1 if t.axes[0] is ax.nn.Layer else 0
+            n_in = len(t.axes) - lead - 1 if path.endswith(_IN_ALL_BUT_FIRST) else 1
+            model = _set(model, path, _adapted(t, n_in, rank, alpha, i, lead))
     return model
 
 
@@ -564,3 +570,26 @@ def test_pefts_adapters_read_by_the_contract_give_pefts_logits(
         want.update({f"blocks.0.attn.{p}_proj": (6, 3.0) for p in ("query", "key", "value")})
         want.update({f"blocks.1.attn.{p}_proj": (4, 8.0) for p in ("query", "key", "value")})
     assert spec == want
+
+
+def test_a_stacked_model_reads_what_the_unrolled_one_reads(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A folder read onto the stacked Llama (adapters of the contract, stacked over
+    ``Layer``) gives the unrolled model's function; a folder whose layers differ in rank
+    for one projection is refused for a stack, naming it."""
+    monkeypatch.setattr("axjax.models._peft.lora", _contract_lora)
+    save_peft(_with_adapters(_base("llama"), STACKABLE["llama"]), tmp_path)
+    ids = load_file(FIXTURES / "llama-kv2" / "reference.safetensors")["ids"]
+    outs = []
+    for unroll in (True, False):
+        base = _base("llama", unroll)
+        tuned = load_peft(base, tmp_path)
+        outs.append(_logits(_plus_updates(base, tuned, _adapter_paths(tuned)), ids))
+    np.testing.assert_allclose(outs[1], outs[0], atol=across_programs(1e-4), rtol=0)
+    assert not np.allclose(outs[0], _logits(_base("llama"), ids), atol=1e-2)
+    with pytest.raises(
+        ConversionError,
+        match=r"stacked blocks\.layers\.attn\.value_proj have adapters of different ranks",
+    ):
+        load_peft(_base("llama", False), FIXTURES / "peft-llama")
