@@ -90,8 +90,9 @@ def _json_type(value: object) -> str:
     raise TypeError(f"not a JSON value: {value!r}")
 
 
-def make(name: str) -> dict[str, Any]:
-    """Write adapter ``name``'s folder; return its record (key names and shapes)."""
+def make(name: str, out: Path = FIXTURES) -> dict[str, Any]:
+    """Write adapter ``name``'s folder ``out/peft-<name>``; return its record (key names,
+    shapes, the config's schema). Run from the checkout's root (the base fixtures' paths)."""
     import peft
     import torch
     from safetensors import safe_open
@@ -117,7 +118,7 @@ def make(name: str) -> dict[str, Any]:
         for _, p in sorted(tuned.named_parameters()):
             if ".lora_" in _:
                 p.copy_(0.3 * torch.randn(p.shape, generator=g))
-    folder = FIXTURES / f"peft-{name}"
+    folder = out / f"peft-{name}"
     tuned.save_pretrained(folder)
     ref = load_file(FIXTURES / spec["base"] / "reference.safetensors")
     with torch.no_grad():

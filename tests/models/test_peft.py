@@ -14,6 +14,7 @@ the layout contract (``_Adapted``: ``weight``, ``lora_a`` ``(*lead, Rank, *in)``
 from __future__ import annotations
 
 import functools
+import importlib.util
 import json
 import re
 import shutil
@@ -31,6 +32,7 @@ import axjax as ax
 from axjax.models import ConversionError, gpt2, llama, load_peft, save_peft, save_weights
 from tests.conftest import across_programs, requires
 
+ROOT = Path(__file__).resolve().parents[2]
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
 RECORD = json.loads((FIXTURES / "peft_record.json").read_text())
 #: the fields of adapter_config.json that say where and with what it was made
@@ -218,21 +220,30 @@ def test_written_files_have_pefts_keys_shapes_and_config(name: str, tmp_path: Pa
     }
 
 
-@pytest.mark.parametrize("name", list(SPECS))
-def test_written_updates_are_the_adapters_updates(name: str, tmp_path: Path) -> None:
+#: GPT-2's query and value adapters of different ranks and scales, no key adapter: c_attn's
+#: B holds the value block scaled by its ratio to the query's scale
+MIXED = {"blocks.0.attn.query_proj": (2, 8), "blocks.0.attn.value_proj": (3, 1.5)}
+
+
+@pytest.mark.parametrize(
+    ("name", "spec"), [*((n, SPECS[n]) for n in SPECS), ("gpt2", MIXED)], ids=[*SPECS, "gpt2-mixed"]
+)
+def test_written_updates_are_the_adapters_updates(
+    name: str, spec: dict[str, tuple[int, float]], tmp_path: Path
+) -> None:
     """Oracle: each module's PEFT update ``lora_alpha/r · B A`` (transposed for a Conv1D,
     ``fan_in_fan_out``) is, in the family's HF layout, axjax's updates
-    ``alpha/rank · B A`` of the weights it covers (GPT-2's c_attn: query | key | value),
-    and zero where no weight is adapted."""
+    ``alpha/rank · B A`` of the weights it covers (GPT-2's c_attn: query | key | value,
+    of different scales too), and zero where no weight is adapted."""
     base = _base(name)
-    model = _with_adapters(base, SPECS[name])
+    model = _with_adapters(base, spec)
     save_peft(model, tmp_path / "peft")
     zero = jax.tree_util.tree_map(
         lambda t: ax.Tensor(np.zeros(t.shape, np.float32), t.axes),
         base,
         is_leaf=lambda x: isinstance(x, ax.Tensor),
     )
-    delta = _plus_updates(zero, model, SPECS[name])
+    delta = _plus_updates(zero, model, spec)
     save_weights(tmp_path / "hf", delta, _table(base), layers=2)
     peft = load_file(tmp_path / "peft" / "adapter_model.safetensors")
     config = json.loads((tmp_path / "peft" / "adapter_config.json").read_text())
@@ -247,7 +258,7 @@ def test_written_updates_are_the_adapters_updates(name: str, tmp_path: Path) -> 
             got = got.T if config["fan_in_fan_out"] else got
             adapted += 1
         np.testing.assert_allclose(got, want, atol=1e-5, rtol=1e-5, err_msg=key)
-    assert adapted == len(RECORD["adapters"][name]["keys"]) // 2
+    assert adapted == len(peft) // 2
 
 
 #: adapters of one rank and alpha per projection in every layer (a stack has one)
@@ -518,6 +529,36 @@ def test_peft_applies_the_written_updates_as_merging_them_does(name: str, tmp_pa
     with torch.no_grad():
         want, got = merged(ids).logits.numpy(), tuned.eval()(ids).logits.numpy()
     np.testing.assert_allclose(got, want, atol=across_programs(1e-4), rtol=0)
+
+
+def test_the_peft_fixtures_remade_with_peft_are_the_checked_in_ones(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Optional (skips without torch, transformers and peft, in CI too): the adapters,
+    logits and record that tools/make_peft_fixtures.py makes are the checked-in ones."""
+    for name in ("torch", "transformers", "peft"):
+        requires(name, extra=None)
+    spec = importlib.util.spec_from_file_location("make_peft", ROOT / "tools/make_peft_fixtures.py")
+    assert spec is not None and spec.loader is not None
+    maker = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(maker)
+    monkeypatch.chdir(ROOT)
+    for name, rec in RECORD["adapters"].items():
+        made = maker.make(name, tmp_path)
+        assert RECORD["config_schema"] == made.pop("schema")
+        assert made == rec
+        got = json.loads((tmp_path / f"peft-{name}" / "adapter_config.json").read_text())
+        assert got == json.loads((FIXTURES / f"peft-{name}" / "adapter_config.json").read_text())
+        for file in ("adapter_model.safetensors", "reference.safetensors"):
+            new, old = (
+                load_file(tmp_path / f"peft-{name}" / file),
+                load_file(FIXTURES / f"peft-{name}" / file),
+            )
+            assert sorted(new) == sorted(old)
+            for k in old:
+                np.testing.assert_allclose(
+                    new[k], old[k], atol=across_programs(1e-5), rtol=0, err_msg=k
+                )
 
 
 # ----------------------------------------------------------------------------- the contract
