@@ -634,3 +634,16 @@ def test_a_stacked_model_reads_what_the_unrolled_one_reads(
         match=r"stacked blocks\.layers\.attn\.value_proj have adapters of different ranks",
     ):
         load_peft(_base("llama", False), FIXTURES / "peft-llama")
+
+
+def test_a_bfloat16_model_reads_and_writes_bfloat16_adapters(tmp_path: Path) -> None:
+    """The adapters take the base model's dtype, read and written."""
+    model = gpt2.from_hf(FIXTURES / "gpt2", dtype=ax.BF16)
+    tuned = load_peft(model, FIXTURES / "peft-gpt2-mlp")
+    assert tuned.blocks[1].fc.lora_b.array.dtype == np.dtype("bfloat16")
+    save_peft(tuned, tmp_path)
+    arrays = load_file(tmp_path / "adapter_model.safetensors")
+    old = load_file(FIXTURES / "peft-gpt2-mlp" / "adapter_model.safetensors")
+    assert {a.dtype.name for a in arrays.values()} == {"bfloat16"}
+    for k, a in arrays.items():
+        np.testing.assert_allclose(a.astype(np.float32), old[k], rtol=1e-2, atol=1e-2, err_msg=k)
