@@ -48,8 +48,9 @@ from ._kv_cache import KVCache as KVCache
 from ._linear import MLP as MLP
 from ._linear import Affine as Affine
 from ._linear import Linear as Linear
+from ._adapted import LoRAWeight as LoRAWeight
+from ._adapted import Rank as Rank
 from ._lora import LoRA as LoRA
-from ._lora import Rank as Rank
 from ._lora import is_lora as is_lora
 from ._lora import load_lora as load_lora
 from ._lora import lora as lora
