@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Callable
 from typing import Any, TypeVar
 
 import equinox as eqx
@@ -190,6 +191,11 @@ def _targets(model: object) -> tuple[list[Any], Any, list[_Target]]:
     return [x for _, x in flat], treedef, found
 
 
+def _field(name: str) -> Callable[[Any], Any]:
+    """The ``eqx.tree_at`` getter of a layer's field ``name``."""
+    return lambda m: getattr(m, name)
+
+
 def _listed(found: list[_Target], leaves: list[Any]) -> str:
     """The adaptable paths, for the error of a ``where=`` that selects none."""
 
@@ -254,7 +260,7 @@ def lora(
             continue
         ins, outs = linear_maps(leaves[i])[field]
         adapted = LoRAWeight(x, ins, outs, rank=rank, alpha=alpha, key=k, where=text)
-        leaves[i] = eqx.tree_at(lambda m, f=field: getattr(m, f), leaves[i], adapted)
+        leaves[i] = eqx.tree_at(_field(field), leaves[i], adapted)
     out: M = jax.tree_util.tree_unflatten(treedef, leaves)
     return out
 
@@ -344,8 +350,7 @@ def _saved_record(path: str | os.PathLike[str]) -> dict[str, dict[str, Any]] | N
         assert isinstance(record, dict)
     except (ValueError, KeyError, TypeError, AssertionError):
         raise SafetensorsError(
-            f"load_lora: {os.fspath(path)} has corrupt {RECORD_KEY} metadata; it cannot be "
-            "loaded"
+            f"load_lora: {os.fspath(path)} has corrupt {RECORD_KEY} metadata; it cannot be loaded"
         ) from None
     return record
 

@@ -99,7 +99,9 @@ _LAYERS: dict[type[Any], LayerSpec] = {}
 
 
 def register_layer(
-    *, typed: Typed = "stand-in", sized: bool = False,
+    *,
+    typed: Typed = "stand-in",
+    sized: bool = False,
     linear_maps: Mapping[str, MapAxes] | None = None,
 ) -> Callable[[L], L]:
     """Declare a layer class of ``axjax.nn`` (a decorator on the class); ``linear_maps``:

@@ -73,9 +73,7 @@ CASES = [(name, kind) for name, fam in FAMILIES.items() for kind in fam.kinds]
 
 def test_every_family_has_a_row() -> None:
     modules = {
-        m.name
-        for m in pkgutil.iter_modules(axjax.models.__path__)
-        if not m.name.startswith("_")
+        m.name for m in pkgutil.iter_modules(axjax.models.__path__) if not m.name.startswith("_")
     }
     assert modules == set(FAMILIES), "give each family of axjax.models a row in FAMILIES"
 
@@ -181,9 +179,7 @@ def _with_random_b(model: Any) -> Any:
             return ax.normal(jax.random.key(zlib.crc32(name.encode())), t.shape, *t.axes) * 0.1
         return t
 
-    return jax.tree_util.tree_map_with_path(
-        fill, model, is_leaf=lambda t: isinstance(t, ax.Tensor)
-    )
+    return jax.tree_util.tree_map_with_path(fill, model, is_leaf=lambda t: isinstance(t, ax.Tensor))
 
 
 def _restacked(blocks: tuple[Any, ...]) -> list[np.ndarray]:

@@ -465,9 +465,7 @@ def test_every_declared_map_is_adapted_and_changes_the_output(layer, field):
     merged = ax.nn.merge_lora(tuned)
     a2, b2 = np.asarray(adapted.lora_a.array), np.asarray(b.array)
     n_out, n_in = b2.size // 2, a2.size // 2
-    want = np.asarray(w.array) + 2.0 * (b2.reshape(n_out, 2) @ a2.reshape(2, n_in)).reshape(
-        w.shape
-    )
+    want = np.asarray(w.array) + 2.0 * (b2.reshape(n_out, 2) @ a2.reshape(2, n_in)).reshape(w.shape)
     np.testing.assert_allclose(np.asarray(getattr(merged, field).array), want, rtol=1e-5, atol=1e-6)
     np.testing.assert_allclose(np.asarray(merged(x).array), y, rtol=1e-4, atol=1e-5)
 
