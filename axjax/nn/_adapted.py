@@ -12,19 +12,23 @@ gradient).
 
 from __future__ import annotations
 
-from typing import final
+from typing import Any, Generic, final
 
 import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
+from typing_extensions import TypeVar
 
-from ..core import AnyTensor, Axis, DType, Tensor
+from ..core import F32, AnyTensor, Axis, DType, Tensor
 from ..core._internal import axis_name, check_axis_label, positive_float, positive_int
 from ..ops import contract, transpose
 from ._export import exportable
 
-__all__ = ["LoRAWeight", "Rank", "adapter_lead", "project"]
+__all__ = ["LoRAWeight", "Rank", "adapter_lead", "optional_text", "project"]
+
+#: the weight's dtype
+D = TypeVar("D", bound=DType, default=F32)
 
 
 @final
@@ -36,6 +40,16 @@ class Rank(Axis):
 
 def _names(axes: tuple[type[Axis], ...]) -> str:
     return "(" + ", ".join(axis_name(a) for a in axes) + ")"
+
+
+def optional_text(where: str, value: object) -> str | None:
+    """An adapter's ``where=`` record: a string or ``None``; a ``TypeError`` otherwise."""
+    if value is None or isinstance(value, str):
+        return value
+    raise TypeError(
+        f"{where}: where is the text of the selection the adapter was made by (a str, or "
+        f"None), got {type(value).__name__} {value!r:.40}"
+    )
 
 
 def adapter_lead(
@@ -66,7 +80,7 @@ def adapter_lead(
 
 
 @exportable  # a model holding one is an argument of a serialized function
-class LoRAWeight(eqx.Module):
+class LoRAWeight(eqx.Module, Generic[D]):
     """A raw projection weight with a low-rank update: what :func:`lora` puts in place of a
     layer's ``query_proj``, ``gate``, ... (the fields a layer declares as linear maps).
 
@@ -89,9 +103,9 @@ class LoRAWeight(eqx.Module):
         >>> w.merge()                # Tensor: W + (alpha / rank) B A
     """
 
-    weight: AnyTensor
-    lora_a: AnyTensor
-    lora_b: AnyTensor
+    weight: Tensor[D, *tuple[Any, ...]]
+    lora_a: Tensor[D, *tuple[Any, ...]]
+    lora_b: Tensor[D, *tuple[Any, ...]]
     alpha: float = eqx.field(static=True)
     in_axes: tuple[type[Axis], ...] = eqx.field(static=True)
     out_axes: tuple[type[Axis], ...] = eqx.field(static=True)
@@ -99,7 +113,7 @@ class LoRAWeight(eqx.Module):
 
     def __init__(
         self,
-        weight: AnyTensor,
+        weight: Tensor[D, *tuple[Any, ...]],
         in_axes: tuple[type[Axis], ...],
         out_axes: tuple[type[Axis], ...],
         *,
@@ -125,7 +139,8 @@ class LoRAWeight(eqx.Module):
         )
         b_shape = (*(sizes[a] for a in lead + outs), rank)
         self.lora_b = Tensor(jnp.zeros(b_shape, dt), (*lead, *outs, Rank))
-        self.weight, self.in_axes, self.out_axes, self.where = weight, ins, outs, where
+        self.weight, self.in_axes, self.out_axes = weight, ins, outs
+        self.where = optional_text("LoRAWeight", where)
 
     @property
     def rank(self) -> int:
@@ -148,7 +163,7 @@ class LoRAWeight(eqx.Module):
         return self.weight.shape
 
     @property
-    def dtype(self) -> type[DType]:
+    def dtype(self) -> type[D]:
         """The base weight's dtype."""
         return self.weight.dtype
 
@@ -161,20 +176,20 @@ class LoRAWeight(eqx.Module):
         """The size of ``axis`` in the base weight."""
         return self.weight.size(axis)
 
-    def merge(self) -> AnyTensor:
+    def merge(self) -> Tensor[D, *tuple[Any, ...]]:
         """The base weight with the update folded in: ``W + (alpha / rank) · B A``.
 
         Example:
             >>> plain = adapted.merge()   # a Tensor of the weight's axes
         """
         delta = transpose(contract(self.lora_b, self.lora_a, over=Rank), *self.weight.axes)
-        merged: AnyTensor = self.weight + delta * self.scale
+        merged: Tensor[D, *tuple[Any, ...]] = self.weight + delta * self.scale
         return merged
 
 
 def project(
     x: AnyTensor,
-    weight: AnyTensor | LoRAWeight,
+    weight: AnyTensor | LoRAWeight[Any],
     *,
     over: type[Axis] | tuple[type[Axis], ...],
 ) -> AnyTensor:

@@ -30,7 +30,7 @@ import numpy as np
 from ..core import AnyTensor, Tensor
 from ..core._internal import check_not_donated, positive_float, positive_int, prng_key
 from ..ops import contract, transpose
-from ._adapted import LoRAWeight, Rank, adapter_lead
+from ._adapted import LoRAWeight, Rank, adapter_lead, optional_text
 from ._linear import Affine, D, DenseCall, In, Linear, Out, dense_product, describe_dense
 from ._registry import linear_maps, register_layer
 from ._safetensors import (
@@ -107,7 +107,7 @@ class LoRA(DenseCall[D, In, Out]):
         # [*lead, rows, In]: rows is Out, or Out[Out] for a square layer; lead the stacking
         rows = weight.axes[-2]
         lead = adapter_lead(f"LoRA of a {type(base).__name__}", weight, (rows, base.in_axis))
-        self.base, self.where = base, where
+        self.base, self.where = base, optional_text("LoRA", where)
         self.in_axis, self.out_axis = base.in_axis, base.out_axis
         sizes = weight.sizes
         n_in = sizes[base.in_axis]
@@ -327,16 +327,16 @@ def save_lora(
         >>> ax.nn.save_lora(tuned, "adapters.safetensors")
     """
     adapters = _adapters(model, "save_lora")
-    extra = dict(metadata) if isinstance(metadata, dict) else metadata
-    if isinstance(extra, dict):
-        if RECORD_KEY in extra:
-            raise SafetensorsError(
-                f"save_lora: the metadata key {RECORD_KEY!r} is axjax's own (the adapters' "
-                "configuration). Nothing was written."
-            )
-        extra[RECORD_KEY] = json.dumps({"format": 1, "adapters": lora_record(model)})
-    elif extra is None:
-        extra = {RECORD_KEY: json.dumps({"format": 1, "adapters": lora_record(model)})}
+    record = {RECORD_KEY: json.dumps({"format": 1, "adapters": lora_record(model)})}
+    if isinstance(metadata, dict) and RECORD_KEY in metadata:
+        raise SafetensorsError(
+            f"save_lora: the metadata key {RECORD_KEY!r} is axjax's own (the adapters' "
+            "configuration). Nothing was written."
+        )
+    # metadata of another type goes on as it is: save_safetensors names the mistake
+    extra: Any = record if metadata is None else {**metadata, **record}
+    if not isinstance(metadata, dict | None):
+        extra = metadata
     save_safetensors(adapters, path, extra)
 
 

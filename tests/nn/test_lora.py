@@ -354,6 +354,42 @@ def test_where_selecting_nothing_is_an_error():
             "weight is stacked",
         ),
         (lambda: ax.nn.save_lora(Net(K), "x.safetensors"), ValueError, "no LoRA adapters"),
+        (
+            lambda: ax.nn.LoRAWeight(np.zeros((2, 3)), (In,), (Out,), key=K),
+            TypeError,
+            "LoRAWeight: weight must be a Tensor, got ndarray",
+        ),
+        (
+            lambda: ax.nn.LoRAWeight(ax.zeros((3, 2), In, Out), (In,), (Out,), key=K),
+            ValueError,
+            r"the weight's axes \(In, Out\) do not end with the layer's own \(Out, In\) "
+            r"\(output axes first, input axes last\)",
+        ),
+        (
+            lambda: ax.nn.LoRAWeight(ax.zeros((2, 3), ax.nn.Rank, In), (In,), (ax.nn.Rank,), key=K),
+            ValueError,
+            "the weight has the axis Rank",
+        ),
+        (
+            lambda: ax.nn.LoRAWeight(
+                eqx.filter_vmap(lambda k: ax.normal(k, (2, 3), Out, In))(jax.random.split(K, 4)),
+                (In,),
+                (Out,),
+                key=K,
+            ),
+            ValueError,
+            "the weight is stacked without a name",
+        ),
+        (
+            lambda: ax.nn.LoRAWeight(ax.zeros((2, 3), Out, In), (In,), (Out,), key=K, where=3),
+            TypeError,
+            r"LoRAWeight: where is the text of the selection .* got int 3",
+        ),
+        (
+            lambda: ax.nn.LoRA(ax.nn.Linear(In, Out, 5, 3, key=K), key=K, where=["a"]),
+            TypeError,
+            r"LoRA: where is the text of the selection",
+        ),
     ],
 )
 def test_bad_arguments_are_named(call, error, text):
