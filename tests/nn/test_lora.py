@@ -559,3 +559,18 @@ def test_stacked_adapters_take_the_stacking_axis_first():
     np.testing.assert_allclose(
         np.asarray(merged(x).array), np.asarray(y.array), rtol=1e-4, atol=1e-5
     )
+
+
+def test_a_predicate_where_is_recorded_by_its_name():
+    def only_up(path: str, layer: object) -> bool:
+        return path.endswith(".up")
+
+    tuned = ax.nn.lora(Net(K), where=only_up, rank=2, key=K)
+    record = ax.nn._internal.lora_record(tuned)
+    assert record == {
+        f"blocks.{i}.up": {"rank": 2, "alpha": 16.0, "where": "only_up"} for i in (0, 1)
+    }
+    both = ax.nn.lora(Net(K), where=("**.up", ax.nn.by_axes(Out)), rank=2, key=K)
+    assert {r["where"] for r in ax.nn._internal.lora_record(both).values()} == {
+        "by_path('**.up') | by_axes(Out)"
+    }
