@@ -46,6 +46,7 @@ import numpy as np
 from ..core import AnyTensor, Axis, Floating, Tensor
 from ..core._internal import Feature, PyTree, dtype_of_kind, shape_dtype_struct
 from ..nn import LayerStack, SafetensorsError, cast
+from ..nn._internal import leaves_with_paths
 
 __all__ = [
     "ConversionError",
@@ -519,6 +520,10 @@ def _unpack(
     return out
 
 
+#: the leaf names of LoRA adapters (``ax.nn.lora``)
+_ADAPTERS = (".lora_a", ".lora_b")
+
+
 def save_weights(
     folder: str | os.PathLike[str], model: PyTree, table: Table, *, layers: int
 ) -> None:
@@ -526,10 +531,23 @@ def save_weights(
     :func:`load_weights`: reshapes and transposes only). The file is replaced only once the
     new one is complete.
 
+    A model with unmerged LoRA adapters is a ``ValueError`` (checkpoints hold plain
+    weights: merge them with ``ax.nn.merge_lora``, or save them with ``ax.nn.save_lora``).
+
     Example:
         >>> save_weights(folder, model, TABLE, layers=2)
     """
     _SAVE.require()
+    adapted = sorted(
+        {n.rsplit(".", 1)[0] for n, _ in leaves_with_paths(model) if n.endswith(_ADAPTERS)}
+    )
+    if adapted:
+        raise ValueError(
+            f"{table.model_type}.to_hf: the model has unmerged LoRA adapters (at "
+            f"{', '.join(adapted[:4])}{', ...' if len(adapted) > 4 else ''}); a checkpoint "
+            "holds plain weights: write to_hf(ax.nn.merge_lora(model), folder) for the "
+            "adapted model, or ax.nn.save_lora(model, path) for the adapters alone"
+        )
     from safetensors.numpy import save_file
 
     plan = _resolve(table.expand(layers), _leaves(model)[0])

@@ -18,6 +18,8 @@ from ._activations import softmax as softmax
 from ._activations import softplus as softplus
 from ._activations import swish as swish
 from ._activations import tanh as tanh
+from ._adapted import LoRAWeight as LoRAWeight
+from ._adapted import Rank as Rank
 from ._attention_kernels import dot_product_attention as dot_product_attention
 from ._attention_masks import KeyOfAnyQuery as KeyOfAnyQuery
 from ._attention_masks import attention_weights as attention_weights
@@ -49,7 +51,6 @@ from ._linear import MLP as MLP
 from ._linear import Affine as Affine
 from ._linear import Linear as Linear
 from ._lora import LoRA as LoRA
-from ._lora import Rank as Rank
 from ._lora import is_lora as is_lora
 from ._lora import load_lora as load_lora
 from ._lora import lora as lora

@@ -30,8 +30,9 @@ from ..core._internal import (
     positive_float,
     positive_int,
 )
-from ..ops import contract, rename, transpose, zeros
+from ..ops import rename, transpose, zeros
 from . import _init
+from ._adapted import project
 from ._attention_kernels import attend
 from ._attention_masks import and_masks, cached_causal_mask, default_key
 from ._attention_paths import AttentionPath
@@ -63,7 +64,19 @@ E = TypeVar("E", bound=Axis, default=Any)
 S = TypeVarTuple("S")
 
 
-@register_layer(sized=True)  # the plugin's stand-in reads the query's number of positions
+_KV = ("kv_head_axis", "head_dim_axis")
+_HEADS = ("kv_head_axis", "group_axis", "head_dim_axis")
+
+
+@register_layer(  # sized: the plugin's stand-in reads the query's number of positions
+    sized=True,
+    linear_maps={
+        "query_proj": (("embed_axis",), _HEADS),
+        "key_proj": (("embed_axis",), _KV),
+        "value_proj": (("embed_axis",), _KV),
+        "output_proj": (_HEADS, ("embed_axis",)),
+    },
+)
 class GroupedQueryAttention(eqx.Module, Generic[D, Q, K, E]):
     """Causal self-attention with ``num_kv_heads`` key-value heads, each read by
     ``num_heads // num_kv_heads`` query heads, and rotary position embeddings (the Llama
@@ -260,9 +273,9 @@ class GroupedQueryAttention(eqx.Module, Generic[D, Q, K, E]):
                 f"{axis_name(self.key_pos)} (make it with this layer's init_cache)"
             )
         start: int | AnyTensor = 0 if cache is None else cache.length  # each row's
-        q = self._rope(contract(x, self.query_proj, over=self.embed_axis), start)
-        k = self._rope(contract(x, self.key_proj, over=self.embed_axis), start)
-        v = contract(x, self.value_proj, over=self.embed_axis)
+        q = self._rope(project(x, self.query_proj, over=self.embed_axis), start)
+        k = self._rope(project(x, self.key_proj, over=self.embed_axis), start)
+        v = project(x, self.value_proj, over=self.embed_axis)
         n_query = int(x.size(self.query_pos))
         # without a cache: causal by the kernels' flag (every path); with one: the mask of
         # the filled positions up to each query's own, a traced offset (cuDNN cannot take it)
@@ -302,5 +315,5 @@ class GroupedQueryAttention(eqx.Module, Generic[D, Q, K, E]):
             causal=causal,
         )
         heads = (self.kv_head_axis, self.group_axis, self.head_dim_axis)
-        y = transpose(contract(out, self.output_proj, over=heads), *x.axes)
+        y = transpose(project(out, self.output_proj, over=heads), *x.axes)
         return y if cache is None else (y, cache)

@@ -23,8 +23,9 @@ from ..core._internal import (
     positive_int,
     probability,
 )
-from ..ops import broadcast, contract, rename, zeros
+from ..ops import broadcast, rename, zeros
 from . import _init
+from ._adapted import project
 from ._attention_kernels import attend
 from ._attention_masks import and_masks, cached_causal_mask, default_key, length_mask
 from ._attention_paths import AttentionPath
@@ -58,7 +59,17 @@ BK = TypeVarTuple("BK")
 _DS = TypeVar("_DS", bound=DType)
 
 
-@register_layer()
+_HEADS = ("head_axis", "head_dim_axis")
+
+
+@register_layer(
+    linear_maps={
+        "query_proj": (("embed_axis",), _HEADS),
+        "key_proj": (("embed_axis",), _HEADS),
+        "value_proj": (("embed_axis",), _HEADS),
+        "output_proj": (_HEADS, ("embed_axis",)),
+    }
+)
 class MultiheadAttention(eqx.Module, Generic[D, Q, K, E, H, HD]):
     """Multi-head attention: project, attend per head, project back.
 
@@ -184,7 +195,7 @@ class MultiheadAttention(eqx.Module, Generic[D, Q, K, E, H, HD]):
         self.implementation = implementation
 
     def _project(self, x: AnyTensor, w: AnyTensor, i: int) -> AnyTensor:
-        y = contract(x, w, over=self.embed_axis)
+        y = project(x, w, over=self.embed_axis)
         return y + broadcast(self.biases[i], y) if self.biases is not None else y
 
     @overload
@@ -353,7 +364,7 @@ class MultiheadAttention(eqx.Module, Generic[D, Q, K, E, H, HD]):
             causal=causal,
             key_lengths=key_lengths,
         )
-        y = contract(out, self.output_proj, over=(self.head_axis, self.head_dim_axis))
+        y = project(out, self.output_proj, over=(self.head_axis, self.head_dim_axis))
         return y + broadcast(self.biases[3], y) if self.biases is not None else y
 
     def _cached(

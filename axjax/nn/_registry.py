@@ -12,7 +12,11 @@ produced from it or checked against it:
   documented in docs/nn.md and covered by a typing case, and that each stand-in has a rule;
 - the declaration registers the class with ``jax.export`` (``nn/_export.py``), so a model
   of these layers is an argument of a serialized function (``tests/nn/test_nn_export.py``
-  round-trips every declared layer).
+  round-trips every declared layer);
+- ``linear_maps`` names the raw weight Tensors the layer uses as linear maps (each with the
+  layer's attributes holding its input and output axes): ``ax.nn.lora`` adapts them, and the
+  layer computes each through ``project`` (``nn/_adapted.py``; ``tests/nn/test_lora_models.py``
+  checks every declared field is adapted and every raw ``contract`` of one is declared).
 
 Example (a new layer is this decorator on its class, a typing case and a docs mention):
 
@@ -22,8 +26,8 @@ Example (a new layer is this decorator on its class, a typing case and a docs me
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
 from typing import Any, Literal, TypeVar, TypeVarTuple
 
 from ..core import DType
@@ -36,6 +40,7 @@ __all__ = [
     "axis_rules",
     "checks_axes",
     "declared_layers",
+    "linear_maps",
     "register_layer",
 ]
 
@@ -49,6 +54,10 @@ __all__ = [
 #: ``signature`` (its hand-written signature alone: the same in every checker).
 Typed = Literal["stand-in", "chain", "stack", "wrapper", "ensemble", "signature"]
 L = TypeVar("L", bound=type[Any])
+#: one linear map's axes, as the names of the layer's attributes holding them:
+#: ``(("embed_axis",), ("head_axis", "head_dim_axis"))`` (input axes, output axes)
+MapAxes = tuple[tuple[str, ...], tuple[str, ...]]
+Axes = tuple[type[Any], ...]
 
 
 @dataclass(frozen=True)
@@ -58,6 +67,8 @@ class LayerSpec:
     layer: type[Any]
     typed: Typed
     sized: bool  # the plugin runs it on stand-ins with sizes (it builds a state from them)
+    #: ``{field: (input-axis attributes, output-axis attributes)}``: its raw linear maps
+    maps: Mapping[str, MapAxes] = field(default_factory=dict, hash=False, compare=False)
 
     @property
     def name(self) -> str:
@@ -87,8 +98,15 @@ class LayerSpec:
 _LAYERS: dict[type[Any], LayerSpec] = {}
 
 
-def register_layer(*, typed: Typed = "stand-in", sized: bool = False) -> Callable[[L], L]:
-    """Declare a layer class of ``axjax.nn`` (a decorator on the class)."""
+def register_layer(
+    *,
+    typed: Typed = "stand-in",
+    sized: bool = False,
+    linear_maps: Mapping[str, MapAxes] | None = None,
+) -> Callable[[L], L]:
+    """Declare a layer class of ``axjax.nn`` (a decorator on the class); ``linear_maps``:
+    its raw weight fields used as linear maps, each with the names of the attributes that
+    hold its input and output axes (``{"gate": (("embed_axis",), ("hidden_axis",))}``)."""
 
     def declare(cls: L) -> L:
         for other in _LAYERS.values():
@@ -97,7 +115,7 @@ def register_layer(*, typed: Typed = "stand-in", sized: bool = False) -> Callabl
                     f"register_layer: a layer named {cls.__name__} is already declared "
                     f"({other.path}); choose another name"
                 )
-        _LAYERS[cls] = LayerSpec(cls, typed, sized)
+        _LAYERS[cls] = LayerSpec(cls, typed, sized, dict(linear_maps or {}))
         call = next((k.__dict__["__call__"] for k in cls.__mro__ if "__call__" in k.__dict__), None)
         if call is not None and call not in NAMED:  # errors inside name the layer
             cls.__call__ = public_method(call)
@@ -108,6 +126,21 @@ def register_layer(*, typed: Typed = "stand-in", sized: bool = False) -> Callabl
         return cls
 
     return declare
+
+
+def linear_maps(layer: object) -> dict[str, tuple[Axes, Axes]]:
+    """``{field: (input axes, output axes)}`` of the raw linear maps ``layer`` (an instance)
+    declares; ``{}`` for an undeclared object or a layer without any."""
+    spec = _LAYERS.get(type(layer))
+    if spec is None:
+        return {}
+    return {
+        f: (
+            tuple(getattr(layer, a) for a in ins),
+            tuple(getattr(layer, a) for a in outs),
+        )
+        for f, (ins, outs) in spec.maps.items()
+    }
 
 
 def declared_layers() -> tuple[LayerSpec, ...]:

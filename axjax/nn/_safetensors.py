@@ -229,6 +229,24 @@ def load_safetensors(template: M, path: str | os.PathLike[str]) -> M:
     return out
 
 
+def read_metadata(path: str | os.PathLike[str], key: str, where: str) -> str | None:
+    """The string metadata ``key`` of the safetensors file at ``path`` (``None`` without);
+    ``FileNotFoundError`` without a file, ``SafetensorsError`` for a damaged one."""
+    _LOAD.require()
+    from safetensors import safe_open
+
+    name = os.fspath(path)
+    if not os.path.exists(name):
+        raise FileNotFoundError(f"{where}: no file {name}")
+    try:
+        with safe_open(name, framework="numpy") as f:
+            return (f.metadata() or {}).get(key)
+    except Exception as e:  # the backend's own error on a damaged file
+        raise SafetensorsError(
+            f"{where}: {name} is truncated or not a safetensors file ({e}); it cannot be loaded"
+        ) from None
+
+
 def entry_names(path: str | os.PathLike[str]) -> set[str]:
     """The names of the entries of a safetensors file that :func:`load_safetensors` read."""
     _LOAD.require()

@@ -10,8 +10,9 @@ from typing_extensions import TypeVar
 
 from ..core import F32, AnyTensor, Axis, DType, Tensor
 from ..core._internal import axis_name, check_axis_label, fail, positive_int
-from ..ops import contract, silu, transpose
+from ..ops import silu, transpose
 from . import _init
+from ._adapted import project
 from ._registry import register_layer
 from ._util import distinct, forbid, require
 
@@ -24,7 +25,13 @@ H = TypeVar("H", bound=Axis, default=Any)
 S = TypeVarTuple("S")
 
 
-@register_layer()
+@register_layer(
+    linear_maps={
+        "gate": (("embed_axis",), ("hidden_axis",)),
+        "up": (("embed_axis",), ("hidden_axis",)),
+        "down": (("hidden_axis",), ("embed_axis",)),
+    }
+)
 class SwiGLU(eqx.Module, Generic[D, E, H]):
     """``down(silu(gate(x)) * up(x))`` over the feature axis ``embed_axis``: weights ``gate``
     and ``up`` ``[Hidden, Embed]``, ``down`` ``[Embed, Hidden]`` (the Hugging Face layouts
@@ -84,7 +91,7 @@ class SwiGLU(eqx.Module, Generic[D, E, H]):
                 f"the input is {t.dtype.__name__}, the layer's parameters "
                 f"{self.gate.dtype.__name__} (convert the input with astype, or cast the layer)",
             )
-        g: AnyTensor = contract(t, self.gate, over=self.embed_axis)
-        u: AnyTensor = contract(t, self.up, over=self.embed_axis)
-        y = transpose(contract(silu(g) * u, self.down, over=self.hidden_axis), *t.axes)
+        g: AnyTensor = project(t, self.gate, over=self.embed_axis)
+        u: AnyTensor = project(t, self.up, over=self.embed_axis)
+        y = transpose(project(silu(g) * u, self.down, over=self.hidden_axis), *t.axes)
         return cast("Tensor[D, *S]", y)  # the axes of x, in x's order

@@ -348,6 +348,12 @@ def fixtures(tmp: Path) -> dict[str, Fixture | Exempt]:
                 nn.Linear(B, Hid, 3, 2, key=KEY), rank=rank, alpha=alpha, key=KEY
             )(x23()),
         ),
+        "ax.nn.LoRAWeight": Fixture(
+            {"rank": 2, "alpha": 4.0},
+            lambda rank, alpha: nn.LoRAWeight(
+                ax.zeros((2, 3), Hid, B), (B,), (Hid,), rank=rank, alpha=alpha, key=KEY
+            ).merge(),
+        ),
         "ax.nn.lora": Fixture(
             {"rank": 2, "alpha": 4.0},
             lambda rank, alpha: nn.lora(

@@ -292,6 +292,8 @@ reveal_type(ax.nn.LayerStack.unstack)  # show
 reveal_type(ax.nn.Linear.__call__)  # show
 reveal_type(ax.nn.LoRA.__call__)  # show
 reveal_type(ax.nn.LoRA.merge)  # show
+reveal_type(ax.nn.LoRAWeight.merge)  # show
+reveal_type(ax.nn.LoRAWeight.size)  # show
 reveal_type(ax.nn.MLP.__call__)  # show
 reveal_type(ax.nn.MaxPool.__call__)  # show
 reveal_type(ax.nn.MultiheadAttention.__call__)  # show
