@@ -303,6 +303,9 @@ def read_config(folder: str | os.PathLike[str], config_type: type[C], table: Tab
         ok_type = type(default) if default is not dataclasses.MISSING else None
         if ok_type is float and isinstance(v, int) and not isinstance(v, bool):
             v = float(v)
+        if v is None and "None" in str(f.type):  # an optional field: null is its value
+            values[f.name] = v
+            continue
         if ok_type is not None and default is not None and not isinstance(v, ok_type):
             raise ConversionError(
                 f"{table.model_type}: {where}'s {f.name!r} is {v!r}, expected a {ok_type.__name__}"

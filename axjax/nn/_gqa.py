@@ -30,7 +30,7 @@ from ..core._internal import (
     positive_float,
     positive_int,
 )
-from ..ops import contract, rename, transpose, zeros
+from ..ops import broadcast, contract, rename, transpose, zeros
 from . import _init
 from ._attention_kernels import attend
 from ._attention_masks import and_masks, cached_causal_mask, default_key
@@ -85,6 +85,14 @@ class GroupedQueryAttention(eqx.Module, Generic[D, Q, K, E]):
     the kernels' flag; with a cache (or a ``mask``) it needs a mask, which cuDNN cannot
     take: ``"auto"`` then takes the einsums (as :class:`MultiheadAttention` does).
 
+    ``qkv_bias=True`` adds biases to the query, key and value projections (``biases``:
+    ``[KVHead, GroupHead, HeadDim]``, ``[KVHead, HeadDim]`` twice; added after the
+    projection, before RoPE; Qwen2's attention), none to the output. ``sliding_window=w``
+    lets each query see only the ``w`` latest keys up to its own (position ``p`` sees key
+    ``j`` where ``p - w < j <= p``; Mistral's ``sliding_window``), on every path, in the
+    full call and in the cached step: the fused paths take it as
+    ``local_window_size=(w - 1, 0)``, a cached step as its mask.
+
     Example:
         >>> attn = ax.nn.GroupedQueryAttention(Embed, 48, num_heads=4, num_kv_heads=2,
         ...                                    query_pos=Time, key=jax.random.key(0))
@@ -97,6 +105,7 @@ class GroupedQueryAttention(eqx.Module, Generic[D, Q, K, E]):
     key_proj: AnyTensor
     value_proj: AnyTensor
     output_proj: AnyTensor
+    biases: tuple[AnyTensor, AnyTensor, AnyTensor] | None
     embed_axis: type[Axis] = eqx.field(static=True)
     query_pos: type[Axis] = eqx.field(static=True)
     key_pos: type[Axis] = eqx.field(static=True)
@@ -105,6 +114,7 @@ class GroupedQueryAttention(eqx.Module, Generic[D, Q, K, E]):
     head_dim_axis: type[Axis] = eqx.field(static=True)
     rope_theta: float | None = eqx.field(static=True)
     implementation: AttentionPath = eqx.field(static=True)
+    sliding_window: int | None = eqx.field(static=True)
 
     @checks_choices
     def __init__(
@@ -124,6 +134,8 @@ class GroupedQueryAttention(eqx.Module, Generic[D, Q, K, E]):
         weight_init: _init.Initializer | None = None,
         dtype: type[D] = F32,  # type: ignore[assignment]  # D defaults to F32
         implementation: AttentionPath = "auto",
+        qkv_bias: bool = False,
+        sliding_window: int | None = None,
         key: jax.Array,
     ) -> None:
         where = "GroupedQueryAttention"
@@ -137,6 +149,9 @@ class GroupedQueryAttention(eqx.Module, Generic[D, Q, K, E]):
         num_heads = positive_int(where, "num_heads", num_heads)
         num_kv_heads = positive_int(where, "num_kv_heads", num_kv_heads)
         head_size = optional_positive_int(where, "head_size", head_size)
+        self.sliding_window = optional_positive_int(where, "sliding_window", sliding_window)
+        if not isinstance(qkv_bias, bool):
+            raise TypeError(f"{where}: qkv_bias is a bool, got {type(qkv_bias).__name__}")
         if num_heads % num_kv_heads:
             raise ValueError(
                 f"{where}: num_heads {num_heads} is not a multiple of num_kv_heads "
@@ -179,6 +194,22 @@ class GroupedQueryAttention(eqx.Module, Generic[D, Q, K, E]):
         self.output_proj = init(
             k4, {**e, **heads}, fan_in=tuple(heads), fan_out=embed_axis, dtype=dtype
         )
+        zeros = _init.zeros()
+        kv_heads = {**kv, head_dim_axis: head_size}
+        self.biases = (
+            (
+                zeros(k1, heads, dtype=dtype),
+                zeros(k2, kv_heads, dtype=dtype),
+                zeros(k3, kv_heads, dtype=dtype),
+            )
+            if qkv_bias
+            else None
+        )
+
+    def _project(self, x: AnyTensor, w: AnyTensor, i: int) -> AnyTensor:
+        """``x``'s projection by ``w`` over the feature axis, and the ``i``-th bias."""
+        y = contract(x, w, over=self.embed_axis)
+        return y + broadcast(self.biases[i], y) if self.biases is not None else y
 
     def init_cache(
         self, batch: Mapping[type[Axis], int], max_len: int, dtype: type[DType] | None = None
@@ -260,9 +291,9 @@ class GroupedQueryAttention(eqx.Module, Generic[D, Q, K, E]):
                 f"{axis_name(self.key_pos)} (make it with this layer's init_cache)"
             )
         start: int | AnyTensor = 0 if cache is None else cache.length  # each row's
-        q = self._rope(contract(x, self.query_proj, over=self.embed_axis), start)
-        k = self._rope(contract(x, self.key_proj, over=self.embed_axis), start)
-        v = contract(x, self.value_proj, over=self.embed_axis)
+        q = self._rope(self._project(x, self.query_proj, 0), start)
+        k = self._rope(self._project(x, self.key_proj, 1), start)
+        v = self._project(x, self.value_proj, 2)
         n_query = int(x.size(self.query_pos))
         # without a cache: causal by the kernels' flag (every path); with one: the mask of
         # the filled positions up to each query's own, a traced offset (cuDNN cannot take it)
@@ -276,7 +307,12 @@ class GroupedQueryAttention(eqx.Module, Generic[D, Q, K, E]):
             causal = (self.query_pos, n_query)
         else:
             filled = cached_causal_mask(
-                self.query_pos, self.key_pos, n_query, cache.max_len, cache.length
+                self.query_pos,
+                self.key_pos,
+                n_query,
+                cache.max_len,
+                cache.length,
+                self.sliding_window,
             )
             cache = cache.write(k, v, self.query_pos)
             keys, values = cache.read()
@@ -300,6 +336,7 @@ class GroupedQueryAttention(eqx.Module, Generic[D, Q, K, E]):
             heads=self.kv_head_axis,
             group=self.group_axis,
             causal=causal,
+            window=self.sliding_window if causal is not None else None,
         )
         heads = (self.kv_head_axis, self.group_axis, self.head_dim_axis)
         y = transpose(contract(out, self.output_proj, over=heads), *x.axes)
