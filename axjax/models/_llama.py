@@ -610,4 +610,4 @@ def to_hf(model: Llama, folder: str | os.PathLike[str]) -> None:
     t = table(model.config)
     save_weights(folder, model, t, layers=model.config.num_hidden_layers)
     dtype = np.dtype(model.embed_tokens.weight.array.dtype).name  # "float32", "bfloat16"
-    write_config(folder, model.config, t, dtype=dtype)
+    write_config(folder, model.config, t, dtype=dtype, omit_none=True)
