@@ -63,6 +63,39 @@ E = TypeVar("E", bound=Axis, default=Any)
 S = TypeVarTuple("S")
 
 
+def _head_size(
+    where: str, embed_size: int, num_heads: int, num_kv_heads: int, head_size: int | None
+) -> int:
+    """The per-head size (``head_size``, else ``embed_size // num_heads``), the head counts
+    checked: the query heads split evenly among the key-value heads."""
+    if num_heads % num_kv_heads:
+        raise ValueError(
+            f"{where}: num_heads {num_heads} is not a multiple of num_kv_heads "
+            f"{num_kv_heads} (each key-value head is read by the same number of query heads)"
+        )
+    if head_size is None:
+        if embed_size % num_heads:
+            raise ValueError(
+                f"{where}: embed_size {embed_size} does not divide into {num_heads} "
+                "heads; give head_size"
+            )
+        head_size = embed_size // num_heads
+    return head_size
+
+
+def _qkv_biases(
+    heads: Mapping[type[Axis], int], kv_heads: Mapping[type[Axis], int], dtype: type[DType]
+) -> tuple[AnyTensor, AnyTensor, AnyTensor]:
+    """Zero biases of the query (``heads``), key and value (``kv_heads``) projections."""
+    zeros = _init.zeros()
+    key = jax.random.key(0)  # zeros: the key is not read
+    return (
+        zeros(key, dict(heads), dtype=dtype),
+        zeros(key, dict(kv_heads), dtype=dtype),
+        zeros(key, dict(kv_heads), dtype=dtype),
+    )
+
+
 @register_layer(sized=True)  # the plugin's stand-in reads the query's number of positions
 class GroupedQueryAttention(eqx.Module, Generic[D, Q, K, E]):
     """Causal self-attention with ``num_kv_heads`` key-value heads, each read by
@@ -152,18 +185,7 @@ class GroupedQueryAttention(eqx.Module, Generic[D, Q, K, E]):
         self.sliding_window = optional_positive_int(where, "sliding_window", sliding_window)
         if not isinstance(qkv_bias, bool):
             raise TypeError(f"{where}: qkv_bias is a bool, got {type(qkv_bias).__name__}")
-        if num_heads % num_kv_heads:
-            raise ValueError(
-                f"{where}: num_heads {num_heads} is not a multiple of num_kv_heads "
-                f"{num_kv_heads} (each key-value head is read by the same number of query heads)"
-            )
-        if head_size is None:
-            if embed_size % num_heads:
-                raise ValueError(
-                    f"{where}: embed_size {embed_size} does not divide into {num_heads} "
-                    "heads; give head_size"
-                )
-            head_size = embed_size // num_heads
+        head_size = _head_size(where, embed_size, num_heads, num_kv_heads, head_size)
         self.rope_theta = (
             None if rope_theta is None else positive_float(where, "rope_theta", rope_theta)
         )
@@ -194,17 +216,8 @@ class GroupedQueryAttention(eqx.Module, Generic[D, Q, K, E]):
         self.output_proj = init(
             k4, {**e, **heads}, fan_in=tuple(heads), fan_out=embed_axis, dtype=dtype
         )
-        zeros = _init.zeros()
         kv_heads = {**kv, head_dim_axis: head_size}
-        self.biases = (
-            (
-                zeros(k1, heads, dtype=dtype),
-                zeros(k2, kv_heads, dtype=dtype),
-                zeros(k3, kv_heads, dtype=dtype),
-            )
-            if qkv_bias
-            else None
-        )
+        self.biases = _qkv_biases(heads, kv_heads, dtype) if qkv_bias else None
 
     def _project(self, x: AnyTensor, w: AnyTensor, i: int) -> AnyTensor:
         """``x``'s projection by ``w`` over the feature axis, and the ``i``-th bias."""
@@ -306,14 +319,8 @@ class GroupedQueryAttention(eqx.Module, Generic[D, Q, K, E]):
             )
             causal = (self.query_pos, n_query)
         else:
-            filled = cached_causal_mask(
-                self.query_pos,
-                self.key_pos,
-                n_query,
-                cache.max_len,
-                cache.length,
-                self.sliding_window,
-            )
+            w, n = self.sliding_window, cache.max_len  # the window: in the mask of the step
+            filled = cached_causal_mask(self.query_pos, self.key_pos, n_query, n, cache.length, w)
             cache = cache.write(k, v, self.query_pos)
             keys, values = cache.read()
         if mask is not None:
