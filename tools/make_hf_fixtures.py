@@ -11,9 +11,9 @@ writes for a model and its tokenizer, and what ``transformers`` computes with th
   tokens merges, and the special tokens at the end of the vocabulary. GPT-2 has
   ``<|endoftext|>`` (BOS = EOS, no pad token, as the real GPT-2), in ``tokenizer.json``,
   ``vocab.json`` + ``merges.txt`` and ``tokenizer_config.json`` as the hub's folders; the
-  Llamas (and the Mistral and Qwen2 fixtures, variants of Llama's table) share a Llama-3 style ``tokenizer.json`` (the Llama-3 split pattern, a
-  post-processor that adds ``<|begin_of_text|>``) with ``<|end_of_text|>`` (EOS) and
-  ``<|pad|>``.
+  Llamas and the Mistral share a Llama-3 style ``tokenizer.json`` (the Llama-3 split
+  pattern, a post-processor that adds ``<|begin_of_text|>``) with ``<|end_of_text|>`` (EOS)
+  and ``<|pad|>``; the Qwen2 has Qwen2's (no BOS, ``<|endoftext|>`` its EOS and pad).
 - ``tokenizer_reference.json``: :data:`TEXTS` (and one with the fixture's EOS string), with
   the ids ``AutoTokenizer.from_pretrained(folder)`` gives (``tok(text)["input_ids"]``), its
   ``decode(ids)`` and ``decode(ids, skip_special_tokens=True)``, and its special token ids.

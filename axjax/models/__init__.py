@@ -1,8 +1,10 @@
 """axjax.models: pretrained models on named axes, read from and written to Hugging Face
 checkpoints (``config.json`` + ``model.safetensors``) through one declared table per
 architecture (:class:`Table` of :class:`Entry` rows, :func:`load_weights`,
-:func:`save_weights`); and their tokenizers (:class:`Tokenizer`, :func:`load_tokenizer`,
-``gpt2.tokenizer``, ``llama.tokenizer``, ``mistral.tokenizer``, ``qwen2.tokenizer``: ``pip install "axjax[text]"``).
+:func:`save_weights`): GPT-2, Llama, and Mistral and Qwen2 as variants of Llama's table; and
+their tokenizers (:class:`Tokenizer`, :func:`load_tokenizer`, ``gpt2.tokenizer``,
+``llama.tokenizer``, ``mistral.tokenizer``, ``qwen2.tokenizer``: ``pip install
+"axjax[text]"``).
 
 Example:
     >>> from axjax.models import gpt2

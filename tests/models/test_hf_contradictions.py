@@ -40,7 +40,12 @@ FAMILIES: dict[str, tuple[str, Callable[..., Any], dict[str, Any], _hf.Table]] =
         {"tie_word_embeddings": True},
         mistral.table(mistral.MistralConfig(tie_word_embeddings=True)),
     ),
-    "qwen2-tied": ("qwen2-tied", qwen2.from_hf, {}, qwen2.table(qwen2.Qwen2Config(tie_word_embeddings=True))),
+    "qwen2-tied": (
+        "qwen2-tied",
+        qwen2.from_hf,
+        {},
+        qwen2.table(qwen2.Qwen2Config(tie_word_embeddings=True)),
+    ),
 }
 ROWS = [
     (family, key, of)

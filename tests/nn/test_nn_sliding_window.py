@@ -66,9 +66,7 @@ def _want() -> tuple[jax.Array, jax.Array]:
         out = oracle(a, *ws, mask=window_oracle_mask(T, W))
         return jnp.sum(out * WEIGHTS), out
 
-    grad, out = jax.jit(jax.grad(loss, has_aux=True))(
-        jnp.asarray(DATA), *_flat(_layer("einsum"))
-    )
+    grad, out = jax.jit(jax.grad(loss, has_aux=True))(jnp.asarray(DATA), *_flat(_layer("einsum")))
     return out, grad
 
 
@@ -201,8 +199,8 @@ def test_cudnn_takes_the_window_as_its_sliding_window_length() -> None:
             pytest.skip(f"cannot pretend to lower for CUDA with this JAX: {e}")
 
     calls = [line for line in lowered(3).splitlines() if "fmhaSoftmax" in line]
-    assert len(calls) == 1 and 'sliding_window_length\\22: 3' in calls[0], calls
-    assert 'mask_type\\22: \\22CAUSAL' in calls[0]
+    assert len(calls) == 1 and "sliding_window_length\\22: 3" in calls[0], calls
+    assert "mask_type\\22: \\22CAUSAL" in calls[0]
     plain = [line for line in lowered(None).splitlines() if "fmhaSoftmax" in line]
     assert len(plain) == 1 and "sliding_window_length\\22: 3" not in plain[0]
 
