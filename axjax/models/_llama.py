@@ -463,7 +463,7 @@ def _entries(tied: bool, bias: bool) -> tuple[Entry, ...]:
     m, b = "model.layers.{i}.", "blocks.{i}."
     heads = (KVHead, GroupHead, HeadDim)  # q_proj's rows: head h = kv * group + g
     kv = (KVHead, HeadDim)
-    rows = (
+    rows: tuple[Entry, ...] = (
         Entry("model.embed_tokens.weight", "embed_tokens.weight", (Vocab, Embed)),
         Entry(m + "input_layernorm.weight", b + "input_layernorm.weight", (Embed,)),
         Entry(m + "self_attn.q_proj.weight", b + "attn.query_proj", (heads, Embed)),
