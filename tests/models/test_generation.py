@@ -55,7 +55,12 @@ def _prompt(name: str) -> ax.AnyTensor:
 
 @pytest.mark.parametrize(
     ("name", "unroll"),
-    [*((n, True) for n in NAMES), ("gpt2", False), ("llama-kv2", False), ("mistral-sw4", False)],
+    [
+        *((n, True) for n in NAMES if n != "mistral-sw4"),
+        ("gpt2", False),
+        ("llama-kv2", False),
+        ("mistral-sw4", False),  # the window in the stacked cached steps
+    ],
 )
 def test_ragged_greedy_generation_with_a_stop_token_equals_transformers(
     name: str, unroll: bool
