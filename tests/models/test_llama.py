@@ -311,18 +311,14 @@ def _mistral_with_window(window: int | None) -> Llama:
     return load_weights(FIXTURES / "mistral-sw4", template, mistral.table(config), layers=2)
 
 
-def test_mutation_the_window_off_by_one_fails_the_logits_and_step_checks() -> None:
-    """The fixture's window is 4 of 12 positions: a window of 5 (one key too many, the
-    subtler side: tests/nn/test_nn_sliding_window.py plants both sides in the masks and the
-    kernels) moves the logits and the cached step (8 positions before it) far past the
-    tolerance (1e-5)."""
+def test_mutation_the_window_off_by_one_fails_the_logits_check() -> None:
+    """The fixture's window is 4 of 12 positions: a window of 5 (one key too many) moves
+    the logits far past the tolerance (1e-5; measured 6.5, and 6.5 for a window of 3).
+    tests/nn/test_nn_sliding_window.py plants the off-by-one in each mask and in the
+    kernels' window, and catches it in the full call and in the cached steps."""
     model, refs = _mistral_with_window(5), _refs("mistral-sw4")
     ids = _ids(refs)
     assert np.abs(np.asarray(_forward(model, ids).array) - refs["logits"]).max() > 1e-3
-    cache = model.init_cache({Batch: 2}, 16)
-    _, cache = model(ax.slice(ids, Pos, 0, 8), cache=cache)
-    step, _ = model(ax.slice(ids, Pos, 8, 9), cache=cache)
-    assert np.abs(np.asarray(step.array) - refs["step_logits"]).max() > 1e-3
 
 
 def test_mutation_qwen2_without_its_biases_fails_the_logits_check(
