@@ -11,9 +11,9 @@ writes for a model and its tokenizer, and what ``transformers`` computes with th
   tokens merges, and the special tokens at the end of the vocabulary. GPT-2 has
   ``<|endoftext|>`` (BOS = EOS, no pad token, as the real GPT-2), in ``tokenizer.json``,
   ``vocab.json`` + ``merges.txt`` and ``tokenizer_config.json`` as the hub's folders; the
-  Llamas share a Llama-3 style ``tokenizer.json`` (the Llama-3 split pattern, a
-  post-processor that adds ``<|begin_of_text|>``) with ``<|end_of_text|>`` (EOS) and
-  ``<|pad|>``.
+  Llamas and the Mistral share a Llama-3 style ``tokenizer.json`` (the Llama-3 split
+  pattern, a post-processor that adds ``<|begin_of_text|>``) with ``<|end_of_text|>`` (EOS)
+  and ``<|pad|>``; the Qwen2 has Qwen2's (no BOS, ``<|endoftext|>`` its EOS and pad).
 - ``tokenizer_reference.json``: :data:`TEXTS` (and one with the fixture's EOS string), with
   the ids ``AutoTokenizer.from_pretrained(folder)`` gives (``tok(text)["input_ids"]``), its
   ``decode(ids)`` and ``decode(ids, skip_special_tokens=True)``, and its special token ids.
@@ -76,6 +76,12 @@ LLAMA_SPECIALS = ("<|begin_of_text|>", "<|end_of_text|>", "<|pad|>")
 #: Llama 3's pre-tokenizer split (tokenizer.json of meta-llama/Meta-Llama-3-8B)
 LLAMA3_SPLIT = (
     r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}"
+    r"| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+"
+)
+#: Qwen2's special tokens (the last ids) and its split (Llama 3's, digits one by one)
+QWEN2_SPECIALS = ("<|endoftext|>", "<|im_start|>", "<|im_end|>")
+QWEN2_SPLIT = (
+    r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}"
     r"| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+"
 )
 #: ragged generation: new tokens per row, and the texts (of TEXTS) that are the prompts
@@ -179,6 +185,66 @@ def llama(kv_heads: int, tied: bool, theta: float) -> Callable[[int], Any]:
     return build
 
 
+def mistral(window: int | None) -> Callable[[int], Any]:
+    """Mistral: Llama's sizes (2 layers, hidden 48, 4 heads of which 2 key-value heads,
+    intermediate 96, vocabulary VOCAB, context 64), untied, and ``sliding_window=window``:
+    shorter than the recorded ids (LENGTH positions) and the cached step's prefix, so that
+    the window shows in the logits."""
+
+    def build(seed: int) -> Any:
+        import torch
+        from transformers import MistralConfig, MistralForCausalLM
+
+        torch.manual_seed(seed)
+        first = VOCAB - len(LLAMA_SPECIALS)
+        config = MistralConfig(
+            vocab_size=VOCAB,
+            hidden_size=48,
+            intermediate_size=96,
+            num_hidden_layers=2,
+            num_attention_heads=4,
+            num_key_value_heads=2,
+            max_position_embeddings=64,
+            rms_norm_eps=1e-5,
+            sliding_window=window,
+            initializer_range=0.2,
+            bos_token_id=first,
+            eos_token_id=first + 1,
+            attn_implementation="eager",
+        )
+        return MistralForCausalLM(config)
+
+    return build
+
+
+def qwen2(seed: int) -> Any:
+    """Qwen2: Llama's sizes (2 layers, hidden 48, 4 heads of which 2 key-value heads,
+    intermediate 96, vocabulary VOCAB, context 64), q/k/v biases (perturbed off 0 as every
+    1-D parameter), the head tied to the embedding as Qwen2's small models, no sliding
+    window; no BOS, ``<|endoftext|>`` the EOS (:func:`qwen2_tokenizer`)."""
+    import torch
+    from transformers import Qwen2Config, Qwen2ForCausalLM
+
+    torch.manual_seed(seed)
+    eot = VOCAB - len(QWEN2_SPECIALS)  # <|endoftext|>
+    config = Qwen2Config(
+        vocab_size=VOCAB,
+        hidden_size=48,
+        intermediate_size=96,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        max_position_embeddings=64,
+        rms_norm_eps=1e-6,
+        tie_word_embeddings=True,
+        initializer_range=0.2,
+        bos_token_id=None,
+        eos_token_id=eot,
+        attn_implementation="eager",
+    )
+    return Qwen2ForCausalLM(config)
+
+
 # ----------------------------------------------------------------------------- tokenizers
 def train_bpe(pre_tokenizer: Any, specials: tuple[str, ...]) -> Any:
     """A byte-level BPE ``tokenizers.Tokenizer`` trained on :data:`CORPUS`: the 256 bytes
@@ -249,12 +315,30 @@ def llama_tokenizer(folder: Path) -> None:
     fast.save_pretrained(folder)
 
 
+def qwen2_tokenizer(folder: Path) -> None:
+    """Qwen2's tokenizer in ``folder``: byte-level BPE with Qwen2's split (digits one by
+    one), its special tokens (``<|endoftext|>``: EOS and pad, no BOS: nothing is added to
+    the ids), written by ``transformers``' ``PreTrainedTokenizerFast``."""
+    from tokenizers import Regex, pre_tokenizers, processors
+    from transformers import PreTrainedTokenizerFast
+
+    split = pre_tokenizers.Split(Regex(QWEN2_SPLIT), behavior="isolated", invert=False)
+    byte_level = pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False)
+    tok = train_bpe(pre_tokenizers.Sequence([split, byte_level]), QWEN2_SPECIALS)
+    tok.post_processor = processors.ByteLevel(trim_offsets=False)
+    eot = QWEN2_SPECIALS[0]
+    fast = PreTrainedTokenizerFast(tokenizer_object=tok, eos_token=eot, pad_token=eot)
+    fast.save_pretrained(folder)
+
+
 #: name -> builder (a function of the seed returning a transformers model)
 BUILDERS: dict[str, Callable[[int], Any]] = {
     "gpt2": gpt2,
     "llama-kv4": llama(4, tied=False, theta=10000.0),
     "llama-kv2": llama(2, tied=False, theta=500000.0),
     "llama-kv1": llama(1, tied=True, theta=10000.0),
+    "mistral-sw4": mistral(4),
+    "qwen2-tied": qwen2,
 }
 #: name -> the function that writes its tokenizer into a folder
 TOKENIZERS: dict[str, Callable[[Path], None]] = {
@@ -262,6 +346,8 @@ TOKENIZERS: dict[str, Callable[[Path], None]] = {
     "llama-kv4": llama_tokenizer,
     "llama-kv2": llama_tokenizer,
     "llama-kv1": llama_tokenizer,
+    "mistral-sw4": llama_tokenizer,
+    "qwen2-tied": qwen2_tokenizer,
 }
 
 

@@ -1,8 +1,10 @@
 """axjax.models: pretrained models on named axes, read from and written to Hugging Face
 checkpoints (``config.json`` + ``model.safetensors``) through one declared table per
 architecture (:class:`Table` of :class:`Entry` rows, :func:`load_weights`,
-:func:`save_weights`); and their tokenizers (:class:`Tokenizer`, :func:`load_tokenizer`,
-``gpt2.tokenizer``, ``llama.tokenizer``: ``pip install "axjax[text]"``).
+:func:`save_weights`): GPT-2, Llama, and Mistral and Qwen2 as variants of Llama's table; and
+their tokenizers (:class:`Tokenizer`, :func:`load_tokenizer`, ``gpt2.tokenizer``,
+``llama.tokenizer``, ``mistral.tokenizer``, ``qwen2.tokenizer``: ``pip install
+"axjax[text]"``).
 
 Example:
     >>> from axjax.models import gpt2
@@ -12,6 +14,8 @@ Example:
 
 from . import gpt2 as gpt2
 from . import llama as llama
+from . import mistral as mistral
+from . import qwen2 as qwen2
 from ._blocks import Caches as Caches
 from ._cli import load_pretrained as load_pretrained
 from ._hf import ConversionError as ConversionError

@@ -23,13 +23,13 @@ from ._tokenizer import Tokenizer
 __all__ = ["FAMILIES", "family_of", "load_pretrained", "main"]
 
 #: config.json's model_type -> the family's module
-FAMILIES = ("gpt2", "llama")
+FAMILIES = ("gpt2", "llama", "mistral", "qwen2")
 
 
 def family_of(folder: str | Path) -> ModuleType:
     """The family module (``axjax.models.gpt2``, ...) of a Hugging Face folder, by its
     ``config.json``'s ``model_type``."""
-    from . import gpt2, llama
+    from . import gpt2, llama, mistral, qwen2
 
     path = Path(folder) / "config.json"
     if not path.is_file():
@@ -38,7 +38,12 @@ def family_of(folder: str | Path) -> ModuleType:
         kind = json.loads(path.read_text()).get("model_type")
     except (ValueError, AttributeError) as e:
         raise ValueError(f"axjax.models: {path} is not a JSON object ({e})") from None
-    families: dict[str, ModuleType] = {"gpt2": gpt2, "llama": llama}
+    families: dict[str, ModuleType] = {
+        "gpt2": gpt2,
+        "llama": llama,
+        "mistral": mistral,
+        "qwen2": qwen2,
+    }
     if kind not in families:
         raise ValueError(
             f"axjax.models: {path} is a {kind!r} checkpoint; the families are {', '.join(FAMILIES)}"
@@ -50,7 +55,8 @@ def load_pretrained(
     folder: str | Path, *, unroll: bool = True
 ) -> tuple[Decoder[Any], Tokenizer[Any]]:
     """The model and the tokenizer of a Hugging Face folder, of the family its
-    ``config.json`` names (GPT-2 or Llama; ``unroll`` as for their ``from_hf``).
+    ``config.json`` names (GPT-2, Llama, Mistral or Qwen2; ``unroll`` as for their
+    ``from_hf``).
 
     Example:
         >>> model, tokenizer = load_pretrained("tests/models/fixtures/gpt2")

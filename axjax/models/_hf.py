@@ -304,6 +304,9 @@ def read_config(folder: str | os.PathLike[str], config_type: type[C], table: Tab
         ok_type = type(default) if default is not dataclasses.MISSING else None
         if ok_type is float and isinstance(v, int) and not isinstance(v, bool):
             v = float(v)
+        if v is None and "None" in str(f.type):  # an optional field: null is its value
+            values[f.name] = v
+            continue
         if ok_type is not None and default is not None and not isinstance(v, ok_type):
             raise ConversionError(
                 f"{table.model_type}: {where}'s {f.name!r} is {v!r}, expected a {ok_type.__name__}"
@@ -314,17 +317,29 @@ def read_config(folder: str | os.PathLike[str], config_type: type[C], table: Tab
 
 
 def write_config(
-    folder: str | os.PathLike[str], config: object, table: Table, *, dtype: str | None = None
+    folder: str | os.PathLike[str],
+    config: object,
+    table: Table,
+    *,
+    dtype: str | None = None,
+    omit_none: bool = False,
 ) -> None:
     """Write ``config`` (a dataclass) to ``folder/config.json`` with the table's
     ``model_type`` and ``architectures``, as Hugging Face's loaders expect, and ``dtype``
-    (the parameters' dtype by its numpy name, ``"bfloat16"``) as its ``"dtype"`` key."""
+    (the parameters' dtype by its numpy name, ``"bfloat16"``) as its ``"dtype"`` key.
+    ``omit_none``: a field that is ``None`` and ``None`` by default is left out (read back
+    as its default; a loader that reads a key as given, as transformers' Qwen2 reads
+    ``head_dim``, then takes its own default)."""
     if not dataclasses.is_dataclass(config) or isinstance(config, type):
         raise TypeError(f"write_config: config is a dataclass instance, got {type(config)}")
     out: dict[str, Any] = {"model_type": table.model_type}
     if table.architectures:
         out["architectures"] = list(table.architectures)
-    out.update(dataclasses.asdict(config))
+    fields = dataclasses.asdict(config)
+    if omit_none:
+        unset = {f.name for f in dataclasses.fields(config) if f.default is None}
+        fields = {k: v for k, v in fields.items() if v is not None or k not in unset}
+    out.update(fields)
     if dtype is not None:
         out["dtype"] = dtype
     Path(folder).mkdir(parents=True, exist_ok=True)

@@ -12,7 +12,7 @@ from __future__ import annotations
 import dataclasses
 import os
 from collections.abc import Mapping
-from typing import Any, Generic, Literal, TypeVarTuple, cast, final, overload
+from typing import Any, ClassVar, Generic, Literal, TypeVarTuple, cast, final, overload
 
 import equinox as eqx
 import jax
@@ -62,8 +62,10 @@ __all__ = [
     "KPos",
     "Llama",
     "LlamaConfig",
+    "MistralConfig",
     "Mlp",
     "Pos",
+    "Qwen2Config",
     "Vocab",
     "from_hf",
     "table",
@@ -129,6 +131,20 @@ class LlamaConfig:
     mlp_bias: bool = False
     tie_word_embeddings: bool = False
 
+    #: config.json's ``model_type`` and ``architectures`` of this family
+    model_type: ClassVar[str] = "llama"
+    architecture: ClassVar[str] = "LlamaForCausalLM"
+
+    @property
+    def qkv_bias(self) -> bool:
+        """Whether the query, key and value projections have biases (Qwen2's do)."""
+        return False
+
+    @property
+    def window(self) -> int | None:
+        """The attention's sliding window (Mistral's ``sliding_window``), ``None``: none."""
+        return None
+
     @property
     def kv_heads(self) -> int:
         """The number of key-value heads."""
@@ -176,6 +192,86 @@ class LlamaConfig:
             )
         if self.head_size % 2:
             raise ConversionError(f"{where}: head size {self.head_size} is odd; RoPE rotates pairs")
+        if self.window is not None and (isinstance(self.window, bool) or self.window < 1):
+            raise ConversionError(
+                f"{where}: sliding_window={self.window!r} is not a positive number of positions"
+            )
+
+
+@dataclasses.dataclass(frozen=True)
+class MistralConfig(LlamaConfig):
+    """Mistral's sizes (defaults: Mistral 7B's, as ``transformers.MistralConfig``): Llama's
+    fields and ``sliding_window``, the attention's sliding window (``None``: full causal
+    attention, as Mistral 7B v0.2 on). Each query at position ``p`` sees the keys ``j`` with
+    ``p - sliding_window < j <= p``, the query's own among them (``transformers``'
+    convention), in the full call and in every cached step.
+
+    Example:
+        >>> MistralConfig(vocab_size=256, hidden_size=48, intermediate_size=96,
+        ...               num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
+        ...               sliding_window=4)
+    """
+
+    vocab_size: int = 32000
+    hidden_size: int = 4096
+    intermediate_size: int = 14336
+    num_hidden_layers: int = 32
+    num_attention_heads: int = 32
+    num_key_value_heads: int | None = 8
+    max_position_embeddings: int = 4096 * 32
+    sliding_window: int | None = 4096
+
+    model_type: ClassVar[str] = "mistral"
+    architecture: ClassVar[str] = "MistralForCausalLM"
+
+    @property
+    def window(self) -> int | None:
+        """``sliding_window``."""
+        return self.sliding_window
+
+
+@dataclasses.dataclass(frozen=True)
+class Qwen2Config(LlamaConfig):
+    """Qwen2's sizes (defaults: ``transformers.Qwen2Config``'s): Llama's fields; the query,
+    key and value projections have biases (the output projection none), and small models
+    tie the head to the embedding (``tie_word_embeddings``). Sliding-window attention
+    (``use_sliding_window: true``, on the layers from ``max_window_layers``) is refused with
+    a ``ConversionError``; ``sliding_window`` is read and written back, unused without it.
+
+    Example:
+        >>> Qwen2Config(vocab_size=256, hidden_size=48, intermediate_size=96,
+        ...             num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
+        ...             tie_word_embeddings=True)
+    """
+
+    vocab_size: int = 151936
+    hidden_size: int = 4096
+    intermediate_size: int = 22016
+    num_hidden_layers: int = 32
+    num_attention_heads: int = 32
+    num_key_value_heads: int | None = 32
+    max_position_embeddings: int = 32768
+    use_sliding_window: bool = False
+    sliding_window: int | None = None
+    max_window_layers: int = 28
+
+    model_type: ClassVar[str] = "qwen2"
+    architecture: ClassVar[str] = "Qwen2ForCausalLM"
+
+    @property
+    def qkv_bias(self) -> bool:
+        """Always: Qwen2's q, k and v projections have biases."""
+        return True
+
+    def check(self, where: str = "Qwen2Config") -> None:
+        """Llama's checks, and sliding-window attention refused."""
+        if self.use_sliding_window:
+            raise ConversionError(
+                f"{where}: use_sliding_window=True is not supported (Qwen2's sliding window "
+                f"on the layers from max_window_layers={self.max_window_layers}); this "
+                "Qwen2 computes full causal attention on every layer"
+            )
+        super().check(where)
 
 
 class Block(eqx.Module):
@@ -205,6 +301,8 @@ class Block(eqx.Module):
             key_pos=KPos,
             rope_theta=config.theta,
             implementation=implementation,
+            qkv_bias=config.qkv_bias,
+            sliding_window=config.window,
             key=k1,
         )
         self.post_attention_layernorm = RMSNorm(Embed, e, eps=eps)
@@ -361,15 +459,16 @@ class Llama(eqx.Module, Generic[BS]):
         return init_caches(self.blocks, batch, max_len)
 
 
-def _entries(tied: bool) -> tuple[Entry, ...]:
+def _entries(tied: bool, bias: bool) -> tuple[Entry, ...]:
     m, b = "model.layers.{i}.", "blocks.{i}."
     heads = (KVHead, GroupHead, HeadDim)  # q_proj's rows: head h = kv * group + g
-    rows = (
+    kv = (KVHead, HeadDim)
+    rows: tuple[Entry, ...] = (
         Entry("model.embed_tokens.weight", "embed_tokens.weight", (Vocab, Embed)),
         Entry(m + "input_layernorm.weight", b + "input_layernorm.weight", (Embed,)),
         Entry(m + "self_attn.q_proj.weight", b + "attn.query_proj", (heads, Embed)),
-        Entry(m + "self_attn.k_proj.weight", b + "attn.key_proj", ((KVHead, HeadDim), Embed)),
-        Entry(m + "self_attn.v_proj.weight", b + "attn.value_proj", ((KVHead, HeadDim), Embed)),
+        Entry(m + "self_attn.k_proj.weight", b + "attn.key_proj", (kv, Embed)),
+        Entry(m + "self_attn.v_proj.weight", b + "attn.value_proj", (kv, Embed)),
         Entry(m + "self_attn.o_proj.weight", b + "attn.output_proj", (Embed, heads)),
         Entry(
             m + "post_attention_layernorm.weight", b + "post_attention_layernorm.weight", (Embed,)
@@ -379,27 +478,66 @@ def _entries(tied: bool) -> tuple[Entry, ...]:
         Entry(m + "mlp.down_proj.weight", b + "mlp.down", (Embed, Mlp)),
         Entry("model.norm.weight", "norm.weight", (Embed,)),
     )
+    if bias:  # Qwen2: q, k and v biases (o has none), after the weights they add to
+        rows = (
+            *rows[:5],
+            Entry(m + "self_attn.q_proj.bias", b + "attn.biases.0", (heads,)),
+            Entry(m + "self_attn.k_proj.bias", b + "attn.biases.1", (kv,)),
+            Entry(m + "self_attn.v_proj.bias", b + "attn.biases.2", (kv,)),
+            *rows[5:],
+        )
     return rows if tied else (*rows, Entry("lm_head.weight", "lm_head", (Vocab, Embed)))
 
 
 _TIED = "config.json's tie_word_embeddings is true: the head is the embedding"
 _IGNORE = ("model.rotary_emb.inv_freq", "model.layers.*.self_attn.rotary_emb.inv_freq")
+#: the families that are this table's variants: (model_type, architecture, q/k/v biases)
+_FAMILIES = (
+    ("llama", "LlamaForCausalLM", False),
+    ("mistral", "MistralForCausalLM", False),
+    ("qwen2", "Qwen2ForCausalLM", True),
+)
 _TABLES = {
-    tied: Table(
-        "llama",
-        _entries(tied),
+    (kind, tied): Table(
+        kind,
+        _entries(tied, bias),
         _IGNORE,
-        architectures=("LlamaForCausalLM",),
+        architectures=(arch,),
         # a tied checkpoint may store the head too, only as the embedding's copy
         copies=(("lm_head.weight", "model.embed_tokens.weight", _TIED),) if tied else (),
     )
+    for kind, arch, bias in _FAMILIES
     for tied in (False, True)
 }
 
 
 def table(config: LlamaConfig) -> Table:
-    """Llama's checkpoint table for ``config`` (with ``lm_head.weight`` unless tied)."""
-    return _TABLES[config.tie_word_embeddings]
+    """The checkpoint table of ``config``'s family (Llama, Mistral or Qwen2, by the config's
+    class): Llama's entries, Qwen2's q/k/v biases, ``lm_head.weight`` unless tied."""
+    return _TABLES[config.model_type, config.tie_word_embeddings]
+
+
+def load(
+    folder: str | os.PathLike[str],
+    config_type: type[LlamaConfig],
+    *,
+    unroll: bool,
+    dtype: type[Floating] | None,
+    implementation: AttentionPath,
+) -> Llama:
+    """A :class:`Llama` of ``config_type``'s family read from ``folder`` (``from_hf`` of
+    ``llama``, ``mistral`` and ``qwen2``: the same loader, the family's table)."""
+    kind = config_type.model_type
+    config = read_config(folder, config_type, table(config_type()))
+    config.check(f"{kind}: {os.fspath(folder)}/config.json")
+    return load_model(
+        folder,
+        lambda k: Llama(config, implementation=implementation, key=k, unroll=unroll),
+        table(config),
+        layers=config.num_hidden_layers,
+        dtype=dtype,
+        where=f"{kind}.from_hf",
+    )
 
 
 @overload
@@ -454,21 +592,13 @@ def from_hf(
         >>> model = llama.from_hf("tests/models/fixtures/llama-kv2")
         >>> deep = llama.from_hf(folder, unroll=False, dtype=ax.BF16)
     """
-    config = read_config(folder, LlamaConfig, table(LlamaConfig()))
-    config.check(f"llama: {os.fspath(folder)}/config.json")
-    return load_model(
-        folder,
-        lambda k: Llama(config, implementation=implementation, key=k, unroll=unroll),
-        table(config),
-        layers=config.num_hidden_layers,
-        dtype=dtype,
-        where="llama.from_hf",
-    )
+    return load(folder, LlamaConfig, unroll=unroll, dtype=dtype, implementation=implementation)
 
 
 def to_hf(model: Llama, folder: str | os.PathLike[str]) -> None:
     """Write ``model`` to ``folder`` as Hugging Face does (``config.json``,
-    ``model.safetensors``): ``transformers.LlamaForCausalLM.from_pretrained`` loads it.
+    ``model.safetensors``) for its config's family: ``transformers.LlamaForCausalLM``
+    (``MistralForCausalLM``, ``Qwen2ForCausalLM``) ``.from_pretrained`` loads it.
     A stacked model (``unroll=False``) writes the keys, shapes and bytes of the unstacked
     one; the parameters are written in their own dtype.
 
@@ -480,4 +610,4 @@ def to_hf(model: Llama, folder: str | os.PathLike[str]) -> None:
     t = table(model.config)
     save_weights(folder, model, t, layers=model.config.num_hidden_layers)
     dtype = np.dtype(model.embed_tokens.weight.array.dtype).name  # "float32", "bfloat16"
-    write_config(folder, model.config, t, dtype=dtype)
+    write_config(folder, model.config, t, dtype=dtype, omit_none=True)

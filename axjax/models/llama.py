@@ -20,8 +20,10 @@ from ._llama import Embed as Embed
 from ._llama import KPos as KPos
 from ._llama import Llama as Llama
 from ._llama import LlamaConfig as LlamaConfig
+from ._llama import MistralConfig as MistralConfig
 from ._llama import Mlp as Mlp
 from ._llama import Pos as Pos
+from ._llama import Qwen2Config as Qwen2Config
 from ._llama import Vocab as Vocab
 from ._llama import from_hf as from_hf
 from ._llama import table as table

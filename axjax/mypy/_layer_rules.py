@@ -245,6 +245,7 @@ def _gqa(kind: str, env: Env, d: type[DType], axes: list[Any]) -> Stand:
         key_proj=_param(env, d, kv, hd, e),
         value_proj=_param(env, d, kv, hd, e),
         output_proj=_param(env, d, e, kv, g, hd),
+        biases=None,
         embed_axis=e,
         query_pos=q,
         key_pos=k,
@@ -253,6 +254,7 @@ def _gqa(kind: str, env: Env, d: type[DType], axes: list[Any]) -> Stand:
         head_dim_axis=hd,
         rope_theta=None,
         implementation="einsum",
+        sliding_window=None,
     )
 
 

@@ -32,6 +32,7 @@ from ._attention_masks import (
     check_roles,
     check_score_mask,
     length_mask,
+    window_mask,
 )
 from ._attention_paths import AttentionPath, choose_path
 from ._fused_attention import FusedAttention
@@ -135,10 +136,15 @@ def attend(
     group: type[Axis] | None = None,
     causal: tuple[type[Axis], int] | None = None,
     key_lengths: AnyTensor | None = None,
+    window: int | None = None,
 ) -> AnyTensor:
     """Attention by the einsum or the fused path; ``causal``: (query_pos, its size);
     ``group``: the query heads that share one of the key's ``heads`` (grouped-query
-    attention: an axis of the query alone, kept through the scores on every path)."""
+    attention: an axis of the query alone, kept through the scores on every path);
+    ``window``: a sliding window on top of ``causal`` (:func:`window_mask`; the fused
+    kernels' ``local_window_size``)."""
+    if window is not None and causal is None:
+        raise ValueError("attention: a sliding window goes with causal attention")
     heads = heads if heads in k.axes else None
     group = group if group in q.axes and group not in k.axes else None
     if mask is not None:  # over the score axes: the query's but ``over``, and the keys'
@@ -148,13 +154,13 @@ def attend(
     masked, dropped = mask is not None, drop is not None
     path = choose_path(q, k, v, over, key_pos, masked, dropped, causal, implementation, group)
     if path == "einsum":
-        return _einsum(q, k, v, over, key_pos, mask, drop, causal, key_lengths)
+        return _einsum(q, k, v, over, key_pos, mask, drop, causal, key_lengths, window)
     if causal is not None and causal[1] != known_size(k, key_pos):
         # the fused kernels' causal flag aligns top-left; causal_mask aligns lower-right
         # when keys outnumber queries, so such a call takes the mask instead of the flag
-        c = causal_mask(causal[0], key_pos, causal[1], known_size(k, key_pos))
+        c = _causal(causal, key_pos, known_size(k, key_pos), window)
         mask = c if mask is None else and_masks(mask, c)
-        causal = None
+        causal, window = None, None
     op = FusedAttention(
         over,
         key_pos,
@@ -164,6 +170,7 @@ def attend(
         masked=mask is not None,
         lengths=key_lengths is not None,
         implementation=path or None,
+        window=window,
     )
     return op(q, k, v, *(t for t in (mask, key_lengths) if t is not None))
 
@@ -178,12 +185,13 @@ def _einsum(
     drop: Callable[[AnyTensor], AnyTensor] | None,
     causal: tuple[type[Axis], int] | None,
     key_lengths: AnyTensor | None,
+    window: int | None = None,
 ) -> AnyTensor:
-    """The einsum path: the scores by a contraction, the causal and key-length masks and
-    ``mask`` applied to them, the softmax over the keys, ``drop`` on the weights, and the
-    weights contracted with the values."""
+    """The einsum path: the scores by a contraction, the causal (and sliding-window) and
+    key-length masks and ``mask`` applied to them, the softmax over the keys, ``drop`` on
+    the weights, and the weights contracted with the values."""
     if causal is not None:
-        c = causal_mask(causal[0], key_pos, causal[1], known_size(k, key_pos))
+        c = _causal(causal, key_pos, known_size(k, key_pos), window)
         mask = c if mask is None else and_masks(mask, c)
     if key_lengths is not None:
         padding = length_mask(key_lengths, key_pos, known_size(k, key_pos))
@@ -215,6 +223,17 @@ def _einsum(
     kept = tuple(a for a in q.axes if a != over) + tuple(a for a in k.axes if a not in q.axes)
     order = tuple(a for a in kept if a != key_pos) + tuple(a for a in v.axes if a not in kept)
     return transpose(out, *order)
+
+
+def _causal(
+    causal: tuple[type[Axis], int], key_pos: type[Axis], n_key: int, window: int | None
+) -> AnyTensor:
+    """The causal mask of ``causal`` (query_pos, its size) over ``n_key`` keys, and the
+    sliding ``window``'s where one is given."""
+    c = causal_mask(causal[0], key_pos, causal[1], n_key)
+    if window is None:
+        return c
+    return and_masks(c, window_mask(causal[0], key_pos, causal[1], n_key, window))
 
 
 def _score_layout(q: AnyTensor, k: AnyTensor, over: type[Axis]) -> tuple[type[Axis], ...]:

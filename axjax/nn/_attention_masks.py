@@ -310,16 +310,39 @@ def and_masks(a: AnyTensor, b: AnyTensor) -> AnyTensor:
     return where(ab, bb, False)
 
 
+def window_mask(
+    query_pos: type[Axis], key_pos: type[Axis], n_query: int, n_key: int, window: int
+) -> AnyTensor:
+    """``[QPos, KPos]`` sliding-window mask, aligned as :func:`causal_mask` (the queries are
+    the last ``n_query`` of ``n_key`` positions): query ``i`` at position ``p = i + n_key -
+    n_query`` sees key ``j`` where ``p - j < window`` (the query itself counts: ``window``
+    keys up to and including its own, with the causal mask; Mistral's ``sliding_window``)."""
+    qa, ka = mask_axes(query_pos, key_pos)
+    jnp = jax.numpy
+    p = jnp.arange(n_query, dtype=jnp.int32)[:, None] + max(n_key - n_query, 0)
+    k = jnp.arange(n_key, dtype=jnp.int32)[None, :]
+    return Tensor(p - k < window, (qa, ka))
+
+
 def cached_causal_mask(
-    query_pos: type[Axis], key_pos: type[Axis], n_query: int, n_key: int, start: AnyTensor
+    query_pos: type[Axis],
+    key_pos: type[Axis],
+    n_query: int,
+    n_key: int,
+    start: AnyTensor,
+    window: int | None = None,
 ) -> AnyTensor:
     """``[*rows, QPos, KPos]`` mask of queries that follow a cache of ``start`` (``[*rows]``,
     each row's length) positions: query ``i`` of a row sees key ``j <= start + i``, none of
-    the positions past it (a shorter row's padding, the empty rest of the cache)."""
+    the positions past it (a shorter row's padding, the empty rest of the cache); with a
+    sliding ``window``, only the keys with ``start + i - j < window`` among them (the keys
+    older than the window are masked, as :func:`window_mask`)."""
     qa, ka = mask_axes(query_pos, key_pos)
     jnp = jax.numpy
     lead = (1,) * start.array.ndim
     q = start.array[..., None, None] + jnp.arange(n_query, dtype=jnp.int32).reshape(*lead, -1, 1)
     k = jnp.arange(n_key, dtype=jnp.int32).reshape(*lead, 1, -1)
     allowed = k <= q  # [*rows, n_query, n_key]
+    if window is not None:
+        allowed = allowed & (q - k < window)
     return Tensor(allowed, (*start.axes, qa, ka))

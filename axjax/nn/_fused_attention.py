@@ -48,7 +48,9 @@ class FusedAttention(Op):
     ``heads`` only, JAX's native grouped-query layout (no key or value is repeated).
     ``causal``: the kernels' flag, top-left aligned (query ``i`` sees
     keys ``0..i``); ``ax.nn`` gives it only with as many queries as keys, and passes the
-    lower-right :func:`axjax.nn.causal_mask` as a mask otherwise.
+    lower-right :func:`axjax.nn.causal_mask` as a mask otherwise. ``window``: with
+    ``causal``, a sliding window (query ``i`` sees keys ``i - window + 1 .. i``), the
+    kernels' ``local_window_size=(window - 1, 0)``.
 
     JAX differentiates the forward (``jax_vjp``): with ``implementation="cudnn"`` that is
     cuDNN's backward kernel. :meth:`backward` (the VJP of the same call) is the op's declared
@@ -75,6 +77,7 @@ class FusedAttention(Op):
         masked: bool = False,
         lengths: bool = False,
         implementation: str | None = None,
+        window: int | None = None,
     ) -> None:
         self.over: type[Axis] = over
         self.key_pos: type[Axis] = key_pos
@@ -84,6 +87,7 @@ class FusedAttention(Op):
         self.masked: bool = masked
         self.lengths: bool = lengths
         self.implementation: str | None = implementation
+        self.window: int | None = window
 
     def describe(self) -> str:
         return f"FusedAttention(over={axis_name(self.over)}, key_pos={axis_name(self.key_pos)})"
@@ -238,6 +242,8 @@ class FusedAttention(Op):
             scale=1.0 / math.sqrt(sizes[self.over]),
             is_causal=self.causal,
             key_value_seq_lengths=seq,
+            # the sliding window with the causal flag: query i sees keys i - window + 1 .. i
+            local_window_size=None if self.window is None else (self.window - 1, 0),
             implementation=impl,
         )
         have = (*batch, qpos, *qheads, self.over)

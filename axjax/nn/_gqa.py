@@ -30,7 +30,7 @@ from ..core._internal import (
     positive_float,
     positive_int,
 )
-from ..ops import rename, transpose, zeros
+from ..ops import broadcast, rename, transpose, zeros
 from . import _init
 from ._adapted import project
 from ._attention_kernels import attend
@@ -62,6 +62,39 @@ Q = TypeVar("Q", bound=Axis, default=Any)
 K = TypeVar("K", bound=Axis, default=KeyOf[Q])
 E = TypeVar("E", bound=Axis, default=Any)
 S = TypeVarTuple("S")
+
+
+def _head_size(
+    where: str, embed_size: int, num_heads: int, num_kv_heads: int, head_size: int | None
+) -> int:
+    """The per-head size (``head_size``, else ``embed_size // num_heads``), the head counts
+    checked: the query heads split evenly among the key-value heads."""
+    if num_heads % num_kv_heads:
+        raise ValueError(
+            f"{where}: num_heads {num_heads} is not a multiple of num_kv_heads "
+            f"{num_kv_heads} (each key-value head is read by the same number of query heads)"
+        )
+    if head_size is None:
+        if embed_size % num_heads:
+            raise ValueError(
+                f"{where}: embed_size {embed_size} does not divide into {num_heads} "
+                "heads; give head_size"
+            )
+        head_size = embed_size // num_heads
+    return head_size
+
+
+def _qkv_biases(
+    heads: Mapping[type[Axis], int], kv_heads: Mapping[type[Axis], int], dtype: type[DType]
+) -> tuple[AnyTensor, AnyTensor, AnyTensor]:
+    """Zero biases of the query (``heads``), key and value (``kv_heads``) projections."""
+    zeros = _init.zeros()
+    key = jax.random.key(0)  # zeros: the key is not read
+    return (
+        zeros(key, dict(heads), dtype=dtype),
+        zeros(key, dict(kv_heads), dtype=dtype),
+        zeros(key, dict(kv_heads), dtype=dtype),
+    )
 
 
 _KV = ("kv_head_axis", "head_dim_axis")
@@ -98,6 +131,14 @@ class GroupedQueryAttention(eqx.Module, Generic[D, Q, K, E]):
     the kernels' flag; with a cache (or a ``mask``) it needs a mask, which cuDNN cannot
     take: ``"auto"`` then takes the einsums (as :class:`MultiheadAttention` does).
 
+    ``qkv_bias=True`` adds biases to the query, key and value projections (``biases``:
+    ``[KVHead, GroupHead, HeadDim]``, ``[KVHead, HeadDim]`` twice; added after the
+    projection, before RoPE; Qwen2's attention), none to the output. ``sliding_window=w``
+    lets each query see only the ``w`` latest keys up to its own (position ``p`` sees key
+    ``j`` where ``p - w < j <= p``; Mistral's ``sliding_window``), on every path, in the
+    full call and in the cached step: the fused paths take it as
+    ``local_window_size=(w - 1, 0)``, a cached step as its mask.
+
     Example:
         >>> attn = ax.nn.GroupedQueryAttention(Embed, 48, num_heads=4, num_kv_heads=2,
         ...                                    query_pos=Time, key=jax.random.key(0))
@@ -110,6 +151,7 @@ class GroupedQueryAttention(eqx.Module, Generic[D, Q, K, E]):
     key_proj: AnyTensor
     value_proj: AnyTensor
     output_proj: AnyTensor
+    biases: tuple[AnyTensor, AnyTensor, AnyTensor] | None
     embed_axis: type[Axis] = eqx.field(static=True)
     query_pos: type[Axis] = eqx.field(static=True)
     key_pos: type[Axis] = eqx.field(static=True)
@@ -118,6 +160,7 @@ class GroupedQueryAttention(eqx.Module, Generic[D, Q, K, E]):
     head_dim_axis: type[Axis] = eqx.field(static=True)
     rope_theta: float | None = eqx.field(static=True)
     implementation: AttentionPath = eqx.field(static=True)
+    sliding_window: int | None = eqx.field(static=True)
 
     @checks_choices
     def __init__(
@@ -137,6 +180,8 @@ class GroupedQueryAttention(eqx.Module, Generic[D, Q, K, E]):
         weight_init: _init.Initializer | None = None,
         dtype: type[D] = F32,  # type: ignore[assignment]  # D defaults to F32
         implementation: AttentionPath = "auto",
+        qkv_bias: bool = False,
+        sliding_window: int | None = None,
         key: jax.Array,
     ) -> None:
         where = "GroupedQueryAttention"
@@ -150,18 +195,10 @@ class GroupedQueryAttention(eqx.Module, Generic[D, Q, K, E]):
         num_heads = positive_int(where, "num_heads", num_heads)
         num_kv_heads = positive_int(where, "num_kv_heads", num_kv_heads)
         head_size = optional_positive_int(where, "head_size", head_size)
-        if num_heads % num_kv_heads:
-            raise ValueError(
-                f"{where}: num_heads {num_heads} is not a multiple of num_kv_heads "
-                f"{num_kv_heads} (each key-value head is read by the same number of query heads)"
-            )
-        if head_size is None:
-            if embed_size % num_heads:
-                raise ValueError(
-                    f"{where}: embed_size {embed_size} does not divide into {num_heads} "
-                    "heads; give head_size"
-                )
-            head_size = embed_size // num_heads
+        self.sliding_window = optional_positive_int(where, "sliding_window", sliding_window)
+        if not isinstance(qkv_bias, bool):
+            raise TypeError(f"{where}: qkv_bias is a bool, got {type(qkv_bias).__name__}")
+        head_size = _head_size(where, embed_size, num_heads, num_kv_heads, head_size)
         self.rope_theta = (
             None if rope_theta is None else positive_float(where, "rope_theta", rope_theta)
         )
@@ -192,6 +229,13 @@ class GroupedQueryAttention(eqx.Module, Generic[D, Q, K, E]):
         self.output_proj = init(
             k4, {**e, **heads}, fan_in=tuple(heads), fan_out=embed_axis, dtype=dtype
         )
+        kv_heads = {**kv, head_dim_axis: head_size}
+        self.biases = _qkv_biases(heads, kv_heads, dtype) if qkv_bias else None
+
+    def _project(self, x: AnyTensor, w: AnyTensor, i: int) -> AnyTensor:
+        """``x``'s projection by ``w`` over the feature axis, and the ``i``-th bias."""
+        y = project(x, w, over=self.embed_axis)
+        return y + broadcast(self.biases[i], y) if self.biases is not None else y
 
     def init_cache(
         self, batch: Mapping[type[Axis], int], max_len: int, dtype: type[DType] | None = None
@@ -273,9 +317,9 @@ class GroupedQueryAttention(eqx.Module, Generic[D, Q, K, E]):
                 f"{axis_name(self.key_pos)} (make it with this layer's init_cache)"
             )
         start: int | AnyTensor = 0 if cache is None else cache.length  # each row's
-        q = self._rope(project(x, self.query_proj, over=self.embed_axis), start)
-        k = self._rope(project(x, self.key_proj, over=self.embed_axis), start)
-        v = project(x, self.value_proj, over=self.embed_axis)
+        q = self._rope(self._project(x, self.query_proj, 0), start)
+        k = self._rope(self._project(x, self.key_proj, 1), start)
+        v = self._project(x, self.value_proj, 2)
         n_query = int(x.size(self.query_pos))
         # without a cache: causal by the kernels' flag (every path); with one: the mask of
         # the filled positions up to each query's own, a traced offset (cuDNN cannot take it)
@@ -288,9 +332,8 @@ class GroupedQueryAttention(eqx.Module, Generic[D, Q, K, E]):
             )
             causal = (self.query_pos, n_query)
         else:
-            filled = cached_causal_mask(
-                self.query_pos, self.key_pos, n_query, cache.max_len, cache.length
-            )
+            w, n = self.sliding_window, cache.max_len  # the window: in the mask of the step
+            filled = cached_causal_mask(self.query_pos, self.key_pos, n_query, n, cache.length, w)
             cache = cache.write(k, v, self.query_pos)
             keys, values = cache.read()
         if mask is not None:
@@ -313,6 +356,7 @@ class GroupedQueryAttention(eqx.Module, Generic[D, Q, K, E]):
             heads=self.kv_head_axis,
             group=self.group_axis,
             causal=causal,
+            window=self.sliding_window if causal is not None else None,
         )
         heads = (self.kv_head_axis, self.group_axis, self.head_dim_axis)
         y = transpose(project(out, self.output_proj, over=heads), *x.axes)

@@ -472,6 +472,7 @@ def fixtures(tmp: Path) -> dict[str, Fixture | Exempt]:
                 "num_kv_heads": 1,
                 "head_size": 4,
                 "rope_theta": 100.0,
+                "sliding_window": 2,
             },
             lambda **kw: nn.GroupedQueryAttention(B, query_pos=T, key=KEY, **kw)(
                 ax.ones((2, 3, 8), A, T, B)
@@ -527,6 +528,10 @@ def fixtures(tmp: Path) -> dict[str, Fixture | Exempt]:
             {"layer": 1}, lambda layer: _stacked_cache().layer_view(layer)
         ),
         "ax.nn.Decoder.init_cache": Exempt("a protocol: the user's model implements it"),
+        "ax.nn.FusedAttention": Exempt(
+            "an op the attention layers build: its window is a layer's sliding_window, "
+            "checked by the layer (GroupedQueryAttention's fixture)"
+        ),
         "ax.rearrange": Fixture(
             {"axes": {"New": 2}},
             lambda axes: ax.rearrange(ax.zeros((4,), A), "(New B) -> New B", New, B, **axes),

@@ -21,16 +21,17 @@ from safetensors.numpy import load_file
 
 import axjax as ax
 import axjax.models._gpt2
-from axjax.models import gpt2, llama
+from axjax.models import gpt2
+from axjax.models._cli import family_of
 from axjax.nn._internal import scan_layers
 from tests.nn.helpers import Batch
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
-NAMES = ("gpt2", "llama-kv4", "llama-kv2", "llama-kv1")
+NAMES = ("gpt2", "llama-kv4", "llama-kv2", "llama-kv1", "mistral-sw4", "qwen2-tied")
 
 
 def _family(name: str) -> Any:
-    return gpt2 if name == "gpt2" else llama
+    return family_of(FIXTURES / name)  # by config.json's model_type
 
 
 @functools.cache
@@ -53,7 +54,13 @@ def _prompt(name: str) -> ax.AnyTensor:
 
 
 @pytest.mark.parametrize(
-    ("name", "unroll"), [*((n, True) for n in NAMES), ("gpt2", False), ("llama-kv2", False)]
+    ("name", "unroll"),
+    [
+        *((n, True) for n in NAMES if n != "mistral-sw4"),
+        ("gpt2", False),
+        ("llama-kv2", False),
+        ("mistral-sw4", False),  # the window in the stacked cached steps
+    ],
 )
 def test_ragged_greedy_generation_with_a_stop_token_equals_transformers(
     name: str, unroll: bool

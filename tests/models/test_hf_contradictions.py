@@ -21,7 +21,7 @@ import pytest
 pytest.importorskip("safetensors")
 from safetensors.numpy import load_file, save_file  # noqa: E402
 
-from axjax.models import _hf, gpt2, llama  # noqa: E402
+from axjax.models import _hf, gpt2, llama, mistral, qwen2  # noqa: E402
 
 FIXTURES = Path(__file__).parent / "fixtures"
 
@@ -34,6 +34,18 @@ FAMILIES: dict[str, tuple[str, Callable[..., Any], dict[str, Any], _hf.Table]] =
         {"tie_word_embeddings": True},
         llama.table(llama.LlamaConfig(tie_word_embeddings=True)),
     ),
+    "mistral-tied": (
+        "mistral-sw4",
+        mistral.from_hf,
+        {"tie_word_embeddings": True},
+        mistral.table(mistral.MistralConfig(tie_word_embeddings=True)),
+    ),
+    "qwen2-tied": (
+        "qwen2-tied",
+        qwen2.from_hf,
+        {},
+        qwen2.table(qwen2.Qwen2Config(tie_word_embeddings=True)),
+    ),
 }
 ROWS = [
     (family, key, of)
@@ -45,7 +57,8 @@ ROWS = [
 def test_every_family_is_covered() -> None:
     """Each family's tables: a key the configuration can make unused is a copy entry, not
     an ``ignore`` pattern (an ignored weight would be dropped silently)."""
-    tables = [gpt2.TABLE, *(llama.table(llama.LlamaConfig(tie_word_embeddings=t)) for t in (0, 1))]
+    configs = (llama.LlamaConfig, mistral.MistralConfig, qwen2.Qwen2Config)
+    tables = [gpt2.TABLE, *(llama.table(c(tie_word_embeddings=t)) for c in configs for t in (0, 1))]
     for table in tables:
         assert not [g for g in table.ignore if g.endswith(".weight")], table.ignore
     assert {r[0] for r in ROWS} == set(FAMILIES)
@@ -86,7 +99,7 @@ def test_the_copy_check_mutation(tmp_path: Path, monkeypatch: pytest.MonkeyPatch
         test_a_key_the_config_leaves_unused_must_be_a_copy(tmp_path, *ROWS[-1])
 
 
-@pytest.mark.parametrize("load", [gpt2.from_hf, llama.from_hf])
+@pytest.mark.parametrize("load", [gpt2.from_hf, llama.from_hf, mistral.from_hf, qwen2.from_hf])
 def test_a_folder_that_does_not_exist_is_named(tmp_path: Path, load: Callable[..., Any]) -> None:
     with pytest.raises(FileNotFoundError, match=r"the folder .*nowhere does not exist"):
         load(tmp_path / "nowhere")

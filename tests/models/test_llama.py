@@ -26,13 +26,18 @@ from safetensors.numpy import load_file, save_file
 
 import axjax as ax
 import axjax.nn._gqa
-from axjax.models import ConversionError, llama, load_weights
+from axjax.models import ConversionError, llama, load_weights, mistral, qwen2, read_config
+from axjax.models._cli import family_of
 from axjax.models.llama import Llama, Pos, Vocab
 from tests.conftest import across_programs, requires
 
 ROOT = Path(__file__).resolve().parents[2]
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
 NAMES = ("llama-kv4", "llama-kv2", "llama-kv1")
+#: the variants of Llama's table: Mistral's sliding window (4 of the 12 positions, 8 before
+#: the cached step) and Qwen2's q/k/v biases with a tied head
+VARIANTS = ("mistral-sw4", "qwen2-tied")
+ALL = NAMES + VARIANTS
 B = TypeVarTuple("B")
 
 
@@ -41,7 +46,7 @@ class Batch(ax.Axis): ...
 
 
 def _models() -> dict[str, Llama]:
-    return {n: llama.from_hf(FIXTURES / n) for n in NAMES}
+    return {n: family_of(FIXTURES / n).from_hf(FIXTURES / n) for n in ALL}
 
 
 @pytest.fixture(scope="module")
@@ -75,7 +80,7 @@ def _copy(tmp_path: Path, name: str, arrays: dict[str, np.ndarray] | None = None
 
 
 # ----------------------------------------------------------------------------- values
-@pytest.mark.parametrize("name", NAMES)
+@pytest.mark.parametrize("name", ALL)
 def test_logits_match_transformers(models: dict[str, Llama], name: str) -> None:
     refs = _refs(name)
     logits = _forward(models[name], _ids(refs))
@@ -89,6 +94,7 @@ def test_the_fixtures_cover_kv_heads_ties_and_theta(models: dict[str, Llama]) ->
     got = {
         n: (m.config.kv_heads, m.config.tie_word_embeddings, m.config.theta, m.lm_head is None)
         for n, m in models.items()
+        if n in NAMES
     }
     assert got == {
         "llama-kv4": (4, False, 10000.0, False),
@@ -97,11 +103,12 @@ def test_the_fixtures_cover_kv_heads_ties_and_theta(models: dict[str, Llama]) ->
     }
     for m in models.values():
         attn = m.blocks[0].attn
+        assert (attn.biases is not None) == isinstance(m.config, qwen2.Qwen2Config)
         assert attn.key_proj.axes == (ax.nn.KVHead, ax.nn.HeadDim, llama.Embed)
         assert attn.query_proj.sizes[ax.nn.GroupHead] * m.config.kv_heads == 4
 
 
-@pytest.mark.parametrize("name", NAMES)
+@pytest.mark.parametrize("name", ALL)
 def test_a_cached_decode_step_matches_transformers(models: dict[str, Llama], name: str) -> None:
     with safe_open(str(FIXTURES / name / "reference.safetensors"), framework="numpy") as f:
         prefix = int((f.metadata() or {})["prefix"])
@@ -178,34 +185,41 @@ def test_the_attention_path_is_the_process_choice_not_the_checkpoint(
 
 
 # ----------------------------------------------------------------------------- writing
-@pytest.mark.parametrize("name", NAMES)
+@pytest.mark.parametrize("name", ALL)
 def test_to_hf_then_from_hf_is_bit_identical(
     models: dict[str, Llama], name: str, tmp_path: Path
 ) -> None:
-    llama.to_hf(models[name], tmp_path / "out")
-    again = llama.from_hf(tmp_path / "out")
+    family = family_of(FIXTURES / name)
+    family.to_hf(models[name], tmp_path / "out")
+    again = family.from_hf(tmp_path / "out")
+    assert type(again.config) is type(models[name].config)
     assert again.config == models[name].config
     for a, b in zip(_leaves(models[name]), _leaves(again), strict=True):
         assert a.dtype == b.dtype and a.shape == b.shape
         np.testing.assert_array_equal(a, b)
 
 
-@pytest.mark.parametrize("name", NAMES)
+@pytest.mark.parametrize("name", ALL)
 def test_the_written_keys_shapes_and_values_are_the_fixtures(
     models: dict[str, Llama], name: str, tmp_path: Path
 ) -> None:
-    llama.to_hf(models[name], tmp_path / "out")
+    family_of(FIXTURES / name).to_hf(models[name], tmp_path / "out")
     written = load_file(tmp_path / "out" / "model.safetensors")
     fixture = load_file(FIXTURES / name / "model.safetensors")
     assert sorted(written) == sorted(fixture)
-    assert ("lm_head.weight" in written) == (name != "llama-kv1")  # kv1 is tied
+    tied = name in ("llama-kv1", "qwen2-tied")
+    assert ("lm_head.weight" in written) != tied
+    assert ("model.layers.1.self_attn.k_proj.bias" in written) == (name == "qwen2-tied")
     for k, v in fixture.items():
         assert written[k].shape == v.shape, k
         np.testing.assert_array_equal(written[k], v, err_msg=k)
     config = json.loads((tmp_path / "out" / "config.json").read_text())
-    assert config["model_type"] == "llama" and config["architectures"] == ["LlamaForCausalLM"]
     want = json.loads((FIXTURES / name / "config.json").read_text())
-    for key in ("num_key_value_heads", "hidden_size", "tie_word_embeddings", "rope_parameters"):
+    assert config["model_type"] == want["model_type"]
+    assert config["architectures"] == want["architectures"]
+    keys = ["num_key_value_heads", "hidden_size", "tie_word_embeddings", "rope_parameters"]
+    keys += {"mistral-sw4": ["sliding_window"], "qwen2-tied": ["use_sliding_window"]}.get(name, [])
+    for key in keys:
         assert config[key] == want[key], key
 
 
@@ -259,6 +273,85 @@ def test_mutation_query_heads_grouped_the_other_way_fail_the_logits_check() -> N
     )
     refs = _refs("llama-kv2")
     assert np.abs(np.asarray(_forward(wrong, _ids(refs)).array) - refs["logits"]).max() > 1e-2
+
+
+# ----------------------------------------------------------------------------- variants
+def test_mistral_and_qwen2_are_llamas_of_their_config_and_table(models: dict[str, Llama]) -> None:
+    """One model and one table: Mistral's config adds the window (every block's attention
+    gets it), Qwen2's the q/k/v bias rows (after Llama's, the same keys otherwise)."""
+    m, q = models["mistral-sw4"], models["qwen2-tied"]
+    assert type(m) is type(q) is Llama
+    assert type(m.config) is mistral.MistralConfig and m.config.sliding_window == 4
+    assert {b.attn.sliding_window for b in m.blocks} == {4}
+    assert type(q.config) is qwen2.Qwen2Config and q.lm_head is None
+    assert {b.attn.sliding_window for b in q.blocks} == {None}
+    assert q.blocks[0].attn.biases is not None
+    assert [t.axes for t in q.blocks[0].attn.biases] == [
+        (ax.nn.KVHead, ax.nn.GroupHead, ax.nn.HeadDim),
+        (ax.nn.KVHead, ax.nn.HeadDim),
+        (ax.nn.KVHead, ax.nn.HeadDim),
+    ]
+    base = {e.key for e in llama.table(llama.LlamaConfig(tie_word_embeddings=True)).entries}
+    keys = {e.key for e in qwen2.table(q.config).entries}
+    assert keys - base == {f"model.layers.{{i}}.self_attn.{p}_proj.bias" for p in "qkv"}
+    assert {e.key for e in mistral.table(m.config).entries} == base | {"lm_head.weight"}
+    assert (mistral.table(m.config).model_type, qwen2.table(q.config).model_type) == (
+        "mistral",
+        "qwen2",
+    )
+
+
+CONFIG = mistral.MistralConfig()
+
+
+def _mistral_with_window(window: int | None) -> Llama:
+    fixture = read_config(FIXTURES / "mistral-sw4", mistral.MistralConfig, mistral.table(CONFIG))
+    config = dataclasses.replace(fixture, sliding_window=window)
+    template = Llama(config, key=jax.random.key(1))
+    return load_weights(FIXTURES / "mistral-sw4", template, mistral.table(config), layers=2)
+
+
+def test_mutation_the_window_off_by_one_fails_the_logits_check() -> None:
+    """The fixture's window is 4 of 12 positions: a window of 5 (one key too many) moves
+    the logits far past the tolerance (1e-5; measured 6.5, and 6.5 for a window of 3).
+    tests/nn/test_nn_sliding_window.py plants the off-by-one in each mask and in the
+    kernels' window, and catches it in the full call and in the cached steps."""
+    model, refs = _mistral_with_window(5), _refs("mistral-sw4")
+    ids = _ids(refs)
+    assert np.abs(np.asarray(_forward(model, ids).array) - refs["logits"]).max() > 1e-3
+
+
+def test_mutation_qwen2_without_its_biases_fails_the_logits_check(
+    models: dict[str, Llama],
+) -> None:
+    model, refs = models["qwen2-tied"], _refs("qwen2-tied")
+    blocks = tuple(eqx.tree_at(lambda b: b.attn.biases, b, None) for b in model.blocks)
+    bare = eqx.tree_at(lambda m: m.blocks, model, blocks)
+    assert np.abs(np.asarray(_forward(bare, _ids(refs)).array) - refs["logits"]).max() > 1e-3
+
+
+def test_the_variants_configs_are_checked(tmp_path: Path) -> None:
+    """Qwen2's sliding window is refused; Mistral's null window is full causal attention
+    (Llama's logits with Mistral's keys), a window below 1 is refused."""
+    folder = _copy(tmp_path, "qwen2-tied")
+    config = json.loads((folder / "config.json").read_text())
+    (folder / "config.json").write_text(json.dumps({**config, "use_sliding_window": True}))
+    with pytest.raises(
+        ConversionError,
+        match=r"qwen2: .*config\.json: use_sliding_window=True is not supported \(Qwen2's "
+        r"sliding window on the layers from max_window_layers=28\)",
+    ):
+        qwen2.from_hf(folder)
+    folder = _copy(tmp_path, "mistral-sw4")
+    config = json.loads((folder / "config.json").read_text())
+    (folder / "config.json").write_text(json.dumps({**config, "sliding_window": None}))
+    full = mistral.from_hf(folder)
+    assert full.config.window is None and full.blocks[0].attn.sliding_window is None
+    (folder / "config.json").write_text(json.dumps({**config, "sliding_window": 0}))
+    with pytest.raises(ConversionError, match=r"sliding_window=0 is not a positive number"):
+        mistral.from_hf(folder)
+    with pytest.raises(ConversionError, match=r"is a 'mistral' checkpoint \(model_type\)"):
+        llama.from_hf(FIXTURES / "mistral-sw4")
 
 
 # ----------------------------------------------------------------------------- errors
@@ -372,7 +465,7 @@ def test_the_fixtures_remade_with_transformers_load_back(tmp_path: Path) -> None
     assert spec is not None and spec.loader is not None
     maker = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(maker)
-    for name in NAMES:
+    for name in ALL:
         remade = maker.make(name, tmp_path / "fixtures")
         for file in ("model.safetensors", "reference.safetensors"):
             new, old = load_file(remade / file), load_file(FIXTURES / name / file)
@@ -381,8 +474,9 @@ def test_the_fixtures_remade_with_transformers_load_back(tmp_path: Path) -> None
                 np.testing.assert_allclose(
                     new[k], old[k], atol=across_programs(1e-6), rtol=0, err_msg=k
                 )
-        llama.to_hf(llama.from_hf(remade), tmp_path / "out" / name)
-        hf = transformers.LlamaForCausalLM.from_pretrained(tmp_path / "out" / name).eval()
+        family = family_of(remade)
+        family.to_hf(family.from_hf(remade), tmp_path / "out" / name)
+        hf = transformers.AutoModelForCausalLM.from_pretrained(tmp_path / "out" / name).eval()
         refs = _refs(name)
         with torch.no_grad():
             logits = hf(torch.from_numpy(refs["ids"].astype(np.int64))).logits.numpy()

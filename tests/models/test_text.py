@@ -98,7 +98,9 @@ def test_the_command_line_runs_as_a_module_and_names_a_bad_folder(
     assert main(["generate", str(tmp_path), "--prompt", "x"]) == 2
     assert f"no config.json in {tmp_path}" in capsys.readouterr().err
     (tmp_path / "config.json").write_text('{"model_type": "bert"}')
-    with pytest.raises(ValueError, match=r"is a 'bert' checkpoint; the families are gpt2, llama"):
+    with pytest.raises(
+        ValueError, match=r"is a 'bert' checkpoint; the families are gpt2, llama, mistral, qwen2"
+    ):
         family_of(tmp_path)
 
 

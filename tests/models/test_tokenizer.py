@@ -22,10 +22,11 @@ from safetensors import safe_open
 import axjax as ax
 from axjax.core import _optional
 from axjax.models import ConversionError, Tokenizer, gpt2, llama, load_tokenizer
+from axjax.models._cli import family_of
 from tests.conftest import requires
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
-NAMES = ("gpt2", "llama-kv4", "llama-kv2", "llama-kv1")
+NAMES = ("gpt2", "llama-kv4", "llama-kv2", "llama-kv1", "mistral-sw4", "qwen2-tied")
 
 
 @final
@@ -44,7 +45,8 @@ def _reference(name: str) -> dict[str, Any]:
 
 
 def _load(name: str) -> Tokenizer[Any]:
-    return (gpt2.tokenizer if name == "gpt2" else llama.tokenizer)(FIXTURES / name)
+    tok: Tokenizer[Any] = family_of(FIXTURES / name).tokenizer(FIXTURES / name)
+    return tok
 
 
 def _rows(tok: Tokenizer[Any], texts: list[str], **kw: Any) -> list[list[int]]:
@@ -72,12 +74,13 @@ def test_ids_and_decodes_are_transformers(name: str) -> None:
 @pytest.mark.parametrize("name", NAMES)
 def test_decode_of_encode_is_the_text(name: str) -> None:
     """Exact for every text, non-ASCII and special token strings included; Llama's encode
-    adds the BOS, which decode shows unless told to skip the special tokens."""
+    adds the BOS, which decode shows unless told to skip the special tokens (GPT-2's and
+    Qwen2's add none)."""
     tok, texts = _load(name), [r["text"] for r in _reference(name)["texts"]]
     ids, lengths = tok.encode(texts, batch=Batch, add_special_tokens=False)
     assert tok.decode(ids, lengths) == texts
     ids, lengths = tok.encode(texts, batch=Batch)
-    bos = "" if name == "gpt2" else "<|begin_of_text|>"
+    bos = "" if name in ("gpt2", "qwen2-tied") else "<|begin_of_text|>"  # Qwen2: no BOS
     assert tok.decode(ids, lengths) == [bos + t for t in texts]
     plain = [t for t in texts if "<|" not in t]
     ids, lengths = tok.encode(plain, batch=Batch)
@@ -165,9 +168,12 @@ def test_the_special_tokens_are_read_from_the_files(name: str) -> None:
     assert tok.vocab_size == ref["vocab_size"] == config["vocab_size"] == 384
     assert tok.bos_id == ref["bos_token_id"] == config["bos_token_id"]
     assert tok.eos_ids == (ref["eos_token_id"],) == (config["eos_token_id"],)
-    # GPT-2 has no pad token: the first EOS pads (transformers says None)
+    # GPT-2 has no pad token: the first EOS pads (transformers says None); Qwen2 no BOS,
+    # <|endoftext|> its EOS and pad
     assert tok.pad_id == (ref["pad_token_id"] if name != "gpt2" else ref["eos_token_id"])
-    assert ref["pad_token_id"] is None if name == "gpt2" else ref["pad_token_id"] == 383
+    pads = {"gpt2": None, "qwen2-tied": 381}
+    assert ref["pad_token_id"] == pads.get(name, 383)
+    assert (ref["bos_token_id"] is None) == (name == "qwen2-tied")
 
 
 def _llama_copy(tmp_path: Path) -> Path:
