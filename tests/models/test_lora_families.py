@@ -8,6 +8,7 @@ model with unmerged adapters.
 
 from __future__ import annotations
 
+import dataclasses
 import pkgutil
 import zlib
 from collections.abc import Callable
@@ -21,7 +22,7 @@ import pytest
 
 import axjax as ax
 import axjax.models
-from axjax.models import gpt2, llama
+from axjax.models import gpt2, llama, mistral, qwen2
 from axjax.nn._lora import lora_record
 
 
@@ -44,6 +45,15 @@ _LLAMA = llama.LlamaConfig(
     num_attention_heads=2,
     num_key_value_heads=1,
 )
+_SIZES = {f.name: getattr(_LLAMA, f.name) for f in dataclasses.fields(_LLAMA)}
+#: Mistral with a window shorter than the batch's 6 positions, Qwen2 with its q/k/v biases
+_MISTRAL = mistral.MistralConfig(**{**_SIZES, "sliding_window": 3})
+_QWEN2 = qwen2.Qwen2Config(**{**_SIZES, "tie_word_embeddings": True})
+_LLAMA_KINDS = {
+    "mlp-gate": "blocks.*.mlp.gate",
+    "mlp-up": "blocks.*.mlp.up",
+    "mlp-down": "blocks.*.mlp.down",
+}
 _ATTN = {
     "query": "blocks.*.attn.query_proj",
     "key": "blocks.*.attn.key_proj",
@@ -60,12 +70,17 @@ FAMILIES: dict[str, Family] = {
     "llama": Family(
         llama,
         lambda k, unroll: llama.Llama(_LLAMA, key=k, unroll=unroll),
-        {
-            **_ATTN,
-            "mlp-gate": "blocks.*.mlp.gate",
-            "mlp-up": "blocks.*.mlp.up",
-            "mlp-down": "blocks.*.mlp.down",
-        },
+        {**_ATTN, **_LLAMA_KINDS},
+    ),
+    "mistral": Family(
+        mistral,
+        lambda k, unroll: llama.Llama(_MISTRAL, key=k, unroll=unroll),
+        {**_ATTN, **_LLAMA_KINDS},
+    ),
+    "qwen2": Family(
+        qwen2,
+        lambda k, unroll: llama.Llama(_QWEN2, key=k, unroll=unroll),
+        {**_ATTN, **_LLAMA_KINDS},
     ),
 }
 CASES = [(name, kind) for name, fam in FAMILIES.items() for kind in fam.kinds]
