@@ -31,12 +31,13 @@ message as the op raised it.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import functools
 import inspect
 import re
 from collections.abc import Callable, Generator, Iterator, Mapping
 from contextvars import ContextVar
-from typing import Any, TypeVar, cast
+from typing import Any, TypeVar, cast, overload
 
 from ._axis import Axis, axis_name
 from ._dtype import Bool
@@ -45,6 +46,8 @@ from ._source import transparent
 
 __all__ = [
     "NAMED",
+    "STAGES",
+    "Checks",
     "argument",
     "calling",
     "check_mask",
@@ -52,6 +55,7 @@ __all__ = [
     "public_call",
     "public_init",
     "public_method",
+    "reattribute",
     "user_code",
 ]
 
@@ -74,9 +78,8 @@ def argument(name: str) -> Generator[None, None, None]:
     callable that transforms an argument before the op that may fail on it says so)."""
     try:
         yield
-    except AxisError as e:
-        if e.argument is None:
-            e.argument = name
+    except (TypeError, ValueError) as e:
+        _tag(e, "argument", name)  # the innermost block names it
         raise
 
 
@@ -172,12 +175,18 @@ def _same(a: object, b: object) -> bool:
 
 
 def _arguments(
-    fn: Callable[..., object], args: tuple[object, ...], kwargs: dict[str, object]
+    fn: Callable[..., object],
+    args: tuple[object, ...],
+    kwargs: dict[str, object],
+    *,
+    defaults: bool = False,
 ) -> dict[str, object]:
     try:
         bound = inspect.signature(fn).bind(*args, **kwargs)
     except TypeError:
         return {}
+    if defaults:
+        bound.apply_defaults()
     out: dict[str, Any] = {}
     for name, value in bound.arguments.items():
         kind = bound.signature.parameters[name].kind
@@ -220,6 +229,11 @@ def own_words(error: AxisError, call: str, first: str) -> bool:
     return error.op is None and re.search(rf"\b{re.escape(call)}\b", first) is not None
 
 
+def _names_one(first: str, arguments: dict[str, object]) -> bool:
+    """Whether a message's first line names one of the call's arguments."""
+    return any(re.search(rf"\b{re.escape(n)}\b", first) for n in arguments)
+
+
 def name_error(error: AxisError, call: str, arguments: dict[str, object]) -> None:
     """Reword ``error`` (in place) so that its first line names ``call`` and the argument at
     fault; the original message follows, indented, unless it is the call's own check."""
@@ -230,6 +244,8 @@ def name_error(error: AxisError, call: str, arguments: dict[str, object]) -> Non
     error.inner = text
     named = _at_fault(error, arguments)
     first = text.split("\n", 1)[0]
+    if error.op is None and own_words(error, call, first) and _names_one(first, arguments):
+        return  # the call's own message, naming its argument: kept as it is
     why = error.why
     if why is None:  # a message of its own words: "Cannot fold over T: <why>"
         why = first.split(": ", 1)[1] if first.startswith("Cannot ") and ": " in first else first
@@ -259,22 +275,152 @@ def name_error(error: AxisError, call: str, arguments: dict[str, object]) -> Non
         error.args = (f"{head}\n  inside: {text}",)
 
 
+#: the order an entry point's checks run in: the order a user reads a call's arguments
+STAGES = ("axes", "dtypes", "values")
+
+#: one check of an entry point's arguments (their names to their values, defaults filled)
+Check = Callable[[Mapping[str, Any]], None]
+
+
+@dataclasses.dataclass(frozen=True)
+class Checks:
+    """An entry point's own checks of its arguments, run by its call context in
+    :data:`STAGES` (every axes check, then every dtype check, then every value check)
+    before its body, so that no call inside can fail on an argument first.
+
+    ``blame`` names the argument at fault when an inner public call fails anyway
+    (``{"init_cache": "steps"}``: a method's name stands for every class's; default: the argument a block named, the operand the error
+    blamed, the call's only Tensor), and ``expects`` says what each argument should be.
+
+    Example:
+        >>> @public_call(checks=Checks(axes=(prompt_axes,), values=(prompt_values,)))
+        ... def generate(model, prompt, steps): ...
+    """
+
+    axes: tuple[Check, ...] = ()
+    dtypes: tuple[Check, ...] = ()
+    values: tuple[Check, ...] = ()
+    blame: Mapping[str, str] = dataclasses.field(default_factory=dict)
+    expects: Mapping[str, str] = dataclasses.field(default_factory=dict)
+
+    def run(self, fn: Callable[..., object], args: tuple[object, ...], kw: dict[str, object]) -> None:
+        """Every check, stage by stage, on the call's arguments (self left out)."""
+        arguments = _arguments(fn, args, kw, defaults=True)
+        if not arguments:
+            return  # not a valid call: Python's own TypeError says why
+        for stage in STAGES:
+            for check in getattr(self, stage):
+                check(arguments)
+
+
+def _tag(error: BaseException, key: str, value: object) -> None:
+    """Record ``value`` on ``error`` unless an inner block recorded one already."""
+    if getattr(error, key, None) is None:
+        error.__dict__[key] = value
+
+
+def reattribute(
+    error: TypeError | ValueError, call: str, arguments: dict[str, object], checks: Checks | None
+) -> None:
+    """Reword ``error``, raised by the inner public call ``error.raised_in``, so that its
+    first line names ``call`` (the entry point the user called), the argument at fault and
+    what it should be; the inner message follows (``inside:``) as the reason."""
+    if not (len(error.args) == 1 and isinstance(error.args[0], str)):
+        return  # not a message axjax wrote
+    inner = cast(str, getattr(error, "raised_in", ""))
+    text = str(error)
+    first = text.split("\n", 1)[0]
+    blame = checks.blame if checks is not None else {}
+    method = inner.rsplit(".", 1)[-1]  # GPT2.init_cache: blamed as "init_cache" too
+    fault = getattr(error, "argument", None) or blame.get(inner) or blame.get(method)
+    if fault is None and isinstance(error, AxisError):
+        fault = next((n for n, _ in _at_fault(error, arguments)), None)
+    if fault is None:
+        tensors = [n for n, v in arguments.items() if next(_leaves(v), None) is not None]
+        fault = tensors[0] if len(tensors) == 1 else None
+    why = _reason(first, inner)
+    if fault is None:
+        head = f"{call}: {why}"
+    else:
+        value = arguments.get(fault)
+        shown = describe(value) if _is_tensor_like(value) else repr(value)
+        shown = shown if len(shown) <= 60 else shown[:57] + "..."
+        expects = checks.expects.get(fault) if checks is not None else None
+        head = f"{call}: {fault}={shown}" + (f" should be {expects}" if expects else "")
+        head += f": {why}" if not expects else ""
+    error.args = (f"{head}\n  inside: {text}",)
+    _tag(error, "call", call)
+
+
+def _reason(first: str, inner: str) -> str:
+    """The reason of an inner message's first line, without the inner call's name."""
+    for prefix in (f"{inner}: ", "Cannot apply "):
+        if first.startswith(prefix):
+            first = first[len(prefix) :]
+            if prefix == "Cannot apply " and ": " in first:
+                first = first.split(": ", 1)[1]
+    return re.sub(rf"\b{re.escape(inner)}\b", "an inner call", first) if inner else first
+
+
+def _failed(
+    error: TypeError | ValueError,
+    name: str,
+    fn: Callable[..., object],
+    call: tuple[tuple[object, ...], dict[str, object]],
+    checks: Checks | None,
+) -> None:
+    """The outermost call's rewording of an error leaving it (the error path only): an
+    inner public call's error is re-attributed to it, an op's named by it and the argument
+    at fault; its own words are kept."""
+    inner = getattr(error, "raised_in", None)
+    is_op = isinstance(error, AxisError) and error.op is not None
+    if inner is not None and inner != name and not is_op and error.__dict__.get("call") is None:
+        reattribute(error, name, _arguments(fn, *call, defaults=True), checks)
+    elif isinstance(error, AxisError):
+        name_error(error, name, _arguments(fn, *call))
+
+
 def _run(
-    name: str, fn: Callable[..., object], args: tuple[object, ...], kwargs: dict[str, object]
+    name: str,
+    fn: Callable[..., object],
+    args: tuple[object, ...],
+    kwargs: dict[str, object],
+    checks: Checks | None = None,
 ) -> object:
     token = _CALL.set(name)
     try:
+        if checks is not None:
+            checks.run(fn, args, kwargs)
         return fn(*args, **kwargs)
-    except AxisError as e:
-        name_error(e, name, _arguments(fn, args, kwargs))
+    except (TypeError, ValueError) as e:
+        _failed(e, name, fn, (args, kwargs), checks)
         raise
     finally:
         _CALL.reset(token)
 
 
-def public_call(name: str | None = None) -> Callable[[F], F]:
+def _nested(
+    name: str,
+    fn: Callable[..., object],
+    args: tuple[object, ...],
+    kwargs: dict[str, object],
+    checks: Checks | None = None,
+) -> object:
+    """A public call made inside another: its checks run, and an error leaving it is marked
+    as raised in it (the outermost call re-attributes it: :func:`reattribute`)."""
+    try:
+        if checks is not None:
+            checks.run(fn, args, kwargs)
+        return fn(*args, **kwargs)
+    except (TypeError, ValueError) as e:
+        _tag(e, "raised_in", name)
+        raise
+
+
+def public_call(name: str | None = None, *, checks: Checks | None = None) -> Callable[[F], F]:
     """Run the decorated function in a call context named ``name`` (default: its own name):
-    an ``AxisError`` raised inside names it and the argument at fault (see the module)."""
+    its ``checks`` run first, stage by stage, and an error raised inside names it and the
+    argument at fault (see the module)."""
 
     def decorate(fn: F) -> F:
         label = name or fn.__name__
@@ -282,8 +428,8 @@ def public_call(name: str | None = None) -> Callable[[F], F]:
         @functools.wraps(fn)
         def called(*args: object, **kwargs: object) -> object:
             if _CALL.get() is not None:  # inside another public call: that one is named
-                return fn(*args, **kwargs)
-            return _run(label, fn, args, kwargs)
+                return _nested(label, fn, args, kwargs, checks)
+            return _run(label, fn, args, kwargs, checks)
 
         NAMED[called] = label
         transparent(called)
@@ -292,18 +438,33 @@ def public_call(name: str | None = None) -> Callable[[F], F]:
     return decorate
 
 
-def public_method(fn: F) -> F:
-    """:func:`public_call` for a layer's ``__call__``: named by the layer's class."""
+@overload
+def public_method(fn: F) -> F: ...
+@overload
+def public_method(
+    *, method: str | None = None, checks: Checks | None = None
+) -> Callable[[F], F]: ...
+def public_method(
+    fn: F | None = None, *, method: str | None = None, checks: Checks | None = None
+) -> F | Callable[[F], F]:
+    """:func:`public_call` for a layer's ``__call__``, named by the layer's class (with
+    ``method``: ``GPT2.init_cache``)."""
 
-    @functools.wraps(fn)
-    def called(self: object, *args: object, **kwargs: object) -> object:
-        if _CALL.get() is not None:
-            return fn(self, *args, **kwargs)
-        return _run(type(self).__name__, fn, (self, *args), kwargs)
+    def decorate(fn: F) -> F:
+        suffix = f".{method}" if method else ""
 
-    NAMED[called] = "<the layer's class>"
-    transparent(called)
-    return cast(F, called)
+        @functools.wraps(fn)
+        def called(self: object, *args: object, **kwargs: object) -> object:
+            label = type(self).__name__ + suffix
+            if _CALL.get() is not None:
+                return _nested(label, fn, (self, *args), kwargs, checks)
+            return _run(label, fn, (self, *args), kwargs, checks)
+
+        NAMED[called] = f"<the layer's class>{suffix}"
+        transparent(called)
+        return cast(F, called)
+
+    return decorate if fn is None else decorate(fn)
 
 
 def public_init(fn: F) -> F:
@@ -327,3 +488,4 @@ def public_init(fn: F) -> F:
 
 
 transparent(_run)
+transparent(_nested)

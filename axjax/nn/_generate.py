@@ -34,6 +34,7 @@ import numpy as np
 
 from ..core import I32, AnyTensor, Axis, AxisError, Tensor
 from ..core._internal import (
+    Checks,
     axes_names,
     axis_name,
     check_choice,
@@ -42,6 +43,7 @@ from ..core._internal import (
     check_not_donated,
     effects_barrier,
     positive_int,
+    public_call,
 )
 from ..ops import transpose
 from ._kv_cache import KVCache
@@ -230,18 +232,23 @@ def _realigned(ids: jax.Array, lengths: jax.Array) -> jax.Array:
     return jnp.take_along_axis(ids, where, axis=-1)
 
 
-def _check_prompt(
-    model: object, prompt: object, steps: int, pos: type[Axis] | None, max_len: int | None
-) -> tuple[type[Axis], int]:
-    """The prompt's position axis and the cache's length, checked in the order a user
-    reads them (the prompt's axes, its dtype, then its sizes and values), against what the
-    model declares (``position_axis``, ``max_positions``, ``vocab_size``: each optional),
-    before any call inside can fail on them."""
-    if not isinstance(prompt, Tensor) or not prompt.axes:
-        raise TypeError("generate: the prompt is a Tensor of token ids [*Batch, Pos]")
+def _position(model: object, prompt: AnyTensor, pos: type[Axis] | None) -> type[Axis]:
+    """The prompt's position axis: ``pos``, else the model's ``position_axis`` when the
+    prompt has it, else the prompt's last axis."""
     declared = getattr(model, "position_axis", None)
     if pos is None:
-        pos = declared if declared in prompt.axes else prompt.axes[-1]
+        return cast(type[Axis], declared if declared in prompt.axes else prompt.axes[-1])
+    return pos
+
+
+def _prompt_axes(a: Mapping[str, Any]) -> None:
+    """generate's first stage: the prompt is a Tensor with a position axis, the one the
+    model reads (``position_axis``, when it declares one)."""
+    prompt, model = a["prompt"], a["model"]
+    if not isinstance(prompt, Tensor) or not prompt.axes:
+        raise TypeError("generate: the prompt is a Tensor of token ids [*Batch, Pos]")
+    pos = _position(model, prompt, a["pos"])
+    declared = getattr(model, "position_axis", None)
     if pos not in prompt.axes:
         raise AxisError(
             f"generate: the prompt ({axes_names(prompt.axes)}) has no position axis "
@@ -253,8 +260,22 @@ def _check_prompt(
             f"{axis_name(declared)} (the prompt: {axes_names(prompt.axes)}); pass "
             f"pos={axis_name(declared)} or leave pos out"
         )
+
+
+def _prompt_dtype(a: Mapping[str, Any]) -> None:
+    """generate's second stage: the prompt holds integers (token ids)."""
+    prompt = a["prompt"]
     if not jnp.issubdtype(prompt.array.dtype, jnp.integer):
         raise TypeError(f"generate: the prompt holds token ids, got {prompt.dtype.__name__}")
+
+
+def _prompt_values(a: Mapping[str, Any]) -> None:
+    """generate's last stage: the options, then the prompt's sizes and ids against what the
+    model declares (``max_positions``, ``vocab_size``), before any call inside can fail."""
+    check_choice("generate", "padding", a["padding"], ("right", "left"))
+    steps = positive_int("generate", "steps", a["steps"])
+    model, prompt = a["model"], a["prompt"]
+    pos = _position(model, prompt, a["pos"])
     n_prompt = int(prompt.size(pos))
     if n_prompt == 0:
         raise ValueError(
@@ -272,14 +293,28 @@ def _check_prompt(
             f"{need} positions (prompt + steps - 1), the model has {limit} "
             f"({type(model).__name__}'s context length): shorten the prompt or lower steps"
         )
-    max_len = need if max_len is None else positive_int("generate", "max_len", max_len)
+    max_len = need if a["max_len"] is None else positive_int("generate", "max_len", a["max_len"])
     if need > max_len:
         raise ValueError(
             f"generate: a prompt of {n_prompt} and {steps} steps need a cache of {need} "
             f"positions, max_len is {max_len}"
         )
     _check_ids(model, prompt)
-    return pos, max_len
+
+
+#: generate's checks, in the order a user reads its arguments (core/_calls.py runs them)
+CHECKS = Checks(
+    axes=(_prompt_axes,),
+    dtypes=(_prompt_dtype,),
+    values=(_prompt_values,),
+    blame={"init_cache": "steps", "positions": "prompt", "causal_mask": "prompt"},
+    expects={
+        "prompt": "integer token ids [*Batch, Pos], at least one token per row",
+        "steps": "a positive int, the prompt's length + steps - 1 within the model's context",
+        "pos": "the prompt's position axis (the model's position_axis)",
+        "lengths": "each row's prompt length [*Batch], from 1 to the prompt's length",
+    },
+)
 
 
 def _check_ids(model: object, prompt: Tensor[Any]) -> None:
@@ -381,6 +416,7 @@ def generate(
     stream: StreamCallback | None = None,
     stream_every: int = 8,
 ) -> Generation[*B]: ...
+@public_call(checks=CHECKS)
 def generate(
     model: Decoder[Any],
     prompt: Tensor[I32, *B],
@@ -435,10 +471,9 @@ def generate(
         >>> out = ax.nn.generate(lm, prompt, 32, jax.random.key(0), temperature=0.8, top_p=0.9)
         >>> tokens, lengths = ax.nn.generate(lm, ids, 32, temperature=0, lengths=n, stop=eos)
     """
-    check_choice("generate", "padding", padding, ("right", "left"))
-    steps = positive_int("generate", "steps", steps)
-    pos, max_len = _check_prompt(model, prompt, steps, pos, max_len)
+    pos = _position(model, prompt, pos)  # the arguments are checked (CHECKS)
     n_prompt = int(prompt.size(pos))
+    max_len = n_prompt + steps - 1 if max_len is None else max_len
     sampler = _Sampler(*check_sampler("generate", temperature, top_k, top_p))
     stops = _check_stop(stop, pad_id)
     if key is None:
