@@ -280,27 +280,35 @@ STAGES = ("axes", "dtypes", "values")
 
 #: one check of an entry point's arguments (their names to their values, defaults filled)
 Check = Callable[[Mapping[str, Any]], None]
+#: a stage's checks: each with the argument it is about (named on its error)
+Stage = tuple[tuple[str, Check], ...]
 
 
 @dataclasses.dataclass(frozen=True)
 class Checks:
     """An entry point's own checks of its arguments, run by its call context in
     :data:`STAGES` (every axes check, then every dtype check, then every value check)
-    before its body, so that no call inside can fail on an argument first.
+    before its body, so that no call inside can fail on an argument first. Each check is
+    declared with the argument it is about: its error names that argument.
 
-    ``blame`` names the argument at fault when an inner public call fails anyway
-    (``{"init_cache": "steps"}``: a method's name stands for every class's; default: the argument a block named, the operand the error
-    blamed, the call's only Tensor), and ``expects`` says what each argument should be.
+    When an inner public call fails anyway, its error is re-attributed to the entry point
+    (:func:`reattribute`); the argument at fault is the inner call's argument as
+    ``passes`` renames it (``{"prompt": "prompts"}``), else as ``blame`` names it for the
+    inner call (``{"init_cache": "steps"}``: a method's name stands for every class's),
+    else the argument a block named, the operand the error blamed, the only Tensor.
+    ``expects`` says what each argument should be.
 
     Example:
-        >>> @public_call(checks=Checks(axes=(prompt_axes,), values=(prompt_values,)))
+        >>> CHECKS = Checks(axes=(("prompt", prompt_axes),), values=(("steps", steps),))
+        >>> @public_call(checks=CHECKS)
         ... def generate(model, prompt, steps): ...
     """
 
-    axes: tuple[Check, ...] = ()
-    dtypes: tuple[Check, ...] = ()
-    values: tuple[Check, ...] = ()
+    axes: Stage = ()
+    dtypes: Stage = ()
+    values: Stage = ()
     blame: Mapping[str, str] = dataclasses.field(default_factory=dict)
+    passes: Mapping[str, str] = dataclasses.field(default_factory=dict)
     expects: Mapping[str, str] = dataclasses.field(default_factory=dict)
 
     def run(self, fn: Callable[..., object], args: tuple[object, ...], kw: dict[str, object]) -> None:
@@ -309,8 +317,15 @@ class Checks:
         if not arguments:
             return  # not a valid call: Python's own TypeError says why
         for stage in STAGES:
-            for check in getattr(self, stage):
-                check(arguments)
+            for name, check in getattr(self, stage):
+                with argument(name):
+                    check(arguments)
+
+    def at_fault(self, inner: str, argument: str | None) -> str | None:
+        """The entry point's argument an inner call's error is about (None: not known)."""
+        if argument is not None and argument in self.passes:
+            return self.passes[argument]
+        return self.blame.get(inner) or self.blame.get(inner.rsplit(".", 1)[-1])
 
 
 def _tag(error: BaseException, key: str, value: object) -> None:
@@ -330,9 +345,10 @@ def reattribute(
     inner = cast(str, getattr(error, "raised_in", ""))
     text = str(error)
     first = text.split("\n", 1)[0]
-    blame = checks.blame if checks is not None else {}
-    method = inner.rsplit(".", 1)[-1]  # GPT2.init_cache: blamed as "init_cache" too
-    fault = getattr(error, "argument", None) or blame.get(inner) or blame.get(method)
+    said = cast("str | None", getattr(error, "argument", None))  # the inner call's argument
+    fault = checks.at_fault(inner, said) if checks is not None else None
+    if fault is None and said in arguments:
+        fault = said
     if fault is None and isinstance(error, AxisError):
         fault = next((n for n, _ in _at_fault(error, arguments)), None)
     if fault is None:
@@ -470,12 +486,13 @@ def public_method(
 def public_init(fn: F) -> F:
     """A layer's ``__init__`` run in a call context named by its class: the validators name
     the layer being built (``Affine (initializer): dtype must be ...``). Its errors are not
-    reworded: a constructor's checks name the layer already."""
+    reworded: a constructor's checks name the layer already (built inside another public
+    call, ``lora``'s, they are re-attributed to that call)."""
 
     @functools.wraps(fn)
     def built(self: object, *args: object, **kwargs: object) -> object:
-        if _CALL.get() is not None:
-            return fn(self, *args, **kwargs)
+        if _CALL.get() is not None:  # built by another public call: re-attributed there
+            return _nested(type(self).__name__, fn, (self, *args), kwargs)
         token = _CALL.set(type(self).__name__)
         try:
             return fn(self, *args, **kwargs)

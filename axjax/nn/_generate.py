@@ -242,11 +242,14 @@ def _position(model: object, prompt: AnyTensor, pos: type[Axis] | None) -> type[
 
 
 def _prompt_axes(a: Mapping[str, Any]) -> None:
-    """generate's first stage: the prompt is a Tensor with a position axis, the one the
-    model reads (``position_axis``, when it declares one)."""
-    prompt, model = a["prompt"], a["model"]
-    if not isinstance(prompt, Tensor) or not prompt.axes:
+    """The prompt is a Tensor with axes."""
+    if not isinstance(a["prompt"], Tensor) or not a["prompt"].axes:
         raise TypeError("generate: the prompt is a Tensor of token ids [*Batch, Pos]")
+
+
+def _pos_axis(a: Mapping[str, Any]) -> None:
+    """``pos`` is an axis of the prompt's, and the one the model declares."""
+    prompt, model = a["prompt"], a["model"]
     pos = _position(model, prompt, a["pos"])
     declared = getattr(model, "position_axis", None)
     if pos not in prompt.axes:
@@ -269,15 +272,19 @@ def _prompt_dtype(a: Mapping[str, Any]) -> None:
         raise TypeError(f"generate: the prompt holds token ids, got {prompt.dtype.__name__}")
 
 
-def _prompt_values(a: Mapping[str, Any]) -> None:
-    """generate's last stage: the options, then the prompt's sizes and ids against what the
-    model declares (``max_positions``, ``vocab_size``), before any call inside can fail."""
+def _padding(a: Mapping[str, Any]) -> None:
     check_choice("generate", "padding", a["padding"], ("right", "left"))
-    steps = positive_int("generate", "steps", a["steps"])
-    model, prompt = a["model"], a["prompt"]
-    pos = _position(model, prompt, a["pos"])
-    n_prompt = int(prompt.size(pos))
-    if n_prompt == 0:
+
+
+def _steps(a: Mapping[str, Any]) -> None:
+    positive_int("generate", "steps", a["steps"])
+
+
+def _prompt_sizes(a: Mapping[str, Any]) -> None:
+    """At least one token, and at least one row."""
+    prompt = a["prompt"]
+    pos = _position(a["model"], prompt, a["pos"])
+    if prompt.size(pos) == 0:
         raise ValueError(
             f"generate: the prompt has no tokens ({axis_name(pos)}=0); give each row at "
             "least one token to continue"
@@ -285,6 +292,12 @@ def _prompt_values(a: Mapping[str, Any]) -> None:
     empty = [f"{axis_name(a)}=0" for a, n in zip(prompt.axes, prompt.shape, strict=True) if n == 0]
     if empty:
         raise ValueError(f"generate: the prompt has no rows ({', '.join(empty)})")
+
+
+def _context(a: Mapping[str, Any]) -> None:
+    """The prompt and ``steps`` within the model's ``max_positions``, and ``max_len``."""
+    model, prompt, steps = a["model"], a["prompt"], a["steps"]
+    n_prompt = int(prompt.size(_position(model, prompt, a["pos"])))
     need = n_prompt + steps - 1  # the last token drawn is never fed back
     limit = getattr(model, "max_positions", None)
     if isinstance(limit, int) and need > limit:
@@ -293,26 +306,35 @@ def _prompt_values(a: Mapping[str, Any]) -> None:
             f"{need} positions (prompt + steps - 1), the model has {limit} "
             f"({type(model).__name__}'s context length): shorten the prompt or lower steps"
         )
-    max_len = need if a["max_len"] is None else positive_int("generate", "max_len", a["max_len"])
+    if a["max_len"] is None:
+        return
+    max_len = positive_int("generate", "max_len", a["max_len"])
     if need > max_len:
         raise ValueError(
             f"generate: a prompt of {n_prompt} and {steps} steps need a cache of {need} "
             f"positions, max_len is {max_len}"
         )
-    _check_ids(model, prompt)
+
+
+def _prompt_ids(a: Mapping[str, Any]) -> None:
+    _check_ids(a["model"], a["prompt"])
 
 
 #: generate's checks, in the order a user reads its arguments (core/_calls.py runs them)
 CHECKS = Checks(
-    axes=(_prompt_axes,),
-    dtypes=(_prompt_dtype,),
-    values=(_prompt_values,),
+    axes=(("prompt", _prompt_axes), ("pos", _pos_axis)),
+    dtypes=(("prompt", _prompt_dtype),),
+    values=(
+        ("padding", _padding),
+        ("steps", _steps),
+        ("prompt", _prompt_sizes),
+        ("steps", _context),
+        ("prompt", _prompt_ids),
+    ),
     blame={"init_cache": "steps", "positions": "prompt", "causal_mask": "prompt"},
     expects={
         "prompt": "integer token ids [*Batch, Pos], at least one token per row",
         "steps": "a positive int, the prompt's length + steps - 1 within the model's context",
-        "pos": "the prompt's position axis (the model's position_axis)",
-        "lengths": "each row's prompt length [*Batch], from 1 to the prompt's length",
     },
 )
 
@@ -471,9 +493,10 @@ def generate(
         >>> out = ax.nn.generate(lm, prompt, 32, jax.random.key(0), temperature=0.8, top_p=0.9)
         >>> tokens, lengths = ax.nn.generate(lm, ids, 32, temperature=0, lengths=n, stop=eos)
     """
-    pos = _position(model, prompt, pos)  # the arguments are checked (CHECKS)
+    pos = _position(model, prompt, pos)  # the arguments are checked: CHECKS
+    steps = positive_int("generate", "steps", steps)
     n_prompt = int(prompt.size(pos))
-    max_len = n_prompt + steps - 1 if max_len is None else max_len
+    max_len = n_prompt + steps - 1 if max_len is None else positive_int("generate", "max_len", max_len)
     sampler = _Sampler(*check_sampler("generate", temperature, top_k, top_p))
     stops = _check_stop(stop, pad_id)
     if key is None:

@@ -24,7 +24,14 @@ import jax.numpy as jnp
 import numpy as np
 
 from ..core import AnyTensor, Axis, Tensor
-from ..core._internal import axis_name, check_not_donated, positive_float, positive_int, prng_key
+from ..core._internal import (
+    axis_name,
+    check_not_donated,
+    positive_float,
+    positive_int,
+    prng_key,
+    public_call,
+)
 from ..ops import contract
 from ._linear import Affine, D, DenseCall, In, Linear, Out, dense_product, describe_dense
 from ._registry import register_layer
@@ -155,6 +162,7 @@ def _is_dense(x: object) -> bool:
 is_lora = by_path("**.lora_a", "**.lora_b")
 
 
+@public_call()  # an error of a LoRA it builds is re-attributed to lora
 def lora(
     model: M,
     *,
