@@ -197,6 +197,7 @@ class Block(eqx.Module):
     def __call__(
         self, x: Tensor[F32, *B, Pos, Embed], cache: KVCache
     ) -> tuple[Tensor[F32, *B, Pos, Embed], KVCache]: ...
+    @public_method  # a block called by the model: re-attributed to the model
     def __call__(
         self, x: Tensor[F32, *B, Pos, Embed], cache: KVCache | None = None
     ) -> Tensor[F32, *B, Pos, Embed] | tuple[Tensor[F32, *B, Pos, Embed], KVCache]:
