@@ -26,6 +26,18 @@ validators read :func:`calling` to name the layer being built (``Affine (varianc
 dtype must be ...``). The mypy plugin runs a layer's call on stand-ins through the same
 context, so its message is the run-time one (sizes left out). ``AxisError.inner`` keeps the
 message as the op raised it.
+
+An entry point that calls other public calls declares its own checks (:class:`Checks`),
+each with the argument it is about. The context runs them in :data:`STAGES` before the
+body: every axes check, then every dtype check, then every value check. That is the
+order a user reads a call, so no call inside can fail on an argument first, and the
+entry point's own message is kept word for word. If a public call *inside* it fails anyway
+(its context marks the error as raised in it: ``raised_in``), the outermost call re-words
+the error (:func:`reattribute`). The first line names that call, the user's argument at
+fault and what it should be (``generate_text: max_new_tokens=0 should be a positive int
+...``), and the inner message follows (``inside:``) as the reason. An op's ``AxisError``
+keeps the rewording above. The code a call runs for the user (a ``fold`` body, the loss
+``fit`` runs) is never re-attributed.
 """
 
 from __future__ import annotations
@@ -365,6 +377,8 @@ def reattribute(
         head = f"{call}: {fault}={shown}" + (f" should be {expects}" if expects else "")
         head += f": {why}" if not expects else ""
     error.args = (f"{head}\n  inside: {text}",)
+    if isinstance(error, AxisError):
+        error.inner = text
     _tag(error, "call", call)
 
 
