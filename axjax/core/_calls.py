@@ -323,7 +323,9 @@ class Checks:
     passes: Mapping[str, str] = dataclasses.field(default_factory=dict)
     expects: Mapping[str, str] = dataclasses.field(default_factory=dict)
 
-    def run(self, fn: Callable[..., object], args: tuple[object, ...], kw: dict[str, object]) -> None:
+    def run(
+        self, fn: Callable[..., object], args: tuple[object, ...], kw: dict[str, object]
+    ) -> None:
         """Every check, stage by stage, on the call's arguments (self left out)."""
         arguments = _arguments(fn, args, kw, defaults=True)
         if not arguments:

@@ -496,7 +496,9 @@ def generate(
     pos = _position(model, prompt, pos)  # the arguments are checked: CHECKS
     steps = positive_int("generate", "steps", steps)
     n_prompt = int(prompt.size(pos))
-    max_len = n_prompt + steps - 1 if max_len is None else positive_int("generate", "max_len", max_len)
+    max_len = (
+        n_prompt + steps - 1 if max_len is None else positive_int("generate", "max_len", max_len)
+    )
     sampler = _Sampler(*check_sampler("generate", temperature, top_k, top_p))
     stops = _check_stop(stop, pad_id)
     if key is None:

@@ -59,51 +59,129 @@ _GRAPH = "builds or runs a graph from Inputs and Params: tests/graph (its nodes 
 
 EXEMPT: dict[str, str] = {
     **dict.fromkeys(
-        ("ax.grad", "ax.value_and_grad", "ax.vmap", "ax.check_axes", "ax.fold", "ax.scan",
-         "ax.nn.tree_fold", "ax.nn.tree_scan", "ax.nn.remat", "ax.nn.ensemble_loss",
-         "ax.train.fit", "ax.train.evaluate", "ax.train.make_train_step",
-         "ax.train.make_eval_step", "ax.train.TrainStep"),
+        (
+            "ax.grad",
+            "ax.value_and_grad",
+            "ax.vmap",
+            "ax.check_axes",
+            "ax.fold",
+            "ax.scan",
+            "ax.nn.tree_fold",
+            "ax.nn.tree_scan",
+            "ax.nn.remat",
+            "ax.nn.ensemble_loss",
+            "ax.train.fit",
+            "ax.train.evaluate",
+            "ax.train.make_train_step",
+            "ax.train.make_eval_step",
+            "ax.train.TrainStep",
+        ),
         _RUNS_USER_CODE,
     ),  # fmt: skip
     **dict.fromkeys(
-        ("ax.nn.load_lora", "ax.nn.save_lora", "ax.nn.load_safetensors",
-         "ax.nn.save_safetensors", "ax.train.add_parallel_args", "ax.train.cache_dir",
-         "ax.train.download", "ax.train.fashion_mnist", "ax.train.find_dataset",
-         "ax.train.load_checkpoint", "ax.train.load_dataset", "ax.train.load_sharded",
-         "ax.train.mnist", "ax.train.pack_documents", "ax.train.parallel_from_args",
-         "ax.train.plot_history", "ax.train.read_idx", "ax.train.read_jsonl",
-         "ax.train.read_manifest", "ax.train.read_sharded_manifest",
-         "ax.train.save_checkpoint", "ax.train.save_sharded", "ax.train.write_idx",
-         "ax.train.write_tokens", "models.load_pretrained", "models.load_tokenizer",
-         "models.load_weights", "models.read_config", "models.save_weights",
-         "models.write_config", "gpt2.from_hf", "gpt2.to_hf", "gpt2.tokenizer",
-         "llama.from_hf", "llama.to_hf", "llama.tokenizer", "llama.table"),
+        (
+            "ax.nn.load_lora",
+            "ax.nn.save_lora",
+            "ax.nn.load_safetensors",
+            "ax.nn.save_safetensors",
+            "ax.train.add_parallel_args",
+            "ax.train.cache_dir",
+            "ax.train.download",
+            "ax.train.fashion_mnist",
+            "ax.train.find_dataset",
+            "ax.train.load_checkpoint",
+            "ax.train.load_dataset",
+            "ax.train.load_sharded",
+            "ax.train.mnist",
+            "ax.train.pack_documents",
+            "ax.train.parallel_from_args",
+            "ax.train.plot_history",
+            "ax.train.read_idx",
+            "ax.train.read_jsonl",
+            "ax.train.read_manifest",
+            "ax.train.read_sharded_manifest",
+            "ax.train.save_checkpoint",
+            "ax.train.save_sharded",
+            "ax.train.write_idx",
+            "ax.train.write_tokens",
+            "models.load_pretrained",
+            "models.load_tokenizer",
+            "models.load_weights",
+            "models.read_config",
+            "models.save_weights",
+            "models.write_config",
+            "gpt2.from_hf",
+            "gpt2.to_hf",
+            "gpt2.tokenizer",
+            "llama.from_hf",
+            "llama.to_hf",
+            "llama.tokenizer",
+            "llama.table",
+        ),
         _FILES,
     ),  # fmt: skip
     **dict.fromkeys(
-        ("ax.arange", "ax.full", "ax.normal", "ax.ones", "ax.randint", "ax.tensor",
-         "ax.uniform", "ax.zeros", "ax.nn.rope_frequencies"),
+        (
+            "ax.arange",
+            "ax.full",
+            "ax.normal",
+            "ax.ones",
+            "ax.randint",
+            "ax.tensor",
+            "ax.uniform",
+            "ax.zeros",
+            "ax.nn.rope_frequencies",
+        ),
         _MAKES,
     ),  # fmt: skip
     **dict.fromkeys(
-        ("ax.abstract", "ax.axis_rules", "ax.check_finite", "ax.checkify_indices",
-         "ax.debug_nans", "ax.jax_autodiff"),
+        (
+            "ax.abstract",
+            "ax.axis_rules",
+            "ax.check_finite",
+            "ax.checkify_indices",
+            "ax.debug_nans",
+            "ax.jax_autodiff",
+        ),
         _SWITCH,
     ),  # fmt: skip
     **dict.fromkeys(
-        ("ax.all_gather", "ax.pmean", "ax.psum", "ax.shard", "ax.sharded_init", "ax.sharding",
-         "ax.partition_spec", "ax.train.unsharded"),
+        (
+            "ax.all_gather",
+            "ax.pmean",
+            "ax.psum",
+            "ax.shard",
+            "ax.sharded_init",
+            "ax.sharding",
+            "ax.partition_spec",
+            "ax.train.unsharded",
+        ),
         _COLLECTIVE,
     ),  # fmt: skip
     **dict.fromkeys(
-        ("ax.ElementwiseOp", "ax.FloatElementwiseOp", "ax.FloatReductionOp", "ax.Op",
-         "ax.ReductionOp", "ax.nn.FusedAttention", "ax.train.LinearCrossEntropy",
-         "ax.train.SoftmaxCrossEntropy"),
+        (
+            "ax.ElementwiseOp",
+            "ax.FloatElementwiseOp",
+            "ax.FloatReductionOp",
+            "ax.Op",
+            "ax.ReductionOp",
+            "ax.nn.FusedAttention",
+            "ax.train.LinearCrossEntropy",
+            "ax.train.SoftmaxCrossEntropy",
+        ),
         _OP_CLASS,
     ),  # fmt: skip
     **dict.fromkeys(
-        ("ax.nn.by_axes", "ax.nn.by_path", "ax.nn.Selector", "ax.nn.cast", "ax.nn.merge_lora",
-         "ax.train.apply_updates", "ax.nn.exportable", "ax.nn.is_exportable"),
+        (
+            "ax.nn.by_axes",
+            "ax.nn.by_path",
+            "ax.nn.Selector",
+            "ax.nn.cast",
+            "ax.nn.merge_lora",
+            "ax.train.apply_updates",
+            "ax.nn.exportable",
+            "ax.nn.is_exportable",
+        ),
         _TREE,
     ),  # fmt: skip
     **dict.fromkeys(
@@ -111,8 +189,16 @@ EXEMPT: dict[str, str] = {
         _QUERY,
     ),
     **dict.fromkeys(
-        ("ax.compile", "ax.compile_step", "ax.graph_grad", "ax.as_params", "ax.as_values",
-         "ax.CompiledGraph", "ax.GraphGrad", "ax.GraphStep"),
+        (
+            "ax.compile",
+            "ax.compile_step",
+            "ax.graph_grad",
+            "ax.as_params",
+            "ax.as_values",
+            "ax.CompiledGraph",
+            "ax.GraphGrad",
+            "ax.GraphStep",
+        ),
         _GRAPH,
     ),  # fmt: skip
     "ax.rearrange": "one op's pattern (ops/_rearrange.py): its checks name rearrange and the "
@@ -120,8 +206,14 @@ EXEMPT: dict[str, str] = {
     "ax.nn.identity": "returns its argument: nothing inside can fail",
     "ax.nn.Decoder": "a protocol: generate's model (generate is the entry point)",
 }
-_PREFIX = {"axjax": "ax", "axjax.nn": "ax.nn", "axjax.train": "ax.train",
-           "axjax.models": "models", "axjax.models.gpt2": "gpt2", "axjax.models.llama": "llama"}  # fmt: skip
+_PREFIX = {
+    "axjax": "ax",
+    "axjax.nn": "ax.nn",
+    "axjax.train": "ax.train",
+    "axjax.models": "models",
+    "axjax.models.gpt2": "gpt2",
+    "axjax.models.llama": "llama",
+}
 
 
 def entry_points() -> dict[str, Callable[..., Any]]:
@@ -222,19 +314,28 @@ class Row(NamedTuple):
 ROWS: dict[str, Row] = {
     # the issue's five examples
     "generate: 0-length prompt": Row(
-        "generate", "prompt", lambda: _generate("GPT2", _ids("GPT2", np.zeros((1, 0)))),
+        "generate",
+        "prompt",
+        lambda: _generate("GPT2", _ids("GPT2", np.zeros((1, 0)))),
         "no tokens",
     ),  # fmt: skip
     "generate: pos on the batch": Row(
-        "generate", "pos", lambda: _generate("GPT2", _ids("GPT2", [[1, 2]]), pos=Batch),
-        r"^generate: pos=Batch, but the model reads its positions on Pos", "own",
+        "generate",
+        "pos",
+        lambda: _generate("GPT2", _ids("GPT2", [[1, 2]]), pos=Batch),
+        r"^generate: pos=Batch, but the model reads its positions on Pos",
+        "own",
     ),  # fmt: skip
     "generate: past the context": Row(
-        "generate", "steps", lambda: _generate("GPT2", _ids("GPT2", [[1] * 10]), 12),
+        "generate",
+        "steps",
+        lambda: _generate("GPT2", _ids("GPT2", [[1] * 10]), 12),
         r"prompt \+ steps",
     ),  # fmt: skip
     "Llama: ids without Pos": Row(
-        "Llama", "ids", lambda: lambda: _model("Llama")(_ids("Llama", [[1, 2]], swap=True)),
+        "Llama",
+        "ids",
+        lambda: lambda: _model("Llama")(_ids("Llama", [[1, 2]], swap=True)),
         "^Llama: ids are a Tensor",
     ),  # fmt: skip
     "softmax_cross_entropy: axis=Batch": Row(
@@ -242,39 +343,59 @@ ROWS: dict[str, Row] = {
     ),
     # the order: wrong axes, dtype and value at once report the axes; dtype before value
     "generate: order": Row(
-        "generate", "pos",
+        "generate",
+        "pos",
         lambda: _generate("GPT2", _ids("GPT2", np.zeros((1, 0)), jnp.float32), pos=Batch),
-        "pos=Batch", "order",
+        "pos=Batch",
+        "order",
     ),  # fmt: skip
     "generate: dtype before value": Row(
-        "generate", "prompt",
+        "generate",
+        "prompt",
         lambda: _generate("GPT2", _ids("GPT2", np.zeros((1, 0)), jnp.float32)),
-        "token ids, got F32", "order",
+        "token ids, got F32",
+        "order",
     ),  # fmt: skip
     "GPT2: order": Row(
-        "GPT2", "ids", lambda: lambda: _model("GPT2")(_ids("GPT2", [[-1]], jnp.float32, True)),
-        "Pos last", "order",
+        "GPT2",
+        "ids",
+        lambda: lambda: _model("GPT2")(_ids("GPT2", [[-1]], jnp.float32, True)),
+        "Pos last",
+        "order",
     ),  # fmt: skip
     "softmax_cross_entropy: order": Row(
-        "SoftmaxCrossEntropy", "axis", lambda: _loss(Batch, [0.0, 1.0, 7.0], jnp.float32),
-        "without Batch", "order",
+        "SoftmaxCrossEntropy",
+        "axis",
+        lambda: _loss(Batch, [0.0, 1.0, 7.0], jnp.float32),
+        "without Batch",
+        "order",
     ),  # fmt: skip
     # an inner public call's error, re-attributed to the call the user made
     "generate_text: max_new_tokens=0": Row(
-        "generate_text", "max_new_tokens", lambda: _text("Hi", 0), "should be a positive int",
+        "generate_text",
+        "max_new_tokens",
+        lambda: _text("Hi", 0),
+        "should be a positive int",
         "inner",
     ),  # fmt: skip
     "generate_text: past the context": Row(
-        "generate_text", "max_new_tokens", lambda: _text(["Hi"], 100), "within the model's",
+        "generate_text",
+        "max_new_tokens",
+        lambda: _text(["Hi"], 100),
+        "within the model's",
         "inner",
     ),  # fmt: skip
     "generate_text: empty prompt": Row(
         "generate_text", "prompts", lambda: _text("", 2), "at least one token", "inner"
     ),
     "lora: rank=0": Row(
-        "lora", "rank",
-        lambda: lambda: ax.nn.lora(_model("GPT2"), where=ax.nn.by_path("*"), rank=0,
-                                   key=jax.random.key(0)),
+        "lora",
+        "rank",
+        lambda: (
+            lambda: ax.nn.lora(
+                _model("GPT2"), where=ax.nn.by_path("*"), rank=0, key=jax.random.key(0)
+            )
+        ),
         "positive int",
     ),  # fmt: skip
 }
