@@ -373,7 +373,7 @@ def reattribute(
         head = f"{call}: {why}"
     else:
         value = arguments.get(fault)
-        shown = describe(value) if _is_tensor_like(value) else repr(value)
+        shown = describe(cast(HasType, value)) if _is_tensor_like(value) else repr(value)
         shown = shown if len(shown) <= 60 else shown[:57] + "..."
         expects = checks.expects.get(fault) if checks is not None else None
         head = f"{call}: {fault}={shown}" + (f" should be {expects}" if expects else "")
