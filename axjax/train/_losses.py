@@ -88,6 +88,15 @@ class SoftmaxCrossEntropy(Op):
                 f"the logits have no axis {axis_name(self.axis)} (name the "
                 "class axis with axis=...)",
             )
+        if not is_floating(logits.dtype):
+            raise self.fail(ops, f"logits must be floating-point, got {logits.dtype.__name__}")
+        if not _integer(labels):
+            raise self.fail(
+                ops,
+                f"labels must be integer class indices, got "
+                f"{labels.dtype.__name__} (for probabilities use "
+                "-ax.sum(p * ax.log_softmax(logits, Class), Class))",
+            )
         p = logits.axes.index(self.axis)
         rest, sizes = (
             logits.axes[:p] + logits.axes[p + 1 :],
@@ -108,16 +117,6 @@ class SoftmaxCrossEntropy(Op):
                 raise self.fail(
                     ops, f"axis {axis_name(a)} has size {n} in the logits and {m} in the labels"
                 )
-        # the dtypes after the axes: the order a user reads the call
-        if not is_floating(logits.dtype):
-            raise self.fail(ops, f"logits must be floating-point, got {logits.dtype.__name__}")
-        if not _integer(labels):
-            raise self.fail(
-                ops,
-                f"labels must be integer class indices, got "
-                f"{labels.dtype.__name__} (for probabilities use "
-                "-ax.sum(p * ax.log_softmax(logits, Class), Class))",
-            )
         return TensorType(logits.dtype, rest, sizes)
 
     def forward(self, logits: AnyTensor, labels: AnyTensor) -> Array:

@@ -39,6 +39,7 @@ from axjax.core import _calls
 from axjax.core._internal import NAMED, declared_ops
 from axjax.models import gpt2, llama
 from axjax.nn._registry import declared_layers
+from tests.core.test_public_errors import names_inner
 
 Batch = ax.train.Batch
 NAMESPACES = ("axjax", "axjax.nn", "axjax.train", "axjax.models", "axjax.models.gpt2",
@@ -296,9 +297,9 @@ def _text(prompts: Any, steps: int) -> Callable[[], Any]:
     return lambda: generate_text(model, tok, prompts, max_new_tokens=steps)
 
 
-def _loss(axis: Any, labels: list[Any], dtype: Any = jnp.int32) -> Callable[[], Any]:
+def _loss(axis: Any, labels: list[int]) -> Callable[[], Any]:
     logits = ax.Tensor(jnp.zeros((3, 2)), (Batch, ax.train.Class))
-    y = ax.Tensor(jnp.asarray(labels, dtype), (Batch,))
+    y = ax.Tensor(jnp.asarray(labels, jnp.int32), (Batch,))
     return lambda: ax.train.softmax_cross_entropy(logits, y, axis=axis)
 
 
@@ -363,10 +364,11 @@ ROWS: dict[str, Row] = {
         "Pos last",
         "order",
     ),  # fmt: skip
-    "softmax_cross_entropy: order": Row(
+    "softmax_cross_entropy: order": Row(  # the axes before the labels' values (a float
+        # label is a one-hot's probabilities: its dtype message is the one that helps)
         "SoftmaxCrossEntropy",
         "axis",
-        lambda: _loss(Batch, [0.0, 1.0, 7.0], jnp.float32),
+        lambda: _loss(Batch, [0, 1, 7]),
         "without Batch",
         "order",
     ),  # fmt: skip
@@ -401,15 +403,6 @@ ROWS: dict[str, Row] = {
 }
 
 
-def inner_names(entry: str, given: tuple[str, ...]) -> set[str]:
-    """Every public call's name but the entry point's and those of the objects the user
-    gave it (a model's class may be named: the user passed it)."""
-    names = {n for n in NAMED.values() if not n.startswith("<")}
-    names |= {s.name for s in declared_layers()} | {"init_cache", "KVCache.positions", "transpose"}
-    names |= {"GPT2", "Llama", "Block", "KVCache"}
-    return names - {entry, *given}
-
-
 def check(case: str) -> str | None:
     """The problem of one row (None: it holds)."""
     row = ROWS[case]
@@ -419,8 +412,7 @@ def check(case: str) -> str | None:
     except (TypeError, ValueError) as e:
         first = str(e).split("\n", 1)[0]
         given = ("GPT2",) if row.entry in ("generate", "lora") else ()
-        names = inner_names(row.entry, given)
-        inner = sorted(n for n in names if re.search(rf"\b{re.escape(n)}\b", first))
+        inner = names_inner(row.entry, first, given)
         if not re.search(rf"\b{re.escape(row.entry)}\b", first):
             return f"{case}: the first line does not name {row.entry}: {first}"
         if not re.search(rf"\b{row.argument}\b", first):
