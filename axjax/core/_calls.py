@@ -34,8 +34,8 @@ order a user reads a call, so no call inside can fail on an argument first, and 
 entry point's own message is kept word for word. If a public call *inside* it fails anyway
 (its context marks the error as raised in it: ``raised_in``), the outermost call re-words
 the error (:func:`reattribute`). The first line names that call, the user's argument at
-fault and what it should be (``generate_text: max_new_tokens=0 should be a positive int
-...``), and the inner message follows (``inside:``) as the reason. An op's ``AxisError``
+fault and what it should be (``generate_text: max_new_tokens=0: it should be a positive
+int ...``; an ``AxisError`` as ``Cannot apply <call> to <argument>=...: ...``), and the inner message follows (``inside:``) as the reason. An op's ``AxisError``
 keeps the rewording above. The code a call runs for the user (a ``fold`` body, the loss
 ``fit`` runs) is never re-attributed.
 """
@@ -369,15 +369,18 @@ def reattribute(
         tensors = [n for n, v in arguments.items() if next(_leaves(v), None) is not None]
         fault = tensors[0] if len(tensors) == 1 else None
     why = _reason(first, inner)
+    expects = checks.expects.get(fault) if checks is not None and fault else None
+    why = f"it should be {expects}" if expects else why
     if fault is None:
-        head = f"{call}: {why}"
+        shown = ""
     else:
         value = arguments.get(fault)
         shown = describe(cast(HasType, value)) if _is_tensor_like(value) else repr(value)
-        shown = shown if len(shown) <= 60 else shown[:57] + "..."
-        expects = checks.expects.get(fault) if checks is not None else None
-        head = f"{call}: {fault}={shown}" + (f" should be {expects}" if expects else "")
-        head += f": {why}" if not expects else ""
+        shown = f"{fault}={shown if len(shown) <= 60 else shown[:57] + '...'}"
+    if isinstance(error, AxisError):  # the axis messages' form: Cannot apply <call> to ...
+        head = f"Cannot apply {call}" + (f" to {shown}" if shown else "") + f": {why}"
+    else:
+        head = f"{call}: " + (f"{shown}: " if shown else "") + why
     error.args = (f"{head}\n  inside: {text}",)
     if isinstance(error, AxisError):
         error.inner = text
@@ -385,13 +388,13 @@ def reattribute(
 
 
 def _reason(first: str, inner: str) -> str:
-    """The reason of an inner message's first line, without the inner call's name."""
-    for prefix in (f"{inner}: ", "Cannot apply "):
-        if first.startswith(prefix):
-            first = first[len(prefix) :]
-            if prefix == "Cannot apply " and ": " in first:
-                first = first.split(": ", 1)[1]
-    return re.sub(rf"\b{re.escape(inner)}\b", "an inner call", first) if inner else first
+    """The reason of an inner message's first line, without the call it names first
+    (``causal_mask: ...``, ``Cannot scan over T: ...``)."""
+    if inner and first.startswith(f"{inner}: "):
+        return first[len(inner) + 2 :]
+    if first.startswith("Cannot ") and ": " in first:
+        return first.split(": ", 1)[1]
+    return first
 
 
 def _failed(
