@@ -35,9 +35,10 @@ entry point's own message is kept word for word. If a public call *inside* it fa
 (its context marks the error as raised in it: ``raised_in``), the outermost call re-words
 the error (:func:`reattribute`). The first line names that call, the user's argument at
 fault and what it should be (``generate_text: max_new_tokens=0: it should be a positive
-int ...``; an ``AxisError`` as ``Cannot apply <call> to <argument>=...: ...``), and the inner message follows (``inside:``) as the reason. An op's ``AxisError``
-keeps the rewording above. The code a call runs for the user (a ``fold`` body, the loss
-``fit`` runs) is never re-attributed.
+int ...``; an ``AxisError`` as ``Cannot apply <call> to <argument>=...: ...``). The inner
+message follows (``inside:``) as the reason. An op's ``AxisError`` keeps the rewording
+above. The code a call runs for the user (a ``fold`` body, the loss ``fit`` runs) is never
+re-attributed.
 """
 
 from __future__ import annotations
