@@ -377,7 +377,9 @@ def reattribute(
     else:
         value = arguments.get(fault)
         shown = describe(cast(HasType, value)) if _is_tensor_like(value) else repr(value)
-        shown = f"{fault}={shown if len(shown) <= 60 else shown[:57] + '...'}"
+        if not _is_tensor_like(value) and (len(shown) > 40 or "\n" in shown):
+            shown = f"<{type(value).__name__}>"  # a model: its class
+        shown = f"{fault}={shown}"
     if isinstance(error, AxisError):  # the axis messages' form: Cannot apply <call> to ...
         head = f"Cannot apply {call}" + (f" to {shown}" if shown else "") + f": {why}"
     else:

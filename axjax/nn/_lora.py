@@ -25,6 +25,7 @@ import numpy as np
 
 from ..core import AnyTensor, Axis, Tensor
 from ..core._internal import (
+    Checks,
     axis_name,
     check_not_donated,
     positive_float,
@@ -162,7 +163,7 @@ def _is_dense(x: object) -> bool:
 is_lora = by_path("**.lora_a", "**.lora_b")
 
 
-@public_call()  # an error of a LoRA it builds is re-attributed to lora
+@public_call(checks=Checks(blame={"LoRA": "model"}))  # a LoRA it builds: blamed on model
 def lora(
     model: M,
     *,

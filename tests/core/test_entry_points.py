@@ -29,6 +29,7 @@ import re
 from collections.abc import Callable
 from typing import Any, NamedTuple
 
+import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -303,6 +304,16 @@ def _loss(axis: Any, labels: list[int]) -> Callable[[], Any]:
     return lambda: ax.train.softmax_cross_entropy(logits, y, axis=axis)
 
 
+class _Model(eqx.Module):
+    proj: Any
+
+
+def _lora_of_rank_axis() -> Any:
+    """A layer mapping to ``ax.nn.Rank``: the LoRA lora builds refuses it."""
+    dense = ax.nn.Linear(Batch, ax.nn.Rank, 3, 2, key=jax.random.key(0))
+    return ax.nn.lora(_Model(dense), where=ax.nn.by_path("proj"), rank=2, key=jax.random.key(0))
+
+
 class Row(NamedTuple):
     entry: str  # the call the user made, as its errors name it
     argument: str  # the argument at fault
@@ -389,6 +400,9 @@ ROWS: dict[str, Row] = {
     ),  # fmt: skip
     "generate_text: empty prompt": Row(
         "generate_text", "prompts", lambda: _text("", 2), "at least one token", "inner"
+    ),
+    "lora: a LoRA it builds": Row(
+        "lora", "model", lambda: _lora_of_rank_axis, "the axis Rank", "inner"
     ),
     "lora: rank=0": Row(
         "lora",
