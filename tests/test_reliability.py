@@ -338,14 +338,14 @@ def test_the_entry_point_and_argument_are_named(
 
 
 def test_blame_mutation(monkeypatch: pytest.MonkeyPatch) -> None:
-    """generate's own prompt check switched off: the 0-length prompt is blamed on an inner
-    call again."""
+    """The call context's re-attribution switched off, with generate's staged checks: the
+    0-length prompt is blamed on an inner call again (``KVCache.positions: n must be a
+    positive int``)."""
+    from axjax.core import _calls
 
-    def unchecked(model: Any, prompt: Any, steps: int, pos: Any, max_len: Any) -> Any:
-        return prompt.axes[-1], max(int(prompt.size(prompt.axes[-1])) + steps - 1, 1)
-
-    monkeypatch.setattr(_generate, "_check_prompt", unchecked)
-    with pytest.raises(AssertionError):
+    monkeypatch.setattr(_calls, "STAGES", ())
+    monkeypatch.setattr(_calls, "reattribute", lambda *a, **k: None)
+    with pytest.raises(AssertionError, match="KVCache.positions"):
         test_the_entry_point_and_argument_are_named(*BLAME_ROWS[0])
 
 

@@ -26,17 +26,31 @@ validators read :func:`calling` to name the layer being built (``Affine (varianc
 dtype must be ...``). The mypy plugin runs a layer's call on stand-ins through the same
 context, so its message is the run-time one (sizes left out). ``AxisError.inner`` keeps the
 message as the op raised it.
+
+An entry point that calls other public calls declares its own checks (:class:`Checks`),
+each with the argument it is about. The context runs them in :data:`STAGES` before the
+body: every axes check, then every dtype check, then every value check. That is the
+order a user reads a call, so no call inside can fail on an argument first, and the
+entry point's own message is kept word for word. If a public call *inside* it fails anyway
+(its context marks the error as raised in it: ``raised_in``), the outermost call re-words
+the error (:func:`reattribute`). The first line names that call, the user's argument at
+fault and what it should be (``generate_text: max_new_tokens=0: it should be a positive
+int ...``; an ``AxisError`` as ``Cannot apply <call> to <argument>=...: ...``). The inner
+message follows (``inside:``) as the reason. An op's ``AxisError`` keeps the rewording
+above. The code a call runs for the user (a ``fold`` body, the loss ``fit`` runs) is never
+re-attributed.
 """
 
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import functools
 import inspect
 import re
 from collections.abc import Callable, Generator, Iterator, Mapping
 from contextvars import ContextVar
-from typing import Any, TypeVar, cast
+from typing import Any, TypeVar, cast, overload
 
 from ._axis import Axis, axis_name
 from ._dtype import Bool
@@ -45,6 +59,8 @@ from ._source import transparent
 
 __all__ = [
     "NAMED",
+    "STAGES",
+    "Checks",
     "argument",
     "calling",
     "check_mask",
@@ -52,6 +68,7 @@ __all__ = [
     "public_call",
     "public_init",
     "public_method",
+    "reattribute",
     "user_code",
 ]
 
@@ -74,9 +91,8 @@ def argument(name: str) -> Generator[None, None, None]:
     callable that transforms an argument before the op that may fail on it says so)."""
     try:
         yield
-    except AxisError as e:
-        if e.argument is None:
-            e.argument = name
+    except (TypeError, ValueError) as e:
+        _tag(e, "argument", name)  # the innermost block names it
         raise
 
 
@@ -172,12 +188,18 @@ def _same(a: object, b: object) -> bool:
 
 
 def _arguments(
-    fn: Callable[..., object], args: tuple[object, ...], kwargs: dict[str, object]
+    fn: Callable[..., object],
+    args: tuple[object, ...],
+    kwargs: dict[str, object],
+    *,
+    defaults: bool = False,
 ) -> dict[str, object]:
     try:
         bound = inspect.signature(fn).bind(*args, **kwargs)
     except TypeError:
         return {}
+    if defaults:
+        bound.apply_defaults()
     out: dict[str, Any] = {}
     for name, value in bound.arguments.items():
         kind = bound.signature.parameters[name].kind
@@ -220,6 +242,11 @@ def own_words(error: AxisError, call: str, first: str) -> bool:
     return error.op is None and re.search(rf"\b{re.escape(call)}\b", first) is not None
 
 
+def _names_one(first: str, arguments: dict[str, object]) -> bool:
+    """Whether a message's first line names one of the call's arguments."""
+    return any(re.search(rf"\b{re.escape(n)}\b", first) for n in arguments)
+
+
 def name_error(error: AxisError, call: str, arguments: dict[str, object]) -> None:
     """Reword ``error`` (in place) so that its first line names ``call`` and the argument at
     fault; the original message follows, indented, unless it is the call's own check."""
@@ -230,6 +257,8 @@ def name_error(error: AxisError, call: str, arguments: dict[str, object]) -> Non
     error.inner = text
     named = _at_fault(error, arguments)
     first = text.split("\n", 1)[0]
+    if error.op is None and own_words(error, call, first) and _names_one(first, arguments):
+        return  # the call's own message, naming its argument: kept as it is
     why = error.why
     if why is None:  # a message of its own words: "Cannot fold over T: <why>"
         why = first.split(": ", 1)[1] if first.startswith("Cannot ") and ": " in first else first
@@ -259,22 +288,177 @@ def name_error(error: AxisError, call: str, arguments: dict[str, object]) -> Non
         error.args = (f"{head}\n  inside: {text}",)
 
 
+#: the order an entry point's checks run in: the order a user reads a call's arguments
+STAGES = ("axes", "dtypes", "values")
+
+#: one check of an entry point's arguments (their names to their values, defaults filled)
+Check = Callable[[Mapping[str, Any]], None]
+#: a stage's checks: each with the argument it is about (named on its error)
+Stage = tuple[tuple[str, Check], ...]
+
+
+@dataclasses.dataclass(frozen=True)
+class Checks:
+    """An entry point's own checks of its arguments, run by its call context in
+    :data:`STAGES` (every axes check, then every dtype check, then every value check)
+    before its body, so that no call inside can fail on an argument first. Each check is
+    declared with the argument it is about: its error names that argument.
+
+    When an inner public call fails anyway, its error is re-attributed to the entry point
+    (:func:`reattribute`); the argument at fault is the inner call's argument as
+    ``passes`` renames it (``{"prompt": "prompts"}``), else as ``blame`` names it for the
+    inner call (``{"init_cache": "steps"}``: a method's name stands for every class's),
+    else the argument a block named, the operand the error blamed, the only Tensor.
+    ``expects`` says what each argument should be.
+
+    Example:
+        >>> CHECKS = Checks(axes=(("prompt", prompt_axes),), values=(("steps", steps),))
+        >>> @public_call(checks=CHECKS)
+        ... def generate(model, prompt, steps): ...
+    """
+
+    axes: Stage = ()
+    dtypes: Stage = ()
+    values: Stage = ()
+    blame: Mapping[str, str] = dataclasses.field(default_factory=dict)
+    passes: Mapping[str, str] = dataclasses.field(default_factory=dict)
+    expects: Mapping[str, str] = dataclasses.field(default_factory=dict)
+
+    def run(
+        self, fn: Callable[..., object], args: tuple[object, ...], kw: dict[str, object]
+    ) -> None:
+        """Every check, stage by stage, on the call's arguments (self left out)."""
+        arguments = _arguments(fn, args, kw, defaults=True)
+        if not arguments:
+            return  # not a valid call: Python's own TypeError says why
+        for stage in STAGES:
+            for name, check in getattr(self, stage):
+                with argument(name):
+                    check(arguments)
+
+    def at_fault(self, inner: str, argument: str | None) -> str | None:
+        """The entry point's argument an inner call's error is about (None: not known)."""
+        if argument is not None and argument in self.passes:
+            return self.passes[argument]
+        return self.blame.get(inner) or self.blame.get(inner.rsplit(".", 1)[-1])
+
+
+def _tag(error: BaseException, key: str, value: object) -> None:
+    """Record ``value`` on ``error`` unless an inner block recorded one already."""
+    if getattr(error, key, None) is None:
+        error.__dict__[key] = value
+
+
+def reattribute(
+    error: TypeError | ValueError, call: str, arguments: dict[str, object], checks: Checks | None
+) -> None:
+    """Reword ``error``, raised by the inner public call ``error.raised_in``, so that its
+    first line names ``call`` (the entry point the user called), the argument at fault and
+    what it should be; the inner message follows (``inside:``) as the reason."""
+    if not (len(error.args) == 1 and isinstance(error.args[0], str)):
+        return  # not a message axjax wrote
+    inner = cast(str, getattr(error, "raised_in", ""))
+    text = str(error)
+    first = text.split("\n", 1)[0]
+    said = cast("str | None", getattr(error, "argument", None))  # the inner call's argument
+    fault = checks.at_fault(inner, said) if checks is not None else None
+    if fault is None and said in arguments:
+        fault = said
+    if fault is None and isinstance(error, AxisError):
+        fault = next((n for n, _ in _at_fault(error, arguments)), None)
+    if fault is None:
+        tensors = [n for n, v in arguments.items() if next(_leaves(v), None) is not None]
+        fault = tensors[0] if len(tensors) == 1 else None
+    why = _reason(first, inner)
+    expects = checks.expects.get(fault) if checks is not None and fault else None
+    why = f"it should be {expects}" if expects else why
+    if fault is None:
+        shown = ""
+    else:
+        value = arguments.get(fault)
+        shown = describe(cast(HasType, value)) if _is_tensor_like(value) else repr(value)
+        if not _is_tensor_like(value) and (len(shown) > 40 or "\n" in shown):
+            shown = f"<{type(value).__name__}>"  # a model: its class
+        shown = f"{fault}={shown}"
+    if isinstance(error, AxisError):  # the axis messages' form: Cannot apply <call> to ...
+        head = f"Cannot apply {call}" + (f" to {shown}" if shown else "") + f": {why}"
+    else:
+        head = f"{call}: " + (f"{shown}: " if shown else "") + why
+    error.args = (f"{head}\n  inside: {text}",)
+    if isinstance(error, AxisError):
+        error.inner = text
+    _tag(error, "call", call)
+
+
+def _reason(first: str, inner: str) -> str:
+    """The reason of an inner message's first line, without the call it names first
+    (``causal_mask: ...``, ``Cannot scan over T: ...``)."""
+    if inner and first.startswith(f"{inner}: "):
+        return first[len(inner) + 2 :]
+    if first.startswith("Cannot ") and ": " in first:
+        return first.split(": ", 1)[1]
+    return first
+
+
+def _failed(
+    error: TypeError | ValueError,
+    name: str,
+    fn: Callable[..., object],
+    call: tuple[tuple[object, ...], dict[str, object]],
+    checks: Checks | None,
+) -> None:
+    """The outermost call's rewording of an error leaving it (the error path only): an
+    inner public call's error is re-attributed to it, an op's named by it and the argument
+    at fault; its own words are kept."""
+    inner = getattr(error, "raised_in", None)
+    is_op = isinstance(error, AxisError) and error.op is not None
+    if inner is not None and inner != name and not is_op and error.__dict__.get("call") is None:
+        reattribute(error, name, _arguments(fn, *call, defaults=True), checks)
+    elif isinstance(error, AxisError):
+        name_error(error, name, _arguments(fn, *call))
+
+
 def _run(
-    name: str, fn: Callable[..., object], args: tuple[object, ...], kwargs: dict[str, object]
+    name: str,
+    fn: Callable[..., object],
+    args: tuple[object, ...],
+    kwargs: dict[str, object],
+    checks: Checks | None = None,
 ) -> object:
     token = _CALL.set(name)
     try:
+        if checks is not None:
+            checks.run(fn, args, kwargs)
         return fn(*args, **kwargs)
-    except AxisError as e:
-        name_error(e, name, _arguments(fn, args, kwargs))
+    except (TypeError, ValueError) as e:
+        _failed(e, name, fn, (args, kwargs), checks)
         raise
     finally:
         _CALL.reset(token)
 
 
-def public_call(name: str | None = None) -> Callable[[F], F]:
+def _nested(
+    name: str,
+    fn: Callable[..., object],
+    args: tuple[object, ...],
+    kwargs: dict[str, object],
+    checks: Checks | None = None,
+) -> object:
+    """A public call made inside another: its checks run, and an error leaving it is marked
+    as raised in it (the outermost call re-attributes it: :func:`reattribute`)."""
+    try:
+        if checks is not None:
+            checks.run(fn, args, kwargs)
+        return fn(*args, **kwargs)
+    except (TypeError, ValueError) as e:
+        _tag(e, "raised_in", name)
+        raise
+
+
+def public_call(name: str | None = None, *, checks: Checks | None = None) -> Callable[[F], F]:
     """Run the decorated function in a call context named ``name`` (default: its own name):
-    an ``AxisError`` raised inside names it and the argument at fault (see the module)."""
+    its ``checks`` run first, stage by stage, and an error raised inside names it and the
+    argument at fault (see the module)."""
 
     def decorate(fn: F) -> F:
         label = name or fn.__name__
@@ -282,8 +466,8 @@ def public_call(name: str | None = None) -> Callable[[F], F]:
         @functools.wraps(fn)
         def called(*args: object, **kwargs: object) -> object:
             if _CALL.get() is not None:  # inside another public call: that one is named
-                return fn(*args, **kwargs)
-            return _run(label, fn, args, kwargs)
+                return _nested(label, fn, args, kwargs, checks)
+            return _run(label, fn, args, kwargs, checks)
 
         NAMED[called] = label
         transparent(called)
@@ -292,29 +476,45 @@ def public_call(name: str | None = None) -> Callable[[F], F]:
     return decorate
 
 
-def public_method(fn: F) -> F:
-    """:func:`public_call` for a layer's ``__call__``: named by the layer's class."""
+@overload
+def public_method(fn: F) -> F: ...
+@overload
+def public_method(
+    *, method: str | None = None, checks: Checks | None = None
+) -> Callable[[F], F]: ...
+def public_method(
+    fn: F | None = None, *, method: str | None = None, checks: Checks | None = None
+) -> F | Callable[[F], F]:
+    """:func:`public_call` for a layer's ``__call__``, named by the layer's class (with
+    ``method``: ``GPT2.init_cache``)."""
 
-    @functools.wraps(fn)
-    def called(self: object, *args: object, **kwargs: object) -> object:
-        if _CALL.get() is not None:
-            return fn(self, *args, **kwargs)
-        return _run(type(self).__name__, fn, (self, *args), kwargs)
+    def decorate(fn: F) -> F:
+        suffix = f".{method}" if method else ""
 
-    NAMED[called] = "<the layer's class>"
-    transparent(called)
-    return cast(F, called)
+        @functools.wraps(fn)
+        def called(self: object, *args: object, **kwargs: object) -> object:
+            label = type(self).__name__ + suffix
+            if _CALL.get() is not None:
+                return _nested(label, fn, (self, *args), kwargs, checks)
+            return _run(label, fn, (self, *args), kwargs, checks)
+
+        NAMED[called] = f"<the layer's class>{suffix}"
+        transparent(called)
+        return cast(F, called)
+
+    return decorate if fn is None else decorate(fn)
 
 
 def public_init(fn: F) -> F:
     """A layer's ``__init__`` run in a call context named by its class: the validators name
     the layer being built (``Affine (initializer): dtype must be ...``). Its errors are not
-    reworded: a constructor's checks name the layer already."""
+    reworded: a constructor's checks name the layer already (built inside another public
+    call, ``lora``'s, they are re-attributed to that call)."""
 
     @functools.wraps(fn)
     def built(self: object, *args: object, **kwargs: object) -> object:
-        if _CALL.get() is not None:
-            return fn(self, *args, **kwargs)
+        if _CALL.get() is not None:  # built by another public call: re-attributed there
+            return _nested(type(self).__name__, fn, (self, *args), kwargs)
         token = _CALL.set(type(self).__name__)
         try:
             return fn(self, *args, **kwargs)
@@ -327,3 +527,4 @@ def public_init(fn: F) -> F:
 
 
 transparent(_run)
+transparent(_nested)

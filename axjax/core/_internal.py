@@ -14,6 +14,7 @@ from ._axis import axis_labels as axis_labels
 from ._axis import axis_name as axis_name
 from ._axis import check_axis_label as check_axis_label
 from ._calls import NAMED as NAMED
+from ._calls import Checks as Checks
 from ._calls import argument as argument
 from ._calls import check_mask as check_mask
 from ._calls import public_call as public_call

@@ -19,7 +19,7 @@ import numpy as np
 from typing_extensions import TypeVar
 
 from ..core import F32, I32, AnyTensor, Axis, Floating, KeyOf, Tensor
-from ..core._internal import checks_choices
+from ..core._internal import checks_choices, public_method
 from ..nn import (
     Affine,
     AttentionPath,
@@ -197,6 +197,7 @@ class Block(eqx.Module):
     def __call__(
         self, x: Tensor[F32, *B, Pos, Embed], cache: KVCache
     ) -> tuple[Tensor[F32, *B, Pos, Embed], KVCache]: ...
+    @public_method  # a block called by the model: re-attributed to the model
     def __call__(
         self, x: Tensor[F32, *B, Pos, Embed], cache: KVCache | None = None
     ) -> Tensor[F32, *B, Pos, Embed] | tuple[Tensor[F32, *B, Pos, Embed], KVCache]:
@@ -317,6 +318,7 @@ class GPT2(eqx.Module, Generic[BS]):
     def __call__(
         self, ids: Tensor[I32, *B, Pos], *, cache: Caches
     ) -> tuple[Tensor[F32, *B, Pos, Vocab], Caches]: ...
+    @public_method  # its own checks name it; an inner call's error is re-attributed
     def __call__(
         self, ids: Tensor[I32, *B, Pos], *, cache: Caches | None = None
     ) -> Tensor[F32, *B, Pos, Vocab] | tuple[Tensor[F32, *B, Pos, Vocab], Caches]:
@@ -343,6 +345,7 @@ class GPT2(eqx.Module, Generic[BS]):
         out: Tensor[F32, *B, Pos, Vocab] = contract(self.ln_f(x), self.wte.weight, over=Embed)
         return astype(out, F32)  # float32 logits from a low-precision model too
 
+    @public_method(method="init_cache")  # a mistake made through generate names it
     def init_cache(self, batch: Mapping[type[Axis], int], max_len: int) -> Caches:
         """An empty KV cache per block for ``max_len`` positions (at most ``n_positions``)
         and the ``batch`` axes (``{Batch: 4}``)."""

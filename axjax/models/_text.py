@@ -12,6 +12,7 @@ import jax
 import numpy as np
 
 from ..core import AnyTensor, Axis
+from ..core._internal import Checks, public_call
 from ..nn import Decoder, generate
 from ._tokenizer import Tokenizer
 
@@ -65,6 +66,17 @@ class _TextStream:
             self.send(rest)
 
 
+#: generate's arguments as generate_text's user gave them: an error of generate's names them
+CHECKS = Checks(
+    passes={"prompt": "prompts", "steps": "max_new_tokens", "stop": "stop"},
+    expects={
+        "prompts": "a string or a list of them, each of at least one token",
+        "max_new_tokens": "a positive int, the prompt's tokens + max_new_tokens - 1 within "
+        "the model's context",
+    },
+)
+
+
 @overload
 def generate_text(
     model: Decoder[Any],
@@ -95,6 +107,7 @@ def generate_text(
     stream: TextCallback | None = None,
     stream_every: int = 4,
 ) -> list[str]: ...
+@public_call(checks=CHECKS)
 def generate_text(
     model: Decoder[Any],
     tokenizer: Tokenizer[Any],

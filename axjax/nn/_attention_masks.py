@@ -79,6 +79,7 @@ def mask_axes(query_pos: object, key_pos: object) -> tuple[type[Axis], type[Axis
     return qa, ka
 
 
+@public_call()  # inside a layer or generate, re-attributed to that call
 def causal_mask(
     query_pos: type[_QPos],
     key_pos: type[_KPos],
@@ -128,6 +129,7 @@ def causal_mask(
     return greater_equal(q + shift, k)
 
 
+@public_call()
 def segment_mask(
     segments: Tensor[Any, *tuple[Any, ...]], query_pos: type[Axis], key_pos: type[Axis]
 ) -> Tensor[Bool, *tuple[Any, ...]]:

@@ -34,6 +34,7 @@ import numpy as np
 
 from ..core import I32, AnyTensor, Axis, AxisError, Tensor
 from ..core._internal import (
+    Checks,
     axes_names,
     axis_name,
     check_choice,
@@ -42,6 +43,7 @@ from ..core._internal import (
     check_not_donated,
     effects_barrier,
     positive_int,
+    public_call,
 )
 from ..ops import transpose
 from ._kv_cache import KVCache
@@ -230,18 +232,26 @@ def _realigned(ids: jax.Array, lengths: jax.Array) -> jax.Array:
     return jnp.take_along_axis(ids, where, axis=-1)
 
 
-def _check_prompt(
-    model: object, prompt: object, steps: int, pos: type[Axis] | None, max_len: int | None
-) -> tuple[type[Axis], int]:
-    """The prompt's position axis and the cache's length, checked in the order a user
-    reads them (the prompt's axes, its dtype, then its sizes and values), against what the
-    model declares (``position_axis``, ``max_positions``, ``vocab_size``: each optional),
-    before any call inside can fail on them."""
-    if not isinstance(prompt, Tensor) or not prompt.axes:
-        raise TypeError("generate: the prompt is a Tensor of token ids [*Batch, Pos]")
+def _position(model: object, prompt: AnyTensor, pos: type[Axis] | None) -> type[Axis]:
+    """The prompt's position axis: ``pos``, else the model's ``position_axis`` when the
+    prompt has it, else the prompt's last axis."""
     declared = getattr(model, "position_axis", None)
     if pos is None:
-        pos = declared if declared in prompt.axes else prompt.axes[-1]
+        return cast(type[Axis], declared if declared in prompt.axes else prompt.axes[-1])
+    return pos
+
+
+def _prompt_axes(a: Mapping[str, Any]) -> None:
+    """The prompt is a Tensor with axes."""
+    if not isinstance(a["prompt"], Tensor) or not a["prompt"].axes:
+        raise TypeError("generate: the prompt is a Tensor of token ids [*Batch, Pos]")
+
+
+def _pos_axis(a: Mapping[str, Any]) -> None:
+    """``pos`` is an axis of the prompt's, and the one the model declares."""
+    prompt, model = a["prompt"], a["model"]
+    pos = _position(model, prompt, a["pos"])
+    declared = getattr(model, "position_axis", None)
     if pos not in prompt.axes:
         raise AxisError(
             f"generate: the prompt ({axes_names(prompt.axes)}) has no position axis "
@@ -253,10 +263,28 @@ def _check_prompt(
             f"{axis_name(declared)} (the prompt: {axes_names(prompt.axes)}); pass "
             f"pos={axis_name(declared)} or leave pos out"
         )
+
+
+def _prompt_dtype(a: Mapping[str, Any]) -> None:
+    """generate's second stage: the prompt holds integers (token ids)."""
+    prompt = a["prompt"]
     if not jnp.issubdtype(prompt.array.dtype, jnp.integer):
         raise TypeError(f"generate: the prompt holds token ids, got {prompt.dtype.__name__}")
-    n_prompt = int(prompt.size(pos))
-    if n_prompt == 0:
+
+
+def _padding(a: Mapping[str, Any]) -> None:
+    check_choice("generate", "padding", a["padding"], ("right", "left"))
+
+
+def _steps(a: Mapping[str, Any]) -> None:
+    positive_int("generate", "steps", a["steps"])
+
+
+def _prompt_sizes(a: Mapping[str, Any]) -> None:
+    """At least one token, and at least one row."""
+    prompt = a["prompt"]
+    pos = _position(a["model"], prompt, a["pos"])
+    if prompt.size(pos) == 0:
         raise ValueError(
             f"generate: the prompt has no tokens ({axis_name(pos)}=0); give each row at "
             "least one token to continue"
@@ -264,6 +292,12 @@ def _check_prompt(
     empty = [f"{axis_name(a)}=0" for a, n in zip(prompt.axes, prompt.shape, strict=True) if n == 0]
     if empty:
         raise ValueError(f"generate: the prompt has no rows ({', '.join(empty)})")
+
+
+def _context(a: Mapping[str, Any]) -> None:
+    """The prompt and ``steps`` within the model's ``max_positions``, and ``max_len``."""
+    model, prompt, steps = a["model"], a["prompt"], a["steps"]
+    n_prompt = int(prompt.size(_position(model, prompt, a["pos"])))
     need = n_prompt + steps - 1  # the last token drawn is never fed back
     limit = getattr(model, "max_positions", None)
     if isinstance(limit, int) and need > limit:
@@ -272,14 +306,37 @@ def _check_prompt(
             f"{need} positions (prompt + steps - 1), the model has {limit} "
             f"({type(model).__name__}'s context length): shorten the prompt or lower steps"
         )
-    max_len = need if max_len is None else positive_int("generate", "max_len", max_len)
+    if a["max_len"] is None:
+        return
+    max_len = positive_int("generate", "max_len", a["max_len"])
     if need > max_len:
         raise ValueError(
             f"generate: a prompt of {n_prompt} and {steps} steps need a cache of {need} "
             f"positions, max_len is {max_len}"
         )
-    _check_ids(model, prompt)
-    return pos, max_len
+
+
+def _prompt_ids(a: Mapping[str, Any]) -> None:
+    _check_ids(a["model"], a["prompt"])
+
+
+#: generate's checks, in the order a user reads its arguments (core/_calls.py runs them)
+CHECKS = Checks(
+    axes=(("prompt", _prompt_axes), ("pos", _pos_axis)),
+    dtypes=(("prompt", _prompt_dtype),),
+    values=(
+        ("padding", _padding),
+        ("steps", _steps),
+        ("prompt", _prompt_sizes),
+        ("steps", _context),
+        ("prompt", _prompt_ids),
+    ),
+    blame={"init_cache": "steps", "positions": "prompt", "causal_mask": "prompt"},
+    expects={
+        "prompt": "integer token ids [*Batch, Pos], at least one token per row",
+        "steps": "a positive int, the prompt's length + steps - 1 within the model's context",
+    },
+)
 
 
 def _check_ids(model: object, prompt: Tensor[Any]) -> None:
@@ -381,6 +438,7 @@ def generate(
     stream: StreamCallback | None = None,
     stream_every: int = 8,
 ) -> Generation[*B]: ...
+@public_call(checks=CHECKS)
 def generate(
     model: Decoder[Any],
     prompt: Tensor[I32, *B],
@@ -435,10 +493,12 @@ def generate(
         >>> out = ax.nn.generate(lm, prompt, 32, jax.random.key(0), temperature=0.8, top_p=0.9)
         >>> tokens, lengths = ax.nn.generate(lm, ids, 32, temperature=0, lengths=n, stop=eos)
     """
-    check_choice("generate", "padding", padding, ("right", "left"))
+    pos = _position(model, prompt, pos)  # the arguments are checked: CHECKS
     steps = positive_int("generate", "steps", steps)
-    pos, max_len = _check_prompt(model, prompt, steps, pos, max_len)
     n_prompt = int(prompt.size(pos))
+    max_len = (
+        n_prompt + steps - 1 if max_len is None else positive_int("generate", "max_len", max_len)
+    )
     sampler = _Sampler(*check_sampler("generate", temperature, top_k, top_p))
     stops = _check_stop(stop, pad_id)
     if key is None:

@@ -19,7 +19,14 @@ import jax.numpy as jnp
 from typing_extensions import TypeVar
 
 from ..core import I32, AnyTensor, Axis, AxisError, DType, Tensor
-from ..core._internal import axes_names, axis_name, check_indices, int_in_range, positive_int
+from ..core._internal import (
+    axes_names,
+    axis_name,
+    check_indices,
+    int_in_range,
+    positive_int,
+    public_method,
+)
 from ..ops import rename, transpose
 
 __all__ = ["KVCache"]
@@ -80,6 +87,7 @@ class KVCache(eqx.Module, Generic[_CD, _CK]):
         """The batch axes: one length each row."""
         return self.length.axes
 
+    @public_method(method="positions")  # through generate, blamed on the prompt
     def positions(self, query_pos: type[_QP], n: int) -> Tensor[I32, *tuple[Any, ...]]:
         """The positions of the next ``n`` queries of each row: ``[*Batch, query_pos]``, row
         ``b``'s counting from its ``length`` (a model's learned positions or RoPE for a

@@ -28,7 +28,14 @@ import jax.numpy as jnp
 import numpy as np
 
 from ..core import AnyTensor, Tensor
-from ..core._internal import check_not_donated, positive_float, positive_int, prng_key
+from ..core._internal import (
+    Checks,
+    check_not_donated,
+    positive_float,
+    positive_int,
+    prng_key,
+    public_call,
+)
 from ..ops import contract, transpose
 from ._adapted import LoRAWeight, Rank, adapter_lead, optional_text
 from ._linear import Affine, D, DenseCall, In, Linear, Out, dense_product, describe_dense
@@ -207,6 +214,7 @@ def _listed(found: list[_Target], leaves: list[Any]) -> str:
     return shown + (f", ... ({len(found)} in all)" if len(found) > 12 else "")
 
 
+@public_call(checks=Checks(blame={"LoRA": "model", "LoRAWeight": "model"}))  # what it builds
 def lora(
     model: M,
     *,

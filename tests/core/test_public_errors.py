@@ -4,8 +4,8 @@ Every layer of the layer registry and every public function of ``ax``, ``ax.nn``
 ``ax.train`` that takes Tensors (found by introspection; op functions name their op
 already) has a valid call in ``FIXTURES`` below. Each of its Tensor arguments is then
 given a wrong dtype and wrong axes (a mask or labels: a float one), and the error must be
-axjax's own, its first line naming the callable and the argument (core/_calls.py: the call
-context). A new public function taking Tensors without a fixture fails
+axjax's own, its first line naming the callable and the argument, and no public call inside
+it (core/_calls.py: the call context). A new public function taking Tensors without a fixture fails
 :func:`test_every_callable_has_a_fixture`; :func:`test_the_check_fails_without_the_context`
 is the mutation: the call context switched off makes the generated check fail.
 """
@@ -26,7 +26,7 @@ import pytest
 
 import axjax as ax
 from axjax.core import _calls
-from axjax.core._internal import declared_ops
+from axjax.core._internal import NAMED, declared_ops
 from axjax.nn._registry import declared_layers
 
 AXJAX_DIR = str(Path(ax.__file__).parent)
@@ -391,6 +391,22 @@ def probes(args: dict[str, Any], roles: dict[str, Role]) -> Iterator[tuple[str, 
             yield name, "stray axes", {**args, name: _retyped(args[name], stray)}
 
 
+def inner_names(entry: str, given: tuple[str, ...] = ()) -> set[str]:
+    """Every public call's name but the entry point's and those of the objects the user
+    gave it (a model's class may be named: the user passed it): what a first line must not
+    name (core/_calls.py names the outermost call; tests/core/test_entry_points.py)."""
+    names = {n for n in NAMED.values() if not n.startswith("<")}
+    names |= {s.name for s in declared_layers()} | {"init_cache", "KVCache.positions"}
+    names |= {"GPT2", "Llama", "Block", "KVCache", "Transpose"}
+    return names - {entry, *given}
+
+
+def names_inner(entry: str, first: str, given: tuple[str, ...] = ()) -> list[str]:
+    """The inner calls a first line names (case-sensitive, as whole words)."""
+    inner = inner_names(entry, given)
+    return sorted(n for n in inner if re.search(rf"\b{re.escape(n)}\b", first))
+
+
 def _from_axjax(error: BaseException) -> bool:
     frames = traceback.extract_tb(error.__traceback__)
     return bool(frames) and frames[-1].filename.startswith(AXJAX_DIR)
@@ -417,6 +433,8 @@ def check(name: str, fixture: Fixture) -> list[str]:
                 problems.append(f"{label}: the first line does not name {short}: {first}")
             elif not re.search(rf"\b{re.escape(arg)}\b", first):
                 problems.append(f"{label}: the first line does not name {arg}: {first}")
+            elif inner := names_inner(short, first):
+                problems.append(f"{label}: the first line names the inner call {inner}: {first}")
         else:
             if f"{arg}: {what}" not in fixture.accepts:
                 problems.append(f"{label}: accepted")
