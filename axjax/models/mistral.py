@@ -16,10 +16,11 @@ Example:
 from __future__ import annotations
 
 import os
-from typing import TYPE_CHECKING, Literal, overload
+import typing
+from typing import TYPE_CHECKING, Literal
 
 from ..core import Floating
-from ..core._internal import checks_choices
+from ..core._internal import checks_choices as _checks_choices
 from ..nn import AttentionPath, Layer, LayerStack
 from ._llama import Block as Block
 from ._llama import Embed as Embed
@@ -38,7 +39,7 @@ if TYPE_CHECKING:
     from ._tokenizer import Tokenizer
 
 
-@overload
+@typing.overload
 def from_hf(
     folder: str | os.PathLike[str],
     *,
@@ -46,7 +47,7 @@ def from_hf(
     dtype: type[Floating] | None = ...,
     implementation: AttentionPath = ...,
 ) -> Llama[tuple[Block, ...]]: ...
-@overload
+@typing.overload
 def from_hf(
     folder: str | os.PathLike[str],
     *,
@@ -54,7 +55,7 @@ def from_hf(
     dtype: type[Floating] | None = ...,
     implementation: AttentionPath = ...,
 ) -> Llama[LayerStack[Block, Layer]]: ...
-@overload
+@typing.overload
 def from_hf(
     folder: str | os.PathLike[str],
     *,
@@ -62,7 +63,7 @@ def from_hf(
     dtype: type[Floating] | None = ...,
     implementation: AttentionPath = ...,
 ) -> Llama: ...
-@checks_choices
+@_checks_choices
 def from_hf(
     folder: str | os.PathLike[str],
     *,

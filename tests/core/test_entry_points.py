@@ -25,6 +25,7 @@ from __future__ import annotations
 import functools
 import importlib
 import inspect
+import pkgutil
 import re
 from collections.abc import Callable
 from typing import Any, NamedTuple
@@ -36,6 +37,7 @@ import numpy as np
 import pytest
 
 import axjax as ax
+import axjax.models
 from axjax.core import _calls
 from axjax.core._internal import NAMED, declared_ops
 from axjax.models import gpt2, llama
@@ -43,8 +45,12 @@ from axjax.nn._registry import declared_layers
 from tests.core.test_public_errors import names_inner
 
 Batch = ax.train.Batch
-NAMESPACES = ("axjax", "axjax.nn", "axjax.train", "axjax.models", "axjax.models.gpt2",
-              "axjax.models.llama")  # fmt: skip
+#: every family module of axjax.models (gpt2, llama, mistral, ...): a new one is enumerated
+FAMILIES = sorted(
+    m.name for m in pkgutil.iter_modules(axjax.models.__path__) if not m.name.startswith("_")
+)
+NAMESPACES = ("axjax", "axjax.nn", "axjax.train", "axjax.models",
+              *(f"axjax.models.{f}" for f in FAMILIES))  # fmt: skip
 
 _RUNS_USER_CODE = (
     "runs the user's function: an error inside is named by the call the user wrote there "
@@ -106,6 +112,10 @@ EXEMPT: dict[str, str] = {
             "ax.train.save_sharded",
             "ax.train.write_idx",
             "ax.train.write_tokens",
+            "models.load_peft",
+            "models.read_peft",
+            "models.save_peft",
+            "models.write_peft",
             "models.load_pretrained",
             "models.load_tokenizer",
             "models.load_weights",
@@ -119,6 +129,10 @@ EXEMPT: dict[str, str] = {
             "llama.to_hf",
             "llama.tokenizer",
             "llama.table",
+            "mistral.from_hf",
+            "mistral.tokenizer",
+            "qwen2.from_hf",
+            "qwen2.tokenizer",
         ),
         _FILES,
     ),  # fmt: skip
@@ -213,8 +227,7 @@ _PREFIX = {
     "axjax.nn": "ax.nn",
     "axjax.train": "ax.train",
     "axjax.models": "models",
-    "axjax.models.gpt2": "gpt2",
-    "axjax.models.llama": "llama",
+    **{f"axjax.models.{f}": f for f in FAMILIES},
 }
 
 
