@@ -67,7 +67,7 @@ WINDOW_DOC = textwrap.fill(
     f"among the first {FRONT} or the last {BACK} axes (any position up to rank {FRONT + BACK}); "
     f"expand_dims and stack take a literal `at` in {-EXPAND_BACK}..{EXPAND_FRONT} (every valid "
     f"index up to rank {EXPAND_FRONT}; a computed `at` is gradual); transpose is exact up to "
-    f"rank {PERM_RANK}; a reduction over a tuple of axes up to rank {TUPLE_RANK}; "
+    f"rank {PERM_RANK}; a reduction's result over a literal tuple of axes up to rank {TUPLE_RANK}; "
     f"constructors and broadcast targets up to rank {CTOR_RANK}. Larger ranks give the "
     "gradual Tensor[D, *tuple[Any, ...]].",
     width=94,
@@ -233,24 +233,28 @@ def reduction(
 def tuple_overloads(
     m: Module, name: str, dtype_in: str, dtype_out: str, keep: bool, rest: str
 ) -> None:
-    """``name(x, (A, B))``: one overload per rank up to ``TUPLE_RANK`` and per ordered choice
-    of the named axes among the tensor's (the result: the others, in order; or all of them,
-    ``keep``), then a gradual catch-all for the larger ranks. A tuple naming an axis the
-    tensor lacks (rank up to ``TUPLE_RANK``) matches none: an error in every checker."""
-    for r in range(1, TUPLE_RANK + 1):
-        axes = tv("T", r)
-        for k in range(1, r + 1):
-            for chosen in itertools.permutations(range(r), k):
-                over = "tuple[" + ", ".join(f"type[T{i}]" for i in chosen) + "]"
-                left = axes if keep else [a for i, a in enumerate(axes) if i not in chosen]
-                m.overload(
-                    f"{name}(x: {tensor(dtype_in, axes)}, over: {over}{rest})"
-                    f" -> {tensor(dtype_out, left)}"
-                )
-    big = [*tv("T", TUPLE_RANK + 1), "*Ts"]
-    result = tensor(dtype_out, [*tv("T", TUPLE_RANK + 1), "*Ts"] if keep else [ANY])
+    """``name(x, (A, B))``. A reduction gets one overload per rank up to ``TUPLE_RANK`` and
+    per ordered choice of the named axes among the tensor's (the result: the others, in
+    order). Then, for every op, the catch-all: any tensor and any tuple, gradual (softmax:
+    the tensor's type). It takes every rank, as ``expand_dims``'s takes a computed ``at``:
+    a tuple computed at run time (``tuple(x.axes)``, of type ``tuple[type[Axis], ...]``)
+    must not be an error, and no type tells it from a literal one, so a literal tuple naming
+    an axis the tensor lacks is gradual too without the plugin."""
+    if not keep:
+        for r in range(1, TUPLE_RANK + 1):
+            axes = tv("T", r)
+            for k in range(1, r + 1):
+                for chosen in itertools.permutations(range(r), k):
+                    over = "tuple[" + ", ".join(f"type[T{i}]" for i in chosen) + "]"
+                    left = [a for i, a in enumerate(axes) if i not in chosen]
+                    m.overload(
+                        f"{name}(x: {tensor(dtype_in, axes)}, over: {over}{rest})"
+                        f" -> {tensor(dtype_out, left)}"
+                    )
+    given, result = (["*Ts"], ["*Ts"]) if keep else ([ANY], [ANY])
     m.overload(
-        f"{name}(x: {tensor(dtype_in, big)}, over: tuple[type[Axis], ...]{rest}) -> {result}"
+        f"{name}(x: {tensor(dtype_in, given)}, over: tuple[type[Axis], ...]{rest})"
+        f" -> {tensor(dtype_out, result)}"
     )
 
 

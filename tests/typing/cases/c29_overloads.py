@@ -2,9 +2,10 @@
 
 ``ax.contract(..., out=(A, B))`` is ``Tensor[D, A, B]`` in every checker (one generated
 overload per length of ``out``; whether ``out`` is a permutation of the result's axes stays
-the plugin's and the run time's). A reduction over a tuple of axes is exact up to rank 3
-(one overload per rank and per ordered choice of the axes; rank 4 and up is gradual without
-the plugin). Left to the plugin, each with the reason (docs/typing.md): ``ax.tensor`` of a
+the plugin's and the run time's). A reduction's result over a literal tuple of axes is
+exact up to rank 3 (one overload per rank and per ordered choice of the axes; rank 4 and up
+is gradual without the plugin); an axis the tensor lacks takes the catch-all of computed
+tuples (``tuple(x.axes)``), which no type tells from a literal one: the plugin's. Left to the plugin, each with the reason (docs/typing.md): ``ax.tensor`` of a
 numpy array of a known dtype, ``rearrange``'s result, ``stack`` along an axis already
 present; an ``Ensemble`` input that already has its member axis is in c21_ensemble.py.
 """
@@ -55,13 +56,16 @@ reveal_type(ax.mean(bph, (Hidden, Batch, Pos)))  # want: Tensor[F32]
 reveal_type(ax.logsumexp(bph, (Pos,)))  # want: Tensor[F32, Batch, Hidden]
 reveal_type(ax.softmax(bph, (Hidden, Pos)))  # want: Tensor[F32, Batch, Pos, Hidden]
 pooled: Tensor[F32, Batch] = ax.max(bph, (Hidden, Pos))  # ok
-r1 = ax.sum(bph, (Pos, Embed))  # want-error: Embed is not an axis of the tensor; want-error[mypy,pyright]
-r2 = ax.softmax(bph, (Embed, Pos))  # want-error: Embed is not an axis of the tensor; want-error[mypy,pyright]
-r3: Tensor[F32, Batch] = ax.sum(bph, (Batch, Pos))  # want-error: Incompatible types in assignment; want-error[mypy,pyright]; runs: annotations are not checked at run time
+r1 = ax.sum(bph, (Pos, Embed))  # want-error[plugin]: Embed is not an axis of the tensor; miss[mypy,pyright]: no type tells a literal tuple from a computed one (tuple(x.axes)), whose catch-all takes it
+r2 = ax.softmax(bph, (Embed, Pos))  # want-error[plugin]: Embed is not an axis of the tensor; miss[mypy,pyright]: as above
+r3: Tensor[F32, Batch] = ax.sum(bph, (Batch, Pos))  # want-error[plugin]: Incompatible types in assignment; want-error[pyright]; miss[mypy]: mypy tries the next overload against the annotation, the catch-all; runs: annotations are not checked at run time
 r4 = ax.var(bph, (Pos, Hidden)) + ax.zeros((5,), Pos)  # want-error: Cannot apply Add; want-error[mypy,pyright]
 wide = ax.zeros((2, 5, 3, 8), Batch, Pos, Hidden, Embed)
 reveal_type(ax.sum(wide, (Pos, Embed)))  # want[plugin]: Tensor[F32, Batch, Hidden]; want[mypy,pyright]: Tensor[F32, *tuple[Any, ...]]
 r5 = ax.sum(wide, (Pos, Pos))  # want-error[plugin]: axis named twice; miss[mypy,pyright]: rank 4 is outside the tuples' window; raises: TypeError
+some: Tensor[F32, *tuple[Any, ...]] = bph
+reveal_type(ax.sum(some, (Pos, Batch)))  # show
+reveal_type(ax.sum(bph, tuple(bph.axes)))  # want[mypy,pyright]: Tensor[F32, *tuple[Any, ...]]; show[plugin]
 
 # left to the plugin: the dtype of a typed numpy array (an overload per numpy dtype would
 # make every array of unknown type Any, axes included, in both checkers: the ambiguity rule)
