@@ -59,6 +59,7 @@ BACK = 4  # ... and positions -1 .. -BACK from the back: exact at any position u
 EXPAND_FRONT = 4  # expand_dims / stack: at = 0 .. EXPAND_FRONT
 EXPAND_BACK = 5  # ... and at = -1 .. -EXPAND_BACK: every valid index up to rank 4
 PERM_RANK = 4  # transpose: every permutation up to this rank
+TUPLE_RANK = 3  # a reduction over a tuple of axes: every choice of them up to this rank
 CTOR_RANK = 6  # constructors and broadcast targets: ranks 0 .. CTOR_RANK
 
 WINDOW_DOC = textwrap.fill(
@@ -66,7 +67,7 @@ WINDOW_DOC = textwrap.fill(
     f"among the first {FRONT} or the last {BACK} axes (any position up to rank {FRONT + BACK}); "
     f"expand_dims and stack take a literal `at` in {-EXPAND_BACK}..{EXPAND_FRONT} (every valid "
     f"index up to rank {EXPAND_FRONT}; a computed `at` is gradual); transpose is exact up to "
-    f"rank {PERM_RANK}; "
+    f"rank {PERM_RANK}; a reduction's result over a literal tuple of axes up to rank {TUPLE_RANK}; "
     f"constructors and broadcast targets up to rank {CTOR_RANK}. Larger ranks give the "
     "gradual Tensor[D, *tuple[Any, ...]].",
     width=94,
@@ -202,29 +203,58 @@ def reduction(
     """``name(x, over)``: sum-like (the axis is removed) or softmax-like (``keep``; these
     take ``allow_query``, the switch of the key-role check: ``ax.KeyOf``).
 
-    The tuple form comes first and the positions last (the sets do not overlap): pyright
-    explains only the last overload that failed at the latest argument, so an axis the
-    tensor lacks reads ``"type[C]" is not assignable to "type[B]"`` (the axis given, against
-    one of the tensor's), not "expected a tuple" (issue 33)."""
+    The positions come first, the tuple forms after them (the sets do not overlap; in this
+    order pyright's time on nested calls of unknown operands stays as it was), and a copy
+    of the last-axis overload ends the set: pyright explains only the last overload that
+    failed at the latest argument, so an axis the tensor lacks reads ``"type[D]" is not
+    assignable to "type[C]"`` (the axis given, against the tensor's last), not "expected a
+    tuple" (issue 33)."""
     rest = ", allow_query: bool = False" if keep else ""
-    if tuples:
-        if keep:
-            m.overload(
-                f"{name}(x: {tensor(dtype_in, ['*Ts'])}, over: tuple[type[Axis], ...]{rest})"
-                f" -> {tensor(dtype_out, ['*Ts'])}"
-            )
-        else:
-            m.overload(
-                f"{name}(x: {tensor(dtype_in, [ANY])}, over: tuple[type[Axis], ...])"
-                f" -> {tensor(dtype_out, [ANY])}"
-            )
     positions(
         dtype_in, "x", "over", rest, lambda items: tensor(dtype_out, items), name, m, keep_x=keep
     )
+    if tuples:
+        tuple_overloads(m, name, dtype_in, dtype_out, keep, rest)
+        # pyright explains the last overload that failed at the latest argument: the axis
+        # given against the tensor's last one ("type[D]" is not assignable to "type[C]"),
+        # not against a tuple (a copy of the last-axis overload; it matches nothing new)
+        last = ["*Ts", "X"] if keep else ["*Ts"]
+        m.overload(
+            f"{name}(x: {tensor(dtype_in, ['*Ts', 'X'])}, over: type[X]{rest})"
+            f" -> {tensor(dtype_out, last)}"
+        )
     m.impl(
         name,
         f"(x: {tensor(dtype_in, [ANY])}, over: Any{rest}) -> {tensor(dtype_out, [ANY])}",
         source,
+    )
+
+
+def tuple_overloads(
+    m: Module, name: str, dtype_in: str, dtype_out: str, keep: bool, rest: str
+) -> None:
+    """``name(x, (A, B))``. A reduction gets one overload per rank up to ``TUPLE_RANK`` and
+    per ordered choice of the named axes among the tensor's (the result: the others, in
+    order). Then, for every op, the catch-all: any tensor and any tuple, gradual (softmax:
+    the tensor's type). It takes every rank, as ``expand_dims``'s takes a computed ``at``:
+    a tuple computed at run time (``tuple(x.axes)``, of type ``tuple[type[Axis], ...]``)
+    must not be an error, and no type tells it from a literal one, so a literal tuple naming
+    an axis the tensor lacks is gradual too without the plugin."""
+    if not keep:
+        for r in range(1, TUPLE_RANK + 1):
+            axes = tv("T", r)
+            for k in range(1, r + 1):
+                for chosen in itertools.permutations(range(r), k):
+                    over = "tuple[" + ", ".join(f"type[T{i}]" for i in chosen) + "]"
+                    left = [a for i, a in enumerate(axes) if i not in chosen]
+                    m.overload(
+                        f"{name}(x: {tensor(dtype_in, axes)}, over: {over}{rest})"
+                        f" -> {tensor(dtype_out, left)}"
+                    )
+    given, result = (["*Ts"], ["*Ts"]) if keep else ([ANY], [ANY])
+    m.overload(
+        f"{name}(x: {tensor(dtype_in, given)}, over: tuple[type[Axis], ...]{rest})"
+        f" -> {tensor(dtype_out, result)}"
     )
 
 
@@ -499,7 +529,8 @@ def elementwise_module(docs: dict[str, str]) -> Module:
 #: by generated position overloads), each with the reason. Any other declared function of
 #: kind "axis" or "positional" must be generated: ``check_coverage`` fails otherwise.
 HAND_TYPED = {
-    "contract": "set algebra on axes: typed by the plugin, gradual under pyright",
+    "contract": "set algebra on axes: typed by the plugin; by out= in every checker "
+    "(with_contract_overloads)",
     "conv": "several spatial axes and a kernel: typed by the plugin",
     "max_pool": "keeps the input's axes: exact in its signature",
     "avg_pool": "keeps the input's axes: exact in its signature",
@@ -1092,6 +1123,37 @@ def with_cast_regions(text: str) -> str:
     return with_blocks(text, CAST_BEGIN, list(cast_regions()), PRECISION)
 
 
+# ----------------------------------------------------------------------------- contract(out=)
+#: ``contract``'s axes are set algebra on its operands' (the plugin's), but ``out=(A, B)``
+#: names them: one overload per length of ``out`` up to ``CTOR_RANK`` types the result
+#: ``Tensor[D, A, B]`` in every checker (whether ``out`` is a permutation of the result's
+#: axes stays the run time's and the plugin's); without ``out``, or longer, it is gradual
+#: (the catch-all takes only the longer tuples: a shorter one is never typed gradually).
+CONTRACT = OPS / "_contract.py"
+CONTRACT_BEGIN = (
+    "# BEGIN GENERATED by tools/gen_overloads.py: contract's result by out= (do not edit)"
+)
+
+
+def contract_overloads() -> list[str]:
+    tensors = "*tensors: Tensor[D, *tuple[Any, ...]]"
+    over = "over: type[Axis] | tuple[type[Axis], ...] | None = None"
+    outs = [("None = None", tensor("D", [ANY]))]
+    for r in range(CTOR_RANK + 1):
+        axes = "tuple[" + (", ".join(f"type[A{i}]" for i in range(r)) or "()") + "]"
+        outs.append((axes, tensor("D", tv("A", r))))
+    longer = ", ".join(["type[Axis]"] * (CTOR_RANK + 1))
+    outs.append((f"tuple[{longer}, *tuple[type[Axis], ...]]", tensor("D", [ANY])))
+    lines = []
+    for out, result in outs:
+        lines += ["@overload", f"def contract({tensors}, {over}, out: {out}) -> {result}: ..."]
+    return lines
+
+
+def with_contract_overloads(text: str) -> str:
+    return with_blocks(text, CONTRACT_BEGIN, [contract_overloads()], CONTRACT)
+
+
 # ----------------------------------------------------------------------------- static names
 #: The functions the declarations of ``_elementwise.py`` make are bound there at run time;
 #: these lines name them statically too, for tools that read the source (the API
@@ -1283,6 +1345,7 @@ def render() -> dict[Path, str]:
     out.update(op_function_files())
     out[PRECISION] = with_cast_regions(PRECISION.read_text())
     out[ELEMENTWISE] = with_function_names(ELEMENTWISE.read_text())
+    out[CONTRACT] = with_contract_overloads(CONTRACT.read_text())
     for path in CONSTRUCTORS:
         out[path] = with_constructors(path, path.read_text())
     out[API_CASES] = api_cases()

@@ -19,10 +19,11 @@ from collections.abc import Callable
 from typing import Any
 
 from mypy.checker import TypeChecker
-from mypy.nodes import ARG_POS, Expression, TempNode, TypeInfo
+from mypy.nodes import ARG_POS, CallExpr, Expression, LambdaExpr, TempNode, TypeInfo
 from mypy.plugin import FunctionContext, MethodContext
 from mypy.types import (
     AnyType,
+    CallableType,
     Instance,
     LiteralType,
     NoneType,
@@ -106,6 +107,8 @@ def loop_call_type(
     new: Type | None = None
     step = _step(xs, over, tensor, tuple_info)
     checker = ctx.api
+    if step is not None and isinstance(checker, TypeChecker):
+        unit = _lambda_unit(ctx, checker, unit, init, step) or unit
     if (
         step is not None
         and not isinstance(get_proper_type(unit), AnyType)
@@ -152,6 +155,29 @@ def loop_call_type(
             ctx.api.fail(message(e), ctx.context, code=AXES_ERROR)
             note_origins(ctx)
         return ctx.default_return_type
+
+
+def _lambda_unit(
+    ctx: MethodContext, checker: TypeChecker, unit: Type, init: Type, step: Type
+) -> Type | None:
+    """A lambda unit written in the call (``ax.fold(lambda h, x: ..., over=T)(h0, xs)``),
+    typed again with the state and one step of ``xs`` for its parameters: mypy typed it from
+    ``fold``'s context, where its parameters are ``Any``. Its body's errors are reported at
+    this call (where the run time raises them); ``None`` where the unit is no such lambda."""
+    p = get_proper_type(unit)
+    callee = ctx.context.callee if isinstance(ctx.context, CallExpr) else None
+    if not isinstance(p, CallableType) or not p.implicit or not isinstance(callee, CallExpr):
+        return None
+    lam = next((a for a in callee.args if isinstance(a, LambdaExpr)), None)
+    if lam is None or lam.arg_kinds != [ARG_POS, ARG_POS]:
+        return None
+    context = p.copy_modified(arg_types=[init, step], ret_type=AnyType(TypeOfAny.special_form))
+    with checker.msg.filter_errors(save_filtered_errors=True) as watcher:
+        typed = checker.expr_checker.accept(lam, type_context=context)
+    for error in watcher.filtered_errors():
+        if error.severity == "error":
+            ctx.api.fail(error.message, ctx.context, code=error.code)
+    return typed
 
 
 def _is_none(t: Type) -> bool:

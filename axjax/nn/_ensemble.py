@@ -11,11 +11,14 @@ exactly the trajectory it would follow alone: the gradient of a sum is the membe
 gradients, and optimizers act leaf by leaf.
 """
 
+# the call's overloads for dense members spell "In at any position": they overlap where two
+# positions agree
+# mypy: disable-error-code="overload-overlap"
 from __future__ import annotations
 
 import inspect
 from collections.abc import Callable, Sequence
-from typing import Any, Concatenate, Generic, TypeVarTuple, cast, final, overload
+from typing import TYPE_CHECKING, Any, Concatenate, Generic, TypeVarTuple, cast, final, overload
 
 import equinox as eqx
 import jax
@@ -45,6 +48,9 @@ from ._stack import (
     stacked_size,
 )
 
+if TYPE_CHECKING:  # for the dense layers' call (an annotation: no import at run time)
+    from ._linear import _Dense  # pyright: ignore[reportPrivateUsage]
+
 __all__ = ["Ensemble", "Member", "ensemble_loss"]
 
 #: the member model's type (covariant: a call reads the model's own call signature)
@@ -59,6 +65,10 @@ Ts = TypeVarTuple("Ts")
 Us = TypeVarTuple("Us")
 R = TypeVar("R")
 X = TypeVar("X")
+In = TypeVar("In", bound=Axis)
+Out = TypeVar("Out", bound=Axis)
+T0 = TypeVar("T0", bound=Axis)
+T1 = TypeVar("T1", bound=Axis)
 P = ParamSpec("P")
 
 
@@ -212,6 +222,48 @@ class Ensemble(eqx.Module, Generic[M, A]):
         """The members, in order."""
         return [self[i] for i in range(len(self))]
 
+    # an ensemble of dense layers (Linear, Affine, MLP): their own call's overloads, the
+    # ensemble's axis first (plain mypy cannot match an overloaded call to the Callable below)
+    @overload
+    def __call__(
+        self: Ensemble[_Dense[D, In, Out], AE],
+        x: Tensor[D, *Ts, In],
+        /,
+        *,
+        key: jax.Array | None = None,
+    ) -> Tensor[D, AE, *Ts, Out]: ...
+    @overload
+    def __call__(
+        self: Ensemble[_Dense[D, In, Out], AE],
+        x: Tensor[D, *Ts, In, T0],
+        /,
+        *,
+        key: jax.Array | None = None,
+    ) -> Tensor[D, AE, *Ts, T0, Out]: ...
+    @overload
+    def __call__(
+        self: Ensemble[_Dense[D, In, Out], AE],
+        x: Tensor[D, *Ts, In, T0, T1],
+        /,
+        *,
+        key: jax.Array | None = None,
+    ) -> Tensor[D, AE, *Ts, T0, T1, Out]: ...
+    @overload
+    def __call__(
+        self: Ensemble[_Dense[D, In, Out], AE],
+        x: Tensor[D, In, *Ts],
+        /,
+        *,
+        key: jax.Array | None = None,
+    ) -> Tensor[D, AE, *Ts, Out]: ...
+    @overload
+    def __call__(
+        self: Ensemble[_Dense[D, In, Out], AE],
+        x: Tensor[D, T0, In, *Ts],
+        /,
+        *,
+        key: jax.Array | None = None,
+    ) -> Tensor[D, AE, T0, *Ts, Out]: ...
     @overload
     def __call__(
         self: Ensemble[Callable[Concatenate[Tensor[D, *Ts], P], Tensor[D2, *Us]], AE],

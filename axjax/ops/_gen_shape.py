@@ -3,8 +3,9 @@
 # Window: an op that removes, keeps or renames a named axis is exact when the axis is among
 # the first 4 or the last 4 axes (any position up to rank 8); expand_dims and stack take a
 # literal `at` in -5..4 (every valid index up to rank 4; a computed `at` is gradual);
-# transpose is exact up to rank 4; constructors and broadcast targets up to rank 6. Larger
-# ranks give the gradual Tensor[D, *tuple[Any, ...]].
+# transpose is exact up to rank 4; a reduction's result over a literal tuple of axes up to
+# rank 3; constructors and broadcast targets up to rank 6. Larger ranks give the gradual
+# Tensor[D, *tuple[Any, ...]].
 # Definition-time overlap checks misfire on position overloads; call sites are what count
 # (tests/typing/cases), so those diagnostics are off here.
 # mypy: disable-error-code="overload-overlap,overload-cannot-match"

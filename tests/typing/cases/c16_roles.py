@@ -94,7 +94,7 @@ dropped = ax.rearrange(tokens, "Batch Pos Embed -> Batch Pos")  # want-error[plu
 
 # ax.contract(out=): the result in the order out= gives
 proj = ax.zeros((8, 3), Embed, Head)
-reveal_type(ax.contract(tokens, proj, out=(Head, Batch, Pos)))  # want[plugin]: Tensor[F32, Head, Batch, Pos]; want[mypy,pyright]: Tensor[F32, *tuple[Any, ...]]
+reveal_type(ax.contract(tokens, proj, out=(Head, Batch, Pos)))  # want: Tensor[F32, Head, Batch, Pos]
 no_permutation = ax.contract(tokens, proj, out=(Head, Batch))  # want-error[plugin]: out=(Head, Batch) ; miss[mypy,pyright]
 
 # the KV cache: typed by the dtype and the key axis of the layer that made it

@@ -26,6 +26,10 @@ class Other(ax.Axis): ...
 class Seed(ax.Axis): ...
 
 
+@final
+class Wide(ax.Axis): ...
+
+
 class Head(eqx.Module):
     lin: ax.nn.Affine[F32, Hidden, Other]
 
@@ -57,14 +61,26 @@ e3: Tensor[F32, N, Other] = ens(x)  # want-error; want-error[pyright]; runs: ann
 # the output has the Member axis first, not last
 e4: Tensor[F32, N, Other, ax.nn.Member] = ens(x)  # want-error; want-error[pyright]; runs: annotations are not checked at run time
 
-# an ensemble of a layer the plugin types by its rule (any rank, the axis anywhere)
+# an ensemble of a layer the plugin types by its rule (any rank, the axis anywhere); plain
+# mypy types it by the Ensemble's overloads for dense layers (issue 44, class 2: it was
+# Tensor[F32, Member, *tuple[Never, ...]], a false error on every correct call)
 affines = ax.nn.Ensemble.init(lambda k: ax.nn.Affine(Hidden, Other, 5, 3, key=k), 2, key=key)
-reveal_type(affines(x))  # want[plugin,pyright]: Tensor[F32, Member, N, Other]; show[mypy]
-a1 = affines(ax.normal(key, (4, 5), N, Other))  # want-error[plugin]: Hidden is not an axis of the input; want-error[pyright]; show[mypy]
+reveal_type(affines(x))  # want: Tensor[F32, Member, N, Other]
+a0: Tensor[F32, ax.nn.Member, N, Other] = affines(x)  # ok
+reveal_type(affines(ax.normal(key, (5, 4), Hidden, N)))  # want: Tensor[F32, Member, N, Other]
+a1 = affines(ax.normal(key, (4, 5), N, Other))  # want-error[plugin]: Hidden is not an axis of the input; want-error[pyright]; want-error[mypy]
+mlps = ax.nn.Ensemble.init(
+    lambda k: ax.nn.MLP(Hidden, Other, 5, 3, hidden={Wide: 4}, key=k), 3, Seed, key=key
+)
+reveal_type(mlps(x))  # want: Tensor[F32, Seed, N, Other]
+m0 = ax.mean(mlps(x), Seed)  # ok
+m1: Tensor[F32, Seed, Other] = mlps(x)  # want-error: Incompatible types in assignment; want-error[mypy]; want-error[pyright]; runs: annotations are not checked at run time
+m2 = mlps(ax.astype(x, BF16))  # want-error[plugin]: the input is BF16; want-error[mypy]; want-error[pyright]
 
-# every member gets the same input: an input with the ensemble's axis is refused
+# every member gets the same input: an input with the ensemble's axis is refused (no
+# overload can say "without the axis Member": PEP 646 has no exclusion; the plugin only)
 stacked = ax.normal(key, (3, 4, 5), ax.nn.Member, N, Hidden)
-a2 = affines(stacked)  # want-error[plugin]: already has the ensemble's axis Member; miss[pyright]: the member's call accepts it; show[mypy]
+a2 = affines(stacked)  # want-error[plugin]: already has the ensemble's axis Member; miss[mypy,pyright]: the member's call accepts it
 
 # ensemble_loss: a model's loss made the ensemble's (the sum over the members)
 
