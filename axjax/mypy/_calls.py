@@ -177,25 +177,19 @@ def exact_index(
     return 0 <= at <= k or (at < 0 and -at - 1 <= len(tt.axes) - 1 - k)
 
 
+def fingerprint_files() -> list[Path]:
+    """Every module of the package: the plugin runs the type rules of core, ops, graph, nn
+    and train (ops' ``infer``, layers' checks, losses' rules...), so any of them changing
+    must re-check the modules that used them."""
+    package = Path(__file__).resolve().parent.parent
+    return sorted(package.rglob("*.py"))
+
+
 @functools.cache
 def fingerprint() -> str:
-    """A hash of the plugin and of the modules whose type rules it runs (core's; the layers'
-    and nn's declared rules; the losses', metrics' and collectives' rules)."""
+    """A hash of the plugin and of every module whose type rules it runs
+    (:func:`fingerprint_files`)."""
     digest = hashlib.sha256()
-    package = Path(__file__).resolve().parent.parent
-    rules = [
-        "train/_losses.py",
-        "train/_linear_loss.py",
-        "train/_metrics.py",
-        "parallel/_collective.py",
-    ]
-    for path in sorted(
-        [
-            *package.glob("mypy/*.py"),
-            *package.glob("core/*.py"),
-            *package.glob("nn/*.py"),
-            *(package / r for r in rules),
-        ]
-    ):
+    for path in fingerprint_files():
         digest.update(path.read_bytes())
     return digest.hexdigest()[:16]
