@@ -15,9 +15,10 @@ the generator fail.
 It also writes, between ``BEGIN GENERATED`` / ``END GENERATED`` markers in hand-written files:
 the public function of each declaration with a ``doc`` (into the op's module), the
 constructors' overloads (``CONSTRUCTORS``: ``Input``, the norms, the convolutions, the cells,
-the dense layers), ``ax.nn.cast``'s overloads, ``contract``'s and ``rearrange``'s by ``out=``, the static names of the elementwise functions
-and the export lines of ``axjax/ops/__init__.py`` and ``axjax/__init__.py``. ``--check``
-compares every one of these files with what it would write.
+the dense layers), ``ax.nn.cast``'s overloads, ``contract``'s and ``rearrange``'s by
+``out=``, the static names of the elementwise functions and the export lines of
+``axjax/ops/__init__.py`` and ``axjax/__init__.py``. ``--check`` compares every one of these
+files with what it would write.
 
 The window (see docs/typing.md) is set by the constants below. Outside it, a catch-all
 overload for the larger ranks returns the gradual ``Tensor[D, *tuple[Any, ...]]``, so no

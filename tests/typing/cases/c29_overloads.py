@@ -2,13 +2,13 @@
 
 ``ax.contract(..., out=(A, B))`` is ``Tensor[D, A, B]`` in every checker (one generated
 overload per length of ``out``; whether ``out`` is a permutation of the result's axes stays
-the plugin's and the run time's). So is ``ax.rearrange(..., out=(A, B))`` (whether the pattern
-gives those axes is the plugin's and the run time's). A reduction's result over a literal tuple of axes is
-exact up to rank 3 (one overload per rank and per ordered choice of the axes; rank 4 and up
+the plugin's and the run time's). So is ``ax.rearrange(..., out=(A, B))`` (whether the
+pattern gives those axes is the plugin's and the run time's). A reduction's result over a
+literal tuple of axes is exact up to rank 3 (one overload per rank and per ordered choice of the axes; rank 4 and up
 is gradual without the plugin); an axis the tensor lacks takes the catch-all of computed
 tuples (``tuple(x.axes)``), which no type tells from a literal one: the plugin's. Left to the plugin, each with the reason (docs/typing.md): ``ax.tensor`` of a
-numpy array of a known dtype, ``rearrange``'s result without ``out=``, ``stack`` along an axis already
-present; an ``Ensemble`` input that already has its member axis is in c21_ensemble.py.
+numpy array of a known dtype, ``rearrange``'s result without ``out=``, ``stack`` along an
+axis already present; an ``Ensemble`` input that already has its member axis is in c21_ensemble.py.
 """
 
 from typing import Any, final, reveal_type
