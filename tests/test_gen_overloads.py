@@ -29,6 +29,7 @@ EDITS = {
     "axjax/nn/_recurrent.py": ("        dtype: type[D],", "        dtype: type[DType],"),
     "axjax/nn/_linear.py": ("        dtype: type[D],", "        dtype: type[F32],"),
     "axjax/ops/_contract.py": ("    out: tuple[type[A0]],", "    out: tuple[type[A1]],"),
+    "axjax/ops/_rearrange.py": ("    out: tuple[type[A0]],", "    out: tuple[type[A1]],"),
     "axjax/nn/_precision.py": (
         "def cast(tree: Affine[Any, A1, A2]",
         "def cast(tree: Affine[Any, A2, A1]",

@@ -261,6 +261,47 @@ def test_an_open_axis_split_needs_every_size() -> None:
     assert y.axes == (Batch, Head, Pos, HeadDim) and y.shape == (None, 4, None, 2)
 
 
+# --------------------------------------------------------------------------- rearrange(out=)
+def test_rearrange_out_names_the_result_and_changes_nothing() -> None:
+    pattern = "Batch Pos (Head HeadDim) -> Batch Head Pos HeadDim"
+    plain = ax.rearrange(X, pattern, *HH, Head=4)
+    got = ax.rearrange(X, pattern, *HH, Head=4, out=(Batch, Head, Pos, HeadDim))
+    assert got.axes == plain.axes and got.shape == plain.shape
+    assert np.array_equal(np.asarray(got.array), np.asarray(plain.array))
+    x = ax.Input(ax.F32, Batch, Pos, Embed, sizes={Embed: 8})  # in a graph, too
+    y = ax.rearrange(x, pattern, *HH, Head=4, out=(Batch, Head, Pos, HeadDim))
+    assert y.axes == (Batch, Head, Pos, HeadDim) and y.shape == (None, 4, None, 2)
+
+
+@pytest.mark.parametrize(
+    ("out", "gives"),
+    [
+        ((Batch, Pos, Embed), "(Pos, Batch, Embed)"),  # the same axes, another order
+        ((Pos, Batch), "(Pos, Batch, Embed)"),  # one left out
+        ((Pos, Batch, Embed, Chan), "(Pos, Batch, Embed)"),  # one too many
+    ],
+)
+def test_rearrange_out_that_is_not_the_result_is_an_axis_error(
+    out: tuple[type[ax.Axis], ...], gives: str
+) -> None:
+    from axjax.ops._rearrange import standin
+
+    pattern = "Batch Pos Embed -> Pos Batch Embed"
+    said = ", ".join(a.__name__ for a in out)
+    message = f"Cannot rearrange by '{pattern}': out=({said}) says the result's axes, but the "
+    message += f"pattern gives {gives}"
+    for run in (ax.rearrange, standin):  # standin: what the mypy plugin runs
+        with pytest.raises(ax.AxisError) as e:
+            run(X, pattern, out=out)
+        assert str(e.value) == message
+
+
+def test_rearrange_out_is_a_tuple_of_axis_classes() -> None:
+    for out in ([Pos, Batch, Embed], (Pos, Batch, 8)):
+        with pytest.raises(TypeError, match="rearrange: out= is a tuple of axis classes, got"):
+            ax.rearrange(X, "Batch Pos Embed -> Pos Batch Embed", out=out)  # type: ignore[call-overload]
+
+
 # --------------------------------------------------------------------------- contract(out=)
 def test_contract_out_fixes_the_order() -> None:
     w = _x((8, 3), Embed, Chan)

@@ -2,12 +2,13 @@
 
 ``ax.contract(..., out=(A, B))`` is ``Tensor[D, A, B]`` in every checker (one generated
 overload per length of ``out``; whether ``out`` is a permutation of the result's axes stays
-the plugin's and the run time's). A reduction's result over a literal tuple of axes is
-exact up to rank 3 (one overload per rank and per ordered choice of the axes; rank 4 and up
+the plugin's and the run time's). So is ``ax.rearrange(..., out=(A, B))`` (whether the
+pattern gives those axes is the plugin's and the run time's). A reduction's result over a
+literal tuple of axes is exact up to rank 3 (one overload per rank and per ordered choice of the axes; rank 4 and up
 is gradual without the plugin); an axis the tensor lacks takes the catch-all of computed
 tuples (``tuple(x.axes)``), which no type tells from a literal one: the plugin's. Left to the plugin, each with the reason (docs/typing.md): ``ax.tensor`` of a
-numpy array of a known dtype, ``rearrange``'s result, ``stack`` along an axis already
-present; an ``Ensemble`` input that already has its member axis is in c21_ensemble.py.
+numpy array of a known dtype, ``rearrange``'s result without ``out=``, ``stack`` along an
+axis already present; an ``Ensemble`` input that already has its member axis is in c21_ensemble.py.
 """
 
 from typing import Any, final, reveal_type
@@ -73,7 +74,16 @@ floats: npt.NDArray[np.float32] = np.zeros((2, 5), dtype=np.float32)
 reveal_type(ax.tensor(floats, Batch, Pos))  # want[plugin]: Tensor[F32, Batch, Pos]; want[mypy,pyright]: Tensor[Any, Batch, Pos]
 t1 = ax.tensor(floats, Batch, Pos) + ax.zeros((2, 5), Batch, Pos, dtype=ax.I32)  # want-error[plugin]: dtypes F32 and I32 differ; miss[mypy,pyright]: the dtype of host data is the plugin's
 
-# left to the plugin: rearrange's result (its axes are in the pattern string)
+# rearrange(out=): the result's axes are out='s (whether the pattern gives them stays the
+# plugin's, which reads a literal pattern, and the run time's)
+reveal_type(ax.rearrange(x, "Batch Pos Embed -> Batch Hidden=(Pos Embed)", Hidden, out=(Batch, Hidden)))  # want: Tensor[F32, Batch, Hidden]
+reveal_type(ax.rearrange(x, "Batch Pos Embed -> Pos Batch Embed", out=(Pos, Batch, Embed)))  # want: Tensor[F32, Pos, Batch, Embed]
+g0: Tensor[F32, Pos, Batch, Embed] = ax.rearrange(x, "Batch Pos Embed -> Pos Batch Embed", out=(Pos, Batch, Embed))  # ok
+g1 = ax.rearrange(x, "Batch Pos Embed -> Pos Batch Embed", out=(Pos, Batch, Embed)) + x  # want-error: same axes in a different order; want-error[mypy,pyright]
+g2: Tensor[F32, Batch, Pos, Embed] = ax.rearrange(x, "Batch Pos Embed -> Pos Batch Embed", out=(Pos, Batch, Embed))  # want-error: Incompatible types in assignment; want-error[mypy]; want-error[pyright]; runs: annotations are not checked at run time
+g3 = ax.rearrange(x, "Batch Pos Embed -> Pos Batch Embed", out=(Batch, Pos, Embed))  # want-error[plugin]: out=(Batch, Pos, Embed) says the result's axes, but the pattern gives (Pos, Batch, Embed); miss[mypy,pyright]: a string's contents are no type
+
+# left to the plugin: rearrange's result without out= (its axes are in the pattern string)
 r6 = ax.rearrange(x, "Batch Pos Embed -> Pos Batch Embed") + x  # want-error[plugin]: same axes in a different order; miss[mypy,pyright]: a string's contents are no type
 
 # left to the plugin: stack along an axis the tensors already have ("without Pos" is no type)
