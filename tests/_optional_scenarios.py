@@ -138,6 +138,33 @@ def _save_hf(tmp: Path) -> None:
     save_weights(tmp, {}, Table("none", ()), layers=0)
 
 
+def _gpt2_fixture_model() -> Any:
+    """The GPT-2 fixture's architecture with fresh weights (no safetensors read)."""
+    import jax
+
+    from axjax.models import gpt2, read_config
+
+    fixture = Path(__file__).resolve().parent / "models" / "fixtures" / "gpt2"
+    return gpt2.GPT2(read_config(fixture, gpt2.GPT2Config, gpt2.TABLE), key=jax.random.key(0))
+
+
+def _load_peft(tmp: Path) -> None:
+    from axjax.models import load_peft
+
+    fixture = Path(__file__).resolve().parent / "models" / "fixtures" / "peft-gpt2-mlp"
+    load_peft(_gpt2_fixture_model(), fixture)
+
+
+def _save_peft(tmp: Path) -> None:
+    import jax
+
+    import axjax as ax
+    from axjax.models import save_peft
+
+    tuned = ax.nn.lora(_gpt2_fixture_model(), where="**.fc", rank=2, key=jax.random.key(0))
+    save_peft(tuned, tmp / "adapter")
+
+
 def _load_tokenizer(tmp: Path) -> None:
     from axjax.models import gpt2, llama, load_tokenizer
 
@@ -172,6 +199,8 @@ SCENARIOS: dict[str, Callable[[Path], None]] = {
     "ax.nn.load_safetensors": _load_safetensors,
     "axjax.models.load_weights": _load_hf,
     "axjax.models.save_weights": _save_hf,
+    "axjax.models.load_peft": _load_peft,
+    "axjax.models.save_peft": _save_peft,
     "axjax.models.load_tokenizer (gpt2.tokenizer, llama.tokenizer)": _load_tokenizer,
     "fit(progress=True)": _fit_progress,
     "ax.train.download": _download,

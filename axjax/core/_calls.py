@@ -29,8 +29,8 @@ message as the op raised it.
 
 An entry point that calls other public calls declares its own checks (:class:`Checks`),
 each with the argument it is about. The context runs them in :data:`STAGES` before the
-body: every axes check, then every dtype check, then every value check. That is the
-order a user reads a call, so no call inside can fail on an argument first, and the
+body: every option check (a string choice: no data needed), then every axes check, every
+dtype check, every value check. That is the order a user reads a call, so no call inside can fail on an argument first, and the
 entry point's own message is kept word for word. If a public call *inside* it fails anyway
 (its context marks the error as raised in it: ``raised_in``), the outermost call re-words
 the error (:func:`reattribute`). The first line names that call, the user's argument at
@@ -102,9 +102,15 @@ def user_code(owner: str) -> Generator[None, None, None]:
     ``fold`` body): when ``owner`` is the call the user made, the public calls inside are
     named again and an error of the user's own ops is left as it is (its traceback points
     at the user's line). Inside another public call (a layer running ``fold`` over its
-    cell) the body is that call's own code: nothing changes."""
-    if _CALL.get() != owner:
-        yield
+    cell) the body is that call's own code: an error leaving it is that call's own, never
+    re-attributed as ``owner``'s (an inner public call's) error."""
+    outer = _CALL.get()
+    if outer != owner:
+        try:
+            yield
+        except (TypeError, ValueError) as e:
+            _tag(e, "raised_in", outer)  # before owner's exit tags it as owner's
+            raise
         return
     token = _CALL.set(None)
     try:
@@ -289,7 +295,9 @@ def name_error(error: AxisError, call: str, arguments: dict[str, object]) -> Non
 
 
 #: the order an entry point's checks run in: the order a user reads a call's arguments
-STAGES = ("axes", "dtypes", "values")
+#: the order the user thinks in: the options spelled in the code (a string choice), then
+#: the data's axes, dtypes and values
+STAGES = ("options", "axes", "dtypes", "values")
 
 #: one check of an entry point's arguments (their names to their values, defaults filled)
 Check = Callable[[Mapping[str, Any]], None]
@@ -300,7 +308,8 @@ Stage = tuple[tuple[str, Check], ...]
 @dataclasses.dataclass(frozen=True)
 class Checks:
     """An entry point's own checks of its arguments, run by its call context in
-    :data:`STAGES` (every axes check, then every dtype check, then every value check)
+    :data:`STAGES` (every option check, as a string choice, that needs no data; then every
+    axes check, every dtype check, every value check)
     before its body, so that no call inside can fail on an argument first. Each check is
     declared with the argument it is about: its error names that argument.
 
@@ -317,6 +326,7 @@ class Checks:
         ... def generate(model, prompt, steps): ...
     """
 
+    options: Stage = ()
     axes: Stage = ()
     dtypes: Stage = ()
     values: Stage = ()

@@ -485,6 +485,7 @@ def _check_targets(config: dict[str, Any], where: Path, file: set[str], known: l
 
 def _read_arrays(folder: str | os.PathLike[str]) -> dict[str, dict[str, np.ndarray]]:
     """The file's arrays by module path, each ``{"A": ..., "B": ...}``."""
+    _LOAD.require()
     from safetensors import safe_open
 
     where = Path(folder) / ADAPTER_WEIGHTS

@@ -322,10 +322,10 @@ def _prompt_ids(a: Mapping[str, Any]) -> None:
 
 #: generate's checks, in the order a user reads its arguments (core/_calls.py runs them)
 CHECKS = Checks(
+    options=(("padding", _padding),),
     axes=(("prompt", _prompt_axes), ("pos", _pos_axis)),
     dtypes=(("prompt", _prompt_dtype),),
     values=(
-        ("padding", _padding),
         ("steps", _steps),
         ("prompt", _prompt_sizes),
         ("steps", _context),

@@ -232,7 +232,7 @@ def test_errors_name_what_is_wrong() -> None:
     with pytest.raises(
         ax.AxisError,
         match=r"Ensemble\(over=Member\): the input x already has the ensemble's axis Member "
-        r"\(x=Tensor\[F32, Member=2, Batch=4, In=3\]\); every member gets the same input",
+        r"\(Tensor\[F32, Member=2, Batch=4, In=3\]\); every member gets the same input",
     ):
         ens(rand((2, 4, 3), Member, Batch, In))
     with pytest.raises(IndexError, match=r"Ensemble: member 2 is out of range for 2 members"):
