@@ -33,12 +33,12 @@ body: every option check (a string choice: no data needed), then every axes chec
 dtype check, every value check. That is the order a user reads a call, so no call inside
 can fail on an argument first, and the entry point's own message is kept word for word.
 If a public call *inside* it fails anyway (its context marks the error as raised in it:
-``raised_in``), the outermost call re-words the error (:func:`reattribute`). The first line names that call, the user's argument at
-fault and what it should be (``generate_text: max_new_tokens=0: it should be a positive
-int ...``; an ``AxisError`` as ``Cannot apply <call> to <argument>=...: ...``). The inner
-message follows (``inside:``) as the reason. An op's ``AxisError`` keeps the rewording
-above. The code a call runs for the user (a ``fold`` body, the loss ``fit`` runs) is never
-re-attributed.
+``raised_in``), the outermost call re-words the error (:func:`reattribute`). The first
+line names that call, the user's argument at fault and what it should be
+(``generate_text: max_new_tokens=0: it should be a positive int ...``; an ``AxisError``
+as ``Cannot apply <call> to <argument>=...: ...``). The inner message follows
+(``inside:``) as the reason. An op's ``AxisError`` keeps the rewording above. The code a
+call runs for the user (a ``fold`` body, the loss ``fit`` runs) is never re-attributed.
 """
 
 from __future__ import annotations
