@@ -176,6 +176,16 @@ def _token_file(tmp: Path) -> ax.train.TokenFile:
     return ax.train.write_tokens(path, [np.arange(20)])
 
 
+def _log_once(tmp: Path, step: int, metrics: dict[str, float]) -> None:
+    """One ``TensorBoardLogger.log``, the writer closed after (an open one is closed at
+    exit, when Python 3.12 can no longer start its thread)."""
+    logger = ax.train.TensorBoardLogger(tmp / "tb2")
+    try:
+        logger.log(step, metrics)
+    finally:
+        logger.close()
+
+
 def _ckpts(tmp: Path) -> ax.train.Checkpoints:
     ckpts = ax.train.Checkpoints(tmp / "ckpts", keep=2)
     if not ckpts.steps():
@@ -727,7 +737,7 @@ def fixtures(tmp: Path) -> dict[str, Fixture | Exempt]:
         ),
         "ax.train.TensorBoardLogger.log": Fixture(
             {"step": 1, "metrics": {"loss": 1.0}},
-            lambda step, metrics: train.TensorBoardLogger(tmp / "tb2").log(step, metrics),
+            lambda step, metrics: _log_once(tmp, step, metrics),
         ),
         "ax.train.MetricsLog": Fixture(
             {"resume_at": 0}, lambda resume_at: train.MetricsLog(tmp / "log", resume_at=resume_at)
