@@ -266,6 +266,25 @@ def _resolve(
 
 
 # ----------------------------------------------------------------------------- config
+def read_json_object(folder: str | os.PathLike[str], name: str, caller: str) -> dict[str, Any]:
+    """The JSON object in ``folder/name`` (``config.json``, ``adapter_config.json``); a
+    missing folder or file is a ``FileNotFoundError``, a file that is not a JSON object a
+    ``ConversionError``, each naming ``caller`` and the path."""
+    where = Path(folder) / name
+    if not Path(folder).is_dir():
+        what = "is a file, not a folder" if Path(folder).exists() else "does not exist"
+        raise FileNotFoundError(f"{caller}: the folder {folder} {what}")
+    if not where.is_file():
+        raise FileNotFoundError(f"{caller}: no {name} in {folder}")
+    try:
+        raw = json.loads(where.read_text())
+    except (ValueError, UnicodeDecodeError) as e:
+        raise ConversionError(f"{caller}: {where} is not JSON ({e})") from None
+    if not isinstance(raw, dict):
+        raise ConversionError(f"{caller}: {where} is not a JSON object")
+    return raw
+
+
 def read_config(folder: str | os.PathLike[str], config_type: type[C], table: Table) -> C:
     """The dataclass ``config_type`` read from ``folder/config.json``: each field from the
     key of its name (a missing key takes the field's default), unknown keys ignored.
@@ -276,17 +295,7 @@ def read_config(folder: str | os.PathLike[str], config_type: type[C], table: Tab
             field without a default is missing or has the wrong type.
     """
     where = Path(folder) / CONFIG
-    if not Path(folder).is_dir():
-        what = "is a file, not a folder" if Path(folder).exists() else "does not exist"
-        raise FileNotFoundError(f"{table.model_type}: the folder {folder} {what}")
-    if not where.is_file():
-        raise FileNotFoundError(f"{table.model_type}: no {CONFIG} in {folder}")
-    try:
-        raw = json.loads(where.read_text())
-    except (ValueError, UnicodeDecodeError) as e:
-        raise ConversionError(f"{table.model_type}: {where} is not JSON ({e})") from None
-    if not isinstance(raw, dict):
-        raise ConversionError(f"{table.model_type}: {where} is not a JSON object")
+    raw = read_json_object(folder, CONFIG, table.model_type)
     kind = raw.get("model_type", table.model_type)
     if kind != table.model_type:
         raise ConversionError(

@@ -39,7 +39,7 @@ from ..core._internal import Feature, check_not_donated
 from ..nn import Affine, LayerStack, Linear, LoRA, Rank, by_path, lora
 from ._gpt2 import GPT2
 from ._gpt2 import TABLE as GPT2_TABLE
-from ._hf import ConversionError, Entry, Table
+from ._hf import ConversionError, Entry, Table, read_json_object
 from ._llama import Llama
 from ._llama import table as llama_table
 
@@ -404,16 +404,7 @@ def write_peft(
 def _read_config(folder: str | os.PathLike[str]) -> dict[str, Any]:
     """adapter_config.json, checked for what axjax's LoRA cannot compute."""
     where = Path(folder) / ADAPTER_CONFIG
-    if not Path(folder).is_dir():
-        raise FileNotFoundError(f"load_peft: the folder {folder} does not exist")
-    if not where.is_file():
-        raise FileNotFoundError(f"load_peft: no {ADAPTER_CONFIG} in {folder}")
-    try:
-        raw = json.loads(where.read_text())
-    except (ValueError, UnicodeDecodeError) as e:
-        raise ConversionError(f"load_peft: {where} is not JSON ({e})") from None
-    if not isinstance(raw, dict):
-        raise ConversionError(f"load_peft: {where} is not a JSON object")
+    raw = read_json_object(folder, ADAPTER_CONFIG, "load_peft")
     for field, (want, why) in _REFUSED.items():
         got = raw.get(field, want)
         if got != want and not (want is None and got in ([], {})):
